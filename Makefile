@@ -1,0 +1,45 @@
+# npumon build, test and measurement targets.
+GO          ?= go
+BIN         := bin/npumon
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 10s
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: build run test test-unit test-e2e bench fuzz lint crosscheck bench-data clean
+
+build:
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
+
+# The main job: the embedded demo once it exists, else the device table.
+run: build
+	@if ./$(BIN) demo --help >/dev/null 2>&1; then ./$(BIN) demo; else ./$(BIN) devices; fi
+
+test: test-unit test-e2e
+
+test-unit:
+	$(GO) test -race -count=1 ./...
+
+# End-to-end tests drive the real binary (tmux, sockets); they carry the e2e build tag.
+test-e2e: build
+	@if ls e2e/*_test.go >/dev/null 2>&1; then NPUMON_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e ./e2e/...; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Every fuzz target for a short, fixed time.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "fuzz $$pkg $$t"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+clean:
+	rm -rf bin

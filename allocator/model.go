@@ -1,0 +1,359 @@
+package allocator
+
+import (
+	"strings"
+	"sync"
+)
+
+// This file holds the snapshot data model. It mirrors the torch memory
+// snapshot schema (shared/reference/snapshot-format.md §2) so that a decoded
+// file and a live allocator snapshot are the same Go value. Sizes are int64,
+// addresses and stream handles uint64, stacks are interned (entries hold a
+// StackID into Snapshot.Stacks).
+
+// Action is the kind of a trace entry. Known actions are constants; actions
+// the model does not know (newer torch, forks) are registered on first sight
+// so they survive decoding and re-encoding and can be shown by name.
+type Action uint8
+
+const (
+	ActionAlloc             Action = iota // block handed to the caller; Size = requested bytes
+	ActionFreeRequested                   // caller freed; other streams may still use it
+	ActionFreeCompleted                   // block really back in the pool
+	ActionFree                            // legacy single free (torch 1.13 / early 2.0)
+	ActionSegmentAlloc                    // new device segment (aclrtMalloc)
+	ActionSegmentFree                     // segment released (aclrtFree)
+	ActionSegmentMap                      // expandable segment grew
+	ActionSegmentUnmap                    // expandable pages unmapped
+	ActionSnapshot                        // a snapshot was taken; Size = total active bytes
+	ActionOOM                             // out of memory; DeviceFree set, Size = rounded request
+	ActionUserDefined                     // torch 2.4 record_function annotation
+	ActionAnnotate                        // _annotate_memory(ptr, text)
+	ActionWorkspaceSnapshot               // torch_npu workspace allocator block (synthetic)
+	numKnownActions
+)
+
+var actionRegistry = struct {
+	sync.RWMutex
+	names []string
+	index map[string]Action
+}{
+	names: []string{
+		"alloc", "free_requested", "free_completed", "free",
+		"segment_alloc", "segment_free", "segment_map", "segment_unmap",
+		"snapshot", "oom", "user_defined", "annotate", "workspace_snapshot",
+	},
+}
+
+// ActionOther stands for every unknown action once the registry is full.
+const ActionOther Action = 255
+
+// maxActions caps the registry so hostile files cannot grow it without bound.
+const maxActions = 200
+
+func init() {
+	actionRegistry.index = make(map[string]Action, len(actionRegistry.names))
+	for i, n := range actionRegistry.names {
+		actionRegistry.index[n] = Action(i)
+	}
+}
+
+// ParseAction returns the Action for a serialized action string, registering
+// unknown names (up to a cap; beyond it ActionOther).
+func ParseAction(s string) Action {
+	actionRegistry.RLock()
+	a, ok := actionRegistry.index[s]
+	actionRegistry.RUnlock()
+	if ok {
+		return a
+	}
+	actionRegistry.Lock()
+	defer actionRegistry.Unlock()
+	if a, ok := actionRegistry.index[s]; ok {
+		return a
+	}
+	if len(actionRegistry.names) >= maxActions {
+		return ActionOther
+	}
+	a = Action(len(actionRegistry.names))
+	s = strings.Clone(s)
+	actionRegistry.names = append(actionRegistry.names, s)
+	actionRegistry.index[s] = a
+	return a
+}
+
+// String returns the action exactly as torch serializes it.
+func (a Action) String() string {
+	if a == ActionOther {
+		return "other"
+	}
+	actionRegistry.RLock()
+	defer actionRegistry.RUnlock()
+	if int(a) < len(actionRegistry.names) {
+		return actionRegistry.names[a]
+	}
+	return "other"
+}
+
+// Known reports whether the action is one the model gives meaning to.
+func (a Action) Known() bool { return a < numKnownActions }
+
+// IsAllocFamily reports whether the action belongs to the block alloc/free family.
+func (a Action) IsAllocFamily() bool {
+	switch a {
+	case ActionAlloc, ActionFreeRequested, ActionFreeCompleted, ActionFree:
+		return true
+	}
+	return false
+}
+
+// IsSegmentFamily reports whether the action changes reserved memory.
+func (a Action) IsSegmentFamily() bool {
+	switch a {
+	case ActionSegmentAlloc, ActionSegmentFree, ActionSegmentMap, ActionSegmentUnmap:
+		return true
+	}
+	return false
+}
+
+// BlockState is the state of a block inside a segment.
+type BlockState uint8
+
+const (
+	StateInactive          BlockState = iota // free, cached in a pool
+	StateActiveAllocated                     // handed to a caller
+	StateActivePendingFree                   // freed by the caller, waiting on stream events
+)
+
+var blockStateNames = [...]string{"inactive", "active_allocated", "active_pending_free"}
+
+func (s BlockState) String() string {
+	if int(s) < len(blockStateNames) {
+		return blockStateNames[s]
+	}
+	return "unknown"
+}
+
+// ParseBlockState parses a serialized block state. The torch docstring's
+// "active_awaiting_free" is accepted as a synonym of active_pending_free.
+func ParseBlockState(s string) (BlockState, bool) {
+	switch s {
+	case "inactive":
+		return StateInactive, true
+	case "active_allocated":
+		return StateActiveAllocated, true
+	case "active_pending_free", "active_awaiting_free":
+		return StateActivePendingFree, true
+	}
+	return 0, false
+}
+
+// Active reports whether the block counts as active memory.
+func (s BlockState) Active() bool { return s != StateInactive }
+
+// Frame is one stack frame, innermost (allocation site) first in a Stack.
+type Frame struct {
+	Filename string
+	Line     int64
+	Name     string
+}
+
+// Stack is an ordered list of frames, innermost first.
+type Stack []Frame
+
+// StackID indexes Snapshot.Stacks. NoStack (0) is the empty stack.
+type StackID int32
+
+const NoStack StackID = 0
+
+// PoolID identifies a memory pool; (0,0) is the default pool.
+type PoolID [2]int64
+
+// BlockHistory is a torch 1.13 / 2.0 block history record.
+type BlockHistory struct {
+	Addr     uint64
+	RealSize int64
+	Frames   StackID
+}
+
+// Block is a contiguous piece of a segment.
+type Block struct {
+	Address       uint64
+	Size          int64
+	RequestedSize int64
+	State         BlockState
+	Frames        StackID
+	History       []BlockHistory // legacy files only
+}
+
+// Segment is one device allocation (or expandable mapping) tiled by blocks.
+type Segment struct {
+	Device        int
+	Address       uint64
+	TotalSize     int64
+	AllocatedSize int64 // Σ size of active_allocated blocks
+	ActiveSize    int64 // allocated + pending-free bytes
+	RequestedSize int64 // Σ requested bytes of active blocks
+	Stream        uint64
+	IsLarge       bool // segment_type "large" (else "small")
+	PoolID        PoolID
+	HasPoolID     bool
+	IsExpandable  bool
+	Frames        StackID
+	Blocks        []Block
+}
+
+// SegmentType returns the serialized pool name, "large" or "small".
+func (s *Segment) SegmentType() string {
+	if s.IsLarge {
+		return "large"
+	}
+	return "small"
+}
+
+// End returns the first address past the segment.
+func (s *Segment) End() uint64 { return s.Address + uint64(s.TotalSize) }
+
+// TraceEntry is one allocator event.
+type TraceEntry struct {
+	Action     Action
+	Addr       uint64 // 0 for oom and snapshot
+	Size       int64
+	Stream     uint64
+	DeviceFree int64 // oom only: bytes the device reported free
+	TimeUS     int64 // epoch microseconds; 0 when the source has no time
+	Frames     StackID
+	PoolID     PoolID
+	HasPoolID  bool
+	// Optional strings of newer torch builds; empty when absent.
+	CompileContext string
+	UserMetadata   string
+}
+
+// Annotation is an external annotation (record_function range edge).
+type Annotation struct {
+	Name   string
+	Stage  string // "START" or "END"
+	Device int
+	TimeUS int64
+}
+
+// Settings are the allocator settings a snapshot carries (torch ≥ 2.3).
+type Settings struct {
+	ConfKey                       string // e.g. "PYTORCH_CUDA_ALLOC_CONF" or "PYTORCH_NPU_ALLOC_CONF"
+	Conf                          string // the raw configuration string
+	MaxSplitSize                  int64  // -1 = unlimited
+	GarbageCollectionThreshold    float64
+	ExpandableSegments            bool
+	PinnedNumRegisterThreads      int64
+	ReleaseLockOnMalloc           bool
+	PinnedUseHostRegister         bool
+	GraphCaptureRecordStreamReuse bool
+	// RoundupPower2Divisions maps an interval start in MiB (1, 2, 4, …) to
+	// its number of divisions; nil when absent.
+	RoundupPower2Divisions map[int64]int64
+}
+
+// Snapshot is a full memory snapshot: final segments plus per-device traces.
+type Snapshot struct {
+	Segments            []Segment
+	DeviceTraces        [][]TraceEntry // index = device ordinal, oldest first
+	Settings            *Settings      // nil when the source has none
+	ExternalAnnotations []Annotation
+	// Stacks is the interned stack table; Stacks[NoStack] is empty.
+	Stacks []Stack
+}
+
+// Stack returns the frames of id, or nil for NoStack or an id out of range.
+func (s *Snapshot) Stack(id StackID) Stack {
+	if id <= 0 || int(id) >= len(s.Stacks) {
+		return nil
+	}
+	return s.Stacks[id]
+}
+
+// HasTimestamps reports whether any trace entry carries an epoch time.
+func (s *Snapshot) HasTimestamps() bool {
+	for _, tr := range s.DeviceTraces {
+		for i := range tr {
+			if tr[i].TimeUS != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Devices returns the device ordinals present in segments or traces, ascending.
+func (s *Snapshot) Devices() []int {
+	n := len(s.DeviceTraces)
+	for i := range s.Segments {
+		if s.Segments[i].Device+1 > n {
+			n = s.Segments[i].Device + 1
+		}
+	}
+	var out []int
+	for d := 0; d < n; d++ {
+		if d < len(s.DeviceTraces) && len(s.DeviceTraces[d]) > 0 {
+			out = append(out, d)
+			continue
+		}
+		for i := range s.Segments {
+			if s.Segments[i].Device == d {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// StackTable interns stacks so identical frame lists share one StackID.
+// It is not safe for concurrent use.
+type StackTable struct {
+	stacks []Stack
+	index  map[string]StackID
+	key    []byte
+}
+
+// NewStackTable returns a table holding only the empty stack.
+func NewStackTable() *StackTable {
+	return &StackTable{stacks: []Stack{nil}, index: map[string]StackID{}}
+}
+
+// Intern returns the id of frames, adding a copy when new. Empty → NoStack.
+func (t *StackTable) Intern(frames []Frame) StackID {
+	if len(frames) == 0 {
+		return NoStack
+	}
+	k := t.key[:0]
+	for _, f := range frames {
+		k = append(k, f.Filename...)
+		k = append(k, 0)
+		k = appendInt(k, f.Line)
+		k = append(k, f.Name...)
+		k = append(k, 0)
+	}
+	t.key = k
+	if id, ok := t.index[string(k)]; ok {
+		return id
+	}
+	id := StackID(len(t.stacks))
+	t.stacks = append(t.stacks, append(Stack(nil), frames...))
+	t.index[string(k)] = id
+	return id
+}
+
+// Stacks returns the table; the caller must not modify it.
+func (t *StackTable) Stacks() []Stack { return t.stacks }
+
+// Len returns the number of stacks including the empty one.
+func (t *StackTable) Len() int { return len(t.stacks) }
+
+func appendInt(b []byte, v int64) []byte {
+	u := uint64(v)
+	for i := 0; i < 8; i++ {
+		b = append(b, byte(u>>(8*i)))
+	}
+	return b
+}

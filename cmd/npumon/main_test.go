@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
+
+// captureRun runs the CLI with args and returns exit code, stdout and stderr.
+func captureRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	oldOut, oldErr := os.Stdout, os.Stderr
+	ro, wo, _ := os.Pipe()
+	re, we, _ := os.Pipe()
+	os.Stdout, os.Stderr = wo, we
+	var out, errb bytes.Buffer
+	done := make(chan struct{})
+	go func() { io.Copy(&out, ro); done <- struct{}{} }()
+	go func() { io.Copy(&errb, re); done <- struct{}{} }()
+	code := run(args)
+	wo.Close()
+	we.Close()
+	<-done
+	<-done
+	os.Stdout, os.Stderr = oldOut, oldErr
+	return code, out.String(), errb.String()
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := captureRun(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "npumon ") {
+		t.Fatalf("version: code %d, out %q", code, out)
+	}
+	code, out, _ = captureRun(t, "--version")
+	if code != 0 || !strings.Contains(out, version) {
+		t.Fatalf("--version: code %d, out %q", code, out)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{
+		{"--no-such-flag"},
+		{"no-such-command"},
+		{"version", "extra"},
+		{"version", "--bogus"},
+	} {
+		code, _, errOut := captureRun(t, args...)
+		if code != 2 {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errOut)
+		}
+		if !strings.Contains(errOut, "npumon:") {
+			t.Errorf("%v: stderr %q lacks an error line", args, errOut)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+// Package monitor owns the time-indexed Store that every npumon view queries,
+// and the sources that feed it: the in-process allocator tracker, the live
+// wire protocol, directory watching and profiler tails.
+package monitor
+
+import "github.com/npumon/npumon/allocator"
+
+// Query result types. Every value a Store query returns is owned by the
+// caller: no slice or pointer in it aliases Store internals.
+
+// TimeBase says what cursor values mean for a device log.
+type TimeBase uint8
+
+const (
+	// TimeEpochUS: cursors and times are microseconds since the Unix epoch.
+	TimeEpochUS TimeBase = iota
+	// TimeSequence: the source has no timestamps; cursors are entry sequence
+	// numbers (0-based index into the device's trace).
+	TimeSequence
+)
+
+func (b TimeBase) String() string {
+	if b == TimeSequence {
+		return "sequence"
+	}
+	return "epoch_us"
+}
+
+// Event is one trace entry of a device log with its position.
+type Event struct {
+	Seq  int64 // 0-based index in the device log
+	Time int64 // epoch µs, or Seq when the log has no time
+	allocator.TraceEntry
+}
+
+// Op is one profiler op range keyed by epoch time.
+type Op struct {
+	Name      string
+	StartUS   int64
+	EndUS     int64
+	Thread    uint64
+	Seq       int64 // profiler sequence number, -1 if none
+	Device    int
+	MemDelta  int64 // Σ allocated bytes change of the memory records inside the op
+	Step      int64 // ProfilerStep#N the op belongs to, -1 if none
+	IsStep    bool  // the op is a ProfilerStep#N marker itself
+	InputDims string
+}
+
+// Gap is a free range inside a segment at a cursor.
+type Gap struct {
+	Address uint64
+	Size    int64
+}
+
+// State is what the segment map draws: the device's segments with live
+// blocks at the cursor. Blocks tile every segment (inactive blocks fill the
+// free ranges), Gaps lists those free ranges again for quick access.
+type State struct {
+	Device   int
+	Cursor   int64 // the cursor asked for
+	Applied  int64 // number of log entries applied (entries with Seq < Applied)
+	Segments []allocator.Segment
+	Gaps     []Gap
+}
+
+// MinMax is one chart column: the extremes of a value over the column's span.
+type MinMax struct {
+	Min, Max int64
+}
+
+// Column selects a series.
+type Column uint8
+
+const (
+	ColActive Column = iota
+	ColAllocated
+	ColReserved
+)
+
+// Series holds per-column extremes of the byte series over [T0, T1).
+type Series struct {
+	T0, T1    int64
+	Columns   int
+	Active    []MinMax
+	Allocated []MinMax
+	Reserved  []MinMax
+}
+
+// Summary describes a device at a cursor.
+type Summary struct {
+	Device            int
+	TimeBase          TimeBase
+	Cursor            int64
+	Applied           int64
+	Entries           int64 // total entries in the log
+	FirstTime         int64
+	LastTime          int64
+	ActiveBytes       int64
+	AllocatedBytes    int64
+	ReservedBytes     int64
+	Segments          int
+	Blocks            int
+	LargestFreeBlock  int64
+	TotalFreeBytes    int64   // reserved − active
+	Fragmentation     float64 // 1 − largest free / total free; 0 when nothing is free
+	PeakActiveBytes   int64   // peak so far (up to the cursor)
+	PeakActiveTime    int64
+	PeakReservedBytes int64
+	OOMs              int
+}
