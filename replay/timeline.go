@@ -1,0 +1,364 @@
+package replay
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// Timeline is one device's trace read per docs/timeline.md.
+type Timeline struct {
+	Device  int
+	Entries []allocator.TraceEntry // the device trace, read-only, shared with the snapshot
+	// Initial is the state before entry 0: the device's segments with their
+	// blocks (active_allocated / active_pending_free / inactive tiling each
+	// segment), reconstructed from the final state by undoing every entry
+	// (reference snapshot-format.md §6.5).
+	Initial         []allocator.Segment
+	ActiveAtStart   int64 // Σ initially-active sizes (timeline rules (a)+(b))
+	ReservedAtStart int64
+
+	final []allocator.Segment // the device's final segments, shared with the snapshot
+}
+
+// NewTimeline reads device's trace and final segments out of s. It fails only
+// for a device the snapshot does not mention.
+func NewTimeline(s *allocator.Snapshot, device int) (*Timeline, error) {
+	if s == nil {
+		return nil, fmt.Errorf("timeline: no snapshot")
+	}
+	t := &Timeline{Device: device}
+	found := false
+	if device >= 0 && device < len(s.DeviceTraces) {
+		t.Entries = s.DeviceTraces[device]
+		found = len(t.Entries) > 0
+	}
+	for i := range s.Segments {
+		if s.Segments[i].Device == device {
+			t.final = append(t.final, s.Segments[i])
+			found = true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("timeline: device %d has no segments and no trace in this snapshot", device)
+	}
+
+	// Reserved: final total minus the net change the trace made.
+	var reserved int64
+	for i := range t.final {
+		reserved += t.final[i].TotalSize
+	}
+	for i := range t.Entries {
+		reserved -= ReservedDelta(&t.Entries[i])
+	}
+	t.ReservedAtStart = reserved
+
+	// Active: (a) addresses whose first alloc/free-family event is a free,
+	// (b) live final blocks whose address no alloc/free-family event names.
+	seen := make(map[uint64]struct{})
+	var active int64
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if !e.Action.IsAllocFamily() {
+			continue
+		}
+		if _, ok := seen[e.Addr]; ok {
+			continue
+		}
+		seen[e.Addr] = struct{}{}
+		if e.Action != allocator.ActionAlloc {
+			active += e.Size
+		}
+	}
+	for i := range t.final {
+		for j := range t.final[i].Blocks {
+			b := &t.final[i].Blocks[j]
+			if !b.State.Active() {
+				continue
+			}
+			if _, ok := seen[b.Address]; ok {
+				continue
+			}
+			active += LiveSize(b)
+		}
+	}
+	t.ActiveAtStart = active
+	t.Initial = t.StateAfter(-1)
+	return t, nil
+}
+
+// LiveSize is the size a live final-state block counts for in the active
+// series: its requested size, else its first history record's real size,
+// else its block size.
+func LiveSize(b *allocator.Block) int64 {
+	if b.RequestedSize > 0 {
+		return b.RequestedSize
+	}
+	if len(b.History) > 0 && b.History[0].RealSize > 0 {
+		return b.History[0].RealSize
+	}
+	return b.Size
+}
+
+// ActiveDelta is the change entry e makes to the active series: +size at
+// alloc, −size at free_completed and legacy free, 0 otherwise.
+func ActiveDelta(e *allocator.TraceEntry) int64 {
+	switch e.Action {
+	case allocator.ActionAlloc:
+		return e.Size
+	case allocator.ActionFreeCompleted, allocator.ActionFree:
+		return -e.Size
+	}
+	return 0
+}
+
+// ReservedDelta is the change entry e makes to the reserved series: +size
+// at segment_alloc / segment_map, −size at segment_free / segment_unmap.
+func ReservedDelta(e *allocator.TraceEntry) int64 {
+	switch e.Action {
+	case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+		return e.Size
+	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+		return -e.Size
+	}
+	return 0
+}
+
+// ActiveSeries returns the active bytes right after each entry.
+func (t *Timeline) ActiveSeries() []int64 {
+	out := make([]int64, len(t.Entries))
+	v := t.ActiveAtStart
+	for i := range t.Entries {
+		v += ActiveDelta(&t.Entries[i])
+		out[i] = v
+	}
+	return out
+}
+
+// LiveAfter returns the number of live allocations and their Σ size right
+// after entry i (i = -1: before entry 0), as the active series counts them.
+func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
+	if i >= len(t.Entries) {
+		i = len(t.Entries) - 1
+	}
+	live := make(map[uint64]int64)
+	first := make(map[uint64]struct{})
+	for j := range t.Entries {
+		e := &t.Entries[j]
+		if !e.Action.IsAllocFamily() {
+			continue
+		}
+		if _, ok := first[e.Addr]; !ok {
+			first[e.Addr] = struct{}{}
+			if e.Action != allocator.ActionAlloc {
+				live[e.Addr] += e.Size
+			}
+		}
+	}
+	for si := range t.final {
+		for bi := range t.final[si].Blocks {
+			b := &t.final[si].Blocks[bi]
+			if _, ok := first[b.Address]; !ok && b.State.Active() {
+				live[b.Address] += LiveSize(b)
+			}
+		}
+	}
+	for j := 0; j <= i; j++ {
+		e := &t.Entries[j]
+		switch e.Action {
+		case allocator.ActionAlloc:
+			live[e.Addr] += e.Size
+		case allocator.ActionFreeCompleted, allocator.ActionFree:
+			if v := live[e.Addr] - e.Size; v != 0 {
+				live[e.Addr] = v
+			} else {
+				delete(live, e.Addr)
+			}
+		}
+	}
+	for _, v := range live {
+		bytes += v
+	}
+	return len(live), bytes
+}
+
+// StateAfter returns the segments (with blocks) right after entry i
+// (i = -1: Initial), by undoing later entries from the final state. O(n) —
+// for stats --at-index and as the oracle in tests. The result is a fresh
+// copy the caller owns.
+func (t *Timeline) StateAfter(i int) []allocator.Segment {
+	if i < -1 {
+		i = -1
+	}
+	st := newUndoState(t.final)
+	for j := len(t.Entries) - 1; j > i; j-- {
+		st.undo(&t.Entries[j], t.Device)
+	}
+	return st.materialize()
+}
+
+// undoState is the mutable state of the backwards walk: segments by base
+// address and live (active) blocks by address. Inactive blocks are not kept;
+// they are the gaps, re-tiled by materialize.
+type undoState struct {
+	segs   map[uint64]*allocator.Segment
+	blocks map[uint64]*allocator.Block
+}
+
+func newUndoState(final []allocator.Segment) *undoState {
+	st := &undoState{
+		segs:   make(map[uint64]*allocator.Segment, len(final)),
+		blocks: make(map[uint64]*allocator.Block),
+	}
+	for i := range final {
+		s := final[i]
+		s.Blocks = nil
+		st.segs[s.Address] = &s
+		for j := range final[i].Blocks {
+			b := final[i].Blocks[j]
+			if b.State.Active() {
+				st.blocks[b.Address] = &b
+			}
+		}
+	}
+	return st
+}
+
+// smallSegmentMax is the largest segment size re-created segments are
+// labelled "small" at: the small pool allocates 2 MiB segments.
+const smallSegmentMax = 2 << 20
+
+// undo reverts one entry (reference §6.5). Entries that do not fit the
+// state (a free of an address with no segment, an unmap of nothing) are
+// applied as far as they can be and never fail.
+func (st *undoState) undo(e *allocator.TraceEntry, device int) {
+	switch e.Action {
+	case allocator.ActionAlloc:
+		delete(st.blocks, e.Addr)
+	case allocator.ActionFreeCompleted:
+		st.blocks[e.Addr] = &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size,
+			State: allocator.StateActivePendingFree, Frames: e.Frames}
+	case allocator.ActionFreeRequested:
+		if b, ok := st.blocks[e.Addr]; ok {
+			b.State = allocator.StateActiveAllocated
+		} else {
+			st.blocks[e.Addr] = &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size,
+				State: allocator.StateActiveAllocated, Frames: e.Frames}
+		}
+	case allocator.ActionFree:
+		st.blocks[e.Addr] = &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size,
+			State: allocator.StateActiveAllocated, Frames: e.Frames}
+	case allocator.ActionSegmentAlloc:
+		delete(st.segs, e.Addr)
+	case allocator.ActionSegmentFree:
+		st.segs[e.Addr] = st.newSegment(e, device, false)
+	case allocator.ActionSegmentMap:
+		st.cut(e.Addr, e.Size)
+	case allocator.ActionSegmentUnmap:
+		st.remap(e, device)
+	}
+}
+
+func (st *undoState) newSegment(e *allocator.TraceEntry, device int, expandable bool) *allocator.Segment {
+	return &allocator.Segment{
+		Device: device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream,
+		IsLarge: e.Size > smallSegmentMax, PoolID: e.PoolID, HasPoolID: e.HasPoolID,
+		IsExpandable: expandable, Frames: e.Frames,
+	}
+}
+
+// cut removes [addr, addr+size) from the segment containing it, shrinking
+// it from either end, splitting it, or removing it entirely.
+func (st *undoState) cut(addr uint64, size int64) {
+	end := addr + uint64(size)
+	for base, s := range st.segs {
+		if addr < s.Address || addr >= s.End() {
+			continue
+		}
+		sEnd := s.End()
+		switch {
+		case addr == s.Address && end >= sEnd:
+			delete(st.segs, base)
+		case addr == s.Address:
+			delete(st.segs, base)
+			s.Address = end
+			s.TotalSize = int64(sEnd - end)
+			st.segs[end] = s
+		case end >= sEnd:
+			s.TotalSize = int64(addr - s.Address)
+		default:
+			tail := *s
+			tail.Address = end
+			tail.TotalSize = int64(sEnd - end)
+			s.TotalSize = int64(addr - s.Address)
+			st.segs[end] = &tail
+		}
+		return
+	}
+}
+
+// remap re-inserts an unmapped range as an expandable segment, merged with
+// adjacent segments on the same stream.
+func (st *undoState) remap(e *allocator.TraceEntry, device int) {
+	s := st.newSegment(e, device, true)
+	for base, n := range st.segs {
+		if n.Stream == s.Stream && n.End() == s.Address {
+			delete(st.segs, base)
+			n.TotalSize += s.TotalSize
+			s = n
+			break
+		}
+	}
+	if n, ok := st.segs[s.End()]; ok && n.Stream == s.Stream && s.End() != s.Address {
+		delete(st.segs, n.Address)
+		s.TotalSize += n.TotalSize
+	}
+	st.segs[s.Address] = s
+}
+
+// materialize returns the segments sorted by address, each tiled by its
+// live blocks and inactive blocks filling the gaps. Live blocks outside
+// every segment are dropped.
+func (st *undoState) materialize() []allocator.Segment {
+	segs := make([]allocator.Segment, 0, len(st.segs))
+	for _, s := range st.segs {
+		segs = append(segs, *s)
+	}
+	sort.Slice(segs, func(a, b int) bool { return segs[a].Address < segs[b].Address })
+	blocks := make([]*allocator.Block, 0, len(st.blocks))
+	for _, b := range st.blocks {
+		blocks = append(blocks, b)
+	}
+	sort.Slice(blocks, func(a, b int) bool { return blocks[a].Address < blocks[b].Address })
+
+	bi := 0
+	for si := range segs {
+		s := &segs[si]
+		s.AllocatedSize, s.ActiveSize, s.RequestedSize = 0, 0, 0
+		for bi < len(blocks) && blocks[bi].Address < s.Address {
+			bi++ // outside every segment
+		}
+		cur, end := s.Address, s.End()
+		for bi < len(blocks) && blocks[bi].Address < end {
+			b := *blocks[bi]
+			bi++
+			if b.Address > cur {
+				s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(b.Address - cur)})
+			}
+			s.Blocks = append(s.Blocks, b)
+			s.ActiveSize += b.Size
+			s.RequestedSize += b.RequestedSize
+			if b.State == allocator.StateActiveAllocated {
+				s.AllocatedSize += b.Size
+			}
+			if bEnd := b.Address + uint64(b.Size); bEnd > cur {
+				cur = bEnd
+			}
+		}
+		if cur < end {
+			s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
+		}
+	}
+	return segs
+}

@@ -1,0 +1,196 @@
+package replay
+
+import (
+	"testing"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// timelineSnapshot is a device-0 history:
+//
+//	segment A 0x10000 (8 KiB) exists before the trace, holds ghost block
+//	0x10000 (live, never in the trace) and 0x10800 (freed in the trace
+//	without an alloc: initially active by rule (a)).
+//	segment B 0x20000 (4 KiB) is allocated in the trace; a block is allocated
+//	in it, and another is allocated and freed.
+//	segment C 0x30000 (2 KiB) is freed in the trace.
+func timelineSnapshot() *allocator.Snapshot {
+	e := func(a allocator.Action, addr uint64, size int64) allocator.TraceEntry {
+		return allocator.TraceEntry{Action: a, Addr: addr, Size: size, Stream: 7}
+	}
+	return &allocator.Snapshot{
+		Segments: []allocator.Segment{
+			{Device: 0, Address: 0x10000, TotalSize: 8192, Stream: 7, IsLarge: true, Blocks: []allocator.Block{
+				{Address: 0x10000, Size: 1024, RequestedSize: 1000, State: allocator.StateActiveAllocated},
+				{Address: 0x10400, Size: 7168, State: allocator.StateInactive},
+			}},
+			{Device: 0, Address: 0x20000, TotalSize: 4096, Stream: 7, Blocks: []allocator.Block{
+				{Address: 0x20000, Size: 512, RequestedSize: 500, State: allocator.StateActiveAllocated},
+				{Address: 0x20200, Size: 3584, State: allocator.StateInactive},
+			}},
+			{Device: 1, Address: 0x90000, TotalSize: 4096, Blocks: []allocator.Block{
+				{Address: 0x90000, Size: 4096, State: allocator.StateInactive},
+			}},
+		},
+		DeviceTraces: [][]allocator.TraceEntry{{
+			e(allocator.ActionFreeRequested, 0x10800, 300), // 0
+			e(allocator.ActionFreeCompleted, 0x10800, 300), // 1
+			e(allocator.ActionSegmentAlloc, 0x20000, 4096), // 2
+			e(allocator.ActionAlloc, 0x20000, 500),         // 3
+			e(allocator.ActionAlloc, 0x20200, 600),         // 4
+			e(allocator.ActionFreeRequested, 0x20200, 600), // 5
+			e(allocator.ActionFreeCompleted, 0x20200, 600), // 6
+			e(allocator.ActionSegmentFree, 0x30000, 2048),  // 7
+			e(allocator.ParseAction("mystery"), 0, 0),      // 8
+		}},
+	}
+}
+
+func TestTimelineStart(t *testing.T) {
+	tl, err := NewTimeline(timelineSnapshot(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.ActiveAtStart != 1000+300 {
+		t.Errorf("ActiveAtStart = %d, want 1300 (ghost 1000 + free-first 300)", tl.ActiveAtStart)
+	}
+	if tl.ReservedAtStart != 8192+4096-4096+2048 {
+		t.Errorf("ReservedAtStart = %d, want %d", tl.ReservedAtStart, 8192+2048)
+	}
+	// Initial: A (ghost + pending-free-then-allocated 0x10800) and C.
+	if len(tl.Initial) != 2 || tl.Initial[0].Address != 0x10000 || tl.Initial[1].Address != 0x30000 {
+		t.Fatalf("Initial segments = %+v", tl.Initial)
+	}
+	a := tl.Initial[0]
+	want := []struct {
+		addr  uint64
+		size  int64
+		state allocator.BlockState
+	}{
+		{0x10000, 1024, allocator.StateActiveAllocated},
+		{0x10400, 0x400, allocator.StateInactive},
+		{0x10800, 300, allocator.StateActiveAllocated},
+		{0x10800 + 300, 8192 - 0x800 - 300, allocator.StateInactive},
+	}
+	if len(a.Blocks) != len(want) {
+		t.Fatalf("segment A blocks = %+v", a.Blocks)
+	}
+	var sum int64
+	for i, w := range want {
+		b := a.Blocks[i]
+		if b.Address != w.addr || b.Size != w.size || b.State != w.state {
+			t.Errorf("block %d = %#x/%d/%v, want %#x/%d/%v", i, b.Address, b.Size, b.State, w.addr, w.size, w.state)
+		}
+		sum += b.Size
+	}
+	if sum != a.TotalSize {
+		t.Errorf("blocks tile %d bytes of %d", sum, a.TotalSize)
+	}
+	c := tl.Initial[1]
+	if c.TotalSize != 2048 || len(c.Blocks) != 1 || c.Blocks[0].State != allocator.StateInactive || c.Stream != 7 {
+		t.Errorf("re-created segment C = %+v", c)
+	}
+}
+
+func TestTimelineStateAfterMatchesSeries(t *testing.T) {
+	s := timelineSnapshot()
+	tl, err := NewTimeline(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active := tl.ActiveSeries()
+	reserved := tl.ReservedAtStart
+	for i := -1; i < len(tl.Entries); i++ {
+		if i >= 0 {
+			reserved += ReservedDelta(&tl.Entries[i])
+		}
+		st := tl.StateAfter(i)
+		var r int64
+		for _, seg := range st {
+			r += seg.TotalSize
+		}
+		if r != reserved {
+			t.Errorf("after %d: Σ segments %d, reserved series %d", i, r, reserved)
+		}
+		_, live := tl.LiveAfter(i)
+		wantActive := tl.ActiveAtStart
+		if i >= 0 {
+			wantActive = active[i]
+		}
+		if live != wantActive {
+			t.Errorf("after %d: LiveAfter bytes %d, active series %d", i, live, wantActive)
+		}
+	}
+	// After entry 1 the free-first block is gone; after 5 the block is pending.
+	st := tl.StateAfter(5)
+	var pending int
+	for _, seg := range st {
+		for _, b := range seg.Blocks {
+			if b.State == allocator.StateActivePendingFree {
+				pending++
+			}
+		}
+	}
+	if pending != 1 {
+		t.Errorf("after entry 5: %d pending-free blocks, want 1", pending)
+	}
+	// The last state equals the final snapshot's device-0 segments.
+	last := tl.StateAfter(len(tl.Entries) - 1)
+	if len(last) != 2 || last[1].Address != 0x20000 || len(last[1].Blocks) != 2 || last[1].Blocks[0].Size != 512 {
+		t.Errorf("final state = %+v", last)
+	}
+}
+
+func TestTimelineExpandableUndo(t *testing.T) {
+	s := &allocator.Snapshot{
+		Segments: []allocator.Segment{{Address: 0x100000, TotalSize: 4 << 20, IsExpandable: true, Stream: 1,
+			Blocks: []allocator.Block{{Address: 0x100000, Size: 4 << 20}}}},
+		DeviceTraces: [][]allocator.TraceEntry{{
+			{Action: allocator.ActionSegmentMap, Addr: 0x100000, Size: 2 << 20, Stream: 1},
+			{Action: allocator.ActionSegmentMap, Addr: 0x100000 + 2<<20, Size: 6 << 20, Stream: 1},
+			{Action: allocator.ActionSegmentUnmap, Addr: 0x100000 + 4<<20, Size: 2 << 20, Stream: 1},
+			{Action: allocator.ActionSegmentUnmap, Addr: 0x100000 + 6<<20, Size: 2 << 20, Stream: 1},
+		}},
+	}
+	tl, err := NewTimeline(s, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := func(i int) []int64 {
+		var out []int64
+		for _, seg := range tl.StateAfter(i) {
+			out = append(out, seg.TotalSize>>20)
+		}
+		return out
+	}
+	check := func(i int, want ...int64) {
+		t.Helper()
+		got := sizes(i)
+		if len(got) != len(want) {
+			t.Fatalf("after %d: segments (MiB) %v, want %v", i, got, want)
+		}
+		for k := range want {
+			if got[k] != want[k] {
+				t.Fatalf("after %d: segments (MiB) %v, want %v", i, got, want)
+			}
+		}
+	}
+	check(3, 4)
+	check(2, 4, 2) // the last unmap undone: 6..8 is not adjacent to 0..4
+	check(1, 8)    // 4..6 re-mapped between 0..4 and 6..8, all merged
+	check(0, 2)    // the second map cut out
+	check(-1)      // nothing before the first map
+	if tl.ReservedAtStart != 0 {
+		t.Errorf("ReservedAtStart = %d, want 0", tl.ReservedAtStart)
+	}
+}
+
+func TestNewTimelineUnknownDevice(t *testing.T) {
+	if _, err := NewTimeline(timelineSnapshot(), 5); err == nil {
+		t.Fatal("device 5: want error")
+	}
+	tl, err := NewTimeline(timelineSnapshot(), 1)
+	if err != nil || tl.ReservedAtStart != 4096 || len(tl.Entries) != 0 {
+		t.Fatalf("device 1: %+v %v", tl, err)
+	}
+}
