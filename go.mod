@@ -6,6 +6,7 @@ require github.com/spf13/cobra v1.10.2
 
 require (
 	github.com/NimbleMarkets/ntcharts v0.4.0 // indirect
+	github.com/atotto/clipboard v0.1.4 // indirect
 	github.com/aymanbagabas/go-osc52/v2 v2.0.1 // indirect
 	github.com/aymanbagabas/go-udiff v0.3.1 // indirect
 	github.com/charmbracelet/bubbles v1.0.0 // indirect
