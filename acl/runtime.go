@@ -73,7 +73,7 @@ const (
 type DeviceSpec struct {
 	Name           string // "Ascend910B3"
 	HBMBytes       int64  // physical HBM, default 64 GiB
-	SystemReserved int64  // taken by firmware/system, default 3 GiB
+	SystemReserved int64  // taken by firmware/system: 0 = default 3 GiB, negative = none
 }
 
 // Config configures a Runtime. Zero values take the defaults.
