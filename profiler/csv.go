@@ -1,0 +1,528 @@
+package profiler
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// ASCEND_PROFILER_OUTPUT CSV readers (§5). Columns are found by header name,
+// so older layouts (§5.9) read as long as the needed columns exist; cells may
+// carry a trailing TAB, N/A, quotes inside shape cells and multi-line text.
+
+// MiB is the unit of the "(MB)" columns: 1 MB = 2^20 bytes.
+const MiB = 1 << 20
+
+type csvTable struct {
+	name string
+	r    *csv.Reader
+	cols map[string]int
+	row  int // 1-based record number of the last record read (header = 1)
+}
+
+func newCSVTable(r io.Reader, name string) (*csvTable, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.LazyQuotes = true
+	cr.ReuseRecord = true
+	t := &csvTable{name: name, r: cr, cols: map[string]int{}}
+	hdr, err := cr.Read()
+	if err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("%s: empty file, no header", name)
+		}
+		return nil, fmt.Errorf("%s: row 1: %w", name, err)
+	}
+	t.row = 1
+	for i, h := range hdr {
+		h = strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		if _, dup := t.cols[h]; !dup {
+			t.cols[h] = i
+		}
+	}
+	return t, nil
+}
+
+// need returns the index of a required column.
+func (t *csvTable) need(names ...string) (int, error) {
+	for _, n := range names {
+		if i, ok := t.cols[n]; ok {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("%s: missing column %q", t.name, names[0])
+}
+
+// opt returns the index of an optional column, or -1.
+func (t *csvTable) opt(names ...string) int {
+	for _, n := range names {
+		if i, ok := t.cols[n]; ok {
+			return i
+		}
+	}
+	return -1
+}
+
+// next returns the next record, or io.EOF.
+func (t *csvTable) next() ([]string, error) {
+	rec, err := t.r.Read()
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	t.row++
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%s: line %d: %w", t.name, pe.Line, pe.Err)
+		}
+		return nil, fmt.Errorf("%s: row %d: %w", t.name, t.row, err)
+	}
+	return rec, nil
+}
+
+func (t *csvTable) errf(col string, val string, err error) error {
+	return fmt.Errorf("%s: row %d: column %q: bad value %q: %v", t.name, t.row, col, truncate(val, 40), err)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// cell returns the cleaned cell i ("" when absent or N/A).
+func cell(rec []string, i int) string {
+	if i < 0 || i >= len(rec) {
+		return ""
+	}
+	s := strings.TrimSpace(strings.Trim(rec[i], "\t"))
+	if s == "N/A" || s == "NA" {
+		return ""
+	}
+	return s
+}
+
+// parseUSToNS parses an epoch-µs time string ("1704161511420306.491") into
+// ns exactly; other notations (spreadsheet "1.69512E+15") go through float.
+func parseUSToNS(s string) (int64, error) {
+	neg := strings.HasPrefix(s, "-")
+	t := strings.TrimPrefix(s, "-")
+	ip, fp, _ := strings.Cut(t, ".")
+	if ip != "" && len(ip) <= 16 && allDigits(ip) && allDigits(fp) {
+		n, _ := strconv.ParseInt(ip, 10, 64)
+		if n > math.MaxInt64/1000-1 {
+			return 0, errors.New("out of range")
+		}
+		var frac int64
+		for i := 0; i < 3; i++ {
+			frac *= 10
+			if i < len(fp) {
+				frac += int64(fp[i] - '0')
+			}
+		}
+		v := n*1000 + frac
+		if neg {
+			v = -v
+		}
+		return v, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, errors.New("not a number")
+	}
+	return floatToInt(f * 1000)
+}
+
+// parseIntCell parses an integer cell, accepting spreadsheet float notation.
+func parseIntCell(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	return parseScaled(s, 1)
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func floatToInt(f float64) (int64, error) {
+	if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 9e18 {
+		return 0, errors.New("out of range")
+	}
+	return int64(math.Round(f)), nil
+}
+
+// parseScaled parses a float cell and multiplies it (MB → bytes etc.).
+func parseScaled(s string, scale float64) (int64, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, errors.New("not a number")
+	}
+	return floatToInt(f * scale)
+}
+
+// parseDevice parses "NPU:3" → 3; "CPU", "host" or empty → -1.
+func parseDevice(s string) int {
+	if rest, ok := strings.CutPrefix(s, "NPU:"); ok {
+		s = rest
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1<<16 {
+		return -1
+	}
+	return n
+}
+
+func openCSV(path string, read func(io.Reader, string) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return read(f, path)
+}
+
+// ReadMemoryRecordCSV reads memory_record.csv.
+func ReadMemoryRecordCSV(path string) ([]MemoryRecord, error) {
+	var out []MemoryRecord
+	err := openCSV(path, func(r io.Reader, name string) (err error) {
+		out, err = DecodeMemoryRecordCSV(r, name)
+		return err
+	})
+	return out, err
+}
+
+// DecodeMemoryRecordCSV decodes memory_record.csv content; name is used in errors.
+func DecodeMemoryRecordCSV(r io.Reader, name string) ([]MemoryRecord, error) {
+	t, err := newCSVTable(r, name)
+	if err != nil {
+		return nil, err
+	}
+	iTime, err := t.need("Timestamp(us)")
+	if err != nil {
+		return nil, err
+	}
+	iRes, err := t.need("Total Reserved(MB)")
+	if err != nil {
+		return nil, err
+	}
+	iComp, iAlloc, iAct := t.opt("Component"), t.opt("Total Allocated(MB)"), t.opt("Total Active(MB)")
+	iStream, iDev := t.opt("Stream Ptr"), t.opt("Device Type", "Device")
+	var out []MemoryRecord
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		m := MemoryRecord{Component: cell(rec, iComp), Device: parseDevice(cell(rec, iDev)), Kind: MemoryInvalid}
+		if m.TimeNS, err = parseUSToNS(cell(rec, iTime)); err != nil {
+			return out, t.errf("Timestamp(us)", cell(rec, iTime), err)
+		}
+		if s := cell(rec, iRes); s != "" {
+			if m.Reserved, err = parseScaled(s, MiB); err != nil {
+				return out, t.errf("Total Reserved(MB)", s, err)
+			}
+		}
+		if s := cell(rec, iAlloc); s != "" {
+			if m.Allocated, err = parseScaled(s, MiB); err != nil {
+				return out, t.errf("Total Allocated(MB)", s, err)
+			}
+			m.HasAllocated = true
+		}
+		if s := cell(rec, iAct); s != "" {
+			if m.Active, err = parseScaled(s, MiB); err != nil {
+				return out, t.errf("Total Active(MB)", s, err)
+			}
+			m.HasActive = true
+		}
+		if s := cell(rec, iStream); s != "" {
+			if m.Stream, err = parseIntCell(s); err != nil {
+				return out, t.errf("Stream Ptr", s, err)
+			}
+		}
+		out = append(out, m)
+	}
+}
+
+// ReadOperatorMemoryCSV reads operator_memory.csv (10- or 15-column layouts).
+func ReadOperatorMemoryCSV(path string) ([]OpMemory, error) {
+	var out []OpMemory
+	err := openCSV(path, func(r io.Reader, name string) (err error) {
+		out, err = DecodeOperatorMemoryCSV(r, name)
+		return err
+	})
+	return out, err
+}
+
+// DecodeOperatorMemoryCSV decodes operator_memory.csv content.
+func DecodeOperatorMemoryCSV(r io.Reader, name string) ([]OpMemory, error) {
+	t, err := newCSVTable(r, name)
+	if err != nil {
+		return nil, err
+	}
+	iName, err := t.need("Name")
+	if err != nil {
+		return nil, err
+	}
+	iSize, err := t.need("Size(KB)")
+	if err != nil {
+		return nil, err
+	}
+	iAllocT, err := t.need("Allocation Time(us)")
+	if err != nil {
+		return nil, err
+	}
+	type col struct {
+		name  string
+		i     int
+		time  bool
+		dst   func(*OpMemory) *int64
+		scale float64
+	}
+	cols := []col{
+		{"Allocation Time(us)", iAllocT, true, func(o *OpMemory) *int64 { return &o.AllocNS }, 0},
+		{"Release Time(us)", t.opt("Release Time(us)"), true, func(o *OpMemory) *int64 { return &o.ReleaseNS }, 0},
+		{"Active Release Time(us)", t.opt("Active Release Time(us)"), true, func(o *OpMemory) *int64 { return &o.ActiveReleaseNS }, 0},
+		{"Allocation Total Allocated(MB)", t.opt("Allocation Total Allocated(MB)"), false, func(o *OpMemory) *int64 { return &o.AllocAllocated }, MiB},
+		{"Allocation Total Reserved(MB)", t.opt("Allocation Total Reserved(MB)"), false, func(o *OpMemory) *int64 { return &o.AllocReserved }, MiB},
+		{"Allocation Total Active(MB)", t.opt("Allocation Total Active(MB)"), false, func(o *OpMemory) *int64 { return &o.AllocActive }, MiB},
+		{"Release Total Allocated(MB)", t.opt("Release Total Allocated(MB)"), false, func(o *OpMemory) *int64 { return &o.RelAllocated }, MiB},
+		{"Release Total Reserved(MB)", t.opt("Release Total Reserved(MB)"), false, func(o *OpMemory) *int64 { return &o.RelReserved }, MiB},
+		{"Release Total Active(MB)", t.opt("Release Total Active(MB)"), false, func(o *OpMemory) *int64 { return &o.RelActive }, MiB},
+	}
+	iStream, iDev := t.opt("Stream Ptr"), t.opt("Device Type")
+	var out []OpMemory
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		o := OpMemory{Name: cell(rec, iName), Device: parseDevice(cell(rec, iDev)),
+			AllocAllocated: -1, AllocReserved: -1, AllocActive: -1, RelAllocated: -1, RelReserved: -1, RelActive: -1}
+		if s := cell(rec, iSize); s != "" {
+			if o.Size, err = parseScaled(s, 1024); err != nil {
+				return out, t.errf("Size(KB)", s, err)
+			}
+		}
+		for _, c := range cols {
+			s := cell(rec, c.i)
+			if s == "" {
+				continue
+			}
+			var v int64
+			if c.time {
+				v, err = parseUSToNS(s)
+			} else {
+				v, err = parseScaled(s, c.scale)
+			}
+			if err != nil {
+				return out, t.errf(c.name, s, err)
+			}
+			*c.dst(&o) = v
+		}
+		if s := cell(rec, iStream); s != "" {
+			if o.Stream, err = parseIntCell(s); err != nil {
+				return out, t.errf("Stream Ptr", s, err)
+			}
+		}
+		out = append(out, o)
+	}
+}
+
+// ReadOperatorDetailsCSV reads operator_details.csv. Its rows have no start
+// times: the ops come back untimed, DurNS = Host Total Duration.
+func ReadOperatorDetailsCSV(path string) ([]Op, error) {
+	var out []Op
+	err := openCSV(path, func(r io.Reader, name string) (err error) {
+		out, err = DecodeOperatorDetailsCSV(r, name)
+		return err
+	})
+	return out, err
+}
+
+// DecodeOperatorDetailsCSV decodes operator_details.csv content.
+func DecodeOperatorDetailsCSV(r io.Reader, name string) ([]Op, error) {
+	t, err := newCSVTable(r, name)
+	if err != nil {
+		return nil, err
+	}
+	iName, err := t.need("Name")
+	if err != nil {
+		return nil, err
+	}
+	iShapes, iStack := t.opt("Input Shapes"), t.opt("Call Stack")
+	iTotal := t.opt("Host Total Duration(us)")
+	var out []Op
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		o := Op{Name: cell(rec, iName), Seq: -1, Step: -1,
+			InputShapes: joinLines(cell(rec, iShapes)), Stack: joinLines(cell(rec, iStack))}
+		if s := cell(rec, iTotal); s != "" {
+			if o.DurNS, err = parseUSToNS(s); err != nil {
+				return out, t.errf("Host Total Duration(us)", s, err)
+			}
+		}
+		out = append(out, o)
+	}
+}
+
+// joinLines undoes the analyser's ";\r\n" cell formatting.
+func joinLines(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "")
+	return strings.ReplaceAll(s, "\n", "")
+}
+
+// ReadKernelDetailsCSV reads kernel_details.csv.
+func ReadKernelDetailsCSV(path string) ([]Kernel, error) {
+	var out []Kernel
+	err := openCSV(path, func(r io.Reader, name string) (err error) {
+		out, err = DecodeKernelDetailsCSV(r, name)
+		return err
+	})
+	return out, err
+}
+
+// DecodeKernelDetailsCSV decodes kernel_details.csv content.
+func DecodeKernelDetailsCSV(r io.Reader, name string) ([]Kernel, error) {
+	t, err := newCSVTable(r, name)
+	if err != nil {
+		return nil, err
+	}
+	iName, err := t.need("Name")
+	if err != nil {
+		return nil, err
+	}
+	iStart, err := t.need("Start Time(us)")
+	if err != nil {
+		return nil, err
+	}
+	iDur, err := t.need("Duration(us)")
+	if err != nil {
+		return nil, err
+	}
+	iType, iCore := t.opt("Type"), t.opt("Accelerator Core")
+	iStep, iDev := t.opt("Step Id"), t.opt("Device_id")
+	var out []Kernel
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		k := Kernel{Name: cell(rec, iName), Type: cell(rec, iType), Core: cell(rec, iCore), Step: -1, Device: -1}
+		if k.StartNS, err = parseUSToNS(cell(rec, iStart)); err != nil {
+			return out, t.errf("Start Time(us)", cell(rec, iStart), err)
+		}
+		if s := cell(rec, iDur); s != "" {
+			if k.DurNS, err = parseUSToNS(s); err != nil {
+				return out, t.errf("Duration(us)", s, err)
+			}
+		}
+		if s := cell(rec, iStep); s != "" {
+			if k.Step, err = strconv.ParseInt(s, 10, 64); err != nil {
+				return out, t.errf("Step Id", s, err)
+			}
+		}
+		if s := cell(rec, iDev); s != "" {
+			k.Device = parseDevice(s)
+		}
+		out = append(out, k)
+	}
+}
+
+// StepTime is one step_trace_time.csv row (µs sums over the step).
+type StepTime struct {
+	Device                                        int // -1 when the file has no Device_id
+	Step                                          int64
+	ComputingUS, CommunicationUS, FreeUS, StageUS float64
+}
+
+// DecodeStepTraceTimeCSV decodes step_trace_time.csv content.
+func DecodeStepTraceTimeCSV(r io.Reader, name string) ([]StepTime, error) {
+	t, err := newCSVTable(r, name)
+	if err != nil {
+		return nil, err
+	}
+	iStep, err := t.need("Step")
+	if err != nil {
+		return nil, err
+	}
+	iDev := t.opt("Device_id")
+	fcols := []struct {
+		name string
+		i    int
+		dst  func(*StepTime) *float64
+	}{
+		{"Computing", t.opt("Computing"), func(s *StepTime) *float64 { return &s.ComputingUS }},
+		{"Communication", t.opt("Communication"), func(s *StepTime) *float64 { return &s.CommunicationUS }},
+		{"Free", t.opt("Free"), func(s *StepTime) *float64 { return &s.FreeUS }},
+		{"Stage", t.opt("Stage"), func(s *StepTime) *float64 { return &s.StageUS }},
+	}
+	var out []StepTime
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		st := StepTime{Device: -1, Step: -1}
+		if s := cell(rec, iStep); s != "" {
+			if st.Step, err = strconv.ParseInt(s, 10, 64); err != nil {
+				return out, t.errf("Step", s, err)
+			}
+		}
+		if s := cell(rec, iDev); s != "" {
+			st.Device = parseDevice(s)
+		}
+		for _, c := range fcols {
+			if s := cell(rec, c.i); s != "" {
+				f, err := strconv.ParseFloat(s, 64)
+				if err != nil {
+					return out, t.errf(c.name, s, err)
+				}
+				*c.dst(&st) = f
+			}
+		}
+		out = append(out, st)
+	}
+}
+
+// ReadStepTraceTimeCSV reads step_trace_time.csv.
+func ReadStepTraceTimeCSV(path string) ([]StepTime, error) {
+	var out []StepTime
+	err := openCSV(path, func(r io.Reader, name string) (err error) {
+		out, err = DecodeStepTraceTimeCSV(r, name)
+		return err
+	})
+	return out, err
+}

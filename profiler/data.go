@@ -1,0 +1,268 @@
+package profiler
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Read results. Every time is epoch nanoseconds (int64); the µs accessors
+// floor to epoch microseconds, the unit the rest of npumon keys by.
+
+// Op is one op range (torch op, user range or ProfilerStep#N marker).
+type Op struct {
+	Name           string
+	StartNS, EndNS int64 // epoch ns; both 0 when the source has no times (operator_details.csv)
+	DurNS          int64 // EndNS−StartNS, or the host total duration of an untimed row
+	PID, TID       uint64
+	FwdTID         uint64 // forward thread of a backward op (fwd/bwd link), 0 otherwise
+	Seq            int64  // sequence number, -1 if none
+	Scope          uint8
+	Async          bool
+	InputDtypes    string
+	InputShapes    string
+	Stack          string
+	Module         string
+	Step           int64 // ProfilerStep#N whose range holds the op start, -1 if none
+	IsStep         bool  // the op is a ProfilerStep#N marker itself
+}
+
+// StartUS is the start in epoch µs.
+func (o *Op) StartUS() int64 { return floorDiv(o.StartNS, 1000) }
+
+// EndUS is the end in epoch µs.
+func (o *Op) EndUS() int64 { return floorDiv(o.EndNS, 1000) }
+
+// Timed reports whether the op carries epoch times.
+func (o *Op) Timed() bool { return o.StartNS != 0 || o.EndNS != 0 }
+
+// QueueRange is a task-queue enqueue or dequeue range paired from op marks.
+type QueueRange struct {
+	Name           string // op type
+	Dequeue        bool
+	StartNS, EndNS int64
+	TID, PID       uint64
+	CorrelationID  uint64
+}
+
+// Memory components as memory_record.csv names them.
+const (
+	CompPTA       = "PTA"
+	CompWorkspace = "WORKSPACE"
+	CompGE        = "GE"
+	CompPTAGE     = "PTA+GE"
+	CompAPP       = "APP"
+)
+
+// MemoryRecord is one allocator event with the totals after it.
+type MemoryRecord struct {
+	TimeNS       int64  // epoch ns
+	Component    string // PTA, WORKSPACE, GE, PTA+GE, APP
+	Device       int    // NPU ordinal, -1 for CPU / unknown
+	Ptr          uint64 // 0 when the source has none (CSV)
+	AllocSize    int64  // bytes, + malloc, − free; 0 when the source has none
+	Kind         uint8  // MemoryMalloc, MemoryFree, MemoryBlockFree; MemoryInvalid from CSV
+	Allocated    int64  // bytes
+	Reserved     int64  // bytes
+	Active       int64  // bytes
+	HasAllocated bool   // false for APP rows
+	HasActive    bool   // false where the source has no active column
+	Stream       int64
+	TID, PID     uint64
+}
+
+// TimeUS is the time in epoch µs.
+func (m *MemoryRecord) TimeUS() int64 { return floorDiv(m.TimeNS, 1000) }
+
+// Step is one ProfilerStep#N range.
+type Step struct {
+	ID             int64
+	StartNS, EndNS int64
+}
+
+// Kernel is one device task from kernel_details.csv.
+type Kernel struct {
+	Name, Type, Core string
+	StartNS, DurNS   int64
+	Step             int64 // -1 if none
+	Device           int   // -1 if the file has no Device_id column
+}
+
+// OpMemory is one operator_memory.csv row: an allocation attributed to an op.
+// Absent times are 0, absent byte totals -1.
+type OpMemory struct {
+	Name                                       string
+	Size                                       int64 // bytes
+	AllocNS, ReleaseNS, ActiveReleaseNS        int64
+	AllocAllocated, AllocReserved, AllocActive int64
+	RelAllocated, RelReserved, RelActive       int64
+	Stream                                     int64
+	Device                                     int
+}
+
+// GCEvent is one Python garbage collection (torch.gc_record).
+type GCEvent struct {
+	PID            uint64
+	StartNS, EndNS int64
+}
+
+// Sources of Data.
+const (
+	SourceFramework = "framework" // raw FRAMEWORK files decoded here
+	SourceAnalysed  = "analysed"  // ASCEND_PROFILER_OUTPUT CSV/JSON
+)
+
+// Data is what ReadDir found in a profiler directory.
+type Data struct {
+	Path     string    // the directory read
+	Source   string    // SourceFramework or SourceAnalysed
+	Complete bool      // FRAMEWORK finalised (profiler_info present) / analyse.done present
+	TimeBase *TimeBase // FRAMEWORK sources only
+	Ops      []Op      // sorted by start time (untimed rows in file order)
+	Queue    []QueueRange
+	Memory   []MemoryRecord // sorted by time
+	Steps    []Step
+	Kernels  []Kernel
+	OpMemory []OpMemory
+	GC       []GCEvent
+	Warnings []string // tolerated problems (truncated tails, skipped records)
+}
+
+// opsFromRecords converts op_range records to epoch-timed ops.
+func opsFromRecords(recs []OpRangeRecord, tb *TimeBase) []Op {
+	ops := make([]Op, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		s, e := tb.EpochNS(r.StartNS), tb.EpochNS(r.EndNS)
+		ops[i] = Op{
+			Name: r.Name, StartNS: s, EndNS: e, DurNS: e - s, PID: r.PID, TID: r.StartTID,
+			FwdTID: r.FwdTID, Seq: r.Seq, Scope: r.Scope, Async: r.Async,
+			InputDtypes: r.InputDtypes, InputShapes: r.InputShapes, Stack: r.Stack, Module: r.Module,
+		}
+	}
+	return ops
+}
+
+// memoryFromRecords keeps the NPU rows (as the analyser does) in epoch time.
+func memoryFromRecords(recs []MemoryUsageRecord, tb *TimeBase) []MemoryRecord {
+	out := make([]MemoryRecord, 0, len(recs))
+	for i := range recs {
+		r := &recs[i]
+		if r.DeviceType != DeviceTypeNPU {
+			continue
+		}
+		out = append(out, memoryRecordOf(r, tb.EpochNS(r.TimeNS)))
+	}
+	return out
+}
+
+func memoryRecordOf(r *MemoryUsageRecord, epochNS int64) MemoryRecord {
+	comp := CompPTA
+	if r.Component == ComponentWorkspace {
+		comp = CompWorkspace
+	}
+	dev := int(r.DeviceIndex)
+	if r.DeviceType != DeviceTypeNPU {
+		dev = -1
+	}
+	return MemoryRecord{
+		TimeNS: epochNS, Component: comp, Device: dev, Ptr: uint64(r.Ptr), AllocSize: r.AllocSize,
+		Kind: r.DataType, Allocated: r.TotalAllocated, Reserved: r.TotalReserved, Active: r.TotalActive,
+		HasAllocated: true, HasActive: true, Stream: r.StreamPtr, TID: r.TID, PID: r.PID,
+	}
+}
+
+// pairMarks pairs op marks into queue ranges: per (tid, name, queue side)
+// the latest START is matched with the next END (§2.3).
+func pairMarks(marks []OpMarkRecord, tb *TimeBase) []QueueRange {
+	type key struct {
+		tid     uint64
+		name    string
+		dequeue bool
+	}
+	sorted := append([]OpMarkRecord(nil), marks...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].TimeNS < sorted[j].TimeNS })
+	open := map[key]*OpMarkRecord{}
+	var out []QueueRange
+	for i := range sorted {
+		m := &sorted[i]
+		deq := m.Category >= MarkDequeueStart
+		k := key{m.TID, m.Name, deq}
+		switch m.Category {
+		case MarkEnqueueStart, MarkDequeueStart:
+			open[k] = m
+		case MarkEnqueueEnd, MarkDequeueEnd:
+			s, ok := open[k]
+			if !ok {
+				continue
+			}
+			delete(open, k)
+			out = append(out, QueueRange{
+				Name: m.Name, Dequeue: deq, StartNS: tb.EpochNS(s.TimeNS), EndNS: tb.EpochNS(m.TimeNS),
+				TID: m.TID, PID: m.PID, CorrelationID: s.CorrelationID,
+			})
+		}
+	}
+	return out
+}
+
+// stepID parses "ProfilerStep#N".
+func stepID(name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(name, "ProfilerStep#")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest, 10, 64)
+	return n, err == nil
+}
+
+// finishOps sorts ops, marks step markers, collects Steps and assigns every
+// timed op to the step whose range holds its start.
+func (d *Data) finishOps() {
+	sort.SliceStable(d.Ops, func(i, j int) bool {
+		a, b := &d.Ops[i], &d.Ops[j]
+		if a.StartNS != b.StartNS {
+			return a.StartNS < b.StartNS
+		}
+		return a.EndNS > b.EndNS // enclosing range first
+	})
+	d.Steps = d.Steps[:0]
+	for i := range d.Ops {
+		o := &d.Ops[i]
+		o.Step = -1
+		if id, ok := stepID(o.Name); ok {
+			o.IsStep = true
+			o.Step = id
+			if o.Timed() {
+				d.Steps = append(d.Steps, Step{ID: id, StartNS: o.StartNS, EndNS: o.EndNS})
+			}
+		}
+	}
+	sort.Slice(d.Steps, func(i, j int) bool { return d.Steps[i].StartNS < d.Steps[j].StartNS })
+	if len(d.Steps) == 0 {
+		return
+	}
+	for i := range d.Ops {
+		o := &d.Ops[i]
+		if o.IsStep || !o.Timed() {
+			continue
+		}
+		// last step starting at or before the op
+		k := sort.Search(len(d.Steps), func(j int) bool { return d.Steps[j].StartNS > o.StartNS }) - 1
+		if k >= 0 && o.StartNS <= d.Steps[k].EndNS {
+			o.Step = d.Steps[k].ID
+		}
+	}
+}
+
+func (d *Data) sortMemory() {
+	sort.SliceStable(d.Memory, func(i, j int) bool { return d.Memory[i].TimeNS < d.Memory[j].TimeNS })
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && (a < 0) {
+		q--
+	}
+	return q
+}
