@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/npumon/npumon/acl"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newDevicesCmd) }
+
+// maxDevices bounds --devices; real hosts carry at most 16 NPUs.
+const maxDevices = 64
+
+func newDevicesCmd() *cobra.Command {
+	var n int
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "devices",
+		Short: "List the simulated NPU devices (id, name, health, HBM usage, streams)",
+		Long: "devices lists the devices of the simulated Ascend ACL runtime in the spirit of\n" +
+			"`npu-smi info`: id, name, health, HBM used / total in MB (MiB, as npu-smi counts)\n" +
+			"and live streams. Each device is an Ascend910B3 with 64 GiB of HBM, 3 GiB of which\n" +
+			"the system keeps, so the total is 61 GiB (62464 MB).",
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if n < 1 || n > maxDevices {
+				return usageError{fmt.Errorf("--devices must be between 1 and %d, got %d", maxDevices, n)}
+			}
+			rt := acl.NewRuntime(acl.Config{Devices: make([]acl.DeviceSpec, n)})
+			infos := make([]acl.DeviceInfo, 0, n)
+			for id := range rt.GetDeviceCount() {
+				d, err := rt.Device(id)
+				if err != nil {
+					return err
+				}
+				infos = append(infos, d.Info())
+			}
+			if asJSON {
+				return writeDevicesJSON(c.OutOrStdout(), infos)
+			}
+			writeDevicesTable(c.OutOrStdout(), infos)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&n, "devices", 1, "number of simulated devices")
+	c.Flags().BoolVar(&asJSON, "json", false, "print a JSON array instead of the table")
+	return c
+}
+
+// deviceJSON is the --json shape of one device.
+type deviceJSON struct {
+	ID            int    `json:"id"`
+	Name          string `json:"name"`
+	HBMTotalBytes int64  `json:"hbm_total_bytes"`
+	HBMUsedBytes  int64  `json:"hbm_used_bytes"`
+	Streams       int    `json:"streams"`
+}
+
+func writeDevicesJSON(w io.Writer, infos []acl.DeviceInfo) error {
+	out := make([]deviceJSON, len(infos))
+	for i, in := range infos {
+		out[i] = deviceJSON{in.ID, in.Name, in.HBMTotal, in.HBMUsed, in.Streams}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// writeDevicesTable draws the npu-smi style box table. HBM figures are in
+// MiB, rounded up for used (so any use shows) and down for total.
+func writeDevicesTable(w io.Writer, infos []acl.DeviceInfo) {
+	header := []string{"NPU", "Name", "Health", "HBM-Usage(MB)", "Streams"}
+	rows := make([][]string, len(infos))
+	for i, in := range infos {
+		used := (in.HBMUsed + acl.MiB - 1) / acl.MiB
+		rows[i] = []string{
+			fmt.Sprint(in.ID), in.Name, "OK",
+			fmt.Sprintf("%d / %d", used, in.HBMTotal/acl.MiB),
+			fmt.Sprint(in.Streams),
+		}
+	}
+	width := make([]int, len(header))
+	for i, h := range header {
+		width[i] = len(h)
+	}
+	for _, r := range rows {
+		for i, cell := range r {
+			width[i] = max(width[i], len(cell))
+		}
+	}
+	title := fmt.Sprintf("npumon %s    simulated ACL runtime, %d device(s)", version, len(infos))
+	inner := -3 // the table's inner width: cells, their padding and the bars between
+	for _, wd := range width {
+		inner += wd + 3
+	}
+	if inner < len(title) {
+		width[1] += len(title) - inner // widen Name so the title fits
+		inner = len(title)
+	}
+	rule := func(fill string) string {
+		var b strings.Builder
+		b.WriteString("+")
+		for _, wd := range width {
+			b.WriteString(strings.Repeat(fill, wd+2) + "+")
+		}
+		return b.String()
+	}
+	line := func(cells []string) string {
+		var b strings.Builder
+		b.WriteString("|")
+		for i, cell := range cells {
+			fmt.Fprintf(&b, " %-*s |", width[i], cell)
+		}
+		return b.String()
+	}
+	top := "+" + strings.Repeat("-", inner+2) + "+"
+	fmt.Fprintln(w, top)
+	fmt.Fprintf(w, "| %-*s |\n", inner, title)
+	fmt.Fprintln(w, rule("-"))
+	fmt.Fprintln(w, line(header))
+	fmt.Fprintln(w, rule("="))
+	for _, r := range rows {
+		fmt.Fprintln(w, line(r))
+		fmt.Fprintln(w, rule("-"))
+	}
+}
