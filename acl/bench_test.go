@@ -55,3 +55,20 @@ func BenchmarkLaunchQueryEvent(b *testing.B) {
 		clk.Advance(time.Microsecond)
 	}
 }
+
+// BenchmarkBaselineMapSetDelete is the floor under MallocFree: the
+// allocation table's map insert and delete alone, under a mutex.
+func BenchmarkBaselineMapSetDelete(b *testing.B) {
+	var d Device
+	m := make(map[uint64]allocation)
+	b.ReportAllocs()
+	k := uint64(HBMBase)
+	for b.Loop() {
+		d.mu.Lock()
+		m[k] = allocation{footprint: 4096}
+		d.mu.Unlock()
+		d.mu.Lock()
+		delete(m, k)
+		d.mu.Unlock()
+	}
+}
