@@ -102,10 +102,11 @@ type Summary struct {
 	Segments          int
 	Blocks            int
 	LargestFreeBlock  int64
-	TotalFreeBytes    int64   // reserved − active
+	TotalFreeBytes    int64   // Σ free ranges (gaps) of the segment map at the cursor
 	Fragmentation     float64 // 1 − largest free / total free; 0 when nothing is free
 	PeakActiveBytes   int64   // peak so far (up to the cursor)
 	PeakActiveTime    int64
 	PeakReservedBytes int64
 	OOMs              int
+	Dropped           int64 // entries a live producer dropped (gap records) up to the cursor
 }

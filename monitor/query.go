@@ -1,0 +1,350 @@
+package monitor
+
+import (
+	"sort"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// Queries. Cursor semantics: the state AFTER every entry with Time ≤ cursor;
+// a cursor below the first entry's time is the initial state. Times are
+// epoch µs, or entry sequence numbers in a TimeSequence log.
+
+// Devices returns the device ids with a log, ascending.
+func (s *Store) Devices() []int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]int(nil), s.ids...)
+}
+
+// TimeBase says what device's cursors mean.
+func (s *Store) TimeBase(device int) TimeBase {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return d.base
+	}
+	return TimeEpochUS
+}
+
+// Bounds returns the times of the first and last entry of device's log
+// (0, 0 for an empty log).
+func (s *Store) Bounds(device int) (first, last int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || len(d.recs) == 0 {
+		return 0, 0
+	}
+	return d.recs[0].time, d.recs[len(d.recs)-1].time
+}
+
+// Len returns the number of entries in device's log.
+func (s *Store) Len(device int) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return int64(len(d.recs))
+	}
+	return 0
+}
+
+// applied returns the number of entries with time ≤ cursor.
+func (d *devLog) applied(cursor int64) int64 {
+	return int64(sort.Search(len(d.recs), func(i int) bool { return d.recs[i].time > cursor }))
+}
+
+// lowerBound returns the first index ≥ from whose time is ≥ t.
+func (d *devLog) lowerBound(from int, t int64) int {
+	return from + sort.Search(len(d.recs)-from, func(i int) bool { return d.recs[from+i].time >= t })
+}
+
+func (d *devLog) view(j int64) entryView {
+	r := &d.recs[j]
+	a := &d.attrs.list[r.attr]
+	return entryView{action: r.action, addr: r.addr, size: r.size, stream: a.stream, frames: r.frames, pool: a.pool, hasPID: a.hasPool}
+}
+
+func (d *devLog) event(j int64) Event {
+	r := &d.recs[j]
+	a := &d.attrs.list[r.attr]
+	e := Event{Seq: j, Time: r.time, TraceEntry: allocator.TraceEntry{
+		Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames,
+		PoolID: a.pool, HasPoolID: a.hasPool, CompileContext: a.compileContext, UserMetadata: a.userMetadata,
+	}}
+	if r.action == allocator.ActionOOM {
+		e.Addr, e.DeviceFree = 0, int64(r.addr)
+	}
+	if d.base == TimeEpochUS {
+		e.TimeUS = r.time
+	}
+	return e
+}
+
+// stateAt returns the segment map after n entries: the nearest checkpoint at
+// or before n, rolled forward over at most K entries.
+func (d *devLog) stateAt(n int64) ([]allocator.Segment, []Gap) {
+	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
+	cp := &d.cps[max(ci, 0)]
+	if cp.at == n {
+		return build(d.id, cp.segs, cp.blocks)
+	}
+	st := cp.thaw()
+	for j := cp.at; j < n; j++ {
+		v := d.view(j)
+		st.apply(&v, j, d.id, &d.ov)
+	}
+	fc := st.freeze(n)
+	return build(d.id, fc.segs, fc.blocks)
+}
+
+// StateAt returns the segment map of device at cursor.
+func (s *Store) StateAt(device int, cursor int64) State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := State{Device: device, Cursor: cursor}
+	d := s.devs[device]
+	if d == nil {
+		return st
+	}
+	st.Applied = d.applied(cursor)
+	st.Segments, st.Gaps = d.stateAt(st.Applied)
+	return st
+}
+
+// valueAt returns a series value after n entries (n = 0: the initial value).
+func valueAt(sr *series, init int64, n int64) int64 {
+	if n <= 0 {
+		return init
+	}
+	return sr.v[n-1]
+}
+
+// Series returns per-column extremes of the active, allocated and reserved
+// bytes over [t0, t1) split into columns equal spans. Each column covers the
+// value entering it and every value set by an entry inside it.
+func (s *Store) Series(device int, t0, t1 int64, columns int) Series {
+	out := Series{T0: t0, T1: t1, Columns: max(columns, 0)}
+	if columns <= 0 {
+		return out
+	}
+	out.Active = make([]MinMax, columns)
+	out.Allocated = make([]MinMax, columns)
+	out.Reserved = make([]MinMax, columns)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || t1 <= t0 {
+		return out
+	}
+	span := t1 - t0
+	cols := int64(columns)
+	i := d.lowerBound(0, t0)
+	for c := int64(0); c < cols; c++ {
+		ce := t0 + span/cols*(c+1) + span%cols*(c+1)/cols
+		j := d.lowerBound(i, ce)
+		out.Active[c] = column(&d.active, d.initActive, i, j)
+		out.Allocated[c] = column(&d.allocated, d.initAllocated, i, j)
+		out.Reserved[c] = column(&d.reserved, d.initReserv, i, j)
+		i = j
+	}
+	return out
+}
+
+func column(sr *series, init int64, i, j int) MinMax {
+	v := valueAt(sr, init, int64(i))
+	mm := MinMax{v, v}
+	if e, ok := sr.extremes(i, j); ok {
+		mm.Min, mm.Max = min(mm.Min, e.Min), max(mm.Max, e.Max)
+	}
+	return mm
+}
+
+// Events returns the entries with t0 ≤ Time < t1, at most limit of them
+// (the earliest; limit ≤ 0: all).
+func (s *Store) Events(device int, t0, t1 int64, limit int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || t1 <= t0 {
+		return nil
+	}
+	i := d.lowerBound(0, t0)
+	j := d.lowerBound(i, t1)
+	if limit > 0 && j-i > limit {
+		j = i + limit
+	}
+	out := make([]Event, 0, j-i)
+	for k := i; k < j; k++ {
+		out = append(out, d.event(int64(k)))
+	}
+	return out
+}
+
+// EventsAround returns up to before entries applied at cursor (ending with
+// the last applied one) followed by up to after entries not yet applied.
+func (s *Store) EventsAround(device int, cursor int64, before, after int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	n := d.applied(cursor)
+	i := max(0, n-int64(max(before, 0)))
+	j := min(int64(len(d.recs)), n+int64(max(after, 0)))
+	out := make([]Event, 0, j-i)
+	for k := i; k < j; k++ {
+		out = append(out, d.event(k))
+	}
+	return out
+}
+
+// Summary describes device at cursor.
+func (s *Store) Summary(device int, cursor int64) Summary {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sum := Summary{Device: device, Cursor: cursor}
+	d := s.devs[device]
+	if d == nil {
+		return sum
+	}
+	n := d.applied(cursor)
+	sum.TimeBase = d.base
+	sum.Applied = n
+	sum.Entries = int64(len(d.recs))
+	if len(d.recs) > 0 {
+		sum.FirstTime, sum.LastTime = d.recs[0].time, d.recs[len(d.recs)-1].time
+	}
+	sum.ActiveBytes = valueAt(&d.active, d.initActive, n)
+	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
+	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
+	segs, gaps := d.stateAt(n)
+	sum.Segments = len(segs)
+	for i := range segs {
+		for j := range segs[i].Blocks {
+			if segs[i].Blocks[j].State.Active() {
+				sum.Blocks++
+			}
+		}
+	}
+	for _, g := range gaps {
+		sum.TotalFreeBytes += g.Size
+		sum.LargestFreeBlock = max(sum.LargestFreeBlock, g.Size)
+	}
+	if sum.TotalFreeBytes > 0 {
+		sum.Fragmentation = 1 - float64(sum.LargestFreeBlock)/float64(sum.TotalFreeBytes)
+	}
+	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(&d.active, d.initActive, n)
+	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
+	sum.OOMs = countBelow(d.byAction[allocator.ActionOOM], n)
+	for _, g := range d.gaps {
+		if g.At <= n {
+			sum.Dropped += g.Missed
+		}
+	}
+	return sum
+}
+
+// beforeFirst is the cursor of the initial state.
+func (d *devLog) beforeFirst() int64 {
+	if len(d.recs) == 0 || d.base == TimeSequence {
+		return -1
+	}
+	return d.recs[0].time - 1
+}
+
+// peak returns the largest value over the first n entries (and the initial
+// value) and the time of the first entry reaching it (beforeFirst when the
+// initial value is the peak).
+func (d *devLog) peak(sr *series, init int64, n int64) (int64, int64) {
+	best, at := init, d.beforeFirst()
+	if mm, ok := sr.extremes(0, int(n)); ok && mm.Max > best {
+		best = mm.Max
+		if i := sr.firstAtLeast(0, int(n), best); i >= 0 {
+			at = d.recs[i].time
+		}
+	}
+	return best, at
+}
+
+func countBelow(seqs []int64, n int64) int {
+	return sort.Search(len(seqs), func(i int) bool { return seqs[i] >= n })
+}
+
+// Peak returns the cursor where device's active bytes first reach their
+// maximum over the whole log, and that maximum.
+func (s *Store) Peak(device int) (cursor int64, activeBytes int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, 0
+	}
+	v, at := d.peak(&d.active, d.initActive, int64(len(d.recs)))
+	return at, v
+}
+
+// Next returns the time of the first entry of action strictly after cursor.
+func (s *Store) Next(device int, cursor int64, action allocator.Action) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	seqs := d.byAction[action]
+	n := d.applied(cursor)
+	k := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= n })
+	if k == len(seqs) {
+		return 0, false
+	}
+	return d.recs[seqs[k]].time, true
+}
+
+// Prev returns the time of the last entry of action strictly before cursor.
+func (s *Store) Prev(device int, cursor int64, action allocator.Action) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	seqs := d.byAction[action]
+	m := int64(d.lowerBound(0, cursor))
+	k := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= m }) - 1
+	if k < 0 {
+		return 0, false
+	}
+	return d.recs[seqs[k]].time, true
+}
+
+// NextEvent returns the time of the first entry strictly after cursor.
+func (s *Store) NextEvent(device int, cursor int64) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	n := d.applied(cursor)
+	if n >= int64(len(d.recs)) {
+		return 0, false
+	}
+	return d.recs[n].time, true
+}
+
+// PrevEvent returns the time of the last entry strictly before cursor.
+func (s *Store) PrevEvent(device int, cursor int64) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	m := d.lowerBound(0, cursor)
+	if m == 0 {
+		return 0, false
+	}
+	return d.recs[m-1].time, true
+}

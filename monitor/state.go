@@ -1,0 +1,268 @@
+package monitor
+
+import (
+	"slices"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// This file holds the segment map a device log implies at one position: the
+// mutable head the Store rolls forward, and the frozen checkpoints it seeks
+// from. Entries are applied forward with the inverse of the undo rules in
+// docs/timeline.md (reference snapshot-format.md §6.5), so that rolling
+// forward from replay's Timeline.Initial reaches the same state as undoing
+// backwards from the final state.
+
+// liveBlock is a live (active) block; inactive ranges are the gaps between them.
+type liveBlock struct {
+	addr   uint64
+	size   int64
+	req    int64
+	frames allocator.StackID
+	state  allocator.BlockState
+}
+
+// segState is the mutable segment map: segments by base address and live
+// blocks by address.
+type segState struct {
+	segs   map[uint64]allocator.Segment // Blocks always nil
+	blocks map[uint64]liveBlock
+}
+
+func newSegState() *segState {
+	return &segState{segs: map[uint64]allocator.Segment{}, blocks: map[uint64]liveBlock{}}
+}
+
+// checkpoint is a frozen segment map right after `at` entries, sorted by address.
+type checkpoint struct {
+	at     int64
+	segs   []allocator.Segment // Blocks nil
+	blocks []liveBlock
+}
+
+// freeze copies the state into a sorted checkpoint.
+func (st *segState) freeze(at int64) checkpoint {
+	cp := checkpoint{at: at, segs: make([]allocator.Segment, 0, len(st.segs)), blocks: make([]liveBlock, 0, len(st.blocks))}
+	for _, s := range st.segs {
+		cp.segs = append(cp.segs, s)
+	}
+	for _, b := range st.blocks {
+		cp.blocks = append(cp.blocks, b)
+	}
+	slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmpAddr(a.Address, b.Address) })
+	slices.SortFunc(cp.blocks, func(a, b liveBlock) int { return cmpAddr(a.addr, b.addr) })
+	return cp
+}
+
+func cmpAddr(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// thaw returns a mutable copy of a checkpoint.
+func (cp *checkpoint) thaw() *segState {
+	st := &segState{segs: make(map[uint64]allocator.Segment, len(cp.segs)), blocks: make(map[uint64]liveBlock, len(cp.blocks))}
+	for _, s := range cp.segs {
+		st.segs[s.Address] = s
+	}
+	for _, b := range cp.blocks {
+		st.blocks[b.addr] = b
+	}
+	return st
+}
+
+// entryView is what applying an entry needs, from a TraceEntry or a stored rec.
+type entryView struct {
+	action allocator.Action
+	addr   uint64
+	size   int64
+	stream uint64
+	frames allocator.StackID
+	pool   allocator.PoolID
+	hasPID bool
+}
+
+// overrides carry final-state attributes for objects that survive to the end
+// of a capture: the trace only knows requested sizes, the final segments know
+// rounded block sizes and segment kinds. Keyed by entry sequence number.
+type overrides struct {
+	blocks map[int64]liveBlock
+	segs   map[int64]allocator.Segment
+}
+
+// apply rolls the state forward over one entry (sequence seq) and returns the
+// change in pending-free bytes (allocated = active − pending).
+func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (pendingDelta int64) {
+	switch e.action {
+	case allocator.ActionAlloc:
+		b := liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames, state: allocator.StateActiveAllocated}
+		if ov != nil {
+			if o, ok := ov.blocks[seq]; ok {
+				b = o
+				b.state = allocator.StateActiveAllocated
+			}
+		}
+		st.blocks[e.addr] = b
+	case allocator.ActionFreeRequested:
+		b, ok := st.blocks[e.addr]
+		if !ok {
+			b = liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames}
+		} else if b.state == allocator.StateActivePendingFree {
+			return 0
+		}
+		b.state = allocator.StateActivePendingFree
+		st.blocks[e.addr] = b
+		return e.size
+	case allocator.ActionFreeCompleted, allocator.ActionFree:
+		if b, ok := st.blocks[e.addr]; ok {
+			delete(st.blocks, e.addr)
+			if b.state == allocator.StateActivePendingFree {
+				return -e.size
+			}
+		}
+	case allocator.ActionSegmentAlloc:
+		s := newSegment(e, device, false)
+		if ov != nil {
+			if o, ok := ov.segs[seq]; ok {
+				s = o
+				s.TotalSize = e.size
+			}
+		}
+		st.segs[e.addr] = s
+	case allocator.ActionSegmentFree:
+		delete(st.segs, e.addr)
+	case allocator.ActionSegmentMap:
+		st.mapRange(e, device)
+	case allocator.ActionSegmentUnmap:
+		st.unmapRange(e.addr, e.size)
+	}
+	return 0
+}
+
+// smallSegmentMax is the largest segment created by the trace that is called
+// "small": the small pool allocates 2 MiB segments.
+const smallSegmentMax = 2 << 20
+
+func newSegment(e *entryView, device int, expandable bool) allocator.Segment {
+	return allocator.Segment{
+		Device: device, Address: e.addr, TotalSize: e.size, Stream: e.stream,
+		IsLarge: e.size > smallSegmentMax, PoolID: e.pool, HasPoolID: e.hasPID,
+		IsExpandable: expandable, Frames: e.frames,
+	}
+}
+
+// mapRange adds a mapped range as expandable memory, merged with adjacent
+// segments on the same stream (forward of segment_map).
+func (st *segState) mapRange(e *entryView, device int) {
+	if e.size <= 0 {
+		return
+	}
+	s := newSegment(e, device, true)
+	for base, n := range st.segs {
+		if n.Stream == s.Stream && n.End() == s.Address {
+			delete(st.segs, base)
+			n.TotalSize += s.TotalSize
+			s = n
+			break
+		}
+	}
+	if n, ok := st.segs[s.End()]; ok && n.Stream == s.Stream {
+		delete(st.segs, n.Address)
+		s.TotalSize += n.TotalSize
+	}
+	st.segs[s.Address] = s
+}
+
+// unmapRange removes [addr, addr+size) from the segment containing it
+// (forward of segment_unmap): shrink from either end, split, or remove.
+func (st *segState) unmapRange(addr uint64, size int64) {
+	end := addr + uint64(size)
+	for base, s := range st.segs {
+		if addr < s.Address || addr >= s.End() {
+			continue
+		}
+		sEnd := s.End()
+		delete(st.segs, base)
+		if addr > s.Address {
+			head := s
+			head.TotalSize = int64(addr - s.Address)
+			st.segs[head.Address] = head
+		}
+		if end < sEnd {
+			tail := s
+			tail.Address = end
+			tail.TotalSize = int64(sEnd - end)
+			st.segs[end] = tail
+		}
+		return
+	}
+}
+
+// build materializes a sorted segment/block list into a State: each segment
+// tiled by its live blocks and inactive blocks filling the gaps. Live blocks
+// outside every segment are dropped (as replay's StateAfter does).
+func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocator.Segment, []Gap) {
+	out := make([]allocator.Segment, len(segs))
+	copy(out, segs)
+	var gaps []Gap
+	bi := 0
+	for si := range out {
+		s := &out[si]
+		s.Device = device
+		s.AllocatedSize, s.ActiveSize, s.RequestedSize = 0, 0, 0
+		s.Blocks = nil
+		for bi < len(blocks) && blocks[bi].addr < s.Address {
+			bi++
+		}
+		cur, end := s.Address, s.End()
+		n := 0
+		for j := bi; j < len(blocks) && blocks[j].addr < end; j++ {
+			n++
+		}
+		s.Blocks = make([]allocator.Block, 0, 2*n+1)
+		for bi < len(blocks) && blocks[bi].addr < end {
+			b := blocks[bi]
+			bi++
+			if b.addr > cur {
+				s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(b.addr - cur)})
+				gaps = append(gaps, Gap{Address: cur, Size: int64(b.addr - cur)})
+			}
+			s.Blocks = append(s.Blocks, allocator.Block{Address: b.addr, Size: b.size, RequestedSize: b.req, State: b.state, Frames: b.frames})
+			s.ActiveSize += b.size
+			s.RequestedSize += b.req
+			if b.state == allocator.StateActiveAllocated {
+				s.AllocatedSize += b.size
+			}
+			if bEnd := b.addr + uint64(b.size); bEnd > cur {
+				cur = bEnd
+			}
+		}
+		if cur < end {
+			s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
+			gaps = append(gaps, Gap{Address: cur, Size: int64(end - cur)})
+		}
+	}
+	return out, gaps
+}
+
+// stateFromSegments loads segments (with blocks) as a mutable state,
+// keeping only live blocks.
+func stateFromSegments(segs []allocator.Segment) *segState {
+	st := newSegState()
+	for i := range segs {
+		s := segs[i]
+		s.Blocks = nil
+		st.segs[s.Address] = s
+		for _, b := range segs[i].Blocks {
+			if b.State.Active() {
+				st.blocks[b.Address] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State}
+			}
+		}
+	}
+	return st
+}

@@ -1,0 +1,618 @@
+package monitor
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+// StoreOptions tune a Store.
+type StoreOptions struct {
+	// CheckpointEvery is K, the number of entries between segment-map
+	// checkpoints: a seek costs one checkpoint restore plus at most K
+	// entries. Default 2048.
+	CheckpointEvery int
+}
+
+// DefaultCheckpointEvery is the K a zero StoreOptions gets.
+const DefaultCheckpointEvery = 2048
+
+// DeviceInfo describes a live device (from the wire handshake or an
+// in-process allocator).
+type DeviceInfo struct {
+	ID       int
+	Name     string
+	HBMTotal int64
+	HBMUsed  int64
+	Streams  int
+}
+
+// GapRecord marks entries a live producer dropped before this position.
+type GapRecord struct {
+	At     int64 // number of entries in the log when the gap was noted
+	Missed int64
+}
+
+// Store is the time-indexed model every view queries: per device a log of
+// trace entries with a byte series per entry, segment-map checkpoints every
+// K entries, and the profiler ops. It is safe for concurrent use by one
+// writer and many readers; every query result is owned by the caller.
+type Store struct {
+	mu   sync.RWMutex
+	k    int
+	ver  atomic.Uint64
+	devs map[int]*devLog
+	ids  []int // device ids, ascending
+
+	stacks   []allocator.Stack
+	stackIdx map[string]allocator.StackID // built lazily by InternStack
+
+	ops      []Op    // sorted by StartUS
+	opMaxEnd []int64 // prefix max of EndUS over ops
+
+	annotations []allocator.Annotation
+	info        map[int]DeviceInfo
+}
+
+// attr holds the rarely varying fields of an entry, interned per Store.
+type attr struct {
+	stream         uint64
+	pool           allocator.PoolID
+	hasPool        bool
+	compileContext string
+	userMetadata   string
+}
+
+// rec is one stored entry (40 bytes). For oom entries addr holds DeviceFree.
+type rec struct {
+	time   int64
+	addr   uint64
+	size   int64
+	frames allocator.StackID
+	attr   uint32
+	action allocator.Action
+}
+
+// devLog is one device's log.
+type devLog struct {
+	id   int
+	base TimeBase
+	recs []rec
+
+	// values right after each entry; init* before entry 0.
+	active, allocated, reserved           series
+	initActive, initAllocated, initReserv int64
+	pending                               int64 // head: pending-free bytes
+
+	cps      []checkpoint // cps[0].at == 0; sorted by at
+	head     *segState
+	ov       overrides
+	byAction map[allocator.Action][]int64 // seqs per action
+	attrs    *attrTable
+	gaps     []GapRecord
+	missed   int64
+}
+
+// NewStore returns an empty Store.
+func NewStore(opts StoreOptions) *Store {
+	k := opts.CheckpointEvery
+	if k <= 0 {
+		k = DefaultCheckpointEvery
+	}
+	return &Store{
+		k:      k,
+		devs:   map[int]*devLog{},
+		stacks: []allocator.Stack{nil},
+		info:   map[int]DeviceInfo{},
+	}
+}
+
+func (s *Store) changed() { s.ver.Add(1) }
+
+// Version increases whenever the Store's data changes (a redraw trigger).
+func (s *Store) Version() uint64 { return s.ver.Load() }
+
+// ---- ingest ----
+
+// IngestSnapshot loads a decoded capture: per device, the state before the
+// first entry is reconstructed once (replay.NewTimeline), then the trace is
+// indexed forward. It replaces the logs of the devices the snapshot holds.
+// The snapshot's stack table is adopted; the snapshot must not be modified
+// afterwards.
+func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
+	if snap == nil {
+		return fmt.Errorf("monitor: ingest: no snapshot")
+	}
+	type built struct {
+		d   *devLog
+		err error
+	}
+	devices := snap.Devices()
+	logs := make([]built, len(devices))
+	// Devices are independent; build them outside the lock.
+	var wg sync.WaitGroup
+	for i, dev := range devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := s.buildCapture(snap, dev)
+			logs[i] = built{d, err}
+		}()
+	}
+	wg.Wait()
+	for _, b := range logs {
+		if b.err != nil {
+			return b.err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stacks = append([]allocator.Stack{nil}, snap.Stacks[min(1, len(snap.Stacks)):]...)
+	s.stackIdx = nil
+	s.annotations = append([]allocator.Annotation(nil), snap.ExternalAnnotations...)
+	for _, b := range logs {
+		s.putDev(b.d)
+	}
+	s.changed()
+	return nil
+}
+
+// buildCapture indexes one device of a capture.
+func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error) {
+	tl, err := replay.NewTimeline(snap, dev)
+	if err != nil {
+		return nil, fmt.Errorf("monitor: ingest device %d: %w", dev, err)
+	}
+	d := newDevLog(dev, TimeSequence)
+	for i := range tl.Entries {
+		if tl.Entries[i].TimeUS != 0 {
+			d.base = TimeEpochUS
+			break
+		}
+	}
+	d.ov = captureOverrides(snap, dev, tl.Entries)
+	d.head = stateFromSegments(tl.Initial)
+	d.initActive = tl.ActiveAtStart
+	d.initReserv = tl.ReservedAtStart
+	var pend int64
+	for _, b := range d.head.blocks {
+		if b.state == allocator.StateActivePendingFree {
+			pend += liveSize(b)
+		}
+	}
+	d.pending = pend
+	d.initAllocated = d.initActive - pend
+	d.cps = []checkpoint{d.head.freeze(0)}
+	d.recs = make([]rec, 0, len(tl.Entries))
+	d.appendEntries(tl.Entries, s.k)
+	return d, nil
+}
+
+func liveSize(b liveBlock) int64 {
+	if b.req > 0 {
+		return b.req
+	}
+	return b.size
+}
+
+// captureOverrides finds the allocs and segment_allocs whose object survives
+// to the end of the trace and gives them the final state's attributes.
+func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) overrides {
+	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+	finalSegs := map[uint64]*allocator.Segment{}
+	finalBlocks := map[uint64]*allocator.Block{}
+	for i := range snap.Segments {
+		sg := &snap.Segments[i]
+		if sg.Device != dev {
+			continue
+		}
+		finalSegs[sg.Address] = sg
+		for j := range sg.Blocks {
+			if b := &sg.Blocks[j]; b.State.Active() {
+				finalBlocks[b.Address] = b
+			}
+		}
+	}
+	// Walking backwards, the first alloc (segment_alloc) met at a final
+	// address created the surviving object, unless a free met earlier shows
+	// the final object came later; either way the address is settled.
+	for i := len(entries) - 1; i >= 0 && len(finalBlocks)+len(finalSegs) > 0; i-- {
+		e := &entries[i]
+		switch e.Action {
+		case allocator.ActionAlloc, allocator.ActionFree, allocator.ActionFreeCompleted:
+			if b, ok := finalBlocks[e.Addr]; ok {
+				if e.Action == allocator.ActionAlloc {
+					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames}
+				}
+				delete(finalBlocks, e.Addr)
+			}
+		case allocator.ActionSegmentAlloc, allocator.ActionSegmentFree:
+			if sg, ok := finalSegs[e.Addr]; ok {
+				if e.Action == allocator.ActionSegmentAlloc {
+					c := *sg
+					c.Blocks = nil
+					ov.segs[int64(i)] = c
+				}
+				delete(finalSegs, e.Addr)
+			}
+		}
+	}
+	return ov
+}
+
+// attrTable interns attrs, one per device log.
+type attrTable struct {
+	list []attr
+	idx  map[attr]uint32
+	last uint32
+}
+
+func newAttrTable() *attrTable {
+	return &attrTable{list: []attr{{}}, idx: map[attr]uint32{{}: 0}}
+}
+
+func (t *attrTable) intern(a attr) uint32 {
+	if t.list[t.last] == a {
+		return t.last
+	}
+	id, ok := t.idx[a]
+	if !ok {
+		id = uint32(len(t.list))
+		t.list = append(t.list, a)
+		t.idx[a] = id
+	}
+	t.last = id
+	return id
+}
+
+func attrOf(e *allocator.TraceEntry) attr {
+	return attr{stream: e.Stream, pool: e.PoolID, hasPool: e.HasPoolID, compileContext: e.CompileContext, userMetadata: e.UserMetadata}
+}
+
+// appendEntries indexes entries at the end of the log.
+func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int) {
+	at := d.attrs
+	var last int64
+	if n := len(d.recs); n > 0 {
+		last = d.recs[n-1].time
+	}
+	act, res := d.initActive, d.initReserv
+	if n := len(d.recs); n > 0 {
+		act, res = d.active.v[n-1], d.reserved.v[n-1]
+	}
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(len(d.recs))
+		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
+		if e.Action == allocator.ActionOOM {
+			r.addr = uint64(e.DeviceFree)
+		}
+		if d.base == TimeSequence {
+			r.time = seq
+		} else {
+			r.time = max(e.TimeUS, last) // keep times non-decreasing
+			last = r.time
+		}
+		d.recs = append(d.recs, r)
+		v := entryView{action: e.Action, addr: e.Addr, size: e.Size, stream: e.Stream, frames: e.Frames, pool: e.PoolID, hasPID: e.HasPoolID}
+		d.pending += d.head.apply(&v, seq, d.id, &d.ov)
+		act += replay.ActiveDelta(e)
+		res += replay.ReservedDelta(e)
+		d.active.append(act)
+		d.allocated.append(act - d.pending)
+		d.reserved.append(res)
+		d.byAction[e.Action] = append(d.byAction[e.Action], seq)
+		if (seq+1)%int64(k) == 0 {
+			d.cps = append(d.cps, d.head.freeze(seq+1))
+		}
+	}
+}
+
+func newDevLog(id int, base TimeBase) *devLog {
+	d := &devLog{id: id, base: base, byAction: map[allocator.Action][]int64{}, attrs: newAttrTable(), head: newSegState()}
+	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+	return d
+}
+
+// putDev installs a device log; the caller holds the write lock.
+func (s *Store) putDev(d *devLog) {
+	if _, ok := s.devs[d.id]; !ok {
+		s.ids = append(s.ids, d.id)
+		slices.Sort(s.ids)
+	}
+	s.devs[d.id] = d
+}
+
+// dev returns the log of device id, creating an empty live one when absent.
+// The caller holds the write lock.
+func (s *Store) liveDev(id int) *devLog {
+	d, ok := s.devs[id]
+	if !ok {
+		d = newDevLog(id, TimeEpochUS)
+		d.cps = []checkpoint{d.head.freeze(0)}
+		s.putDev(d)
+	}
+	return d
+}
+
+// StartLive begins a live session: initial is the producer's current state
+// (its device traces, if any, become the start of each log, exactly as a
+// capture); devices describes the hardware. Later entries come via Append.
+// Calling it again (a reconnect) replaces the logs of the devices initial
+// holds and keeps the others.
+func (s *Store) StartLive(initial *allocator.Snapshot, devices []DeviceInfo) error {
+	if initial != nil {
+		if err := s.IngestSnapshot(initial); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, di := range devices {
+		s.info[di.ID] = di
+		d := s.liveDev(di.ID)
+		if len(d.recs) == 0 {
+			d.base = TimeEpochUS
+		}
+	}
+	if initial != nil {
+		for _, id := range initial.Devices() {
+			if d := s.devs[id]; d != nil && len(d.recs) == 0 {
+				d.base = TimeEpochUS
+			}
+		}
+	}
+	s.changed()
+	return nil
+}
+
+// Append adds live entries (TimeUS in epoch µs) to device's log. Frames ids
+// must be ids of this Store's stack table (see InternStack). Safe while
+// queries run.
+func (s *Store) Append(device int, entries []allocator.TraceEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.liveDev(device).appendEntries(entries, s.k)
+	s.mu.Unlock()
+	s.changed()
+}
+
+// Rebase replaces device's current state with segs (a fresh producer
+// snapshot after a gap): later queries see segs from the current position
+// on, and the byte series continue from its totals.
+func (s *Store) Rebase(device int, segs []allocator.Segment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.liveDev(device)
+	var mine []allocator.Segment
+	for i := range segs {
+		if segs[i].Device == device {
+			mine = append(mine, segs[i])
+		}
+	}
+	d.head = stateFromSegments(mine)
+	var act, pend, res int64
+	for _, b := range d.head.blocks {
+		act += liveSize(b)
+		if b.state == allocator.StateActivePendingFree {
+			pend += liveSize(b)
+		}
+	}
+	for _, sg := range d.head.segs {
+		res += sg.TotalSize
+	}
+	d.pending = pend
+	n := int64(len(d.recs))
+	cp := d.head.freeze(n)
+	if last := len(d.cps) - 1; d.cps[last].at == n {
+		d.cps[last] = cp
+	} else {
+		d.cps = append(d.cps, cp)
+	}
+	if n == 0 {
+		d.initActive, d.initAllocated, d.initReserv = act, act-pend, res
+	} else {
+		// the series are per entry; the new totals apply from the last entry on
+		d.active.v[n-1], d.allocated.v[n-1], d.reserved.v[n-1] = act, act-pend, res
+		d.active.refresh(int(n - 1))
+		d.allocated.refresh(int(n - 1))
+		d.reserved.refresh(int(n - 1))
+	}
+	s.changed()
+}
+
+// NoteGap records that the producer dropped missed entries of device here.
+func (s *Store) NoteGap(device int, missed int64) {
+	if missed <= 0 {
+		return
+	}
+	s.mu.Lock()
+	d := s.liveDev(device)
+	d.gaps = append(d.gaps, GapRecord{At: int64(len(d.recs)), Missed: missed})
+	d.missed += missed
+	s.mu.Unlock()
+	s.changed()
+}
+
+// Gaps returns the gap records of device, oldest first.
+func (s *Store) Gaps(device int) []GapRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return slices.Clone(d.gaps)
+	}
+	return nil
+}
+
+// SetDeviceInfo records live device information (HBM used/total).
+func (s *Store) SetDeviceInfo(info DeviceInfo) {
+	s.mu.Lock()
+	s.info[info.ID] = info
+	s.mu.Unlock()
+	s.changed()
+}
+
+// DeviceInfo returns what SetDeviceInfo or StartLive recorded.
+func (s *Store) DeviceInfo(device int) (DeviceInfo, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	di, ok := s.info[device]
+	return di, ok
+}
+
+// InternStack adds a stack to the Store's table (live sources) and returns
+// its id; identical stacks share one id.
+func (s *Store) InternStack(st allocator.Stack) allocator.StackID {
+	if len(st) == 0 {
+		return allocator.NoStack
+	}
+	key := stackKey(st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stackIdx == nil {
+		s.stackIdx = make(map[string]allocator.StackID, len(s.stacks))
+		for i := 1; i < len(s.stacks); i++ {
+			s.stackIdx[stackKey(s.stacks[i])] = allocator.StackID(i)
+		}
+	}
+	if id, ok := s.stackIdx[key]; ok {
+		return id
+	}
+	id := allocator.StackID(len(s.stacks))
+	s.stacks = append(s.stacks, slices.Clone(st))
+	s.stackIdx[key] = id
+	return id
+}
+
+func stackKey(st allocator.Stack) string {
+	var b []byte
+	for _, f := range st {
+		b = append(b, f.Filename...)
+		b = append(b, 0)
+		b = fmt.Appendf(b, "%d", f.Line)
+		b = append(b, 0)
+		b = append(b, f.Name...)
+		b = append(b, 0)
+	}
+	return string(b)
+}
+
+// Stack returns the frames of id (nil for NoStack or an unknown id). The
+// frames are shared and must not be modified.
+func (s *Store) Stack(id allocator.StackID) allocator.Stack {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if id <= 0 || int(id) >= len(s.stacks) {
+		return nil
+	}
+	return s.stacks[id]
+}
+
+// Annotations returns the capture's external annotations (step markers).
+func (s *Store) Annotations() []allocator.Annotation {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.annotations)
+}
+
+// ---- ops ----
+
+// IngestOps adds profiler ops read from files.
+func (s *Store) IngestOps(ops []Op) { s.AppendOps(ops) }
+
+// AppendOps adds ops (live or from files); they may arrive in any order.
+func (s *Store) AppendOps(ops []Op) {
+	if len(ops) == 0 {
+		return
+	}
+	s.mu.Lock()
+	from := len(s.ops)
+	s.ops = append(s.ops, ops...)
+	if !slices.IsSortedFunc(s.ops[max(0, from-1):], cmpOp) {
+		// find where the new ops land and re-sort from there
+		lo := sort.Search(from, func(i int) bool { return cmpOp(s.ops[i], minOp(ops)) > 0 })
+		slices.SortStableFunc(s.ops[lo:], cmpOp)
+		from = lo
+	}
+	s.opMaxEnd = s.opMaxEnd[:from]
+	for i := from; i < len(s.ops); i++ {
+		m := s.ops[i].EndUS
+		if i > 0 {
+			m = max(m, s.opMaxEnd[i-1])
+		}
+		s.opMaxEnd = append(s.opMaxEnd, m)
+	}
+	s.mu.Unlock()
+	s.changed()
+}
+
+func cmpOp(a, b Op) int {
+	switch {
+	case a.StartUS != b.StartUS:
+		return cmpI(a.StartUS, b.StartUS)
+	default:
+		return cmpI(b.EndUS, a.EndUS) // outer (longer) first
+	}
+}
+
+func cmpI(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func minOp(ops []Op) Op {
+	m := ops[0]
+	for _, o := range ops[1:] {
+		if cmpOp(o, m) < 0 {
+			m = o
+		}
+	}
+	return m
+}
+
+// Ops returns the ops overlapping [t0, t1), ordered by start.
+func (s *Store) Ops(t0, t1 int64) []Op {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Op
+	i := sort.Search(len(s.ops), func(i int) bool { return s.opMaxEnd[i] > t0 })
+	for ; i < len(s.ops) && s.ops[i].StartUS < t1; i++ {
+		o := s.ops[i]
+		if o.EndUS > t0 || (o.EndUS == o.StartUS && o.StartUS >= t0) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// OpAt returns the innermost non-step op running at t (StartUS ≤ t < EndUS).
+func (s *Store) OpAt(t int64) (Op, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := sort.Search(len(s.ops), func(i int) bool { return s.opMaxEnd[i] > t })
+	var best Op
+	found := false
+	for ; i < len(s.ops) && s.ops[i].StartUS <= t; i++ {
+		o := s.ops[i]
+		if o.IsStep || o.EndUS <= t {
+			continue
+		}
+		// later start is more inner; equal start: shorter is inner
+		if !found || o.StartUS > best.StartUS || (o.StartUS == best.StartUS && o.EndUS < best.EndUS) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
