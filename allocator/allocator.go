@@ -1,0 +1,682 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/npumon/npumon/acl"
+)
+
+// Allocator is a caching allocator for one device. All methods are safe for
+// concurrent use.
+type Allocator struct {
+	mu     sync.Mutex
+	dev    *acl.Device
+	device int
+	cfg    Config
+	clk    *approxClock
+	now    func() int64
+
+	small, large blockPool
+	active       map[uint64]*block // allocated or pending-free blocks by ptr
+	expandables  []*expandableSegment
+
+	// totalAllocated is total_allocated_memory: reserved bytes including
+	// mapped expandable pages; the fraction limit and GC look at it.
+	totalAllocated int64
+	deviceTotal    int64
+	fractionSet    bool
+	allowedMax     int64
+
+	events        map[acl.Stream][]pendingEvent
+	pendingEvents int
+	freeEvents    []acl.Event
+
+	stats    Stats
+	warnings []string
+	fault    error // first unexpected acl failure in a release path
+
+	history  bool
+	level    RecordContext
+	ring     ring
+	stackMu  sync.RWMutex
+	stacks   *StackTable
+	trackers []*tracker
+
+	oomObservers []oomObserver
+	nextObserver int
+}
+
+type pendingEvent struct {
+	ev acl.Event
+	b  *block
+}
+
+// Option configures New.
+type Option func(*Allocator)
+
+// WithClock takes trace timestamps from c (e.g. the acl runtime's manual
+// clock in simulations) instead of the calibrated cycle counter. Reading
+// an injected clock costs more than a tick but needs no calibration.
+func WithClock(c acl.Clock) Option {
+	return func(a *Allocator) {
+		if c == nil || c == acl.RealClock() {
+			return
+		}
+		a.clk = newExactClock(func() int64 { return c.Now().UnixNano() })
+	}
+}
+
+// ErrOutOfMemory matches every *OOMError with errors.Is.
+var ErrOutOfMemory = errors.New("out of memory")
+
+// ErrInvalidPointer is returned for a pointer the allocator did not hand out
+// or that is already freed.
+var ErrInvalidPointer = errors.New("invalid device pointer")
+
+// OOMError is the out-of-memory error, with the figures torch prints.
+type OOMError struct {
+	Device        int
+	RequestedSize int64 // the caller's size
+	AllocSize     int64 // the segment size that could not be obtained
+	TotalCapacity int64
+	DeviceFree    int64
+	Allowed       int64 // memory fraction limit; valid when AllowedSet
+	AllowedSet    bool
+	Allocated     int64 // allocated_bytes.all.current
+	Active        int64 // active_bytes.all.current
+	Reserved      int64 // reserved_bytes.all.current
+	Rejected      bool  // NPU throw_on_npumalloc_oom preemptive rejection
+	msg           string
+}
+
+func (e *OOMError) Error() string { return e.msg }
+
+// Is makes errors.Is(err, ErrOutOfMemory) true.
+func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
+
+// New returns an allocator on dev. A zero Config means DefaultConfig(FlavourNPU).
+func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
+	if dev == nil {
+		return nil, errors.New("allocator: nil device")
+	}
+	if cfg.MaxSplitSize == 0 {
+		raw, f := cfg.Raw, cfg.Flavour
+		cfg = DefaultConfig(f)
+		cfg.Raw = raw
+	}
+	_, total, err := dev.GetMemInfo(acl.MemHBM)
+	if err != nil {
+		return nil, fmt.Errorf("allocator: %w", err)
+	}
+	a := &Allocator{
+		dev: dev, device: dev.ID(), cfg: cfg, deviceTotal: total,
+		small:  blockPool{small: true},
+		active: make(map[uint64]*block),
+		events: make(map[acl.Stream][]pendingEvent),
+		stacks: NewStackTable(),
+	}
+	a.ring.reset(1)
+	for _, o := range opts {
+		o(a)
+	}
+	if a.clk == nil {
+		a.clk = newApproxClock(tick)
+	}
+	a.now = a.clk.read
+	a.stats.MaxSplitSize = cfg.MaxSplitSize
+	if cfg.MaxSplitSize == Unlimited {
+		a.stats.MaxSplitSize = -1
+	}
+	if cfg.Flavour == FlavourNPU {
+		if cfg.MemoryFraction < 1 {
+			a.setFraction(cfg.MemoryFraction)
+		}
+		if cfg.ExpandableSegments {
+			// torch_npu probes the VMM API once and falls back when it fails.
+			va, err := dev.ReserveMemAddress(acl.Granularity, 0, 0, 1)
+			if err != nil {
+				a.cfg.ExpandableSegments = false
+				a.warnings = append(a.warnings, "expandable_segments setting failure, now change to `False`.")
+			} else {
+				_ = dev.ReleaseMemAddress(va)
+			}
+		}
+	}
+	return a, nil
+}
+
+// Device returns the device ordinal.
+func (a *Allocator) Device() int { return a.device }
+
+// Config returns the configuration in effect.
+func (a *Allocator) Config() Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// Warnings returns the warnings torch would have logged (once each).
+func (a *Allocator) Warnings() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.warnings)
+}
+
+func (a *Allocator) warnOnce(w string) {
+	if !slices.Contains(a.warnings, w) {
+		a.warnings = append(a.warnings, w)
+	}
+}
+
+// Stack resolves a StackID of a trace entry or block; safe to call from a
+// tracker.
+func (a *Allocator) Stack(id StackID) Stack {
+	a.stackMu.RLock()
+	defer a.stackMu.RUnlock()
+	st := a.stacks.Stacks()
+	if id <= 0 || int(id) >= len(st) {
+		return nil
+	}
+	return st[id]
+}
+
+// intern returns the context of frames at the level at which it is kept.
+func (a *Allocator) intern(frames []Frame, need RecordContext) StackID {
+	if len(frames) == 0 || a.level < need {
+		return NoStack
+	}
+	a.stackMu.Lock()
+	defer a.stackMu.Unlock()
+	return a.stacks.Intern(frames)
+}
+
+// stat applies delta to the "all" entry and the pool's entry of arr.
+func stat(arr *StatArray, p *blockPool, delta int64) {
+	k := StatLarge
+	if p.small {
+		k = StatSmall
+	}
+	if delta >= 0 {
+		arr[StatAll].increase(delta)
+		arr[k].increase(delta)
+	} else {
+		arr[StatAll].decrease(-delta)
+		arr[k].decrease(-delta)
+	}
+}
+
+// allocParams is AllocParams: the search key and the outcome.
+type allocParams struct {
+	size      int64 // rounded
+	allocSize int64
+	stream    acl.Stream
+	pool      *blockPool
+	block     *block
+	err       error // last device error; ErrMemoryAllocation for limits
+	rejected  bool  // throw_on_npumalloc_oom
+}
+
+// Malloc allocates size bytes for use on stream and returns the device
+// address. It returns an *OOMError when the retry chain fails.
+func (a *Allocator) Malloc(size int64, stream acl.Stream) (uint64, error) {
+	return a.MallocWithStack(size, stream, nil)
+}
+
+// MallocWithStack is Malloc with the caller's stack (innermost first), kept
+// according to the RecordHistory context.
+func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Frame) (uint64, error) {
+	if size < 0 {
+		return 0, fmt.Errorf("allocator: negative size %d", size)
+	}
+	if size >= oneExaBytes {
+		kind := "NPU"
+		if a.cfg.Flavour == FlavourCUDA {
+			kind = "CUDA"
+		}
+		return 0, &OOMError{Device: a.device, RequestedSize: size, msg: kind + " out of memory. Tried to allocate more than 1EB memory."}
+	}
+	a.mu.Lock()
+	ctx := a.intern(frames, RecordState)
+	lazy := a.cfg.Flavour == FlavourNPU && a.cfg.MultiStreamLazyReclaim
+	if !lazy || a.pendingEvents > 512 {
+		a.processEvents(ctx)
+	}
+	rounded := a.cfg.roundSize(size)
+	p := allocParams{size: rounded, stream: stream, pool: &a.large}
+	if rounded <= kSmallSize {
+		p.pool = &a.small
+	}
+	p.allocSize = a.cfg.allocationSize(rounded)
+
+	found := a.getFreeBlock(&p)
+	if !found && lazy {
+		a.processEvents(ctx)
+		found = a.getFreeBlock(&p)
+	}
+	if !found {
+		if a.gcEnabled() {
+			a.garbageCollect(ctx)
+		}
+		found = a.allocBlock(&p, false, ctx) ||
+			(p.fatal() == nil && !p.rejected && a.releaseAvailableCached(&p, ctx) && a.allocBlock(&p, false, ctx))
+		if !found && p.fatal() == nil && !p.rejected {
+			if a.cfg.Flavour == FlavourNPU {
+				// "Get a block from the existing pool failed. Try to free
+				// cached blocks and reallocate. This error log can be ignored."
+				_ = a.dev.SynchronizeDevice()
+			}
+			found = a.releaseCachedBlocks(ctx) && a.allocBlock(&p, true, ctx)
+		}
+	}
+	if !found {
+		return 0, a.failMalloc(&p, size) // unlocks
+	}
+	b := a.allocFoundBlock(&p, size, ctx)
+	a.mu.Unlock()
+	return b.ptr, nil
+}
+
+// fatal returns a device error that is not out-of-memory.
+func (p *allocParams) fatal() error {
+	if p.err != nil && !errors.Is(p.err, acl.ErrMemoryAllocation) {
+		return p.err
+	}
+	return nil
+}
+
+// failMalloc builds the OOM (or passes a device error through), records the
+// oom entry, unlocks and calls the OOM observers. a.mu held on entry.
+func (a *Allocator) failMalloc(p *allocParams, size int64) error {
+	if err := p.fatal(); err != nil {
+		a.mu.Unlock()
+		return fmt.Errorf("allocator: %w", err)
+	}
+	free, total, err := a.dev.GetMemInfo(acl.MemHBM)
+	if err != nil {
+		a.mu.Unlock()
+		return fmt.Errorf("allocator: %w", err)
+	}
+	e := &OOMError{
+		Device: a.device, RequestedSize: size, AllocSize: p.allocSize,
+		TotalCapacity: total, DeviceFree: free, Allowed: a.allowedMax, AllowedSet: a.fractionSet,
+		Allocated: a.stats.AllocatedBytes[StatAll].Current,
+		Active:    a.stats.ActiveBytes[StatAll].Current,
+		Reserved:  a.stats.ReservedBytes[StatAll].Current,
+		Rejected:  p.rejected,
+	}
+	if p.rejected {
+		e.msg = "NPU out of memory. Allocation was preemptively rejected because it would exceed per_process_memory_fraction limit. Requested size: " + FormatSize(p.allocSize)
+		a.mu.Unlock()
+		return e
+	}
+	if a.cfg.Flavour == FlavourNPU {
+		a.stats.NumOOMs++
+		a.record(ActionOOM, uint64(free), p.size, p.stream, NoStack)
+	} else {
+		a.record(ActionOOM, uint64(free), p.size, p.stream, NoStack)
+		a.stats.NumOOMs++
+	}
+	e.msg = a.oomMessage(e)
+	limit := total
+	if a.fractionSet {
+		limit = a.allowedMax
+	}
+	obs := slices.Clone(a.oomObservers)
+	a.mu.Unlock()
+	for _, o := range obs {
+		o.fn(a.device, p.allocSize, limit, free)
+	}
+	return e
+}
+
+func (a *Allocator) oomMessage(e *OOMError) string {
+	allowed := ""
+	if e.AllowedSet {
+		allowed = FormatSize(e.Allowed) + " allowed; "
+	}
+	if a.cfg.Flavour == FlavourCUDA {
+		return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "+
+			"%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. "+
+			"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
+			"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
+			FormatSize(e.AllocSize), e.Device, FormatSize(e.TotalCapacity), FormatSize(e.DeviceFree),
+			allowed, FormatSize(e.Allocated), FormatSize(e.Reserved-e.Allocated))
+	}
+	return fmt.Sprintf("NPU out of memory. Tried to allocate %s (NPU %d; %s total capacity; %s already allocated; "+
+		"%s current active; %s free; %s%s reserved in total by PyTorch).If reserved memory is >> allocated memory "+
+		"try setting max_split_size_mb to avoid fragmentation.",
+		FormatSize(e.AllocSize), e.Device, FormatSize(e.TotalCapacity), FormatSize(e.Allocated),
+		FormatSize(e.Active), FormatSize(e.DeviceFree), allowed, FormatSize(e.Reserved))
+}
+
+func (a *Allocator) gcEnabled() bool { return a.fractionSet && a.cfg.GCThreshold > 0 }
+
+// getFreeBlock is get_free_block: best fit on the same stream, with the
+// expandable and oversize rules.
+func (a *Allocator) getFreeBlock(p *allocParams) bool {
+	pool := p.pool
+	if a.gcEnabled() {
+		for _, b := range pool.blocks {
+			b.gcCount++
+		}
+	}
+	i := pool.lowerBound(p.stream, p.size, 0)
+	if i == len(pool.blocks) || pool.blocks[i].stream != p.stream {
+		return false
+	}
+	if pool.blocks[i].expandable != nil {
+		if a.cfg.ExpandableSegments {
+			// Best fit counts what a block can grow into: its size plus an
+			// unmapped block right after it.
+			grow := func(b *block) int64 {
+				if b.next != nil && !b.next.mapped {
+					return b.size + b.next.size
+				}
+				return b.size
+			}
+			for pool.blocks[i].expandable != nil && i+1 < len(pool.blocks) &&
+				pool.blocks[i+1].stream == p.stream && grow(pool.blocks[i+1]) < grow(pool.blocks[i]) {
+				i++
+			}
+		} else {
+			// Expandable segments were turned off: only plain blocks qualify.
+			for {
+				i++
+				if i == len(pool.blocks) || pool.blocks[i].expandable == nil || pool.blocks[i].stream != p.stream {
+					break
+				}
+			}
+			if i == len(pool.blocks) || pool.blocks[i].stream != p.stream {
+				return false
+			}
+		}
+	}
+	b := pool.blocks[i]
+	maxSplit := a.cfg.MaxSplitSize
+	if p.size < maxSplit && b.size >= maxSplit {
+		return false // don't hand an oversize block to a normal request
+	}
+	if p.size >= maxSplit && b.size >= p.size+a.cfg.MaxNonSplitRounding {
+		return false // too much waste for an oversize request
+	}
+	b.gcCount = 0
+	pool.blocks = slices.Delete(pool.blocks, i, i+1)
+	p.block = b
+	return true
+}
+
+// shouldSplit is should_split.
+func (a *Allocator) shouldSplit(b *block, size int64) bool {
+	remaining := b.size - size
+	if b.pool.small || a.cfg.ExpandableSegments {
+		return remaining >= kMinBlockSize
+	}
+	return size < a.cfg.MaxSplitSize && remaining > kSmallSize
+}
+
+// allocFoundBlock is alloc_found_block: optional NPU base-address
+// alignment, the split (front part is handed out), stats and the trace.
+func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *block {
+	b := p.block
+	pool := b.pool
+	size := p.size
+	if a.cfg.Flavour == FlavourNPU && a.cfg.ExpandableSegments && size >= kSmallBuffer && a.cfg.BaseAddrAlignedKB != 0 {
+		al := uint64(a.cfg.BaseAddrAlignedKB * KiB)
+		aligned := (b.ptr + al - 1) / al * al
+		if off := int64(aligned - b.ptr); off > 0 && off+size <= b.size {
+			lead := &block{ptr: b.ptr, size: off, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable}
+			lead.prev, lead.next = b.prev, b
+			if b.prev != nil {
+				b.prev.next = lead
+			}
+			b.prev = lead
+			b.ptr, b.size = aligned, b.size-off
+			pool.insert(lead)
+		}
+	}
+	alreadySplit := b.isSplit()
+	if a.shouldSplit(b, size) {
+		rem := b
+		b = &block{ptr: rem.ptr, size: size, stream: rem.stream, pool: pool, mapped: true, expandable: rem.expandable}
+		b.prev, b.next = rem.prev, rem
+		if b.prev != nil {
+			b.prev.next = b
+		}
+		rem.prev = b
+		rem.ptr += uint64(size)
+		rem.size -= size
+		pool.insert(rem)
+		if rem.expandable == nil {
+			if alreadySplit {
+				stat(&a.stats.InactiveSplitBytes, pool, -b.size)
+			} else {
+				stat(&a.stats.InactiveSplitBytes, pool, rem.size)
+				stat(&a.stats.InactiveSplit, pool, 1)
+			}
+		}
+	} else if alreadySplit && b.expandable == nil {
+		stat(&a.stats.InactiveSplitBytes, pool, -b.size)
+		stat(&a.stats.InactiveSplit, pool, -1)
+	}
+	b.allocated = true
+	b.requested = orig
+	b.frames = ctx
+	a.record(ActionAlloc, b.ptr, orig, b.stream, ctx)
+	a.active[b.ptr] = b
+	stat(&a.stats.Allocation, pool, 1)
+	stat(&a.stats.AllocatedBytes, pool, b.size)
+	stat(&a.stats.Active, pool, 1)
+	stat(&a.stats.ActiveBytes, pool, b.size)
+	stat(&a.stats.RequestedBytes, pool, orig)
+	if b.size >= a.cfg.MaxSplitSize {
+		a.stats.OversizeAllocations.increase(1)
+	}
+	return b
+}
+
+// Free returns ptr to the cache. With streams recorded by RecordStream the
+// block stays active_pending_free until events on them complete.
+func (a *Allocator) Free(ptr uint64) error { return a.FreeWithStack(ptr, nil) }
+
+// FreeWithStack is Free with the caller's stack (kept at RecordAll).
+func (a *Allocator) FreeWithStack(ptr uint64, frames []Frame) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.active[ptr]
+	if b == nil || !b.allocated {
+		return fmt.Errorf("allocator: %w: %#x", ErrInvalidPointer, ptr)
+	}
+	ctx := a.intern(frames, RecordAll)
+	b.allocated = false
+	a.record(ActionFreeRequested, b.ptr, b.requested, b.stream, ctx)
+	stat(&a.stats.Allocation, b.pool, -1)
+	stat(&a.stats.AllocatedBytes, b.pool, -b.size)
+	if b.size >= a.cfg.MaxSplitSize {
+		a.stats.OversizeAllocations.decrease(1)
+	}
+	if len(b.streamUses) > 0 {
+		a.insertEvents(b)
+	} else {
+		a.freeBlock(b, ctx)
+	}
+	return a.takeFault()
+}
+
+func (a *Allocator) takeFault() error {
+	err := a.fault
+	a.fault = nil
+	if err != nil {
+		return fmt.Errorf("allocator: %w", err)
+	}
+	return nil
+}
+
+func (a *Allocator) setFault(err error) {
+	if err != nil && a.fault == nil {
+		a.fault = err
+	}
+}
+
+// RecordStream marks ptr as used on s: its free then waits for the work
+// queued on s at free time. The NPU flavour records even the allocation
+// stream; the CUDA flavour ignores it.
+func (a *Allocator) RecordStream(ptr uint64, s acl.Stream) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.active[ptr]
+	if b == nil || !b.allocated {
+		return fmt.Errorf("allocator: %w: %#x: no allocated block", ErrInvalidPointer, ptr)
+	}
+	if a.cfg.Flavour == FlavourCUDA && s == b.stream {
+		return nil
+	}
+	if !slices.Contains(b.streamUses, s) {
+		b.streamUses = append(b.streamUses, s)
+	}
+	return nil
+}
+
+// insertEvents is insert_events: one event per recorded stream.
+func (a *Allocator) insertEvents(b *block) {
+	streams := b.streamUses
+	b.streamUses = nil
+	slices.Sort(streams)
+	for _, s := range streams {
+		ev, err := a.getEvent()
+		if err == nil {
+			err = a.dev.RecordEvent(ev, s)
+		}
+		if err != nil {
+			// The stream is gone (or no events left): nothing to wait for.
+			a.setFault(err)
+			continue
+		}
+		b.eventCount++
+		a.events[s] = append(a.events[s], pendingEvent{ev, b})
+		a.pendingEvents++
+	}
+	if b.eventCount == 0 {
+		a.freeBlock(b, NoStack)
+	}
+}
+
+func (a *Allocator) getEvent() (acl.Event, error) {
+	if n := len(a.freeEvents); n > 0 {
+		ev := a.freeEvents[n-1]
+		a.freeEvents = a.freeEvents[:n-1]
+		return ev, nil
+	}
+	return a.dev.CreateEvent()
+}
+
+func (a *Allocator) sortedEventStreams() []acl.Stream {
+	ss := make([]acl.Stream, 0, len(a.events))
+	for s := range a.events {
+		ss = append(ss, s)
+	}
+	slices.Sort(ss)
+	return ss
+}
+
+// processEvents is process_events: per stream, complete events in order up
+// to the first that is not ready.
+func (a *Allocator) processEvents(ctx StackID) {
+	if a.pendingEvents == 0 {
+		return
+	}
+	for _, s := range a.sortedEventStreams() {
+		q := a.events[s]
+		n := 0
+		for ; n < len(q); n++ {
+			st, err := a.dev.QueryEvent(q[n].ev)
+			if err != nil {
+				a.setFault(err)
+			} else if st != acl.EventComplete {
+				break
+			}
+			a.completeEvent(q[n], ctx)
+		}
+		if n == len(q) {
+			delete(a.events, s)
+		} else {
+			a.events[s] = q[n:]
+		}
+	}
+}
+
+func (a *Allocator) completeEvent(pe pendingEvent, ctx StackID) {
+	a.freeEvents = append(a.freeEvents, pe.ev)
+	a.pendingEvents--
+	pe.b.eventCount--
+	if pe.b.eventCount == 0 {
+		a.freeBlock(pe.b, ctx)
+	}
+}
+
+// synchronizeAndFreeEvents waits for every pending event and frees the
+// blocks.
+func (a *Allocator) synchronizeAndFreeEvents(ctx StackID) {
+	a.stats.NumSyncAllStreams++
+	for _, s := range a.sortedEventStreams() {
+		for _, pe := range a.events[s] {
+			a.setFault(a.dev.SynchronizeEvent(pe.ev))
+			a.completeEvent(pe, ctx)
+		}
+		delete(a.events, s)
+	}
+}
+
+// freeBlock is free_block: the block returns to its pool, merged with free
+// neighbours.
+func (a *Allocator) freeBlock(b *block, ctx StackID) {
+	a.record(ActionFreeCompleted, b.ptr, b.requested, b.stream, ctx)
+	b.frames = NoStack
+	pool := b.pool
+	origSize := b.size
+	delete(a.active, b.ptr)
+	var netBlocks, netBytes int64
+	for _, c := range [2]*block{b.prev, b.next} {
+		if n := a.tryMerge(b, c); n > 0 {
+			netBlocks--
+			netBytes -= n
+		}
+	}
+	pool.insert(b)
+	if b.isSplit() {
+		netBlocks++
+		netBytes += b.size
+	}
+	if b.expandable == nil {
+		stat(&a.stats.InactiveSplit, pool, netBlocks)
+		stat(&a.stats.InactiveSplitBytes, pool, netBytes)
+	}
+	stat(&a.stats.Active, pool, -1)
+	stat(&a.stats.ActiveBytes, pool, -origSize)
+	stat(&a.stats.RequestedBytes, pool, -b.requested)
+}
+
+// tryMerge is try_merge_blocks: dst absorbs a free neighbour src.
+func (a *Allocator) tryMerge(dst, src *block) int64 {
+	if !src.free() || dst.mapped != src.mapped {
+		return 0
+	}
+	if dst.prev == src {
+		dst.ptr = src.ptr
+		dst.prev = src.prev
+		if dst.prev != nil {
+			dst.prev.next = dst
+		}
+		dst.segFrames = src.segFrames
+	} else {
+		dst.next = src.next
+		if dst.next != nil {
+			dst.next.prev = dst
+		}
+	}
+	dst.size += src.size
+	dst.pool.eraseAny(src)
+	return src.size
+}

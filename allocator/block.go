@@ -1,0 +1,136 @@
+package allocator
+
+import (
+	"slices"
+
+	"github.com/npumon/npumon/acl"
+)
+
+// block is a contiguous piece of a segment (reference §2 "Block fields").
+type block struct {
+	ptr        uint64
+	size       int64
+	requested  int64 // requested_size: the caller's size, pre-pad
+	stream     acl.Stream
+	streamUses []acl.Stream // extra streams recorded with RecordStream
+	pool       *blockPool
+	allocated  bool
+	mapped     bool // false only for unmapped VA of an expandable segment
+	prev, next *block
+	eventCount int
+	gcCount    int64
+	expandable *expandableSegment
+	frames     StackID // context_when_allocated
+	segFrames  StackID // context_when_segment_allocated
+}
+
+func (b *block) isSplit() bool { return b.prev != nil || b.next != nil }
+
+// free reports whether b can be merged or reused: not allocated, no
+// pending events, no recorded streams.
+func (b *block) free() bool {
+	return b != nil && !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
+}
+
+// blockPool holds the free blocks of one pool (small or large). blocks is
+// ordered by (stream, size, ptr) for best fit, unmapped by (stream, ptr).
+// Sorted slices keep this simple: free lists stay short enough that the
+// memmove of an insert is cheaper than a tree's pointer chasing.
+type blockPool struct {
+	blocks   []*block
+	unmapped []*block
+	small    bool
+}
+
+func cmpSize(b *block, stream acl.Stream, size int64, ptr uint64) int {
+	switch {
+	case b.stream != stream:
+		if b.stream < stream {
+			return -1
+		}
+		return 1
+	case b.size != size:
+		if b.size < size {
+			return -1
+		}
+		return 1
+	case b.ptr != ptr:
+		if b.ptr < ptr {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+func cmpAddr(b *block, stream acl.Stream, ptr uint64) int {
+	switch {
+	case b.stream != stream:
+		if b.stream < stream {
+			return -1
+		}
+		return 1
+	case b.ptr != ptr:
+		if b.ptr < ptr {
+			return -1
+		}
+		return 1
+	}
+	return 0
+}
+
+// lowerBound returns the index of the first block not less than the key.
+func (p *blockPool) lowerBound(stream acl.Stream, size int64, ptr uint64) int {
+	i, _ := slices.BinarySearchFunc(p.blocks, struct {
+		s acl.Stream
+		n int64
+		p uint64
+	}{stream, size, ptr}, func(b *block, k struct {
+		s acl.Stream
+		n int64
+		p uint64
+	}) int {
+		return cmpSize(b, k.s, k.n, k.p)
+	})
+	return i
+}
+
+func (p *blockPool) insert(b *block) {
+	i := p.lowerBound(b.stream, b.size, b.ptr)
+	p.blocks = slices.Insert(p.blocks, i, b)
+}
+
+func (p *blockPool) erase(b *block) {
+	i := p.lowerBound(b.stream, b.size, b.ptr)
+	if i < len(p.blocks) && p.blocks[i] == b {
+		p.blocks = slices.Delete(p.blocks, i, i+1)
+	}
+}
+
+func (p *blockPool) unmappedLowerBound(stream acl.Stream, ptr uint64) int {
+	i, _ := slices.BinarySearchFunc(p.unmapped, ptr, func(b *block, ptr uint64) int {
+		return cmpAddr(b, stream, ptr)
+	})
+	return i
+}
+
+func (p *blockPool) insertUnmapped(b *block) {
+	i := p.unmappedLowerBound(b.stream, b.ptr)
+	p.unmapped = slices.Insert(p.unmapped, i, b)
+}
+
+func (p *blockPool) eraseUnmapped(b *block) {
+	i := p.unmappedLowerBound(b.stream, b.ptr)
+	if i < len(p.unmapped) && p.unmapped[i] == b {
+		p.unmapped = slices.Delete(p.unmapped, i, i+1)
+	}
+}
+
+// eraseAny removes b from whichever set holds it.
+func (p *blockPool) eraseAny(b *block) {
+	if b.mapped {
+		p.erase(b)
+	} else {
+		p.eraseUnmapped(b)
+	}
+}

@@ -1,0 +1,110 @@
+package allocator
+
+import (
+	"slices"
+	"time"
+	_ "unsafe" // go:linkname
+)
+
+// nanotime is the runtime's monotonic clock (what time.Now's monotonic
+// reading uses), without building a time.Time.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// useTSC selects the raw cycle counter for tick when it is reliable
+// (invariant and trusted by the kernel); it measured about twice as fast
+// as the runtime's monotonic clock (BENCHMARKS.md).
+var useTSC = tscReliable()
+
+// tick is the hot-path timestamp: TSC cycles or monotonic nanoseconds.
+// Either way ticks only mean something through a converter.
+func tick() int64 {
+	if useTSC {
+		return rdtsc()
+	}
+	return nanotime()
+}
+
+// clockPair is one (wall ns since epoch, tick) sample.
+type clockPair struct{ wall, tick int64 }
+
+// replicates is ApproximateClock's number of pairs per measurement.
+const replicates = 1001
+
+func measurePair(read func() int64) clockPair {
+	f0 := read()
+	w := time.Now().UnixNano()
+	f1 := read()
+	return clockPair{wall: w, tick: f0 + (f1-f0)/2}
+}
+
+func measurePairs(read func() int64) []clockPair {
+	for range 5 { // warm up, as ApproximateClock does
+		read()
+		time.Now()
+	}
+	out := make([]clockPair, replicates)
+	for i := range out {
+		out[i] = measurePair(read)
+	}
+	return out
+}
+
+// converter maps ticks to epoch nanoseconds: ApproximateClock's
+// makeConverter (reference §6), from pairs measured at allocator
+// construction and pairs measured when converting.
+type converter struct {
+	t0, t0Tick int64
+	scale      float64
+}
+
+func makeConverter(start, end []clockPair) converter {
+	scales := make([]float64, len(start))
+	for i := range start {
+		dt := end[i].tick - start[i].tick
+		if dt <= 0 {
+			scales[i] = 1
+			continue
+		}
+		scales[i] = float64(end[i].wall-start[i].wall) / float64(dt)
+	}
+	slices.Sort(scales)
+	scale := scales[len(scales)/2+1]
+	t0, t0Tick := start[0].wall, start[0].tick
+	corr := make([]int64, len(start))
+	for i := range start {
+		corr[i] = (start[i].wall - t0) - int64(float64(start[i].tick-t0Tick)*scale)
+	}
+	return converter{t0: t0 + corr[len(corr)/2+1], t0Tick: t0Tick, scale: scale}
+}
+
+func (c converter) nanos(t int64) int64 { return int64(float64(t-c.t0Tick)*c.scale) + c.t0 }
+
+// micros converts a tick to epoch microseconds.
+func (c converter) micros(t int64) int64 { return c.nanos(t) / 1000 }
+
+// approxClock is an allocator's tick source plus its start calibration.
+// exact sources (an injected clock read as epoch ns) need no calibration.
+type approxClock struct {
+	read  func() int64
+	exact bool
+	start []clockPair
+}
+
+func newApproxClock(read func() int64) *approxClock {
+	return &approxClock{read: read, start: measurePairs(read)}
+}
+
+func newExactClock(read func() int64) *approxClock {
+	return &approxClock{read: read, exact: true}
+}
+
+// converter calibrates against fresh pairs; ApproximateClock builds one
+// per snapshot.
+func (c *approxClock) converter() converter {
+	if c.exact {
+		return converter{scale: 1}
+	}
+	return makeConverter(c.start, measurePairs(c.read))
+}

@@ -1,0 +1,99 @@
+package allocator
+
+import (
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/acl"
+)
+
+// testEnv is one simulated device on a manual clock with an allocator.
+type testEnv struct {
+	t     *testing.T
+	rt    *acl.Runtime
+	dev   *acl.Device
+	clock *acl.ManualClock
+	a     *Allocator
+}
+
+var epoch = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// newEnv builds an allocator for conf (NPU flavour unless cuda) on a device
+// with hbm usable bytes (0 = default 61 GiB).
+func newEnv(t *testing.T, conf string, cuda bool, hbm int64, opts ...Option) *testEnv {
+	t.Helper()
+	clock := acl.NewManualClock(epoch)
+	spec := acl.DeviceSpec{}
+	if hbm > 0 {
+		spec = acl.DeviceSpec{HBMBytes: hbm, SystemReserved: -1}
+	}
+	rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{spec}, Clock: clock})
+	dev, err := rt.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg Config
+	if cuda {
+		cfg, err = ParseCUDAConfig(conf)
+	} else {
+		cfg, err = ParseConfig(conf)
+	}
+	if err != nil {
+		t.Fatalf("config %q: %v", conf, err)
+	}
+	a, err := New(dev, cfg, append([]Option{WithClock(clock)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.RecordHistory(true, RecordAll, 1<<20)
+	return &testEnv{t: t, rt: rt, dev: dev, clock: clock, a: a}
+}
+
+func (e *testEnv) stream() acl.Stream {
+	e.t.Helper()
+	s, err := e.dev.CreateStream()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func (e *testEnv) malloc(size int64, s acl.Stream) uint64 {
+	e.t.Helper()
+	p, err := e.a.Malloc(size, s)
+	if err != nil {
+		e.t.Fatalf("Malloc(%d): %v", size, err)
+	}
+	return p
+}
+
+func (e *testEnv) free(p uint64) {
+	e.t.Helper()
+	if err := e.a.Free(p); err != nil {
+		e.t.Fatalf("Free(%#x): %v", p, err)
+	}
+}
+
+func (e *testEnv) stat(key string) int64 {
+	e.t.Helper()
+	v, ok := e.a.Stats().Get(key)
+	if !ok {
+		e.t.Fatalf("no stat %q", key)
+	}
+	return v
+}
+
+// actions returns the recorded trace as "action size" strings.
+func (e *testEnv) trace() []TraceEntry {
+	s := e.a.Snapshot()
+	tr := s.DeviceTraces[0]
+	return tr[:len(tr)-1] // drop the snapshot entry
+}
+
+func actionNames(tr []TraceEntry) []string {
+	out := make([]string, len(tr))
+	for i, te := range tr {
+		out[i] = te.Action.String()
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package allocator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/npumon/npumon/acl"
+)
+
+// RecordContext is how much stack context is kept (torch RecordContext).
+type RecordContext uint8
+
+const (
+	RecordNever RecordContext = iota // no stacks
+	RecordState                      // stacks of live allocations only (snapshot blocks)
+	RecordAlloc                      // + stacks on alloc trace entries
+	RecordAll                        // + stacks on free entries
+)
+
+// rawEntry is a trace entry as recorded on the hot path: a tick instead of
+// epoch time, 48 bytes instead of TraceEntry's ~100.
+type rawEntry struct {
+	tick   int64
+	addr   uint64 // oom: device free bytes
+	size   int64
+	stream acl.Stream
+	frames StackID
+	action Action
+}
+
+// ring is TraceEntryRingBuffer: append until full, then overwrite the
+// oldest; entries() returns oldest first.
+type ring struct {
+	buf  []rawEntry
+	max  int
+	next int
+}
+
+func (r *ring) reset(maxEntries int) {
+	r.max = max(1, maxEntries)
+	r.buf = r.buf[:0]
+	r.next = 0
+}
+
+func (r *ring) push(e rawEntry) {
+	if len(r.buf) < r.max {
+		r.buf = append(r.buf, e)
+		return
+	}
+	r.buf[r.next] = e
+	r.next++
+	if r.next == r.max {
+		r.next = 0
+	}
+}
+
+func (r *ring) entries() []rawEntry {
+	out := make([]rawEntry, 0, len(r.buf))
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
+}
+
+// DefaultTrackerBuffer is the number of entries a tracker may fall behind
+// before entries are dropped.
+const DefaultTrackerBuffer = 1 << 16
+
+// TrackerOption configures AttachTracker.
+type TrackerOption func(*tracker)
+
+// WithTrackerBuffer sets how many entries may wait for a slow tracker.
+func WithTrackerBuffer(n int) TrackerOption {
+	return func(t *tracker) { t.limit = max(1, n) }
+}
+
+// WithDropHandler is called (on the tracker's goroutine, before the next
+// delivered entry) with the number of entries dropped because the tracker
+// fell more than its buffer behind.
+func WithDropHandler(fn func(dropped uint64)) TrackerOption {
+	return func(t *tracker) { t.onDrop = fn }
+}
+
+// tracker delivers entries to one callback on its own goroutine. The
+// allocator only appends to a bounded buffer under the tracker's mutex, so
+// a slow or blocked callback costs drops, never allocator latency.
+type tracker struct {
+	fn     func(device int, e TraceEntry)
+	onDrop func(uint64)
+	limit  int
+
+	mu      sync.Mutex
+	buf     []rawEntry
+	dropped uint64
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+func (t *tracker) push(e rawEntry) {
+	t.mu.Lock()
+	if len(t.buf) >= t.limit {
+		t.dropped++
+	} else {
+		t.buf = append(t.buf, e)
+	}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run delivers batches until closed and drained.
+func (t *tracker) run(a *Allocator) {
+	defer close(t.done)
+	var batch []rawEntry
+	var conv converter
+	var convAt time.Time
+	for {
+		<-t.wake
+		for {
+			t.mu.Lock()
+			batch, t.buf = t.buf, batch[:0]
+			dropped := t.dropped
+			t.dropped = 0
+			closed := t.closed
+			t.mu.Unlock()
+			if dropped > 0 && t.onDrop != nil {
+				t.onDrop(dropped)
+			}
+			if len(batch) > 0 {
+				if convAt.IsZero() || time.Since(convAt) > 100*time.Millisecond {
+					conv, convAt = a.clk.converter(), time.Now()
+				}
+				for i := range batch {
+					t.fn(a.device, a.convert(batch[i], conv))
+				}
+				continue
+			}
+			if closed {
+				return
+			}
+			break
+		}
+	}
+}
+
+// AttachTracker registers fn to see every trace entry as it is recorded,
+// with TimeUS in epoch µs, whether or not history is on. fn runs on a
+// goroutine of its own, in record order; up to the buffer size (default
+// DefaultTrackerBuffer) entries wait for it, further ones are dropped and
+// reported through WithDropHandler. detach stops recording for fn, waits
+// until the buffered entries are delivered and returns; it must not be
+// called from fn itself.
+func (a *Allocator) AttachTracker(fn func(device int, e TraceEntry), opts ...TrackerOption) (detach func()) {
+	t := &tracker{fn: fn, limit: DefaultTrackerBuffer, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	for _, o := range opts {
+		o(t)
+	}
+	go t.run(a)
+	a.mu.Lock()
+	a.trackers = append(a.trackers, t)
+	a.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			a.mu.Lock()
+			for i, x := range a.trackers {
+				if x == t {
+					a.trackers = append(a.trackers[:i:i], a.trackers[i+1:]...)
+					break
+				}
+			}
+			a.mu.Unlock()
+			t.mu.Lock()
+			t.closed = true
+			t.mu.Unlock()
+			select {
+			case t.wake <- struct{}{}:
+			default:
+			}
+			<-t.done
+		})
+	}
+}
+
+// AttachOOMObserver registers fn, called after an OOM is recorded and the
+// allocator lock released, before Malloc returns the OOMError:
+// fn(device, allocSize, allowedOrTotal, deviceFree).
+func (a *Allocator) AttachOOMObserver(fn func(device int, allocSize, allowedOrTotal, deviceFree int64)) (detach func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id := a.nextObserver
+	a.nextObserver++
+	a.oomObservers = append(a.oomObservers, oomObserver{id, fn})
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for i, o := range a.oomObservers {
+			if o.id == id {
+				a.oomObservers = append(a.oomObservers[:i:i], a.oomObservers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+type oomObserver struct {
+	id int
+	fn func(device int, allocSize, allowedOrTotal, deviceFree int64)
+}
+
+// RecordHistory turns the trace ring buffer on or off. ctx sets which
+// stacks are kept (frames come from MallocWithStack / FreeWithStack);
+// maxEntries caps the ring (≤ 0 means 1, as in torch). Like torch_npu, every
+// call clears the recorded history.
+func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.history = enabled
+	a.level = RecordNever
+	if enabled {
+		a.level = ctx
+	}
+	a.ring.reset(maxEntries)
+}
+
+// record is record_trace: nothing unless history is on or a tracker is
+// attached. a.mu held.
+func (a *Allocator) record(action Action, addr uint64, size int64, stream acl.Stream, ctx StackID) {
+	if !a.history && len(a.trackers) == 0 {
+		return
+	}
+	if a.level < RecordAlloc {
+		ctx = NoStack
+	}
+	e := rawEntry{tick: a.now(), addr: addr, size: size, stream: stream, frames: ctx, action: action}
+	for _, t := range a.trackers {
+		t.push(e)
+	}
+	if a.history {
+		a.ring.push(e)
+	}
+}
+
+// convert turns a raw entry into the snapshot model.
+func (a *Allocator) convert(e rawEntry, c converter) TraceEntry {
+	te := TraceEntry{Action: e.action, Size: e.size, Stream: uint64(e.stream), Frames: e.frames, TimeUS: c.micros(e.tick)}
+	if e.action == ActionOOM {
+		te.DeviceFree = int64(e.addr)
+	} else {
+		te.Addr = e.addr
+	}
+	return te
+}

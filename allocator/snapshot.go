@@ -1,0 +1,116 @@
+package allocator
+
+import (
+	"slices"
+)
+
+// Snapshot returns the allocator state in the torch snapshot model: the
+// segments (one per device allocation, or per contiguous mapped range of an
+// expandable segment) sorted by address with their blocks, this device's
+// trace (oldest first, ending with the snapshot entry when history is on)
+// with epoch-µs times, the stack table and the settings.
+func (a *Allocator) Snapshot() *Snapshot {
+	conv := a.clk.converter() // calibrate outside the lock
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := &Snapshot{Settings: a.cfg.Settings()}
+	var totalActive int64
+	seen := func(b *block) bool { return b.prev != nil && b.prev.mapped }
+	addSegment := func(head *block) {
+		seg := Segment{
+			Device: a.device, Address: head.ptr, Stream: uint64(head.stream),
+			IsLarge: !head.pool.small, IsExpandable: head.expandable != nil,
+			Frames: head.segFrames,
+		}
+		for b := head; b != nil && b.mapped; b = b.next {
+			blk := Block{Address: b.ptr, Size: b.size, State: StateInactive}
+			seg.TotalSize += b.size
+			switch {
+			case b.allocated:
+				blk.State = StateActiveAllocated
+				seg.AllocatedSize += b.size
+			case b.eventCount > 0:
+				blk.State = StateActivePendingFree
+			}
+			if blk.State.Active() {
+				blk.RequestedSize = b.requested
+				blk.Frames = b.frames
+				seg.ActiveSize += b.size
+				seg.RequestedSize += b.requested
+			}
+			seg.Blocks = append(seg.Blocks, blk)
+		}
+		totalActive += seg.ActiveSize
+		s.Segments = append(s.Segments, seg)
+	}
+	for _, pool := range []*blockPool{&a.large, &a.small} {
+		for _, b := range pool.blocks {
+			if !seen(b) {
+				addSegment(b)
+			}
+		}
+	}
+	for _, b := range a.active {
+		if !seen(b) {
+			addSegment(b)
+		}
+	}
+	slices.SortFunc(s.Segments, func(x, y Segment) int {
+		switch {
+		case x.Address < y.Address:
+			return -1
+		case x.Address > y.Address:
+			return 1
+		}
+		return 0
+	})
+	a.record(ActionSnapshot, 0, totalActive, 0, NoStack)
+
+	s.DeviceTraces = make([][]TraceEntry, a.device+1)
+	raw := a.ring.entries()
+	if !a.history {
+		raw = nil
+	}
+	tr := make([]TraceEntry, len(raw))
+	var last int64
+	for i := range raw {
+		tr[i] = a.convert(raw[i], conv)
+		// Ticks from different cores may disagree by a few cycles; keep the
+		// trace's times non-decreasing as torch's are.
+		if tr[i].TimeUS < last {
+			tr[i].TimeUS = last
+		}
+		last = tr[i].TimeUS
+	}
+	s.DeviceTraces[a.device] = tr
+	a.stackMu.RLock()
+	s.Stacks = slices.Clip(a.stacks.Stacks())
+	a.stackMu.RUnlock()
+	return s
+}
+
+// Stats returns the memory statistics (torch memory_stats()).
+func (a *Allocator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// ResetPeakStats sets every peak to its current value.
+func (a *Allocator) ResetPeakStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.resetPeak()
+}
+
+// ResetAccumulatedStats zeroes the allocated/freed totals and counters.
+func (a *Allocator) ResetAccumulatedStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.resetAccumulated()
+}
+
+// Summary renders Stats as a memory_summary()-style table.
+func (a *Allocator) Summary() string {
+	return summaryText(a.Stats(), a.device, a.cfg.Flavour)
+}
