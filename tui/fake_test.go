@@ -1,0 +1,234 @@
+package tui
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay"
+)
+
+// fakeSource is a deliberately naive Source for UI tests: every query
+// recomputes from the replay.Timeline (O(n)), which is fine for small
+// snapshots and independent of monitor.Store's indexing.
+type fakeSource struct {
+	mu      sync.Mutex
+	snap    *allocator.Snapshot
+	tls     map[int]*replay.Timeline
+	ops     []monitor.Op
+	version uint64
+}
+
+func newFakeSource(s *allocator.Snapshot, ops []monitor.Op) *fakeSource {
+	f := &fakeSource{snap: s, tls: map[int]*replay.Timeline{}, ops: ops, version: 1}
+	for _, d := range s.Devices() {
+		tl, err := replay.NewTimeline(s, d)
+		if err != nil {
+			panic(err)
+		}
+		f.tls[d] = tl
+	}
+	return f
+}
+
+func (f *fakeSource) Version() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.version }
+func (f *fakeSource) Devices() []int  { return f.snap.Devices() }
+func (f *fakeSource) timed(d int) bool {
+	for _, e := range f.tls[d].Entries {
+		if e.TimeUS != 0 {
+			return true
+		}
+	}
+	return false
+}
+func (f *fakeSource) TimeBase(d int) monitor.TimeBase {
+	if f.timed(d) {
+		return monitor.TimeEpochUS
+	}
+	return monitor.TimeSequence
+}
+func (f *fakeSource) timeOf(d, i int) int64 {
+	if f.timed(d) {
+		return f.tls[d].Entries[i].TimeUS
+	}
+	return int64(i)
+}
+func (f *fakeSource) Bounds(d int) (int64, int64) {
+	n := len(f.tls[d].Entries)
+	if n == 0 {
+		return 0, 0
+	}
+	return f.timeOf(d, 0), f.timeOf(d, n-1)
+}
+func (f *fakeSource) Len(d int) int64                       { return int64(len(f.tls[d].Entries)) }
+func (f *fakeSource) Stack(id allocator.StackID) allocator.Stack { return f.snap.Stack(id) }
+
+// applied is the number of entries with time ≤ cursor.
+func (f *fakeSource) applied(d int, cursor int64) int {
+	n := len(f.tls[d].Entries)
+	return sort.Search(n, func(i int) bool { return f.timeOf(d, i) > cursor })
+}
+
+func (f *fakeSource) StateAt(d int, cursor int64) monitor.State {
+	a := f.applied(d, cursor)
+	segs := f.tls[d].StateAfter(a - 1)
+	st := monitor.State{Device: d, Cursor: cursor, Applied: int64(a), Segments: segs}
+	for _, s := range segs {
+		for _, b := range s.Blocks {
+			if b.State == allocator.StateInactive {
+				st.Gaps = append(st.Gaps, monitor.Gap{Address: b.Address, Size: b.Size})
+			}
+		}
+	}
+	return st
+}
+
+func (f *fakeSource) values(d, a int) (active, reserved int64) {
+	tl := f.tls[d]
+	active, reserved = tl.ActiveAtStart, tl.ReservedAtStart
+	for i := 0; i < a; i++ {
+		active += replay.ActiveDelta(&tl.Entries[i])
+		reserved += replay.ReservedDelta(&tl.Entries[i])
+	}
+	return
+}
+
+func (f *fakeSource) Series(d int, t0, t1 int64, cols int) monitor.Series {
+	s := monitor.Series{T0: t0, T1: t1, Columns: cols}
+	for c := 0; c < cols; c++ {
+		c0 := t0 + (t1-t0)*int64(c)/int64(cols)
+		c1 := t0 + (t1-t0)*int64(c+1)/int64(cols)
+		a0, a1 := f.applied(d, c0-1), f.applied(d, c1-1)
+		mm := func(get func(int) int64) monitor.MinMax {
+			v := get(a0)
+			r := monitor.MinMax{Min: v, Max: v}
+			for a := a0 + 1; a <= a1; a++ {
+				v := get(a)
+				r.Min, r.Max = min(r.Min, v), max(r.Max, v)
+			}
+			return r
+		}
+		s.Active = append(s.Active, mm(func(a int) int64 { v, _ := f.values(d, a); return v }))
+		s.Allocated = append(s.Allocated, mm(func(a int) int64 { v, _ := f.values(d, a); return v }))
+		s.Reserved = append(s.Reserved, mm(func(a int) int64 { _, v := f.values(d, a); return v }))
+	}
+	return s
+}
+
+func (f *fakeSource) event(d, i int) monitor.Event {
+	return monitor.Event{Seq: int64(i), Time: f.timeOf(d, i), TraceEntry: f.tls[d].Entries[i]}
+}
+
+func (f *fakeSource) Events(d int, t0, t1 int64, limit int) []monitor.Event {
+	var out []monitor.Event
+	for i := range f.tls[d].Entries {
+		if t := f.timeOf(d, i); t >= t0 && t < t1 && len(out) < limit {
+			out = append(out, f.event(d, i))
+		}
+	}
+	return out
+}
+
+func (f *fakeSource) EventsAround(d int, cursor int64, before, after int) []monitor.Event {
+	a := f.applied(d, cursor)
+	var out []monitor.Event
+	for i := max(0, a-before); i < min(len(f.tls[d].Entries), a+after); i++ {
+		out = append(out, f.event(d, i))
+	}
+	return out
+}
+
+func (f *fakeSource) Ops(t0, t1 int64) []monitor.Op {
+	var out []monitor.Op
+	for _, o := range f.ops {
+		if o.EndUS > t0 && o.StartUS < t1 {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (f *fakeSource) OpAt(t int64) (monitor.Op, bool) {
+	var best monitor.Op
+	ok := false
+	for _, o := range f.ops {
+		if !o.IsStep && o.StartUS <= t && t < o.EndUS && (!ok || o.StartUS >= best.StartUS) {
+			best, ok = o, true
+		}
+	}
+	return best, ok
+}
+
+func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
+	a := f.applied(d, cursor)
+	first, last := f.Bounds(d)
+	s := monitor.Summary{Device: d, TimeBase: f.TimeBase(d), Cursor: cursor, Applied: int64(a),
+		Entries: f.Len(d), FirstTime: first, LastTime: last}
+	s.ActiveBytes, s.ReservedBytes = f.values(d, a)
+	s.AllocatedBytes = s.ActiveBytes
+	for i := 0; i <= a; i++ {
+		v, _ := f.values(d, i)
+		if v > s.PeakActiveBytes {
+			s.PeakActiveBytes = v
+		}
+		if i < a && f.tls[d].Entries[i].Action == allocator.ActionOOM {
+			s.OOMs++
+		}
+	}
+	st := f.StateAt(d, cursor)
+	s.Segments = len(st.Segments)
+	for _, g := range st.Gaps {
+		s.TotalFreeBytes += g.Size
+		s.LargestFreeBlock = max(s.LargestFreeBlock, g.Size)
+	}
+	if s.TotalFreeBytes > 0 {
+		s.Fragmentation = 1 - float64(s.LargestFreeBlock)/float64(s.TotalFreeBytes)
+	}
+	return s
+}
+
+func (f *fakeSource) Next(d int, cursor int64, act allocator.Action) (int64, bool) {
+	for i, e := range f.tls[d].Entries {
+		if e.Action == act && f.timeOf(d, i) > cursor {
+			return f.timeOf(d, i), true
+		}
+	}
+	return 0, false
+}
+
+func (f *fakeSource) Prev(d int, cursor int64, act allocator.Action) (int64, bool) {
+	for i := len(f.tls[d].Entries) - 1; i >= 0; i-- {
+		if f.tls[d].Entries[i].Action == act && f.timeOf(d, i) < cursor {
+			return f.timeOf(d, i), true
+		}
+	}
+	return 0, false
+}
+
+func (f *fakeSource) NextEvent(d int, cursor int64) (int64, bool) {
+	a := f.applied(d, cursor)
+	if a >= len(f.tls[d].Entries) {
+		return 0, false
+	}
+	return f.timeOf(d, a), true
+}
+
+func (f *fakeSource) PrevEvent(d int, cursor int64) (int64, bool) {
+	for i := len(f.tls[d].Entries) - 1; i >= 0; i-- {
+		if t := f.timeOf(d, i); t < cursor {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+func (f *fakeSource) Peak(d int) (int64, int64) {
+	var bc, bv int64
+	for i := range f.tls[d].Entries {
+		if v, _ := f.values(d, i+1); v > bv {
+			bv, bc = v, f.timeOf(d, i)
+		}
+	}
+	return bc, bv
+}

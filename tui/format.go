@@ -1,0 +1,156 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+// fmtBytes formats a byte count with IEC units, three significant digits.
+func fmtBytes(n int64) string {
+	neg := n < 0
+	u := n
+	if neg {
+		u = -n
+	}
+	s := fmtBytesAbs(u)
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+func fmtBytesAbs(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(n) / unit
+	i := 0
+	for v >= unit && i < len(units)-1 {
+		v /= unit
+		i++
+	}
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f %s", v, units[i])
+	case v >= 10:
+		return fmt.Sprintf("%.1f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.2f %s", v, units[i])
+}
+
+// fmtDelta formats a signed byte change with an explicit sign.
+func fmtDelta(n int64) string {
+	if n > 0 {
+		return "+" + fmtBytes(n)
+	}
+	if n == 0 {
+		return "0 B"
+	}
+	return fmtBytes(n)
+}
+
+// fmtDurUS formats a duration given in microseconds compactly.
+func fmtDurUS(us int64) string {
+	neg := us < 0
+	if neg {
+		us = -us
+	}
+	var s string
+	switch {
+	case us < 1000:
+		s = fmt.Sprintf("%dµs", us)
+	case us < 1_000_000:
+		s = fmt.Sprintf("%.2fms", float64(us)/1e3)
+	case us < 60_000_000:
+		s = fmt.Sprintf("%.3fs", float64(us)/1e6)
+	case us < 3600_000_000:
+		s = fmt.Sprintf("%dm%06.3fs", us/60_000_000, float64(us%60_000_000)/1e6)
+	default:
+		s = fmt.Sprintf("%dh%02dm%02ds", us/3600_000_000, us/60_000_000%60, us/1_000_000%60)
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// timeFmt turns cursor values into text for one device's time base.
+type timeFmt struct {
+	base     monitor.TimeBase
+	first    int64
+	relative bool
+	loc      *time.Location
+}
+
+// clock formats t as local wall-clock time with milliseconds (epoch base),
+// as an offset from the first entry (relative), or as a sequence number.
+func (f timeFmt) clock(t int64) string {
+	if f.base == monitor.TimeSequence {
+		return "#" + strconv.FormatInt(t, 10)
+	}
+	if f.relative {
+		return "+" + fmtDurUS(t-f.first)
+	}
+	return time.UnixMicro(t).In(f.loc).Format("15:04:05.000")
+}
+
+// full formats t with the date as well (header only).
+func (f timeFmt) full(t int64) string {
+	if f.base == monitor.TimeSequence || f.relative {
+		return f.clock(t)
+	}
+	return time.UnixMicro(t).In(f.loc).Format("2006-01-02 15:04:05.000")
+}
+
+// axis formats a timeline axis value: x is seconds (epoch base) or entries
+// (sequence base) since the first entry.
+func (f timeFmt) axis(x float64) string {
+	if f.base == monitor.TimeSequence {
+		return "#" + strconv.FormatInt(int64(x+0.5)+f.first, 10)
+	}
+	if f.relative {
+		return "+" + trimFloat(x) + "s"
+	}
+	t := f.first + int64(x*1e6)
+	return time.UnixMicro(t).In(f.loc).Format("15:04:05")
+}
+
+func trimFloat(x float64) string {
+	s := strconv.FormatFloat(x, 'f', 2, 64)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// parseSize parses "10MiB", "1.5GB", "4096" into bytes.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	v, err := strconv.ParseFloat(s[:i], 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	mult := float64(1)
+	switch strings.ToLower(strings.TrimSpace(s[i:])) {
+	case "", "b":
+	case "k", "kb", "kib":
+		mult = 1 << 10
+	case "m", "mb", "mib":
+		mult = 1 << 20
+	case "g", "gb", "gib":
+		mult = 1 << 30
+	case "t", "tb", "tib":
+		mult = 1 << 40
+	default:
+		return 0, fmt.Errorf("bad size unit in %q", s)
+	}
+	return int64(v * mult), nil
+}

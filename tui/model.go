@@ -1,0 +1,881 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/segmap"
+	"github.com/npumon/npumon/tui/theme"
+	"github.com/npumon/npumon/tui/timeline"
+)
+
+type pane int
+
+const (
+	paneTimeline pane = iota
+	paneSegments
+	paneEvents
+	paneOps
+	numPanes
+)
+
+var paneNames = [numPanes]string{"Timeline", "Segments", "Events", "Ops"}
+
+type inputMode int
+
+const (
+	inputNone inputMode = iota
+	inputFilter
+	inputJump
+)
+
+// Internal messages.
+type (
+	tickMsg     time.Time
+	loadDoneMsg struct{ err error }
+	allocAtMsg  struct {
+		dev    int
+		addr   uint64
+		cursor int64
+		text   string
+	}
+)
+
+// speeds are the replay speeds `[` and `]` step through.
+var speeds = []float64{0.01, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024}
+
+// seqRate is how many entries per second playback advances at ×1 when the
+// source has no timestamps.
+const seqRate = 20
+
+// Model is the root Bubble Tea model. It routes keys to panes and keeps the
+// one cursor; all Source queries are bounded (the Store's seek is
+// O(log n + K)), so Update never waits on ingestion.
+type Model struct {
+	o    Options
+	th   *theme.Theme
+	keys keyMap
+	help help.Model
+
+	w, h int
+
+	// loading
+	loading  bool
+	loadErr  error
+	progMu   sync.Mutex
+	prog     Progress
+	cancel   context.CancelFunc
+	closeOne sync.Once
+
+	// data shape
+	version   uint64
+	devices   []int
+	dev       int
+	base      monitor.TimeBase
+	first     int64
+	last      int64
+	n         int64
+	hasData   bool
+	ops       []monitor.Op // all ops, start order
+	conn      ConnState
+	connNote  string
+	statusErr string
+
+	// cursor and playback
+	cursor   int64
+	follow   bool // live: cursor tracks the newest entry
+	playing  bool
+	speed    float64
+	lastTick time.Time
+	carry    float64 // fractional playback advance
+	relative bool
+
+	// timeline window
+	zoomed bool
+	win0   int64
+	win1   int64 // exclusive
+
+	// UI state
+	focus    pane
+	showHelp bool
+	input    inputMode
+	ti       textinput.Model
+	flt      *filter
+
+	// cached query results at the cursor
+	sum     monitor.Summary
+	opAt    monitor.Op
+	hasOpAt bool
+	events  []monitor.Event
+	evCur   int // index of the entry at the cursor in events, -1 none
+
+	// panes
+	tl      timeline.Model
+	seg     segmap.Model
+	allocAt string
+	allocK  uint64 // address the allocAt text is for
+	opSel   int
+	opTop   int
+	opSort  int
+	opView  []int // indices into ops, filtered and sorted
+	hlOp    bool
+	hlT0    int64
+	hlT1    int64
+
+	frame string // cached View
+	dirty bool
+}
+
+func newModel(o Options) *Model {
+	th := theme.New(o.Renderer, o.ASCII, o.NoColor)
+	ti := textinput.New()
+	ti.Prompt = ""
+	ti.CharLimit = 200
+	m := &Model{
+		o: o, th: th, keys: newKeyMap(), help: help.New(), ti: ti,
+		speed: o.Speed, playing: o.Play, relative: o.Relative,
+		follow: o.Live, dev: o.Device, loading: o.Load != nil,
+		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1,
+	}
+	if o.Device <= 0 {
+		m.dev = -1
+		if o.Device == 0 {
+			m.dev = 0
+		}
+	}
+	m.help.ShowAll = true
+	if th.ASCII {
+		m.help.ShortSeparator = " | "
+		m.help.FullSeparator = "   "
+		m.help.Ellipsis = "..."
+	}
+	return m
+}
+
+// Init starts the loader (if any) and the tick.
+func (m *Model) Init() tea.Cmd {
+	cmds := []tea.Cmd{m.tick()}
+	if m.o.Load != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		m.cancel = cancel
+		load := m.o.Load
+		cmds = append(cmds, func() tea.Msg {
+			return loadDoneMsg{err: load(ctx, m.report)}
+		})
+	} else {
+		m.refreshData()
+	}
+	return tea.Batch(cmds...)
+}
+
+// Close stops a running loader.
+func (m *Model) Close() {
+	m.closeOne.Do(func() {
+		if m.cancel != nil {
+			m.cancel()
+		}
+	})
+}
+
+func (m *Model) report(p Progress) {
+	m.progMu.Lock()
+	m.prog = p
+	m.progMu.Unlock()
+}
+
+func (m *Model) progress() Progress {
+	m.progMu.Lock()
+	defer m.progMu.Unlock()
+	return m.prog
+}
+
+func (m *Model) tick() tea.Cmd {
+	return tea.Tick(m.o.Tick, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+// Cursor returns the cursor (for tests and headless runs).
+func (m *Model) Cursor() int64 { return m.cursor }
+
+// Device returns the device shown.
+func (m *Model) Device() int { return m.dev }
+
+// Summary returns the summary at the cursor.
+func (m *Model) Summary() monitor.Summary { return m.sum }
+
+// Playing reports whether replay is playing.
+func (m *Model) Playing() bool { return m.playing }
+
+// Loading reports whether the loader is still running.
+func (m *Model) Loading() bool { return m.loading }
+
+// Err returns the load error, if any.
+func (m *Model) Err() error { return m.loadErr }
+
+// Update handles one message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.w, m.h = msg.Width, msg.Height
+		m.layoutPanes()
+		m.refreshWindow()
+		m.dirty = true
+	case tickMsg:
+		m.onTick(time.Time(msg))
+		return m, m.tick()
+	case loadDoneMsg:
+		m.loading = false
+		m.loadErr = msg.err
+		if msg.err == nil {
+			m.refreshData()
+		}
+		m.dirty = true
+	case DataMsg:
+		m.pollData()
+	case ConnStateMsg:
+		m.conn, m.connNote = msg.State, msg.Detail
+		m.dirty = true
+	case ErrorMsg:
+		if msg.Err != nil {
+			m.statusErr = msg.Err.Error()
+			m.dirty = true
+		}
+	case allocAtMsg:
+		if msg.dev == m.dev && msg.cursor == m.cursor {
+			m.allocAt, m.allocK = msg.text, msg.addr
+			m.dirty = true
+		}
+	case tea.KeyMsg:
+		return m, m.onKey(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) onTick(now time.Time) {
+	if m.o.ConnState != nil {
+		c, d := m.o.ConnState()
+		if c != m.conn || d != m.connNote {
+			m.conn, m.connNote = c, d
+			m.dirty = true
+		}
+	}
+	if m.loading {
+		m.dirty = true // progress text
+		return
+	}
+	m.pollData()
+	wall := m.o.Now()
+	if m.playing && m.hasData {
+		if !m.lastTick.IsZero() {
+			dt := wall.Sub(m.lastTick).Seconds() * m.speed
+			if m.base == monitor.TimeSequence {
+				dt *= seqRate
+			} else {
+				dt *= 1e6
+			}
+			m.carry += dt
+			step := int64(m.carry)
+			m.carry -= float64(step)
+			if step > 0 {
+				c := m.cursor + step
+				if c >= m.last {
+					c = m.last
+					m.playing = false
+				}
+				m.setCursor(c)
+			}
+		}
+	}
+	m.lastTick = wall
+}
+
+// pollData refreshes everything when the Source's version moved.
+func (m *Model) pollData() {
+	if m.loading || m.o.Source == nil {
+		return
+	}
+	if v := m.o.Source.Version(); v != m.version || !m.hasData {
+		m.refreshData()
+	}
+}
+
+// refreshData re-reads the shape of the data: devices, bounds, ops.
+func (m *Model) refreshData() {
+	src := m.o.Source
+	if src == nil {
+		return
+	}
+	m.version = src.Version()
+	m.devices = src.Devices()
+	if len(m.devices) == 0 {
+		m.hasData = false
+		m.dirty = true
+		return
+	}
+	if !containsInt(m.devices, m.dev) {
+		m.dev = m.devices[0]
+	}
+	wasData := m.hasData
+	m.readBounds()
+	m.ops = src.Ops(minInt64, maxInt64)
+	m.rebuildOpView()
+	switch {
+	case !wasData && !m.o.Live:
+		m.cursor = m.first - 1 // initial state: before the first entry
+		if m.n > 0 {
+			m.cursor = m.last
+		}
+	case m.follow:
+		m.cursor = m.last
+	}
+	m.cursor = m.clampCursor(m.cursor)
+	m.refreshWindow()
+	m.refreshCursor()
+}
+
+const (
+	minInt64 = -1 << 63
+	maxInt64 = 1<<63 - 1
+)
+
+func (m *Model) readBounds() {
+	src := m.o.Source
+	m.base = src.TimeBase(m.dev)
+	m.first, m.last = src.Bounds(m.dev)
+	m.n = src.Len(m.dev)
+	m.hasData = true
+}
+
+// clampCursor keeps c in [first−1, last]; first−1 is the initial state.
+func (m *Model) clampCursor(c int64) int64 {
+	if c > m.last {
+		c = m.last
+	}
+	if c < m.first-1 {
+		c = m.first - 1
+	}
+	return c
+}
+
+func (m *Model) setCursor(c int64) {
+	c = m.clampCursor(c)
+	if c == m.cursor {
+		return
+	}
+	m.cursor = c
+	if m.o.Live && c < m.last {
+		m.follow = false
+	}
+	m.refreshCursor()
+}
+
+// refreshWindow recomputes the timeline window and its series.
+func (m *Model) refreshWindow() {
+	if !m.hasData || m.w == 0 {
+		return
+	}
+	if !m.zoomed {
+		m.win0, m.win1 = m.first, m.last+1
+	}
+	if m.win1 <= m.win0 {
+		m.win1 = m.win0 + 1
+	}
+	cols := m.tl.Columns()
+	s := m.o.Source.Series(m.dev, m.win0, m.win1, cols)
+	var marks []timeline.Marker
+	t := m.win0 - 1
+	for range 512 {
+		nt, ok := m.o.Source.Next(m.dev, t, allocator.ActionOOM)
+		if !ok || nt >= m.win1 || nt <= t {
+			break
+		}
+		marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkOOM})
+		t = nt
+	}
+	if m.base == monitor.TimeEpochUS {
+		for i := range m.ops {
+			if o := &m.ops[i]; o.IsStep && o.StartUS >= m.win0 && o.StartUS < m.win1 {
+				marks = append(marks, timeline.Marker{T: o.StartUS, Kind: timeline.MarkStep})
+			}
+		}
+	}
+	m.tl.Origin = m.first
+	m.tl.Unit = 1
+	if m.base == monitor.TimeEpochUS {
+		m.tl.Unit = 1e6
+	}
+	m.tl.XLabel = m.timeFmt().axis
+	m.tl.SetData(s, marks)
+	m.tl.SetCursor(m.cursor)
+	m.dirty = true
+}
+
+func (m *Model) timeFmt() timeFmt {
+	return timeFmt{base: m.base, first: m.first, relative: m.relative, loc: m.o.Location}
+}
+
+// refreshCursor re-queries everything that depends on the cursor.
+func (m *Model) refreshCursor() {
+	if !m.hasData {
+		return
+	}
+	src := m.o.Source
+	m.sum = src.Summary(m.dev, m.cursor)
+	m.seg.SetState(src.StateAt(m.dev, m.cursor))
+	m.hasOpAt = false
+	if m.base == monitor.TimeEpochUS {
+		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
+	}
+	m.loadEvents()
+	m.tl.SetCursor(m.cursor)
+	if m.cursor < m.win0 || m.cursor >= m.win1 {
+		if m.zoomed {
+			span := m.win1 - m.win0
+			m.win0 = m.cursor - span/2
+			m.win1 = m.win0 + span
+			m.refreshWindow()
+		}
+	}
+	m.allocAt = ""
+	m.dirty = true
+}
+
+// eventRows is how many event rows the events pane can show.
+func (m *Model) eventRows() int {
+	_, _, _, ev, _ := m.layout()
+	return max(1, ev.h-2)
+}
+
+// loadEvents fetches the trace around the cursor (filtered when a filter is set).
+func (m *Model) loadEvents() {
+	rows := m.eventRows()
+	before, after := rows, rows
+	if m.flt != nil {
+		before, after = 4000, 4000
+	}
+	evs := m.o.Source.EventsAround(m.dev, m.cursor, before, after)
+	if m.flt != nil {
+		kept := evs[:0]
+		for i := range evs {
+			e := &evs[i]
+			if m.flt.matchEvent(e, func() string { return m.eventText(e) }) {
+				kept = append(kept, *e)
+			}
+		}
+		evs = kept
+	}
+	m.events = evs
+	m.evCur = -1
+	for i := range evs {
+		if evs[i].Seq < m.sum.Applied {
+			m.evCur = i
+		}
+	}
+}
+
+// eventText is what a regex filter searches besides the action: the op
+// running at the event and its stack frames.
+func (m *Model) eventText(e *monitor.Event) string {
+	var sb strings.Builder
+	if m.base == monitor.TimeEpochUS {
+		if op, ok := m.o.Source.OpAt(e.Time); ok {
+			sb.WriteString(op.Name)
+			sb.WriteByte('\n')
+		}
+	}
+	for _, f := range m.o.Source.Stack(e.Frames) {
+		fmt.Fprintf(&sb, "%s:%d:%s\n", f.Filename, f.Line, f.Name)
+	}
+	return sb.String()
+}
+
+func (m *Model) rebuildOpView() {
+	m.opView = m.opView[:0]
+	for i := range m.ops {
+		if m.flt.matchOp(&m.ops[i]) {
+			m.opView = append(m.opView, i)
+		}
+	}
+	ops := m.ops
+	switch m.opSort {
+	case 1:
+		sort.SliceStable(m.opView, func(a, b int) bool {
+			return ops[m.opView[a]].EndUS-ops[m.opView[a]].StartUS > ops[m.opView[b]].EndUS-ops[m.opView[b]].StartUS
+		})
+	case 2:
+		sort.SliceStable(m.opView, func(a, b int) bool { return ops[m.opView[a]].MemDelta > ops[m.opView[b]].MemDelta })
+	case 3:
+		sort.SliceStable(m.opView, func(a, b int) bool { return ops[m.opView[a]].Name < ops[m.opView[b]].Name })
+	}
+	m.opSel = clampInt(m.opSel, 0, len(m.opView)-1)
+}
+
+var opSortNames = []string{"start", "duration", "mem delta", "name"}
+
+func clampInt(v, lo, hi int) int {
+	if v > hi {
+		v = hi
+	}
+	if v < lo {
+		v = lo
+	}
+	return v
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// onKey handles a key press.
+func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
+	m.dirty = true
+	m.statusErr = ""
+	if m.input != inputNone {
+		return m.onInputKey(msg)
+	}
+	k := m.keys
+	if key.Matches(msg, k.Quit) {
+		m.Close()
+		return tea.Quit
+	}
+	if m.showHelp {
+		if key.Matches(msg, k.Back, k.Help) {
+			m.showHelp = false
+		}
+		return nil
+	}
+	if key.Matches(msg, k.Help) {
+		m.showHelp = true
+		return nil
+	}
+	if m.loading || !m.hasData {
+		return nil
+	}
+	src := m.o.Source
+	switch {
+	case key.Matches(msg, k.Back):
+		switch {
+		case m.focus == paneSegments && m.seg.Back():
+		case m.hlOp:
+			m.hlOp = false
+			m.tl.SetHighlight(0, 0, false)
+		case m.flt != nil:
+			m.setFilter(nil)
+		case m.zoomed:
+			m.zoomed = false
+			m.refreshWindow()
+		}
+	case key.Matches(msg, k.Play):
+		if m.o.Live {
+			if m.follow {
+				m.follow = false
+			} else {
+				m.follow = true
+				m.setCursor(m.last)
+			}
+		} else {
+			m.playing = !m.playing
+			m.lastTick = m.o.Now()
+			if m.playing && m.cursor >= m.last {
+				m.setCursor(m.first - 1)
+			}
+		}
+	case key.Matches(msg, k.Follow):
+		if m.o.Live {
+			m.follow = true
+			m.setCursor(m.last)
+		}
+	case key.Matches(msg, k.Prev):
+		if c, ok := src.PrevEvent(m.dev, m.cursor); ok {
+			m.setCursor(c)
+		} else {
+			m.setCursor(m.first - 1)
+		}
+	case key.Matches(msg, k.Next):
+		if c, ok := src.NextEvent(m.dev, m.cursor); ok {
+			m.setCursor(c)
+		}
+	case key.Matches(msg, k.BigPrev), key.Matches(msg, k.BigNext):
+		step := max(1, (m.win1-m.win0)/20)
+		if key.Matches(msg, k.BigPrev) {
+			step = -step
+		}
+		m.setCursor(m.cursor + step)
+	case key.Matches(msg, k.Slower), key.Matches(msg, k.Faster):
+		i := sort.SearchFloat64s(speeds, m.speed)
+		if key.Matches(msg, k.Slower) {
+			i--
+		} else if i < len(speeds) && speeds[i] == m.speed {
+			i++
+		}
+		m.speed = speeds[clampInt(i, 0, len(speeds)-1)]
+	case key.Matches(msg, k.Start):
+		m.setCursor(m.first - 1)
+	case key.Matches(msg, k.End):
+		m.setCursor(m.last)
+	case key.Matches(msg, k.NextOOM):
+		if c, ok := src.Next(m.dev, m.cursor, allocator.ActionOOM); ok {
+			m.setCursor(c)
+		} else {
+			m.statusErr = "no OOM after the cursor"
+		}
+	case key.Matches(msg, k.Peak):
+		c, _ := src.Peak(m.dev)
+		m.setCursor(c)
+	case key.Matches(msg, k.Jump):
+		m.startInput(inputJump, "")
+	case key.Matches(msg, k.Filter):
+		txt := ""
+		if m.flt != nil {
+			txt = m.flt.text
+		}
+		m.startInput(inputFilter, txt)
+	case key.Matches(msg, k.ZoomIn), key.Matches(msg, k.ZoomOut):
+		m.zoom(key.Matches(msg, k.ZoomIn))
+	case key.Matches(msg, k.PanLeft), key.Matches(msg, k.PanRight):
+		if m.zoomed {
+			d := (m.win1 - m.win0) / 4
+			if key.Matches(msg, k.PanLeft) {
+				d = -d
+			}
+			m.setWindow(m.win0+d, m.win1+d)
+		}
+	case key.Matches(msg, k.ZoomReset):
+		m.zoomed = false
+		m.refreshWindow()
+	case key.Matches(msg, k.Tab):
+		m.focus = (m.focus + 1) % numPanes
+		m.layoutPanes()
+	case key.Matches(msg, k.BackTab):
+		m.focus = (m.focus + numPanes - 1) % numPanes
+		m.layoutPanes()
+	case key.Matches(msg, k.Pane1), key.Matches(msg, k.Pane2), key.Matches(msg, k.Pane3), key.Matches(msg, k.Pane4):
+		m.focus = pane(msg.String()[0] - '1')
+		m.layoutPanes()
+	case key.Matches(msg, k.Device):
+		if len(m.devices) > 1 {
+			i := 0
+			for j, d := range m.devices {
+				if d == m.dev {
+					i = j
+				}
+			}
+			m.dev = m.devices[(i+1)%len(m.devices)]
+			m.readBounds()
+			m.zoomed = false
+			m.cursor = m.clampCursor(m.cursor)
+			m.refreshWindow()
+			m.refreshCursor()
+		} else {
+			m.statusErr = "only one device in this source"
+		}
+	case key.Matches(msg, k.Relative):
+		m.relative = !m.relative
+		m.tl.XLabel = m.timeFmt().axis
+		m.tl.Invalidate()
+	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
+		d := 1
+		if key.Matches(msg, k.Up) {
+			d = -1
+		}
+		return m.moveSelection(d)
+	case key.Matches(msg, k.Enter):
+		return m.enter()
+	case key.Matches(msg, k.Sort):
+		if m.focus == paneOps {
+			m.opSort = (m.opSort + 1) % len(opSortNames)
+			m.rebuildOpView()
+		}
+	}
+	return nil
+}
+
+// moveSelection moves inside the focused pane.
+func (m *Model) moveSelection(d int) tea.Cmd {
+	src := m.o.Source
+	switch m.focus {
+	case paneSegments:
+		m.seg.Move(d)
+		return m.allocAtCmd()
+	case paneOps:
+		m.opSel = clampInt(m.opSel+d, 0, len(m.opView)-1)
+	case paneEvents, paneTimeline:
+		// the event list follows the cursor: moving the selection moves time
+		if d < 0 {
+			if c, ok := src.PrevEvent(m.dev, m.cursor); ok {
+				m.setCursor(c)
+			}
+		} else if c, ok := src.NextEvent(m.dev, m.cursor); ok {
+			m.setCursor(c)
+		}
+	}
+	return nil
+}
+
+func (m *Model) enter() tea.Cmd {
+	switch m.focus {
+	case paneSegments:
+		m.seg.Enter()
+		return m.allocAtCmd()
+	case paneOps:
+		if m.opSel < 0 || m.opSel >= len(m.opView) {
+			return nil
+		}
+		op := m.ops[m.opView[m.opSel]]
+		m.hlOp, m.hlT0, m.hlT1 = true, op.StartUS, op.EndUS
+		m.tl.SetHighlight(op.StartUS, op.EndUS, true)
+		if m.base == monitor.TimeEpochUS {
+			m.setCursor(op.StartUS)
+		}
+	}
+	return nil
+}
+
+// allocAtCmd finds, off the UI goroutine, when the selected block was
+// allocated: the newest alloc of its address at or before the cursor,
+// searching back at most 64Ki entries.
+func (m *Model) allocAtCmd() tea.Cmd {
+	b := m.seg.Block()
+	if b == nil {
+		return nil
+	}
+	src, dev, cur, addr, tf := m.o.Source, m.dev, m.cursor, b.Address, m.timeFmt()
+	return func() tea.Msg {
+		text := "before the first recorded entry (or out of the searched range)"
+		c := cur
+		for scanned := 0; scanned < 1<<16; {
+			evs := src.EventsAround(dev, c, 4096, 0)
+			found := false
+			for i := len(evs) - 1; i >= 0; i-- {
+				e := &evs[i]
+				if e.Time > cur {
+					continue
+				}
+				if e.Action == allocator.ActionAlloc && e.Addr == addr {
+					text = fmt.Sprintf("at %s (entry %d)", tf.full(e.Time), e.Seq)
+					found = true
+					break
+				}
+			}
+			if found || len(evs) == 0 {
+				break
+			}
+			scanned += len(evs)
+			nc := evs[0].Time - 1
+			if nc >= c || evs[0].Seq == 0 {
+				break
+			}
+			c = nc
+		}
+		return allocAtMsg{dev: dev, addr: addr, cursor: cur, text: text}
+	}
+}
+
+func (m *Model) zoom(in bool) {
+	span := m.win1 - m.win0
+	if !m.zoomed {
+		span = m.last + 1 - m.first
+	}
+	if in {
+		span /= 2
+	} else {
+		span *= 2
+	}
+	minSpan := int64(m.tl.Columns())
+	if span < minSpan {
+		span = minSpan
+	}
+	if span >= m.last+1-m.first {
+		m.zoomed = false
+		m.refreshWindow()
+		return
+	}
+	c := m.cursor
+	frac := 0.5
+	if m.zoomed && m.win1 > m.win0 {
+		frac = float64(c-m.win0) / float64(m.win1-m.win0)
+	}
+	w0 := c - int64(frac*float64(span))
+	m.zoomed = true
+	m.setWindow(w0, w0+span)
+}
+
+func (m *Model) setWindow(w0, w1 int64) {
+	span := w1 - w0
+	if w0 < m.first {
+		w0, w1 = m.first, m.first+span
+	}
+	if w1 > m.last+1 {
+		w0, w1 = m.last+1-span, m.last+1
+	}
+	m.win0, m.win1 = w0, w1
+	m.refreshWindow()
+}
+
+func (m *Model) startInput(mode inputMode, val string) {
+	m.input = mode
+	m.ti.SetValue(val)
+	m.ti.CursorEnd()
+	m.ti.Focus()
+}
+
+func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
+	switch msg.Type {
+	case tea.KeyEsc:
+		m.input = inputNone
+		m.ti.Blur()
+		return nil
+	case tea.KeyCtrlC:
+		m.Close()
+		return tea.Quit
+	case tea.KeyEnter:
+		mode := m.input
+		m.input = inputNone
+		m.ti.Blur()
+		val := m.ti.Value()
+		if !m.hasData {
+			return nil
+		}
+		switch mode {
+		case inputFilter:
+			f, err := parseFilter(val)
+			if err != nil {
+				m.statusErr = err.Error()
+				return nil
+			}
+			m.setFilter(f)
+		case inputJump:
+			c, err := m.parseJump(val)
+			if err != nil {
+				m.statusErr = err.Error()
+				return nil
+			}
+			m.setCursor(c)
+		}
+		return nil
+	}
+	var cmd tea.Cmd
+	m.ti, cmd = m.ti.Update(msg)
+	return cmd
+}
+
+func (m *Model) setFilter(f *filter) {
+	m.flt = f
+	m.rebuildOpView()
+	m.loadEvents()
+}

@@ -1,0 +1,39 @@
+// Package tui is npumon's terminal UI (Bubble Tea v1): a header, a memory
+// timeline, the segment map, the event trace and the op table, all driven by
+// one time cursor. It reads data only through Source (a *monitor.Store
+// satisfies it) and never touches files, sockets or sources itself.
+package tui
+
+import (
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+)
+
+// Source is the part of monitor.Store the UI queries. Every method must be
+// safe to call while another goroutine appends data.
+type Source interface {
+	Version() uint64
+	Devices() []int
+	TimeBase(device int) monitor.TimeBase
+	Bounds(device int) (first, last int64)
+	Len(device int) int64
+	Stack(id allocator.StackID) allocator.Stack
+
+	StateAt(device int, cursor int64) monitor.State
+	Series(device int, t0, t1 int64, columns int) monitor.Series
+	Events(device int, t0, t1 int64, limit int) []monitor.Event
+	EventsAround(device int, cursor int64, before, after int) []monitor.Event
+	Ops(t0, t1 int64) []monitor.Op
+	OpAt(t int64) (monitor.Op, bool)
+	Summary(device int, cursor int64) monitor.Summary
+	Next(device int, cursor int64, action allocator.Action) (int64, bool)
+	Prev(device int, cursor int64, action allocator.Action) (int64, bool)
+	NextEvent(device int, cursor int64) (int64, bool)
+	PrevEvent(device int, cursor int64) (int64, bool)
+	Peak(device int) (cursor int64, activeBytes int64)
+}
+
+// hbm is the device's HBM used / total for live sources that know it.
+func (m *Model) hbm() (string, bool) {
+	return "", false
+}

@@ -1,0 +1,134 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+)
+
+// Progress reports how far loading has come.
+type Progress struct {
+	Stage      string // e.g. "decoding", "indexing"
+	BytesDone  int64
+	BytesTotal int64 // 0 when unknown
+	Entries    int64 // trace entries indexed so far
+}
+
+// Options configure the app. Only Source is required.
+type Options struct {
+	// Source is the data; normally a *monitor.Store, possibly still being fed.
+	Source Source
+	// SourceName is shown in the header: a file, "pid 1234 @ host:port", a directory.
+	SourceName string
+	// Live makes the cursor follow the newest data (space pauses, f follows).
+	Live bool
+	// Load, when set, runs once off the UI goroutine before data is shown
+	// (decode a file into Source). It must honour ctx and may call report
+	// from any goroutine. The screen shows progress and keys work meanwhile;
+	// an error is shown and returned by Run.
+	Load func(ctx context.Context, report func(Progress)) error
+	// ASCII draws with ASCII glyphs only; NoColor drops colour (NO_COLOR in
+	// the environment does the same).
+	ASCII, NoColor bool
+	// Renderer to build styles from (default lipgloss's default renderer).
+	Renderer *lipgloss.Renderer
+	// Now is the clock for playback (default time.Now).
+	Now func() time.Time
+	// Location for wall-clock times (default time.Local).
+	Location *time.Location
+	// Device to show first; -1 or absent picks the first device.
+	Device int
+	// Speed is the initial replay speed (default 1); Play starts playing.
+	Speed float64
+	Play  bool
+	// Relative shows times relative to the first entry instead of wall clock.
+	Relative bool
+	// Tick is the poll/redraw interval (default 100ms: at most ~10 redraws/s).
+	Tick time.Duration
+	// ConnState, when set, is polled every tick for the header (live sources).
+	ConnState func() (ConnState, string)
+}
+
+// ConnState is the state of a live connection, shown in the header.
+type ConnState uint8
+
+const (
+	ConnNone ConnState = iota // not a connected source: nothing shown
+	ConnConnected
+	ConnDisconnected
+	ConnReconnecting
+)
+
+func (c ConnState) String() string {
+	switch c {
+	case ConnConnected:
+		return "connected"
+	case ConnDisconnected:
+		return "disconnected"
+	case ConnReconnecting:
+		return "reconnecting"
+	}
+	return ""
+}
+
+// ConnStateMsg sets the connection state shown in the header; send it with
+// tea.Program.Send from the goroutine that owns the connection.
+type ConnStateMsg struct {
+	State  ConnState
+	Detail string // e.g. the address or the last error
+}
+
+// DataMsg tells the app that Source changed; optional, since the app polls
+// Source.Version every tick anyway. It only makes the next redraw sooner.
+type DataMsg struct{}
+
+// ErrorMsg shows a one-line error in the hint bar (e.g. a dropped connection).
+type ErrorMsg struct{ Err error }
+
+// New returns the app model. The caller runs it with tea.NewProgram.
+func New(opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
+	if opts.Speed <= 0 {
+		opts.Speed = 1
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = 100 * time.Millisecond
+	}
+	if os.Getenv("NO_COLOR") != "" {
+		opts.NoColor = true
+	}
+	return newModel(opts)
+}
+
+// NewProgram returns a program for opts with the alternate screen on, so
+// callers can Send ConnStateMsg / ErrorMsg to it.
+func NewProgram(opts Options, popts ...tea.ProgramOption) *tea.Program {
+	popts = append([]tea.ProgramOption{tea.WithAltScreen()}, popts...)
+	return tea.NewProgram(New(opts), popts...)
+}
+
+// Run runs the app until the user quits or ctx ends. It returns the load
+// error, if loading failed.
+func Run(ctx context.Context, opts Options, popts ...tea.ProgramOption) error {
+	p := NewProgram(opts, append([]tea.ProgramOption{tea.WithContext(ctx)}, popts...)...)
+	final, err := p.Run()
+	if m, ok := final.(*Model); ok {
+		m.Close()
+		if m.loadErr != nil {
+			return m.loadErr
+		}
+	}
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,544 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+type rect struct{ x, y, w, h int }
+
+func (r rect) ok() bool { return r.w > 0 && r.h > 0 }
+
+const (
+	headerRows = 2
+	hintRows   = 1
+)
+
+// compact reports whether the screen is too small for all four panes.
+func (m *Model) compact() bool { return m.w < 100 || m.h < 30 }
+
+// layout places the panes; a zero rect is a hidden pane. Compact screens
+// show the timeline strip plus the focused pane, which grows.
+func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
+	w, h := m.w, m.h
+	avail := h - headerRows - hintRows
+	if w <= 0 || avail <= 0 {
+		return true, rect{}, rect{}, rect{}, rect{}
+	}
+	y := headerRows
+	if m.compact() {
+		full := rect{0, y, w, avail}
+		if m.focus == paneTimeline {
+			return true, full, rect{}, rect{}, rect{}
+		}
+		th := min(8, avail/3)
+		if th < 4 {
+			th = 0
+		}
+		tl = rect{0, y, w, th}
+		rest := rect{0, y + th, w, avail - th}
+		switch m.focus {
+		case paneSegments:
+			seg = rest
+		case paneEvents:
+			ev = rest
+		case paneOps:
+			op = rest
+		}
+		return true, tl, seg, ev, op
+	}
+	tlH := max(8, avail*30/100)
+	opH := max(5, avail*24/100)
+	midH := avail - tlH - opH
+	segW := w * 55 / 100
+	tl = rect{0, y, w, tlH}
+	seg = rect{0, y + tlH, segW, midH}
+	ev = rect{segW + 1, y + tlH, w - segW - 1, midH}
+	op = rect{0, y + tlH + midH, w, opH}
+	return false, tl, seg, ev, op
+}
+
+// layoutPanes sizes the panes after a resize or a focus change.
+func (m *Model) layoutPanes() {
+	_, tl, _, _, _ := m.layout()
+	oldCols := m.tl.Columns()
+	m.tl.SetSize(tl.w, max(0, tl.h-1))
+	if m.hasData {
+		if m.tl.Columns() != oldCols {
+			m.refreshWindow()
+		}
+		m.loadEvents()
+	}
+}
+
+// View renders the whole screen, exactly w×h; it is cached until something changes.
+func (m *Model) View() string {
+	if !m.dirty && m.frame != "" {
+		return m.frame
+	}
+	m.frame = m.render()
+	m.dirty = false
+	return m.frame
+}
+
+func (m *Model) render() string {
+	if m.w <= 0 || m.h <= 0 {
+		return ""
+	}
+	lines := make([]string, 0, m.h)
+	lines = append(lines, m.headerLines()...)
+	body := m.h - headerRows - hintRows
+	switch {
+	case m.showHelp:
+		lines = append(lines, m.helpLines(body)...)
+	case m.loading || m.loadErr != nil:
+		lines = append(lines, m.loadingLines(body)...)
+	case !m.hasData:
+		lines = append(lines, centered(body, m.w, "waiting for data…")...)
+	default:
+		lines = append(lines, m.bodyLines(body)...)
+	}
+	lines = append(lines, m.hintLine())
+	for len(lines) < m.h {
+		lines = append(lines, "")
+	}
+	lines = lines[:m.h]
+	for i := range lines {
+		lines[i] = fit(lines[i], m.w)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (m *Model) bodyLines(body int) []string {
+	compact, tl, seg, ev, op := m.layout()
+	grid := make([]string, body)
+	put := func(r rect, content []string) {
+		for i, l := range content {
+			y := r.y - headerRows + i
+			if y < 0 || y >= body || i >= r.h {
+				break
+			}
+			if r.x == 0 {
+				grid[y] = fit(l, r.w)
+			} else {
+				grid[y] = fit(grid[y], r.x-1) + m.th.Dim.Render(m.th.G.VBar) + fit(l, r.w)
+			}
+		}
+	}
+	if tl.ok() {
+		c := []string{m.title(paneTimeline, tl.w, compact, m.timelineInfo())}
+		c = append(c, strings.Split(m.tl.View(), "\n")...)
+		put(tl, c)
+	}
+	if seg.ok() {
+		c := []string{m.title(paneSegments, seg.w, compact, "")}
+		detail := m.seg.Detail(m.o.Source.Stack, m.allocAtText())
+		c = append(c, strings.Split(m.seg.View(seg.w, seg.h-1, detail), "\n")...)
+		put(seg, c)
+	}
+	if ev.ok() {
+		c := []string{m.title(paneEvents, ev.w, compact, m.filterInfo())}
+		put(ev, append(c, m.eventLines(ev.w, ev.h-1)...))
+	}
+	if op.ok() {
+		c := []string{m.title(paneOps, op.w, compact, "sort: "+opSortNames[m.opSort]+" (s)")}
+		put(op, append(c, m.opLines(op.w, op.h-1)...))
+	}
+	return grid
+}
+
+func (m *Model) allocAtText() string {
+	if b := m.seg.Block(); b != nil && b.Address == m.allocK {
+		return m.allocAt
+	}
+	return ""
+}
+
+func (m *Model) filterInfo() string {
+	if m.flt != nil {
+		return "filter: " + m.flt.text
+	}
+	return ""
+}
+
+func (m *Model) timelineInfo() string {
+	g := m.th.G
+	info := fmt.Sprintf("%c allocated %c active %c reserved  %c step %c OOM", g.AllocArea, g.Active, g.Reserved, g.Step, g.OOM)
+	if m.zoomed {
+		info = "zoom " + m.spanText(m.win1-m.win0) + "  " + info
+	}
+	return info
+}
+
+func (m *Model) spanText(d int64) string {
+	if m.base == monitor.TimeSequence {
+		return strconv.FormatInt(d, 10) + " entries"
+	}
+	return fmtDurUS(d)
+}
+
+// title is a pane's first line: number and name (tabs in compact mode) and
+// right-aligned info.
+func (m *Model) title(p pane, w int, compact bool, info string) string {
+	th := m.th
+	var left string
+	if compact {
+		var parts []string
+		for i := pane(0); i < numPanes; i++ {
+			t := fmt.Sprintf("%d %s", i+1, paneNames[i])
+			if i == m.focus {
+				parts = append(parts, th.TitleFocused.Render("["+t+"]"))
+			} else {
+				parts = append(parts, th.Title.Render(" "+t+" "))
+			}
+		}
+		if p != m.focus {
+			parts = []string{th.Title.Render(fmt.Sprintf(" %d %s ", p+1, paneNames[p]))}
+		}
+		left = strings.Join(parts, "")
+	} else {
+		t := fmt.Sprintf(" %d %s ", p+1, paneNames[p])
+		if p == m.focus {
+			left = th.TitleFocused.Render("[" + strings.TrimSpace(t) + "]")
+		} else {
+			left = th.Title.Render(t)
+		}
+	}
+	lw := ansi.StringWidth(left)
+	iw := ansi.StringWidth(info)
+	fill := w - lw - iw - 2
+	if fill < 1 {
+		return fit(left, w)
+	}
+	return left + th.Dim.Render(strings.Repeat(th.G.HBar, fill)) + " " + th.Dim.Render(info) + " "
+}
+
+func (m *Model) modeText() string {
+	switch {
+	case m.o.Live && m.follow:
+		return "LIVE"
+	case m.o.Live:
+		return "PAUSED"
+	case m.playing:
+		return "REPLAY ×" + speedText(m.speed)
+	}
+	return "PAUSED ×" + speedText(m.speed)
+}
+
+func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
+
+func (m *Model) headerLines() []string {
+	th := m.th
+	sep := th.Dim.Render("  " + th.G.VBar + "  ")
+	name := m.o.SourceName
+	if name == "" {
+		name = "(no source)"
+	}
+	l1 := []string{th.Header.Render("npumon"), name}
+	if m.hasData {
+		l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, indexOf(m.devices, m.dev)+1, len(m.devices)))
+		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
+	}
+	mode := th.Mode.Render(m.modeText())
+	if m.o.Live && !m.follow && m.hasData {
+		behind := m.n - m.sum.Applied
+		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.last-m.cursor), behind))
+	}
+	l1 = append(l1, mode)
+	if m.conn != ConnNone {
+		c := m.conn.String()
+		if m.connNote != "" {
+			c += " " + m.connNote
+		}
+		if m.conn == ConnConnected {
+			l1 = append(l1, th.Dim.Render(c))
+		} else {
+			l1 = append(l1, th.Warn.Render(c))
+		}
+	}
+	var l2 string
+	switch {
+	case m.loading:
+		l2 = th.Dim.Render("loading…")
+	case m.hasData:
+		s := m.sum
+		parts := []string{
+			"allocated " + fmtBytes(s.AllocatedBytes),
+			"reserved " + fmtBytes(s.ReservedBytes),
+			"active " + fmtBytes(s.ActiveBytes),
+			"peak " + fmtBytes(s.PeakActiveBytes),
+			fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
+			fmt.Sprintf("entry %d/%d", s.Applied, m.n),
+		}
+		if s.OOMs > 0 {
+			parts = append(parts, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
+		}
+		if hbm, ok := m.hbm(); ok {
+			parts = append(parts, hbm)
+		}
+		if m.hasOpAt {
+			parts = append(parts, "op "+m.opAt.Name)
+		}
+		if m.base == monitor.TimeSequence {
+			parts = append(parts, th.Warn.Render("no timestamps in this file"))
+		}
+		l2 = strings.Join(parts, "  ")
+	}
+	return []string{strings.Join(l1, sep), l2}
+}
+
+func indexOf(s []int, v int) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func (m *Model) hintLine() string {
+	th := m.th
+	switch m.input {
+	case inputFilter:
+		return th.Key.Render("/") + " " + m.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
+	case inputJump:
+		return th.Key.Render("jump to") + " " + m.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+	}
+	if m.statusErr != "" {
+		return th.Warn.Render(m.statusErr)
+	}
+	if m.showHelp {
+		return th.Hint.Render("? or esc closes help · q quits")
+	}
+	hv := m.help.ShortHelpView(m.keys.ShortHelp())
+	return hv
+}
+
+func (m *Model) helpLines(body int) []string {
+	th := m.th
+	lines := []string{th.Header.Render("npumon keys"), ""}
+	hl := m.help
+	hl.Width = m.w
+	lines = append(lines, strings.Split(hl.FullHelpView(m.keys.FullHelp()), "\n")...)
+	lines = append(lines, "",
+		"Filter (/): space-separated terms, all must hold: a regular expression on the op name, action",
+		"and stack frames; size>10MiB, size<=4KiB (KiB/MiB/GiB); stream=N. Esc clears it.",
+		"Jump (t): 15:04:05.123 (local clock), +1.5s (from the first entry), #N (entry number), or a raw",
+		"cursor value. The segment map shows the state after every entry at or before the cursor.",
+		"Glyphs: "+m.seg.Legend()+"; timeline "+m.timelineInfo()+".")
+	for len(lines) < body {
+		lines = append(lines, "")
+	}
+	return lines[:body]
+}
+
+func (m *Model) loadingLines(body int) []string {
+	th := m.th
+	if m.loadErr != nil {
+		return centered(body, m.w, th.Warn.Render("error: "+m.loadErr.Error()), "", "q quits")
+	}
+	p := m.progress()
+	stage := p.Stage
+	if stage == "" {
+		stage = "loading"
+	}
+	txt := fmt.Sprintf("%s %s", stage, m.o.SourceName)
+	b := fmtBytes(p.BytesDone) + " decoded"
+	if p.BytesTotal > 0 {
+		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", fmtBytes(p.BytesDone), fmtBytes(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
+	}
+	return centered(body, m.w, txt, b, fmt.Sprintf("%d entries indexed", p.Entries), "", th.Dim.Render("q quits"))
+}
+
+func centered(h, w int, text ...string) []string {
+	out := make([]string, h)
+	top := max(0, (h-len(text))/2)
+	for i, t := range text {
+		if top+i < h {
+			pad := max(0, (w-ansi.StringWidth(t))/2)
+			out[top+i] = strings.Repeat(" ", pad) + t
+		}
+	}
+	return out
+}
+
+// eventLines lists the trace around the cursor; the entry at the cursor is marked.
+func (m *Model) eventLines(w, h int) []string {
+	th := m.th
+	tf := m.timeFmt()
+	timeW := 12
+	if m.base == monitor.TimeSequence {
+		timeW = 9
+	}
+	head := fmt.Sprintf("  %-*s %-15s %-14s %10s %6s  %s", timeW, "time", "action", "address", "size", "stream", "op")
+	lines := []string{th.Dim.Render(head)}
+	rows := h - 1
+	if rows <= 0 {
+		return lines[:max(0, h)]
+	}
+	if len(m.events) == 0 {
+		msg := "no entries at this moment"
+		if m.flt != nil {
+			msg = "no entries near the cursor match the filter"
+		}
+		return append(lines, th.Dim.Render(msg))
+	}
+	cur := max(m.evCur, 0)
+	start := clampInt(cur-rows/2, 0, max(0, len(m.events)-rows))
+	for i := start; i < len(m.events) && i < start+rows; i++ {
+		e := &m.events[i]
+		mark := "  "
+		if i == m.evCur {
+			mark = th.G.Selected + " "
+		}
+		op := ""
+		if m.base == monitor.TimeEpochUS {
+			if o, ok := m.o.Source.OpAt(e.Time); ok {
+				op = o.Name
+			}
+		}
+		addr := ""
+		if e.Addr != 0 {
+			addr = fmt.Sprintf("0x%x", e.Addr)
+		}
+		l := fmt.Sprintf("%s%-*s %-15s %-14s %10s %6d  %s", mark, timeW, tf.clock(e.Time), e.Action, addr, fmtBytes(e.Size), e.Stream, op)
+		if i == m.evCur {
+			l = th.Selected.Render(fit(l, w))
+		} else if e.Action.String() == "oom" {
+			l = th.Warn.Render(l)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// opLines is the op table.
+func (m *Model) opLines(w, h int) []string {
+	th := m.th
+	tf := m.timeFmt()
+	head := fmt.Sprintf("  %-12s %10s %10s %8s  %s", "start", "duration", "mem Δ", "thread", "name")
+	lines := []string{th.Dim.Render(head)}
+	rows := h - 1
+	if rows <= 0 {
+		return lines[:max(0, h)]
+	}
+	if len(m.opView) == 0 {
+		msg := "no profiler ops in this source"
+		if len(m.ops) > 0 {
+			msg = "no ops match the filter"
+		}
+		return append(lines, th.Dim.Render(msg))
+	}
+	if m.opSel < m.opTop {
+		m.opTop = m.opSel
+	}
+	if m.opSel >= m.opTop+rows {
+		m.opTop = m.opSel - rows + 1
+	}
+	m.opTop = clampInt(m.opTop, 0, max(0, len(m.opView)-rows))
+	for i := m.opTop; i < len(m.opView) && i < m.opTop+rows; i++ {
+		o := &m.ops[m.opView[i]]
+		mark := "  "
+		if i == m.opSel {
+			mark = th.G.Selected + " "
+		}
+		at := " "
+		if m.cursor >= o.StartUS && m.cursor < o.EndUS {
+			at = "*"
+		}
+		l := fmt.Sprintf("%s%-12s %10s %10s %8d %s%s", mark, tf.clock(o.StartUS), fmtDurUS(o.EndUS-o.StartUS), fmtDelta(o.MemDelta), o.Thread, at, o.Name)
+		if i == m.opSel {
+			l = th.Selected.Render(fit(l, w))
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// parseJump turns the `t` prompt into a cursor value.
+func (m *Model) parseJump(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return m.cursor, nil
+	case strings.HasPrefix(s, "+"):
+		if m.base == monitor.TimeSequence {
+			n, err := strconv.ParseInt(s[1:], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("jump: %q: want +N entries (no timestamps in this file)", s)
+			}
+			return m.first + n, nil
+		}
+		d, err := time.ParseDuration(s[1:])
+		if err != nil {
+			return 0, fmt.Errorf("jump: %q: want a duration like +1.5s", s)
+		}
+		return m.first + d.Microseconds(), nil
+	case strings.HasPrefix(s, "#"):
+		n, err := strconv.ParseInt(s[1:], 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("jump: %q: want #N, an entry number", s)
+		}
+		if m.base == monitor.TimeSequence {
+			return n, nil
+		}
+		evs := m.o.Source.EventsAround(m.dev, m.first-1, 0, 1)
+		if len(evs) == 0 {
+			return 0, fmt.Errorf("jump: no entries")
+		}
+		// walk forward from the cursor side nearest to entry n
+		c := m.first - 1
+		for seq := int64(-1); seq < n; seq++ {
+			nc, ok := m.o.Source.NextEvent(m.dev, c)
+			if !ok {
+				break
+			}
+			c = nc
+			if seq > 1<<20 {
+				return 0, fmt.Errorf("jump: #N is limited to the first 1Mi entries in timed files; use a time")
+			}
+		}
+		return c, nil
+	case strings.Contains(s, ":"):
+		if m.base == monitor.TimeSequence {
+			return 0, fmt.Errorf("jump: no timestamps in this file; use #N")
+		}
+		var t time.Time
+		var err error
+		for _, layout := range []string{"15:04:05.999999", "15:04:05", "15:04"} {
+			if t, err = time.ParseInLocation(layout, s, m.o.Location); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return 0, fmt.Errorf("jump: %q: want HH:MM:SS[.mmm]", s)
+		}
+		day := time.UnixMicro(m.cursor).In(m.o.Location)
+		t = time.Date(day.Year(), day.Month(), day.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), m.o.Location)
+		return t.UnixMicro(), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("jump: %q: not a time (see ? for formats)", s)
+	}
+	return n, nil
+}
+
+// fit pads or truncates a styled line to exactly w cells.
+func fit(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	sw := ansi.StringWidth(s)
+	if sw > w {
+		return ansi.Truncate(s, w, "")
+	}
+	return s + strings.Repeat(" ", w-sw)
+}
+
