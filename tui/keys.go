@@ -7,9 +7,9 @@ import (
 // keyMap lists every binding; help is generated from it.
 type keyMap struct {
 	Play, Prev, Next, BigPrev, BigNext, Slower, Faster, Start, End, NextOOM, Peak, Jump, Follow key.Binding
-	ZoomIn, ZoomOut, PanLeft, PanRight, ZoomReset                                                 key.Binding
-	Tab, BackTab, Pane1, Pane2, Pane3, Pane4, Up, Down, Enter, Sort                               key.Binding
-	Filter, Device, Relative, Help, Back, Quit                                                    key.Binding
+	ZoomIn, ZoomOut, PanLeft, PanRight, ZoomReset                                               key.Binding
+	Tab, BackTab, Pane1, Pane2, Pane3, Pane4, Up, Down, Enter, Sort                             key.Binding
+	Filter, Device, Relative, Help, Back, Quit                                                  key.Binding
 }
 
 func newKeyMap() keyMap {

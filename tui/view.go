@@ -541,4 +541,3 @@ func fit(s string, w int) string {
 	}
 	return s + strings.Repeat(" ", w-sw)
 }
-

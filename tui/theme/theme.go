@@ -39,8 +39,8 @@ type Theme struct {
 	G     Glyphs
 
 	Header, Mode, Warn, Dim, Title, TitleFocused, Selected, Hint, Key lipgloss.Style
-	Allocated, Pending, Slack, Free                                     lipgloss.Style
-	Reserved, Active, AllocArea, CursorCol, Marker, HighlightCol        lipgloss.Style
+	Allocated, Pending, Slack, Free                                   lipgloss.Style
+	Reserved, Active, AllocArea, CursorCol, Marker, HighlightCol      lipgloss.Style
 	// BlockPalette alternates colours of neighbouring allocated blocks.
 	BlockPalette []lipgloss.Style
 }
@@ -58,7 +58,9 @@ func New(r *lipgloss.Renderer, ascii, noColor bool) *Theme {
 		t.G = asciiGlyphs
 	}
 	s := r.NewStyle
-	c := func(light, dark string) lipgloss.AdaptiveColor { return lipgloss.AdaptiveColor{Light: light, Dark: dark} }
+	c := func(light, dark string) lipgloss.AdaptiveColor {
+		return lipgloss.AdaptiveColor{Light: light, Dark: dark}
+	}
 	t.Header = s().Bold(true)
 	t.Mode = s().Bold(true).Foreground(c("#005f00", "#5fff87"))
 	t.Warn = s().Bold(true).Foreground(c("#af0000", "#ff5f5f"))
