@@ -86,6 +86,7 @@ type timeFmt struct {
 	first    int64
 	relative bool
 	loc      *time.Location
+	span     int64 // timeline window span, for axis label precision
 }
 
 // clock formats t as local wall-clock time with milliseconds (epoch base),
@@ -115,10 +116,17 @@ func (f timeFmt) axis(x float64) string {
 		return "#" + strconv.FormatInt(int64(x+0.5)+f.first, 10)
 	}
 	if f.relative {
+		if f.span > 0 && f.span < 10_000_000 {
+			return "+" + strconv.FormatFloat(x*1e3, 'f', 1, 64) + "ms"
+		}
 		return "+" + trimFloat(x) + "s"
 	}
 	t := f.first + int64(x*1e6)
-	return time.UnixMicro(t).In(f.loc).Format("15:04:05")
+	layout := "15:04:05"
+	if f.span > 0 && f.span < 60_000_000 {
+		layout = "04:05.000"
+	}
+	return time.UnixMicro(t).In(f.loc).Format(layout)
 }
 
 func trimFloat(x float64) string {

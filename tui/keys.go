@@ -56,7 +56,7 @@ func newKeyMap() keyMap {
 
 // ShortHelp is the one-line hint bar.
 func (k keyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Play, k.Prev, k.Next, k.Tab, k.Filter, k.Jump, k.Help, k.Quit}
+	return []key.Binding{k.Help, k.Quit, k.Play, k.Prev, k.Next, k.Tab, k.Filter, k.Jump, k.Enter}
 }
 
 // FullHelp is the help screen, one column per group.

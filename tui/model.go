@@ -414,7 +414,9 @@ func (m *Model) refreshWindow() {
 	if m.base == monitor.TimeEpochUS {
 		m.tl.Unit = 1e6
 	}
-	m.tl.XLabel = m.timeFmt().axis
+	tf := m.timeFmt()
+	tf.span = m.win1 - m.win0
+	m.tl.XLabel = tf.axis
 	m.tl.SetData(s, marks)
 	m.tl.SetCursor(m.cursor)
 	m.dirty = true
@@ -686,8 +688,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		}
 	case key.Matches(msg, k.Relative):
 		m.relative = !m.relative
-		m.tl.XLabel = m.timeFmt().axis
-		m.tl.Invalidate()
+		m.refreshWindow()
 	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
 		d := 1
 		if key.Matches(msg, k.Up) {

@@ -1,25 +1,457 @@
 package tui
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/allocator"
 )
 
+func small(t *testing.T, w, h int) *Model {
+	return newSized(t, testOptions(newFakeSource(smallSnapshot(true), smallOps())), w, h)
+}
+
+func isQuit(cmd tea.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
+	_, ok := cmd().(tea.QuitMsg)
+	return ok
+}
+
 func TestViewShowsEveryPane(t *testing.T) {
-	m := newSized(t, testOptions(newFakeSource(smallSnapshot(true), smallOps())), 160, 48)
+	m := small(t, 160, 48)
 	v := m.View()
 	checkFrame(t, v, 160, 48)
-	t.Log("\n" + v)
-	for _, want := range []string{"npumon", "small.pickle", "Timeline", "Segments", "Events", "Ops", "aten::matmul"} {
+	for _, want := range []string{"npumon", "small.pickle", "dev 0 (1 of 1)", "2025-11-29 07:06:40.008", "PAUSED ×1",
+		"[1 Timeline]", "2 Segments", "3 Events", "4 Ops", "aten::matmul", "0x7f0000000000", "OOM 1", "entry 9/9"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("view lacks %q", want)
 		}
 	}
 }
 
-func TestCompactView(t *testing.T) {
-	m := newSized(t, testOptions(newFakeSource(smallSnapshot(true), smallOps())), 80, 24)
+func TestEveryLayoutFillsTheScreen(t *testing.T) {
+	m := small(t, 80, 24)
+	for _, sz := range [][2]int{{80, 24}, {60, 20}, {100, 30}, {120, 40}, {200, 60}, {20, 5}, {1, 1}} {
+		m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+		for p := 0; p < int(numPanes); p++ {
+			press(m, string(rune('1'+p)))
+			checkFrame(t, m.View(), sz[0], sz[1])
+		}
+	}
+}
+
+func TestCompactFocusedPaneGrows(t *testing.T) {
+	m := small(t, 80, 24)
+	press(m, "2")
 	v := m.View()
-	checkFrame(t, v, 80, 24)
-	t.Log("\n" + v)
+	if !strings.Contains(v, "[2 Segments]") || !strings.Contains(v, "0x7f0002000000") {
+		t.Fatalf("segments pane not shown in compact mode:\n%s", v)
+	}
+	press(m, "4")
+	if v := m.View(); !strings.Contains(v, "[4 Ops]") || !strings.Contains(v, "aten::empty") || strings.Contains(v, "0x7f0002000000") {
+		t.Fatalf("ops pane should replace segments:\n%s", v)
+	}
+	press(m, "tab")
+	if m.focus != paneTimeline {
+		t.Fatalf("tab after ops should wrap to the timeline, got %v", m.focus)
+	}
+}
+
+func TestStepThroughEvents(t *testing.T) {
+	m := small(t, 120, 40)
+	if m.Cursor() != t0+8*tStep {
+		t.Fatalf("replay should open at the last entry, cursor %d", m.Cursor())
+	}
+	press(m, "g")
+	if m.Cursor() != t0-1 || m.Summary().Applied != 0 {
+		t.Fatalf("g: cursor %d applied %d, want the initial state", m.Cursor(), m.Summary().Applied)
+	}
+	press(m, "right", "right")
+	if m.Cursor() != t0+tStep || m.Summary().Applied != 2 || m.Summary().ActiveBytes != 8*mib {
+		t.Fatalf("→→: cursor %d applied %d active %d", m.Cursor(), m.Summary().Applied, m.Summary().ActiveBytes)
+	}
+	if v := m.View(); !strings.Contains(v, "07:06:40.001") {
+		t.Errorf("header does not show the cursor time:\n%s", v)
+	}
+	press(m, "left")
+	if m.Summary().Applied != 1 {
+		t.Fatalf("←: applied %d", m.Summary().Applied)
+	}
+	press(m, "G")
+	if m.Summary().Applied != 9 {
+		t.Fatalf("G: applied %d", m.Summary().Applied)
+	}
+	press(m, "g", "o")
+	if m.Cursor() != t0+7*tStep {
+		t.Fatalf("o: cursor %d, want the OOM at entry 7", m.Cursor())
+	}
+	press(m, "o")
+	if !strings.Contains(m.View(), "no OOM after the cursor") {
+		t.Errorf("second o should say there is no further OOM")
+	}
+	press(m, "p")
+	if m.Cursor() != t0+4*tStep {
+		t.Fatalf("p: cursor %d, want the peak at entry 4", m.Cursor())
+	}
+	press(m, "g", "shift+right")
+	if m.Cursor() <= t0-1 {
+		t.Fatalf("shift+→ did not move")
+	}
+}
+
+func TestPlayback(t *testing.T) {
+	c := &clock{t: fixedNow}
+	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o.Now = c.Now
+	m := newSized(t, o, 120, 40)
+	press(m, "g", "space")
+	if !m.Playing() || !strings.Contains(m.View(), "REPLAY ×1") {
+		t.Fatalf("space should start playing")
+	}
+	press(m, "[", "[")
+	if m.speed != 0.25 {
+		t.Fatalf("[[: speed %v", m.speed)
+	}
+	press(m, "]", "]", "]")
+	if m.speed != 2 {
+		t.Fatalf("]]]: speed %v", m.speed)
+	}
+	start := m.Cursor()
+	c.t = c.t.Add(time.Millisecond)
+	m.Update(tickMsg(c.t))
+	if got := m.Cursor() - start; got != 2000 {
+		t.Fatalf("1 ms at ×2 moved the cursor %d µs, want 2000", got)
+	}
+	c.t = c.t.Add(time.Second)
+	m.Update(tickMsg(c.t))
+	if m.Playing() || m.Cursor() != t0+8*tStep {
+		t.Fatalf("playback should stop at the end: playing %v cursor %d", m.Playing(), m.Cursor())
+	}
+	press(m, "space")
+	if m.Cursor() != t0-1 {
+		t.Fatalf("play at the end restarts from the beginning, cursor %d", m.Cursor())
+	}
+}
+
+func TestSequenceBase(t *testing.T) {
+	m := newSized(t, testOptions(newFakeSource(smallSnapshot(false), nil)), 120, 40)
+	v := m.View()
+	if !strings.Contains(v, "no timestamps in this file") || !strings.Contains(v, "#8") {
+		t.Fatalf("sequence base not shown:\n%s", v)
+	}
+	press(m, "t")
+	typeText(m, "#3")
+	press(m, "enter")
+	if m.Cursor() != 3 {
+		t.Fatalf("t #3: cursor %d", m.Cursor())
+	}
+	press(m, "t")
+	typeText(m, "12:00:00")
+	press(m, "enter")
+	if !strings.Contains(m.View(), "no timestamps") || m.Cursor() != 3 {
+		t.Fatalf("clock jump in a sequence file must be refused")
+	}
+}
+
+func TestJump(t *testing.T) {
+	m := small(t, 120, 40)
+	for in, want := range map[string]int64{
+		"07:06:40.004": t0 + 4*tStep,
+		"+2ms":         t0 + 2*tStep,
+		"#5":           t0 + 5*tStep,
+	} {
+		press(m, "t")
+		typeText(m, in)
+		if !strings.Contains(m.View(), "jump to") {
+			t.Fatalf("prompt not shown")
+		}
+		press(m, "enter")
+		if m.Cursor() != want {
+			t.Errorf("t %s: cursor %d, want %d", in, m.Cursor(), want)
+		}
+	}
+	press(m, "t")
+	typeText(m, "yesterday")
+	press(m, "enter")
+	if !strings.Contains(m.View(), "not a time") {
+		t.Errorf("bad jump should explain itself")
+	}
+	before := m.Cursor()
+	press(m, "t")
+	typeText(m, "+1ms")
+	press(m, "esc")
+	if m.Cursor() != before || m.input != inputNone {
+		t.Errorf("esc should cancel the prompt")
+	}
+}
+
+func TestFilter(t *testing.T) {
+	m := small(t, 160, 48)
+	press(m, "/")
+	typeText(m, "size>=6MiB size<=8MiB")
+	press(m, "enter")
+	v := m.View()
+	if !strings.Contains(v, "filter: size>=6MiB size<=8MiB") {
+		t.Fatalf("filter not shown:\n%s", v)
+	}
+	if strings.Contains(v, "512 KiB") || strings.Contains(v, "64.0 MiB") || !strings.Contains(v, "6.00 MiB      0") {
+		t.Errorf("events not filtered by size:\n%s", v)
+	}
+	if strings.Contains(v, "aten::empty") || !strings.Contains(v, "aten::matmul") {
+		t.Errorf("ops not filtered by size:\n%s", v)
+	}
+	press(m, "/")
+	m.ti.SetValue("")
+	typeText(m, "matmul")
+	press(m, "enter")
+	if v := m.View(); strings.Contains(v, "aten::empty") || !strings.Contains(v, "aten::matmul") {
+		t.Errorf("regex filter on ops failed")
+	}
+	press(m, "esc")
+	if m.flt != nil {
+		t.Errorf("esc should clear the filter")
+	}
+	press(m, "/")
+	typeText(m, "(")
+	press(m, "enter")
+	if !strings.Contains(m.View(), "bad regular expression") {
+		t.Errorf("bad regex should be reported")
+	}
+}
+
+func TestParseFilter(t *testing.T) {
+	f, err := parseFilter("size>10MiB stream=2 matmul|conv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.minSize != 10*mib+1 || f.stream != 2 || f.re == nil || !f.re.MatchString("aten::conv2d") {
+		t.Fatalf("parsed %+v", f)
+	}
+	for _, bad := range []string{"size>lots", "stream=x", "size<3XB"} {
+		if _, err := parseFilter(bad); err == nil {
+			t.Errorf("%q should fail", bad)
+		}
+	}
+	if f, err := parseFilter("  "); f != nil || err != nil {
+		t.Errorf("empty filter should be nil")
+	}
+}
+
+func TestOpsSelectMovesCursor(t *testing.T) {
+	m := small(t, 160, 48)
+	press(m, "4", "down", "down", "enter")
+	if m.Cursor() != t0+7500 || !m.hlOp {
+		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.hlOp)
+	}
+	if !strings.Contains(m.View(), "op aten::matmul") {
+		t.Errorf("header should name the op at the cursor")
+	}
+	press(m, "s")
+	if m.opSort != 1 || !strings.Contains(m.View(), "sort: duration") {
+		t.Errorf("s should sort by duration")
+	}
+	press(m, "esc")
+	if m.hlOp {
+		t.Errorf("esc should clear the op highlight")
+	}
+}
+
+func TestSegmentBlockDetail(t *testing.T) {
+	m := small(t, 160, 48)
+	cmd := press(m, "2", "enter", "down")
+	if cmd == nil {
+		t.Fatalf("selecting a block should look up its allocation off the UI goroutine")
+	}
+	m.Update(cmd())
+	v := m.View()
+	for _, want := range []string{"block 0x7f0000800000", "allocated at 2025-11-29 07:06:40.002 (entry 2)", "train.py:42:forward", "train.py:7:main"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("detail lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "PyEval_EvalFrame") {
+		t.Errorf("interpreter frames should be filtered")
+	}
+}
+
+func TestHelpAndQuit(t *testing.T) {
+	m := small(t, 120, 40)
+	press(m, "?")
+	v := m.View()
+	for _, want := range []string{"npumon keys", "next OOM", "zoom in", "filter", "stream=N"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	press(m, "esc")
+	if m.showHelp {
+		t.Fatalf("esc should close help")
+	}
+	if !isQuit(press(m, "q")) {
+		t.Fatalf("q should quit")
+	}
+	if !isQuit(press(small(t, 80, 24), "ctrl+c")) {
+		t.Fatalf("ctrl+c should quit")
+	}
+}
+
+func TestZoomAndPan(t *testing.T) {
+	m := small(t, 120, 40)
+	press(m, "g", "right", "right", "right", "right")
+	press(m, "+")
+	if !m.zoomed || m.win1-m.win0 >= 8*tStep+1 {
+		t.Fatalf("+ should zoom: %v [%d,%d)", m.zoomed, m.win0, m.win1)
+	}
+	if m.cursor < m.win0 || m.cursor >= m.win1 {
+		t.Fatalf("zoom must keep the cursor in view")
+	}
+	w0 := m.win0
+	press(m, ">")
+	if m.win0 <= w0 {
+		t.Fatalf("> should pan right")
+	}
+	press(m, "-", "-", "-")
+	if m.zoomed {
+		t.Fatalf("zooming out past the range should reset")
+	}
+	press(m, "+", "0")
+	if m.zoomed {
+		t.Fatalf("0 should reset zoom")
+	}
+	press(m, "r")
+	if !strings.Contains(m.View(), "+3.00ms") {
+		t.Errorf("r should show relative time:\n%s", m.View())
+	}
+}
+
+// liveSource is a fakeSource whose entries appear over time.
+type liveSource struct {
+	*fakeSource
+	full []allocator.TraceEntry
+}
+
+func (l *liveSource) grow(n int) {
+	l.mu.Lock()
+	l.snap.DeviceTraces[0] = l.full[:n]
+	l.version++
+	l.mu.Unlock()
+	tl := l.tls[0]
+	tl.Entries = l.full[:n]
+}
+
+func TestLiveFollowPauseAndConnState(t *testing.T) {
+	snap := smallSnapshot(true)
+	full := snap.DeviceTraces[0]
+	f := newFakeSource(snap, nil)
+	ls := &liveSource{fakeSource: f, full: full}
+	ls.grow(5)
+	o := testOptions(ls)
+	o.Live = true
+	o.SourceName = "pid 42 @ /tmp/npumon.sock"
+	m := newSized(t, o, 120, 40)
+	if !strings.Contains(m.View(), "LIVE") || m.Cursor() != t0+4*tStep {
+		t.Fatalf("live should follow the newest entry: cursor %d\n%s", m.Cursor(), m.View())
+	}
+	ls.grow(7)
+	m.Update(tickMsg(fixedNow))
+	if m.Cursor() != t0+6*tStep {
+		t.Fatalf("follow: cursor %d", m.Cursor())
+	}
+	press(m, "space")
+	ls.grow(9)
+	m.Update(DataMsg{})
+	v := m.View()
+	if m.Cursor() != t0+6*tStep || !strings.Contains(v, "PAUSED") || !strings.Contains(v, "2.00ms behind (2 events)") {
+		t.Fatalf("paused live should stay and say how far behind: cursor %d\n%s", m.Cursor(), v)
+	}
+	press(m, "f")
+	if m.Cursor() != t0+8*tStep || !strings.Contains(m.View(), "LIVE") {
+		t.Fatalf("f should follow again")
+	}
+	m.Update(ConnStateMsg{State: ConnReconnecting, Detail: "attempt 3"})
+	if !strings.Contains(m.View(), "reconnecting attempt 3") {
+		t.Errorf("conn state not in header:\n%s", m.View())
+	}
+	m.Update(ErrorMsg{Err: errors.New("connection reset")})
+	if !strings.Contains(m.View(), "connection reset") {
+		t.Errorf("error not shown")
+	}
+}
+
+func TestLoadingAnswersKeys(t *testing.T) {
+	src := newFakeSource(smallSnapshot(true), nil)
+	o := testOptions(src)
+	started := make(chan struct{})
+	o.Load = func(ctx context.Context, report func(Progress)) error {
+		report(Progress{Stage: "decoding", BytesDone: 3 * mib, BytesTotal: 12 * mib, Entries: 4200})
+		close(started)
+		<-ctx.Done() // a huge file: never finishes on its own
+		return ctx.Err()
+	}
+	m := New(o)
+	cmds := m.Init()
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	// Run the batch: the loader is one of its commands; run it in the background.
+	done := make(chan tea.Msg, 4)
+	for _, c := range cmds().(tea.BatchMsg) {
+		go func() { done <- c() }()
+	}
+	<-started
+	m.Update(tickMsg(fixedNow))
+	v := m.View()
+	for _, want := range []string{"decoding small.pickle", "3.00 MiB of 12.0 MiB decoded (25%)", "4200 entries indexed"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("loading screen lacks %q:\n%s", want, v)
+		}
+	}
+	if !isQuit(press(m, "q")) {
+		t.Fatalf("q must quit while loading")
+	}
+	for {
+		if msg := <-done; msg != nil {
+			if ld, ok := msg.(loadDoneMsg); ok {
+				if !errors.Is(ld.err, context.Canceled) {
+					t.Fatalf("quitting should cancel the loader, got %v", ld.err)
+				}
+				break
+			}
+		}
+	}
+}
+
+func TestLoadErrorShown(t *testing.T) {
+	o := testOptions(newFakeSource(smallSnapshot(true), nil))
+	o.Load = func(context.Context, func(Progress)) error { return errors.New("x.pickle: offset 12: truncated") }
+	m := New(o)
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	m.Update(loadDoneMsg{err: o.Load(nil, nil)})
+	if v := m.View(); !strings.Contains(v, "error: x.pickle: offset 12: truncated") {
+		t.Fatalf("load error not shown:\n%s", v)
+	}
+	if m.Err() == nil {
+		t.Fatalf("Err should return the load error")
+	}
+}
+
+func TestViewIsCachedUntilSomethingChanges(t *testing.T) {
+	m := small(t, 120, 40)
+	a := m.View()
+	if m.dirty {
+		t.Fatal("view should be clean after rendering")
+	}
+	m.Update(tickMsg(fixedNow))
+	if m.dirty {
+		t.Fatal("an idle tick must not force a redraw")
+	}
+	press(m, "left")
+	if b := m.View(); b == a {
+		t.Fatal("cursor move should change the view")
+	}
 }

@@ -33,21 +33,20 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	}
 	y := headerRows
 	if m.compact() {
-		full := rect{0, y, w, avail}
-		if m.focus == paneTimeline {
-			return true, full, rect{}, rect{}, rect{}
-		}
 		th := min(8, avail/3)
+		if m.focus == paneTimeline {
+			th = max(th, avail/2)
+		}
 		if th < 4 {
 			th = 0
 		}
 		tl = rect{0, y, w, th}
 		rest := rect{0, y + th, w, avail - th}
 		switch m.focus {
+		case paneTimeline, paneEvents:
+			ev = rest
 		case paneSegments:
 			seg = rest
-		case paneEvents:
-			ev = rest
 		case paneOps:
 			op = rest
 		}
@@ -91,9 +90,17 @@ func (m *Model) render() string {
 	if m.w <= 0 || m.h <= 0 {
 		return ""
 	}
+	body := m.h - headerRows - hintRows
+	if body < 3 || m.w < 20 {
+		lines := make([]string, m.h)
+		lines[0] = fit("npumon: terminal too small", m.w)
+		for i := 1; i < m.h; i++ {
+			lines[i] = fit("", m.w)
+		}
+		return strings.Join(lines, "\n")
+	}
 	lines := make([]string, 0, m.h)
 	lines = append(lines, m.headerLines()...)
-	body := m.h - headerRows - hintRows
 	switch {
 	case m.showHelp:
 		lines = append(lines, m.helpLines(body)...)
@@ -236,14 +243,32 @@ func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
 func (m *Model) headerLines() []string {
 	th := m.th
 	sep := th.Dim.Render("  " + th.G.VBar + "  ")
+	if m.w < 120 {
+		sep = th.Dim.Render(" " + th.G.VBar + " ")
+	}
 	name := m.o.SourceName
 	if name == "" {
 		name = "(no source)"
 	}
-	l1 := []string{th.Header.Render("npumon"), name}
+	if m.w < 100 {
+		name = shortName(name, 24)
+	}
+	wide := m.w >= 120
+	var l1 []string
+	if wide {
+		l1 = append(l1, th.Header.Render("npumon"))
+	}
+	l1 = append(l1, name)
 	if m.hasData {
-		l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, indexOf(m.devices, m.dev)+1, len(m.devices)))
-		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
+		if wide {
+			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, indexOf(m.devices, m.dev)+1, len(m.devices)))
+			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
+		} else {
+			l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Header.Render(m.timeFmt().clock(m.cursor)))
+		}
+	}
+	if m.hasData && m.base == monitor.TimeSequence {
+		l1 = append(l1, th.Warn.Render("no timestamps in this file"))
 	}
 	mode := th.Mode.Render(m.modeText())
 	if m.o.Live && !m.follow && m.hasData {
@@ -285,12 +310,18 @@ func (m *Model) headerLines() []string {
 		if m.hasOpAt {
 			parts = append(parts, "op "+m.opAt.Name)
 		}
-		if m.base == monitor.TimeSequence {
-			parts = append(parts, th.Warn.Render("no timestamps in this file"))
-		}
 		l2 = strings.Join(parts, "  ")
 	}
 	return []string{strings.Join(l1, sep), l2}
+}
+
+// shortName keeps the tail of a long path.
+func shortName(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
 }
 
 func indexOf(s []int, v int) int {
@@ -316,8 +347,9 @@ func (m *Model) hintLine() string {
 	if m.showHelp {
 		return th.Hint.Render("? or esc closes help · q quits")
 	}
-	hv := m.help.ShortHelpView(m.keys.ShortHelp())
-	return hv
+	hl := m.help
+	hl.Width = m.w
+	return hl.ShortHelpView(m.keys.ShortHelp())
 }
 
 func (m *Model) helpLines(body int) []string {

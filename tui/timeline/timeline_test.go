@@ -1,0 +1,96 @@
+package timeline
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/theme"
+)
+
+func testTheme(ascii bool) *theme.Theme {
+	r := lipgloss.NewRenderer(nil)
+	r.SetColorProfile(termenv.Ascii)
+	return theme.New(r, ascii, true)
+}
+
+// ramp is a series over [0, cols) where column i holds i MiB allocated,
+// 2i active and 100 MiB reserved.
+func ramp(cols int) monitor.Series {
+	s := monitor.Series{T0: 0, T1: int64(cols), Columns: cols}
+	for i := 0; i < cols; i++ {
+		v := int64(i) << 20
+		s.Allocated = append(s.Allocated, monitor.MinMax{Min: v, Max: v})
+		s.Active = append(s.Active, monitor.MinMax{Min: 2 * v, Max: 2 * v})
+		s.Reserved = append(s.Reserved, monitor.MinMax{Min: 100 << 20, Max: 100 << 20})
+	}
+	return s
+}
+
+func TestColumnsAndCursor(t *testing.T) {
+	m := New(testTheme(true))
+	m.SetSize(46, 12)
+	cols := m.Columns()
+	if cols != 40 {
+		t.Fatalf("columns %d, want 40 (46 − 5 label − 1 axis)", cols)
+	}
+	m.SetData(ramp(cols), []Marker{{T: 10, Kind: MarkStep}, {T: 30, Kind: MarkOOM}})
+	m.SetCursor(20)
+	m.SetHighlight(25, 28, true)
+	v := m.View()
+	lines := strings.Split(v, "\n")
+	if len(lines) != 12 {
+		t.Fatalf("%d lines, want 12", len(lines))
+	}
+	for i, l := range lines {
+		if lipgloss.Width(l) != 46 {
+			t.Fatalf("line %d is %d wide", i, lipgloss.Width(l))
+		}
+	}
+	strip := []rune(lines[0])
+	x0 := 6
+	for col, want := range map[int]rune{10: ':', 20: 'v', 25: '=', 28: '=', 30: 'X'} {
+		if strip[x0+col] != want {
+			t.Errorf("strip column %d = %q, want %q (strip %q)", col, strip[x0+col], want, lines[0])
+		}
+	}
+	// The area is 100 MiB reserved everywhere, so every graph row has '.' or better;
+	// the last column is the tallest allocated one.
+	if !strings.Contains(lines[len(lines)-3], "#") {
+		t.Errorf("bottom row lacks allocated area:\n%s", v)
+	}
+	if m.ColumnOf(-1) != -1 || m.ColumnOf(39) != 39 || m.ColumnOf(40) != -1 {
+		t.Errorf("ColumnOf bounds wrong")
+	}
+}
+
+func TestXAxisIsFloat(t *testing.T) {
+	// A 2 ms window in epoch µs: the labels must differ (timeserieslinechart
+	// would round all of them to the same second).
+	m := New(testTheme(false))
+	m.SetSize(80, 10)
+	cols := m.Columns()
+	s := ramp(cols)
+	s.T0, s.T1 = 1_700_000_000_000_000, 1_700_000_000_002_000
+	m.Origin, m.Unit = s.T0, 1e6
+	var labels []float64
+	m.XLabel = func(x float64) string { labels = append(labels, x); return "L" }
+	m.SetData(s, nil)
+	m.View()
+	if len(labels) < 2 || labels[1] <= labels[0] || labels[len(labels)-1] > 0.0021 {
+		t.Fatalf("x labels not sub-second floats: %v", labels)
+	}
+}
+
+func TestTinySizesDoNotPanic(t *testing.T) {
+	m := New(testTheme(false))
+	for _, sz := range [][2]int{{0, 0}, {1, 1}, {5, 3}, {10, 2}, {8, 4}} {
+		m.SetSize(sz[0], sz[1])
+		m.SetData(ramp(max(1, m.Columns())), nil)
+		m.SetCursor(0)
+		_ = m.View()
+	}
+}
