@@ -157,3 +157,14 @@ func checkFrame(t *testing.T, v string, w, h int) {
 		}
 	}
 }
+
+// fixtureSource is the data the golden tests draw.
+func fixtureSource(t *testing.T) Source {
+	return newFakeSource(smallSnapshot(true), smallOps())
+}
+
+func fixtureOptions(src Source) Options {
+	o := testOptions(src)
+	o.SourceName = "small.pickle"
+	return o
+}
