@@ -172,31 +172,38 @@ func memoryRecordOf(r *MemoryUsageRecord, epochNS int64) MemoryRecord {
 	}
 }
 
-// pairMarks pairs op marks into queue ranges: per (tid, name, queue side)
-// the latest START is matched with the next END (§2.3).
-func pairMarks(marks []OpMarkRecord, tb *TimeBase) []QueueRange {
-	type key struct {
-		tid     uint64
-		name    string
-		dequeue bool
+// markPairer pairs op marks into queue ranges: per (tid, name, queue side)
+// the latest START is matched with the next END (§2.3). It keeps unmatched
+// STARTs across calls, so a tail can pair marks split between polls.
+type markPairer struct {
+	open map[markKey]OpMarkRecord
+}
+
+type markKey struct {
+	tid     uint64
+	name    string
+	dequeue bool
+}
+
+func (p *markPairer) pair(marks []OpMarkRecord, tb *TimeBase) []QueueRange {
+	if p.open == nil {
+		p.open = map[markKey]OpMarkRecord{}
 	}
 	sorted := append([]OpMarkRecord(nil), marks...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].TimeNS < sorted[j].TimeNS })
-	open := map[key]*OpMarkRecord{}
 	var out []QueueRange
-	for i := range sorted {
-		m := &sorted[i]
+	for _, m := range sorted {
 		deq := m.Category >= MarkDequeueStart
-		k := key{m.TID, m.Name, deq}
+		k := markKey{m.TID, m.Name, deq}
 		switch m.Category {
 		case MarkEnqueueStart, MarkDequeueStart:
-			open[k] = m
+			p.open[k] = m
 		case MarkEnqueueEnd, MarkDequeueEnd:
-			s, ok := open[k]
+			s, ok := p.open[k]
 			if !ok {
 				continue
 			}
-			delete(open, k)
+			delete(p.open, k)
 			out = append(out, QueueRange{
 				Name: m.Name, Dequeue: deq, StartNS: tb.EpochNS(s.TimeNS), EndNS: tb.EpochNS(m.TimeNS),
 				TID: m.TID, PID: m.PID, CorrelationID: s.CorrelationID,

@@ -205,7 +205,8 @@ func readFramework(root string) (*Data, error) {
 	d.TimeBase = &tb
 	d.Ops = opsFromRecords(recs.OpRanges, &tb)
 	d.finishOps()
-	d.Queue = pairMarks(recs.OpMarks, &tb)
+	var mp markPairer
+	d.Queue = mp.pair(recs.OpMarks, &tb)
 	d.Memory = memoryFromRecords(recs.Memory, &tb)
 	d.sortMemory()
 	for _, g := range recs.GC {
