@@ -135,6 +135,8 @@ type Model struct {
 
 	frame string // cached View
 	dirty bool
+
+	headless time.Duration // RunHeadless: quit this long after loading
 }
 
 func newModel(o Options) *Model {
@@ -175,6 +177,7 @@ func (m *Model) Init() tea.Cmd {
 		})
 	} else {
 		m.refreshData()
+		cmds = append(cmds, m.headlessTimer())
 	}
 	return tea.Batch(cmds...)
 }
@@ -236,10 +239,17 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case loadDoneMsg:
 		m.loading = false
 		m.loadErr = msg.err
-		if msg.err == nil {
-			m.refreshData()
-		}
 		m.dirty = true
+		if msg.err != nil {
+			if m.headless > 0 {
+				return m, tea.Quit
+			}
+			return m, nil
+		}
+		m.refreshData()
+		return m, m.headlessTimer()
+	case headlessQuitMsg:
+		return m, tea.Quit
 	case DataMsg:
 		m.pollData()
 	case ConnStateMsg:
@@ -331,8 +341,10 @@ func (m *Model) refreshData() {
 	m.rebuildOpView()
 	switch {
 	case !wasData && !m.o.Live:
-		m.cursor = m.first - 1 // initial state: before the first entry
-		if m.n > 0 {
+		// A replay opens at the end (the state the file was dumped in),
+		// or at the initial state when asked to play.
+		m.cursor = m.first - 1
+		if m.n > 0 && !m.playing {
 			m.cursor = m.last
 		}
 	case m.follow:

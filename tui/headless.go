@@ -1,0 +1,45 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// headlessQuitMsg ends a headless run.
+type headlessQuitMsg struct{}
+
+// RunHeadless runs the app's data path — loading, polling the Source,
+// playback, the cursor queries of a 120×40 screen — without a terminal,
+// for d after loading finished, and returns the final model (its Summary
+// is the state at the final cursor).
+func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, error) {
+	m := New(opts)
+	m.headless = d
+	p := tea.NewProgram(m, tea.WithInput(nil), tea.WithoutRenderer(), tea.WithOutput(io.Discard),
+		tea.WithContext(ctx), tea.WithoutSignalHandler())
+	go p.Send(tea.WindowSizeMsg{Width: 120, Height: 40})
+	_, err := p.Run()
+	m.Close()
+	if m.loadErr != nil {
+		return m, m.loadErr
+	}
+	if err != nil && !(errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil) {
+		return m, err
+	}
+	return m, nil
+}
+
+// headlessTimer starts the countdown of a headless run once data is there.
+func (m *Model) headlessTimer() tea.Cmd {
+	if m.headless <= 0 {
+		return nil
+	}
+	d := m.headless
+	m.headless = 0
+	m.lastTick = time.Time{}
+	return tea.Tick(d, func(time.Time) tea.Msg { return headlessQuitMsg{} })
+}
