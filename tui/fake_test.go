@@ -61,8 +61,9 @@ func (f *fakeSource) Bounds(d int) (int64, int64) {
 	}
 	return f.timeOf(d, 0), f.timeOf(d, n-1)
 }
-func (f *fakeSource) Len(d int) int64                            { return int64(len(f.tls[d].Entries)) }
-func (f *fakeSource) Stack(id allocator.StackID) allocator.Stack { return f.snap.Stack(id) }
+func (f *fakeSource) DeviceInfo(d int) (monitor.DeviceInfo, bool) { return monitor.DeviceInfo{}, false }
+func (f *fakeSource) Len(d int) int64                             { return int64(len(f.tls[d].Entries)) }
+func (f *fakeSource) Stack(id allocator.StackID) allocator.Stack  { return f.snap.Stack(id) }
 
 // applied is the number of entries with time ≤ cursor.
 func (f *fakeSource) applied(d int, cursor int64) int {

@@ -5,6 +5,8 @@
 package tui
 
 import (
+	"fmt"
+
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
 )
@@ -18,6 +20,7 @@ type Source interface {
 	Bounds(device int) (first, last int64)
 	Len(device int) int64
 	Stack(id allocator.StackID) allocator.Stack
+	DeviceInfo(device int) (monitor.DeviceInfo, bool)
 
 	StateAt(device int, cursor int64) monitor.State
 	Series(device int, t0, t1 int64, columns int) monitor.Series
@@ -33,7 +36,32 @@ type Source interface {
 	Peak(device int) (cursor int64, activeBytes int64)
 }
 
+// *monitor.Store is the Source every command passes.
+var _ Source = (*monitor.Store)(nil)
+
+// gapSource is implemented by stores that record entries a live producer dropped.
+type gapSource interface {
+	Gaps(device int) []monitor.GapRecord
+}
+
 // hbm is the device's HBM used / total for live sources that know it.
 func (m *Model) hbm() (string, bool) {
-	return "", false
+	info, ok := m.o.Source.DeviceInfo(m.dev)
+	if !ok || info.HBMTotal <= 0 {
+		return "", false
+	}
+	return fmt.Sprintf("HBM %s / %s", fmtBytes(info.HBMUsed), fmtBytes(info.HBMTotal)), true
+}
+
+// dropped is the number of entries the producer dropped on this device.
+func (m *Model) dropped() int64 {
+	g, ok := m.o.Source.(gapSource)
+	if !ok {
+		return 0
+	}
+	var n int64
+	for _, r := range g.Gaps(m.dev) {
+		n += r.Missed
+	}
+	return n
 }

@@ -304,6 +304,9 @@ func (m *Model) headerLines() []string {
 		if s.OOMs > 0 {
 			parts = append(parts, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
 		}
+		if d := m.dropped(); d > 0 {
+			parts = append(parts, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
+		}
 		if hbm, ok := m.hbm(); ok {
 			parts = append(parts, hbm)
 		}

@@ -1,0 +1,49 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+)
+
+func storeOf(t testing.TB, snap *allocator.Snapshot, ops []monitor.Op) *monitor.Store {
+	t.Helper()
+	st := monitor.NewStore(monitor.StoreOptions{})
+	if err := st.IngestSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	st.IngestOps(ops)
+	return st
+}
+
+// TestStoreAndFakeAgree drives the app on the real Store and on the naive
+// fake with the same keys: what the header and panes say must match.
+func TestStoreAndFakeAgree(t *testing.T) {
+	for _, timed := range []bool{true, false} {
+		fake := small(t, 160, 48)
+		if !timed {
+			fake = newSized(t, testOptions(newFakeSource(smallSnapshot(false), smallOps())), 160, 48)
+		}
+		real := newSized(t, testOptions(storeOf(t, smallSnapshot(timed), smallOps())), 160, 48)
+		for _, k := range []string{"", "g", "right", "right", "right", "right", "right", "right", "right", "o", "p", "G", "left"} {
+			if k != "" {
+				press(fake, k)
+				press(real, k)
+			}
+			fs, rs := fake.Summary(), real.Summary()
+			if fake.Cursor() != real.Cursor() || fs.Applied != rs.Applied || fs.ActiveBytes != rs.ActiveBytes ||
+				fs.ReservedBytes != rs.ReservedBytes || fs.OOMs != rs.OOMs {
+				t.Fatalf("timed=%v after %q: fake cursor %d %+v\nstore cursor %d %+v", timed, k, fake.Cursor(), fs, real.Cursor(), rs)
+			}
+			fv, rv := strings.Split(fake.View(), "\n"), strings.Split(real.View(), "\n")
+			// Segment map and events (rows 18..30) must be identical.
+			for i := 18; i < 30; i++ {
+				if fv[i] != rv[i] {
+					t.Fatalf("timed=%v after %q, row %d differs:\nfake  %q\nstore %q", timed, k, i, fv[i], rv[i])
+				}
+			}
+		}
+	}
+}
