@@ -83,11 +83,16 @@ func (e *testEnv) stat(key string) int64 {
 	return v
 }
 
-// actions returns the recorded trace as "action size" strings.
+// trace returns the recorded trace without the entries of the snapshots
+// taken to read it.
 func (e *testEnv) trace() []TraceEntry {
-	s := e.a.Snapshot()
-	tr := s.DeviceTraces[0]
-	return tr[:len(tr)-1] // drop the snapshot entry
+	var out []TraceEntry
+	for _, te := range e.a.Snapshot().DeviceTraces[0] {
+		if te.Action != ActionSnapshot {
+			out = append(out, te)
+		}
+	}
+	return out
 }
 
 func actionNames(tr []TraceEntry) []string {
