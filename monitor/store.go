@@ -122,8 +122,9 @@ func (s *Store) Version() uint64 { return s.ver.Load() }
 // IngestSnapshot loads a decoded capture: per device, the state before the
 // first entry is reconstructed once (replay.NewTimeline), then the trace is
 // indexed forward. It replaces the logs of the devices the snapshot holds.
-// The snapshot's stack table is adopted; the snapshot must not be modified
-// afterwards.
+// A snapshot with a stack table replaces the Store's table (its ids are
+// used as they are); one without keeps it (ids already from InternStack).
+// The snapshot must not be modified afterwards.
 func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 	if snap == nil {
 		return fmt.Errorf("monitor: ingest: no snapshot")
@@ -152,8 +153,10 @@ func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stacks = append([]allocator.Stack{nil}, snap.Stacks[min(1, len(snap.Stacks)):]...)
-	s.stackIdx = nil
+	if len(snap.Stacks) > 1 {
+		s.stacks = append([]allocator.Stack{nil}, snap.Stacks[1:]...)
+		s.stackIdx = nil
+	} // else: ids are already this Store's (live sources intern via InternStack)
 	s.annotations = append([]allocator.Annotation(nil), snap.ExternalAnnotations...)
 	for _, b := range logs {
 		s.putDev(b.d)

@@ -1,0 +1,590 @@
+package monitor
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// The live wire protocol (docs/protocol.md): a byte stream of frames
+//
+//	u32 LE length | u8 type | payload (length-1 bytes)
+//
+// Integers inside payloads are LEB128 varints (signed ones zigzag), strings
+// are a uvarint length plus UTF-8 bytes. The producer speaks first: HELLO,
+// then STACKS/SNAPSHOT, then ENTRIES, OPS, HEARTBEAT, GAP and STACKS frames
+// in any order, BYE last.
+
+// ProtocolVersion is the wire version this package speaks.
+const ProtocolVersion = 1
+
+// protocolMagic opens every HELLO payload.
+const protocolMagic = "NPUMON"
+
+// MaxFrame caps a frame's length; a larger length prefix is a decode error.
+const MaxFrame = 16 << 20
+
+// Frame types.
+const (
+	frameHello     = 1
+	frameStacks    = 2
+	frameSnapshot  = 3
+	frameEntries   = 4
+	frameOps       = 5
+	frameHeartbeat = 6
+	frameGap       = 7
+	frameBye       = 8
+)
+
+// actionUnknown marks an action sent by name.
+const actionUnknown = 0xFF
+
+// wireActions are the action codes 0..12 (torch's strings, docs/protocol.md).
+var wireActions = [...]allocator.Action{
+	allocator.ActionAlloc, allocator.ActionFreeRequested, allocator.ActionFreeCompleted, allocator.ActionFree,
+	allocator.ActionSegmentAlloc, allocator.ActionSegmentFree, allocator.ActionSegmentMap, allocator.ActionSegmentUnmap,
+	allocator.ActionSnapshot, allocator.ActionOOM, allocator.ActionUserDefined, allocator.ActionAnnotate,
+	allocator.ActionWorkspaceSnapshot,
+}
+
+// Hello is the producer's handshake.
+type Hello struct {
+	Version     int
+	PID         int
+	Host        string
+	StartUS     int64 // producer start, epoch µs
+	NowUS       int64 // producer wall clock when the HELLO was sent, epoch µs
+	ClockSource string
+	TimeBase    TimeBase
+	Devices     []DeviceInfo
+	Settings    *allocator.Settings
+}
+
+// ---- encoding ----
+
+type enc struct{ b []byte }
+
+func (e *enc) u8(v uint8)     { e.b = append(e.b, v) }
+func (e *enc) uv(v uint64)    { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) iv(v int64)     { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) str(s string)   { e.uv(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *enc) f64(v float64)  { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v)) }
+func (e *enc) bool(v bool)    { e.u8(b2u(v)) }
+func (e *enc) begin(typ byte) { e.b = append(e.b, 0, 0, 0, 0, typ) }
+
+// beginAt starts a frame and returns its offset for end.
+func (e *enc) frame(typ byte) int { off := len(e.b); e.begin(typ); return off }
+
+func (e *enc) end(off int) {
+	binary.LittleEndian.PutUint32(e.b[off:], uint32(len(e.b)-off-4))
+}
+
+func b2u(v bool) uint8 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func encodeHello(e *enc, h *Hello) {
+	off := e.frame(frameHello)
+	e.b = append(e.b, protocolMagic...)
+	e.b = binary.LittleEndian.AppendUint16(e.b, uint16(h.Version))
+	e.uv(uint64(h.PID))
+	e.str(h.Host)
+	e.iv(h.StartUS)
+	e.iv(h.NowUS)
+	e.str(h.ClockSource)
+	e.u8(uint8(h.TimeBase))
+	e.uv(uint64(len(h.Devices)))
+	for _, d := range h.Devices {
+		e.iv(int64(d.ID))
+		e.str(d.Name)
+		e.iv(d.HBMTotal)
+		e.iv(d.HBMUsed)
+		e.uv(uint64(d.Streams))
+	}
+	if s := h.Settings; s != nil {
+		e.u8(1)
+		e.str(s.ConfKey)
+		e.str(s.Conf)
+		e.iv(s.MaxSplitSize)
+		e.f64(s.GarbageCollectionThreshold)
+		e.u8(b2u(s.ExpandableSegments) | b2u(s.ReleaseLockOnMalloc)<<1 | b2u(s.PinnedUseHostRegister)<<2 | b2u(s.GraphCaptureRecordStreamReuse)<<3)
+		e.iv(s.PinnedNumRegisterThreads)
+		e.uv(uint64(len(s.RoundupPower2Divisions)))
+		for k, v := range s.RoundupPower2Divisions {
+			e.iv(k)
+			e.iv(v)
+		}
+	} else {
+		e.u8(0)
+	}
+	e.end(off)
+}
+
+func encodeStacks(e *enc, ids []allocator.StackID, stacks []allocator.Stack) {
+	off := e.frame(frameStacks)
+	e.uv(uint64(len(ids)))
+	for i, id := range ids {
+		e.uv(uint64(id))
+		e.uv(uint64(len(stacks[i])))
+		for _, f := range stacks[i] {
+			e.str(f.Filename)
+			e.iv(f.Line)
+			e.str(f.Name)
+		}
+	}
+	e.end(off)
+}
+
+// encodeSnapshot writes segments and, per device, the sequence number of
+// the first entry the snapshot does not reflect.
+func encodeSnapshot(e *enc, segs []allocator.Segment, resume map[int]uint64) {
+	off := e.frame(frameSnapshot)
+	e.uv(uint64(len(segs)))
+	for i := range segs {
+		s := &segs[i]
+		e.iv(int64(s.Device))
+		e.uv(s.Address)
+		e.iv(s.TotalSize)
+		e.uv(s.Stream)
+		e.u8(b2u(s.IsLarge) | b2u(s.IsExpandable)<<1 | b2u(s.HasPoolID)<<2)
+		if s.HasPoolID {
+			e.iv(s.PoolID[0])
+			e.iv(s.PoolID[1])
+		}
+		e.uv(uint64(s.Frames))
+		e.uv(uint64(len(s.Blocks)))
+		for _, b := range s.Blocks {
+			e.uv(b.Address)
+			e.iv(b.Size)
+			e.iv(b.RequestedSize)
+			e.u8(uint8(b.State))
+			e.uv(uint64(b.Frames))
+		}
+	}
+	e.uv(uint64(len(resume)))
+	for d, seq := range resume {
+		e.iv(int64(d))
+		e.uv(seq)
+	}
+	e.end(off)
+}
+
+func encodeAction(e *enc, a allocator.Action) {
+	if a < allocator.Action(len(wireActions)) && wireActions[a] == a {
+		e.u8(uint8(a))
+		return
+	}
+	e.u8(actionUnknown)
+	e.str(a.String())
+}
+
+// encodeEntries writes one ENTRIES frame for entries first..first+len-1.
+func encodeEntries(e *enc, device int, first uint64, entries []allocator.TraceEntry) {
+	off := e.frame(frameEntries)
+	e.iv(int64(device))
+	e.uv(first)
+	e.uv(uint64(len(entries)))
+	var last int64
+	for i := range entries {
+		t := &entries[i]
+		encodeAction(e, t.Action)
+		e.uv(t.Addr)
+		e.iv(t.Size)
+		e.uv(t.Stream)
+		e.iv(t.TimeUS - last)
+		last = t.TimeUS
+		e.uv(uint64(t.Frames))
+		flags := b2u(t.HasPoolID) | b2u(t.CompileContext != "")<<1 | b2u(t.UserMetadata != "")<<2 | b2u(t.DeviceFree != 0)<<3
+		e.u8(flags)
+		if t.HasPoolID {
+			e.iv(t.PoolID[0])
+			e.iv(t.PoolID[1])
+		}
+		if t.CompileContext != "" {
+			e.str(t.CompileContext)
+		}
+		if t.UserMetadata != "" {
+			e.str(t.UserMetadata)
+		}
+		if t.DeviceFree != 0 {
+			e.iv(t.DeviceFree)
+		}
+	}
+	e.end(off)
+}
+
+func encodeOps(e *enc, ops []Op) {
+	off := e.frame(frameOps)
+	e.uv(uint64(len(ops)))
+	for i := range ops {
+		o := &ops[i]
+		e.str(o.Name)
+		e.iv(o.StartUS)
+		e.iv(o.EndUS)
+		e.uv(o.Thread)
+		e.iv(o.Seq)
+		e.iv(int64(o.Device))
+		e.iv(o.MemDelta)
+		e.iv(o.Step)
+		e.bool(o.IsStep)
+		e.str(o.InputDims)
+	}
+	e.end(off)
+}
+
+func encodeHeartbeat(e *enc, nowUS int64, devs []DeviceInfo) {
+	off := e.frame(frameHeartbeat)
+	e.iv(nowUS)
+	e.uv(uint64(len(devs)))
+	for _, d := range devs {
+		e.iv(int64(d.ID))
+		e.iv(d.HBMTotal)
+		e.iv(d.HBMUsed)
+	}
+	e.end(off)
+}
+
+func encodeGap(e *enc, device int, missed, next uint64) {
+	off := e.frame(frameGap)
+	e.iv(int64(device))
+	e.uv(missed)
+	e.uv(next)
+	e.end(off)
+}
+
+func encodeBye(e *enc, reason string) {
+	off := e.frame(frameBye)
+	e.str(reason)
+	e.end(off)
+}
+
+// ---- decoding ----
+
+// errShort is a payload that ends inside a field.
+var errShort = errors.New("payload ends inside a field")
+
+// dec reads one frame's payload; the first error sticks.
+type dec struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *dec) fail(field string, err error) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%s at payload offset %d: %w", field, d.off, err)
+	}
+}
+
+func (d *dec) u8(field string) uint8 {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail(field, errShort)
+		return 0
+	}
+	v := d.b[d.off]
+	d.off++
+	return v
+}
+
+func (d *dec) uv(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 {
+		d.fail(field, errors.New("bad varint"))
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *dec) iv(field string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 {
+		d.fail(field, errors.New("bad varint"))
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *dec) str(field string) string {
+	n := d.uv(field)
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.fail(field, fmt.Errorf("string length %d beyond the frame", n))
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+func (d *dec) f64(field string) float64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b)-d.off < 8 {
+		d.fail(field, errShort)
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
+	d.off += 8
+	return v
+}
+
+// count reads a element count and caps it by the bytes left (each element
+// takes at least minSize bytes), so hostile counts cannot allocate.
+func (d *dec) count(field string, minSize int) int {
+	n := d.uv(field)
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64((len(d.b)-d.off)/minSize) {
+		d.fail(field, fmt.Errorf("count %d beyond the frame", n))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *dec) done() error {
+	if d.err == nil && d.off != len(d.b) {
+		d.err = fmt.Errorf("%d trailing bytes in frame", len(d.b)-d.off)
+	}
+	return d.err
+}
+
+// frameReader reads frames from a stream, reusing one buffer.
+type frameReader struct {
+	r   io.Reader
+	hdr [5]byte
+	buf []byte
+	off int64 // stream offset of the next frame
+}
+
+// next returns the next frame's type and payload (valid until the next call).
+func (fr *frameReader) next() (byte, []byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return 0, nil, fmt.Errorf("stream offset %d: connection closed inside a frame header", fr.off)
+		}
+		return 0, nil, err
+	}
+	n := binary.LittleEndian.Uint32(fr.hdr[:4])
+	if n < 1 || n > MaxFrame {
+		return 0, nil, fmt.Errorf("stream offset %d: frame length %d out of range (1..%d)", fr.off, n, MaxFrame)
+	}
+	typ := fr.hdr[4]
+	if cap(fr.buf) < int(n-1) {
+		fr.buf = make([]byte, n-1)
+	}
+	fr.buf = fr.buf[:n-1]
+	if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
+		return 0, nil, fmt.Errorf("stream offset %d: connection closed inside a frame (type %d, %d bytes): %w", fr.off, typ, n, io.ErrUnexpectedEOF)
+	}
+	fr.off += 4 + int64(n)
+	return typ, fr.buf, nil
+}
+
+func decodeHello(p []byte) (*Hello, error) {
+	if len(p) < len(protocolMagic)+2 || string(p[:len(protocolMagic)]) != protocolMagic {
+		return nil, errors.New("not an npumon producer (bad HELLO magic)")
+	}
+	h := &Hello{Version: int(binary.LittleEndian.Uint16(p[len(protocolMagic):]))}
+	if h.Version != ProtocolVersion {
+		return nil, fmt.Errorf("producer speaks protocol version %d, this npumon speaks %d", h.Version, ProtocolVersion)
+	}
+	d := &dec{b: p, off: len(protocolMagic) + 2}
+	h.PID = int(d.uv("pid"))
+	h.Host = d.str("host")
+	h.StartUS = d.iv("start_us")
+	h.NowUS = d.iv("now_us")
+	h.ClockSource = d.str("clock")
+	h.TimeBase = TimeBase(d.u8("time_base"))
+	n := d.count("devices", 5)
+	for i := 0; i < n && d.err == nil; i++ {
+		h.Devices = append(h.Devices, DeviceInfo{ID: int(d.iv("device.id")), Name: d.str("device.name"),
+			HBMTotal: d.iv("device.hbm_total"), HBMUsed: d.iv("device.hbm_used"), Streams: int(d.uv("device.streams"))})
+	}
+	if d.u8("settings") == 1 {
+		s := &allocator.Settings{}
+		s.ConfKey = d.str("settings.conf_key")
+		s.Conf = d.str("settings.conf")
+		s.MaxSplitSize = d.iv("settings.max_split_size")
+		s.GarbageCollectionThreshold = d.f64("settings.gc_threshold")
+		f := d.u8("settings.flags")
+		s.ExpandableSegments, s.ReleaseLockOnMalloc = f&1 != 0, f&2 != 0
+		s.PinnedUseHostRegister, s.GraphCaptureRecordStreamReuse = f&4 != 0, f&8 != 0
+		s.PinnedNumRegisterThreads = d.iv("settings.pinned_threads")
+		if m := d.count("settings.roundup", 2); m > 0 {
+			s.RoundupPower2Divisions = make(map[int64]int64, m)
+			for i := 0; i < m; i++ {
+				k := d.iv("roundup.key")
+				s.RoundupPower2Divisions[k] = d.iv("roundup.value")
+			}
+		}
+		h.Settings = s
+	}
+	return h, d.done()
+}
+
+// wireStack is a producer stack id with its frames.
+type wireStack struct {
+	id     uint64
+	frames allocator.Stack
+}
+
+func decodeStacks(p []byte) ([]wireStack, error) {
+	d := &dec{b: p}
+	n := d.count("stacks", 2)
+	out := make([]wireStack, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		ws := wireStack{id: d.uv("stack.id")}
+		m := d.count("stack.frames", 3)
+		ws.frames = make(allocator.Stack, 0, m)
+		for j := 0; j < m && d.err == nil; j++ {
+			ws.frames = append(ws.frames, allocator.Frame{Filename: d.str("frame.filename"), Line: d.iv("frame.line"), Name: d.str("frame.name")})
+		}
+		out = append(out, ws)
+	}
+	return out, d.done()
+}
+
+func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
+	d := &dec{b: p}
+	n := d.count("segments", 7)
+	segs := make([]allocator.Segment, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		s := allocator.Segment{Device: int(d.iv("segment.device")), Address: d.uv("segment.address"),
+			TotalSize: d.iv("segment.total_size"), Stream: d.uv("segment.stream")}
+		f := d.u8("segment.flags")
+		s.IsLarge, s.IsExpandable, s.HasPoolID = f&1 != 0, f&2 != 0, f&4 != 0
+		if s.HasPoolID {
+			s.PoolID = allocator.PoolID{d.iv("segment.pool_id"), d.iv("segment.pool_id")}
+		}
+		s.Frames = allocator.StackID(d.uv("segment.frames"))
+		m := d.count("segment.blocks", 5)
+		s.Blocks = make([]allocator.Block, 0, m)
+		for j := 0; j < m && d.err == nil; j++ {
+			b := allocator.Block{Address: d.uv("block.address"), Size: d.iv("block.size"), RequestedSize: d.iv("block.requested_size")}
+			st := d.u8("block.state")
+			if st > uint8(allocator.StateActivePendingFree) {
+				d.fail("block.state", fmt.Errorf("unknown state %d", st))
+			}
+			b.State = allocator.BlockState(st)
+			b.Frames = allocator.StackID(d.uv("block.frames"))
+			if b.State.Active() {
+				s.ActiveSize += b.Size
+				s.RequestedSize += b.RequestedSize
+				if b.State == allocator.StateActiveAllocated {
+					s.AllocatedSize += b.Size
+				}
+			}
+			s.Blocks = append(s.Blocks, b)
+		}
+		segs = append(segs, s)
+	}
+	m := d.count("resume", 2)
+	resume := make(map[int]uint64, m)
+	for i := 0; i < m && d.err == nil; i++ {
+		dev := int(d.iv("resume.device"))
+		resume[dev] = d.uv("resume.seq")
+	}
+	return segs, resume, d.done()
+}
+
+// decodeEntries decodes an ENTRIES frame, appending to out.
+func decodeEntries(p []byte, out []allocator.TraceEntry) (device int, first uint64, _ []allocator.TraceEntry, _ error) {
+	d := &dec{b: p}
+	device = int(d.iv("device"))
+	first = d.uv("first_seq")
+	n := d.count("entries", 7)
+	var last int64
+	for i := 0; i < n && d.err == nil; i++ {
+		var t allocator.TraceEntry
+		code := d.u8("entry.action")
+		switch {
+		case code == actionUnknown:
+			t.Action = allocator.ParseAction(d.str("entry.action_name"))
+		case int(code) < len(wireActions):
+			t.Action = wireActions[code]
+		default:
+			d.fail("entry.action", fmt.Errorf("unknown action code %d", code))
+		}
+		t.Addr = d.uv("entry.addr")
+		t.Size = d.iv("entry.size")
+		t.Stream = d.uv("entry.stream")
+		last += d.iv("entry.time_delta")
+		t.TimeUS = last
+		t.Frames = allocator.StackID(d.uv("entry.frames"))
+		f := d.u8("entry.flags")
+		if f&1 != 0 {
+			t.HasPoolID = true
+			t.PoolID = allocator.PoolID{d.iv("entry.pool_id"), d.iv("entry.pool_id")}
+		}
+		if f&2 != 0 {
+			t.CompileContext = d.str("entry.compile_context")
+		}
+		if f&4 != 0 {
+			t.UserMetadata = d.str("entry.user_metadata")
+		}
+		if f&8 != 0 {
+			t.DeviceFree = d.iv("entry.device_free")
+		}
+		out = append(out, t)
+	}
+	return device, first, out, d.done()
+}
+
+func decodeOps(p []byte) ([]Op, error) {
+	d := &dec{b: p}
+	n := d.count("ops", 10)
+	out := make([]Op, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		out = append(out, Op{Name: d.str("op.name"), StartUS: d.iv("op.start_us"), EndUS: d.iv("op.end_us"),
+			Thread: d.uv("op.thread"), Seq: d.iv("op.seq"), Device: int(d.iv("op.device")), MemDelta: d.iv("op.mem_delta"),
+			Step: d.iv("op.step"), IsStep: d.u8("op.is_step") != 0, InputDims: d.str("op.input_dims")})
+	}
+	return out, d.done()
+}
+
+func decodeHeartbeat(p []byte) (int64, []DeviceInfo, error) {
+	d := &dec{b: p}
+	now := d.iv("now_us")
+	n := d.count("devices", 3)
+	devs := make([]DeviceInfo, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		devs = append(devs, DeviceInfo{ID: int(d.iv("device.id")), HBMTotal: d.iv("device.hbm_total"), HBMUsed: d.iv("device.hbm_used")})
+	}
+	return now, devs, d.done()
+}
+
+func decodeGap(p []byte) (device int, missed, next uint64, err error) {
+	d := &dec{b: p}
+	device = int(d.iv("device"))
+	missed = d.uv("missed")
+	next = d.uv("next_seq")
+	return device, missed, next, d.done()
+}
+
+func decodeBye(p []byte) (string, error) {
+	d := &dec{b: p}
+	s := d.str("reason")
+	return s, d.done()
+}
