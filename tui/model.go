@@ -764,7 +764,7 @@ func (m *Model) enter() tea.Cmd {
 // searching back at most 64Ki entries.
 func (m *Model) allocAtCmd() tea.Cmd {
 	b := m.seg.Block()
-	if b == nil {
+	if b == nil || !b.State.Active() {
 		return nil
 	}
 	src, dev, cur, addr, tf := m.o.Source, m.dev, m.cursor, b.Address, m.timeFmt()

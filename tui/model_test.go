@@ -455,3 +455,22 @@ func TestViewIsCachedUntilSomethingChanges(t *testing.T) {
 		t.Fatal("cursor move should change the view")
 	}
 }
+
+func TestASCIIModeIsPureASCII(t *testing.T) {
+	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o.ASCII = true
+	m := newSized(t, o, 120, 40)
+	for _, keys := range [][]string{{}, {"2", "enter", "down"}, {"?"}, {"esc", "r"}} {
+		press(m, keys...)
+		v := m.View()
+		checkFrame(t, v, 120, 40)
+		for i, r := range v {
+			if r >= 0x80 {
+				t.Fatalf("after %v: non-ASCII %q at byte %d:\n%s", keys, r, i, v)
+			}
+		}
+	}
+	if v := m.View(); !strings.Contains(v, "PAUSED x1") || !strings.Contains(v, "#") {
+		t.Errorf("ascii view:\n%s", v)
+	}
+}

@@ -54,6 +54,9 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	}
 	tlH := max(8, avail*30/100)
 	opH := max(5, avail*24/100)
+	if len(m.ops) == 0 {
+		opH = 3 // title, header and "no profiler ops"
+	}
 	midH := avail - tlH - opH
 	segW := w * 55 / 100
 	tl = rect{0, y, w, tlH}
@@ -117,6 +120,9 @@ func (m *Model) render() string {
 	}
 	lines = lines[:m.h]
 	for i := range lines {
+		if m.th.ASCII {
+			lines[i] = toASCII(lines[i])
+		}
 		lines[i] = fit(lines[i], m.w)
 	}
 	return strings.Join(lines, "\n")
@@ -563,6 +569,27 @@ func (m *Model) parseJump(s string) (int64, error) {
 		return 0, fmt.Errorf("jump: %q: not a time (see ? for formats)", s)
 	}
 	return n, nil
+}
+
+// asciiReplacer maps the few non-ASCII characters of fixed texts (units,
+// help arrows, separators); pane glyphs come from the theme already.
+var asciiReplacer = strings.NewReplacer("×", "x", "µ", "u", "Δ", "d", "…", "...", "←", "<-", "→", "->",
+	"↑", "up", "↓", "down", "•", "|", "─", "-", "│", "|", "┆", ":", "✗", "X", "█", "#", "▒", "+", "░", ".", "▶", ">", "·", ".")
+
+// toASCII makes a line pure ASCII for --ascii; anything unforeseen becomes '?'.
+func toASCII(s string) string {
+	s = asciiReplacer.Replace(s)
+	for _, r := range s {
+		if r >= 0x80 {
+			return strings.Map(func(r rune) rune {
+				if r >= 0x80 {
+					return '?'
+				}
+				return r
+			}, s)
+		}
+	}
+	return s
 }
 
 // fit pads or truncates a styled line to exactly w cells.
