@@ -57,6 +57,7 @@ func measurePairs(read func() int64) []clockPair {
 type converter struct {
 	t0, t0Tick int64
 	scale      float64
+	exact      bool // ticks are epoch ns already
 }
 
 func makeConverter(start, end []clockPair) converter {
@@ -79,7 +80,12 @@ func makeConverter(start, end []clockPair) converter {
 	return converter{t0: t0 + corr[len(corr)/2+1], t0Tick: t0Tick, scale: scale}
 }
 
-func (c converter) nanos(t int64) int64 { return int64(float64(t-c.t0Tick)*c.scale) + c.t0 }
+func (c converter) nanos(t int64) int64 {
+	if c.exact {
+		return t
+	}
+	return int64(float64(t-c.t0Tick)*c.scale) + c.t0
+}
 
 // micros converts a tick to epoch microseconds.
 func (c converter) micros(t int64) int64 { return c.nanos(t) / 1000 }
@@ -104,7 +110,7 @@ func newExactClock(read func() int64) *approxClock {
 // per snapshot.
 func (c *approxClock) converter() converter {
 	if c.exact {
-		return converter{scale: 1}
+		return converter{exact: true}
 	}
 	return makeConverter(c.start, measurePairs(c.read))
 }

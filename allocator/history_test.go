@@ -1,0 +1,272 @@
+package allocator
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/acl"
+)
+
+func TestRingBufferKeepsNewestOldestFirst(t *testing.T) {
+	e := newEnv(t, "", true, 0)
+	s := e.stream()
+	e.a.RecordHistory(true, RecordAll, 4)
+	var ptrs []uint64
+	for range 3 {
+		ptrs = append(ptrs, e.malloc(1000, s)) // segment_alloc + 3 allocs
+	}
+	e.free(ptrs[0])
+	tr := e.a.Snapshot().DeviceTraces[0]
+	// 6 entries were recorded before the snapshot entry; a ring of 4
+	// keeps the newest, oldest first.
+	wantSeq(t, tr, "alloc 1000", "free_requested 1000", "free_completed 1000", "snapshot 2048")
+	if tr[0].Addr != ptrs[2] {
+		t.Fatalf("oldest kept entry is alloc %#x, want %#x", tr[0].Addr, ptrs[2])
+	}
+	// Every RecordHistory call clears, as torch_npu's does.
+	e.a.RecordHistory(true, RecordAll, 100)
+	e.free(ptrs[1])
+	wantSeq(t, e.a.Snapshot().DeviceTraces[0], "free_requested 1000", "free_completed 1000", "snapshot 1024")
+	e.a.RecordHistory(false, RecordAll, 100)
+	e.free(ptrs[2])
+	if tr := e.a.Snapshot().DeviceTraces[0]; len(tr) != 0 {
+		t.Fatalf("history off: %d entries", len(tr))
+	}
+	e.a.RecordHistory(true, RecordAll, 0) // ≤ 0 means one entry
+	e.malloc(1, s)
+	wantSeq(t, e.a.Snapshot().DeviceTraces[0], "snapshot 512")
+}
+
+func TestTraceTimesFollowInjectedClock(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	s := e.stream()
+	p := e.malloc(100, s)
+	e.clock.Advance(1500 * time.Microsecond)
+	e.free(p)
+	tr := e.trace()
+	t0 := epoch.UnixMicro()
+	want := []int64{t0, t0, t0 + 1500, t0 + 1500}
+	for i, te := range tr {
+		if te.TimeUS != want[i] {
+			t.Fatalf("entry %d (%s) at %d, want %d", i, te.Action, te.TimeUS, want[i])
+		}
+	}
+	snap := e.a.Snapshot()
+	if !snap.HasTimestamps() || snap.Settings == nil || snap.Settings.ConfKey != "PYTORCH_NPU_ALLOC_CONF" {
+		t.Fatalf("snapshot lacks times or settings: %+v", snap.Settings)
+	}
+}
+
+func TestTraceTimesFromCalibratedTicks(t *testing.T) {
+	rt := acl.NewRuntime(acl.Config{})
+	dev, _ := rt.Device(0)
+	a, err := New(dev, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.RecordHistory(true, RecordAll, 1000)
+	before := time.Now().UnixMicro()
+	for range 50 {
+		p, err := a.Malloc(4096, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Microsecond)
+		_ = a.Free(p)
+	}
+	after := time.Now().UnixMicro()
+	tr := a.Snapshot().DeviceTraces[0]
+	if len(tr) != 1+150+1 {
+		t.Fatalf("%d entries", len(tr))
+	}
+	for i, te := range tr[:len(tr)-1] {
+		// The calibration is good to well under a millisecond; allow slack
+		// for a loaded machine.
+		if te.TimeUS < before-2000 || te.TimeUS > after+2000 {
+			t.Fatalf("entry %d at %d µs, outside [%d, %d]", i, te.TimeUS, before, after)
+		}
+		if i > 0 && te.TimeUS < tr[i-1].TimeUS {
+			t.Fatalf("entry %d goes back in time", i)
+		}
+	}
+	if tr[len(tr)-2].TimeUS-tr[0].TimeUS < 50*20 {
+		t.Fatalf("trace spans %d µs, want ≥ 1000 (50 sleeps of 20 µs)", tr[len(tr)-2].TimeUS-tr[0].TimeUS)
+	}
+}
+
+func TestConverterRecoversLinearClock(t *testing.T) {
+	// Ticks at 2.5 per ns with jitter on some pairs: the median scale and
+	// correction recover the mapping.
+	const base = int64(1_790_000_000_000_000_000)
+	mk := func(off int64) []clockPair {
+		ps := make([]clockPair, replicates)
+		for i := range ps {
+			wall := base + off + int64(i)*1000
+			jitter := int64(0)
+			if i%10 == 0 {
+				jitter = 5000
+			}
+			ps[i] = clockPair{wall: wall + jitter, tick: int64(float64(wall-base) * 2.5)}
+		}
+		return ps
+	}
+	c := makeConverter(mk(0), mk(int64(time.Second)))
+	if math.Abs(c.scale-0.4) > 1e-9 {
+		t.Fatalf("scale %v, want 0.4", c.scale)
+	}
+	for _, wall := range []int64{base, base + 123456789, base + 2*int64(time.Second)} {
+		if got := c.nanos(int64(float64(wall-base) * 2.5)); got < wall-2 || got > wall+2 {
+			t.Fatalf("nanos = %d, want %d", got, wall)
+		}
+	}
+}
+
+func TestStacksByRecordContext(t *testing.T) {
+	frames := []Frame{{Filename: "model.py", Line: 42, Name: "forward"}, {Filename: "train.py", Line: 7, Name: "main"}}
+	freeFrames := []Frame{{Filename: "train.py", Line: 9, Name: "step"}}
+	for _, tt := range []struct {
+		ctx                       RecordContext
+		block, alloc, segment, fr bool
+	}{
+		{RecordState, true, false, false, false},
+		{RecordAlloc, true, true, true, false},
+		{RecordAll, true, true, true, true},
+		{RecordNever, false, false, false, false},
+	} {
+		e := newEnv(t, "", false, 0)
+		s := e.stream()
+		e.a.RecordHistory(true, tt.ctx, 100)
+		p, err := e.a.MallocWithStack(1<<20-32, s, frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := e.a.Snapshot()
+		if got := snap.Stack(snap.Segments[0].Blocks[0].Frames); (len(got) > 0) != tt.block || (tt.block && !slices.Equal(got, Stack(frames))) {
+			t.Errorf("ctx %d: block frames %v", tt.ctx, got)
+		}
+		tr := snap.DeviceTraces[0]
+		if got := snap.Stack(tr[0].Frames); (len(got) > 0) != tt.segment {
+			t.Errorf("ctx %d: segment_alloc frames %v", tt.ctx, got)
+		}
+		if got := e.a.Stack(tr[1].Frames); (len(got) > 0) != tt.alloc {
+			t.Errorf("ctx %d: alloc entry frames %v", tt.ctx, got)
+		}
+		if err := e.a.FreeWithStack(p, freeFrames); err != nil {
+			t.Fatal(err)
+		}
+		snap = e.a.Snapshot()
+		tr = snap.DeviceTraces[0]
+		if got := snap.Stack(tr[3].Frames); (len(got) > 0) != tt.fr || (tt.fr && got[0] != freeFrames[0]) {
+			t.Errorf("ctx %d: free_requested frames %v", tt.ctx, got)
+		}
+		if b := snap.Segments[0].Blocks[0]; b.Frames != NoStack {
+			t.Errorf("ctx %d: freed block keeps frames", tt.ctx)
+		}
+	}
+}
+
+func TestTrackerSeesEveryEntryWithTime(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	s := e.stream()
+	e.a.RecordHistory(false, RecordNever, 1) // trackers work without history
+	var mu sync.Mutex
+	var got []TraceEntry
+	detach := e.a.AttachTracker(func(dev int, te TraceEntry) {
+		if dev != 0 {
+			t.Errorf("device %d", dev)
+		}
+		mu.Lock()
+		got = append(got, te)
+		mu.Unlock()
+	})
+	p := e.malloc(5000, s)
+	e.clock.Advance(time.Millisecond)
+	e.free(p)
+	detach() // delivers what is buffered before returning
+	detach()
+	e.malloc(1, s)
+	mu.Lock()
+	defer mu.Unlock()
+	wantSeq(t, got, "segment_alloc 2097152", "alloc 5000", "free_requested 5000", "free_completed 5000")
+	if got[1].Addr != p || got[1].TimeUS != epoch.UnixMicro() || got[3].TimeUS != epoch.UnixMicro()+1000 {
+		t.Fatalf("entries %+v", got)
+	}
+}
+
+func TestSlowTrackerDoesNotStallAllocation(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	s := e.stream()
+	release := make(chan struct{})
+	var delivered, dropped atomic.Int64
+	detach := e.a.AttachTracker(func(int, TraceEntry) {
+		<-release // a tracker stuck until released
+		delivered.Add(1)
+	}, WithTrackerBuffer(8), WithDropHandler(func(n uint64) { dropped.Add(int64(n)) }))
+	const pairs = 500
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range pairs {
+			p, err := e.a.Malloc(4096, s)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = e.a.Free(p)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("allocation stalled behind a blocked tracker")
+	}
+	close(release)
+	detach()
+	total := int64(1 + 3*pairs) // segment_alloc + alloc/free_requested/free_completed per pair
+	if delivered.Load()+dropped.Load() != total {
+		t.Fatalf("delivered %d + dropped %d != recorded %d", delivered.Load(), dropped.Load(), total)
+	}
+	// The callback holds the first batch it took; 8 more wait; the rest drop.
+	if dropped.Load() == 0 || delivered.Load() > 100 {
+		t.Fatalf("delivered %d, dropped %d: want about the buffer delivered and the rest counted as drops", delivered.Load(), dropped.Load())
+	}
+}
+
+func TestConcurrentUseWithTracker(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	var n atomic.Int64
+	detach := e.a.AttachTracker(func(int, TraceEntry) { n.Add(1) })
+	streams := []acl.Stream{e.stream(), e.stream(), e.stream(), e.stream()}
+	var wg sync.WaitGroup
+	for _, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				p, err := e.a.Malloc(int64(512+i*4096), s)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					_ = e.a.RecordStream(p, streams[0])
+				}
+				_ = e.a.Free(p)
+				if i%50 == 0 {
+					_ = e.a.Snapshot()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_ = e.a.EmptyCache()
+	detach()
+	if n.Load() == 0 {
+		t.Fatal("tracker saw nothing")
+	}
+	checkInvariants(t, e, map[uint64]int64{}, "after concurrent use")
+}
