@@ -25,6 +25,11 @@ type Timeline struct {
 // NewTimeline reads device's trace and final segments out of s. It fails only
 // for a device the snapshot does not mention.
 func NewTimeline(s *allocator.Snapshot, device int) (*Timeline, error) {
+	return newTimeline(s, device, true)
+}
+
+// newTimeline builds a Timeline; Initial (an O(n) undo walk) only when asked.
+func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline, error) {
 	if s == nil {
 		return nil, fmt.Errorf("timeline: no snapshot")
 	}
@@ -84,7 +89,9 @@ func NewTimeline(s *allocator.Snapshot, device int) (*Timeline, error) {
 		}
 	}
 	t.ActiveAtStart = active
-	t.Initial = t.StateAfter(-1)
+	if withInitial {
+		t.Initial = t.StateAfter(-1)
+	}
 	return t, nil
 }
 

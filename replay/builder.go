@@ -1,0 +1,828 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// This file turns container events (a dict got items, a list got elements)
+// into model values. A dict learns what it is from its keys ("action" → a
+// trace entry, "filename" → a frame, …) and fills that struct directly; a
+// list learns its element type from its first typed element. Trace-entry,
+// block, history, segment and annotation dicts are recycled once they are
+// placed in their list, so decoding allocates per distinct value, not per
+// pickle object.
+
+type dictKind uint8
+
+const (
+	dUnknown dictKind = iota // no deciding key yet: pairs wait in pend
+	dTop
+	dSegment
+	dBlock
+	dHistory
+	dFrame
+	dTrace
+	dAnnotation
+)
+
+var dictKindNames = [...]string{"plain", "snapshot", "segment", "block", "history", "frame", "trace entry", "annotation"}
+
+func (k dictKind) String() string { return dictKindNames[k] }
+
+// kindForKey returns the dict kind a key proves, or dUnknown.
+func kindForKey(k string) dictKind {
+	switch k {
+	case "action", "device_free", "compile_context", "user_metadata", "pool_id":
+		return dTrace
+	case "filename", "line", "fx_node_op", "fx_node_name", "fx_node_target", "fx_original_trace":
+		return dFrame
+	case "state":
+		return dBlock
+	case "real_size", "cpp_frames":
+		return dHistory
+	case "total_size", "blocks", "segment_type", "allocated_size", "active_size", "is_expandable", "segment_pool_id":
+		return dSegment
+	case "segments", "device_traces", "allocator_settings", "external_annotations", "host_segments", "host_traces":
+		return dTop
+	case "stage":
+		return dAnnotation
+	}
+	return dUnknown
+}
+
+// Field-presence bits, for defaults computed when a key is absent.
+const (
+	hasAddress = 1 << iota
+	hasRequested
+	hasAllocated
+	hasActive
+	hasDevice
+)
+
+type kv struct{ k, v val }
+
+type dict struct {
+	kind    dictKind
+	gen     uint32
+	seen    uint32
+	memoRow uint32 // 1 + the memo row holding this dict, 0 if none
+	pend []kv // pairs before the kind is known; all pairs of plain dicts
+
+	te     allocator.TraceEntry
+	fr     allocator.Frame
+	blk    allocator.Block
+	hist   allocator.BlockHistory
+	seg    allocator.Segment
+	ann    allocator.Annotation
+	blocks *list // segment "blocks"
+
+	// top-level dict
+	segs, traces, anns *list
+	settings           *dict
+}
+
+type listKind uint8
+
+const (
+	lUnknown listKind = iota
+	lFrames
+	lSegments
+	lBlocks
+	lHistory
+	lTraces
+	lTraceLists
+	lAnnotations
+	lPlain // scalars or plain dicts: content is not kept
+)
+
+var listKindNames = [...]string{"empty", "frame", "segment", "block", "history", "trace entry", "trace", "annotation", "plain"}
+
+func (k listKind) String() string { return listKindNames[k] }
+
+var listOfDict = [...]listKind{dUnknown: lUnknown, dTop: lPlain, dSegment: lSegments, dBlock: lBlocks,
+	dHistory: lHistory, dFrame: lFrames, dTrace: lTraces, dAnnotation: lAnnotations}
+
+type list struct {
+	kind     listKind
+	frames   []allocator.Frame
+	stack    allocator.StackID
+	interned bool
+	segs     []allocator.Segment
+	blocks   []allocator.Block
+	noAddr   bool // some block had no "address"
+	hist     []allocator.BlockHistory
+	entries  []allocator.TraceEntry
+	lists    []*list
+	anns     []allocator.Annotation
+	pending  []val // dicts of unknown kind waiting for the list's kind
+	scalar   kind  // first scalar seen, for error messages
+}
+
+// builder owns the model under construction.
+type builder struct {
+	memo    *memo // nil for JSON
+	stacks  *allocator.StackTable
+	free    []*dict
+	actions map[string]allocator.Action
+	strs    map[string]string
+
+	// schema evidence
+	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawTime, sawSettings, sawStream bool
+	sawRequested                                                                     bool
+}
+
+func newBuilder() *builder {
+	return &builder{
+		stacks:  allocator.NewStackTable(),
+		actions: make(map[string]allocator.Action),
+		strs:    make(map[string]string),
+	}
+}
+
+// intern returns p as a string, sharing short repeated strings (keys,
+// states, actions that a producer did not memoize).
+func (b *builder) intern(p []byte) string {
+	if len(p) > 64 {
+		return string(p)
+	}
+	if s, ok := b.strs[string(p)]; ok {
+		return s
+	}
+	s := string(p)
+	if len(b.strs) < 1<<16 {
+		b.strs[s] = s
+	}
+	return s
+}
+
+func (b *builder) newDict() val {
+	var d *dict
+	if n := len(b.free); n > 0 {
+		d = b.free[n-1]
+		b.free = b.free[:n-1]
+	} else {
+		d = &dict{}
+	}
+	return val{k: kDict, d: d, gen: d.gen}
+}
+
+func (b *builder) newList() *list { return &list{} }
+
+// recycle returns a consumed dict builder; memo references to it go stale.
+func (b *builder) recycle(d *dict) {
+	if r := d.memoRow; r != 0 && b.memo != nil && b.memo.rows[r-1].v.d == d {
+		b.memo.release(r)
+	}
+	pend := d.pend[:0]
+	clear(d.pend)
+	*d = dict{gen: d.gen + 1, pend: pend}
+	b.free = append(b.free, d)
+}
+
+func (b *builder) action(s string) allocator.Action {
+	if a, ok := b.actions[s]; ok {
+		return a
+	}
+	a := allocator.ParseAction(s)
+	if len(b.actions) < 1024 {
+		b.actions[s] = a
+	}
+	if a == allocator.ActionWorkspaceSnapshot {
+		b.sawWorkspace = true
+	}
+	return a
+}
+
+// setItems applies key/value pairs to a dict.
+func (b *builder) setItems(dv val, items []val) error {
+	if len(items)%2 != 0 {
+		return fmt.Errorf("dict items come in pairs, got %d values", len(items))
+	}
+	d := dv.d
+	if dv.gen != d.gen {
+		return fmt.Errorf("a dict is filled after it was placed elsewhere")
+	}
+	for i := 0; i < len(items); i += 2 {
+		k, v := items[i], items[i+1]
+		if d.kind == dUnknown {
+			if k.k == kStr {
+				if kk := kindForKey(k.s); kk != dUnknown {
+					if err := b.decide(d, kk); err != nil {
+						return err
+					}
+					if err := b.set(d, k.s, v); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			if len(d.pend) >= 1<<16 {
+				return fmt.Errorf("plain dict with more than %d keys", 1<<16)
+			}
+			d.pend = append(d.pend, kv{k, v})
+			continue
+		}
+		if k.k != kStr {
+			return fmt.Errorf("%s dict has a %s key; keys are strings", d.kind, k.k)
+		}
+		if err := b.set(d, k.s, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decide fixes a dict's kind and applies the pairs that waited for it.
+func (b *builder) decide(d *dict, k dictKind) error {
+	if d.kind == k {
+		return nil
+	}
+	if d.kind != dUnknown {
+		return fmt.Errorf("want a %s dict, got a %s dict", k, d.kind)
+	}
+	d.kind = k
+	pend := d.pend
+	d.pend = d.pend[:0]
+	for _, p := range pend {
+		if p.k.k != kStr {
+			return fmt.Errorf("%s dict has a %s key; keys are strings", d.kind, p.k.k)
+		}
+		if err := b.set(d, p.k.s, p.v); err != nil {
+			return err
+		}
+	}
+	clear(pend)
+	return nil
+}
+
+// fieldError names the dict kind, key and the type mismatch.
+func fieldError(d *dict, key, want string, v val) error {
+	return fmt.Errorf("%s key %q: want %s, got %s", d.kind, key, want, v.k)
+}
+
+func (b *builder) i64(d *dict, key string, v val) (int64, error) {
+	if x, ok := v.int64(); ok {
+		return x, nil
+	}
+	if v.k == kUint {
+		return 0, fmt.Errorf("%s key %q: %d does not fit a signed 64-bit size", d.kind, key, v.n)
+	}
+	return 0, fieldError(d, key, "int", v)
+}
+
+func (b *builder) u64(d *dict, key string, v val) (uint64, error) {
+	if x, ok := v.uint64(); ok {
+		return x, nil
+	}
+	return 0, fieldError(d, key, "int", v)
+}
+
+func (b *builder) str(d *dict, key string, v val) (string, error) {
+	if v.k == kStr {
+		return v.s, nil
+	}
+	if v.k == kNone {
+		return "", nil
+	}
+	return "", fieldError(d, key, "str", v)
+}
+
+func (b *builder) boolean(d *dict, key string, v val) (bool, error) {
+	switch v.k {
+	case kBool, kInt:
+		return v.n != 0, nil
+	}
+	return false, fieldError(d, key, "bool", v)
+}
+
+func (b *builder) pool(d *dict, key string, v val) (allocator.PoolID, error) {
+	if v.k == kPair {
+		return allocator.PoolID{int64(v.n), int64(v.m)}, nil
+	}
+	return allocator.PoolID{}, fieldError(d, key, "a (int, int) tuple", v)
+}
+
+// frames interns a frames list.
+func (b *builder) frames(d *dict, key string, v val) (allocator.StackID, error) {
+	if v.k == kNone {
+		return allocator.NoStack, nil
+	}
+	if v.k != kList {
+		return 0, fieldError(d, key, "a list of frames", v)
+	}
+	l := v.l
+	if err := b.ensureList(l, lFrames); err != nil {
+		return 0, fmt.Errorf("%s key %q: %w", d.kind, key, err)
+	}
+	if !l.interned {
+		l.stack = b.stacks.Intern(l.frames)
+		l.interned = true
+	}
+	return l.stack, nil
+}
+
+func (b *builder) listOf(d *dict, key string, v val, k listKind) (*list, error) {
+	if v.k == kNone {
+		return &list{kind: k}, nil
+	}
+	if v.k != kList {
+		return nil, fieldError(d, key, "a list", v)
+	}
+	if err := b.ensureList(v.l, k); err != nil {
+		return nil, fmt.Errorf("%s key %q: %w", d.kind, key, err)
+	}
+	return v.l, nil
+}
+
+// set stores one field of a dict whose kind is known. Unknown keys are
+// ignored: newer producers add fields.
+func (b *builder) set(d *dict, key string, v val) (err error) {
+	switch d.kind {
+	case dTrace:
+		e := &d.te
+		switch key {
+		case "action":
+			var s string
+			if s, err = b.str(d, key, v); err == nil {
+				e.Action = b.action(s)
+			}
+		case "addr":
+			e.Addr, err = b.u64(d, key, v)
+		case "size":
+			e.Size, err = b.i64(d, key, v)
+		case "stream":
+			e.Stream, err = b.u64(d, key, v)
+			b.sawStream = b.sawStream || e.Stream != 0
+		case "device_free":
+			e.DeviceFree, err = b.i64(d, key, v)
+		case "time_us":
+			if v.k != kNone {
+				e.TimeUS, err = b.i64(d, key, v)
+				b.sawTime = true
+			}
+		case "frames":
+			e.Frames, err = b.frames(d, key, v)
+		case "compile_context":
+			e.CompileContext, err = b.str(d, key, v)
+		case "user_metadata":
+			e.UserMetadata, err = b.str(d, key, v)
+		case "pool_id":
+			if v.k != kNone {
+				e.PoolID, err = b.pool(d, key, v)
+				e.HasPoolID = err == nil
+			}
+		}
+	case dFrame:
+		f := &d.fr
+		switch key {
+		case "filename":
+			f.Filename, err = b.str(d, key, v)
+		case "line":
+			f.Line, err = b.i64(d, key, v)
+		case "name":
+			f.Name, err = b.str(d, key, v)
+		}
+	case dBlock:
+		k := &d.blk
+		switch key {
+		case "address":
+			k.Address, err = b.u64(d, key, v)
+			d.seen |= hasAddress
+		case "size":
+			k.Size, err = b.i64(d, key, v)
+		case "requested_size":
+			k.RequestedSize, err = b.i64(d, key, v)
+			d.seen |= hasRequested
+		case "state":
+			var s string
+			if s, err = b.str(d, key, v); err == nil {
+				st, ok := allocator.ParseBlockState(s)
+				if !ok {
+					return fmt.Errorf("block key \"state\": unknown state %q", s)
+				}
+				k.State = st
+			}
+		case "frames":
+			k.Frames, err = b.frames(d, key, v)
+		case "history":
+			var l *list
+			if l, err = b.listOf(d, key, v, lHistory); err == nil {
+				k.History = l.hist
+				b.sawHistory = b.sawHistory || len(l.hist) > 0
+			}
+		}
+	case dHistory:
+		h := &d.hist
+		switch key {
+		case "addr":
+			h.Addr, err = b.u64(d, key, v)
+		case "real_size":
+			h.RealSize, err = b.i64(d, key, v)
+		case "frames":
+			h.Frames, err = b.frames(d, key, v)
+		}
+	case dSegment:
+		s := &d.seg
+		switch key {
+		case "device":
+			var x int64
+			x, err = b.i64(d, key, v)
+			if err == nil && (x < 0 || x > 1<<20) {
+				return fmt.Errorf("segment key \"device\": %d is not a device ordinal", x)
+			}
+			s.Device = int(x)
+		case "address":
+			s.Address, err = b.u64(d, key, v)
+		case "total_size":
+			s.TotalSize, err = b.i64(d, key, v)
+		case "allocated_size":
+			s.AllocatedSize, err = b.i64(d, key, v)
+			d.seen |= hasAllocated
+		case "active_size":
+			s.ActiveSize, err = b.i64(d, key, v)
+			d.seen |= hasActive
+		case "requested_size":
+			s.RequestedSize, err = b.i64(d, key, v)
+			d.seen |= hasRequested
+		case "stream":
+			s.Stream, err = b.u64(d, key, v)
+			b.sawStream = b.sawStream || s.Stream != 0
+		case "segment_type":
+			var t string
+			if t, err = b.str(d, key, v); err == nil {
+				s.IsLarge = t == "large"
+			}
+		case "segment_pool_id":
+			if v.k != kNone {
+				s.PoolID, err = b.pool(d, key, v)
+				s.HasPoolID = err == nil
+			}
+		case "is_expandable":
+			s.IsExpandable, err = b.boolean(d, key, v)
+		case "frames":
+			s.Frames, err = b.frames(d, key, v)
+		case "blocks":
+			d.blocks, err = b.listOf(d, key, v, lBlocks)
+		}
+	case dAnnotation:
+		a := &d.ann
+		switch key {
+		case "name":
+			a.Name, err = b.str(d, key, v)
+		case "stage":
+			a.Stage, err = b.str(d, key, v)
+		case "device":
+			var x int64
+			x, err = b.i64(d, key, v)
+			a.Device = int(x)
+		case "time_us":
+			a.TimeUS, err = b.i64(d, key, v)
+		}
+	case dTop:
+		switch key {
+		case "segments":
+			d.segs, err = b.listOf(d, key, v, lSegments)
+		case "device_traces":
+			d.traces, err = b.listOf(d, key, v, lTraceLists)
+		case "external_annotations":
+			d.anns, err = b.listOf(d, key, v, lAnnotations)
+		case "allocator_settings":
+			if v.k == kDict {
+				if v.gen != v.d.gen || v.d.kind != dUnknown {
+					return fieldError(d, key, "a plain dict", v)
+				}
+				d.settings = v.d
+			} else if v.k != kNone {
+				return fieldError(d, key, "dict", v)
+			}
+		}
+	}
+	return err
+}
+
+// ensureList gives an untyped list its kind (converting waiting elements)
+// or checks a typed list's kind.
+func (b *builder) ensureList(l *list, k listKind) error {
+	if l.kind == k {
+		return nil
+	}
+	if l.kind == lUnknown {
+		if l.scalar != kNone {
+			return fmt.Errorf("want a list of %s dicts, got a list of %s", k, l.scalar)
+		}
+		l.kind = k
+		pending := l.pending
+		l.pending = nil
+		return b.appendItems(l, pending)
+	}
+	return fmt.Errorf("want a list of %ss, got a list of %ss", k, l.kind)
+}
+
+// appendItems adds elements to a list.
+func (b *builder) appendItems(l *list, items []val) error {
+	for i := range items {
+		if err := b.appendOne(l, items[i]); err != nil {
+			return fmt.Errorf("list item %d: %w", l.length(), err)
+		}
+	}
+	return nil
+}
+
+func (l *list) length() int {
+	return len(l.frames) + len(l.segs) + len(l.blocks) + len(l.hist) + len(l.entries) + len(l.lists) + len(l.anns) + len(l.pending)
+}
+
+func (b *builder) appendOne(l *list, v val) error {
+	switch v.k {
+	case kDict:
+		d := v.d
+		if v.gen != d.gen {
+			return fmt.Errorf("a %s dict is placed twice", d.kind)
+		}
+		if l.kind == lUnknown {
+			if d.kind == dUnknown {
+				l.pending = append(l.pending, v)
+				return nil
+			}
+			l.kind = listOfDict[d.kind]
+			if pending := l.pending; len(pending) > 0 {
+				l.pending = nil
+				if err := b.appendItems(l, pending); err != nil {
+					return err
+				}
+			}
+		}
+		return b.place(l, d)
+	case kList:
+		if l.kind == lUnknown && l.scalar == kNone && len(l.pending) == 0 {
+			l.kind = lTraceLists
+		}
+		if l.kind != lTraceLists {
+			if l.kind == lPlain {
+				return nil
+			}
+			return fmt.Errorf("want a %s dict, got a list", l.kind)
+		}
+		if len(l.lists) >= 1<<20 {
+			return fmt.Errorf("more than %d device traces", 1<<20)
+		}
+		l.lists = append(l.lists, v.l)
+		return nil
+	default:
+		switch l.kind {
+		case lUnknown:
+			if l.scalar == kNone {
+				l.scalar = v.k
+			}
+			if len(l.pending) == 0 {
+				l.kind = lPlain
+			}
+			return nil
+		case lPlain:
+			return nil
+		}
+		return fmt.Errorf("want a %s dict, got %s", l.kind, v.k)
+	}
+}
+
+// place moves a dict into a typed list and recycles its builder.
+func (b *builder) place(l *list, d *dict) error {
+	want := dUnknown
+	for dk, lk := range listOfDict {
+		if lk == l.kind && dictKind(dk) != dTop {
+			want = dictKind(dk)
+		}
+	}
+	if l.kind == lPlain {
+		return nil
+	}
+	if l.kind == lTraceLists {
+		return fmt.Errorf("want a trace list, got a %s dict", d.kind)
+	}
+	if err := b.decide(d, want); err != nil {
+		return err
+	}
+	switch d.kind {
+	case dFrame:
+		// Frame dicts are shared through the memo: copied, never recycled.
+		l.frames = append(l.frames, d.fr)
+		return nil
+	case dTrace:
+		l.entries = append(l.entries, d.te)
+	case dBlock:
+		if d.seen&hasAddress == 0 {
+			l.noAddr = true
+			b.sawNoAddr = true
+		}
+		blk := d.blk
+		if d.seen&hasRequested == 0 && blk.State.Active() {
+			blk.RequestedSize = LiveSize(&blk)
+		}
+		l.blocks = append(l.blocks, blk)
+	case dHistory:
+		l.hist = append(l.hist, d.hist)
+	case dSegment:
+		l.segs = append(l.segs, b.finishSegment(d))
+	case dAnnotation:
+		l.anns = append(l.anns, d.ann)
+	}
+	b.recycle(d)
+	return nil
+}
+
+// finishSegment completes a segment: block addresses for files that have
+// none (running sum from the segment base) and aggregates that are absent.
+func (b *builder) finishSegment(d *dict) allocator.Segment {
+	s := d.seg
+	if d.blocks != nil {
+		s.Blocks = d.blocks.blocks
+		if d.blocks.noAddr {
+			a := s.Address
+			for i := range s.Blocks {
+				s.Blocks[i].Address = a
+				a += uint64(s.Blocks[i].Size)
+			}
+		}
+	}
+	var alloc, active, req int64
+	for i := range s.Blocks {
+		bl := &s.Blocks[i]
+		if bl.State == allocator.StateActiveAllocated {
+			alloc += bl.Size
+		}
+		if bl.State.Active() {
+			active += bl.Size
+			req += bl.RequestedSize
+		}
+	}
+	if d.seen&hasAllocated == 0 {
+		s.AllocatedSize = alloc
+	}
+	if d.seen&hasActive == 0 {
+		s.ActiveSize = active
+	}
+	if d.seen&hasRequested == 0 {
+		s.RequestedSize = req
+	}
+	return s
+}
+
+// finish turns the pickle's top value into a snapshot and names its schema.
+func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
+	snap := &allocator.Snapshot{}
+	schema := ""
+	switch top.k {
+	case kList:
+		if err := b.ensureList(top.l, lSegments); err != nil {
+			return nil, "", fmt.Errorf("%w: top-level %w", ErrNotSnapshot, err)
+		}
+		snap.Segments = top.l.segs
+		schema = SchemaTorch113
+	case kDict:
+		d := top.d
+		if top.gen != d.gen {
+			return nil, "", fmt.Errorf("%w: top-level dict was reused", ErrNotSnapshot)
+		}
+		if err := b.decide(d, dTop); err != nil {
+			return nil, "", fmt.Errorf("%w: top level: %w", ErrNotSnapshot, err)
+		}
+		if d.segs == nil {
+			return nil, "", fmt.Errorf("%w: top-level dict has no \"segments\"", ErrNotSnapshot)
+		}
+		snap.Segments = d.segs.segs
+		if d.traces != nil {
+			for i, l := range d.traces.lists {
+				if err := b.ensureList(l, lTraces); err != nil {
+					return nil, "", fmt.Errorf("device_traces[%d]: %w", i, err)
+				}
+				snap.DeviceTraces = append(snap.DeviceTraces, l.entries)
+			}
+		}
+		if d.anns != nil {
+			snap.ExternalAnnotations = d.anns.anns
+		}
+		if d.settings != nil {
+			st, err := b.settings(d.settings)
+			if err != nil {
+				return nil, "", fmt.Errorf("allocator_settings: %w", err)
+			}
+			snap.Settings = st
+		}
+		schema = b.schema()
+	default:
+		return nil, "", fmt.Errorf("%w: the top-level value is a %s, not a dict or a list of segments", ErrNotSnapshot, top.k)
+	}
+	snap.Stacks = b.stacks.Stacks()
+	return snap, schema, nil
+}
+
+// Schema names reported by Capture.Schema.
+const (
+	SchemaTorch113 = "torch-1.13"
+	SchemaTorch20  = "torch-2.0"
+	SchemaTorch21  = "torch-2.1+"
+	SchemaTorchNPU = "torch_npu"
+)
+
+// schema classifies a dict snapshot from what the decoder saw.
+func (b *builder) schema() string {
+	switch {
+	case b.sawWorkspace || b.sawNPUConf:
+		return SchemaTorchNPU
+	case b.sawHistory || b.sawNoAddr:
+		return SchemaTorch20
+	case !b.sawTime && !b.sawSettings && b.sawStream:
+		// torch_npu never records time_us and its streams are real handles.
+		return SchemaTorchNPU
+	}
+	return SchemaTorch21
+}
+
+// settings converts the allocator_settings plain dict.
+func (b *builder) settings(d *dict) (*allocator.Settings, error) {
+	b.sawSettings = true
+	st := &allocator.Settings{}
+	for _, p := range d.pend {
+		if p.k.k != kStr {
+			continue
+		}
+		key, v := p.k.s, p.v
+		bad := func(want string) error { return fmt.Errorf("key %q: want %s, got %s", key, want, v.k) }
+		switch {
+		case strings.HasSuffix(key, "_ALLOC_CONF"):
+			if v.k != kStr {
+				return nil, bad("str")
+			}
+			st.ConfKey, st.Conf = key, v.s
+			if strings.Contains(key, "NPU") {
+				b.sawNPUConf = true
+			}
+		case key == "max_split_size":
+			x, ok := v.int64()
+			if !ok {
+				return nil, bad("int")
+			}
+			st.MaxSplitSize = x
+		case key == "garbage_collection_threshold":
+			switch v.k {
+			case kFloat:
+				st.GarbageCollectionThreshold = math.Float64frombits(v.n)
+			case kInt:
+				st.GarbageCollectionThreshold = float64(int64(v.n))
+			default:
+				return nil, bad("float")
+			}
+		case key == "pinned_num_register_threads":
+			x, ok := v.int64()
+			if !ok {
+				return nil, bad("int")
+			}
+			st.PinnedNumRegisterThreads = x
+		case key == "expandable_segments", strings.HasPrefix(key, "release_lock_on_"),
+			strings.HasPrefix(key, "pinned_use_") && strings.HasSuffix(key, "_host_register"),
+			key == "graph_capture_record_stream_reuse":
+			if v.k != kBool && v.k != kInt {
+				return nil, bad("bool")
+			}
+			on := v.n != 0
+			switch {
+			case key == "expandable_segments":
+				st.ExpandableSegments = on
+			case strings.HasPrefix(key, "release_lock_on_"):
+				st.ReleaseLockOnMalloc = on
+			case key == "graph_capture_record_stream_reuse":
+				st.GraphCaptureRecordStreamReuse = on
+			default:
+				st.PinnedUseHostRegister = on
+			}
+		case key == "roundup_power2_divisions":
+			if v.k != kDict || v.d.kind != dUnknown {
+				return nil, bad("dict")
+			}
+			st.RoundupPower2Divisions = make(map[int64]int64, len(v.d.pend))
+			for _, q := range v.d.pend {
+				var k int64
+				var err error
+				switch q.k.k {
+				case kStr:
+					k, err = strconv.ParseInt(q.k.s, 10, 64)
+				case kInt:
+					k = int64(q.k.n)
+				default:
+					err = fmt.Errorf("key is a %s", q.k.k)
+				}
+				x, ok := q.v.int64()
+				if err != nil || !ok {
+					return nil, fmt.Errorf("roundup_power2_divisions: want {\"<MiB>\": int}, got a %s key / %s value", q.k.k, q.v.k)
+				}
+				st.RoundupPower2Divisions[k] = x
+			}
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,93 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// Capture is one decoded snapshot file.
+type Capture struct {
+	Path     string // the file it came from ("" for Decode without a name)
+	Format   string // FormatPickle or FormatJSON
+	Schema   string // SchemaTorch113, SchemaTorch20, SchemaTorch21 or SchemaTorchNPU
+	Snapshot *allocator.Snapshot
+}
+
+// Formats reported by Capture.Format.
+const (
+	FormatPickle = "pickle"
+	FormatJSON   = "json"
+)
+
+// Options tune decoding.
+type Options struct {
+	// Progress, when set, is called from the decoding goroutine every few
+	// MiB with the bytes read so far and the total size (-1 when unknown).
+	Progress func(done, total int64)
+}
+
+// ErrNotSnapshot is wrapped by errors for input that is not a memory
+// snapshot at all (as opposed to a damaged one).
+var ErrNotSnapshot = errors.New("not a memory snapshot")
+
+// DecodeFile reads a snapshot file. Errors are one line naming the path and
+// the byte offset or key where decoding stopped.
+func DecodeFile(path string, opts Options) (*Capture, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil {
+		if fi.IsDir() {
+			return nil, fmt.Errorf("%s: is a directory, not a snapshot file", path)
+		}
+		size = fi.Size()
+	}
+	c, err := Decode(f, size, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// Decode reads a snapshot from r; size is its length in bytes or -1. The
+// format (pickle protocol 2–5 or JSON) is detected from the content.
+func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
+	in := newByteReader(r, size, opts.Progress)
+	// Skip leading whitespace (JSON may have it; a pickle never starts with it).
+	for {
+		if !in.fill(1) {
+			if in.err != nil {
+				return nil, in.err
+			}
+			return nil, fmt.Errorf("%w: the file is empty", ErrNotSnapshot)
+		}
+		c := in.buf[in.pos]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			in.pos++
+			continue
+		}
+		switch {
+		case c == opProto:
+			snap, schema, err := decodePickle(in)
+			if err != nil {
+				return nil, err
+			}
+			return &Capture{Format: FormatPickle, Schema: schema, Snapshot: snap}, nil
+		case c == '{' || c == '[':
+			snap, schema, err := decodeJSON(in)
+			if err != nil {
+				return nil, err
+			}
+			return &Capture{Format: FormatJSON, Schema: schema, Snapshot: snap}, nil
+		}
+		return nil, fmt.Errorf("%w: offset %d: starts with byte 0x%02x, neither a pickle (protocol 2–5) nor JSON", ErrNotSnapshot, in.offset(), c)
+	}
+}

@@ -1,0 +1,171 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// JSON snapshots (the same shape, as PyTorch's viewer accepts) are streamed
+// token by token into the same builder the pickle VM feeds, so both formats
+// produce identical models.
+
+// Read lets encoding/json consume the byteReader, buffered bytes first.
+func (b *byteReader) Read(p []byte) (int, error) {
+	if b.pos >= b.end && !b.fill(1) {
+		if b.err != nil {
+			return 0, b.err
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, b.buf[b.pos:b.end])
+	b.pos += n
+	return n, nil
+}
+
+// jsonLevel is one open JSON container. Arrays hold up to two leading ints
+// back, since a 2-int array is a pool id (a tuple in the pickle).
+type jsonLevel struct {
+	obj  bool
+	v    val // the dict, or the list once created
+	key  val // pending object key
+	ints []val
+}
+
+func decodeJSON(in *byteReader) (*allocator.Snapshot, string, error) {
+	b := newBuilder()
+	start := in.offset()
+	dec := json.NewDecoder(in)
+	dec.UseNumber()
+	var stack []*jsonLevel
+	var top val
+	done := false
+	fail := func(err error) (*allocator.Snapshot, string, error) {
+		return nil, "", &offsetError{off: start + dec.InputOffset(), err: err}
+	}
+	// add places a finished value into the innermost container.
+	add := func(v val) error {
+		if len(stack) == 0 {
+			top, done = v, true
+			return nil
+		}
+		lv := stack[len(stack)-1]
+		if lv.obj {
+			err := b.setItems(lv.v, []val{lv.key, v})
+			lv.key = val{}
+			return err
+		}
+		if lv.v.l == nil {
+			if (v.k == kInt || v.k == kUint) && len(lv.ints) < 2 {
+				lv.ints = append(lv.ints, v)
+				return nil
+			}
+			lv.v = val{k: kList, l: b.newList()}
+			if err := b.appendItems(lv.v.l, lv.ints); err != nil {
+				return err
+			}
+			lv.ints = nil
+		}
+		return b.appendItems(lv.v.l, []val{v})
+	}
+	for !done {
+		tok, err := dec.Token()
+		if err != nil {
+			if err == io.EOF {
+				err = errTruncated
+			}
+			return fail(err)
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				if len(stack) >= maxMarkDepth {
+					return fail(fmt.Errorf("JSON nested deeper than %d", maxMarkDepth))
+				}
+				stack = append(stack, &jsonLevel{obj: true, v: b.newDict()})
+			case '[':
+				if len(stack) >= maxMarkDepth {
+					return fail(fmt.Errorf("JSON nested deeper than %d", maxMarkDepth))
+				}
+				stack = append(stack, &jsonLevel{})
+			case '}', ']':
+				lv := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				v := lv.v
+				if !lv.obj && v.l == nil {
+					if len(lv.ints) == 2 {
+						v = val{k: kPair, n: lv.ints[0].n, m: lv.ints[1].n}
+					} else {
+						v = val{k: kList, l: b.newList()}
+						if err := b.appendItems(v.l, lv.ints); err != nil {
+							return fail(err)
+						}
+					}
+				}
+				if err := add(v); err != nil {
+					return fail(err)
+				}
+			}
+		case string:
+			v := val{k: kStr, s: b.intern([]byte(t))}
+			if lv := stackTop(stack); lv != nil && lv.obj && lv.key.k == kNone {
+				lv.key = v
+				continue
+			}
+			if err := add(v); err != nil {
+				return fail(err)
+			}
+		case json.Number:
+			v, err := jsonNumber(t)
+			if err != nil {
+				return fail(err)
+			}
+			if err := add(v); err != nil {
+				return fail(err)
+			}
+		case bool:
+			v := val{k: kBool}
+			if t {
+				v.n = 1
+			}
+			if err := add(v); err != nil {
+				return fail(err)
+			}
+		case nil:
+			if err := add(val{k: kNone}); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	return b.finish(top)
+}
+
+func stackTop(s []*jsonLevel) *jsonLevel {
+	if len(s) == 0 {
+		return nil
+	}
+	return s[len(s)-1]
+}
+
+func jsonNumber(n json.Number) (val, error) {
+	s := string(n)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return val{k: kInt, n: uint64(i)}, nil
+	}
+	if u, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return val{k: kUint, n: u}, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return val{}, fmt.Errorf("number %s does not fit 64 bits", s)
+	}
+	if f == math.Trunc(f) && math.Abs(f) >= 1<<63 {
+		return val{}, fmt.Errorf("number %s does not fit 64 bits", s)
+	}
+	return val{k: kFloat, n: math.Float64bits(f)}, nil
+}

@@ -1,0 +1,639 @@
+package replay
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unicode/utf8"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// This file is the pickle virtual machine: a purpose-built, non-executing
+// interpreter for the plain-data subset of protocols 2–5. Containers are
+// typed builders (builder.go) that turn into model values as they fill, so
+// no generic object tree is ever built.
+
+// Pickle opcodes the decoder handles.
+const (
+	opMark           = '('
+	opStop           = '.'
+	opPop            = '0'
+	opPopMark        = '1'
+	opBinFloat       = 'G'
+	opBinInt         = 'J'
+	opBinInt1        = 'K'
+	opBinInt2        = 'M'
+	opNone           = 'N'
+	opBinUnicode     = 'X'
+	opAppend         = 'a'
+	opAppends        = 'e'
+	opEmptyDict      = '}'
+	opDict           = 'd'
+	opEmptyList      = ']'
+	opList           = 'l'
+	opEmptyTuple     = ')'
+	opTuple          = 't'
+	opSetItem        = 's'
+	opSetItems       = 'u'
+	opBinGet         = 'h'
+	opLongBinGet     = 'j'
+	opBinPut         = 'q'
+	opLongBinPut     = 'r'
+	opShortBinString = 'U'
+	opBinString      = 'T'
+	opShortBinBytes  = 'C'
+	opBinBytes       = 'B'
+	opProto          = 0x80
+	opTuple1         = 0x85
+	opTuple2         = 0x86
+	opTuple3         = 0x87
+	opNewTrue        = 0x88
+	opNewFalse       = 0x89
+	opLong1          = 0x8a
+	opLong4          = 0x8b
+	opShortBinUni    = 0x8c
+	opBinUnicode8    = 0x8d
+	opBinBytes8      = 0x8e
+	opMemoize        = 0x94
+	opFrame          = 0x95
+	opByteArray8     = 0x96
+
+	// Refused: they name or build Python objects.
+	opGlobal      = 'c'
+	opStackGlobal = 0x93
+	opReduce      = 'R'
+	opBuild       = 'b'
+	opInst        = 'i'
+	opObj         = 'o'
+	opNewObj      = 0x81
+	opNewObjEx    = 0x92
+	opPersID      = 'P'
+	opBinPersID   = 'Q'
+	opExt1        = 0x82
+	opExt2        = 0x83
+	opExt4        = 0x84
+	opNextBuffer  = 0x97
+	opReadOnlyBuf = 0x98
+)
+
+// Limits that keep hostile input bounded.
+const (
+	maxStackDepth = 1 << 20
+	maxMarkDepth  = 1 << 16
+	maxMemo       = 1 << 28
+	maxLongBytes  = 64
+)
+
+// kind is the type of a VM value.
+type kind uint8
+
+const (
+	kNone kind = iota
+	kBool
+	kInt   // n holds an int64
+	kUint  // n holds a uint64 above MaxInt64
+	kFloat // n holds float64 bits
+	kStr
+	kBytes
+	kPair // 2-tuple of ints: n, m
+	kTuple
+	kDict
+	kList
+	kMark
+)
+
+var kindNames = [...]string{"None", "bool", "int", "int", "float", "str", "bytes", "tuple", "tuple", "dict", "list", "mark"}
+
+func (k kind) String() string { return kindNames[k] }
+
+// val is one VM value. Dicts and lists carry their builder; gen guards
+// against a recycled dict builder being reached through the memo.
+type val struct {
+	k   kind
+	n   uint64
+	m   uint64
+	s   string
+	d   *dict
+	l   *list
+	gen uint32
+}
+
+func (v val) int64() (int64, bool) {
+	switch v.k {
+	case kInt:
+		return int64(v.n), true
+	case kBool:
+		return int64(v.n), true
+	case kFloat:
+		f := math.Float64frombits(v.n)
+		if f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+			return int64(f), true
+		}
+	}
+	return 0, false
+}
+
+func (v val) uint64() (uint64, bool) {
+	switch v.k {
+	case kInt, kUint:
+		return v.n, true
+	case kFloat:
+		f := math.Float64frombits(v.n)
+		if f == math.Trunc(f) && f >= 0 && f < 1<<63 {
+			return uint64(f), true
+		}
+	}
+	return 0, false
+}
+
+// decoder is the pickle VM plus the model it fills.
+type decoder struct {
+	in    *byteReader
+	stack []val
+	marks []int
+	memo  memo
+	b     *builder
+	proto int
+	op    byte  // current opcode
+	opOff int64 // offset of the current opcode
+}
+
+// memo maps memo indexes to values. Index slots are 4 bytes; values live in
+// a table whose rows are reused once a recycled dict's row is released, so
+// the per-entry dicts a snapshot memoizes cost no memory after placement.
+// A row remembers its slot: a stale slot (its dict already placed) is
+// caught instead of reading another value.
+type memo struct {
+	slots []uint32 // memo index → 1 + row, 0 = never stored
+	rows  []memoRow
+	free  []uint32
+	count uint64 // MEMOIZE's next index
+}
+
+type memoRow struct {
+	v    val
+	slot uint32
+}
+
+const freeRow = ^uint32(0)
+
+func (m *memo) put(i uint64, v val, limit int64) error {
+	if i >= maxMemo || int64(i) > limit {
+		return fmt.Errorf("memo index %d out of range", i)
+	}
+	if i >= m.count {
+		m.count = i + 1
+	}
+	for uint64(len(m.slots)) <= i {
+		m.slots = append(m.slots, 0)
+	}
+	if r := m.slots[i]; r != 0 && m.rows[r-1].slot == uint32(i) {
+		m.release(r)
+	}
+	var row uint32
+	if n := len(m.free); n > 0 {
+		row = m.free[n-1]
+		m.free = m.free[:n-1]
+		m.rows[row] = memoRow{v: v, slot: uint32(i)}
+	} else {
+		row = uint32(len(m.rows))
+		m.rows = append(m.rows, memoRow{v: v, slot: uint32(i)})
+	}
+	m.slots[i] = row + 1
+	if v.k == kDict {
+		v.d.memoRow = row + 1
+	}
+	return nil
+}
+
+// release frees a row (1-based); its slot goes stale.
+func (m *memo) release(r uint32) {
+	m.rows[r-1] = memoRow{slot: freeRow}
+	m.free = append(m.free, r-1)
+}
+
+func (m *memo) get(i uint64) (val, error) {
+	if i >= uint64(len(m.slots)) || m.slots[i] == 0 {
+		return val{}, fmt.Errorf("memo index %d was never stored", i)
+	}
+	row := m.rows[m.slots[i]-1]
+	if row.slot != uint32(i) || (row.v.k == kDict && row.v.d.gen != row.v.gen) {
+		return val{}, fmt.Errorf("memo index %d refers to a dict that was already placed in its list; shared entries are not a memory snapshot shape", i)
+	}
+	return row.v, nil
+}
+
+func (d *decoder) push(v val) error {
+	if len(d.stack) >= maxStackDepth {
+		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
+	}
+	d.stack = append(d.stack, v)
+	return nil
+}
+
+func (d *decoder) pop() (val, error) {
+	n := len(d.stack)
+	if n == 0 || d.stack[n-1].k == kMark {
+		return val{}, fmt.Errorf("opcode 0x%02x: stack underflow", d.op)
+	}
+	v := d.stack[n-1]
+	d.stack = d.stack[:n-1]
+	return v, nil
+}
+
+func (d *decoder) top() (*val, error) {
+	n := len(d.stack)
+	if n == 0 || d.stack[n-1].k == kMark {
+		return nil, fmt.Errorf("opcode 0x%02x: stack underflow", d.op)
+	}
+	return &d.stack[n-1], nil
+}
+
+// popMark returns the values above the newest mark and removes them and the mark.
+func (d *decoder) popMark() ([]val, error) {
+	if len(d.marks) == 0 {
+		return nil, fmt.Errorf("opcode 0x%02x without a MARK", d.op)
+	}
+	k := d.marks[len(d.marks)-1]
+	d.marks = d.marks[:len(d.marks)-1]
+	items := d.stack[k+1:]
+	d.stack = d.stack[:k]
+	return items, nil
+}
+
+// run interprets opcodes until STOP and returns the top value.
+func (d *decoder) run() (val, error) {
+	in := d.in
+	for {
+		d.opOff = in.offset()
+		op, err := in.byte()
+		if err != nil {
+			return val{}, err
+		}
+		d.op = op
+		switch op {
+		case opProto:
+			c, err := in.byte()
+			if err != nil {
+				return val{}, err
+			}
+			if c < 2 || c > 5 {
+				return val{}, fmt.Errorf("pickle protocol %d is not supported (2–5 are)", c)
+			}
+			d.proto = int(c)
+		case opFrame:
+			// Framing is only a read-ahead hint; the stream is read as it comes.
+			if _, err := in.next(8); err != nil {
+				return val{}, err
+			}
+		case opStop:
+			v, err := d.pop()
+			if err != nil {
+				return val{}, fmt.Errorf("STOP with an empty stack")
+			}
+			return v, nil
+		case opMark:
+			if len(d.marks) >= maxMarkDepth {
+				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
+			}
+			d.marks = append(d.marks, len(d.stack))
+			if err := d.push(val{k: kMark}); err != nil {
+				return val{}, err
+			}
+		case opPop:
+			if n := len(d.stack); n > 0 && d.stack[n-1].k == kMark {
+				d.marks = d.marks[:len(d.marks)-1]
+				d.stack = d.stack[:n-1]
+			} else if _, err := d.pop(); err != nil {
+				return val{}, err
+			}
+		case opPopMark:
+			if _, err := d.popMark(); err != nil {
+				return val{}, err
+			}
+		case opNone:
+			err = d.push(val{k: kNone})
+		case opNewTrue:
+			err = d.push(val{k: kBool, n: 1})
+		case opNewFalse:
+			err = d.push(val{k: kBool})
+		case opBinInt1:
+			var c byte
+			if c, err = in.byte(); err == nil {
+				err = d.push(val{k: kInt, n: uint64(c)})
+			}
+		case opBinInt2:
+			var p []byte
+			if p, err = in.next(2); err == nil {
+				err = d.push(val{k: kInt, n: uint64(binary.LittleEndian.Uint16(p))})
+			}
+		case opBinInt:
+			var p []byte
+			if p, err = in.next(4); err == nil {
+				err = d.push(val{k: kInt, n: uint64(int64(int32(binary.LittleEndian.Uint32(p))))})
+			}
+		case opLong1:
+			var c byte
+			if c, err = in.byte(); err == nil {
+				err = d.long(int(c))
+			}
+		case opLong4:
+			var p []byte
+			if p, err = in.next(4); err == nil {
+				n := int32(binary.LittleEndian.Uint32(p))
+				if n < 0 || n > maxLongBytes {
+					return val{}, fmt.Errorf("LONG4 of %d bytes: integer too large for a memory snapshot", n)
+				}
+				err = d.long(int(n))
+			}
+		case opBinFloat:
+			var p []byte
+			if p, err = in.next(8); err == nil {
+				err = d.push(val{k: kFloat, n: binary.BigEndian.Uint64(p)})
+			}
+		case opShortBinUni, opShortBinString, opShortBinBytes:
+			var c byte
+			if c, err = in.byte(); err == nil {
+				err = d.str(uint64(c), op != opShortBinBytes)
+			}
+		case opBinUnicode, opBinString, opBinBytes:
+			var p []byte
+			if p, err = in.next(4); err == nil {
+				err = d.str(uint64(binary.LittleEndian.Uint32(p)), op != opBinBytes)
+			}
+		case opBinUnicode8, opBinBytes8, opByteArray8:
+			var p []byte
+			if p, err = in.next(8); err == nil {
+				err = d.str(binary.LittleEndian.Uint64(p), op == opBinUnicode8)
+			}
+		case opEmptyDict:
+			err = d.push(d.b.newDict())
+		case opEmptyList:
+			err = d.push(val{k: kList, l: d.b.newList()})
+		case opEmptyTuple:
+			err = d.push(val{k: kTuple})
+		case opTuple1, opTuple2, opTuple3:
+			n := int(op-opTuple1) + 1
+			if len(d.stack) < n {
+				return val{}, fmt.Errorf("TUPLE%d: stack underflow", n)
+			}
+			items := d.stack[len(d.stack)-n:]
+			for _, it := range items {
+				if it.k == kMark {
+					return val{}, fmt.Errorf("TUPLE%d: stack underflow", n)
+				}
+			}
+			t := tupleOf(items)
+			d.stack = d.stack[:len(d.stack)-n]
+			err = d.push(t)
+		case opTuple:
+			var items []val
+			if items, err = d.popMark(); err == nil {
+				err = d.push(tupleOf(items))
+			}
+		case opList:
+			var items []val
+			if items, err = d.popMark(); err == nil {
+				l := d.b.newList()
+				if err = d.b.appendItems(l, items); err == nil {
+					err = d.push(val{k: kList, l: l})
+				}
+			}
+		case opDict:
+			var items []val
+			if items, err = d.popMark(); err == nil {
+				dv := d.b.newDict()
+				if err = d.b.setItems(dv, items); err == nil {
+					err = d.push(dv)
+				}
+			}
+		case opAppend:
+			var v val
+			if v, err = d.pop(); err == nil {
+				var t *val
+				if t, err = d.top(); err == nil {
+					if t.k != kList {
+						return val{}, fmt.Errorf("APPEND to a %s", t.k)
+					}
+					err = d.b.appendItems(t.l, []val{v})
+				}
+			}
+		case opAppends:
+			var items []val
+			if items, err = d.popMark(); err == nil {
+				var t *val
+				if t, err = d.top(); err == nil {
+					if t.k != kList {
+						return val{}, fmt.Errorf("APPENDS to a %s", t.k)
+					}
+					err = d.b.appendItems(t.l, items)
+				}
+			}
+		case opSetItem:
+			if len(d.stack) < 3 {
+				return val{}, fmt.Errorf("SETITEM: stack underflow")
+			}
+			items := d.stack[len(d.stack)-2:]
+			if items[0].k == kMark || items[1].k == kMark {
+				return val{}, fmt.Errorf("SETITEM: stack underflow")
+			}
+			kv := [2]val{items[0], items[1]}
+			d.stack = d.stack[:len(d.stack)-2]
+			var t *val
+			if t, err = d.top(); err == nil {
+				if t.k != kDict {
+					return val{}, fmt.Errorf("SETITEM on a %s", t.k)
+				}
+				err = d.b.setItems(*t, kv[:])
+			}
+		case opSetItems:
+			var items []val
+			if items, err = d.popMark(); err == nil {
+				var t *val
+				if t, err = d.top(); err == nil {
+					if t.k != kDict {
+						return val{}, fmt.Errorf("SETITEMS on a %s", t.k)
+					}
+					err = d.b.setItems(*t, items)
+				}
+			}
+		case opMemoize:
+			var t *val
+			if t, err = d.top(); err == nil {
+				err = d.memoPut(d.memo.count, *t)
+			}
+		case opBinPut:
+			var c byte
+			if c, err = in.byte(); err == nil {
+				var t *val
+				if t, err = d.top(); err == nil {
+					err = d.memoPut(uint64(c), *t)
+				}
+			}
+		case opLongBinPut:
+			var p []byte
+			if p, err = in.next(4); err == nil {
+				var t *val
+				if t, err = d.top(); err == nil {
+					err = d.memoPut(uint64(binary.LittleEndian.Uint32(p)), *t)
+				}
+			}
+		case opBinGet:
+			var c byte
+			if c, err = in.byte(); err == nil {
+				var v val
+				if v, err = d.memo.get(uint64(c)); err == nil {
+					err = d.push(v)
+				}
+			}
+		case opLongBinGet:
+			var p []byte
+			if p, err = in.next(4); err == nil {
+				var v val
+				if v, err = d.memo.get(uint64(binary.LittleEndian.Uint32(p))); err == nil {
+					err = d.push(v)
+				}
+			}
+		case opGlobal:
+			mod, _ := d.line()
+			name, _ := d.line()
+			return val{}, notSnapshot(mod + "." + name)
+		case opStackGlobal:
+			name, mod := "?", "?"
+			if n := len(d.stack); n >= 2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kStr {
+				mod, name = d.stack[n-2].s, d.stack[n-1].s
+			}
+			return val{}, notSnapshot(mod + "." + name)
+		case opInst:
+			mod, _ := d.line()
+			name, _ := d.line()
+			return val{}, notSnapshot(mod + "." + name)
+		case opReduce, opBuild, opObj, opNewObj, opNewObjEx, opPersID, opBinPersID,
+			opExt1, opExt2, opExt4, opNextBuffer, opReadOnlyBuf:
+			return val{}, fmt.Errorf("%w: the pickle builds Python objects (opcode 0x%02x)", ErrNotSnapshot, op)
+		default:
+			return val{}, fmt.Errorf("opcode 0x%02x is not part of a memory snapshot pickle (protocol 2–5 plain data)", op)
+		}
+		if err != nil {
+			return val{}, err
+		}
+	}
+}
+
+func notSnapshot(class string) error {
+	return fmt.Errorf("%w: the pickle references Python class %s", ErrNotSnapshot, class)
+}
+
+// line reads a newline-terminated argument (GLOBAL, INST), capped.
+func (d *decoder) line() (string, error) {
+	var out []byte
+	for len(out) < 256 {
+		c, err := d.in.byte()
+		if err != nil {
+			return string(out), err
+		}
+		if c == '\n' {
+			break
+		}
+		out = append(out, c)
+	}
+	return string(out), nil
+}
+
+func (d *decoder) memoPut(i uint64, v val) error {
+	// A memo index can never exceed the number of bytes read so far.
+	return d.memo.put(i, v, d.in.offset())
+}
+
+// long decodes an n-byte little-endian two's-complement integer.
+func (d *decoder) long(n int) error {
+	p, err := d.in.next(n)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return d.push(val{k: kInt})
+	}
+	neg := p[n-1]&0x80 != 0
+	// Strip sign-extension bytes, then the value must fit 64 bits.
+	sig := n
+	for sig > 1 {
+		if !neg && p[sig-1] == 0 || neg && p[sig-1] == 0xff {
+			sig--
+			continue
+		}
+		break
+	}
+	if sig > 8 || (neg && sig == 8 && p[7]&0x80 == 0) {
+		return fmt.Errorf("integer of %d bytes does not fit 64 bits", n)
+	}
+	var u uint64
+	for i := sig - 1; i >= 0; i-- {
+		u = u<<8 | uint64(p[i])
+	}
+	if neg {
+		if sig < 8 {
+			u |= ^uint64(0) << (8 * sig)
+		}
+		return d.push(val{k: kInt, n: u})
+	}
+	if u > math.MaxInt64 {
+		return d.push(val{k: kUint, n: u})
+	}
+	return d.push(val{k: kInt, n: u})
+}
+
+// str reads a string (or byte string) of n bytes.
+func (d *decoder) str(n uint64, text bool) error {
+	ln, err := d.in.checkLen(n, "string")
+	if err != nil {
+		return err
+	}
+	p, err := d.in.next(ln)
+	if err != nil {
+		return err
+	}
+	if !text {
+		return d.push(val{k: kBytes, n: uint64(ln)})
+	}
+	if d.op == opShortBinUni || d.op == opBinUnicode || d.op == opBinUnicode8 {
+		if !utf8.Valid(p) {
+			return fmt.Errorf("string is not valid UTF-8")
+		}
+	}
+	return d.push(val{k: kStr, s: d.b.intern(p)})
+}
+
+// tupleOf packs items into a tuple value. 2-tuples of ints (pool ids) are
+// the only tuples a snapshot has; other tuples keep no content.
+func tupleOf(items []val) val {
+	if len(items) == 2 && (items[0].k == kInt || items[0].k == kUint) && (items[1].k == kInt || items[1].k == kUint) {
+		return val{k: kPair, n: items[0].n, m: items[1].n}
+	}
+	return val{k: kTuple}
+}
+
+// decodePickle decodes a whole pickle stream into a snapshot.
+func decodePickle(in *byteReader) (*allocator.Snapshot, string, error) {
+	d := &decoder{in: in, b: newBuilder()}
+	d.b.memo = &d.memo
+	top, err := d.run()
+	if err != nil {
+		return nil, "", &offsetError{off: d.opOff, err: err}
+	}
+	snap, schema, err := d.b.finish(top)
+	if err != nil {
+		return nil, "", err
+	}
+	return snap, schema, nil
+}
+
+// offsetError places an error at a byte offset of the input.
+type offsetError struct {
+	off int64
+	err error
+}
+
+func (e *offsetError) Error() string { return fmt.Sprintf("offset %d: %v", e.off, e.err) }
+func (e *offsetError) Unwrap() error { return e.err }

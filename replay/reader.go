@@ -1,0 +1,113 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// errTruncated marks input that ends before the data it announces.
+var errTruncated = errors.New("unexpected end of file (truncated?)")
+
+// byteReader is a buffered reader that tracks the absolute offset and hands
+// out slices of its buffer, so the decoder copies only what it keeps.
+type byteReader struct {
+	r     io.Reader
+	buf   []byte
+	pos   int   // next unread byte in buf
+	end   int   // bytes valid in buf
+	base  int64 // file offset of buf[0]
+	eof   bool
+	err   error
+	total int64 // file size when known, else -1
+
+	progress     func(done, total int64)
+	nextProgress int64
+}
+
+const (
+	readChunk     = 1 << 20
+	progressEvery = 4 << 20
+)
+
+func newByteReader(r io.Reader, size int64, progress func(done, total int64)) *byteReader {
+	return &byteReader{r: r, buf: make([]byte, readChunk), total: size, progress: progress}
+}
+
+// offset is the file offset of the next unread byte.
+func (b *byteReader) offset() int64 { return b.base + int64(b.pos) }
+
+// fill makes at least n bytes available unless the input ends first.
+func (b *byteReader) fill(n int) bool {
+	if b.end-b.pos >= n {
+		return true
+	}
+	if b.pos > 0 {
+		copy(b.buf, b.buf[b.pos:b.end])
+		b.base += int64(b.pos)
+		b.end -= b.pos
+		b.pos = 0
+	}
+	if n > len(b.buf) {
+		nb := make([]byte, max(n, 2*len(b.buf)))
+		copy(nb, b.buf[:b.end])
+		b.buf = nb
+	}
+	for b.end < n && !b.eof {
+		m, err := b.r.Read(b.buf[b.end:])
+		b.end += m
+		if err == io.EOF {
+			b.eof = true
+		} else if err != nil {
+			b.eof = true
+			b.err = err
+		}
+	}
+	if b.progress != nil && b.base+int64(b.end) >= b.nextProgress {
+		b.progress(b.base+int64(b.end), b.total)
+		b.nextProgress = b.base + int64(b.end) + progressEvery
+	}
+	return b.end-b.pos >= n
+}
+
+func (b *byteReader) fail() error {
+	if b.err != nil {
+		return b.err
+	}
+	return errTruncated
+}
+
+// byte reads one byte.
+func (b *byteReader) byte() (byte, error) {
+	if b.pos >= b.end && !b.fill(1) {
+		return 0, b.fail()
+	}
+	c := b.buf[b.pos]
+	b.pos++
+	return c, nil
+}
+
+// next returns the next n bytes; the slice is valid until the next call.
+func (b *byteReader) next(n int) ([]byte, error) {
+	if b.end-b.pos < n && !b.fill(n) {
+		return nil, b.fail()
+	}
+	s := b.buf[b.pos : b.pos+n]
+	b.pos += n
+	return s, nil
+}
+
+// checkLen rejects a length the rest of the input cannot hold, before any
+// allocation of that size.
+func (b *byteReader) checkLen(n uint64, what string) (int, error) {
+	if n > maxStringLen {
+		return 0, fmt.Errorf("%s of %d bytes exceeds the %d-byte limit", what, n, maxStringLen)
+	}
+	if b.total >= 0 && int64(n) > b.total-b.offset() {
+		return 0, fmt.Errorf("%s of %d bytes runs past the end of the file (%w)", what, n, errTruncated)
+	}
+	return int(n), nil
+}
+
+// maxStringLen caps any single string or byte string.
+const maxStringLen = 64 << 20

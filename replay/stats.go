@@ -1,0 +1,241 @@
+package replay
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// Stats is the summary `npumon stats` prints; its JSON form is the
+// command's --json output (sizes in bytes, times in epoch µs or null).
+type Stats struct {
+	Path          string        `json:"path"`
+	Kind          string        `json:"kind"` // always "snapshot"
+	Format        string        `json:"format"`
+	Schema        string        `json:"schema"`
+	HasTimestamps bool          `json:"has_timestamps"`
+	AtIndex       *int          `json:"at_index,omitempty"` // set with --at-index
+	Devices       []DeviceStats `json:"devices"`
+}
+
+// DeviceStats are one device's figures. Without an index they describe the
+// final state; with one, Segments, Blocks, ReservedBytes, ActiveBytes,
+// AllocatedBytes, RequestedBytes, InactiveBytes and LargestFreeBlockBytes
+// describe the moment right after that trace entry (docs/timeline.md).
+type DeviceStats struct {
+	Device                int            `json:"device"`
+	Segments              int            `json:"segments"`
+	Blocks                int            `json:"blocks"`
+	ReservedBytes         int64          `json:"reserved_bytes"`
+	AllocatedBytes        int64          `json:"allocated_bytes"`
+	ActiveBytes           int64          `json:"active_bytes"`
+	RequestedBytes        int64          `json:"requested_bytes"`
+	InactiveBytes         int64          `json:"inactive_bytes"`
+	LargestFreeBlockBytes int64          `json:"largest_free_block_bytes"`
+	TraceEntries          int            `json:"trace_entries"`
+	Actions               map[string]int `json:"actions"`
+	FirstTimeUS           *int64         `json:"first_time_us"`
+	LastTimeUS            *int64         `json:"last_time_us"`
+	ActiveBytesAtStart    int64          `json:"active_bytes_at_start"`
+	PeakActiveBytes       int64          `json:"peak_active_bytes"`
+	PeakActiveIndex       int            `json:"peak_active_index"`
+	PeakActiveTimeUS      *int64         `json:"peak_active_time_us"`
+	ReservedBytesAtStart  int64          `json:"reserved_bytes_at_start"`
+	PeakReservedBytes     int64          `json:"peak_reserved_bytes"`
+	OOMEvents             int            `json:"oom_events"`
+}
+
+// StatsOptions select what ComputeStats reports.
+type StatsOptions struct {
+	Device  *int // nil: every device
+	AtIndex *int // nil: the final state; -1: before the first entry
+}
+
+// ComputeStats summarises a capture per device.
+func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
+	s := c.Snapshot
+	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema,
+		HasTimestamps: s.HasTimestamps(), AtIndex: opts.AtIndex, Devices: []DeviceStats{}}
+	devices := s.Devices()
+	if opts.Device != nil {
+		found := false
+		for _, d := range devices {
+			found = found || d == *opts.Device
+		}
+		if !found {
+			return nil, fmt.Errorf("device %d is not in this snapshot (devices: %v)", *opts.Device, devices)
+		}
+		devices = []int{*opts.Device}
+	}
+	for _, dev := range devices {
+		ds, err := deviceStats(s, dev, out.HasTimestamps, opts.AtIndex)
+		if err != nil {
+			return nil, err
+		}
+		out.Devices = append(out.Devices, *ds)
+	}
+	return out, nil
+}
+
+func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) (*DeviceStats, error) {
+	t, err := newTimeline(s, dev, false)
+	if err != nil {
+		return nil, err
+	}
+	ds := &DeviceStats{Device: dev, Actions: map[string]int{}, TraceEntries: len(t.Entries),
+		ActiveBytesAtStart: t.ActiveAtStart, ReservedBytesAtStart: t.ReservedAtStart}
+	segmentFigures(ds, t.final)
+	ds.Blocks = 0
+	for i := range t.final {
+		ds.Blocks += len(t.final[i].Blocks)
+	}
+
+	active, reserved := t.ActiveAtStart, t.ReservedAtStart
+	ds.PeakActiveBytes, ds.PeakActiveIndex, ds.PeakReservedBytes = active, -1, reserved
+	counts := make([]int, 256)
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		counts[e.Action]++
+		active += ActiveDelta(e)
+		reserved += ReservedDelta(e)
+		if active > ds.PeakActiveBytes {
+			ds.PeakActiveBytes, ds.PeakActiveIndex = active, i
+		}
+		if reserved > ds.PeakReservedBytes {
+			ds.PeakReservedBytes = reserved
+		}
+		if hasTime && e.TimeUS != 0 {
+			if ds.FirstTimeUS == nil {
+				ds.FirstTimeUS = ptr(e.TimeUS)
+			}
+			ds.LastTimeUS = ptr(e.TimeUS)
+		}
+	}
+	for a, n := range counts {
+		if n > 0 {
+			ds.Actions[allocator.Action(a).String()] += n
+		}
+	}
+	ds.OOMEvents = counts[allocator.ActionOOM]
+	if hasTime && ds.PeakActiveIndex >= 0 {
+		if ts := t.Entries[ds.PeakActiveIndex].TimeUS; ts != 0 {
+			ds.PeakActiveTimeUS = ptr(ts)
+		}
+	}
+
+	if atIndex != nil {
+		i := *atIndex
+		if i < -1 || i >= len(t.Entries) {
+			return nil, fmt.Errorf("--at-index %d is out of range for device %d (%d trace entries; -1 is the start)", i, dev, len(t.Entries))
+		}
+		segmentFigures(ds, t.StateAfter(i))
+		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)
+		ds.ReservedBytes = t.ReservedAtStart
+		for j := 0; j <= i; j++ {
+			ds.ReservedBytes += ReservedDelta(&t.Entries[j])
+		}
+	}
+	return ds, nil
+}
+
+// segmentFigures fills the segment-derived figures from a segment list.
+func segmentFigures(ds *DeviceStats, segs []allocator.Segment) {
+	ds.Segments = len(segs)
+	ds.ReservedBytes, ds.AllocatedBytes, ds.ActiveBytes, ds.RequestedBytes, ds.InactiveBytes, ds.LargestFreeBlockBytes = 0, 0, 0, 0, 0, 0
+	for i := range segs {
+		ds.ReservedBytes += segs[i].TotalSize
+		for j := range segs[i].Blocks {
+			b := &segs[i].Blocks[j]
+			switch b.State {
+			case allocator.StateActiveAllocated:
+				ds.AllocatedBytes += b.Size
+				ds.ActiveBytes += b.Size
+				ds.RequestedBytes += b.RequestedSize
+			case allocator.StateActivePendingFree:
+				ds.ActiveBytes += b.Size
+			case allocator.StateInactive:
+				ds.InactiveBytes += b.Size
+				ds.LargestFreeBlockBytes = max(ds.LargestFreeBlockBytes, b.Size)
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// WriteText prints the stats as a readable table.
+func (st *Stats) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "%s: %s snapshot, %s", st.Path, st.Format, st.Schema)
+	if !st.HasTimestamps {
+		fmt.Fprint(w, ", no timestamps (indexed by entry)")
+	}
+	if st.AtIndex != nil {
+		fmt.Fprintf(w, ", state after entry %d", *st.AtIndex)
+	}
+	fmt.Fprintln(w)
+	for _, d := range st.Devices {
+		fmt.Fprintf(w, "\ndevice %d\n", d.Device)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		row := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, value) }
+		row("segments", fmt.Sprint(d.Segments))
+		row("blocks", fmt.Sprint(d.Blocks))
+		row("reserved", FormatBytes(d.ReservedBytes))
+		row("allocated", FormatBytes(d.AllocatedBytes))
+		row("active", FormatBytes(d.ActiveBytes))
+		row("requested", FormatBytes(d.RequestedBytes))
+		row("inactive", FormatBytes(d.InactiveBytes))
+		row("largest free block", FormatBytes(d.LargestFreeBlockBytes))
+		row("trace entries", fmt.Sprint(d.TraceEntries))
+		if len(d.Actions) > 0 {
+			names := make([]string, 0, len(d.Actions))
+			for a := range d.Actions {
+				names = append(names, a)
+			}
+			sort.Strings(names)
+			parts := make([]string, len(names))
+			for i, a := range names {
+				parts[i] = fmt.Sprintf("%s %d", a, d.Actions[a])
+			}
+			row("actions", strings.Join(parts, ", "))
+		}
+		if d.FirstTimeUS != nil {
+			row("time span", fmt.Sprintf("%d … %d µs (%.3f s)", *d.FirstTimeUS, *d.LastTimeUS, float64(*d.LastTimeUS-*d.FirstTimeUS)/1e6))
+		}
+		row("active at start", FormatBytes(d.ActiveBytesAtStart))
+		peak := FormatBytes(d.PeakActiveBytes)
+		if d.PeakActiveIndex < 0 {
+			peak += " at the start"
+		} else {
+			peak += fmt.Sprintf(" after entry %d", d.PeakActiveIndex)
+			if d.PeakActiveTimeUS != nil {
+				peak += fmt.Sprintf(" (%d µs)", *d.PeakActiveTimeUS)
+			}
+		}
+		row("peak active", peak)
+		row("reserved at start", FormatBytes(d.ReservedBytesAtStart))
+		row("peak reserved", FormatBytes(d.PeakReservedBytes))
+		row("oom events", fmt.Sprint(d.OOMEvents))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FormatBytes renders a size as "1.5 GiB (1610612736 B)".
+func FormatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, u := float64(n), 0
+	for (v >= 1024 || v <= -1024) && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if u == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s (%d B)", v, units[u], n)
+}
