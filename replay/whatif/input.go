@@ -1,0 +1,193 @@
+package whatif
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+// opKind is what the simulation does at one step.
+type opKind uint8
+
+const (
+	opAlloc opKind = iota // Malloc(size, stream) for allocation id
+	opFree                // Free(id), deferred until entry doneAt when > entry+1
+	opOOM                 // the request a recorded oom entry failed: try it, free it at once
+)
+
+// op is one step of a device's input sequence. Entry is the trace index it
+// comes from; allocations live before the trace have entry -1.
+type op struct {
+	kind   opKind
+	entry  int32
+	id     int32 // allocation id (opAlloc, opFree)
+	doneAt int32 // opFree: entry of the matching free_completed; never = past the end
+	stream uint64
+	size   int64
+}
+
+// InputStats counts what the input sequence was built from.
+type InputStats struct {
+	Entries       int `json:"entries"`        // trace entries of the device
+	Initial       int `json:"initial_allocs"` // allocations live before the trace, allocated first
+	Allocs        int `json:"allocs"`
+	Frees         int `json:"frees"`
+	DeferredFrees int `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
+	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
+	// Unmatched counts alloc/free entries the trace does not explain
+	// (a free of an address that is not live, an alloc over a live one);
+	// they are skipped or resolved as noted in the package doc.
+	Unmatched int `json:"unmatched"`
+}
+
+// input is one device's operation sequence, shared read-only by all runs.
+type input struct {
+	device  int
+	entries []allocator.TraceEntry
+	ops     []op
+	ids     int // number of allocation ids
+	streams []uint64
+	stats   InputStats
+}
+
+// buildInput turns device's trace into the operation sequence the
+// simulation replays (docs/timeline.md decides what was live at the start).
+func buildInput(s *allocator.Snapshot, device int) *input {
+	var entries []allocator.TraceEntry
+	if device < len(s.DeviceTraces) {
+		entries = s.DeviceTraces[device]
+	}
+	in := &input{device: device, entries: entries}
+	in.stats.Entries = len(entries)
+	n := len(entries)
+
+	// next[i]: the next alloc-family entry naming the same address.
+	next := make([]int32, n)
+	last := make(map[uint64]int32)
+	for i := n - 1; i >= 0; i-- {
+		e := &entries[i]
+		if !e.Action.IsAllocFamily() {
+			continue
+		}
+		if j, ok := last[e.Addr]; ok {
+			next[i] = j
+		} else {
+			next[i] = -1
+		}
+		last[e.Addr] = int32(i)
+	}
+	// after the loop, last holds each address's first alloc-family entry.
+
+	type initial struct {
+		addr   uint64
+		size   int64
+		stream uint64
+	}
+	var inits []initial
+	for addr, i := range last {
+		e := &entries[i]
+		if e.Action != allocator.ActionAlloc { // rule (a): freed before it was allocated
+			inits = append(inits, initial{addr, e.Size, e.Stream})
+		}
+	}
+	for si := range s.Segments { // rule (b): ghost blocks of the final state
+		seg := &s.Segments[si]
+		if seg.Device != device {
+			continue
+		}
+		for bi := range seg.Blocks {
+			b := &seg.Blocks[bi]
+			if !b.State.Active() {
+				continue
+			}
+			if _, named := last[b.Address]; named {
+				continue
+			}
+			inits = append(inits, initial{b.Address, replay.LiveSize(b), seg.Stream})
+		}
+	}
+	// Address order packs them the way the recorded segments held them.
+	slices.SortFunc(inits, func(a, b initial) int { return cmp.Compare(a.addr, b.addr) })
+
+	const (
+		absent = iota
+		live
+		pending
+	)
+	type addrState struct {
+		state uint8
+		id    int32
+	}
+	state := make(map[uint64]addrState, len(inits)+1024)
+	in.ops = make([]op, 0, len(inits)+n)
+	newID := func() int32 { in.ids++; return int32(in.ids - 1) }
+	for _, x := range inits {
+		id := newID()
+		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, id: id, stream: x.stream, size: x.size})
+		state[x.addr] = addrState{live, id}
+		in.stats.Initial++
+	}
+	never := int32(n) // completes after the last entry
+	free := func(i int, id int32, doneAt int32) {
+		in.ops = append(in.ops, op{kind: opFree, entry: int32(i), id: id, doneAt: doneAt})
+		in.stats.Frees++
+		if doneAt > int32(i)+1 {
+			in.stats.DeferredFrees++
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		st := state[e.Addr]
+		switch e.Action {
+		case allocator.ActionAlloc:
+			if st.state == live { // a free the trace lost: release the old one first
+				free(i, st.id, -1)
+				in.stats.Unmatched++
+			}
+			id := newID()
+			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), id: id, stream: e.Stream, size: e.Size})
+			state[e.Addr] = addrState{live, id}
+			in.stats.Allocs++
+		case allocator.ActionFreeRequested:
+			if st.state != live {
+				in.stats.Unmatched++
+				continue
+			}
+			doneAt := int32(-1)
+			j := next[i]
+			switch {
+			case j < 0:
+				doneAt = never // still pending when the trace ends
+			case entries[j].Action == allocator.ActionFreeCompleted && int(j) > i+1:
+				doneAt = j
+			}
+			free(i, st.id, doneAt)
+			state[e.Addr] = addrState{pending, -1}
+		case allocator.ActionFreeCompleted, allocator.ActionFree:
+			switch st.state {
+			case pending:
+				delete(state, e.Addr)
+			case live: // free_requested not recorded: treat as an immediate free
+				free(i, st.id, -1)
+				delete(state, e.Addr)
+			default:
+				in.stats.Unmatched++
+			}
+		case allocator.ActionOOM:
+			in.ops = append(in.ops, op{kind: opOOM, entry: int32(i), stream: e.Stream, size: e.Size})
+			in.stats.OOMRequests++
+		}
+	}
+
+	seen := map[uint64]bool{}
+	for i := range in.ops {
+		if o := &in.ops[i]; o.kind != opFree && !seen[o.stream] {
+			seen[o.stream] = true
+			in.streams = append(in.streams, o.stream)
+		}
+	}
+	slices.Sort(in.streams)
+	return in
+}

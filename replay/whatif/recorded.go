@@ -1,0 +1,104 @@
+package whatif
+
+import (
+	"fmt"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+// Headroom is the share of the recorded peak reserved bytes added on top
+// of it when the device size has to be guessed.
+const Headroom = 0.125
+
+// prepareDevice builds device's input sequence, the recorded figures and
+// the simulated device size.
+func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64) (*DeviceResult, error) {
+	tl, err := replay.NewTimeline(s, device)
+	if err != nil {
+		return nil, err
+	}
+	in := buildInput(s, device)
+	dr := &DeviceResult{Device: device, Input: in.stats, input: in, HasTimestamps: s.HasTimestamps()}
+
+	rec := &dr.Recorded
+	reserved := tl.ReservedAtStart
+	rec.Reserved = []Point{{Index: -1, Bytes: reserved}}
+	rec.PeakReserved, rec.PeakIndex = reserved, -1
+	var oomReserved, oomFree int64
+	for i := range tl.Entries {
+		e := &tl.Entries[i]
+		switch e.Action {
+		case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+			rec.SegmentAllocs++
+		case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+			rec.SegmentFrees++
+		case allocator.ActionOOM:
+			rec.OOMs++
+			if rec.FirstOOM == nil {
+				rec.FirstOOM = &OOM{Index: i, TimeUS: e.TimeUS, Size: e.Size}
+				oomReserved, oomFree = reserved, e.DeviceFree
+			}
+		}
+		if d := replay.ReservedDelta(e); d != 0 {
+			reserved += d
+			rec.Reserved = append(rec.Reserved, Point{Index: i, Bytes: reserved})
+			if reserved > rec.PeakReserved {
+				rec.PeakReserved, rec.PeakIndex = reserved, i
+			}
+		}
+	}
+	active := tl.ActiveAtStart
+	rec.PeakActive = active
+	for i := range tl.Entries {
+		active += replay.ActiveDelta(&tl.Entries[i])
+		rec.PeakActive = max(rec.PeakActive, active)
+	}
+
+	switch {
+	case deviceMem > 0:
+		dr.DeviceMem, dr.DeviceMemSource = deviceMem, "given (--device-mem)"
+	case rec.FirstOOM != nil && oomFree > 0:
+		dr.DeviceMem = oomReserved + oomFree
+		dr.DeviceMemSource = fmt.Sprintf("from the oom entry %d: %s reserved + %s free on the device",
+			rec.FirstOOM.Index, allocator.FormatSize(oomReserved), allocator.FormatSize(oomFree))
+	default:
+		peak := max(rec.PeakReserved, rec.PeakActive)
+		head := roundUp(int64(float64(peak)*Headroom), 2*allocator.MiB)
+		dr.DeviceMem = max(peak+head, 2*allocator.MiB)
+		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
+			allocator.FormatSize(peak), Headroom*100)
+	}
+	return dr, nil
+}
+
+func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
+
+// fidelity compares two reserved curves over the start and n entries.
+func fidelity(rec, sim []Point, n int, peak int64) Fidelity {
+	f := Fidelity{Points: n + 1}
+	var sum float64
+	ri, si := 0, 0
+	var rv, sv int64
+	for i := -1; i < n; i++ {
+		for ri < len(rec) && rec[ri].Index <= i {
+			rv = rec[ri].Bytes
+			ri++
+		}
+		for si < len(sim) && sim[si].Index <= i {
+			sv = sim[si].Bytes
+			si++
+		}
+		d := rv - sv
+		if d < 0 {
+			d = -d
+		}
+		f.MaxAbsDiff = max(f.MaxAbsDiff, d)
+		sum += float64(d)
+	}
+	f.MeanAbsDiff = sum / float64(f.Points)
+	if peak > 0 {
+		f.Relative = f.MeanAbsDiff / float64(peak)
+	}
+	return f
+}

@@ -1,0 +1,199 @@
+package whatif
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator"
+)
+
+// simEpoch is the simulated clock's origin; entry i happens at
+// simEpoch + (i+1) µs, so stream work can end exactly at a later entry.
+var simEpoch = time.Unix(1_000_000_000, 0)
+
+func entryTime(entry int32) time.Time {
+	return simEpoch.Add(time.Duration(int64(entry)+1) * time.Microsecond)
+}
+
+// helperStreams hands out streams whose queued work has finished, so that
+// every deferred free gets a stream of its own that completes exactly when
+// the recorded free_completed did.
+type helperStreams []helper
+
+type helper struct {
+	s      acl.Stream
+	doneAt int32
+}
+
+func (h helperStreams) Len() int           { return len(h) }
+func (h helperStreams) Less(i, j int) bool { return h[i].doneAt < h[j].doneAt }
+func (h helperStreams) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *helperStreams) Push(x any)        { *h = append(*h, x.(helper)) }
+func (h *helperStreams) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// simulate replays in under cfg on a device of devMem bytes.
+func simulate(ctx context.Context, in *input, name string, cfg allocator.Config, devMem int64) (*Run, error) {
+	clock := acl.NewManualClock(simEpoch)
+	rt := acl.NewRuntime(acl.Config{
+		Devices: []acl.DeviceSpec{{Name: "whatif", HBMBytes: devMem, SystemReserved: -1}},
+		Clock:   clock,
+	})
+	dev, err := rt.Device(0)
+	if err != nil {
+		return nil, err
+	}
+	a, err := allocator.New(dev, cfg, allocator.WithClock(clock))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	streams := make(map[uint64]acl.Stream, len(in.streams))
+	for _, s := range in.streams { // ascending, so best-fit order matches the recording
+		if s == 0 {
+			streams[s] = acl.DefaultStream
+			continue
+		}
+		if streams[s], err = dev.CreateStream(); err != nil {
+			return nil, err
+		}
+	}
+	var helpers helperStreams
+
+	run := &Run{Name: name, Conf: cfg.Raw, Flavour: cfg.Flavour.String(), ExpandableSegments: cfg.ExpandableSegments}
+	if cfg.MaxSplitSize != allocator.Unlimited {
+		run.MaxSplitSize = cfg.MaxSplitSize
+	}
+	ptrs := make([]uint64, in.ids)
+	var reserved, allocated int64
+	run.Reserved = append(run.Reserved, Point{Index: -1})
+	observe := func(entry int32) {
+		st := a.Stats()
+		r := st.ReservedBytes[allocator.StatAll].Current
+		allocated = st.AllocatedBytes[allocator.StatAll].Current
+		if r > run.PeakReserved {
+			run.PeakReserved, run.PeakIndex = r, int(entry)
+			run.FragmentationAtPeak = r - allocated
+		}
+		if r == reserved {
+			return
+		}
+		reserved = r
+		c := &run.Reserved
+		if last := &(*c)[len(*c)-1]; last.Index == int(entry) {
+			last.Bytes = r
+		} else {
+			*c = append(*c, Point{Index: int(entry), Bytes: r})
+		}
+	}
+	oom := func(o *op, err error) error {
+		var oe *allocator.OOMError
+		if !errors.As(err, &oe) {
+			return fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
+		}
+		run.OOMs++
+		if run.FirstOOM == nil {
+			run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: oe.Error()}
+			if o.entry >= 0 {
+				run.FirstOOM.TimeUS = in.entries[o.entry].TimeUS
+			}
+		}
+		return nil
+	}
+	pad := int64(0)
+	if cfg.Pad32 {
+		pad = 32
+	}
+
+	for k := range in.ops {
+		if k&4095 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		o := &in.ops[k]
+		clock.Set(entryTime(o.entry))
+		switch o.kind {
+		case opAlloc:
+			ptr, err := a.Malloc(o.size, streams[o.stream])
+			if err != nil {
+				if err := oom(o, err); err != nil {
+					return nil, err
+				}
+				run.FailedAllocs++
+			}
+			ptrs[o.id] = ptr
+			observe(o.entry)
+		case opFree:
+			ptr := ptrs[o.id]
+			if ptr == 0 {
+				continue // its allocation failed in this run
+			}
+			ptrs[o.id] = 0
+			if o.doneAt > o.entry+1 {
+				if err := deferFree(dev, a, &helpers, ptr, o); err != nil {
+					return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
+				}
+			}
+			if err := a.Free(ptr); err != nil {
+				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
+			}
+		case opOOM:
+			// The oom entry's size is the rounded request (pad included).
+			size := o.size
+			if size > pad {
+				size -= pad
+			}
+			ptr, err := a.Malloc(size, streams[o.stream])
+			if err != nil {
+				if err := oom(o, err); err != nil {
+					return nil, err
+				}
+			} else {
+				run.RecordedOOMsFit++
+				observe(o.entry)
+				if err := a.Free(ptr); err != nil {
+					return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
+				}
+				continue
+			}
+			observe(o.entry)
+		}
+	}
+	st := a.Stats()
+	run.PeakAllocated = st.AllocatedBytes[allocator.StatAll].Peak
+	run.SegmentAllocs = st.NumDeviceAlloc
+	run.SegmentFrees = st.NumDeviceFree
+	run.AllocRetries = st.NumAllocRetries
+	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current
+	if run.PeakReserved > 0 {
+		run.FragmentationRatio = float64(run.FragmentationAtPeak) / float64(run.PeakReserved)
+	}
+	return run, nil
+}
+
+// deferFree makes ptr's free wait, the way record_stream does, for work on a
+// stream of its own that ends at the entry of the recorded free_completed.
+func deferFree(dev *acl.Device, a *allocator.Allocator, h *helperStreams, ptr uint64, o *op) error {
+	var s acl.Stream
+	if h.Len() > 0 && (*h)[0].doneAt <= o.entry {
+		s = heap.Pop(h).(helper).s
+	} else {
+		var err error
+		if s, err = dev.CreateStream(); err != nil {
+			return err
+		}
+	}
+	heap.Push(h, helper{s, o.doneAt})
+	if err := dev.Launch(s, entryTime(o.doneAt).Sub(entryTime(o.entry))); err != nil {
+		return err
+	}
+	return a.RecordStream(ptr, s)
+}

@@ -1,0 +1,293 @@
+// Package whatif re-simulates a recorded allocator trace under other
+// allocator settings: each device's recorded allocation sequence runs
+// through the allocator package's caching allocator on a simulated device,
+// once with the recording's own settings (the baseline) and once per
+// alternative configuration, and reports what would have happened.
+//
+// The input per device is: the allocations live before the trace starts
+// (docs/timeline.md rules (a) and (b), in address order), then every
+// alloc (requested size, stream), free_requested and free_completed. A
+// free_completed that does not directly follow its free_requested was a
+// cross-stream deferred free; it is replayed with RecordStream on a stream
+// whose work ends at the entry of the recorded free_completed, so the block
+// stays pending exactly as long as it did. Recorded segment events are
+// outputs that the simulation regenerates and is compared against; a
+// recorded oom entry is the request that failed, so it is retried (and
+// freed at once when it fits, since the program never got it). Entries the
+// trace cannot explain are counted in InputStats.Unmatched: a free of an
+// address that is not live is skipped, an alloc over a live address frees
+// the old allocation first.
+package whatif
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+// Options select the alternatives and the simulated device.
+type Options struct {
+	// Confs are alternative configurations in PYTORCH_NPU_ALLOC_CONF syntax
+	// (PYTORCH_CUDA_ALLOC_CONF for a CUDA-flavoured run), each run from the
+	// defaults as the environment variable would be.
+	Confs []string
+	// DeviceMem is the simulated device's memory in bytes; 0 derives it
+	// from the file (see DeviceResult.DeviceMemSource).
+	DeviceMem int64
+	// Flavour forces the allocator flavour; nil picks it from the file
+	// (torch_npu files → NPU, everything else → CUDA).
+	Flavour *allocator.Flavour
+	// Devices limits the devices simulated; nil means every device the
+	// snapshot mentions.
+	Devices []int
+	// Parallel bounds the runs in flight; 0 means GOMAXPROCS.
+	Parallel int
+}
+
+// Result is the what-if answer for one snapshot.
+type Result struct {
+	Flavour        string         `json:"flavour"`
+	Baseline       string         `json:"baseline_conf"`   // the baseline configuration string
+	BaselineSource string         `json:"baseline_source"` // where the baseline settings came from
+	Confs          []string       `json:"alternatives"`
+	Devices        []DeviceResult `json:"devices"`
+}
+
+// DeviceResult holds one device's recorded figures and simulated runs.
+type DeviceResult struct {
+	Device          int        `json:"device"`
+	Input           InputStats `json:"input"`
+	DeviceMem       int64      `json:"device_mem"`
+	DeviceMemSource string     `json:"device_mem_source"`
+	HasTimestamps   bool       `json:"has_timestamps"`
+	Recorded        Recorded   `json:"recorded"`
+	// Runs are the baseline (Runs[0]) and the alternatives in order.
+	Runs []*Run `json:"runs"`
+	// Fidelity compares the baseline's reserved curve with the recorded one.
+	Fidelity Fidelity `json:"baseline_fidelity"`
+
+	input *input
+}
+
+// Recorded are the figures of the recorded trace (docs/timeline.md series).
+type Recorded struct {
+	PeakReserved  int64   `json:"peak_reserved"`
+	PeakIndex     int     `json:"peak_index"`
+	PeakActive    int64   `json:"peak_active"` // requested bytes, as the trace counts them
+	SegmentAllocs int     `json:"segment_allocs"`
+	SegmentFrees  int     `json:"segment_frees"`
+	OOMs          int     `json:"ooms"`
+	FirstOOM      *OOM    `json:"first_oom"`
+	Reserved      []Point `json:"reserved"`
+}
+
+// Run is one simulated configuration.
+type Run struct {
+	Name               string `json:"name"` // "baseline" or the configuration string
+	Conf               string `json:"conf"`
+	Flavour            string `json:"flavour"`
+	ExpandableSegments bool   `json:"expandable_segments"`
+	MaxSplitSize       int64  `json:"max_split_size,omitempty"` // bytes; 0 = unlimited
+
+	PeakReserved  int64 `json:"peak_reserved"`
+	PeakIndex     int   `json:"peak_index"` // entry after which the peak is first reached (-1: start)
+	PeakAllocated int64 `json:"peak_allocated"`
+	FinalReserved int64 `json:"final_reserved"`
+	// SegmentAllocs and SegmentFrees count device allocations and
+	// releases: segment_alloc / segment_map and segment_free /
+	// segment_unmap, as the trace would show them.
+	SegmentAllocs int64 `json:"segment_allocs"`
+	SegmentFrees  int64 `json:"segment_frees"`
+	// FragmentationAtPeak is reserved − allocated bytes when reserved
+	// first reaches its peak; FragmentationRatio is that over the peak.
+	FragmentationAtPeak int64   `json:"fragmentation_at_peak"`
+	FragmentationRatio  float64 `json:"fragmentation_ratio"`
+	AllocRetries        int64   `json:"alloc_retries"`
+	OOMs                int     `json:"ooms"`
+	FirstOOM            *OOM    `json:"first_oom"`
+	FailedAllocs        int     `json:"failed_allocs"`     // recorded allocations this run could not make
+	RecordedOOMsFit     int     `json:"recorded_ooms_fit"` // recorded oom requests that fit here
+	Reserved            []Point `json:"reserved"`
+}
+
+// OOM locates an out-of-memory failure.
+type OOM struct {
+	Index   int    `json:"index"`   // trace entry (-1: while allocating the initial state)
+	TimeUS  int64  `json:"time_us"` // epoch µs of the entry; 0 when the file has no times
+	Size    int64  `json:"size"`
+	Message string `json:"message,omitempty"`
+}
+
+// Point is a change point of a reserved-bytes curve: from entry Index on
+// (−1: the start), reserved memory is Bytes until the next point.
+type Point struct {
+	Index int   `json:"i"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Fidelity says how closely the baseline follows the recording: absolute
+// differences of the reserved bytes after each entry (and at the start).
+type Fidelity struct {
+	Points      int     `json:"points"`
+	MaxAbsDiff  int64   `json:"max_abs_diff"`
+	MeanAbsDiff float64 `json:"mean_abs_diff"`
+	// Relative is MeanAbsDiff over the recorded peak reserved.
+	Relative float64 `json:"relative"`
+	// PeakDiff and FinalDiff are simulated − recorded peak and final
+	// reserved bytes; the final figure is exact in every file (the final
+	// segments), even one without segment events.
+	PeakDiff  int64 `json:"peak_diff"`
+	FinalDiff int64 `json:"final_diff"`
+	// RecordedSegmentEvents is false when the trace has no segment
+	// events: the recorded curve is then flat at the final reserved bytes
+	// and the comparison mostly measures that.
+	RecordedSegmentEvents bool `json:"recorded_segment_events"`
+}
+
+// At returns the curve's value after entry i.
+func At(c []Point, i int) int64 {
+	lo, hi := 0, len(c)
+	for lo < hi { // first point with Index > i
+		m := (lo + hi) / 2
+		if c[m].Index <= i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 {
+		return 0
+	}
+	return c[lo-1].Bytes
+}
+
+// BaselineConfig returns the configuration the recording ran with: the
+// file's allocator_settings when present, else the flavour's defaults,
+// and a line saying which.
+func BaselineConfig(s *allocator.Snapshot, f allocator.Flavour) (allocator.Config, string) {
+	cfg := allocator.DefaultConfig(f)
+	st := s.Settings
+	if st == nil {
+		return cfg, "defaults (the file has no allocator_settings)"
+	}
+	cfg.Raw = st.Conf
+	if st.MaxSplitSize >= 0 {
+		cfg.MaxSplitSize = st.MaxSplitSize
+	}
+	cfg.GCThreshold = st.GarbageCollectionThreshold
+	cfg.ExpandableSegments = st.ExpandableSegments
+	for mib, div := range st.RoundupPower2Divisions {
+		if mib > 0 {
+			cfg.RoundupDivisions[min(bits.Len64(uint64(mib))-1, 15)] = div
+		}
+	}
+	key := st.ConfKey
+	if key == "" {
+		key = cfg.ConfKey()
+	}
+	return cfg, fmt.Sprintf("the file's allocator_settings (%s=%q)", key, st.Conf)
+}
+
+// FileFlavour is the flavour a capture's allocator had: torch_npu files are
+// NPU, every other schema comes from PyTorch's CUDA allocator.
+func FileFlavour(c *replay.Capture) allocator.Flavour {
+	if c.Schema == replay.SchemaTorchNPU {
+		return allocator.FlavourNPU
+	}
+	return allocator.FlavourCUDA
+}
+
+// ParseConf parses an alternative in the flavour's syntax.
+func ParseConf(s string, f allocator.Flavour) (allocator.Config, error) {
+	if f == allocator.FlavourCUDA {
+		return allocator.ParseCUDAConfig(s)
+	}
+	return allocator.ParseConfig(s)
+}
+
+// Simulate runs the baseline and every alternative of opts over c's devices,
+// all runs in parallel. Configuration errors are returned before anything
+// runs; ctx cancels the runs.
+func Simulate(ctx context.Context, c *replay.Capture, opts Options) (*Result, error) {
+	f := FileFlavour(c)
+	if opts.Flavour != nil {
+		f = *opts.Flavour
+	}
+	return SimulateSnapshot(ctx, c.Snapshot, f, opts)
+}
+
+// SimulateSnapshot is Simulate on a decoded snapshot with a given flavour.
+func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Flavour, opts Options) (*Result, error) {
+	base, src := BaselineConfig(s, f)
+	cfgs := []allocator.Config{base}
+	names := []string{"baseline"}
+	for _, conf := range opts.Confs {
+		cfg, err := ParseConf(conf, f)
+		if err != nil {
+			return nil, fmt.Errorf("--conf %q: %w", conf, err)
+		}
+		cfgs = append(cfgs, cfg)
+		names = append(names, conf)
+	}
+	res := &Result{Flavour: f.String(), Baseline: base.Raw, BaselineSource: src, Confs: opts.Confs}
+	devices := opts.Devices
+	if devices == nil {
+		devices = s.Devices()
+	}
+	for _, d := range devices {
+		dr, err := prepareDevice(s, d, opts.DeviceMem)
+		if err != nil {
+			return nil, err
+		}
+		dr.Runs = make([]*Run, len(cfgs))
+		res.Devices = append(res.Devices, *dr)
+	}
+
+	par := opts.Parallel
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for di := range res.Devices {
+		dr := &res.Devices[di]
+		in := dr.input
+		for ci := range cfgs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				run, err := simulate(ctx, in, names[ci], cfgs[ci], dr.DeviceMem)
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
+					return
+				}
+				dr.Runs[ci] = run
+			}()
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	for di := range res.Devices {
+		dr := &res.Devices[di]
+		dr.Fidelity = fidelity(dr.Recorded.Reserved, dr.Runs[0].Reserved, len(dr.input.entries), dr.Recorded.PeakReserved)
+		rec := dr.Recorded.Reserved
+		dr.Fidelity.PeakDiff = dr.Runs[0].PeakReserved - dr.Recorded.PeakReserved
+		dr.Fidelity.FinalDiff = dr.Runs[0].FinalReserved - rec[len(rec)-1].Bytes
+		dr.Fidelity.RecordedSegmentEvents = dr.Recorded.SegmentAllocs+dr.Recorded.SegmentFrees > 0
+		dr.input = nil
+	}
+	return res, nil
+}
