@@ -14,13 +14,26 @@ type Clock interface {
 	Epoch() int64
 }
 
-type systemClock struct{}
+// systemClock anchors CLOCK_MONOTONIC_RAW once and advances it with Go's
+// vDSO monotonic clock: clock_gettime(CLOCK_MONOTONIC_RAW) is a real system
+// call from Go (~250 ns), too slow for per-op timestamps. The two clocks
+// differ only by NTP slew (ppm), and the Recorder's own files are converted
+// with its own fixed pairing, so their epoch times stay exact.
+type systemClock struct {
+	base    time.Time
+	rawBase int64
+}
 
-func (systemClock) Raw() int64   { return monotonicRaw() }
-func (systemClock) Epoch() int64 { return time.Now().UnixNano() }
+func (c *systemClock) Raw() int64   { return c.rawBase + int64(time.Since(c.base)) }
+func (c *systemClock) Epoch() int64 { return time.Now().UnixNano() }
 
-// SystemClock reads CLOCK_MONOTONIC_RAW and the wall clock.
-var SystemClock Clock = systemClock{}
+// SystemClock is CLOCK_MONOTONIC_RAW (anchored at start-up) and the wall clock.
+var SystemClock Clock = newSystemClock()
+
+func newSystemClock() *systemClock {
+	raw := monotonicRaw()
+	return &systemClock{base: time.Now(), rawBase: raw}
+}
 
 func monotonicRaw() int64 {
 	var ts unix.Timespec

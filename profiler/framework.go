@@ -332,30 +332,42 @@ func (d *Decoder) decodeValue(v []byte, fixed int, out *Records) error {
 			PID: le64(v[24:]), StartTID: le64(v[32:]), EndTID: le64(v[40:]), FwdTID: le64(v[48:]),
 			Scope: v[56], Async: v[57] != 0,
 		}
-		err := eachField(fields, func(id uint16, s []byte) {
+		// Inlined field walk: this is the hot loop of FRAMEWORK decoding.
+		for i := 0; i < len(fields); {
+			if len(fields)-i < envHeaderLen {
+				return fmt.Errorf("field header truncated at value byte %d", fixed+i)
+			}
+			id := binary.LittleEndian.Uint16(fields[i:])
+			l := binary.LittleEndian.Uint32(fields[i+2:])
+			if uint64(l) > uint64(len(fields)-i-envHeaderLen) {
+				return fmt.Errorf("field %d length %d overruns its record", id, l)
+			}
+			f := fields[i+envHeaderLen : i+envHeaderLen+int(l)]
+			i += envHeaderLen + int(l)
+			var dst *string
 			switch id {
 			case fieldName:
-				r.Name = d.intern(s)
+				dst = &r.Name
 			case fieldInputDtypes:
-				r.InputDtypes = fieldString(s)
+				dst = &r.InputDtypes
 			case fieldInputShapes:
-				r.InputShapes = fieldString(s)
+				dst = &r.InputShapes
 			case fieldInputTensors:
-				r.InputTensors = fieldString(s)
+				dst = &r.InputTensors
 			case fieldInputTensorLists:
-				r.InputTensorLists = fieldString(s)
+				dst = &r.InputTensorLists
 			case fieldInputScalars:
-				r.InputScalars = fieldString(s)
+				dst = &r.InputScalars
 			case fieldStack:
-				r.Stack = fieldString(s)
+				dst = &r.Stack
 			case fieldModule:
-				r.Module = fieldString(s)
+				dst = &r.Module
 			case fieldExtraArgs:
-				r.ExtraArgs = fieldString(s)
+				dst = &r.ExtraArgs
+			default:
+				continue
 			}
-		})
-		if err != nil {
-			return err
+			*dst = d.intern(f)
 		}
 		out.OpRanges = append(out.OpRanges, r)
 	case KindOpMark:
@@ -436,8 +448,13 @@ func fieldString(s []byte) string {
 	return string(s)
 }
 
-// intern returns a shared string for repeated names (op names repeat a lot).
+// intern returns a shared string for repeated field values: op names,
+// shapes, dtypes and stacks repeat every step, so most fields cost a map
+// lookup instead of an allocation.
 func (d *Decoder) intern(s []byte) string {
+	if len(s) > 4096 {
+		return fieldString(s)
+	}
 	if v, ok := d.names[string(s)]; ok {
 		return v
 	}

@@ -436,37 +436,30 @@ func writeJSONFile(path string, v any) error {
 
 // ---- bounded queues and the background dumper ----
 
-// ring is a bounded FIFO; push fails (never blocks) when it is full.
+// ring is a bounded queue; push fails (never blocks) when it is full. The
+// dumper swaps the whole buffer out in O(1) under the lock and encodes it
+// outside, so producers only ever wait for another push.
 type ring[T any] struct {
 	mu     sync.Mutex
 	buf    []T
-	head   int
-	n      int
+	size   int
 	closed bool
 	oldest time.Time
 }
 
-func newRing[T any](size int) *ring[T] { return &ring[T]{buf: make([]T, size)} }
+func newRing[T any](size int) *ring[T] { return &ring[T]{buf: make([]T, 0, size), size: size} }
 
 func (q *ring[T]) push(v *T) bool {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return true // after stop: silently outside the cycle, not a drop
+		return true // after stop: outside the cycle, not a drop
 	}
-	if q.n == len(q.buf) {
+	if len(q.buf) >= q.size {
 		q.mu.Unlock()
 		return false
 	}
-	i := q.head + q.n
-	if i >= len(q.buf) {
-		i -= len(q.buf)
-	}
-	q.buf[i] = *v
-	if q.n == 0 {
-		q.oldest = time.Time{}
-	}
-	q.n++
+	q.buf = append(q.buf, *v)
 	q.mu.Unlock()
 	return true
 }
@@ -475,10 +468,15 @@ func (q *ring[T]) push(v *T) bool {
 func (q *ring[T]) ready(now time.Time, every time.Duration) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n > 256 {
+	n := len(q.buf)
+	if n > 256 {
 		return true
 	}
-	if q.n == 0 || every <= 0 {
+	if n == 0 {
+		q.oldest = time.Time{}
+		return false
+	}
+	if every <= 0 {
 		return false
 	}
 	if q.oldest.IsZero() {
@@ -487,23 +485,18 @@ func (q *ring[T]) ready(now time.Time, every time.Duration) bool {
 	return now.Sub(q.oldest) >= every
 }
 
-// drain moves every queued record to dst.
-func (q *ring[T]) drain(dst []T, close bool) []T {
-	q.mu.Lock()
-	for q.n > 0 {
-		end := min(q.head+q.n, len(q.buf))
-		dst = append(dst, q.buf[q.head:end]...)
-		var zero T
-		for i := q.head; i < end; i++ {
-			q.buf[i] = zero
-		}
-		q.n -= end - q.head
-		q.head = end % len(q.buf)
+// swap hands out the queued records and installs spare (emptied) as the new buffer.
+func (q *ring[T]) swap(spare []T, close bool) []T {
+	if cap(spare) < q.size {
+		spare = make([]T, 0, q.size)
 	}
-	q.head = 0
+	q.mu.Lock()
+	out := q.buf
+	q.buf = spare[:0]
+	q.oldest = time.Time{}
 	q.closed = q.closed || close
 	q.mu.Unlock()
-	return dst
+	return out
 }
 
 type dumper struct {
@@ -515,8 +508,12 @@ type dumper struct {
 
 	files [3]*os.File
 	bufs  [3]*bufio.Writer
-	enc   []byte
-	err   error
+	// spare buffers swapped with the rings
+	spareOps   []OpRangeRecord
+	spareMarks []OpMarkRecord
+	spareMem   []MemoryUsageRecord
+	enc        []byte
+	err        error
 
 	stop chan struct{}
 	done chan struct{}
@@ -591,39 +588,41 @@ func (d *dumper) write(i int, b []byte) {
 }
 
 func (d *dumper) drainOps(final bool) {
-	recs := d.ops.drain(nil, final)
-	if len(recs) == 0 {
-		return
-	}
+	recs := d.ops.swap(d.spareOps, final)
 	d.enc = d.enc[:0]
 	for i := range recs {
 		d.enc = AppendOpRange(d.enc, &recs[i])
 	}
-	d.write(0, d.enc)
+	clear(recs) // drop string references
+	d.spareOps = recs[:0]
+	if len(d.enc) > 0 {
+		d.write(0, d.enc)
+	}
 }
 
 func (d *dumper) drainMarks(final bool) {
-	recs := d.marks.drain(nil, final)
-	if len(recs) == 0 {
-		return
-	}
+	recs := d.marks.swap(d.spareMarks, final)
 	d.enc = d.enc[:0]
 	for i := range recs {
 		d.enc = AppendOpMark(d.enc, &recs[i])
 	}
-	d.write(1, d.enc)
+	clear(recs)
+	d.spareMarks = recs[:0]
+	if len(d.enc) > 0 {
+		d.write(1, d.enc)
+	}
 }
 
 func (d *dumper) drainMem(final bool) {
-	recs := d.mem.drain(nil, final)
-	if len(recs) == 0 {
-		return
-	}
+	recs := d.mem.swap(d.spareMem, final)
 	d.enc = d.enc[:0]
 	for i := range recs {
 		d.enc = AppendMemoryUsage(d.enc, &recs[i])
 	}
-	d.write(2, d.enc)
+	d.spareMem = recs[:0]
+	if len(d.enc) > 0 {
+		d.write(2, d.enc)
+	}
 }
 
 func (d *dumper) drainAll(final bool) {

@@ -52,6 +52,7 @@ func ReadTraceView(r io.Reader, name string, fn func(*TraceEvent) error) error {
 		return fmt.Errorf("%s: offset %d: %w", name, s.off+int64(s.i), err)
 	}
 	var ev TraceEvent
+	p := jsonParser{names: s.names}
 	for {
 		obj, off, err := s.nextObject()
 		if err == io.EOF {
@@ -61,7 +62,7 @@ func ReadTraceView(r io.Reader, name string, fn func(*TraceEvent) error) error {
 			return fmt.Errorf("%s: offset %d: %w", name, off, err)
 		}
 		ev = TraceEvent{Seq: -1, CorrID: -1}
-		p := jsonParser{b: obj, names: s.names}
+		p.b, p.i = obj, 0
 		if err := p.event(&ev); err != nil {
 			return fmt.Errorf("%s: offset %d: %w", name, off+int64(p.i), err)
 		}
@@ -202,9 +203,18 @@ func (s *traceScanner) nextObject() ([]byte, int64, error) {
 			if inStr {
 				if esc {
 					esc = false
-				} else if c == '\\' {
+					continue
+				}
+				// Jump to the next quote or backslash: most bytes are string text.
+				k := indexQuoteOrBackslash(s.buf[j:])
+				if k < 0 {
+					j = len(s.buf) - 1
+					continue
+				}
+				j += k
+				if s.buf[j] == '\\' {
 					esc = true
-				} else if c == '"' {
+				} else {
 					inStr = false
 				}
 				continue
@@ -234,12 +244,25 @@ func (s *traceScanner) nextObject() ([]byte, int64, error) {
 	}
 }
 
+// indexQuoteOrBackslash returns the index of the first '"' or '\\' in b, or -1.
+func indexQuoteOrBackslash(b []byte) int {
+	q := bytes.IndexByte(b, '"')
+	if q < 0 {
+		return bytes.IndexByte(b, '\\')
+	}
+	if bs := bytes.IndexByte(b[:q], '\\'); bs >= 0 {
+		return bs
+	}
+	return q
+}
+
 // jsonParser decodes one framed event object.
 type jsonParser struct {
 	b     []byte
 	i     int
 	names map[string]string
 	tmp   []byte
+	tmp2  []byte
 }
 
 var errSyntax = errors.New("malformed JSON")
@@ -271,18 +294,19 @@ func (p *jsonParser) rawString() ([]byte, bool, error) {
 	}
 	start, esc := p.i, false
 	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c == '\\' {
+		k := indexQuoteOrBackslash(p.b[p.i:])
+		if k < 0 {
+			break
+		}
+		p.i += k
+		if p.b[p.i] == '\\' {
 			esc = true
 			p.i += 2
 			continue
 		}
-		if c == '"' {
-			s := p.b[start:p.i]
-			p.i++
-			return s, esc, nil
-		}
+		s := p.b[start:p.i]
 		p.i++
+		return s, esc, nil
 	}
 	return nil, false, fmt.Errorf("%w: unterminated string", errSyntax)
 }
@@ -318,6 +342,12 @@ func (p *jsonParser) name() (string, error) {
 }
 
 func (p *jsonParser) unescape(raw []byte) (string, error) {
+	b, err := p.unescapeBytes(raw)
+	return string(b), err
+}
+
+// unescapeBytes decodes JSON escapes into p.tmp (valid until the next call).
+func (p *jsonParser) unescapeBytes(raw []byte) ([]byte, error) {
 	out := p.tmp[:0]
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
@@ -327,7 +357,7 @@ func (p *jsonParser) unescape(raw []byte) (string, error) {
 		}
 		i++
 		if i >= len(raw) {
-			return "", fmt.Errorf("%w: bad escape", errSyntax)
+			return nil, fmt.Errorf("%w: bad escape", errSyntax)
 		}
 		switch raw[i] {
 		case '"', '\\', '/':
@@ -345,7 +375,7 @@ func (p *jsonParser) unescape(raw []byte) (string, error) {
 		case 'u':
 			r, n := hex4(raw[i+1:])
 			if n < 0 {
-				return "", fmt.Errorf("%w: bad \\u escape", errSyntax)
+				return nil, fmt.Errorf("%w: bad \\u escape", errSyntax)
 			}
 			i += 4
 			if utf16.IsSurrogate(r) {
@@ -358,11 +388,11 @@ func (p *jsonParser) unescape(raw []byte) (string, error) {
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", fmt.Errorf("%w: bad escape", errSyntax)
+			return nil, fmt.Errorf("%w: bad escape", errSyntax)
 		}
 	}
 	p.tmp = out
-	return string(out), nil
+	return out, nil
 }
 
 func hex4(b []byte) (rune, int) {
@@ -576,12 +606,37 @@ func (p *jsonParser) args(ev *TraceEvent) error {
 	})
 }
 
-// argString reads a string arg, undoing the ";\r\n" display formatting.
+// argString reads a string arg, undoing the ";\r\n" display formatting;
+// repeated values (shapes, stacks) are interned.
 func (p *jsonParser) argString() (string, error) {
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] != '"' {
 		return "", p.skip()
 	}
-	s, err := p.str()
-	return joinLines(s), err
+	raw, esc, err := p.rawString()
+	if err != nil {
+		return "", err
+	}
+	if esc {
+		if raw, err = p.unescapeBytes(raw); err != nil {
+			return "", err
+		}
+	}
+	if bytes.IndexByte(raw, '\r') >= 0 || bytes.IndexByte(raw, '\n') >= 0 {
+		out := p.tmp2[:0]
+		for _, c := range raw {
+			if c != '\r' && c != '\n' {
+				out = append(out, c)
+			}
+		}
+		p.tmp2, raw = out, out
+	}
+	if v, ok := p.names[string(raw)]; ok {
+		return v, nil
+	}
+	v := string(raw)
+	if len(p.names) < 1<<16 && len(v) <= 4096 {
+		p.names[v] = v
+	}
+	return v, nil
 }
