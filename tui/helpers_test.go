@@ -94,7 +94,7 @@ func testOptions(src Source) Options {
 }
 
 // newSized builds a model, runs Init's synchronous part and sizes it.
-func newSized(t *testing.T, o Options, w, h int) *Model {
+func newSized(t testing.TB, o Options, w, h int) *Model {
 	t.Helper()
 	m := New(o)
 	m.Init()

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
-
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/theme"
 )
 
 type rect struct{ x, y, w, h int }
@@ -223,8 +222,8 @@ func (m *Model) title(p pane, w int, compact bool, info string) string {
 			left = th.Title.Render(t)
 		}
 	}
-	lw := ansi.StringWidth(left)
-	iw := ansi.StringWidth(info)
+	lw := theme.Width(left)
+	iw := theme.Width(info)
 	fill := w - lw - iw - 2
 	if fill < 1 {
 		return fit(left, w)
@@ -402,7 +401,7 @@ func centered(h, w int, text ...string) []string {
 	top := max(0, (h-len(text))/2)
 	for i, t := range text {
 		if top+i < h {
-			pad := max(0, (w-ansi.StringWidth(t))/2)
+			pad := max(0, (w-theme.Width(t))/2)
 			out[top+i] = strings.Repeat(" ", pad) + t
 		}
 	}
@@ -593,13 +592,4 @@ func toASCII(s string) string {
 }
 
 // fit pads or truncates a styled line to exactly w cells.
-func fit(s string, w int) string {
-	if w <= 0 {
-		return ""
-	}
-	sw := ansi.StringWidth(s)
-	if sw > w {
-		return ansi.Truncate(s, w, "")
-	}
-	return s + strings.Repeat(" ", w-sw)
-}
+func fit(s string, w int) string { return theme.Fit(s, w) }

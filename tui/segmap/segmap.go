@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
@@ -285,7 +284,7 @@ func (m *Model) bar(s *allocator.Segment, n int, selected bool) (string, string)
 		if runStyle == nil {
 			sb.WriteString(run.String())
 		} else {
-			sb.WriteString(runStyle.Render(run.String()))
+			th.Wrap(&sb, runStyle, run.String())
 		}
 		run.Reset()
 	}
@@ -382,13 +381,7 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 }
 
 // fit pads or truncates a styled line to exactly w cells.
-func fit(s string, w int) string {
-	sw := ansi.StringWidth(s)
-	if sw > w {
-		return ansi.Truncate(s, w, "")
-	}
-	return s + strings.Repeat(" ", w-sw)
-}
+func fit(s string, w int) string { return theme.Fit(s, w) }
 
 func bytes(n int64) string {
 	const unit = 1024

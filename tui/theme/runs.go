@@ -62,7 +62,11 @@ func (c *Canvas) Clone() *Canvas {
 }
 
 // Lines renders each row.
-func (c *Canvas) Lines() []string {
+func (c *Canvas) Lines() []string { return c.LinesWith(nil) }
+
+// LinesWith renders each row, wrapping runs with th's cached escape
+// sequences (much cheaper than lipgloss Render per run) when th is set.
+func (c *Canvas) LinesWith(th *Theme) []string {
 	out := make([]string, c.H)
 	var sb, run strings.Builder
 	for y := 0; y < c.H; y++ {
@@ -75,9 +79,12 @@ func (c *Canvas) Lines() []string {
 				run.WriteRune(c.Runes[row+x])
 				x++
 			}
-			if st == nil {
+			switch {
+			case st == nil:
 				sb.WriteString(run.String())
-			} else {
+			case th != nil:
+				th.Wrap(&sb, st, run.String())
+			default:
 				sb.WriteString(st.Render(run.String()))
 			}
 		}
@@ -88,3 +95,6 @@ func (c *Canvas) Lines() []string {
 
 // String renders the canvas as newline-separated rows.
 func (c *Canvas) String() string { return strings.Join(c.Lines(), "\n") }
+
+// StringWith renders like String using th's escape cache.
+func (c *Canvas) StringWith(th *Theme) string { return strings.Join(c.LinesWith(th), "\n") }

@@ -4,6 +4,9 @@
 package theme
 
 import (
+	"strings"
+	"sync"
+
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 )
@@ -43,6 +46,44 @@ type Theme struct {
 	Reserved, Active, AllocArea, CursorCol, Marker, HighlightCol      lipgloss.Style
 	// BlockPalette alternates colours of neighbouring allocated blocks.
 	BlockPalette []lipgloss.Style
+
+	mu    sync.Mutex
+	wraps map[*lipgloss.Style][2]string
+}
+
+// Wrap writes text styled by st to sb. The escape sequences around a
+// style's output are computed once per style (by rendering a marker), so a
+// run costs two string writes instead of a lipgloss Render. Only for styles
+// without padding, borders or widths — colours and attributes.
+func (t *Theme) Wrap(sb *strings.Builder, st *lipgloss.Style, text string) {
+	if !t.Color {
+		sb.WriteString(text)
+		return
+	}
+	t.mu.Lock()
+	w, ok := t.wraps[st]
+	if !ok {
+		if t.wraps == nil {
+			t.wraps = map[*lipgloss.Style][2]string{}
+		}
+		const mark = "\x01"
+		out := st.Render(mark)
+		if i := strings.Index(out, mark); i >= 0 {
+			w = [2]string{out[:i], out[i+len(mark):]}
+		}
+		t.wraps[st] = w
+	}
+	t.mu.Unlock()
+	sb.WriteString(w[0])
+	sb.WriteString(text)
+	sb.WriteString(w[1])
+}
+
+// Render is Wrap returning a string.
+func (t *Theme) Render(st *lipgloss.Style, text string) string {
+	var sb strings.Builder
+	t.Wrap(&sb, st, text)
+	return sb.String()
 }
 
 // New builds a theme. noColor forces the ASCII colour profile on r.

@@ -148,7 +148,7 @@ func (m *Model) View() string {
 			}
 		}
 	}
-	return c.String()
+	return c.StringWith(th)
 }
 
 // clampCol maps t to a column, clamping to the window; -1 if entirely outside.

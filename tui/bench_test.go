@@ -1,0 +1,133 @@
+package tui
+
+import (
+	"io"
+	"testing"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+)
+
+// bigStore is a live Store with n entries on device 0: 64 segments of
+// 64 MiB, then alloc / free_requested / free_completed cycles over 1 MiB
+// slots keeping about half of them live, 10 µs apart, with stacks and ops.
+func bigStore(tb testing.TB, n int) *monitor.Store {
+	tb.Helper()
+	st := monitor.NewStore(monitor.StoreOptions{})
+	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30}}); err != nil {
+		tb.Fatal(err)
+	}
+	const segs, slots = 64, 64
+	base := uint64(0x7f0000000000)
+	t := t0
+	ents := make([]allocator.TraceEntry, 0, n)
+	for s := 0; s < segs; s++ {
+		ents = append(ents, allocator.TraceEntry{Action: allocator.ActionSegmentAlloc, Addr: base + uint64(s)<<26, Size: 64 << 20, TimeUS: t})
+		t += 10
+	}
+	live := make([]bool, segs*slots)
+	x := uint64(12345)
+	for len(ents) < n {
+		x = x*6364136223846793005 + 1442695040888963407
+		i := int(x>>33) % (segs * slots)
+		addr := base + uint64(i/slots)<<26 + uint64(i%slots)<<20
+		size := int64(1<<20) - int64(x>>50)
+		if live[i] {
+			ents = append(ents,
+				allocator.TraceEntry{Action: allocator.ActionFreeRequested, Addr: addr, Size: size, TimeUS: t},
+				allocator.TraceEntry{Action: allocator.ActionFreeCompleted, Addr: addr, Size: size, TimeUS: t + 5})
+		} else {
+			ents = append(ents, allocator.TraceEntry{Action: allocator.ActionAlloc, Addr: addr, Size: size, TimeUS: t})
+		}
+		live[i] = !live[i]
+		t += 10
+	}
+	ents = ents[:n]
+	for i := 0; i < len(ents); i += 65536 {
+		st.Append(0, ents[i:min(i+65536, len(ents))])
+	}
+	var ops []monitor.Op
+	for s := t0; s < t; s += 100_000 {
+		ops = append(ops, monitor.Op{Name: "ProfilerStep#", StartUS: s, EndUS: s + 100_000, IsStep: true, Seq: -1})
+		ops = append(ops, monitor.Op{Name: "aten::matmul", StartUS: s + 10, EndUS: s + 50_000, Thread: 1, Seq: -1})
+	}
+	st.IngestOps(ops)
+	return st
+}
+
+var benchStore *monitor.Store
+
+func loadBench(b *testing.B) *Model {
+	if benchStore == nil {
+		benchStore = bigStore(b, 1_000_000)
+	}
+	o := testOptions(benchStore)
+	// Measure the colour path a real terminal takes.
+	o.Renderer = lipgloss.NewRenderer(io.Discard)
+	o.Renderer.SetColorProfile(termenv.TrueColor)
+	m := newSized(b, o, 200, 60)
+	if !m.th.Color {
+		b.Fatal("benchmark should render in colour")
+	}
+	if m.n != 1_000_000 {
+		b.Fatalf("store has %d entries", m.n)
+	}
+	press(m, "t")
+	typeText(m, "+5s") // the middle of the 10 s trace
+	press(m, "enter")
+	return m
+}
+
+// BenchmarkViewFullScreen renders the whole 200×60 screen from the cached
+// query results (what a redraw costs).
+func BenchmarkViewFullScreen(b *testing.B) {
+	m := loadBench(b)
+	b.ResetTimer()
+	for b.Loop() {
+		m.dirty = true
+		m.tl.Invalidate()
+		_ = m.View()
+	}
+}
+
+// BenchmarkRefreshAndView re-queries everything (series for 194 columns,
+// state, summary, events, ops) and renders: what a data change costs.
+func BenchmarkRefreshAndView(b *testing.B) {
+	m := loadBench(b)
+	b.ResetTimer()
+	for b.Loop() {
+		m.refreshData()
+		_ = m.View()
+	}
+}
+
+// BenchmarkCursorMove is one → key: next event, cursor queries, redraw.
+func BenchmarkCursorMove(b *testing.B) {
+	m := loadBench(b)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			press(m, "right")
+		} else {
+			press(m, "left")
+		}
+		_ = m.View()
+	}
+}
+
+// BenchmarkCursorJump scrubs across the trace (shift+→ = 1/20 of the view).
+func BenchmarkCursorJump(b *testing.B) {
+	m := loadBench(b)
+	press(m, "g")
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i%20 == 19 {
+			press(m, "g")
+		}
+		press(m, "shift+right")
+		_ = m.View()
+	}
+}
