@@ -20,8 +20,12 @@ const (
 // op is one step of a device's input sequence. Entry is the trace index it
 // comes from; allocations live before the trace have entry -1.
 type op struct {
-	kind   opKind
-	entry  int32
+	kind  opKind
+	entry int32
+	// at is where the recording shows this malloc's effects: the first of
+	// the segment and deferred free_completed entries it emitted before
+	// its alloc (or oom) entry. Simulated reserved changes are placed there.
+	at     int32
 	id     int32 // allocation id (opAlloc, opFree)
 	doneAt int32 // opFree: entry of the matching free_completed; never = past the end
 	stream uint64
@@ -125,13 +129,13 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 	newID := func() int32 { in.ids++; return int32(in.ids - 1) }
 	for _, x := range inits {
 		id := newID()
-		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, id: id, stream: x.stream, size: x.size})
+		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.stream, size: x.size})
 		state[x.addr] = addrState{live, id}
 		in.stats.Initial++
 	}
 	never := int32(n) // completes after the last entry
 	free := func(i int, id int32, doneAt int32) {
-		in.ops = append(in.ops, op{kind: opFree, entry: int32(i), id: id, doneAt: doneAt})
+		in.ops = append(in.ops, op{kind: opFree, entry: int32(i), at: int32(i), id: id, doneAt: doneAt})
 		in.stats.Frees++
 		if doneAt > int32(i)+1 {
 			in.stats.DeferredFrees++
@@ -147,7 +151,7 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 				in.stats.Unmatched++
 			}
 			id := newID()
-			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), id: id, stream: e.Stream, size: e.Size})
+			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), at: mallocStart(entries, i), id: id, stream: e.Stream, size: e.Size})
 			state[e.Addr] = addrState{live, id}
 			in.stats.Allocs++
 		case allocator.ActionFreeRequested:
@@ -176,7 +180,7 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 				in.stats.Unmatched++
 			}
 		case allocator.ActionOOM:
-			in.ops = append(in.ops, op{kind: opOOM, entry: int32(i), stream: e.Stream, size: e.Size})
+			in.ops = append(in.ops, op{kind: opOOM, entry: int32(i), at: mallocStart(entries, i), stream: e.Stream, size: e.Size})
 			in.stats.OOMRequests++
 		}
 	}
@@ -190,4 +194,29 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 	}
 	slices.Sort(in.streams)
 	return in
+}
+
+// mallocStart returns the first entry of the malloc that recorded the alloc
+// or oom entry i: walking back over the segment events it caused and the
+// deferred frees its process_events completed (a free_completed that does
+// not directly follow its free_requested).
+func mallocStart(entries []allocator.TraceEntry, i int) int32 {
+	j := i
+	for j > 0 {
+		e := &entries[j-1]
+		if e.Action.IsSegmentFamily() {
+			j--
+			continue
+		}
+		if e.Action == allocator.ActionFreeCompleted && j >= 2 {
+			p := &entries[j-2]
+			if p.Action == allocator.ActionFreeRequested && p.Addr == e.Addr {
+				break // an immediate free, not part of this malloc
+			}
+			j--
+			continue
+		}
+		break
+	}
+	return int32(j)
 }

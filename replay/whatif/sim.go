@@ -100,7 +100,7 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 		}
 		run.OOMs++
 		if run.FirstOOM == nil {
-			run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: oe.Error()}
+			run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved, Allocated: oe.Allocated}
 			if o.entry >= 0 {
 				run.FirstOOM.TimeUS = in.entries[o.entry].TimeUS
 			}
@@ -112,6 +112,8 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 		pad = 32
 	}
 
+	var initAllocs, initFrees int64
+	started := false
 	for k := range in.ops {
 		if k&4095 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -119,6 +121,10 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 			}
 		}
 		o := &in.ops[k]
+		if o.entry >= 0 && !started {
+			st := a.Stats()
+			initAllocs, initFrees, started = st.NumDeviceAlloc, st.NumDeviceFree, true
+		}
 		clock.Set(entryTime(o.entry))
 		switch o.kind {
 		case opAlloc:
@@ -130,7 +136,7 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 				run.FailedAllocs++
 			}
 			ptrs[o.id] = ptr
-			observe(o.entry)
+			observe(o.at)
 		case opFree:
 			ptr := ptrs[o.id]
 			if ptr == 0 {
@@ -158,19 +164,22 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 				}
 			} else {
 				run.RecordedOOMsFit++
-				observe(o.entry)
+				observe(o.at)
 				if err := a.Free(ptr); err != nil {
 					return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
 				}
 				continue
 			}
-			observe(o.entry)
+			observe(o.at)
 		}
 	}
 	st := a.Stats()
+	if !started { // the trace added nothing to the initial state
+		initAllocs, initFrees = st.NumDeviceAlloc, st.NumDeviceFree
+	}
+	run.SegmentAllocs = st.NumDeviceAlloc - initAllocs
+	run.SegmentFrees = st.NumDeviceFree - initFrees
 	run.PeakAllocated = st.AllocatedBytes[allocator.StatAll].Peak
-	run.SegmentAllocs = st.NumDeviceAlloc
-	run.SegmentFrees = st.NumDeviceFree
 	run.AllocRetries = st.NumAllocRetries
 	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current
 	if run.PeakReserved > 0 {

@@ -99,7 +99,8 @@ type Run struct {
 	PeakAllocated int64 `json:"peak_allocated"`
 	FinalReserved int64 `json:"final_reserved"`
 	// SegmentAllocs and SegmentFrees count device allocations and
-	// releases: segment_alloc / segment_map and segment_free /
+	// releases during the trace (not those the initial allocations
+	// needed): segment_alloc / segment_map and segment_free /
 	// segment_unmap, as the trace would show them.
 	SegmentAllocs int64 `json:"segment_allocs"`
 	SegmentFrees  int64 `json:"segment_frees"`
@@ -117,10 +118,14 @@ type Run struct {
 
 // OOM locates an out-of-memory failure.
 type OOM struct {
-	Index   int    `json:"index"`   // trace entry (-1: while allocating the initial state)
-	TimeUS  int64  `json:"time_us"` // epoch µs of the entry; 0 when the file has no times
-	Size    int64  `json:"size"`
-	Message string `json:"message,omitempty"`
+	Index  int   `json:"index"`   // trace entry (-1: while allocating the initial state)
+	TimeUS int64 `json:"time_us"` // epoch µs of the entry; 0 when the file has no times
+	Size   int64 `json:"size"`
+	// Reserved and Allocated are the allocator's bytes at the failure
+	// (simulated runs only).
+	Reserved  int64  `json:"reserved,omitempty"`
+	Allocated int64  `json:"allocated,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
 // Point is a change point of a reserved-bytes curve: from entry Index on

@@ -1,0 +1,131 @@
+package whatif
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator"
+)
+
+// synthetic returns a snapshot whose device-0 trace has about n entries of
+// a training-like pattern: steps of 200 allocations (512 B … 64 MiB,
+// log-uniform) on the compute stream, freed in random order, one in twenty
+// of them a cross-stream deferred free that completes a few entries later.
+func synthetic(n int) *allocator.Snapshot {
+	const stream = 0x7f00_0000_1000
+	rng := rand.New(rand.NewPCG(1, 2))
+	tr := make([]allocator.TraceEntry, 0, n+8)
+	var addr uint64 = 0x7f10_0000_0000
+	type live struct {
+		addr uint64
+		size int64
+	}
+	var pending []allocator.TraceEntry // deferred free_completed entries
+	for len(tr) < n {
+		var step []live
+		for range 200 {
+			size := int64(512) << rng.IntN(18)
+			size += rng.Int64N(size)
+			addr += 0x1000_0000
+			step = append(step, live{addr, size})
+			tr = append(tr, allocator.TraceEntry{Action: allocator.ActionAlloc, Addr: addr, Size: size, Stream: stream})
+			if len(pending) > 0 && rng.IntN(4) == 0 {
+				tr = append(tr, pending[0])
+				pending = pending[1:]
+			}
+		}
+		rng.Shuffle(len(step), func(i, j int) { step[i], step[j] = step[j], step[i] })
+		for _, l := range step {
+			e := allocator.TraceEntry{Action: allocator.ActionFreeRequested, Addr: l.addr, Size: l.size, Stream: stream}
+			tr = append(tr, e)
+			e.Action = allocator.ActionFreeCompleted
+			if rng.IntN(20) == 0 {
+				pending = append(pending, e)
+			} else {
+				tr = append(tr, e)
+			}
+		}
+	}
+	tr = append(tr, pending...)
+	return &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{tr}}
+}
+
+var benchSnap *allocator.Snapshot
+
+func benchInput(b *testing.B) *input {
+	if benchSnap == nil {
+		benchSnap = synthetic(1_000_000)
+	}
+	b.ReportAllocs()
+	return buildInput(benchSnap, 0)
+}
+
+// BenchmarkBaselineAllocatorOnly drives the same operations straight into
+// allocator.Malloc/Free: no clock, stats, curve or deferred frees. It is
+// the floor the what-if machinery adds to.
+func BenchmarkBaselineAllocatorOnly(b *testing.B) {
+	in := benchInput(b)
+	for b.Loop() {
+		rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{{HBMBytes: 64 * allocator.GiB, SystemReserved: -1}}})
+		dev, _ := rt.Device(0)
+		s, _ := dev.CreateStream()
+		a, _ := allocator.New(dev, allocator.DefaultConfig(allocator.FlavourNPU))
+		ptrs := make([]uint64, in.ids)
+		for i := range in.ops {
+			o := &in.ops[i]
+			switch o.kind {
+			case opAlloc:
+				ptrs[o.id], _ = a.Malloc(o.size, s)
+			case opFree:
+				_ = a.Free(ptrs[o.id])
+			}
+		}
+	}
+}
+
+func BenchmarkBuildInput1M(b *testing.B) {
+	benchInput(b)
+	for b.Loop() {
+		buildInput(benchSnap, 0)
+	}
+}
+
+func benchSimulate(b *testing.B, conf string) {
+	in := benchInput(b)
+	cfg, err := allocator.ParseConfig(conf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := simulate(context.Background(), in, conf, cfg, 64*allocator.GiB)
+		if err != nil || r.OOMs != 0 {
+			b.Fatal(err, r.OOMs)
+		}
+	}
+	b.ReportMetric(float64(len(in.entries)), "entries")
+}
+
+func BenchmarkSimulate1M(b *testing.B)           { benchSimulate(b, "") }
+func BenchmarkSimulate1MExpandable(b *testing.B) { benchSimulate(b, "expandable_segments:True") }
+func BenchmarkSimulate1MMaxSplit(b *testing.B)   { benchSimulate(b, "max_split_size_mb:128") }
+func BenchmarkSimulate1MRoundupDivisions(b *testing.B) {
+	benchSimulate(b, "roundup_power2_divisions:4")
+}
+
+// BenchmarkSimulateParallel runs the baseline and three alternatives
+// through Simulate, which runs them in parallel.
+func BenchmarkSimulateParallel(b *testing.B) {
+	benchInput(b)
+	opts := Options{
+		Confs:     []string{"expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"},
+		DeviceMem: 64 * allocator.GiB,
+	}
+	npu := allocator.FlavourNPU
+	for b.Loop() {
+		if _, err := SimulateSnapshot(context.Background(), benchSnap, npu, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
