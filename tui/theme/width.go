@@ -25,7 +25,11 @@ func Width(s string) int {
 			i++
 		default:
 			r, n := utf8.DecodeRuneInString(s[i:])
-			w += runewidth.RuneWidth(r)
+			if r < 0x300 || (r >= 0x2190 && r <= 0x25ff) {
+				w++ // Latin-1, arrows, box drawing, block elements, shapes
+			} else {
+				w += runewidth.RuneWidth(r)
+			}
 			i += n
 		}
 	}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/tui"
+)
+
+func init() { subcommands = append(subcommands, newReplayCmd) }
+
+func newReplayCmd() *cobra.Command {
+	var (
+		device   int
+		speed    float64
+		play     bool
+		relative bool
+		ascii    bool
+		headless time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "replay PATH",
+		Short: "Scrub through a saved memory snapshot in the terminal UI",
+		Long: "replay opens a memory snapshot (torch / torch_npu _dump_snapshot pickle, or its JSON\n" +
+			"export) in the terminal UI: timeline, segment map, event trace and op table share one\n" +
+			"time cursor you move like a video (space plays, ←/→ step, ? lists every key).\n" +
+			"With --headless DURATION nothing is drawn: the file is loaded, played (with --play)\n" +
+			"for DURATION and the summary at the final cursor is printed as JSON.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			path := args[0]
+			if speed <= 0 {
+				return usageError{fmt.Errorf("--speed must be positive, got %v", speed)}
+			}
+			if st, err := os.Stat(path); err != nil {
+				return err
+			} else if st.IsDir() {
+				return fmt.Errorf("%s: is a directory; replay reads snapshot files (profiler directories are not supported yet)", path)
+			}
+			store := monitor.NewStore(monitor.StoreOptions{})
+			opts := tui.Options{
+				Source:     store,
+				SourceName: filepath.Base(path),
+				Load:       snapshotLoader(path, store),
+				ASCII:      ascii,
+				Device:     device,
+				Speed:      speed,
+				Play:       play,
+				Relative:   relative,
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			if headless > 0 {
+				m, err := tui.RunHeadless(ctx, opts, headless)
+				if err != nil {
+					return err
+				}
+				return writeReplaySummary(c.OutOrStdout(), path, m.Summary())
+			}
+			return tui.Run(ctx, opts)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&device, "device", 0, "device to show first")
+	f.Float64Var(&speed, "speed", 1, "replay speed (×; [ and ] change it)")
+	f.BoolVar(&play, "play", false, "start playing from the beginning")
+	f.BoolVar(&relative, "relative", false, "show times relative to the first entry (r toggles)")
+	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
+	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long after loading, then print the summary as JSON")
+	return c
+}
+
+// snapshotLoader decodes path into store, reporting progress to the UI.
+// Decoding cannot be interrupted, so a cancelled load returns at once and
+// leaves the decoder to finish in the background (the process is exiting).
+func snapshotLoader(path string, store *monitor.Store) func(context.Context, func(tui.Progress)) error {
+	return func(ctx context.Context, report func(tui.Progress)) error {
+		done := make(chan error, 1)
+		go func() {
+			var total int64
+			capt, err := replay.DecodeFile(path, replay.Options{Progress: func(d, t int64) {
+				total = max(t, 0)
+				report(tui.Progress{Stage: "decoding", BytesDone: d, BytesTotal: total})
+			}})
+			if err != nil {
+				done <- err
+				return
+			}
+			var n int64
+			for _, tr := range capt.Snapshot.DeviceTraces {
+				n += int64(len(tr))
+			}
+			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n})
+			if err := store.IngestSnapshot(capt.Snapshot); err != nil {
+				done <- fmt.Errorf("%s: %w", path, err)
+				return
+			}
+			done <- nil
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// replaySummaryJSON is the --headless output.
+type replaySummaryJSON struct {
+	Source            string  `json:"source"`
+	Device            int     `json:"device"`
+	TimeBase          string  `json:"time_base"`
+	Cursor            int64   `json:"cursor"`
+	Applied           int64   `json:"applied"`
+	Entries           int64   `json:"entries"`
+	FirstTime         int64   `json:"first_time"`
+	LastTime          int64   `json:"last_time"`
+	ActiveBytes       int64   `json:"active_bytes"`
+	AllocatedBytes    int64   `json:"allocated_bytes"`
+	ReservedBytes     int64   `json:"reserved_bytes"`
+	Segments          int     `json:"segments"`
+	Blocks            int     `json:"blocks"`
+	LargestFreeBlock  int64   `json:"largest_free_block"`
+	TotalFreeBytes    int64   `json:"total_free_bytes"`
+	Fragmentation     float64 `json:"fragmentation"`
+	PeakActiveBytes   int64   `json:"peak_active_bytes"`
+	PeakActiveTime    int64   `json:"peak_active_time"`
+	PeakReservedBytes int64   `json:"peak_reserved_bytes"`
+	OOMs              int     `json:"ooms"`
+}
+
+func writeReplaySummary(w io.Writer, path string, s monitor.Summary) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(replaySummaryJSON{
+		Source: path, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
+		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,
+		AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, Segments: s.Segments, Blocks: s.Blocks,
+		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
+		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
+	})
+}

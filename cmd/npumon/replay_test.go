@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const assignmentSnapshot = "../../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
+
+func needFixture(t *testing.T, p string) string {
+	t.Helper()
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("fixture %s: %v", p, err)
+	}
+	return p
+}
+
+func headlessSummary(t *testing.T, args ...string) replaySummaryJSON {
+	t.Helper()
+	code, out, errOut := captureRun(t, append([]string{"replay"}, args...)...)
+	if code != 0 {
+		t.Fatalf("replay %v: exit %d, stderr %q", args, code, errOut)
+	}
+	var s replaySummaryJSON
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return s
+}
+
+func TestReplayHeadlessOpensAtTheEnd(t *testing.T) {
+	snap := needFixture(t, assignmentSnapshot)
+	s := headlessSummary(t, "--headless", "50ms", snap)
+	// Numbers of the real file: 5163 entries, 216 segments at the end, times in epoch µs.
+	if s.Entries != 5163 || s.Applied != 5163 || s.Segments != 216 || s.TimeBase != "epoch_us" ||
+		s.Cursor != s.LastTime || s.ReservedBytes != 14180941824 {
+		t.Fatalf("summary %+v", s)
+	}
+}
+
+func TestReplayHeadlessPlays(t *testing.T) {
+	snap := needFixture(t, assignmentSnapshot)
+	// The trace spans 0.25 s; at ×1e-6 almost nothing plays, at ×1000 all of it.
+	slow := headlessSummary(t, "--headless", "100ms", "--play", "--speed", "0.000001", snap)
+	if slow.Applied > 1 || slow.Cursor >= slow.FirstTime {
+		t.Fatalf("slow playback should still be at the initial state: %+v", slow)
+	}
+	fast := headlessSummary(t, "--headless", "300ms", "--play", "--speed", "1000", snap)
+	if fast.Applied != 5163 || fast.PeakActiveBytes != 13923997700 {
+		t.Fatalf("fast playback should reach the end: %+v", fast)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pickle")
+	os.WriteFile(bad, []byte("\x80\x04\x95garbage"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"replay"}, 2, "takes 1 argument"},
+		{[]string{"replay", "--headless", "10ms", filepath.Join(dir, "missing.pickle")}, 2, "missing.pickle: no such file"},
+		{[]string{"replay", "--headless", "10ms", bad}, 2, "bad.pickle: offset"},
+		{[]string{"replay", "--headless", "10ms", dir}, 2, "is a directory"},
+		{[]string{"replay", "--speed", "0", bad}, 2, "--speed must be positive"},
+	} {
+		code, _, errOut := captureRun(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}
