@@ -7,10 +7,12 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 const genDir = "testdata/framework/gen_4242_20261129120000123_ascend_pt"
 const syscntDir = "testdata/framework/syscnt_4242_20261129120000456_ascend_pt"
+const cannDir = "testdata/framework/cann_4242_20261129120000789_ascend_pt"
 const fixtures = "../../shared/fixtures/ascend_profiler"
 
 // expected is what gen_framework.py (the independent producer) wrote.
@@ -146,9 +148,10 @@ func TestDecodePythonProducedFramework(t *testing.T) {
 }
 
 // TestReadDirEpochTimes checks ReadDir's epoch conversion against the
-// producer's torch_npu formula, for monotonic and system-counter clocks.
+// producer's torch_npu formula, for monotonic and system-counter clocks and
+// with CANN PROF_*/host files overriding profiler_info's start_info.
 func TestReadDirEpochTimes(t *testing.T) {
-	for _, dir := range []string{genDir, syscntDir} {
+	for _, dir := range []string{genDir, syscntDir, cannDir} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			e := loadExpected(t, dir)
 			d, err := ReadDir(dir)
@@ -260,5 +263,28 @@ func TestRealFixturesParse(t *testing.T) {
 	first := d.Ops[1]
 	if first.Step != 1 || first.Name != "aten::empty" || first.StartNS != 1704161511420306491 || first.DurNS != 13080 {
 		t.Fatalf("first op %+v", first)
+	}
+}
+
+// TestLiveTimeBase: without info files the raw clock kind is told by magnitude (§3.4).
+func TestLiveTimeBase(t *testing.T) {
+	_, mono := clockPair()
+	tb := LiveTimeBase(t.TempDir(), mono-1e9)
+	if tb.SyscntEnable || !tb.Approximate {
+		t.Fatalf("monotonic sample read as %+v", tb)
+	}
+	if got, want := tb.EpochNS(mono), time.Now().UnixNano(); got < want-int64(time.Second) || got > want+int64(time.Second) {
+		t.Fatalf("epoch %d, now %d", got, want)
+	}
+	tb = LiveTimeBase(t.TempDir(), mono/20) // a 50 MHz counter
+	if !tb.SyscntEnable || tb.FreqMHz < 49 || tb.FreqMHz > 51 {
+		t.Fatalf("counter sample read as %+v", tb)
+	}
+	if got, want := tb.EpochNS(mono/20), time.Now().UnixNano(); got < want-int64(time.Second) || got > want+int64(time.Second) {
+		t.Fatalf("counter epoch %d, now %d", got, want)
+	}
+	tb = LiveTimeBase(cannDir, mono/20) // frequency from PROF_*/host/info.json
+	if !tb.SyscntEnable || tb.FreqMHz != 25 {
+		t.Fatalf("host freq: %+v", tb)
 	}
 }

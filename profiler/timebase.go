@@ -239,8 +239,10 @@ func readStartInfoDiff(path string) (int64, bool) {
 func LiveTimeBase(dir string, sample int64) TimeBase {
 	epoch, mono := clockPair()
 	tb := TimeBase{DiffNS: epoch - mono, Source: "live clock pairing", Approximate: true, FreqMHz: 100}
+	// A live run's latest record is seconds old: a monotonic-ns sample lies
+	// close to now; a counter at f MHz lies near now·f/1000 (far from it).
 	const day = int64(24 * 3600 * 1e9)
-	if sample == 0 || (sample > mono-30*day && sample < mono+day) {
+	if d := mono - sample; sample == 0 || (d < min(day, mono/2) && d > -min(day, mono/2)) {
 		return tb
 	}
 	tb.SyscntEnable = true

@@ -144,20 +144,44 @@ def build_records(t0):
     return ops, marks, mems, t + 100
 
 
-def to_epoch(raw, info):
+def to_epoch(raw, info, host=None):
+    """torch_npu _profiler_config.py: PROF_*/host files take priority (§3.2)."""
     si = info["start_info"]
+    freq, start_cnt, start_mono = si["freq"], si["start_cnt"], si["start_monotonic"]
+    if host:
+        freq = float(host["freq"])
+        start_cnt, start_mono = host["cntvct"], host["clock_monotonic_raw"]
     if si["syscnt_enable"]:
-        mono = int((raw - si["start_cnt"]) * 1000 / si["freq"]) + si["start_monotonic"]
+        mono = int((raw - start_cnt) * 1000 / freq) + start_mono
     else:
         mono = raw
-    ei = info["end_info"]
-    return mono + ei["collectionTimeEnd"] - ei["MonotonicTimeEnd"]
+    if host:
+        diff = int(host["collectionTimeBegin"]) * 1000 - int(host["clockMonotonicRaw"])
+    else:
+        ei = info["end_info"]
+        diff = ei["collectionTimeEnd"] - ei["MonotonicTimeEnd"]
+    return mono + diff
 
 
-def write_dir(root, name, info, t0):
+def write_host(d, host):
+    """CANN PROF_*/host files: info.json (CPU frequency), host_start.log, start_info."""
+    h = os.path.join(d, "PROF_000001_20261129120000789_FKFLNPEPPRRCFCBA", "host")
+    os.makedirs(h, exist_ok=True)
+    with open(os.path.join(h, "info.json"), "w") as f:
+        json.dump({"CPU": [{"Id": 0, "Frequency": host["freq"]}], "hostname": "gen"}, f)
+    with open(os.path.join(h, "host_start.log"), "w") as f:
+        f.write("[Host]\nclock_monotonic_raw: %d\ncntvct: %d\ncntvct_diff: 0\n" % (host["clock_monotonic_raw"], host["cntvct"]))
+    with open(os.path.join(h, "start_info"), "w") as f:
+        json.dump({"collectionDateBegin": "x", "collectionTimeBegin": host["collectionTimeBegin"],
+                   "clockMonotonicRaw": host["clockMonotonicRaw"]}, f)
+
+
+def write_dir(root, name, info, t0, host=None):
     d = os.path.join(root, name)
     fw = os.path.join(d, "FRAMEWORK")
     os.makedirs(fw, exist_ok=True)
+    if host:
+        write_host(d, host)
     ops, marks, mems, tend = build_records(t0)
     data = b"".join(op_range(r) for r in ops)
     # an envelope shorter than the constant block: torch_npu skips it
@@ -184,9 +208,9 @@ def write_dir(root, name, info, t0):
     with open(os.path.join(d, "profiler_info.json"), "w") as f:
         json.dump(info, f, indent=4)
     expected = {
-        "op_range": [dict(r, epoch_start=to_epoch(r["start"], info), epoch_end=to_epoch(r["end"], info)) for r in ops],
-        "op_mark": [dict(r, epoch=to_epoch(r["time"], info)) for r in marks],
-        "memory_usage": [dict(r, epoch=to_epoch(r["time"], info)) for r in mems],
+        "op_range": [dict(r, epoch_start=to_epoch(r["start"], info, host), epoch_end=to_epoch(r["end"], info, host)) for r in ops],
+        "op_mark": [dict(r, epoch=to_epoch(r["time"], info, host)) for r in marks],
+        "memory_usage": [dict(r, epoch=to_epoch(r["time"], info, host)) for r in mems],
         "gc_record": [dict(pid=g[0], start=g[1], end=g[2]) for g in gcs],
         "python_tracer_func": [dict(time=p[0], tid=p[1], pid=p[2], key=p[3], tag=p[4]) for p in funcs],
         "python_tracer_hash": [dict(key=k, value=s if isinstance(s, str) else "N/A") for k, s in hashes],
@@ -221,3 +245,9 @@ if __name__ == "__main__":
     write_dir(root, "syscnt_4242_20261129120000456_ascend_pt",
               info(True, freq=50.0, start_cnt=4319900000000, start_monotonic=86398000000000),
               4319950000000)
+    # system counter with CANN host files overriding freq, start and the epoch offset
+    write_dir(root, "cann_4242_20261129120000789_ascend_pt",
+              info(True, freq=50.0, start_cnt=1, start_monotonic=1),
+              4319950000000,
+              host={"freq": "25.000000", "cntvct": 4319900000000, "clock_monotonic_raw": 86398000000000,
+                    "collectionTimeBegin": "1764399000123456", "clockMonotonicRaw": "86398000001000"})
