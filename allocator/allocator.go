@@ -34,6 +34,9 @@ type Allocator struct {
 	pendingEvents int
 	freeEvents    []acl.Event
 
+	spare   []*block // recycled block structs
+	stampAt int64    // tick shared by the entries of the current call; 0 = not read yet
+
 	stats    Stats
 	warnings []string
 	fault    error // first unexpected acl failure in a release path
@@ -153,14 +156,14 @@ func (a *Allocator) Device() int { return a.device }
 
 // Config returns the configuration in effect.
 func (a *Allocator) Config() Config {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	return a.cfg
 }
 
 // Warnings returns the warnings torch would have logged (once each).
 func (a *Allocator) Warnings() []string {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.warnings)
 }
@@ -238,7 +241,7 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Fram
 		}
 		return 0, &OOMError{Device: a.device, RequestedSize: size, msg: kind + " out of memory. Tried to allocate more than 1EB memory."}
 	}
-	a.mu.Lock()
+	a.lock()
 	ctx := a.intern(frames, RecordState)
 	lazy := a.cfg.Flavour == FlavourNPU && a.cfg.MultiStreamLazyReclaim
 	if !lazy || a.pendingEvents > 512 {
@@ -266,7 +269,7 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Fram
 			if a.cfg.Flavour == FlavourNPU {
 				// "Get a block from the existing pool failed. Try to free
 				// cached blocks and reallocate. This error log can be ignored."
-				_ = a.dev.SynchronizeDevice()
+				a.syncDevice()
 			}
 			found = a.releaseCachedBlocks(ctx) && a.allocBlock(&p, true, ctx)
 		}
@@ -427,7 +430,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 		al := uint64(a.cfg.BaseAddrAlignedKB * KiB)
 		aligned := (b.ptr + al - 1) / al * al
 		if off := int64(aligned - b.ptr); off > 0 && off+size <= b.size {
-			lead := &block{ptr: b.ptr, size: off, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable}
+			lead := a.newBlock(block{ptr: b.ptr, size: off, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable})
 			lead.prev, lead.next = b.prev, b
 			if b.prev != nil {
 				b.prev.next = lead
@@ -440,7 +443,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 	alreadySplit := b.isSplit()
 	if a.shouldSplit(b, size) {
 		rem := b
-		b = &block{ptr: rem.ptr, size: size, stream: rem.stream, pool: pool, mapped: true, expandable: rem.expandable}
+		b = a.newBlock(block{ptr: rem.ptr, size: size, stream: rem.stream, pool: pool, mapped: true, expandable: rem.expandable})
 		b.prev, b.next = rem.prev, rem
 		if b.prev != nil {
 			b.prev.next = b
@@ -483,7 +486,7 @@ func (a *Allocator) Free(ptr uint64) error { return a.FreeWithStack(ptr, nil) }
 
 // FreeWithStack is Free with the caller's stack (kept at RecordAll).
 func (a *Allocator) FreeWithStack(ptr uint64, frames []Frame) error {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	b := a.active[ptr]
 	if b == nil || !b.allocated {
@@ -524,7 +527,7 @@ func (a *Allocator) setFault(err error) {
 // queued on s at free time. The NPU flavour records even the allocation
 // stream; the CUDA flavour ignores it.
 func (a *Allocator) RecordStream(ptr uint64, s acl.Stream) error {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	b := a.active[ptr]
 	if b == nil || !b.allocated {
@@ -623,6 +626,7 @@ func (a *Allocator) synchronizeAndFreeEvents(ctx StackID) {
 	for _, s := range a.sortedEventStreams() {
 		for _, pe := range a.events[s] {
 			a.setFault(a.dev.SynchronizeEvent(pe.ev))
+			a.stampAt = 0 // the wait took time: read the clock again
 			a.completeEvent(pe, ctx)
 		}
 		delete(a.events, s)
@@ -676,7 +680,56 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 			dst.next.prev = dst
 		}
 	}
-	dst.size += src.size
+	n := src.size
+	dst.size += n
 	dst.pool.eraseAny(src)
-	return src.size
+	a.recycle(src)
+	return n
 }
+
+// lock takes the allocator lock for one public call.
+func (a *Allocator) lock() {
+	a.mu.Lock()
+	a.stampAt = 0
+}
+
+// stamp is the time of entries recorded now. Entries of one call share a
+// single clock read (they are well under a microsecond apart) unless the
+// call waited on the device in between.
+func (a *Allocator) stamp() int64 {
+	if a.stampAt == 0 {
+		a.stampAt = a.now()
+	}
+	return a.stampAt
+}
+
+// syncDevice waits for the whole device (torch_npu's npuSynchronizeDevice).
+func (a *Allocator) syncDevice() {
+	_ = a.dev.SynchronizeDevice()
+	a.stampAt = 0
+}
+
+// newBlock returns a block initialised to v, reusing a recycled one: the
+// hot path then allocates nothing, so steady-state allocation triggers no
+// garbage collection.
+func (a *Allocator) newBlock(v block) *block {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		*b = v
+		return b
+	}
+	b := new(block)
+	*b = v
+	return b
+}
+
+// recycle keeps a block that left every pool and chain for newBlock.
+func (a *Allocator) recycle(b *block) {
+	*b = block{}
+	if len(a.spare) < maxSpareBlocks {
+		a.spare = append(a.spare, b)
+	}
+}
+
+const maxSpareBlocks = 4096

@@ -79,20 +79,19 @@ func cmpAddr(b *block, stream acl.Stream, ptr uint64) int {
 	return 0
 }
 
-// lowerBound returns the index of the first block not less than the key.
+// lowerBound returns the index of the first block not less than the key
+// (stream, size, ptr): a hand-written binary search, the hottest loop.
 func (p *blockPool) lowerBound(stream acl.Stream, size int64, ptr uint64) int {
-	i, _ := slices.BinarySearchFunc(p.blocks, struct {
-		s acl.Stream
-		n int64
-		p uint64
-	}{stream, size, ptr}, func(b *block, k struct {
-		s acl.Stream
-		n int64
-		p uint64
-	}) int {
-		return cmpSize(b, k.s, k.n, k.p)
-	})
-	return i
+	lo, hi := 0, len(p.blocks)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if cmpSize(p.blocks[m], stream, size, ptr) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 func (p *blockPool) insert(b *block) {
@@ -108,10 +107,16 @@ func (p *blockPool) erase(b *block) {
 }
 
 func (p *blockPool) unmappedLowerBound(stream acl.Stream, ptr uint64) int {
-	i, _ := slices.BinarySearchFunc(p.unmapped, ptr, func(b *block, ptr uint64) int {
-		return cmpAddr(b, stream, ptr)
-	})
-	return i
+	lo, hi := 0, len(p.unmapped)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if cmpAddr(p.unmapped[m], stream, ptr) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 func (p *blockPool) insertUnmapped(b *block) {

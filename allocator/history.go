@@ -38,7 +38,7 @@ type ring struct {
 
 func (r *ring) reset(maxEntries int) {
 	r.max = max(1, maxEntries)
-	r.buf = r.buf[:0]
+	r.buf = make([]rawEntry, 0, min(r.max, 1<<16))
 	r.next = 0
 }
 
@@ -97,15 +97,18 @@ type tracker struct {
 
 func (t *tracker) push(e rawEntry) {
 	t.mu.Lock()
+	wasIdle := len(t.buf) == 0 && t.dropped == 0
 	if len(t.buf) >= t.limit {
 		t.dropped++
 	} else {
 		t.buf = append(t.buf, e)
 	}
 	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
+	if wasIdle { // the deliverer drains everything per wake-up: signal once per batch
+		select {
+		case t.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -233,7 +236,7 @@ func (a *Allocator) record(action Action, addr uint64, size int64, stream acl.St
 	if a.level < RecordAlloc {
 		ctx = NoStack
 	}
-	e := rawEntry{tick: a.now(), addr: addr, size: size, stream: stream, frames: ctx, action: action}
+	e := rawEntry{tick: a.stamp(), addr: addr, size: size, stream: stream, frames: ctx, action: action}
 	for _, t := range a.trackers {
 		t.push(e)
 	}

@@ -49,7 +49,7 @@ func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx StackID) bool {
 		return false
 	}
 	a.totalAllocated += size
-	b := &block{ptr: ptr, size: size, stream: p.stream, pool: p.pool, mapped: true, segFrames: ctx}
+	b := a.newBlock(block{ptr: ptr, size: size, stream: p.stream, pool: p.pool, mapped: true, segFrames: ctx})
 	stat(&a.stats.Segment, p.pool, 1)
 	stat(&a.stats.ReservedBytes, p.pool, size)
 	if size >= a.cfg.MaxSplitSize {
@@ -74,6 +74,7 @@ func (a *Allocator) releaseBlock(b *block, ctx StackID) {
 	a.stats.NumDeviceFree++
 	a.record(ActionSegmentFree, b.ptr, b.size, b.stream, ctx)
 	b.pool.erase(b)
+	a.recycle(b)
 }
 
 // releaseAvailableCached is release_available_cached_blocks: free oversize
@@ -85,7 +86,7 @@ func (a *Allocator) releaseAvailableCached(p *allocParams, ctx StackID) bool {
 		return false
 	}
 	if a.cfg.Flavour == FlavourNPU {
-		_ = a.dev.SynchronizeDevice()
+		a.syncDevice()
 	}
 	pool := p.pool
 	key := max(p.size, maxSplit)
@@ -171,7 +172,7 @@ func (a *Allocator) garbageCollect(ctx StackID) {
 		return
 	}
 	if a.cfg.Flavour == FlavourNPU {
-		_ = a.dev.SynchronizeDevice()
+		a.syncDevice()
 	}
 	var reclaimed int64
 	freed := true
@@ -197,7 +198,7 @@ func (a *Allocator) garbageCollect(ctx StackID) {
 // EmptyCache releases every cached segment and free expandable page,
 // waiting for pending stream-deferred frees first.
 func (a *Allocator) EmptyCache() error {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	a.releaseCachedBlocks(NoStack)
 	return a.takeFault()
@@ -210,7 +211,7 @@ func (a *Allocator) SetMemoryFraction(f float64) error {
 	if f < 0 || f > 1 || f != f {
 		return fmt.Errorf("invalid fraction:%g. Please set within [0, 1].", f)
 	}
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	a.setFraction(f)
 	return nil
@@ -261,7 +262,7 @@ func (a *Allocator) findExpandableBlock(p *allocParams) (*block, error) {
 	}
 	es := &expandableSegment{va: va, pageSize: page, handles: make([]acl.PhysHandle, vaSize/page), stream: p.stream}
 	a.expandables = append(a.expandables, es)
-	c := &block{ptr: va, size: vaSize, stream: p.stream, pool: pool, expandable: es}
+	c := a.newBlock(block{ptr: va, size: vaSize, stream: p.stream, pool: pool, expandable: es})
 	pool.insertUnmapped(c)
 	return c, nil
 }
@@ -299,7 +300,7 @@ func (a *Allocator) unmapPages(es *expandableSegment, ptr uint64, size int64) (u
 		return ptr, 0
 	}
 	if a.cfg.Flavour == FlavourNPU {
-		_ = a.dev.SynchronizeDevice()
+		a.syncDevice()
 	}
 	for i := begin; i < end; i++ {
 		a.setFault(a.dev.UnmapMem(es.va + uint64(i*es.pageSize)))
@@ -319,7 +320,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx StackID) (bool, error) {
 	pool.eraseUnmapped(b)
 	b.mapped = true
 	if n < b.size {
-		rest := &block{ptr: ptr + uint64(n), size: b.size - n, stream: b.stream, pool: pool, expandable: b.expandable}
+		rest := a.newBlock(block{ptr: ptr + uint64(n), size: b.size - n, stream: b.stream, pool: pool, expandable: b.expandable})
 		rest.prev, rest.next = b, b.next
 		if b.next != nil {
 			b.next.prev = rest
@@ -380,7 +381,7 @@ func (a *Allocator) unmapBlock(b *block, ctx StackID) {
 	pool.erase(b)
 	before := int64(ptr - b.ptr)
 	if before > 0 {
-		f := &block{ptr: b.ptr, size: before, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable}
+		f := a.newBlock(block{ptr: b.ptr, size: before, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable})
 		f.prev, f.next = b.prev, b
 		if b.prev != nil {
 			b.prev.next = f
@@ -389,7 +390,7 @@ func (a *Allocator) unmapBlock(b *block, ctx StackID) {
 		pool.insert(f)
 	}
 	if after := b.size - before - n; after > 0 {
-		f := &block{ptr: ptr + uint64(n), size: after, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable}
+		f := a.newBlock(block{ptr: ptr + uint64(n), size: after, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable})
 		f.prev, f.next = b, b.next
 		if b.next != nil {
 			b.next.prev = f

@@ -11,7 +11,7 @@ import (
 // with epoch-µs times, the stack table and the settings.
 func (a *Allocator) Snapshot() *Snapshot {
 	conv := a.clk.converter() // calibrate outside the lock
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	s := &Snapshot{Settings: a.cfg.Settings()}
 	var totalActive int64
@@ -91,21 +91,21 @@ func (a *Allocator) Snapshot() *Snapshot {
 
 // Stats returns the memory statistics (torch memory_stats()).
 func (a *Allocator) Stats() Stats {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	return a.stats
 }
 
 // ResetPeakStats sets every peak to its current value.
 func (a *Allocator) ResetPeakStats() {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	a.stats.resetPeak()
 }
 
 // ResetAccumulatedStats zeroes the allocated/freed totals and counters.
 func (a *Allocator) ResetAccumulatedStats() {
-	a.mu.Lock()
+	a.lock()
 	defer a.mu.Unlock()
 	a.stats.resetAccumulated()
 }
