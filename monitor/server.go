@@ -201,6 +201,28 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 	s.published.Add(uint64(len(entries)))
 }
 
+// PublishGap tells every client that missed entries of device were lost
+// before they reached the server (e.g. an allocator tracker's buffer was
+// full); they take up sequence numbers like published entries.
+func (s *Server) PublishGap(device int, missed uint64) {
+	if missed == 0 {
+		return
+	}
+	s.pubMu.Lock()
+	s.seq[device] += missed
+	next := s.seq[device]
+	for c := range s.clients {
+		c.mu.Lock()
+		g := c.missed[device]
+		g.missed += missed
+		g.next = next
+		c.missed[device] = g
+		c.mu.Unlock()
+		c.wakeUp()
+	}
+	s.pubMu.Unlock()
+}
+
 // PublishOps hands profiler ops to every client (dropped for a client
 // whose queue is full).
 func (s *Server) PublishOps(ops []Op) {
