@@ -1,8 +1,10 @@
 package profiler
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -271,5 +273,74 @@ func TestRoundTrip(t *testing.T) {
 	if len(an.OpMemory) != len(ops) || an.OpMemory[0].Name != "aten::op0" || an.OpMemory[0].Size != 512 ||
 		an.OpMemory[0].ActiveReleaseNS != raw.Memory[len(raw.Memory)-1].TimeNS {
 		t.Fatalf("operator_memory: %d rows, first %+v", len(an.OpMemory), an.OpMemory[0])
+	}
+}
+
+// TestRecorderOutputPythonDecode cross-checks the Recorder's FRAMEWORK files
+// with an independent Python decoder using torch_npu's struct layouts, and
+// checks trace_view.json is valid JSON with torch_npu's ts strings.
+func TestRecorderOutputPythonDecode(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	dir := t.TempDir()
+	r, _ := New(Config{Dir: dir, Clock: newFakeClock(), ProfileMemory: true, PID: 9, TID: 9, Schedule: &Schedule{Active: 2}})
+	r.Start()
+	for i := 0; i < 3; i++ {
+		op := OpRangeRecord{StartNS: r.Now(), Seq: int64(i), PID: 9, StartTID: 9, EndTID: 9, Name: "aten::é", InputShapes: "1,2;3", Stack: "x.py(1): f"}
+		op.EndNS = r.Now()
+		r.RecordOp(&op)
+		m := MemoryUsageRecord{Ptr: 4096, TimeNS: r.Now(), AllocSize: -512, TotalAllocated: 1 << 40, TotalReserved: 1 << 41,
+			TotalActive: 7, StreamPtr: -1, DeviceType: DeviceTypeNPU, DeviceIndex: 3, DataType: MemoryBlockFree, TID: 9, PID: 9}
+		r.RecordMemory(&m)
+		mk := OpMarkRecord{TimeNS: r.Now(), Category: MarkDequeueEnd, CorrelationID: 77, TID: 10, PID: 9, Name: "MatMul"}
+		r.RecordMark(&mk)
+		r.Step()
+	}
+	r.Stop()
+	cyc := r.Dirs()[0]
+	out, err := exec.Command(py, "testdata/check_framework.py", filepath.Join(cyc, FrameworkDir)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string][]map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	ops, mems, marks := got[FileOpRange], got[FileMemory], got[FileOpMark]
+	// cycle 1 = steps 0,1 (active 2): 2 ops + 2 ProfilerStep markers
+	if len(ops) != 4 || len(mems) != 2 || len(marks) != 2 {
+		t.Fatalf("python decoded %d ops %d mem %d marks", len(ops), len(mems), len(marks))
+	}
+	if ops[0]["f2"] != "aten::é" || ops[0]["f4"] != "1,2;3" || ops[0]["f8"] != "x.py(1): f" || ops[1]["f2"] != "ProfilerStep#0" || ops[1]["scope"] != 7.0 {
+		t.Fatalf("python op %v / %v", ops[0], ops[1])
+	}
+	if m := mems[1]; m["alloc_size"] != -512.0 || m["allocated"] != float64(1<<40) || m["device_index"] != 3.0 || m["data_type"] != 2.0 || m["stream"] != -1.0 {
+		t.Fatalf("python memory %v", m)
+	}
+	if mk := marks[0]; mk["category"] != 3.0 || mk["corr"] != 77.0 || mk["f1"] != "MatMul" {
+		t.Fatalf("python mark %v", mk)
+	}
+	b, err := os.ReadFile(filepath.Join(cyc, OutputDir, "trace_view.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []map[string]any
+	if err := json.Unmarshal(b, &events); err != nil {
+		t.Fatalf("trace_view.json is not valid JSON: %v", err)
+	}
+	tsRe := regexp.MustCompile(`^\d{16,}\.\d{3}$`)
+	var slices int
+	for _, e := range events {
+		if e["ph"] == "X" {
+			slices++
+			if ts, ok := e["ts"].(string); !ok || !tsRe.MatchString(ts) {
+				t.Fatalf("ts %v is not an epoch-µs string with 3 decimals", e["ts"])
+			}
+		}
+	}
+	if slices != 4 {
+		t.Fatalf("%d X events", slices)
 	}
 }
