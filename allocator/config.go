@@ -221,11 +221,31 @@ func log2Floor(v uint64) int {
 }
 
 func parseConfig(s string, f Flavour) (Config, error) {
-	c := DefaultConfig(f)
+	return DefaultConfig(f).parse(s, nil)
+}
+
+// runtimeKeys are the keys torch_npu.npu.memory._set_allocator_settings
+// accepts.
+var runtimeKeys = map[string]bool{
+	"expandable_segments": true, "max_split_size_mb": true, "max_non_split_rounding_mb": true,
+	"release_lock_on_npumalloc": true, "throw_on_npumalloc_oom": true, "per_process_memory_fraction": true,
+	"pinned_max_round_threshold_mb": true, "pinned_max_cached_size_mb": true,
+}
+
+// parse applies s on top of c. Like PyTorch's parseArgs it first resets
+// max_split_size, roundup_power2_divisions and the GC threshold; allowed,
+// when set, restricts the keys.
+func (c Config) parse(s string, allowed map[string]bool) (Config, error) {
 	c.Raw = s
+	c.MaxSplitSize, c.maxSplitSet = Unlimited, false
+	c.RoundupDivisions = [16]int64{}
+	c.GCThreshold = 0
 	p := &cfgParser{toks: tokenize(s)}
 	for p.i = 0; p.i < len(p.toks); p.i++ {
 		key := p.toks[p.i]
+		if allowed != nil && !allowed[key] {
+			return Config{}, fmt.Errorf("torch_npu.npu.memory._set_allocator_settings() unsupported setting: %s", key)
+		}
 		if err := c.parseKey(p, key); err != nil {
 			return Config{}, err
 		}
@@ -235,7 +255,7 @@ func parseConfig(s string, f Flavour) (Config, error) {
 			}
 		}
 	}
-	if f == FlavourNPU && c.ExpandableSegments && (c.maxSplitSet || c.GCThreshold != 0) {
+	if c.Flavour == FlavourNPU && c.ExpandableSegments && (c.maxSplitSet || c.GCThreshold != 0) {
 		return Config{}, fmt.Errorf("`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with `expandable_segments`, please set `expandable_segments` to `False`.")
 	}
 	return c, nil

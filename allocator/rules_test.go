@@ -476,9 +476,9 @@ func TestExpandableToggledOff(t *testing.T) {
 	e := newEnv(t, "expandable_segments:True", false, 0)
 	s := e.stream()
 	e.free(e.malloc(3*MiB, s))
-	e.a.mu.Lock()
-	e.a.cfg.ExpandableSegments = false
-	e.a.mu.Unlock()
+	if err := e.a.SetAllocatorSettings("expandable_segments:False"); err != nil {
+		t.Fatal(err)
+	}
 	n := len(e.trace())
 	e.malloc(3*MiB, s)
 	wantSeq(t, e.trace()[n:], fmt.Sprintf("segment_alloc %d", 20*MiB), fmt.Sprintf("alloc %d", 3*MiB))
@@ -541,4 +541,28 @@ func TestExpandableMapRoundsOutToPages(t *testing.T) {
 	wantSeq(t, e.trace(), fmt.Sprintf("segment_map %d", 40*MiB), fmt.Sprintf("alloc %d", 25*MiB),
 		fmt.Sprintf("segment_map %d", 2*MiB), "alloc 100")
 	e.wantStats(map[string]int64{"reserved_bytes.large_pool.current": 40 * MiB, "reserved_bytes.small_pool.current": 2 * MiB, "num_device_alloc": 2})
+}
+
+func TestSetAllocatorSettings(t *testing.T) {
+	e := newEnv(t, "max_split_size_mb:40", false, 0)
+	if err := e.a.SetAllocatorSettings("roundup_power2_divisions:4"); err == nil ||
+		err.Error() != "torch_npu.npu.memory._set_allocator_settings() unsupported setting: roundup_power2_divisions" {
+		t.Fatalf("err %v", err)
+	}
+	if err := e.a.SetAllocatorSettings("expandable_segments:True"); err != nil {
+		t.Fatalf("max_split_size is reset by every parse, so expandable is allowed: %v", err)
+	}
+	if c := e.a.Config(); !c.ExpandableSegments || c.MaxSplitSize != Unlimited {
+		t.Fatalf("config %+v", c)
+	}
+	if err := e.a.SetAllocatorSettings("expandable_segments:True,max_split_size_mb:40"); err == nil {
+		t.Fatal("expandable with max_split_size_mb accepted")
+	}
+	if err := e.a.SetAllocatorSettings("per_process_memory_fraction:0.25"); err != nil {
+		t.Fatal(err)
+	}
+	s := e.stream()
+	if _, err := e.a.Malloc(20*GiB, s); !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("20 GiB under a 25%% fraction of 61 GiB: %v", err)
+	}
 }

@@ -222,6 +222,31 @@ func (a *Allocator) setFraction(f float64) {
 	a.fractionSet = a.cfg.Flavour == FlavourCUDA || f < 1
 }
 
+// SetAllocatorSettings changes settings at run time the way
+// torch_npu.npu.memory._set_allocator_settings does: only expandable_segments,
+// max_split_size_mb, max_non_split_rounding_mb, release_lock_on_npumalloc,
+// throw_on_npumalloc_oom, per_process_memory_fraction and the pinned_* sizes
+// are accepted (the CUDA flavour accepts every key). Segments already
+// cached keep their kind; stats' max_split_size keeps its construction
+// value, as in torch.
+func (a *Allocator) SetAllocatorSettings(conf string) error {
+	a.lock()
+	defer a.mu.Unlock()
+	allowed := runtimeKeys
+	if a.cfg.Flavour == FlavourCUDA {
+		allowed = nil
+	}
+	c, err := a.cfg.parse(conf, allowed)
+	if err != nil {
+		return err
+	}
+	if c.MemoryFraction != a.cfg.MemoryFraction && c.Flavour == FlavourNPU {
+		a.setFraction(c.MemoryFraction)
+	}
+	a.cfg = c
+	return nil
+}
+
 // expandableSegment is a reserved VA range mapped page by page (§3).
 type expandableSegment struct {
 	va       uint64
