@@ -43,14 +43,18 @@ func (h *helperStreams) Pop() any {
 // simulate replays in under cfg on a device of devMem bytes.
 func simulate(ctx context.Context, in *input, name string, cfg allocator.Config, devMem int64) (*Run, error) {
 	clock := acl.NewManualClock(simEpoch)
+	// The driver maps device memory page by page, so a request fails only
+	// when the bytes run out, never for want of a contiguous range: give the
+	// simulated device ample address space and cap its usable bytes.
 	rt := acl.NewRuntime(acl.Config{
-		Devices: []acl.DeviceSpec{{Name: "whatif", HBMBytes: devMem, SystemReserved: -1}},
+		Devices: []acl.DeviceSpec{{Name: "whatif", HBMBytes: 4*devMem + 64*allocator.GiB, SystemReserved: -1}},
 		Clock:   clock,
 	})
 	dev, err := rt.Device(0)
 	if err != nil {
 		return nil, err
 	}
+	dev.SetHBMLimit(devMem)
 	a, err := allocator.New(dev, cfg, allocator.WithClock(clock))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

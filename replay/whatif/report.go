@@ -1,0 +1,102 @@
+package whatif
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// Columns are the headings of Table.
+var Columns = []string{"run", "peak reserved", "peak allocated", "segments +/-", "frag. at peak", "retries", "OOM"}
+
+// Table returns one row per run, the recorded trace first, with the
+// figures as the text report and the TUI show them.
+func (d *DeviceResult) Table() [][]string {
+	const none = "—"
+	rec := d.Recorded
+	rows := [][]string{{
+		"recorded", allocator.FormatSize(rec.PeakReserved), none,
+		fmt.Sprintf("%d/%d", rec.SegmentAllocs, rec.SegmentFrees), none, none, oomCell(rec.FirstOOM, rec.OOMs, 0),
+	}}
+	for _, r := range d.Runs {
+		rows = append(rows, []string{
+			r.Name, allocator.FormatSize(r.PeakReserved), allocator.FormatSize(r.PeakAllocated),
+			fmt.Sprintf("%d/%d", r.SegmentAllocs, r.SegmentFrees),
+			fmt.Sprintf("%s (%.1f%%)", allocator.FormatSize(r.FragmentationAtPeak), 100*r.FragmentationRatio),
+			fmt.Sprint(r.AllocRetries), oomCell(r.FirstOOM, r.OOMs, r.RecordedOOMsFit),
+		})
+	}
+	return rows
+}
+
+func oomCell(o *OOM, n, fit int) string {
+	if o == nil {
+		if fit > 0 {
+			return "none (recorded OOM fits)"
+		}
+		return "none"
+	}
+	s := fmt.Sprintf("entry %d (%s)", o.Index, allocator.FormatSize(o.Size))
+	if o.Index < 0 {
+		s = fmt.Sprintf("initial state (%s)", allocator.FormatSize(o.Size))
+	}
+	if n > 1 {
+		s += fmt.Sprintf(" +%d more", n-1)
+	}
+	return s
+}
+
+// FidelityLine says in one sentence how far the baseline follows the
+// recording.
+func (d *DeviceResult) FidelityLine() string {
+	f := d.Fidelity
+	s := fmt.Sprintf("baseline fidelity: reserved curve max |Δ| %s, mean |Δ| %s over %d points (%.1f%% of the recorded peak); peak Δ %s, final Δ %s",
+		allocator.FormatSize(f.MaxAbsDiff), allocator.FormatSize(int64(f.MeanAbsDiff+0.5)), f.Points, 100*f.Relative,
+		signedSize(f.PeakDiff), signedSize(f.FinalDiff))
+	if !f.RecordedSegmentEvents {
+		s += " (the trace has no segment events, so the recorded curve is flat at the final reserved bytes: trust the final Δ)"
+	}
+	return s
+}
+
+func signedSize(n int64) string {
+	if n < 0 {
+		return "-" + allocator.FormatSize(-n)
+	}
+	return "+" + allocator.FormatSize(n)
+}
+
+// WriteText prints the report: per device the input, the device size, the
+// table of runs and the baseline fidelity.
+func (r *Result) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "allocator flavour: %s\nbaseline settings: %s\n", r.Flavour, r.BaselineSource)
+	for i := range r.Devices {
+		d := &r.Devices[i]
+		in := d.Input
+		fmt.Fprintf(&b, "\ndevice %d: %d entries — %d allocations live at the start, %d allocs, %d frees (%d deferred), %d oom requests",
+			d.Device, in.Entries, in.Initial, in.Allocs, in.Frees, in.DeferredFrees, in.OOMRequests)
+		if in.Unmatched > 0 {
+			fmt.Fprintf(&b, ", %d unmatched entries", in.Unmatched)
+		}
+		fmt.Fprintf(&b, "\ndevice memory: %s, %s\n\n", allocator.FormatSize(d.DeviceMem), d.DeviceMemSource)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(Columns, "\t"))
+		for _, row := range d.Table() {
+			fmt.Fprintln(tw, strings.Join(row, "\t"))
+		}
+		tw.Flush()
+		fmt.Fprintf(&b, "\n%s\n", d.FidelityLine())
+		for _, run := range d.Runs {
+			if o := run.FirstOOM; o != nil {
+				fmt.Fprintf(&b, "%s: at the first OOM %s reserved, %s allocated\n", run.Name,
+					allocator.FormatSize(o.Reserved), allocator.FormatSize(o.Allocated))
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
