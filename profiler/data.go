@@ -273,3 +273,82 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// OpMemDeltas returns, per op, the change of allocated bytes during the op
+// (children included): with FRAMEWORK records, the sum of AllocSize of the
+// PTA MALLOC and FREE records on the op's thread in [StartNS, EndNS]; with CSV records (no
+// sizes, no threads), the PTA Allocated total after the op's last record
+// minus the total before its first, on the device of those records.
+// Untimed ops get 0.
+func (d *Data) OpMemDeltas() []int64 {
+	out := make([]int64, len(d.Ops))
+	type series struct {
+		t   []int64
+		sum []int64 // prefix sums of AllocSize, or Allocated totals
+	}
+	sized := false
+	for i := range d.Memory {
+		if d.Memory[i].AllocSize != 0 {
+			sized = true
+			break
+		}
+	}
+	by := map[uint64]*series{} // key: TID (sized) or device (totals)
+	for i := range d.Memory {  // Memory is time-sorted
+		m := &d.Memory[i]
+		if m.Component != CompPTA || (!sized && !m.HasAllocated) || (sized && m.Kind == MemoryBlockFree) {
+			continue // BLOCK_FREE returns a block to the pool: allocated bytes do not change
+		}
+		k := m.TID
+		if !sized {
+			k = uint64(m.Device)
+		}
+		s := by[k]
+		if s == nil {
+			s = &series{}
+			by[k] = s
+		}
+		v := m.Allocated
+		if sized {
+			v = m.AllocSize
+			if n := len(s.sum); n > 0 {
+				v += s.sum[n-1]
+			}
+		}
+		s.t = append(s.t, m.TimeNS)
+		s.sum = append(s.sum, v)
+	}
+	if len(by) == 0 {
+		return out
+	}
+	for i := range d.Ops {
+		o := &d.Ops[i]
+		if !o.Timed() {
+			continue
+		}
+		eval := func(s *series) int64 {
+			lo := sort.Search(len(s.t), func(j int) bool { return s.t[j] >= o.StartNS })
+			hi := sort.Search(len(s.t), func(j int) bool { return s.t[j] > o.EndNS })
+			if hi <= lo {
+				return 0
+			}
+			before := int64(0)
+			if lo > 0 {
+				before = s.sum[lo-1]
+			} else if !sized {
+				before = s.sum[0] // no earlier total: count from the first record
+			}
+			return s.sum[hi-1] - before
+		}
+		if sized {
+			if s := by[o.TID]; s != nil {
+				out[i] = eval(s)
+			}
+			continue
+		}
+		for _, s := range by {
+			out[i] += eval(s)
+		}
+	}
+	return out
+}

@@ -288,3 +288,29 @@ func TestLiveTimeBase(t *testing.T) {
 		t.Fatalf("host freq: %+v", tb)
 	}
 }
+
+// TestOpMemDeltas: the producer allocates (i+1)·512 KiB inside each forward
+// op and frees everything outside them; a step holds all of it.
+func TestOpMemDeltas(t *testing.T) {
+	d, err := ReadDir(genDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := d.OpMemDeltas()
+	want := map[string]int64{"aten::empty": 512 << 10, "aten::add": 1024 << 10, "aten::mul": 1536 << 10, "aten::matmul": 2048 << 10, "MulBackward0": 0}
+	for i, o := range d.Ops {
+		if w, ok := want[o.Name]; ok && deltas[i] != w {
+			t.Errorf("%s step %d: delta %d, want %d", o.Name, o.Step, deltas[i], w)
+		}
+		if o.IsStep && deltas[i] != 0 {
+			t.Errorf("%s: delta %d, want 0 (all freed within the step)", o.Name, deltas[i])
+		}
+	}
+	a, err := ReadDir(filepath.Join(fixtures, "mstt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.OpMemDeltas()); n != len(a.Ops) {
+		t.Fatalf("%d deltas for %d ops", n, len(a.Ops))
+	}
+}
