@@ -1,10 +1,13 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -501,4 +504,34 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 		b.Fatalf("%d dropped", d)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+}
+
+// The example in docs/protocol.md is exactly what the encoder writes.
+func TestWireDocExample(t *testing.T) {
+	e := &enc{}
+	encodeHello(e, &Hello{Version: ProtocolVersion, PID: 4242, Host: "n1", ClockSource: "realtime"})
+	encodeSnapshot(e, nil, nil)
+	doc, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i := strings.Index(s, "## Example")
+	j := strings.Index(s[i:], "```\n") + i + 4
+	k := strings.Index(s[j:], "```") + j
+	var want []byte
+	for _, f := range strings.Fields(s[j:k]) {
+		var b byte
+		if _, err := fmt.Sscanf(f, "%02x", &b); err != nil {
+			t.Fatalf("doc byte %q: %v", f, err)
+		}
+		want = append(want, b)
+	}
+	if !bytes.Equal(e.b, want) {
+		t.Fatalf("encoder writes\n% x\ndoc says\n% x", e.b, want)
+	}
+	h, err := decodeHello(want[5:32])
+	if err != nil || h.PID != 4242 || h.Host != "n1" {
+		t.Fatalf("decoded %+v, %v", h, err)
+	}
 }
