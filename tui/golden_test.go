@@ -2,6 +2,7 @@ package tui
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,17 +17,26 @@ import (
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		src  func(testing.TB) Source
 		w, h int
 		keys []tea.KeyMsg
 		wait string
 	}{
-		{"80x24_segments_block", 80, 24, []tea.KeyMsg{keyMsg("2"), keyMsg("enter"), keyMsg("down")}, "allocated at"},
-		{"160x48_main", 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "07:06:40.006"},
-		{"160x48_help", 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys"},
+		{"80x24_segments_block", fixture, 80, 24,
+			[]tea.KeyMsg{keyMsg("2"), keyMsg("down"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "allocated before"},
+		{"80x24_ascii_events", fixture, 80, 24, []tea.KeyMsg{keyMsg("3"), keyMsg("g"), keyMsg("right")}, "> 02:34:01.085"},
+		{"160x48_main", fixture, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry 5160/5163"},
+		{"160x48_help", fixture, 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys"},
+		{"160x48_ops_selected", smallWithOps, 160, 48,
+			[]tea.KeyMsg{keyMsg("4"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "op aten::matmul"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := fixtureSource(t)
-			tm := teatest.NewTestModel(t, New(fixtureOptions(src)), teatest.WithInitialTermSize(tc.w, tc.h))
+			o := fixtureOptions(tc.src(t))
+			if tc.name == "160x48_ops_selected" {
+				o.SourceName = "small.pickle"
+			}
+			o.ASCII = strings.Contains(tc.name, "ascii")
+			tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(tc.w, tc.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("Timeline")) },
 				teatest.WithDuration(5*time.Second))
 			for _, k := range tc.keys {
@@ -42,3 +52,7 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
+
+func fixture(t testing.TB) Source { return fixtureSource(t) }
+
+func smallWithOps(t testing.TB) Source { return storeOf(t, smallSnapshot(true), smallOps()) }

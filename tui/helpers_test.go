@@ -12,6 +12,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay"
 )
 
 func TestMain(m *testing.M) {
@@ -158,13 +159,26 @@ func checkFrame(t *testing.T, v string, w, h int) {
 	}
 }
 
-// fixtureSource is the data the golden tests draw.
-func fixtureSource(t *testing.T) Source {
-	return newFakeSource(smallSnapshot(true), smallOps())
+// fixturePath is the real capture the golden screens draw: a torch 2026
+// snapshot with time_us, 216 segments and 5163 entries.
+const fixturePath = "../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
+
+// fixtureSource decodes the fixture with replay and indexes it in a real
+// monitor.Store, as `npumon replay` does.
+func fixtureSource(t testing.TB) *monitor.Store {
+	t.Helper()
+	if _, err := os.Stat(fixturePath); err != nil {
+		t.Skipf("fixture: %v", err)
+	}
+	c, err := replay.DecodeFile(fixturePath, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storeOf(t, c.Snapshot, nil)
 }
 
 func fixtureOptions(src Source) Options {
 	o := testOptions(src)
-	o.SourceName = "small.pickle"
+	o.SourceName = "cuda-2026-assignment2-memory_snapshot.pickle"
 	return o
 }

@@ -306,6 +306,16 @@ func (m *Model) headerLines() []string {
 			fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
 			fmt.Sprintf("entry %d/%d", s.Applied, m.n),
 		}
+		if m.w < 120 {
+			parts = []string{
+				fmt.Sprintf("entry %d/%d", s.Applied, m.n),
+				"alloc " + fmtBytes(s.AllocatedBytes),
+				"resv " + fmtBytes(s.ReservedBytes),
+				"act " + fmtBytes(s.ActiveBytes),
+				"peak " + fmtBytes(s.PeakActiveBytes),
+				fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
+			}
+		}
 		if s.OOMs > 0 {
 			parts = append(parts, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
 		}

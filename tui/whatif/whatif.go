@@ -1,0 +1,461 @@
+// Package whatif is the TUI's what-if view: the reserved-bytes curves of
+// the recorded run and of its re-simulations under other allocator settings
+// (replay/whatif) on one time axis, with the table of figures. It is a
+// Bubble Tea sub-model; the screen that opens it routes messages to it and
+// closes it on CloseMsg.
+package whatif
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/NimbleMarkets/ntcharts/canvas"
+	"github.com/NimbleMarkets/ntcharts/linechart"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/tui/theme"
+)
+
+// ResultMsg delivers a finished simulation started by Start.
+type ResultMsg struct {
+	gen    int
+	Result *whatif.Result
+	Err    error
+	times  [][]int64
+}
+
+// CloseMsg asks the owner to close the view (esc or w).
+type CloseMsg struct{}
+
+// Model is the what-if view.
+type Model struct {
+	th      *theme.Theme
+	w, h    int
+	res     *whatif.Result
+	times   [][]int64 // per device of res: epoch µs of each entry, nil without times
+	dev     int       // index into res.Devices
+	sel     int       // selected run (index into Runs), drawn on top
+	err     error
+	running bool
+	gen     int
+	cancel  context.CancelFunc
+}
+
+// New returns an empty view.
+func New(th *theme.Theme) Model { return Model{th: th} }
+
+// Start runs the simulations of c in the background and returns the command
+// whose ResultMsg fills the view. A running simulation is cancelled.
+func (m *Model) Start(ctx context.Context, c *replay.Capture, opts whatif.Options) tea.Cmd {
+	m.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	m.cancel, m.running, m.err, m.res = cancel, true, nil, nil
+	m.gen++
+	gen := m.gen
+	return func() tea.Msg {
+		res, err := whatif.Simulate(ctx, c, opts)
+		return ResultMsg{gen: gen, Result: res, Err: err, times: entryTimes(res, c.Snapshot)}
+	}
+}
+
+// Stop cancels a running simulation.
+func (m *Model) Stop() {
+	if m.cancel != nil {
+		m.cancel()
+		m.cancel = nil
+	}
+	m.running = false
+}
+
+// SetResult shows res; s (the simulated snapshot, may be nil) gives the
+// entries' times for the axis.
+func (m *Model) SetResult(res *whatif.Result, s *allocator.Snapshot) {
+	m.Stop()
+	m.res, m.err, m.dev, m.sel = res, nil, 0, 0
+	m.times = entryTimes(res, s)
+}
+
+// entryTimes builds the per-device time axis (non-decreasing epoch µs);
+// nil for a device without times.
+func entryTimes(res *whatif.Result, s *allocator.Snapshot) [][]int64 {
+	if res == nil || s == nil {
+		return nil
+	}
+	times := make([][]int64, len(res.Devices))
+	for i, d := range res.Devices {
+		if !d.HasTimestamps || d.Device >= len(s.DeviceTraces) {
+			continue
+		}
+		tr := s.DeviceTraces[d.Device]
+		ts := make([]int64, len(tr))
+		var last int64
+		for j := range tr {
+			last = max(last, tr[j].TimeUS)
+			ts[j] = last
+		}
+		if len(ts) > 0 && ts[0] > 0 {
+			times[i] = ts
+		}
+	}
+	return times
+}
+
+// SetSize sets the view's size in cells.
+func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
+
+// SetDevice shows the device with ordinal dev, if simulated.
+func (m *Model) SetDevice(dev int) {
+	if m.res == nil {
+		return
+	}
+	for i, d := range m.res.Devices {
+		if d.Device == dev {
+			m.dev = i
+		}
+	}
+}
+
+// Result returns the shown result (nil while running or after an error).
+func (m *Model) Result() *whatif.Result { return m.res }
+
+// Err returns the simulation error, if any.
+func (m *Model) Err() error { return m.err }
+
+// Running reports whether a simulation is in flight.
+func (m *Model) Running() bool { return m.running }
+
+// Update handles results, sizes and the view's keys: ↑/↓ (k/j) select a
+// run, d the next device, esc or w close.
+func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case ResultMsg:
+		if msg.gen != m.gen {
+			return m, nil // a cancelled run
+		}
+		m.running, m.cancel = false, nil
+		m.res, m.err, m.dev, m.sel, m.times = msg.Result, msg.Err, 0, 0, msg.times
+	case tea.WindowSizeMsg:
+		m.SetSize(msg.Width, msg.Height)
+	case tea.KeyMsg:
+		switch msg.String() {
+		case "esc", "w":
+			m.Stop()
+			return m, func() tea.Msg { return CloseMsg{} }
+		case "up", "k":
+			if m.sel > 0 {
+				m.sel--
+			}
+		case "down", "j":
+			if d := m.device(); d != nil && m.sel < len(d.Runs)-1 {
+				m.sel++
+			}
+		case "d":
+			if m.res != nil && len(m.res.Devices) > 0 {
+				m.dev = (m.dev + 1) % len(m.res.Devices)
+				m.sel = 0
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Model) device() *whatif.DeviceResult {
+	if m.res == nil || m.dev >= len(m.res.Devices) {
+		return nil
+	}
+	return &m.res.Devices[m.dev]
+}
+
+// runGlyphs mark the simulated runs' curves; colour repeats them.
+var runGlyphs = []rune{'*', '+', 'o', 'x', '#', '%', '@', '&'}
+
+// View renders exactly w×h cells.
+func (m *Model) View() string {
+	if m.w <= 0 || m.h <= 0 {
+		return ""
+	}
+	th := m.th
+	c := theme.NewCanvas(m.w, m.h)
+	d := m.device()
+	switch {
+	case m.err != nil:
+		c.Text(0, 0, "what-if failed: "+m.err.Error(), &th.Warn)
+	case m.running:
+		c.Text(0, 0, "what-if: re-simulating the trace under each configuration"+th.G.Ellipsis, &th.Header)
+	case d == nil:
+		c.Text(0, 0, "what-if: nothing simulated", &th.Header)
+	}
+	if d == nil || m.err != nil {
+		c.Text(0, m.h-1, "esc close", &th.Hint)
+		return c.StringWith(th)
+	}
+
+	dot := " · "
+	if th.ASCII {
+		dot = " | "
+	}
+	title := fmt.Sprintf("What-if%sdevice %d%s%s allocator%sdevice memory %s (%s)",
+		dot, d.Device, dot, m.res.Flavour, dot, allocator.FormatSize(d.DeviceMem), d.DeviceMemSource)
+	c.Text(0, 0, theme.Fit(title, m.w), &th.TitleFocused)
+
+	rows := d.Table()
+	tableRows := min(len(rows)+1, max(2, m.h-9)) // header + runs, keep ≥5 chart rows
+	chartTop := 2
+	chartH := m.h - chartTop - tableRows - 2
+	m.legend(c, d, 1)
+	if chartH >= 4 {
+		m.chart(c, d, chartTop, chartH)
+	}
+	m.table(c, rows, m.h-2-tableRows, tableRows)
+	c.Text(0, m.h-2, theme.Fit(d.FidelityLine(), m.w), &th.Dim)
+	hint := "↑/↓ select run · d next device · esc close"
+	if th.ASCII {
+		hint = "up/down select run | d next device | esc close"
+	}
+	c.Text(0, m.h-1, theme.Fit(hint, m.w), &th.Hint)
+	return c.StringWith(th)
+}
+
+func (m *Model) runStyle(i int) *lipgloss.Style {
+	return &m.th.BlockPalette[i%len(m.th.BlockPalette)]
+}
+
+// legend writes "░ recorded  * baseline  + conf …" on row y.
+func (m *Model) legend(c *theme.Canvas, d *whatif.DeviceResult, y int) {
+	th := m.th
+	x := c.Text(0, y, string(th.G.Reserved)+" recorded", &th.Reserved)
+	for i, r := range d.Runs {
+		if x >= m.w {
+			break
+		}
+		x += c.Text(x, y, "  ", nil)
+		st := m.runStyle(i)
+		if i == m.sel {
+			st = &th.Selected
+		}
+		x += c.Text(x, y, string(runGlyphs[i%len(runGlyphs)])+" "+r.Name, st)
+	}
+}
+
+// xAxis returns the x of a curve point's entry index and the axis range.
+func (m *Model) xAxis(d *whatif.DeviceResult) (xOf func(int) float64, x1 float64, label func(float64) string) {
+	n := d.Input.Entries
+	if m.dev < len(m.times) && m.times[m.dev] != nil {
+		ts := m.times[m.dev]
+		t0 := ts[0]
+		xOf = func(i int) float64 {
+			if i < 0 {
+				return 0
+			}
+			return float64(ts[min(i, len(ts)-1)]-t0) / 1e6
+		}
+		return xOf, max(xOf(n-1), 1e-6), func(v float64) string { return fmt.Sprintf("%.3gs", v) }
+	}
+	xOf = func(i int) float64 { return float64(i + 1) }
+	return xOf, float64(max(n, 1)), func(v float64) string { return fmt.Sprintf("#%.0f", v) }
+}
+
+// sample returns per column the maximum of the step curve over the column.
+func sample(pts []whatif.Point, xOf func(int) float64, x1 float64, cols int) []float64 {
+	out := make([]float64, cols)
+	span := x1 / float64(cols)
+	k := 0
+	var cur float64
+	for col := range cols {
+		end := float64(col+1) * span
+		hi := cur
+		for k < len(pts) && (xOf(pts[k].Index) < end || col == cols-1) {
+			cur = float64(pts[k].Bytes)
+			hi = max(hi, cur)
+			k++
+		}
+		out[col] = hi
+	}
+	return out
+}
+
+// chart draws the curves with ntcharts into rows [top, top+h).
+func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
+	th := m.th
+	const yw = 6 // y label width
+	cols := m.w - yw - 1
+	if cols < 4 {
+		return
+	}
+	xOf, x1, xLabel := m.xAxis(d)
+	series := [][]float64{sample(d.Recorded.Reserved, xOf, x1, cols)}
+	var ymax float64 = 1
+	for _, r := range d.Runs {
+		series = append(series, sample(r.Reserved, xOf, x1, cols))
+	}
+	for _, s := range series {
+		for _, v := range s {
+			ymax = math.Max(ymax, v)
+		}
+	}
+	limit := float64(d.DeviceMem)
+	showLimit := limit > 0 && limit <= 1.5*ymax
+	if showLimit {
+		ymax = math.Max(ymax, limit)
+	}
+	yTop := niceCeil(ymax * 1.05)
+	lc := linechart.New(m.w, h, 0, x1, 0, yTop,
+		linechart.WithXYSteps(max(2, cols/12), max(1, (h-2)/3)),
+		linechart.WithXLabelFormatter(func(_ int, v float64) string { return xLabel(v) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yw, shortBytes(v)) }),
+	)
+	lc.DrawXYAxisAndLabel()
+	xAt := func(col int) float64 { return (float64(col) + 0.5) * x1 / float64(cols) }
+	if showLimit {
+		lc.DrawRuneLine(canvas.Float64Point{X: 0, Y: limit}, canvas.Float64Point{X: x1, Y: limit}, '-')
+	}
+	for col, v := range series[0] { // the recording as an area
+		if v > 0 {
+			lc.DrawRuneLine(canvas.Float64Point{X: xAt(col), Y: 0}, canvas.Float64Point{X: xAt(col), Y: v}, th.G.Reserved)
+		}
+	}
+	order := make([]int, 0, len(d.Runs))
+	for i := range d.Runs {
+		if i != m.sel {
+			order = append(order, i)
+		}
+	}
+	order = append(order, m.sel) // the selected run on top
+	for _, i := range order {
+		s := series[i+1]
+		g := runGlyphs[i%len(runGlyphs)]
+		for col := range s {
+			p := canvas.Float64Point{X: xAt(col), Y: s[col]}
+			q := p
+			if col+1 < len(s) {
+				q = canvas.Float64Point{X: xAt(col + 1), Y: s[col+1]}
+			}
+			lc.DrawRuneLine(p, q, g)
+		}
+	}
+	styles := map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, '-': &th.Warn}
+	for i := range d.Runs {
+		styles[runGlyphs[i%len(runGlyphs)]] = m.runStyle(i)
+	}
+	origin := lc.Origin()
+	for y := range h {
+		for x := range m.w {
+			r := lc.Canvas.Cell(canvas.Point{X: x, Y: y}).Rune
+			if r == 0 {
+				continue
+			}
+			st := &th.Dim
+			if x > origin.X && y < origin.Y {
+				if s, ok := styles[r]; ok {
+					st = s
+				}
+			} else {
+				r = axisRune(r, th.ASCII)
+			}
+			c.Set(x, top+y, r, st)
+		}
+	}
+}
+
+// table writes the header and up to n−1 rows, dropping columns from the
+// right of the priority list until they fit.
+func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
+	th := m.th
+	// Priority order of whatif.Columns: run, peak reserved, OOM, frag,
+	// segments, peak allocated, retries.
+	prio := []int{0, 1, 6, 4, 3, 2, 5}
+	nameW := min(26, max(10, m.w/4))
+	widths := make([]int, len(whatif.Columns))
+	for j, h := range whatif.Columns {
+		widths[j] = theme.Width(h)
+		for _, r := range rows {
+			widths[j] = max(widths[j], theme.Width(r[j]))
+		}
+	}
+	widths[0] = min(widths[0], nameW)
+	var keep []int
+	total := 0
+	for _, j := range prio {
+		if total+widths[j]+2 > m.w && len(keep) > 1 {
+			break
+		}
+		keep = append(keep, j)
+		total += widths[j] + 2
+	}
+	// Show kept columns in their natural order.
+	var cols []int
+	for j := range whatif.Columns {
+		for _, k := range keep {
+			if k == j {
+				cols = append(cols, j)
+			}
+		}
+	}
+	line := func(cells []string) string {
+		var b strings.Builder
+		for _, j := range cols {
+			b.WriteString(theme.Fit(cells[j], widths[j]))
+			b.WriteString("  ")
+		}
+		return theme.Fit(b.String(), m.w)
+	}
+	c.Text(0, top, line(whatif.Columns), &th.Header)
+	for i := 0; i < n-1 && i < len(rows); i++ {
+		st := (*lipgloss.Style)(nil)
+		if i == 0 {
+			st = &th.Reserved
+		} else if i-1 == m.sel {
+			st = &th.Selected
+		}
+		c.Text(0, top+1+i, line(rows[i]), st)
+	}
+}
+
+func axisRune(r rune, ascii bool) rune {
+	if !ascii {
+		return r
+	}
+	switch r {
+	case '│', '┤', '├':
+		return '|'
+	case '─', '┬', '┴':
+		return '-'
+	case '└', '┼', '┌', '┐', '┘':
+		return '+'
+	}
+	return r
+}
+
+// niceCeil rounds v up to a short decimal step.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, f := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if f*p >= v {
+			return f * p
+		}
+	}
+	return 10 * p
+}
+
+// shortBytes formats an axis value in at most six cells: 900M, 1.2G.
+func shortBytes(v float64) string {
+	units := []string{"B", "K", "M", "G", "T"}
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if v >= 10 || v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f%s", v, units[i])
+	}
+	return fmt.Sprintf("%.1f%s", v, units[i])
+}

@@ -1,0 +1,216 @@
+package whatif
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/tui/theme"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const traces = "../../replay/whatif/testdata/"
+
+func newTheme(ascii bool) *theme.Theme {
+	return theme.New(lipgloss.NewRenderer(io.Discard), ascii, true)
+}
+
+// loaded returns a view holding the fragmentation trace's what-if result.
+func loaded(t *testing.T, file string, ascii bool, confs ...string) Model {
+	t.Helper()
+	c, err := replay.DecodeFile(traces+file, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(newTheme(ascii))
+	cmd := m.Start(context.Background(), c, whatif.Options{Confs: confs})
+	if !m.Running() {
+		t.Error("not running after Start")
+	}
+	m, _ = m.Update(cmd())
+	if m.Err() != nil || m.Result() == nil || m.Running() {
+		t.Fatalf("after ResultMsg: err %v, result %v, running %v", m.Err(), m.Result(), m.Running())
+	}
+	return m
+}
+
+func checkSize(t *testing.T, v string, w, h int) []string {
+	t.Helper()
+	lines := strings.Split(v, "\n")
+	if len(lines) != h {
+		t.Fatalf("%d×%d: %d lines", w, h, len(lines))
+	}
+	for i, l := range lines {
+		if got := theme.Width(l); got != w {
+			t.Errorf("%d×%d: line %d is %d cells: %q", w, h, i, got, l)
+		}
+	}
+	return lines
+}
+
+func TestViewSizes(t *testing.T) {
+	for _, ascii := range []bool{false, true} {
+		m := loaded(t, "fragmentation.pickle", ascii, "expandable_segments:True", "max_split_size_mb:40")
+		for _, sz := range [][2]int{{80, 24}, {100, 30}, {160, 48}, {60, 12}, {20, 5}} {
+			m.SetSize(sz[0], sz[1])
+			checkSize(t, m.View(), sz[0], sz[1])
+		}
+	}
+}
+
+func TestViewContent(t *testing.T) {
+	m := loaded(t, "fragmentation.pickle", true, "expandable_segments:True")
+	m, _ = m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	v := m.View()
+	lines := checkSize(t, v, 80, 24)
+	for _, want := range []string{
+		"What-if | device 0 | npu allocator | device memory 1024.00 MiB",
+		". recorded  * baseline  + expandable_segments:True",
+		"recorded", "entry 110 (200.00 MiB)", "none (recorded OOM fits)",
+		"baseline fidelity: reserved curve max |",
+		"esc close",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("view lacks %q:\n%s", want, v)
+		}
+	}
+	// The chart shows the recorded area, both runs and the device limit.
+	chart := strings.Join(lines[2:16], "\n")
+	for _, g := range []string{".", "*", "+", "-", "900M"} {
+		if !strings.Contains(chart, g) {
+			t.Errorf("chart lacks %q:\n%s", g, chart)
+		}
+	}
+	golden(t, "fragmentation_80x24.txt", v)
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (run with -update to accept):\n%s", name, got)
+	}
+}
+
+func TestTimeAxis(t *testing.T) {
+	m := loaded(t, "deferred.pickle", true)
+	m.SetSize(80, 24)
+	v := m.View()
+	checkSize(t, v, 80, 24)
+	if !strings.Contains(v, "0.016s") { // 17 entries 1 ms apart
+		t.Errorf("no seconds on the x axis:\n%s", v)
+	}
+	m = loaded(t, "max_split.pickle", true)
+	m.SetSize(80, 24)
+	if v := m.View(); !strings.Contains(v, "#8") {
+		t.Errorf("no entry numbers on the x axis:\n%s", v)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	m := loaded(t, "fragmentation.pickle", true, "expandable_segments:True")
+	m.SetSize(80, 24)
+	key := func(s string) tea.KeyMsg {
+		if s == "esc" {
+			return tea.KeyMsg{Type: tea.KeyEsc}
+		}
+		return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
+	}
+	m, _ = m.Update(key("j"))
+	m, _ = m.Update(key("j")) // stays on the last run
+	if m.sel != 1 {
+		t.Errorf("selection %d after two downs, want 1", m.sel)
+	}
+	if v := m.View(); !strings.Contains(v, "+ expandable_segments:True") {
+		t.Errorf("legend lost the selected run:\n%s", v)
+	}
+	m, _ = m.Update(key("k"))
+	if m.sel != 0 {
+		t.Errorf("selection %d after up, want 0", m.sel)
+	}
+	m, _ = m.Update(key("d")) // one device: stays
+	if m.dev != 0 {
+		t.Errorf("device index %d", m.dev)
+	}
+	for _, k := range []string{"esc", "w"} {
+		_, cmd := m.Update(key(k))
+		if cmd == nil {
+			t.Fatalf("%s: no command", k)
+		}
+		if _, ok := cmd().(CloseMsg); !ok {
+			t.Errorf("%s: command does not close", k)
+		}
+	}
+}
+
+func TestStaleResultIgnored(t *testing.T) {
+	c, err := replay.DecodeFile(traces+"max_split.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(newTheme(true))
+	old := m.Start(context.Background(), c, whatif.Options{})
+	fresh := m.Start(context.Background(), c, whatif.Options{Confs: []string{"max_split_size_mb:100"}})
+	m, _ = m.Update(old())
+	if m.Result() != nil || !m.Running() {
+		t.Fatal("a superseded run's result was shown")
+	}
+	m, _ = m.Update(fresh())
+	if r := m.Result(); r == nil || len(r.Confs) != 1 {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+func TestErrorAndEmptyViews(t *testing.T) {
+	c, err := replay.DecodeFile(traces+"max_split.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(newTheme(true))
+	m.SetSize(80, 24)
+	checkSize(t, m.View(), 80, 24)
+	cmd := m.Start(context.Background(), c, whatif.Options{Confs: []string{"max_split_size_mb:1"}})
+	if v := m.View(); !strings.Contains(v, "re-simulating") {
+		t.Errorf("running view:\n%s", v)
+	}
+	m, _ = m.Update(cmd())
+	v := m.View()
+	checkSize(t, v, 80, 24)
+	if m.Err() == nil || !strings.Contains(v, "what-if failed: --conf \"max_split_size_mb:1\"") {
+		t.Errorf("error view:\n%s", v)
+	}
+}
+
+func TestSample(t *testing.T) {
+	pts := []whatif.Point{{Index: -1, Bytes: 10}, {Index: 2, Bytes: 50}, {Index: 3, Bytes: 20}, {Index: 9, Bytes: 0}}
+	xOf := func(i int) float64 { return float64(i + 1) }
+	got := sample(pts, xOf, 10, 5) // columns of 2 entries
+	want := []float64{10, 50, 20, 20, 20}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("sample = %v, want %v", got, want)
+		}
+	}
+}
