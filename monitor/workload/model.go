@@ -59,8 +59,10 @@ func (s Shape) staticBytes() int64 { return s.paramBytes() * (1 + 1 + 2*fp32/bf1
 func (s Shape) activationBytes(seq int64) int64 {
 	tok := seq * s.Hidden * bf16
 	scores := s.Heads * seq * seq * bf16
-	perLayer := 16*tok + 2*scores + scores/bf16 // saved tensors + scores/probs + dropout mask
-	return int64(s.Layers)*perLayer + 2*seq*s.Vocab*fp32
+	perLayer := 16*tok + 3*scores + scores/2 // saved tensors, scores/probs/dropped, dropout mask
+	// plus the head at its peak (logits, log-probs and their gradients) and
+	// the softmax upcast temporary
+	return int64(s.Layers)*perLayer + seq*s.Vocab*(2*bf16+2*fp32) + 2*scores
 }
 
 // sizeModel picks a shape that fits usable bytes: static state at most 40%,
@@ -74,8 +76,8 @@ func sizeModel(layers int, usable int64) Shape {
 	for s.Seq > 128 && s.staticBytes()+s.activationBytes(s.Seq) > usable*3/5 {
 		s.Seq /= 2
 	}
-	if b := (usable*3/5 - s.staticBytes()) / s.activationBytes(s.Seq); b > 1 {
-		s.Batch = b
+	if b := (usable*11/20 - s.staticBytes()) / s.activationBytes(s.Seq); b > 1 {
+		s.Batch = min(b, 16)
 	}
 	return s
 }
