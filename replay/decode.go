@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/npumon/npumon/allocator"
 )
@@ -87,6 +88,9 @@ func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
 				return nil, err
 			}
 			return &Capture{Format: FormatJSON, Schema: schema, Snapshot: snap}, nil
+		}
+		if strings.IndexByte("(}]cld", c) >= 0 {
+			return nil, fmt.Errorf("offset %d: a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read", in.offset())
 		}
 		return nil, fmt.Errorf("%w: offset %d: starts with byte 0x%02x, neither a pickle (protocol 2–5) nor JSON", ErrNotSnapshot, in.offset(), c)
 	}

@@ -31,7 +31,11 @@ const (
 )
 
 func newByteReader(r io.Reader, size int64, progress func(done, total int64)) *byteReader {
-	return &byteReader{r: r, buf: make([]byte, readChunk), total: size, progress: progress}
+	n := readChunk
+	if size >= 0 && size < readChunk {
+		n = int(size) + 16
+	}
+	return &byteReader{r: r, buf: make([]byte, n), total: size, progress: progress}
 }
 
 // offset is the file offset of the next unread byte.

@@ -71,6 +71,19 @@ func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 		}
 		devices = []int{*opts.Device}
 	}
+	if opts.AtIndex != nil {
+		// The index must name an entry of at least one device; devices
+		// with shorter traces report their final state.
+		i, longest := *opts.AtIndex, 0
+		for _, dev := range devices {
+			if dev < len(s.DeviceTraces) {
+				longest = max(longest, len(s.DeviceTraces[dev]))
+			}
+		}
+		if i < -1 || i >= longest {
+			return nil, fmt.Errorf("--at-index %d is out of range: the longest trace has %d entries (0…%d; -1 is the start)", i, longest, longest-1)
+		}
+	}
 	for _, dev := range devices {
 		ds, err := deviceStats(s, dev, out.HasTimestamps, opts.AtIndex)
 		if err != nil {
@@ -128,10 +141,7 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) (*D
 	}
 
 	if atIndex != nil {
-		i := *atIndex
-		if i < -1 || i >= len(t.Entries) {
-			return nil, fmt.Errorf("--at-index %d is out of range for device %d (%d trace entries; -1 is the start)", i, dev, len(t.Entries))
-		}
+		i := min(*atIndex, len(t.Entries)-1)
 		segmentFigures(ds, t.StateAfter(i))
 		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)
 		ds.ReservedBytes = t.ReservedAtStart

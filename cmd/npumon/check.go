@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/npumon/npumon/replay"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newCheckCmd) }
+
+func newCheckCmd() *cobra.Command {
+	var maxPeak, maxReserved string
+	var maxFrag float64
+	var noOOM bool
+	c := &cobra.Command{
+		Use:   "check FILE [--max-peak SIZE] [--max-reserved SIZE] [--max-fragmentation PCT] [--no-oom]",
+		Short: "Gate CI on a memory snapshot: exit 0 when all limits hold, 1 with one line per violation",
+		Long: "check reads a memory snapshot and tests it against limits, per device:\n" +
+			"  --max-peak SIZE            peak active bytes (docs/timeline.md)\n" +
+			"  --max-reserved SIZE        peak reserved bytes\n" +
+			"  --max-fragmentation PCT    final inactive (cached, unused) bytes as a percentage of reserved\n" +
+			"  --no-oom                   no oom trace entries\n" +
+			"SIZE accepts B, KiB, MiB, GiB, TiB (e.g. 40GiB, 1.5 GiB, 4096). Exit 0: all hold; 1: one\n" +
+			"line per violation; 2: the file could not be read.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var lim replay.CheckLimits
+			var err error
+			if c.Flags().Changed("max-peak") {
+				if lim.MaxPeakActive, err = replay.ParseSize(maxPeak); err != nil {
+					return usageError{fmt.Errorf("--max-peak: %w", err)}
+				}
+				lim.HasMaxPeakActive = true
+			}
+			if c.Flags().Changed("max-reserved") {
+				if lim.MaxPeakReserved, err = replay.ParseSize(maxReserved); err != nil {
+					return usageError{fmt.Errorf("--max-reserved: %w", err)}
+				}
+				lim.HasMaxPeakReserved = true
+			}
+			if c.Flags().Changed("max-fragmentation") {
+				if maxFrag < 0 || maxFrag > 100 {
+					return usageError{fmt.Errorf("--max-fragmentation must be a percentage between 0 and 100, got %g", maxFrag)}
+				}
+				lim.MaxFragmentationPct, lim.HasMaxFragmentation = maxFrag, true
+			}
+			lim.NoOOM = noOOM
+			capt, err := replay.DecodeFile(args[0], replay.Options{})
+			if err != nil {
+				return err
+			}
+			st, err := replay.ComputeStats(capt, replay.StatsOptions{})
+			if err != nil {
+				return err
+			}
+			if v := replay.Check(st, lim); len(v) > 0 {
+				return exitError{code: exitFail, msg: strings.Join(v, "\n")}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&maxPeak, "max-peak", "", "largest allowed peak active bytes (e.g. 40GiB)")
+	c.Flags().StringVar(&maxReserved, "max-reserved", "", "largest allowed peak reserved bytes")
+	c.Flags().Float64Var(&maxFrag, "max-fragmentation", 0, "largest allowed inactive/reserved percentage")
+	c.Flags().BoolVar(&noOOM, "no-oom", false, "fail when the trace has oom entries")
+	return c
+}

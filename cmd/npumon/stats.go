@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/npumon/npumon/replay"
+	"github.com/spf13/cobra"
+)
+
+func init() { subcommands = append(subcommands, newStatsCmd) }
+
+// statsProfilerDir summarises a profiler output directory; the profiler
+// command file sets it. nil: directories are not supported.
+var statsProfilerDir func(path string, jsonOut bool, w io.Writer) error
+
+func newStatsCmd() *cobra.Command {
+	var asJSON bool
+	var device, atIndex int
+	c := &cobra.Command{
+		Use:   "stats [--json] [--device N] [--at-index I] FILE|DIR",
+		Short: "Summarise a memory snapshot file (or a profiler directory)",
+		Long: "stats reads a torch / torch_npu memory snapshot (pickle protocol 2–5 or JSON, every schema\n" +
+			"from torch 1.13 on) and prints per device: segments, blocks, reserved / allocated / active /\n" +
+			"requested / inactive bytes, the largest free block, trace actions, the active-bytes peak and\n" +
+			"the reserved peak (docs/timeline.md). --at-index I describes the moment right after trace\n" +
+			"entry I (0-based; -1 is the start). A directory is read as profiler output.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			path := args[0]
+			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+				if statsProfilerDir == nil {
+					return errors.New(path + ": profiler directories are not supported yet")
+				}
+				return statsProfilerDir(path, asJSON, c.OutOrStdout())
+			}
+			var opts replay.StatsOptions
+			if c.Flags().Changed("device") {
+				opts.Device = &device
+			}
+			if c.Flags().Changed("at-index") {
+				opts.AtIndex = &atIndex
+			}
+			capt, err := replay.DecodeFile(path, replay.Options{})
+			if err != nil {
+				return err
+			}
+			st, err := replay.ComputeStats(capt, opts)
+			if err != nil {
+				return usageError{err}
+			}
+			if asJSON {
+				enc := json.NewEncoder(c.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			return st.WriteText(c.OutOrStdout())
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
+	c.Flags().IntVar(&device, "device", 0, "only this device")
+	c.Flags().IntVar(&atIndex, "at-index", 0, "describe the state right after trace entry I (0-based, -1 = start)")
+	return c
+}
