@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const profFixtures = "../../../shared/fixtures/ascend_profiler"
+
+func TestStatsProfilerDirJSON(t *testing.T) {
+	dir := filepath.Join(profFixtures, "msinsight_rank0")
+	code, out, errOut := captureRun(t, "stats", "--json", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, k := range []string{"path", "kind", "ops", "first_time_us", "last_time_us", "memory_records", "top_ops", "devices"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("missing key %q", k)
+		}
+	}
+	if v["kind"] != "profiler" || v["ops"] != 2.0 || v["memory_records"] != 11.0 || v["first_time_us"] != 1695115378653323.0 {
+		t.Errorf("values %v", v)
+	}
+	dev := v["devices"].([]any)[0].(map[string]any)
+	// 4599.86572265625 MB × 2^20; the 5-column memory_record has no active column
+	if dev["device"] != 0.0 || dev["peak_allocated_bytes"] != 4823308800.0 || dev["peak_active_bytes"] != nil {
+		t.Errorf("device %v", dev)
+	}
+	top := v["top_ops"].([]any)[0].(map[string]any)
+	if top["name"] != "aten::zero_" || top["count"] != 1.0 || top["total_us"] != 256.85 {
+		t.Errorf("top op %v", top)
+	}
+}
+
+func TestStatsProfilerDirText(t *testing.T) {
+	code, out, errOut := captureRun(t, "stats", filepath.Join(profFixtures, "mstt"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"profiler directory (analysed", "ops       710 (1 steps)", "aten::item", "2024-01-02 02:11:51"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestStatsProfilerDirErrors(t *testing.T) {
+	code, _, errOut := captureRun(t, "stats", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "not a profiler directory") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
