@@ -234,12 +234,12 @@ func (m *Model) legend(c *theme.Canvas, d *whatif.DeviceResult, y int) {
 		if x >= m.w {
 			break
 		}
-		x += c.Text(x, y, "  ", nil)
+		x = c.Text(x, y, "  ", nil)
 		st := m.runStyle(i)
 		if i == m.sel {
 			st = &th.Selected
 		}
-		x += c.Text(x, y, string(runGlyphs[i%len(runGlyphs)])+" "+r.Name, st)
+		x = c.Text(x, y, string(runGlyphs[i%len(runGlyphs)])+" "+r.Name, st)
 	}
 }
 
@@ -255,7 +255,8 @@ func (m *Model) xAxis(d *whatif.DeviceResult) (xOf func(int) float64, x1 float64
 			}
 			return float64(ts[min(i, len(ts)-1)]-t0) / 1e6
 		}
-		return xOf, max(xOf(n-1), 1e-6), func(v float64) string { return fmt.Sprintf("%.3gs", v) }
+		x1 := max(xOf(n-1), 1e-6)
+		return xOf, x1, secondsLabel(x1)
 	}
 	xOf = func(i int) float64 { return float64(i + 1) }
 	return xOf, float64(max(n, 1)), func(v float64) string { return fmt.Sprintf("#%.0f", v) }
@@ -268,7 +269,11 @@ func sample(pts []whatif.Point, xOf func(int) float64, x1 float64, cols int) []f
 	k := 0
 	var cur float64
 	for col := range cols {
-		end := float64(col+1) * span
+		start, end := float64(col)*span, float64(col+1)*span
+		for k < len(pts) && xOf(pts[k].Index) <= start { // value at the column's start
+			cur = float64(pts[k].Bytes)
+			k++
+		}
 		hi := cur
 		for k < len(pts) && (xOf(pts[k].Index) < end || col == cols-1) {
 			cur = float64(pts[k].Bytes)
@@ -370,7 +375,6 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 	// Priority order of whatif.Columns: run, peak reserved, OOM, frag,
 	// segments, peak allocated, retries.
 	prio := []int{0, 1, 6, 4, 3, 2, 5}
-	nameW := min(26, max(10, m.w/4))
 	widths := make([]int, len(whatif.Columns))
 	for j, h := range whatif.Columns {
 		widths[j] = theme.Width(h)
@@ -378,7 +382,8 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 			widths[j] = max(widths[j], theme.Width(r[j]))
 		}
 	}
-	widths[0] = min(widths[0], nameW)
+	nameW := widths[0]
+	widths[0] = min(nameW, 16) // the name takes what the figures leave
 	var keep []int
 	total := 0
 	for _, j := range prio {
@@ -388,6 +393,7 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 		keep = append(keep, j)
 		total += widths[j] + 2
 	}
+	widths[0] = min(nameW, widths[0]+max(0, m.w-total))
 	// Show kept columns in their natural order.
 	var cols []int
 	for j := range whatif.Columns {
@@ -458,4 +464,15 @@ func shortBytes(v float64) string {
 		return fmt.Sprintf("%.0f%s", v, units[i])
 	}
 	return fmt.Sprintf("%.1f%s", v, units[i])
+}
+
+// secondsLabel formats axis seconds in the unit the span calls for.
+func secondsLabel(span float64) func(float64) string {
+	switch {
+	case span < 1:
+		return func(v float64) string { return fmt.Sprintf("%.0fms", v*1e3) }
+	case span < 600:
+		return func(v float64) string { return fmt.Sprintf("%.1fs", v) }
+	}
+	return func(v float64) string { return fmt.Sprintf("%dm%02ds", int(v)/60, int(v)%60) }
 }
