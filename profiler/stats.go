@@ -144,10 +144,13 @@ func ComputeStats(path string, d *Data) Stats {
 func WriteStatsText(w io.Writer, s *Stats, d *Data) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: profiler directory (%s", s.Path, d.Source)
-	if d.Complete {
+	switch {
+	case d.Complete:
 		b.WriteString(", complete)\n")
-	} else {
-		b.WriteString(", incomplete: still being written or not analysed)\n")
+	case d.Source == SourceFramework:
+		b.WriteString(", live: no profiler_info yet, times from this host's clocks)\n")
+	default:
+		b.WriteString(", no analyse.done)\n")
 	}
 	if s.FirstTimeUS != nil {
 		f, l := *s.FirstTimeUS, *s.LastTimeUS
@@ -166,9 +169,9 @@ func WriteStatsText(w io.Writer, s *Stats, d *Data) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(s.TopOps) > 0 {
 		fmt.Fprintln(w, "\ntop ops by total time")
-		fmt.Fprintln(tw, "count\ttotal ms\t  name\t")
+		fmt.Fprintln(tw, "count\ttotal ms\t  name")
 		for _, o := range s.TopOps {
-			fmt.Fprintf(tw, "%d\t%.3f\t  %s\t\n", o.Count, o.TotalUS/1000, o.Name)
+			fmt.Fprintf(tw, "%d\t%.3f\t  %s\n", o.Count, o.TotalUS/1000, o.Name)
 		}
 		tw.Flush()
 	}
