@@ -131,3 +131,42 @@ func BenchmarkCursorJump(b *testing.B) {
 		_ = m.View()
 	}
 }
+
+// BenchmarkBaselineStoreQueries is what a cursor move must pay the Store
+// (state, summary and the trace around the cursor) before drawing anything.
+func BenchmarkBaselineStoreQueries(b *testing.B) {
+	m := loadBench(b)
+	src := m.o.Source
+	c := m.Cursor()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		cur := c + int64(i%2)*10
+		_ = src.StateAt(0, cur)
+		_ = src.Summary(0, cur)
+		_ = src.EventsAround(0, cur, 40, 40)
+	}
+}
+
+// BenchmarkBaselineNtchartsCanvasView renders the 200-column timeline's
+// ntcharts canvas with its own View (one lipgloss Render per cell), the
+// path the pane avoids.
+func BenchmarkBaselineNtchartsCanvasView(b *testing.B) {
+	m := loadBench(b)
+	m.tl.View() // draw once
+	lc := m.tl.DebugChart()
+	b.ResetTimer()
+	for b.Loop() {
+		_ = lc.View()
+	}
+}
+
+// BenchmarkTimelineView redraws the same chart (ntcharts drawing, our
+// run-length rendering) from the same series.
+func BenchmarkTimelineView(b *testing.B) {
+	m := loadBench(b)
+	b.ResetTimer()
+	for b.Loop() {
+		m.tl.Invalidate()
+		_ = m.tl.View()
+	}
+}

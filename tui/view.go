@@ -57,7 +57,8 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 		opH = 3 // title, header and "no profiler ops"
 	}
 	midH := avail - tlH - opH
-	segW := w * 55 / 100
+	// The event rows need about 68 columns; the segment map takes the rest.
+	segW := clampInt(w-68, w*40/100, w*55/100)
 	tl = rect{0, y, w, tlH}
 	seg = rect{0, y + tlH, segW, midH}
 	ev = rect{segW + 1, y + tlH, w - segW - 1, midH}

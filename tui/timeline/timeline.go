@@ -50,7 +50,12 @@ type Model struct {
 	hasHL     bool
 	base      *theme.Canvas // chart without cursor/markers, rebuilt on data change
 	baseDirty bool
+	chart     *linechart.Model // the last ntcharts chart drawn (for benchmarks)
 }
+
+// DebugChart returns the ntcharts model behind the last drawn chart, to
+// compare its own rendering with the pane's.
+func (m *Model) DebugChart() *linechart.Model { return m.chart }
 
 // New returns an empty timeline.
 func New(th *theme.Theme) Model {
@@ -212,6 +217,7 @@ func (m *Model) drawBase() *theme.Canvas {
 			lc.DrawRuneLine(canvas.Float64Point{X: x, Y: 0}, canvas.Float64Point{X: x, Y: v}, layer.r)
 		}
 	}
+	m.chart = &lc
 	styleOf := map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, th.G.Active: &th.Active, th.G.AllocArea: &th.AllocArea}
 	origin := lc.Origin()
 	for y := 0; y < ch; y++ {
