@@ -41,10 +41,12 @@ type tailFile struct {
 // TailBatch is what one Poll found. Times are epoch ns; while a run is live
 // they come from the same-host clock pairing (§3.4) and Approximate is set.
 type TailBatch struct {
-	NewDirs     []string // cycle directories seen for the first time
-	Finalized   []string // directories whose profiler_info appeared
-	Analysed    []string // directories whose analyse.done appeared
-	Ops         []Op     // sorted by start; Step is set only on ProfilerStep markers
+	NewDirs   []string // cycle directories seen for the first time
+	Finalized []string // directories whose profiler_info appeared
+	Analysed  []string // directories whose analyse.done appeared
+	Ops       []Op     // sorted by start; Step is set only on ProfilerStep markers
+	Steps     []Step   // ProfilerStep#N ranges completed in this batch (a step's marker
+	// is written when the step ends, after its ops: assign earlier ops by time)
 	Queue       []QueueRange
 	Memory      []MemoryRecord // sorted by time
 	Approximate bool
@@ -142,6 +144,7 @@ func (t *Tailer) Poll() (*TailBatch, error) {
 	}
 	sort.SliceStable(b.Ops, func(i, j int) bool { return b.Ops[i].StartNS < b.Ops[j].StartNS })
 	sort.SliceStable(b.Memory, func(i, j int) bool { return b.Memory[i].TimeNS < b.Memory[j].TimeNS })
+	sort.Slice(b.Steps, func(i, j int) bool { return b.Steps[i].StartNS < b.Steps[j].StartNS })
 	return b, nil
 }
 
@@ -186,6 +189,7 @@ func (t *Tailer) pollDir(d *tailDir, b *TailBatch) error {
 			ops[i].Step = -1
 			if id, ok := stepID(ops[i].Name); ok {
 				ops[i].IsStep, ops[i].Step = true, id
+				b.Steps = append(b.Steps, Step{ID: id, StartNS: ops[i].StartNS, EndNS: ops[i].EndNS})
 			}
 		}
 		b.Ops = append(b.Ops, ops...)

@@ -43,6 +43,7 @@ func TestTailOddChunks(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.Ops = append(got.Ops, b.Ops...)
+		got.Steps = append(got.Steps, b.Steps...)
 		got.Memory = append(got.Memory, b.Memory...)
 		got.Queue = append(got.Queue, b.Queue...)
 		got.NewDirs = append(got.NewDirs, b.NewDirs...)
@@ -102,6 +103,9 @@ func TestTailOddChunks(t *testing.T) {
 	if len(got.Ops) != len(want.OpRanges) || len(got.Memory) != countNPU(want.Memory) || len(got.Queue) != len(want.OpMarks)/2 {
 		t.Fatalf("tail got %d ops %d mem %d queue; want %d %d %d", len(got.Ops), len(got.Memory), len(got.Queue),
 			len(want.OpRanges), countNPU(want.Memory), len(want.OpMarks)/2)
+	}
+	if len(got.Steps) != 3 {
+		t.Fatalf("steps %+v", got.Steps)
 	}
 	key := func(name string, seq int64, tid uint64, dur int64) string { return fmt.Sprint(name, seq, tid, dur) }
 	var a, b []string
