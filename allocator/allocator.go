@@ -20,7 +20,7 @@ type Allocator struct {
 	now    func() int64
 
 	small, large blockPool
-	active       map[uint64]*block // allocated or pending-free blocks by ptr
+	active       ptrTable // allocated or pending-free blocks by ptr
 	expandables  []*expandableSegment
 
 	// totalAllocated is total_allocated_memory: reserved bytes including
@@ -117,7 +117,6 @@ func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
 	a := &Allocator{
 		dev: dev, device: dev.ID(), cfg: cfg, deviceTotal: total,
 		small:  blockPool{small: true},
-		active: make(map[uint64]*block),
 		events: make(map[acl.Stream][]pendingEvent),
 		stacks: NewStackTable(),
 	}
@@ -468,7 +467,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 	b.requested = orig
 	b.frames = ctx
 	a.record(ActionAlloc, b.ptr, orig, b.stream, ctx)
-	a.active[b.ptr] = b
+	a.active.put(b.ptr, b)
 	stat(&a.stats.Allocation, pool, 1)
 	stat(&a.stats.AllocatedBytes, pool, b.size)
 	stat(&a.stats.Active, pool, 1)
@@ -488,7 +487,7 @@ func (a *Allocator) Free(ptr uint64) error { return a.FreeWithStack(ptr, nil) }
 func (a *Allocator) FreeWithStack(ptr uint64, frames []Frame) error {
 	a.lock()
 	defer a.mu.Unlock()
-	b := a.active[ptr]
+	b := a.active.get(ptr)
 	if b == nil || !b.allocated {
 		return fmt.Errorf("allocator: %w: %#x", ErrInvalidPointer, ptr)
 	}
@@ -529,7 +528,7 @@ func (a *Allocator) setFault(err error) {
 func (a *Allocator) RecordStream(ptr uint64, s acl.Stream) error {
 	a.lock()
 	defer a.mu.Unlock()
-	b := a.active[ptr]
+	b := a.active.get(ptr)
 	if b == nil || !b.allocated {
 		return fmt.Errorf("allocator: %w: %#x: no allocated block", ErrInvalidPointer, ptr)
 	}
@@ -640,7 +639,7 @@ func (a *Allocator) freeBlock(b *block, ctx StackID) {
 	b.frames = NoStack
 	pool := b.pool
 	origSize := b.size
-	delete(a.active, b.ptr)
+	a.active.del(b.ptr)
 	var netBlocks, netBytes int64
 	for _, c := range [2]*block{b.prev, b.next} {
 		if n := a.tryMerge(b, c); n > 0 {

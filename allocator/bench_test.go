@@ -136,5 +136,37 @@ func BenchmarkSnapshot100k(b *testing.B) {
 			b.Fatal(len(snap.DeviceTraces[0]))
 		}
 	})
-	b.ReportMetric(float64(len(a.active)), "live_blocks")
+	b.ReportMetric(float64(a.active.len()), "live_blocks")
+}
+
+// BenchmarkHistoryOverhead alternates blocks of cache-hit pairs between an
+// allocator with history off and one with history on, so both see the same
+// machine load, and reports the CPU cost of each and their ratio.
+func BenchmarkHistoryOverhead(b *testing.B) {
+	off, s1 := benchAllocator(b, "")
+	on, s2 := benchAllocator(b, "")
+	on.RecordHistory(true, RecordAll, 1<<16)
+	pair := func(a *Allocator, s acl.Stream) {
+		p, _ := a.Malloc(8192, s)
+		_ = a.Free(p)
+	}
+	const block = 4096
+	var tOff, tOn time.Duration
+	n := 0
+	for b.Loop() {
+		c0 := cpuClock()
+		for range block {
+			pair(off, s1)
+		}
+		c1 := cpuClock()
+		for range block {
+			pair(on, s2)
+		}
+		tOff += c1 - c0
+		tOn += cpuClock() - c1
+		n += block
+	}
+	b.ReportMetric(float64(tOff)/float64(n), "off-ns/pair")
+	b.ReportMetric(float64(tOn)/float64(n), "on-ns/pair")
+	b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
 }

@@ -42,16 +42,20 @@ func (r *ring) reset(maxEntries int) {
 	r.next = 0
 }
 
-func (r *ring) push(e rawEntry) {
+func (r *ring) push(e rawEntry) { *r.slot() = e }
+
+// slot returns the slot the next entry goes to.
+func (r *ring) slot() *rawEntry {
 	if len(r.buf) < r.max {
-		r.buf = append(r.buf, e)
-		return
+		r.buf = append(r.buf, rawEntry{})
+		return &r.buf[len(r.buf)-1]
 	}
-	r.buf[r.next] = e
+	e := &r.buf[r.next]
 	r.next++
 	if r.next == r.max {
 		r.next = 0
 	}
+	return e
 }
 
 func (r *ring) entries() []rawEntry {
@@ -236,9 +240,14 @@ func (a *Allocator) record(action Action, addr uint64, size int64, stream acl.St
 	if a.level < RecordAlloc {
 		ctx = NoStack
 	}
-	e := rawEntry{tick: a.stamp(), addr: addr, size: size, stream: stream, frames: ctx, action: action}
-	for _, t := range a.trackers {
-		t.push(e)
+	t := a.stamp()
+	if len(a.trackers) == 0 { // history only: write in place
+		*a.ring.slot() = rawEntry{tick: t, addr: addr, size: size, stream: stream, frames: ctx, action: action}
+		return
+	}
+	e := rawEntry{tick: t, addr: addr, size: size, stream: stream, frames: ctx, action: action}
+	for _, tr := range a.trackers {
+		tr.push(e)
 	}
 	if a.history {
 		a.ring.push(e)

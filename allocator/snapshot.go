@@ -50,11 +50,11 @@ func (a *Allocator) Snapshot() *Snapshot {
 			}
 		}
 	}
-	for _, b := range a.active {
+	a.active.each(func(b *block) {
 		if !seen(b) {
 			addSegment(b)
 		}
-	}
+	})
 	slices.SortFunc(s.Segments, func(x, y Segment) int {
 		switch {
 		case x.Address < y.Address:
