@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/npumon/npumon/allocator"
@@ -87,7 +88,9 @@ func (d *devLog) stateAt(n int64) ([]allocator.Segment, []Gap) {
 	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
 	cp := &d.cps[max(ci, 0)]
 	if cp.at == n {
-		return build(d.id, cp.segs, cp.blocks)
+		c := checkpoint{segs: slices.Clone(cp.segs), blocks: slices.Clone(cp.blocks)}
+		c.sort()
+		return build(d.id, c.segs, c.blocks)
 	}
 	st := cp.thaw()
 	for j := cp.at; j < n; j++ {

@@ -33,6 +33,20 @@ func (s *series) append(x int64) {
 	}
 }
 
+// bulk appends without maintaining the pyramid; call reindex afterwards.
+func (s *series) bulk(x int64) { s.v = append(s.v, x) }
+
+// reindex rebuilds the pyramid from the values (after bulk appends).
+func (s *series) reindex() {
+	s.levels = s.levels[:0]
+	if len(s.v) == 0 {
+		return
+	}
+	for l := 0; l == 0 || len(s.levels[l-1]) > 1; l++ {
+		s.levels = append(s.levels, s.fold(l))
+	}
+}
+
 // fold computes level l from the level below it (raw values for l = 0).
 func (s *series) fold(l int) []MinMax {
 	if l == 0 {

@@ -42,6 +42,14 @@ type checkpoint struct {
 
 // freeze copies the state into a sorted checkpoint.
 func (st *segState) freeze(at int64) checkpoint {
+	cp := st.dump(at)
+	cp.sort()
+	return cp
+}
+
+// dump copies the state into an unsorted checkpoint (ingest keeps them
+// unsorted; a query sorts its own copy).
+func (st *segState) dump(at int64) checkpoint {
 	cp := checkpoint{at: at, segs: make([]allocator.Segment, 0, len(st.segs)), blocks: make([]liveBlock, 0, len(st.blocks))}
 	for _, s := range st.segs {
 		cp.segs = append(cp.segs, s)
@@ -49,9 +57,12 @@ func (st *segState) freeze(at int64) checkpoint {
 	for _, b := range st.blocks {
 		cp.blocks = append(cp.blocks, b)
 	}
+	return cp
+}
+
+func (cp *checkpoint) sort() {
 	slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmpAddr(a.Address, b.Address) })
 	slices.SortFunc(cp.blocks, func(a, b liveBlock) int { return cmpAddr(a.addr, b.addr) })
-	return cp
 }
 
 func cmpAddr(a, b uint64) int {

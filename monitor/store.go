@@ -92,7 +92,7 @@ type devLog struct {
 	cps      []checkpoint // cps[0].at == 0; sorted by at
 	head     *segState
 	ov       overrides
-	byAction map[allocator.Action][]int64 // seqs per action
+	byAction [256][]int64 // seqs per action
 	attrs    *attrTable
 	gaps     []GapRecord
 	missed   int64
@@ -191,8 +191,22 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
 	d.cps = []checkpoint{d.head.freeze(0)}
-	d.recs = make([]rec, 0, len(tl.Entries))
-	d.appendEntries(tl.Entries, s.k)
+	n := len(tl.Entries)
+	d.recs = make([]rec, 0, n)
+	d.active.v, d.allocated.v, d.reserved.v = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	var counts [256]int
+	for i := range tl.Entries {
+		counts[tl.Entries[i].Action]++
+	}
+	for a, c := range counts {
+		if c > 0 {
+			d.byAction[allocator.Action(a)] = make([]int64, 0, c)
+		}
+	}
+	d.appendEntries(tl.Entries, s.k, true)
+	d.active.reindex()
+	d.allocated.reindex()
+	d.reserved.reindex()
 	return d, nil
 }
 
@@ -277,8 +291,9 @@ func attrOf(e *allocator.TraceEntry) attr {
 	return attr{stream: e.Stream, pool: e.PoolID, hasPool: e.HasPoolID, compileContext: e.CompileContext, userMetadata: e.UserMetadata}
 }
 
-// appendEntries indexes entries at the end of the log.
-func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int) {
+// appendEntries indexes entries at the end of the log. bulk (a whole
+// capture) builds the series pyramids once at the end.
+func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool) {
 	at := d.attrs
 	var last int64
 	if n := len(d.recs); n > 0 {
@@ -306,18 +321,24 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int) {
 		d.pending += d.head.apply(&v, seq, d.id, &d.ov)
 		act += replay.ActiveDelta(e)
 		res += replay.ReservedDelta(e)
-		d.active.append(act)
-		d.allocated.append(act - d.pending)
-		d.reserved.append(res)
+		if bulk {
+			d.active.bulk(act)
+			d.allocated.bulk(act - d.pending)
+			d.reserved.bulk(res)
+		} else {
+			d.active.append(act)
+			d.allocated.append(act - d.pending)
+			d.reserved.append(res)
+		}
 		d.byAction[e.Action] = append(d.byAction[e.Action], seq)
 		if (seq+1)%int64(k) == 0 {
-			d.cps = append(d.cps, d.head.freeze(seq+1))
+			d.cps = append(d.cps, d.head.dump(seq+1))
 		}
 	}
 }
 
 func newDevLog(id int, base TimeBase) *devLog {
-	d := &devLog{id: id, base: base, byAction: map[allocator.Action][]int64{}, attrs: newAttrTable(), head: newSegState()}
+	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: newSegState()}
 	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
 	return d
 }
@@ -382,7 +403,7 @@ func (s *Store) Append(device int, entries []allocator.TraceEntry) {
 		return
 	}
 	s.mu.Lock()
-	s.liveDev(device).appendEntries(entries, s.k)
+	s.liveDev(device).appendEntries(entries, s.k, false)
 	s.mu.Unlock()
 	s.changed()
 }
