@@ -71,7 +71,7 @@ type dict struct {
 	gen     uint32
 	seen    uint32
 	memoRow uint32 // 1 + the memo row holding this dict, 0 if none
-	pend []kv // pairs before the kind is known; all pairs of plain dicts
+	pend    []kv   // pairs before the kind is known; all pairs of plain dicts
 
 	te     allocator.TraceEntry
 	fr     allocator.Frame
@@ -119,12 +119,14 @@ type list struct {
 	entries  []allocator.TraceEntry
 	lists    []*list
 	anns     []allocator.Annotation
-	pending  []val // dicts of unknown kind waiting for the list's kind
-	scalar   kind  // first scalar seen, for error messages
+	pending  []val     // dicts of unknown kind waiting for the list's kind
+	scalar   kind      // first scalar seen, for error messages
+	acc      *traceAcc // streaming: the entries' running figures, entries not kept
 }
 
 // builder owns the model under construction.
 type builder struct {
+	stream  bool  // trace entries go to per-list accumulators, not into the model
 	memo    *memo // nil for JSON
 	stacks  *allocator.StackTable
 	free    []*dict
@@ -134,6 +136,8 @@ type builder struct {
 	// schema evidence
 	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawTime, sawSettings, sawStream bool
 	sawRequested                                                                     bool
+
+	accs []*traceAcc // streaming: per device, nil where the trace was empty
 }
 
 func newBuilder() *builder {
@@ -613,6 +617,19 @@ func (b *builder) place(l *list, d *dict) error {
 		l.frames = append(l.frames, d.fr)
 		return nil
 	case dTrace:
+		if b.stream {
+			if l.acc == nil {
+				l.acc = newTraceAcc()
+			}
+			l.acc.add(&d.te)
+			break
+		}
+		if len(l.entries) == cap(l.entries) {
+			// Double: large slices otherwise grow by 1.25× and copy 5× the trace.
+			grown := make([]allocator.TraceEntry, len(l.entries), max(1024, 2*cap(l.entries)))
+			copy(grown, l.entries)
+			l.entries = grown
+		}
 		l.entries = append(l.entries, d.te)
 	case dBlock:
 		if d.seen&hasAddress == 0 {
@@ -701,6 +718,7 @@ func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
 					return nil, "", fmt.Errorf("device_traces[%d]: %w", i, err)
 				}
 				snap.DeviceTraces = append(snap.DeviceTraces, l.entries)
+				b.accs = append(b.accs, l.acc)
 			}
 		}
 		if d.anns != nil {

@@ -38,37 +38,55 @@ var ErrNotSnapshot = errors.New("not a memory snapshot")
 // DecodeFile reads a snapshot file. Errors are one line naming the path and
 // the byte offset or key where decoding stopped.
 func DecodeFile(path string, opts Options) (*Capture, error) {
+	c, _, err := decodeFile(path, opts, false)
+	return c, err
+}
+
+// decodeFileStreaming decodes without keeping trace entries: they are
+// folded into one accumulator per device.
+func decodeFileStreaming(path string) (*Capture, []*traceAcc, error) {
+	return decodeFile(path, Options{}, true)
+}
+
+func decodeFile(path string, opts Options, stream bool) (*Capture, []*traceAcc, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	size := int64(-1)
 	if fi, err := f.Stat(); err == nil {
 		if fi.IsDir() {
-			return nil, fmt.Errorf("%s: is a directory, not a snapshot file", path)
+			return nil, nil, fmt.Errorf("%s: is a directory, not a snapshot file", path)
 		}
 		size = fi.Size()
 	}
-	c, err := Decode(f, size, opts)
+	c, accs, err := decode(f, size, opts, stream)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	c.Path = path
-	return c, nil
+	return c, accs, nil
 }
 
 // Decode reads a snapshot from r; size is its length in bytes or -1. The
 // format (pickle protocol 2–5 or JSON) is detected from the content.
 func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
+	c, _, err := decode(r, size, opts, false)
+	return c, err
+}
+
+func decode(r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+	b := newBuilder()
+	b.stream = stream
 	in := newByteReader(r, size, opts.Progress)
 	// Skip leading whitespace (JSON may have it; a pickle never starts with it).
 	for {
 		if !in.fill(1) {
 			if in.err != nil {
-				return nil, in.err
+				return nil, nil, in.err
 			}
-			return nil, fmt.Errorf("%w: the file is empty", ErrNotSnapshot)
+			return nil, nil, fmt.Errorf("%w: the file is empty", ErrNotSnapshot)
 		}
 		c := in.buf[in.pos]
 		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
@@ -77,21 +95,21 @@ func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
 		}
 		switch {
 		case c == opProto:
-			snap, schema, err := decodePickle(in)
+			snap, schema, err := decodePickle(in, b)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return &Capture{Format: FormatPickle, Schema: schema, Snapshot: snap}, nil
+			return &Capture{Format: FormatPickle, Schema: schema, Snapshot: snap}, b.accs, nil
 		case c == '{' || c == '[':
-			snap, schema, err := decodeJSON(in)
+			snap, schema, err := decodeJSON(in, b)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return &Capture{Format: FormatJSON, Schema: schema, Snapshot: snap}, nil
+			return &Capture{Format: FormatJSON, Schema: schema, Snapshot: snap}, b.accs, nil
 		}
 		if strings.IndexByte("(}]cld", c) >= 0 {
-			return nil, fmt.Errorf("offset %d: a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read", in.offset())
+			return nil, nil, fmt.Errorf("offset %d: a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read", in.offset())
 		}
-		return nil, fmt.Errorf("%w: offset %d: starts with byte 0x%02x, neither a pickle (protocol 2–5) nor JSON", ErrNotSnapshot, in.offset(), c)
+		return nil, nil, fmt.Errorf("%w: offset %d: starts with byte 0x%02x, neither a pickle (protocol 2–5) nor JSON", ErrNotSnapshot, in.offset(), c)
 	}
 }

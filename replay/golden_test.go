@@ -41,6 +41,15 @@ func TestStatsGolden(t *testing.T) {
 			}
 			st.Path = ""
 			got := toMap(t, st)
+			// The streaming path must agree with the in-memory one.
+			fs, err := StatsFile(src, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs.Path = ""
+			if !reflect.DeepEqual(toMap(t, fs), got) {
+				t.Errorf("StatsFile differs from ComputeStats:\n%+v\n%+v", fs, st)
+			}
 			data, err := os.ReadFile(g)
 			if err != nil {
 				t.Fatal(err)

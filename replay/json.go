@@ -36,8 +36,7 @@ type jsonLevel struct {
 	ints []val
 }
 
-func decodeJSON(in *byteReader) (*allocator.Snapshot, string, error) {
-	b := newBuilder()
+func decodeJSON(in *byteReader, b *builder) (*allocator.Snapshot, string, error) {
 	start := in.offset()
 	dec := json.NewDecoder(in)
 	dec.UseNumber()

@@ -615,8 +615,8 @@ func tupleOf(items []val) val {
 }
 
 // decodePickle decodes a whole pickle stream into a snapshot.
-func decodePickle(in *byteReader) (*allocator.Snapshot, string, error) {
-	d := &decoder{in: in, b: newBuilder()}
+func decodePickle(in *byteReader, b *builder) (*allocator.Snapshot, string, error) {
+	d := &decoder{in: in, b: b}
 	d.b.memo = &d.memo
 	top, err := d.run()
 	if err != nil {

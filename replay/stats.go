@@ -60,16 +60,9 @@ func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 	s := c.Snapshot
 	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema,
 		HasTimestamps: s.HasTimestamps(), AtIndex: opts.AtIndex, Devices: []DeviceStats{}}
-	devices := s.Devices()
-	if opts.Device != nil {
-		found := false
-		for _, d := range devices {
-			found = found || d == *opts.Device
-		}
-		if !found {
-			return nil, fmt.Errorf("device %d is not in this snapshot (devices: %v)", *opts.Device, devices)
-		}
-		devices = []int{*opts.Device}
+	devices, err := selectDevices(s.Devices(), opts.Device)
+	if err != nil {
+		return nil, err
 	}
 	if opts.AtIndex != nil {
 		// The index must name an entry of at least one device; devices
@@ -95,52 +88,20 @@ func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 }
 
 func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) (*DeviceStats, error) {
-	t, err := newTimeline(s, dev, false)
-	if err != nil {
-		return nil, err
+	var entries []allocator.TraceEntry
+	if dev < len(s.DeviceTraces) {
+		entries = s.DeviceTraces[dev]
 	}
-	ds := &DeviceStats{Device: dev, Actions: map[string]int{}, TraceEntries: len(t.Entries),
-		ActiveBytesAtStart: t.ActiveAtStart, ReservedBytesAtStart: t.ReservedAtStart}
-	segmentFigures(ds, t.final)
-	ds.Blocks = 0
-	for i := range t.final {
-		ds.Blocks += len(t.final[i].Blocks)
+	acc := newTraceAcc()
+	for i := range entries {
+		acc.add(&entries[i])
 	}
-
-	active, reserved := t.ActiveAtStart, t.ReservedAtStart
-	ds.PeakActiveBytes, ds.PeakActiveIndex, ds.PeakReservedBytes = active, -1, reserved
-	counts := make([]int, 256)
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		counts[e.Action]++
-		active += ActiveDelta(e)
-		reserved += ReservedDelta(e)
-		if active > ds.PeakActiveBytes {
-			ds.PeakActiveBytes, ds.PeakActiveIndex = active, i
-		}
-		if reserved > ds.PeakReservedBytes {
-			ds.PeakReservedBytes = reserved
-		}
-		if hasTime && e.TimeUS != 0 {
-			if ds.FirstTimeUS == nil {
-				ds.FirstTimeUS = ptr(e.TimeUS)
-			}
-			ds.LastTimeUS = ptr(e.TimeUS)
-		}
-	}
-	for a, n := range counts {
-		if n > 0 {
-			ds.Actions[allocator.Action(a).String()] += n
-		}
-	}
-	ds.OOMEvents = counts[allocator.ActionOOM]
-	if hasTime && ds.PeakActiveIndex >= 0 {
-		if ts := t.Entries[ds.PeakActiveIndex].TimeUS; ts != 0 {
-			ds.PeakActiveTimeUS = ptr(ts)
-		}
-	}
-
+	ds := acc.stats(dev, deviceSegments(s, dev), hasTime)
 	if atIndex != nil {
+		t, err := newTimeline(s, dev, false)
+		if err != nil {
+			return nil, err
+		}
 		i := min(*atIndex, len(t.Entries)-1)
 		segmentFigures(ds, t.StateAfter(i))
 		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)
@@ -150,6 +111,178 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) (*D
 		}
 	}
 	return ds, nil
+}
+
+// deviceSegments returns the device's final segments (shared, read-only).
+func deviceSegments(s *allocator.Snapshot, dev int) []allocator.Segment {
+	var out []allocator.Segment
+	for i := range s.Segments {
+		if s.Segments[i].Device == dev {
+			out = append(out, s.Segments[i])
+		}
+	}
+	return out
+}
+
+// traceAcc folds one device trace, entry by entry, into the figures stats
+// needs, so `npumon stats` can run without keeping the trace in memory.
+// Series values are kept relative to the start (0); the start itself needs
+// the final segments and comes in stats.
+type traceAcc struct {
+	n                  int
+	counts             [256]int
+	active, reserved   int64 // running deltas
+	peakActive         int64 // max over the start (0) and every entry
+	peakIndex          int
+	peakTime           int64
+	peakReserved       int64
+	firstTime, lastTim int64
+	firstFree          int64               // timeline rule (a): Σ size of addresses first seen freed
+	seen               map[uint64]struct{} // addresses named by alloc/free-family events
+}
+
+func newTraceAcc() *traceAcc {
+	return &traceAcc{peakIndex: -1, seen: make(map[uint64]struct{})}
+}
+
+func (a *traceAcc) add(e *allocator.TraceEntry) {
+	a.counts[e.Action]++
+	if e.Action.IsAllocFamily() {
+		if _, ok := a.seen[e.Addr]; !ok {
+			a.seen[e.Addr] = struct{}{}
+			if e.Action != allocator.ActionAlloc {
+				a.firstFree += e.Size
+			}
+		}
+	}
+	a.active += ActiveDelta(e)
+	a.reserved += ReservedDelta(e)
+	if a.active > a.peakActive {
+		a.peakActive, a.peakIndex, a.peakTime = a.active, a.n, e.TimeUS
+	}
+	a.peakReserved = max(a.peakReserved, a.reserved)
+	if e.TimeUS != 0 {
+		if a.firstTime == 0 {
+			a.firstTime = e.TimeUS
+		}
+		a.lastTim = e.TimeUS
+	}
+	a.n++
+}
+
+// activeAtStart applies timeline rules (a) and (b) to the final segments.
+func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
+	active := a.firstFree
+	for i := range final {
+		for j := range final[i].Blocks {
+			b := &final[i].Blocks[j]
+			if !b.State.Active() {
+				continue
+			}
+			if _, ok := a.seen[b.Address]; !ok {
+				active += LiveSize(b)
+			}
+		}
+	}
+	return active
+}
+
+// stats completes the figures with the device's final segments.
+func (a *traceAcc) stats(dev int, final []allocator.Segment, hasTime bool) *DeviceStats {
+	ds := &DeviceStats{Device: dev, Actions: map[string]int{}, TraceEntries: a.n}
+	segmentFigures(ds, final)
+	ds.Blocks = 0
+	for i := range final {
+		ds.Blocks += len(final[i].Blocks)
+	}
+	ds.ActiveBytesAtStart = a.activeAtStart(final)
+	ds.ReservedBytesAtStart = ds.ReservedBytes - a.reserved
+	ds.PeakActiveBytes = ds.ActiveBytesAtStart + a.peakActive
+	ds.PeakActiveIndex = a.peakIndex
+	ds.PeakReservedBytes = ds.ReservedBytesAtStart + a.peakReserved
+	for act, n := range a.counts {
+		if n > 0 {
+			ds.Actions[allocator.Action(act).String()] += n
+		}
+	}
+	ds.OOMEvents = a.counts[allocator.ActionOOM]
+	if hasTime {
+		if a.firstTime != 0 {
+			ds.FirstTimeUS, ds.LastTimeUS = ptr(a.firstTime), ptr(a.lastTim)
+		}
+		if a.peakIndex >= 0 && a.peakTime != 0 {
+			ds.PeakActiveTimeUS = ptr(a.peakTime)
+		}
+	}
+	return ds
+}
+
+// StatsFile is ComputeStats for a file. Without an index it streams: the
+// trace is folded entry by entry and never held, so memory stays near the
+// size of the final segments and the shared stacks.
+func StatsFile(path string, opts StatsOptions) (*Stats, error) {
+	if opts.AtIndex != nil {
+		c, err := DecodeFile(path, Options{})
+		if err != nil {
+			return nil, err
+		}
+		return ComputeStats(c, opts)
+	}
+	c, accs, err := decodeFileStreaming(path)
+	if err != nil {
+		return nil, err
+	}
+	s := c.Snapshot
+	hasTime := false
+	for _, a := range accs {
+		hasTime = hasTime || (a != nil && a.firstTime != 0)
+	}
+	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema,
+		HasTimestamps: hasTime, Devices: []DeviceStats{}}
+	devices, err := selectDevices(streamDevices(s, accs), opts.Device)
+	if err != nil {
+		return nil, err
+	}
+	for _, dev := range devices {
+		a := newTraceAcc()
+		if dev < len(accs) && accs[dev] != nil {
+			a = accs[dev]
+		}
+		out.Devices = append(out.Devices, *a.stats(dev, deviceSegments(s, dev), hasTime))
+	}
+	return out, nil
+}
+
+// streamDevices is Snapshot.Devices for a streamed decode, whose traces
+// are counted in accumulators instead of kept.
+func streamDevices(s *allocator.Snapshot, accs []*traceAcc) []int {
+	n := len(accs)
+	for i := range s.Segments {
+		n = max(n, s.Segments[i].Device+1)
+	}
+	var out []int
+	for d := 0; d < n; d++ {
+		has := d < len(accs) && accs[d] != nil && accs[d].n > 0
+		for i := 0; !has && i < len(s.Segments); i++ {
+			has = s.Segments[i].Device == d
+		}
+		if has {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func selectDevices(devices []int, want *int) ([]int, error) {
+	if want == nil {
+		return devices, nil
+	}
+	for _, d := range devices {
+		if d == *want {
+			return []int{d}, nil
+		}
+	}
+	return nil, fmt.Errorf("device %d is not in this snapshot (devices: %v)", *want, devices)
 }
 
 // segmentFigures fills the segment-derived figures from a segment list.

@@ -49,46 +49,17 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 		return nil, fmt.Errorf("timeline: device %d has no segments and no trace in this snapshot", device)
 	}
 
-	// Reserved: final total minus the net change the trace made.
+	// One accumulator implements the start rules for stats and timelines.
+	acc := newTraceAcc()
+	for i := range t.Entries {
+		acc.add(&t.Entries[i])
+	}
 	var reserved int64
 	for i := range t.final {
 		reserved += t.final[i].TotalSize
 	}
-	for i := range t.Entries {
-		reserved -= ReservedDelta(&t.Entries[i])
-	}
-	t.ReservedAtStart = reserved
-
-	// Active: (a) addresses whose first alloc/free-family event is a free,
-	// (b) live final blocks whose address no alloc/free-family event names.
-	seen := make(map[uint64]struct{})
-	var active int64
-	for i := range t.Entries {
-		e := &t.Entries[i]
-		if !e.Action.IsAllocFamily() {
-			continue
-		}
-		if _, ok := seen[e.Addr]; ok {
-			continue
-		}
-		seen[e.Addr] = struct{}{}
-		if e.Action != allocator.ActionAlloc {
-			active += e.Size
-		}
-	}
-	for i := range t.final {
-		for j := range t.final[i].Blocks {
-			b := &t.final[i].Blocks[j]
-			if !b.State.Active() {
-				continue
-			}
-			if _, ok := seen[b.Address]; ok {
-				continue
-			}
-			active += LiveSize(b)
-		}
-	}
-	t.ActiveAtStart = active
+	t.ReservedAtStart = reserved - acc.reserved
+	t.ActiveAtStart = acc.activeAtStart(t.final)
 	if withInitial {
 		t.Initial = t.StateAfter(-1)
 	}

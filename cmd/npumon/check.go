@@ -47,11 +47,7 @@ func newCheckCmd() *cobra.Command {
 				lim.MaxFragmentationPct, lim.HasMaxFragmentation = maxFrag, true
 			}
 			lim.NoOOM = noOOM
-			capt, err := replay.DecodeFile(args[0], replay.Options{})
-			if err != nil {
-				return err
-			}
-			st, err := replay.ComputeStats(capt, replay.StatsOptions{})
+			st, err := replay.StatsFile(args[0], replay.StatsOptions{})
 			if err != nil {
 				return err
 			}

@@ -43,13 +43,9 @@ func newStatsCmd() *cobra.Command {
 			if c.Flags().Changed("at-index") {
 				opts.AtIndex = &atIndex
 			}
-			capt, err := replay.DecodeFile(path, replay.Options{})
+			st, err := replay.StatsFile(path, opts)
 			if err != nil {
 				return err
-			}
-			st, err := replay.ComputeStats(capt, opts)
-			if err != nil {
-				return usageError{err}
 			}
 			if asJSON {
 				enc := json.NewEncoder(c.OutOrStdout())

@@ -1,0 +1,59 @@
+package replay
+
+import (
+	"os"
+	"testing"
+)
+
+// benchFile is the generated 1,000,000-entry snapshot (make bench-data).
+const benchFile = "../testdata/bench/snapshot_1m.pickle"
+
+// BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).
+func BenchmarkDecodeFixture(b *testing.B) {
+	path := fixtureDir + "/cuda-2026-assignment2-memory_snapshot.pickle"
+	fi, err := os.Stat(path)
+	if err != nil {
+		b.Skip(err)
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeFile(path, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecode1M decodes the generated 1M-entry snapshot into the model.
+func BenchmarkDecode1M(b *testing.B) {
+	fi, err := os.Stat(benchFile)
+	if err != nil {
+		b.Skip("run make bench-data first")
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeFile(benchFile, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStats1M is `npumon stats` without the process: decode + stats.
+func BenchmarkStats1M(b *testing.B) {
+	fi, err := os.Stat(benchFile)
+	if err != nil {
+		b.Skip("run make bench-data first")
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := DecodeFile(benchFile, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ComputeStats(c, StatsOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

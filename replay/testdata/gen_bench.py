@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Generate a large, realistic memory snapshot for the replay benchmarks:
+N trace entries as alloc / free_requested / free_completed runs over a
+working set of live tensors, with time_us, compile_context, user_metadata
+and a few hundred shared stacks (as torch's symbolizer shares them), plus
+the matching final segments. Written by Python's pickle (protocol 4).
+
+    python3 gen_bench.py OUT.pickle [N]
+"""
+import pickle
+import random
+import sys
+
+MiB = 1 << 20
+
+
+def main():
+    out = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    rnd = random.Random(42)
+    files = ["/srv/train/model/layer%d.py" % i for i in range(40)] + \
+            ["/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"]
+    names = ["forward", "_call_impl", "_wrapped_call_impl", "matmul", "attention", "mlp",
+             "backward", "step", "train_step", "<module>"]
+    stacks = []
+    for _ in range(400):
+        depth = rnd.randint(6, 16)
+        stacks.append([{"filename": rnd.choice(files), "line": rnd.randint(1, 2000), "name": rnd.choice(names)}
+                       for _ in range(depth)])
+
+    seg_base = 0x7F0000000000
+    n_segs = 256
+    seg_size = 64 * MiB
+    slots = 64  # live tensors per segment slot
+    slot = seg_size // slots
+    live = {}
+    trace = []
+    t = 1_776_000_000_000_000
+    while len(trace) < n:
+        s = rnd.randrange(n_segs)
+        k = rnd.randrange(slots)
+        addr = seg_base + s * seg_size + k * slot
+        t += rnd.randint(1, 40)
+        if addr in live:
+            size, fr = live.pop(addr)
+            for act in ("free_requested", "free_completed"):
+                trace.append({"action": act, "addr": addr, "size": size, "stream": 0, "time_us": t,
+                              "compile_context": "N/A", "user_metadata": "", "frames": fr})
+        else:
+            size = rnd.randint(1, slot // 512) * 512
+            fr = rnd.choice(stacks)
+            live[addr] = (size, fr)
+            trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": t,
+                          "compile_context": "N/A", "user_metadata": "", "frames": fr})
+    segments = []
+    for s in range(n_segs):
+        base = seg_base + s * seg_size
+        blocks, cur = [], base
+        for k in range(slots):
+            a = base + k * slot
+            if a in live:
+                if a > cur:
+                    blocks.append({"address": cur, "size": a - cur, "requested_size": 0, "state": "inactive", "frames": []})
+                size, fr = live[a]
+                blocks.append({"address": a, "size": size, "requested_size": size, "state": "active_allocated", "frames": fr})
+                cur = a + size
+        if cur < base + seg_size:
+            blocks.append({"address": cur, "size": base + seg_size - cur, "requested_size": 0, "state": "inactive", "frames": []})
+        alloc = sum(b["size"] for b in blocks if b["state"] != "inactive")
+        segments.append({"device": 0, "address": base, "total_size": seg_size, "allocated_size": alloc,
+                         "active_size": alloc, "requested_size": alloc, "stream": 0, "segment_type": "large",
+                         "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks})
+    snap = {"segments": segments, "device_traces": [trace[:n]], "allocator_settings": {
+        "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
+        "expandable_segments": False, "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
+        "pinned_use_cuda_host_register": False, "graph_capture_record_stream_reuse": False,
+        "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)}}, "external_annotations": []}
+    with open(out, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+
+
+if __name__ == "__main__":
+    main()
