@@ -10,9 +10,9 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
 
-# The main job: the embedded demo once it exists, else the device table.
+# The main job: the embedded demo (a simulated training job, live).
 run: build
-	@if ./$(BIN) demo --help >/dev/null 2>&1; then ./$(BIN) demo; else ./$(BIN) devices; fi
+	./$(BIN) demo
 
 test: test-unit test-e2e
 

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui"
+)
+
+func init() { subcommands = append(subcommands, newAttachCmd) }
+
+func newAttachCmd() *cobra.Command {
+	var (
+		ascii    bool
+		headless time.Duration
+		device   int
+	)
+	c := &cobra.Command{
+		Use:   "attach ADDR",
+		Short: "Show a running instrumented process's device memory live",
+		Long: "attach connects to a process serving npumon's live wire protocol (an instrumented\n" +
+			"training job, or `npumon sim`) and shows its allocator events in the terminal UI as\n" +
+			"they happen. ADDR is unix:/path/to.sock, host:port, :port, tcp:host:port, or the pid of\n" +
+			"a process serving on its default socket. When the process goes away the header says\n" +
+			"\"disconnected\", then \"reconnecting\"; the data seen so far stays, and a restarted\n" +
+			"process is picked up again. With --headless DURATION nothing is drawn: it streams for\n" +
+			"DURATION and prints the summary at the newest entry as JSON.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			network, addr, err := parseAddr(args[0], -1)
+			if err != nil {
+				return usageError{err}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			store := monitor.NewStore(monitor.StoreOptions{})
+			client := monitor.NewClient(network, addr, store, monitor.ClientOptions{})
+			cctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { client.Run(cctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			name := network + ":" + addr
+			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
+				ConnState: func() (tui.ConnState, string) { return connState(client.Status()) }}
+			if headless > 0 {
+				m, err := tui.RunHeadless(ctx, opts, headless)
+				if err != nil {
+					return err
+				}
+				return writeAttachSummary(c.OutOrStdout(), name, m.Summary(), client.Status())
+			}
+			return tui.Run(ctx, opts)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&device, "device", 0, "device to show first")
+	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
+	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	return c
+}
+
+// connState maps the client's state to the header's.
+func connState(s monitor.ClientStatus) (tui.ConnState, string) {
+	producer := ""
+	if s.Hello != nil {
+		producer = fmt.Sprintf("pid %d@%s", s.Hello.PID, s.Hello.Host)
+	}
+	switch s.State {
+	case monitor.StateConnected:
+		return tui.ConnConnected, producer
+	case monitor.StateDisconnected:
+		if s.Err != nil {
+			return tui.ConnDisconnected, firstLine(s.Err.Error())
+		}
+		return tui.ConnDisconnected, producer
+	case monitor.StateConnecting:
+		return tui.ConnReconnecting, "connecting…"
+	case monitor.StateReconnecting:
+		return tui.ConnReconnecting, fmt.Sprintf("attempt %d in %s", s.Attempt+1, s.Backoff.Round(100*time.Millisecond))
+	}
+	return tui.ConnDisconnected, "closed"
+}
+
+// attachSummaryJSON is replay's summary plus the connection's state.
+type attachSummaryJSON struct {
+	replaySummaryJSON
+	Connection    string `json:"connection"`
+	ProducerPID   int    `json:"producer_pid,omitempty"`
+	Received      uint64 `json:"received_entries"`
+	MissedEntries uint64 `json:"missed_entries"`
+}
+
+func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.ClientStatus) error {
+	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s), Connection: st.State.String(),
+		Received: st.Entries, MissedEntries: st.Missed}
+	if st.Hello != nil {
+		out.ProducerPID = st.Hello.PID
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// replaySummary fills replay's --headless JSON from a Summary, so that every
+// TUI command prints the same fields.
+func replaySummary(source string, s monitor.Summary) replaySummaryJSON {
+	return replaySummaryJSON{
+		Source: source, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
+		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,
+		AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, Segments: s.Segments, Blocks: s.Blocks,
+		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
+		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
+	}
+}

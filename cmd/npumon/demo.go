@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/tui"
+)
+
+func init() { subcommands = append(subcommands, newDemoCmd) }
+
+func newDemoCmd() *cobra.Command {
+	var (
+		wf       workloadFlags
+		ascii    bool
+		headless time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Watch a simulated training job's device memory live (no NPU needed)",
+		Long: "demo runs a simulated training job in-process — a transformer on a simulated Ascend\n" +
+			"device, through npumon's caching allocator and profiler — and shows it live in the\n" +
+			"terminal UI. Scenarios: steady, fragmentation, leak, oom. With --out DIR it also writes\n" +
+			"what real jobs write: snapshot pickles every N steps and on OOM, and profiler\n" +
+			"directories. With --headless DURATION nothing is drawn: the job runs for DURATION and\n" +
+			"the summary at the newest entry is printed as JSON.",
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := wf.config()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			store := monitor.NewStore(monitor.StoreOptions{})
+			feed := newOpFeed(store.AppendOps)
+			cfg.OnOp = feed.add
+			cfg.Logf = func(string, ...any) {} // the UI shows OOMs; keep the terminal clean
+			w, err := workload.New(cfg)
+			if err != nil {
+				return usageError{err}
+			}
+			detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
+				monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+			if err != nil {
+				return err
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- w.Run(wctx) }()
+			stopWorkload := func() error {
+				cancel()
+				err := <-done
+				detach()
+				return err
+			}
+			name := fmt.Sprintf("demo · %s · pid %d", cfg.Scenario, w.Config().PID)
+			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii}
+			if headless > 0 {
+				m, err := tui.RunHeadless(ctx, opts, headless)
+				werr := stopWorkload()
+				if err != nil {
+					return err
+				}
+				if werr != nil && !isStopped(werr) {
+					return werr
+				}
+				return writeReplaySummary(c.OutOrStdout(), name, m.Summary())
+			}
+			err = tui.Run(ctx, opts)
+			werr := stopWorkload()
+			if err != nil {
+				return err
+			}
+			if werr != nil && !isStopped(werr) {
+				return werr
+			}
+			return nil
+		},
+	}
+	wf.register(c.Flags())
+	c.Flags().BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
+	c.Flags().DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	return c
+}
+
+// isStopped reports whether err is the end of a run under --on-oom stop
+// (shown in the UI, not an error of the command).
+func isStopped(err error) bool { return errors.Is(err, workload.ErrStopped) }
+
+// workloadFlags are the options demo and sim share.
+type workloadFlags struct {
+	scenario      string
+	seed          uint64
+	rate          float64
+	layers        int
+	deviceMem     string
+	onOOM         string
+	out           string
+	snapshotEvery int
+	steps         int
+	allocConf     string
+}
+
+func (wf *workloadFlags) register(f *pflag.FlagSet) {
+	names := make([]string, len(workload.Scenarios))
+	for i, s := range workload.Scenarios {
+		names[i] = string(s)
+	}
+	f.StringVar(&wf.scenario, "scenario", string(workload.Steady), "memory pattern: "+strings.Join(names, ", "))
+	f.Uint64Var(&wf.seed, "seed", 1, "random seed (the same seed gives the same run)")
+	f.Float64Var(&wf.rate, "rate", 2, "training steps per second")
+	f.IntVar(&wf.layers, "layers", 8, "transformer layers of the simulated model (the model is sized to the device)")
+	f.StringVar(&wf.deviceMem, "device-mem", "64GiB", "HBM of the simulated device (e.g. 16GiB, 512MiB)")
+	f.StringVar(&wf.onOOM, "on-oom", string(workload.Recover), "after an out-of-memory error: recover (free, empty_cache, go on) or stop")
+	f.StringVar(&wf.out, "out", "", "write snapshot pickles and profiler directories here")
+	f.IntVar(&wf.snapshotEvery, "snapshot-every", 10, "with --out: a snapshot pickle every N steps (0: only on OOM)")
+	f.IntVar(&wf.steps, "steps", 0, "stop the job after N steps (0: run until interrupted)")
+	f.StringVar(&wf.allocConf, "alloc-conf", os.Getenv("PYTORCH_NPU_ALLOC_CONF"), "allocator settings (PYTORCH_NPU_ALLOC_CONF syntax)")
+}
+
+// config turns the flags into a paced workload configuration.
+func (wf *workloadFlags) config() (workload.Config, error) {
+	sc, err := workload.ParseScenario(wf.scenario)
+	if err != nil {
+		return workload.Config{}, usageError{err}
+	}
+	if wf.rate <= 0 || wf.rate > 1000 {
+		return workload.Config{}, usageError{fmt.Errorf("--rate must be in (0, 1000] steps per second, got %v", wf.rate)}
+	}
+	mem, err := parseSize(wf.deviceMem)
+	if err != nil {
+		return workload.Config{}, usageError{fmt.Errorf("--device-mem: %w", err)}
+	}
+	if wf.onOOM != string(workload.Recover) && wf.onOOM != string(workload.Stop) {
+		return workload.Config{}, usageError{fmt.Errorf("--on-oom must be recover or stop, got %q", wf.onOOM)}
+	}
+	if wf.steps < 0 || wf.snapshotEvery < 0 || wf.layers <= 0 {
+		return workload.Config{}, usageError{fmt.Errorf("--steps, --snapshot-every and --layers must not be negative (--layers > 0)")}
+	}
+	every := wf.snapshotEvery
+	if every == 0 {
+		every = -1 // the workload's "only on OOM"
+	}
+	return workload.Config{Scenario: sc, Seed: wf.seed, Rate: wf.rate, Layers: wf.layers, DeviceMem: mem,
+		OnOOM: workload.OOMPolicy(wf.onOOM), Out: wf.out, SnapshotEvery: every, Steps: wf.steps,
+		AllocConf: wf.allocConf, Paced: true}, nil
+}
+
+// parseSize reads a byte count: a plain number or one with a unit
+// (K/M/G/T, KB/MB/GB/TB and KiB/MiB/GiB/TiB, all powers of 1024).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
+	}
+	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	mult := map[string]int64{"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+		"mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}[unit]
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || mult == 0 || v <= 0 || v*float64(mult) > 1<<50 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 64GiB, 512MiB or a byte count)", s)
+	}
+	return int64(v * float64(mult)), nil
+}
+
+// opFeed batches ops from the workload's goroutine into a sink: the Store
+// (demo) or the wire server (sim). A batch goes out when it is full or
+// 50 ms old, and whatever is left on flush.
+type opFeed struct {
+	sink  func([]monitor.Op)
+	mu    sync.Mutex
+	batch []monitor.Op
+	since time.Time
+}
+
+func newOpFeed(sink func([]monitor.Op)) *opFeed { return &opFeed{sink: sink} }
+
+func (f *opFeed) add(op monitor.Op) {
+	f.mu.Lock()
+	if len(f.batch) == 0 {
+		f.since = time.Now()
+	}
+	f.batch = append(f.batch, op)
+	var out []monitor.Op
+	if len(f.batch) >= 256 || op.IsStep || time.Since(f.since) > 50*time.Millisecond {
+		out, f.batch = f.batch, nil
+	}
+	f.mu.Unlock()
+	if out != nil {
+		f.sink(out)
+	}
+}
+
+func (f *opFeed) flush() {
+	f.mu.Lock()
+	out := f.batch
+	f.batch = nil
+	f.mu.Unlock()
+	if len(out) > 0 {
+		f.sink(out)
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/workload"
+)
+
+func init() { subcommands = append(subcommands, newSimCmd) }
+
+func newSimCmd() *cobra.Command {
+	var (
+		wf     workloadFlags
+		listen string
+	)
+	c := &cobra.Command{
+		Use:   "sim",
+		Short: "Run the simulated training job headless, serving its memory events live",
+		Long: "sim runs the demo's simulated training job without a UI and serves its allocator\n" +
+			"events over npumon's live wire protocol (docs/protocol.md), as an instrumented process\n" +
+			"would: attach to it with `npumon attach ADDR`. It prints where it listens, one line per\n" +
+			"notable event (OOM, files written) on stderr, and — when the job ends (--steps) or is\n" +
+			"interrupted — a JSON summary of the allocator's totals. After --steps it keeps serving\n" +
+			"until interrupted.\n\n" +
+			"ADDR is unix:/path/to.sock, host:port, :port (loopback) or tcp:host:port; the default is\n" +
+			"a Unix socket named after the pid (npumon attach PID finds it).",
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := wf.config()
+			if err != nil {
+				return err
+			}
+			network, addr, err := parseAddr(listen, os.Getpid())
+			if err != nil {
+				return usageError{fmt.Errorf("--listen: %w", err)}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stderr := c.ErrOrStderr()
+			cfg.Logf = func(f string, a ...any) { fmt.Fprintf(stderr, "npumon sim: "+f+"\n", a...) }
+			var srv *monitor.Server
+			feed := newOpFeed(func(ops []monitor.Op) { srv.PublishOps(ops) })
+			cfg.OnOp = feed.add
+			w, err := workload.New(cfg)
+			if err != nil {
+				return usageError{err}
+			}
+			srv, stopServer, err := monitor.ServeAllocators(network, addr, []*allocator.Allocator{w.Allocator()},
+				monitor.ServerOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+			if err != nil {
+				w.Close()
+				return err
+			}
+			defer stopServer()
+			out := c.OutOrStdout()
+			fmt.Fprintf(out, "npumon sim: pid %d serving on %s:%s (scenario %s; %s on %s)\n", os.Getpid(), network,
+				srv.Addr(), cfg.Scenario, w.Shape(), allocator.FormatSize(cfg.DeviceMem))
+			if cfg.Out != "" {
+				abs, _ := filepath.Abs(cfg.Out)
+				fmt.Fprintf(out, "npumon sim: writing snapshots and profiler directories to %s\n", abs)
+			}
+			if f, ok := out.(interface{ Sync() error }); ok {
+				f.Sync()
+			}
+			runErr := w.Run(ctx)
+			feed.flush()
+			if runErr != nil && !isStopped(runErr) {
+				return runErr
+			}
+			if runErr != nil {
+				fmt.Fprintf(stderr, "npumon sim: %v\n", firstLine(runErr.Error()))
+			}
+			if err := writeSimSummary(out, w, srv); err != nil {
+				return err
+			}
+			<-ctx.Done() // keep serving the final state until interrupted
+			return nil
+		},
+	}
+	wf.register(c.Flags())
+	c.Flags().StringVar(&listen, "listen", "", "address to serve on (default: unix socket named after the pid)")
+	return c
+}
+
+// simSummaryJSON is sim's final line: the allocator's totals, which an
+// attached npumon shows at its newest entry.
+type simSummaryJSON struct {
+	PID            int   `json:"pid"`
+	Steps          int   `json:"steps"`
+	Published      int64 `json:"published_entries"`
+	AllocatedBytes int64 `json:"allocated_bytes"`
+	ReservedBytes  int64 `json:"reserved_bytes"`
+	ActiveBytes    int64 `json:"active_bytes"`
+	RequestedBytes int64 `json:"requested_bytes"` // what npumon's active series counts (docs/timeline.md)
+	Segments       int64 `json:"segments"`
+	PeakActive     int64 `json:"peak_active_bytes"`
+	OOMs           int64 `json:"ooms"`
+}
+
+func writeSimSummary(w io.Writer, wl *workload.Workload, srv *monitor.Server) error {
+	s := wl.Allocator().Stats()
+	all := allocator.StatAll
+	return json.NewEncoder(w).Encode(simSummaryJSON{PID: os.Getpid(), Steps: wl.StepNum(), Published: int64(srv.Published(0)),
+		AllocatedBytes: s.AllocatedBytes[all].Current, ReservedBytes: s.ReservedBytes[all].Current,
+		ActiveBytes: s.ActiveBytes[all].Current, RequestedBytes: s.RequestedBytes[all].Current, Segments: s.Segment[all].Current, PeakActive: s.ActiveBytes[all].Peak,
+		OOMs: s.NumOOMs})
+}
+
+// parseAddr reads a producer address: unix:/path, a path with a slash,
+// tcp:host:port, host:port, :port, or (pid ≥ 0 allowed) a bare pid naming
+// that process's default socket. Empty means the default socket of pid.
+func parseAddr(s string, pid int) (network, addr string, err error) {
+	switch {
+	case s == "":
+		return "unix", monitor.DefaultSocketPath(pid), nil
+	case strings.HasPrefix(s, "unix:"):
+		if p := strings.TrimPrefix(s, "unix:"); p != "" {
+			return "unix", p, nil
+		}
+	case strings.HasPrefix(s, "tcp:"):
+		return "tcp", strings.TrimPrefix(s, "tcp:"), nil
+	case strings.ContainsRune(s, '/'):
+		return "unix", s, nil
+	case strings.Contains(s, ":"):
+		return "tcp", s, nil
+	default:
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			return "unix", monitor.DefaultSocketPath(n), nil
+		}
+	}
+	return "", "", fmt.Errorf("bad address %q (want unix:/path, host:port, :port or a pid)", s)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

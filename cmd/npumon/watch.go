@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/tui"
+)
+
+func init() { subcommands = append(subcommands, newWatchCmd) }
+
+func newWatchCmd() *cobra.Command {
+	var (
+		ascii    bool
+		headless time.Duration
+		follow   bool
+		list     bool
+	)
+	c := &cobra.Command{
+		Use:   "watch DIR",
+		Short: "Show the memory snapshots and profiler runs landing in a directory",
+		Long: "watch follows a directory where a job dumps memory snapshots (_dump_snapshot pickles,\n" +
+			"oom_snapshot_*.pickle, their JSON exports) and writes torch_npu profiler directories\n" +
+			"(*_ascend_pt). Captures are kept in arrival order; the newest one is opened and, with\n" +
+			"--follow (the default), each new one replaces it as it lands. Profiler ops are read from\n" +
+			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
+			"--list prints the captures found so far in arrival order and exits. With --headless\n" +
+			"DURATION nothing is drawn: it watches for DURATION and prints the summary as JSON.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			dir := args[0]
+			if st, err := os.Stat(dir); err != nil {
+				return err
+			} else if !st.IsDir() {
+				return usageError{fmt.Errorf("%s: not a directory (use npumon replay for a file)", dir)}
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			store := monitor.NewStore(monitor.StoreOptions{})
+			wd := &dirWatch{dir: dir, store: store, follow: follow}
+			if list {
+				return wd.list(c.OutOrStdout())
+			}
+			if err := wd.start(ctx); err != nil {
+				return err
+			}
+			defer wd.stop()
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii,
+				ConnState: func() (tui.ConnState, string) { return tui.ConnConnected, wd.status() }}
+			if headless > 0 {
+				m, err := tui.RunHeadless(ctx, opts, headless)
+				if err != nil {
+					return err
+				}
+				wd.stop()
+				return wd.writeSummary(c.OutOrStdout(), m.Summary())
+			}
+			return tui.Run(ctx, opts)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&follow, "follow", true, "open each new capture as it lands (false: stay on the newest at start)")
+	f.BoolVar(&list, "list", false, "print the captures found in DIR in arrival order and exit")
+	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
+	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	return c
+}
+
+// capture is one snapshot file or profiler directory seen in the directory.
+type capture struct {
+	Kind     string `json:"kind"` // "snapshot" or "profiler"
+	Path     string `json:"path"`
+	Existing bool   `json:"existing"` // there before watch started
+	Error    string `json:"error,omitempty"`
+}
+
+// dirWatch feeds a Store from a watched directory: the open snapshot, and
+// the ops of every profiler directory, tailed while they grow.
+type dirWatch struct {
+	dir    string
+	store  *monitor.Store
+	follow bool
+
+	w      *monitor.Watcher
+	tail   *profiler.Tailer
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex
+	captures []capture
+	open     string // the capture shown
+	ops      int
+	errs     []string
+}
+
+// list prints the captures already in the directory, oldest first.
+func (d *dirWatch) list(out io.Writer) error {
+	w, err := monitor.Watch(d.dir, monitor.WatchOptions{Settle: 50 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	// The initial scan reports what exists; it is done once the events
+	// stop coming for a moment.
+	enc := json.NewEncoder(out)
+	for {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if c, ok := captureOf(ev); ok {
+				if err := enc.Encode(c); err != nil {
+					return err
+				}
+			}
+		case <-time.After(300 * time.Millisecond):
+			return nil
+		}
+	}
+}
+
+func captureOf(ev monitor.WatchEvent) (capture, bool) {
+	switch ev.Kind {
+	case monitor.WatchSnapshot:
+		return capture{Kind: "snapshot", Path: ev.Path, Existing: ev.Existing}, true
+	case monitor.WatchProfilerDir:
+		return capture{Kind: "profiler", Path: ev.Path, Existing: ev.Existing}, true
+	}
+	return capture{}, false
+}
+
+func (d *dirWatch) start(ctx context.Context) error {
+	w, err := monitor.Watch(d.dir, monitor.WatchOptions{})
+	if err != nil {
+		return err
+	}
+	tail, err := profiler.NewTailer(d.dir)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	d.w, d.tail = w, tail
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.done = make(chan struct{})
+	go d.loop(ctx)
+	return nil
+}
+
+func (d *dirWatch) stop() {
+	d.once.Do(func() {
+		if d.cancel == nil {
+			return
+		}
+		d.cancel()
+		d.w.Close()
+		<-d.done
+	})
+}
+
+// loop handles watch events and polls the profiler tail. Existing
+// snapshots come first (the scan); the newest of them is opened once the
+// scan is over, later ones as they land (with follow).
+func (d *dirWatch) loop(ctx context.Context) {
+	defer close(d.done)
+	var newestExisting string
+	scanOver := time.NewTimer(300 * time.Millisecond)
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	d.pollTail()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-scanOver.C:
+			if newestExisting != "" && d.current() == "" {
+				d.openSnapshot(newestExisting)
+			}
+		case <-poll.C:
+			d.pollTail()
+		case ev, ok := <-d.w.Events:
+			if !ok {
+				return
+			}
+			if c, ok := captureOf(ev); ok {
+				d.mu.Lock()
+				d.captures = append(d.captures, c)
+				d.mu.Unlock()
+			}
+			switch ev.Kind {
+			case monitor.WatchSnapshot:
+				if ev.Existing {
+					newestExisting = ev.Path
+				} else if d.follow || d.current() == "" {
+					d.openSnapshot(ev.Path)
+				}
+			case monitor.WatchProfilerDir, monitor.WatchFrameworkGrow, monitor.WatchAnalyseDone:
+				d.pollTail()
+			case monitor.WatchError:
+				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+			}
+		}
+	}
+}
+
+func (d *dirWatch) current() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.open
+}
+
+// openSnapshot decodes path and makes it the Store's memory data; the ops
+// gathered from profiler directories stay.
+func (d *dirWatch) openSnapshot(path string) {
+	c, err := replay.DecodeFile(path, replay.Options{})
+	if err == nil {
+		err = d.store.IngestSnapshot(c.Snapshot)
+	}
+	if err != nil {
+		d.note(err.Error())
+		return
+	}
+	d.mu.Lock()
+	d.open = path
+	d.mu.Unlock()
+}
+
+// pollTail appends the ops the profiler tail found since the last poll.
+func (d *dirWatch) pollTail() {
+	b, err := d.tail.Poll()
+	if err != nil {
+		d.note(err.Error())
+	}
+	if b == nil || len(b.Ops) == 0 {
+		return
+	}
+	ops := make([]monitor.Op, 0, len(b.Ops))
+	for i := range b.Ops {
+		o := &b.Ops[i]
+		if !o.Timed() {
+			continue
+		}
+		ops = append(ops, monitor.Op{Name: o.Name, StartUS: o.StartUS(), EndUS: o.EndUS(), Thread: o.TID, Seq: o.Seq,
+			Device: -1, Step: o.Step, IsStep: o.IsStep, InputDims: o.InputShapes})
+	}
+	d.store.AppendOps(ops)
+	d.mu.Lock()
+	d.ops += len(ops)
+	d.mu.Unlock()
+}
+
+func (d *dirWatch) note(msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.errs) < 100 {
+		d.errs = append(d.errs, msg)
+	}
+}
+
+// status is the header's note: the capture shown and how many there are.
+func (d *dirWatch) status() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	snaps := 0
+	for _, c := range d.captures {
+		if c.Kind == "snapshot" {
+			snaps++
+		}
+	}
+	if d.open == "" {
+		return fmt.Sprintf("watching · %d snapshots, %d ops", snaps, d.ops)
+	}
+	return fmt.Sprintf("watching · %s (%d snapshots, %d ops)", filepath.Base(d.open), snaps, d.ops)
+}
+
+// watchSummaryJSON is replay's summary plus what the watch saw.
+type watchSummaryJSON struct {
+	replaySummaryJSON
+	Open     string    `json:"open"`
+	Captures []capture `json:"captures"`
+	Ops      int       `json:"ops"`
+	Errors   []string  `json:"errors,omitempty"`
+}
+
+func (d *dirWatch) writeSummary(w io.Writer, s monitor.Summary) error {
+	d.mu.Lock()
+	out := watchSummaryJSON{replaySummaryJSON: replaySummary(d.dir, s), Open: d.open,
+		Captures: append([]capture{}, d.captures...), Ops: d.ops, Errors: d.errs}
+	d.mu.Unlock()
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
