@@ -1,0 +1,101 @@
+package tui
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+)
+
+// TestLiveStoreFedWhileRunning runs the app on a live monitor.Store that a
+// producer goroutine appends to, as `npumon attach` does: the screen follows
+// the newest entry, shows HBM and the connection state, and a pause holds
+// the cursor while data keeps arriving.
+func TestLiveStoreFedWhileRunning(t *testing.T) {
+	st := monitor.NewStore(monitor.StoreOptions{})
+	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30, HBMUsed: 3 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(st)
+	o.Live = true
+	o.SourceName = "pid 4242 @ /run/npumon.sock"
+	o.Tick = 20 * time.Millisecond
+	tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(160, 48))
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the producer: batches of alloc/free pairs
+		defer close(done)
+		tt := t0
+		st.Append(0, []allocator.TraceEntry{{Action: allocator.ActionSegmentAlloc, Addr: segA, Size: 20 * mib, TimeUS: tt}})
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			tt += 1000
+			st.Append(0, []allocator.TraceEntry{
+				{Action: allocator.ActionAlloc, Addr: segA, Size: mib, TimeUS: tt},
+				{Action: allocator.ActionFreeCompleted, Addr: segA, Size: mib, TimeUS: tt + 500},
+			})
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+
+	wait := func(what string, cond func(string) bool) {
+		t.Helper()
+		teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return cond(string(b)) },
+			teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+	}
+	wait("live header", func(s string) bool {
+		return strings.Contains(s, "LIVE") && strings.Contains(s, "HBM 3.00 GiB / 64.0 GiB") && strings.Contains(s, "pid 4242")
+	})
+	tm.Send(ConnStateMsg{State: ConnDisconnected, Detail: "connection refused"})
+	wait("conn state", func(s string) bool { return strings.Contains(s, "disconnected connection refused") })
+	tm.Send(keyMsg("space"))
+	wait("paused", func(s string) bool { return strings.Contains(s, "behind (") })
+	tm.Send(keyMsg("f"))
+	wait("following again", func(s string) bool { return bytes.Contains([]byte(s), []byte("LIVE")) })
+	tm.Send(keyMsg("q"))
+	fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	if fm.Summary().Applied < 3 || !fm.follow {
+		t.Fatalf("final: applied %d follow %v", fm.Summary().Applied, fm.follow)
+	}
+}
+
+// TestDeviceSwitch cycles devices with d on a two-device capture.
+func TestDeviceSwitch(t *testing.T) {
+	snap := smallSnapshot(true)
+	second := make([]allocator.TraceEntry, 0, 3)
+	for i, e := range []allocator.TraceEntry{
+		{Action: allocator.ActionSegmentAlloc, Addr: 0x7e0000000000, Size: 4 * mib},
+		{Action: allocator.ActionAlloc, Addr: 0x7e0000000000, Size: mib},
+		{Action: allocator.ActionFreeCompleted, Addr: 0x7e0000000000, Size: mib},
+	} {
+		e.TimeUS = t0 + 500 + int64(i)*tStep
+		second = append(second, e)
+	}
+	snap.DeviceTraces = append(snap.DeviceTraces, second)
+	snap.Segments = append(snap.Segments, allocator.Segment{Device: 1, Address: 0x7e0000000000, TotalSize: 4 * mib,
+		Blocks: []allocator.Block{{Address: 0x7e0000000000, Size: 4 * mib, State: allocator.StateInactive}}})
+	m := newSized(t, testOptions(storeOf(t, snap, nil)), 160, 48)
+	if !strings.Contains(m.View(), "dev 0 (1 of 2)") {
+		t.Fatalf("header:\n%s", m.View())
+	}
+	press(m, "d")
+	v := m.View()
+	if m.Device() != 1 || !strings.Contains(v, "dev 1 (2 of 2)") || !strings.Contains(v, "0x7e0000000000") || !strings.Contains(v, "entry 3/3") {
+		t.Fatalf("after d:\n%s", v)
+	}
+	press(m, "d")
+	if m.Device() != 0 {
+		t.Fatalf("d should wrap to device 0")
+	}
+}
