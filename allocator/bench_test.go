@@ -170,3 +170,38 @@ func BenchmarkHistoryOverhead(b *testing.B) {
 	b.ReportMetric(float64(tOn)/float64(n), "on-ns/pair")
 	b.ReportMetric(float64(tOn)/float64(tOff), "on/off")
 }
+
+// BenchmarkActiveTable compares the live-block table with a Go map: one
+// insert, lookup and delete, the table work of a Malloc+Free pair.
+func BenchmarkActiveTable(b *testing.B) {
+	const base = uint64(0x12c0_0000_0000)
+	blk := &block{}
+	b.Run("ptrTable", func(b *testing.B) {
+		var t ptrTable
+		for i := range 64 {
+			t.put(base+uint64(i)*4096, blk)
+		}
+		k := base + 100*4096
+		loop(b, func() {
+			t.put(k, blk)
+			if t.get(k) == nil {
+				b.Fatal("lost")
+			}
+			t.del(k)
+		})
+	})
+	b.Run("map", func(b *testing.B) {
+		m := map[uint64]*block{}
+		for i := range 64 {
+			m[base+uint64(i)*4096] = blk
+		}
+		k := base + 100*4096
+		loop(b, func() {
+			m[k] = blk
+			if m[k] == nil {
+				b.Fatal("lost")
+			}
+			delete(m, k)
+		})
+	})
+}
