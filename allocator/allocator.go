@@ -12,12 +12,13 @@ import (
 // Allocator is a caching allocator for one device. All methods are safe for
 // concurrent use.
 type Allocator struct {
-	mu     sync.Mutex
-	dev    *acl.Device
-	device int
-	cfg    Config
-	clk    *approxClock
-	now    func() int64
+	mu      sync.Mutex
+	dev     *acl.Device
+	device  int
+	cfg     Config
+	flavour Flavour // cfg.Flavour, immutable: readable without the lock
+	clk     *approxClock
+	now     func() int64
 
 	small, large blockPool
 	active       ptrTable // allocated or pending-free blocks by ptr
@@ -115,7 +116,7 @@ func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
 		return nil, fmt.Errorf("allocator: %w", err)
 	}
 	a := &Allocator{
-		dev: dev, device: dev.ID(), cfg: cfg, deviceTotal: total,
+		dev: dev, device: dev.ID(), cfg: cfg, flavour: cfg.Flavour, deviceTotal: total,
 		small:  blockPool{small: true},
 		events: make(map[acl.Stream][]pendingEvent),
 		stacks: NewStackTable(),
@@ -235,7 +236,7 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Fram
 	}
 	if size >= oneExaBytes {
 		kind := "NPU"
-		if a.cfg.Flavour == FlavourCUDA {
+		if a.flavour == FlavourCUDA {
 			kind = "CUDA"
 		}
 		return 0, &OOMError{Device: a.device, RequestedSize: size, msg: kind + " out of memory. Tried to allocate more than 1EB memory."}

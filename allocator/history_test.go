@@ -258,6 +258,10 @@ func TestConcurrentUseWithTracker(t *testing.T) {
 				_ = e.a.Free(p)
 				if i%50 == 0 {
 					_ = e.a.Snapshot()
+					_ = e.a.Summary()
+					if err := e.a.SetAllocatorSettings("release_lock_on_npumalloc:True"); err != nil {
+						t.Error(err)
+					}
 				}
 			}
 		}()

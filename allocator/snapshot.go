@@ -112,5 +112,5 @@ func (a *Allocator) ResetAccumulatedStats() {
 
 // Summary renders Stats as a memory_summary()-style table.
 func (a *Allocator) Summary() string {
-	return summaryText(a.Stats(), a.device, a.cfg.Flavour)
+	return summaryText(a.Stats(), a.device, a.flavour)
 }
