@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/monitor/workload"
+)
+
+// TestWatchExisting: a directory a finished job left behind — snapshots
+// and profiler directories — lists in arrival order and opens the newest.
+func TestWatchExisting(t *testing.T) {
+	dir := t.TempDir()
+	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := captureRun(t, "watch", dir, "--list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var snaps, profs int
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var c capture
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		if !c.Existing {
+			t.Errorf("%+v not existing", c)
+		}
+		switch c.Kind {
+		case "snapshot":
+			snaps++
+		case "profiler":
+			profs++
+		}
+	}
+	if snaps != 2 || profs != len(w.ProfilerDirs()) || profs == 0 {
+		t.Fatalf("listed %d snapshots, %d profiler dirs:\n%s", snaps, profs, out)
+	}
+
+	code, out, errOut = captureRun(t, "watch", dir, "--headless", "700ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var s watchSummaryJSON
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(s.Open, "_step000005.pickle") || s.Entries == 0 || s.Ops == 0 || len(s.Errors) != 0 {
+		t.Fatalf("summary open %q entries %d ops %d errors %v", s.Open, s.Entries, s.Ops, s.Errors)
+	}
+}
+
+func TestWatchNotADirectory(t *testing.T) {
+	code, _, errOut := captureRun(t, "watch", "watch_test.go")
+	if code != exitUsage || !strings.Contains(errOut, "not a directory") {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
