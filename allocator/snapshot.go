@@ -20,7 +20,8 @@ func (a *Allocator) Snapshot() *Snapshot {
 		seg := Segment{
 			Device: a.device, Address: head.ptr, Stream: uint64(head.stream),
 			IsLarge: !head.pool.small, IsExpandable: head.expandable != nil,
-			Frames: head.segFrames,
+			HasPoolID: true, // segment_pool_id (0, 0): the default pool
+			Frames:    head.segFrames,
 		}
 		for b := head; b != nil && b.mapped; b = b.next {
 			blk := Block{Address: b.ptr, Size: b.size, State: StateInactive}
