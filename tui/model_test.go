@@ -166,6 +166,8 @@ func TestJump(t *testing.T) {
 		"07:06:40.004": t0 + 4*tStep,
 		"+2ms":         t0 + 2*tStep,
 		"#5":           t0 + 5*tStep,
+		"#0":           t0,
+		"#8":           t0 + 8*tStep,
 	} {
 		press(m, "t")
 		typeText(m, in)
@@ -176,6 +178,12 @@ func TestJump(t *testing.T) {
 		if m.Cursor() != want {
 			t.Errorf("t %s: cursor %d, want %d", in, m.Cursor(), want)
 		}
+	}
+	press(m, "t")
+	typeText(m, "#9")
+	press(m, "enter")
+	if !strings.Contains(m.View(), "the log has 9 entries") {
+		t.Errorf("#9 is past the end and should say so")
 	}
 	press(m, "t")
 	typeText(m, "yesterday")

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,25 @@ func TestStoreAndFakeAgree(t *testing.T) {
 					t.Fatalf("timed=%v after %q, row %d differs:\nfake  %q\nstore %q", timed, k, i, fv[i], rv[i])
 				}
 			}
+		}
+	}
+}
+
+// TestJumpToEntryWithTies: in the real fixture several entries share a
+// microsecond; #N lands on the time of entry N (all entries of that
+// microsecond applied).
+func TestJumpToEntryWithTies(t *testing.T) {
+	m := newSized(t, fixtureOptions(fixtureSource(t)), 120, 40)
+	for _, n := range []int64{0, 1, 2, 2500, 5162} {
+		press(m, "t")
+		typeText(m, "#"+strconv.FormatInt(n, 10))
+		press(m, "enter")
+		ev := m.o.Source.EventsAround(0, m.Cursor(), 1, 0)
+		if len(ev) == 0 || ev[0].Seq < n || m.Summary().Applied <= n {
+			t.Fatalf("#%d: cursor %d applied %d", n, m.Cursor(), m.Summary().Applied)
+		}
+		if prev := m.o.Source.EventsAround(0, m.Cursor()-1, 1, 0); len(prev) > 0 && prev[0].Seq >= n {
+			t.Fatalf("#%d: cursor %d is not the earliest time applying entry %d", n, m.Cursor(), n)
 		}
 	}
 }

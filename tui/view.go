@@ -539,22 +539,28 @@ func (m *Model) parseJump(s string) (int64, error) {
 		if m.base == monitor.TimeSequence {
 			return n, nil
 		}
-		evs := m.o.Source.EventsAround(m.dev, m.first-1, 0, 1)
-		if len(evs) == 0 {
-			return 0, fmt.Errorf("jump: no entries")
+		if n >= m.n {
+			return 0, fmt.Errorf("jump: #%d: the log has %d entries", n, m.n)
 		}
-		// walk forward from the cursor side nearest to entry n
-		c := m.first - 1
-		for seq := int64(-1); seq < n; seq++ {
-			nc, ok := m.o.Source.NextEvent(m.dev, c)
-			if !ok {
-				break
+		// Binary search the smallest time at which entry n is applied;
+		// EventsAround(t, 1, 0) is the last entry at or before t, O(log n).
+		applied := func(t int64) int64 {
+			evs := m.o.Source.EventsAround(m.dev, t, 1, 0)
+			if len(evs) == 0 {
+				return 0
 			}
-			c = nc
-			if seq > 1<<20 {
-				return 0, fmt.Errorf("jump: #N is limited to the first 1Mi entries in timed files; use a time")
+			return evs[0].Seq + 1
+		}
+		lo, hi := m.first-1, m.last // applied(lo) ≤ n < applied(hi)
+		for hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			if applied(mid) > n {
+				hi = mid
+			} else {
+				lo = mid
 			}
 		}
+		c := hi
 		return c, nil
 	case strings.Contains(s, ":"):
 		if m.base == monitor.TimeSequence {
