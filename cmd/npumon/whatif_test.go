@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 const whatifTrace = "../../replay/whatif/testdata/fragmentation.pickle"
@@ -76,6 +80,55 @@ func TestWhatifErrors(t *testing.T) {
 		code, _, errOut := captureRun(t, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// TestWhatifReproducesWorkloadRuns re-simulates dumps of npumon's own
+// training workload (the allocator and device npumon simulates, so the
+// baseline must follow the recording exactly): cross-stream frees, OOMs,
+// and recoveries with empty_cache.
+func TestWhatifReproducesWorkloadRuns(t *testing.T) {
+	for _, tc := range []struct {
+		scenario workload.Scenario
+		policy   workload.OOMPolicy
+		steps    int
+	}{
+		{workload.Fragmentation, workload.Stop, 12},
+		{workload.OOM, workload.Stop, 40},
+		{workload.OOM, workload.Recover, 40},
+	} {
+		w, err := workload.New(workload.Config{Scenario: tc.scenario, OnOOM: tc.policy, Seed: 7, Steps: tc.steps,
+			DeviceMem: 16 << 30, Out: t.TempDir(), NoProfile: true, SnapshotEvery: tc.steps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Run(context.Background()) // Stop ends with the OOM error
+		files := w.Files()
+		if len(files) == 0 {
+			t.Fatalf("%s/%s: no snapshot written", tc.scenario, tc.policy)
+		}
+		code, out, errOut := captureRun(t, "whatif", "--json", "--conf", "expandable_segments:True", files[len(files)-1])
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var res whatif.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		d := res.Devices[0]
+		base, f := d.Runs[0], d.Fidelity
+		t.Logf("%s/%s: %d entries, %d deferred frees, %d empty_cache; recorded %d OOMs, peak %d; fidelity max |Δ| %d over %d points; expandable: %d OOMs, peak %d",
+			tc.scenario, tc.policy, d.Input.Entries, d.Input.DeferredFrees, d.Input.EmptyCaches, d.Recorded.OOMs,
+			d.Recorded.PeakReserved, f.MaxAbsDiff, f.Points, d.Runs[1].OOMs, d.Runs[1].PeakReserved)
+		if f.MaxAbsDiff != 0 || f.FinalDiff != 0 || base.OOMs != d.Recorded.OOMs ||
+			base.SegmentAllocs != int64(d.Recorded.SegmentAllocs) || base.SegmentFrees != int64(d.Recorded.SegmentFrees) {
+			t.Errorf("%s/%s: baseline differs from the recording: fidelity %+v, OOMs %d vs %d, segments %d/%d vs %d/%d",
+				tc.scenario, tc.policy, f, base.OOMs, d.Recorded.OOMs, base.SegmentAllocs, base.SegmentFrees,
+				d.Recorded.SegmentAllocs, d.Recorded.SegmentFrees)
+		}
+		if d.Recorded.OOMs > 0 && (base.FirstOOM == nil || base.FirstOOM.Index != d.Recorded.FirstOOM.Index) {
+			t.Errorf("%s/%s: baseline OOM %+v, recorded %+v", tc.scenario, tc.policy, base.FirstOOM, d.Recorded.FirstOOM)
 		}
 	}
 }

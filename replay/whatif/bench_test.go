@@ -59,7 +59,7 @@ func benchInput(b *testing.B) *input {
 		benchSnap = synthetic(1_000_000)
 	}
 	b.ReportAllocs()
-	return buildInput(benchSnap, 0)
+	return buildInput(benchSnap, 0, nil)
 }
 
 // BenchmarkBaselineAllocatorOnly drives the same operations straight into
@@ -88,7 +88,7 @@ func BenchmarkBaselineAllocatorOnly(b *testing.B) {
 func BenchmarkBuildInput1M(b *testing.B) {
 	benchInput(b)
 	for b.Loop() {
-		buildInput(benchSnap, 0)
+		buildInput(benchSnap, 0, nil)
 	}
 }
 
@@ -99,7 +99,7 @@ func benchSimulate(b *testing.B, conf string) {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		r, err := simulate(context.Background(), in, conf, cfg, 64*allocator.GiB)
+		r, err := simulate(context.Background(), in, conf, cfg, 64*allocator.GiB, true)
 		if err != nil || r.OOMs != 0 {
 			b.Fatal(err, r.OOMs)
 		}

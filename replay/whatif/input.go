@@ -12,9 +12,10 @@ import (
 type opKind uint8
 
 const (
-	opAlloc opKind = iota // Malloc(size, stream) for allocation id
-	opFree                // Free(id), deferred until entry doneAt when > entry+1
-	opOOM                 // the request a recorded oom entry failed: try it, free it at once
+	opAlloc      opKind = iota // Malloc(size, stream) for allocation id
+	opFree                     // Free(id), deferred until entry doneAt when > entry+1
+	opOOM                      // the request a recorded oom entry failed: try it, free it at once
+	opEmptyCache               // the program called empty_cache (inferred, see emptyCaches)
 )
 
 // op is one step of a device's input sequence. Entry is the trace index it
@@ -22,9 +23,9 @@ const (
 type op struct {
 	kind  opKind
 	entry int32
-	// at is where the recording shows this malloc's effects: the first of
-	// the segment and deferred free_completed entries it emitted before
-	// its alloc (or oom) entry. Simulated reserved changes are placed there.
+	// at is where the recording shows this malloc's reserved change: the
+	// first segment entry it emitted before its alloc (or oom) entry.
+	// Simulated reserved changes are placed there.
 	at     int32
 	id     int32 // allocation id (opAlloc, opFree)
 	doneAt int32 // opFree: entry of the matching free_completed; never = past the end
@@ -40,6 +41,7 @@ type InputStats struct {
 	Frees         int `json:"frees"`
 	DeferredFrees int `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
 	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
+	EmptyCaches   int `json:"empty_caches"`   // empty_cache calls inferred from segment releases
 	// Unmatched counts alloc/free entries the trace does not explain
 	// (a free of an address that is not live, an alloc over a live one);
 	// they are skipped or resolved as noted in the package doc.
@@ -54,11 +56,15 @@ type input struct {
 	ids     int // number of allocation ids
 	streams []uint64
 	stats   InputStats
+	// inside marks the entries strictly inside a malloc: from its first
+	// segment event up to (not including) its alloc or oom entry.
+	inside []bool
 }
 
 // buildInput turns device's trace into the operation sequence the
-// simulation replays (docs/timeline.md decides what was live at the start).
-func buildInput(s *allocator.Snapshot, device int) *input {
+// simulation replays (docs/timeline.md decides what was live at the start);
+// empties are the entries where empty_cache was called, ascending.
+func buildInput(s *allocator.Snapshot, device int, empties []int32) *input {
 	var entries []allocator.TraceEntry
 	if device < len(s.DeviceTraces) {
 		entries = s.DeviceTraces[device]
@@ -142,6 +148,11 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 		}
 	}
 	for i := range entries {
+		if len(empties) > 0 && empties[0] == int32(i) {
+			in.ops = append(in.ops, op{kind: opEmptyCache, entry: int32(i), at: int32(i)})
+			in.stats.EmptyCaches++
+			empties = empties[1:]
+		}
 		e := &entries[i]
 		st := state[e.Addr]
 		switch e.Action {
@@ -185,9 +196,17 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 		}
 	}
 
+	in.inside = make([]bool, n)
+	for i := range in.ops {
+		if o := &in.ops[i]; (o.kind == opAlloc || o.kind == opOOM) && o.entry >= 0 {
+			for j := o.at; j < o.entry; j++ {
+				in.inside[j] = true
+			}
+		}
+	}
 	seen := map[uint64]bool{}
 	for i := range in.ops {
-		if o := &in.ops[i]; o.kind != opFree && !seen[o.stream] {
+		if o := &in.ops[i]; (o.kind == opAlloc || o.kind == opOOM) && !seen[o.stream] {
 			seen[o.stream] = true
 			in.streams = append(in.streams, o.stream)
 		}
@@ -196,27 +215,83 @@ func buildInput(s *allocator.Snapshot, device int) *input {
 	return in
 }
 
-// mallocStart returns the first entry of the malloc that recorded the alloc
-// or oom entry i: walking back over the segment events it caused and the
-// deferred frees its process_events completed (a free_completed that does
-// not directly follow its free_requested).
+// mallocStart returns the entry where the recording shows the reserved
+// change of the malloc that recorded the alloc or oom entry i: the first of
+// the segment events it caused, found by walking back over them and over
+// the deferred frees its process_events completed (a free_completed that
+// does not directly follow its free_requested); i itself when it caused none.
 func mallocStart(entries []allocator.TraceEntry, i int) int32 {
-	j := i
-	for j > 0 {
+	at := i
+	for j := i; j > 0; j-- {
 		e := &entries[j-1]
 		if e.Action.IsSegmentFamily() {
-			j--
+			at = j - 1
 			continue
 		}
 		if e.Action == allocator.ActionFreeCompleted && j >= 2 {
-			p := &entries[j-2]
-			if p.Action == allocator.ActionFreeRequested && p.Addr == e.Addr {
+			if p := &entries[j-2]; p.Action == allocator.ActionFreeRequested && p.Addr == e.Addr {
 				break // an immediate free, not part of this malloc
 			}
-			j--
 			continue
 		}
 		break
 	}
-	return int32(j)
+	return int32(at)
+}
+
+// isRelease reports a segment release (segment_free, segment_unmap).
+func isRelease(a allocator.Action) bool {
+	return a == allocator.ActionSegmentFree || a == allocator.ActionSegmentUnmap
+}
+
+// deferredCompletion reports whether entry i is a free_completed that does
+// not directly follow its free_requested.
+func deferredCompletion(entries []allocator.TraceEntry, i int) bool {
+	e := &entries[i]
+	if e.Action != allocator.ActionFreeCompleted {
+		return false
+	}
+	return i == 0 || entries[i-1].Action != allocator.ActionFreeRequested || entries[i-1].Addr != e.Addr
+}
+
+// emptyCaches infers the empty_cache calls of a trace, which leave only
+// their effects: a run of segment releases (and the deferred frees they
+// synchronised). Inside a malloc such a run is always followed by the new
+// segment (segment_alloc / segment_map) or by the oom entry, so a run
+// followed by anything else was empty_cache. A run followed by a new
+// segment is ambiguous; when forced may tell (the baseline has no
+// max_split_size or GC, so only a full device forces a release), it gets
+// the reserved bytes before the run and the new segment's size and says
+// whether the device was full. On a contiguous device a release forced by
+// the lack of one free range passes for empty_cache: the baseline comes out
+// the same, an alternative gets one empty_cache too many.
+func emptyCaches(entries []allocator.TraceEntry, forced func(reservedBefore, segment int64) bool, reservedAt func(i int) int64) []int32 {
+	var out []int32
+	n := len(entries)
+	for i := 0; i < n; {
+		if !isRelease(entries[i].Action) {
+			i++
+			continue
+		}
+		start := i
+		for start > 0 && deferredCompletion(entries, start-1) {
+			start-- // synchronize_and_free_events came first
+		}
+		for i < n && (isRelease(entries[i].Action) || deferredCompletion(entries, i)) {
+			i++
+		}
+		empty := true
+		if i < n {
+			switch entries[i].Action {
+			case allocator.ActionOOM:
+				empty = false
+			case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+				empty = forced != nil && !forced(reservedAt(start-1), entries[i].Size)
+			}
+		}
+		if empty {
+			out = append(out, int32(start))
+		}
+	}
+	return out
 }

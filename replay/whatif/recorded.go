@@ -13,13 +13,12 @@ const Headroom = 0.125
 
 // prepareDevice builds device's input sequence, the recorded figures and
 // the simulated device size.
-func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64) (*DeviceResult, error) {
+func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allocator.Config) (*DeviceResult, error) {
 	tl, err := replay.NewTimeline(s, device)
 	if err != nil {
 		return nil, err
 	}
-	in := buildInput(s, device)
-	dr := &DeviceResult{Device: device, Input: in.stats, input: in, HasTimestamps: s.HasTimestamps()}
+	dr := &DeviceResult{Device: device, HasTimestamps: s.HasTimestamps()}
 
 	rec := &dr.Recorded
 	reserved := tl.ReservedAtStart
@@ -69,18 +68,29 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64) (*DeviceR
 		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
 			allocator.FormatSize(peak), Headroom*100)
 	}
+
+	// Only a device without room forces a release inside a malloc when the
+	// baseline has neither max_split_size nor garbage collection.
+	var forced func(before, seg int64) bool
+	if base.MaxSplitSize == allocator.Unlimited && base.GCThreshold == 0 {
+		forced = func(before, seg int64) bool { return before+seg > dr.DeviceMem }
+	}
+	empties := emptyCaches(tl.Entries, forced, func(i int) int64 { return At(rec.Reserved, i) })
+	dr.input = buildInput(s, device, empties)
+	dr.Input = dr.input.stats
 	return dr, nil
 }
 
 func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 
-// fidelity compares two reserved curves over the start and n entries.
-func fidelity(rec, sim []Point, n int, peak int64) Fidelity {
-	f := Fidelity{Points: n + 1}
+// fidelity compares two reserved curves at the start and after every entry
+// that is not inside a malloc (see input.inside).
+func fidelity(rec, sim []Point, in *input, peak int64) Fidelity {
+	var f Fidelity
 	var sum float64
 	ri, si := 0, 0
 	var rv, sv int64
-	for i := -1; i < n; i++ {
+	for i := -1; i < len(in.entries); i++ {
 		for ri < len(rec) && rec[ri].Index <= i {
 			rv = rec[ri].Bytes
 			ri++
@@ -89,10 +99,14 @@ func fidelity(rec, sim []Point, n int, peak int64) Fidelity {
 			sv = sim[si].Bytes
 			si++
 		}
+		if i >= 0 && in.inside[i] {
+			continue
+		}
 		d := rv - sv
 		if d < 0 {
 			d = -d
 		}
+		f.Points++
 		f.MaxAbsDiff = max(f.MaxAbsDiff, d)
 		sum += float64(d)
 	}

@@ -53,7 +53,7 @@ func oomCell(o *OOM, n, fit int) string {
 // recording.
 func (d *DeviceResult) FidelityLine() string {
 	f := d.Fidelity
-	s := fmt.Sprintf("baseline fidelity: reserved curve max |Δ| %s, mean |Δ| %s over %d points (%.1f%% of the recorded peak); peak Δ %s, final Δ %s",
+	s := fmt.Sprintf("baseline fidelity: reserved curve max |Δ| %s, mean |Δ| %s over %d points (%.2f%% of the recorded peak); peak Δ %s, final Δ %s",
 		allocator.FormatSize(f.MaxAbsDiff), allocator.FormatSize(int64(f.MeanAbsDiff+0.5)), f.Points, 100*f.Relative,
 		signedSize(f.PeakDiff), signedSize(f.FinalDiff))
 	if !f.RecordedSegmentEvents {
@@ -69,16 +69,21 @@ func signedSize(n int64) string {
 	return "+" + allocator.FormatSize(n)
 }
 
+var placementText = map[string]string{
+	"contiguous": "contiguous (each device allocation needs one free range, as on npumon's simulated Ascend device)",
+	"paged":      "paged (only the byte count limits device allocations)",
+}
+
 // WriteText prints the report: per device the input, the device size, the
 // table of runs and the baseline fidelity.
 func (r *Result) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "allocator flavour: %s\nbaseline settings: %s\n", r.Flavour, r.BaselineSource)
+	fmt.Fprintf(&b, "allocator flavour: %s\nbaseline settings: %s\ndevice model: %s\n", r.Flavour, r.BaselineSource, placementText[r.Placement])
 	for i := range r.Devices {
 		d := &r.Devices[i]
 		in := d.Input
-		fmt.Fprintf(&b, "\ndevice %d: %d entries — %d allocations live at the start, %d allocs, %d frees (%d deferred), %d oom requests",
-			d.Device, in.Entries, in.Initial, in.Allocs, in.Frees, in.DeferredFrees, in.OOMRequests)
+		fmt.Fprintf(&b, "\ndevice %d: %d entries — %d allocations live at the start, %d allocs, %d frees (%d deferred), %d oom requests, %d empty_cache calls",
+			d.Device, in.Entries, in.Initial, in.Allocs, in.Frees, in.DeferredFrees, in.OOMRequests, in.EmptyCaches)
 		if in.Unmatched > 0 {
 			fmt.Fprintf(&b, ", %d unmatched entries", in.Unmatched)
 		}

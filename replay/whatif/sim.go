@@ -40,21 +40,25 @@ func (h *helperStreams) Pop() any {
 	return x
 }
 
-// simulate replays in under cfg on a device of devMem bytes.
-func simulate(ctx context.Context, in *input, name string, cfg allocator.Config, devMem int64) (*Run, error) {
+// simulate replays in under cfg on a device of devMem bytes (see
+// Options.Contiguous).
+func simulate(ctx context.Context, in *input, name string, cfg allocator.Config, devMem int64, contiguous bool) (*Run, error) {
 	clock := acl.NewManualClock(simEpoch)
-	// The driver maps device memory page by page, so a request fails only
-	// when the bytes run out, never for want of a contiguous range: give the
-	// simulated device ample address space and cap its usable bytes.
-	rt := acl.NewRuntime(acl.Config{
-		Devices: []acl.DeviceSpec{{Name: "whatif", HBMBytes: 4*devMem + 64*allocator.GiB, SystemReserved: -1}},
-		Clock:   clock,
-	})
+	// Paged: the driver maps device memory page by page, so a request
+	// fails only when the bytes run out: give the device ample address
+	// space and cap its usable bytes. Contiguous: acl's own placement.
+	spec := acl.DeviceSpec{Name: "whatif", HBMBytes: devMem, SystemReserved: -1}
+	if !contiguous {
+		spec.HBMBytes = 4*devMem + 64*allocator.GiB
+	}
+	rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{spec}, Clock: clock})
 	dev, err := rt.Device(0)
 	if err != nil {
 		return nil, err
 	}
-	dev.SetHBMLimit(devMem)
+	if !contiguous {
+		dev.SetHBMLimit(devMem)
+	}
 	a, err := allocator.New(dev, cfg, allocator.WithClock(clock))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -155,6 +159,11 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 			if err := a.Free(ptr); err != nil {
 				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
 			}
+		case opEmptyCache:
+			if err := a.EmptyCache(); err != nil {
+				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
+			}
+			observe(o.at)
 		case opOOM:
 			// The oom entry's size is the rounded request (pad included).
 			size := o.size

@@ -39,6 +39,12 @@ type Options struct {
 	// DeviceMem is the simulated device's memory in bytes; 0 derives it
 	// from the file (see DeviceResult.DeviceMemSource).
 	DeviceMem int64
+	// Contiguous chooses the device model: true places every device
+	// allocation in one free range of HBM, as npumon's simulated Ascend
+	// device (acl) does, so a request can fail with enough bytes free;
+	// false limits only the byte count (the driver maps pages), as on
+	// CUDA. nil picks true for the NPU flavour and false for CUDA.
+	Contiguous *bool
 	// Flavour forces the allocator flavour; nil picks it from the file
 	// (torch_npu files → NPU, everything else → CUDA).
 	Flavour *allocator.Flavour
@@ -52,8 +58,9 @@ type Options struct {
 // Result is the what-if answer for one snapshot.
 type Result struct {
 	Flavour        string         `json:"flavour"`
-	Baseline       string         `json:"baseline_conf"`   // the baseline configuration string
-	BaselineSource string         `json:"baseline_source"` // where the baseline settings came from
+	Placement      string         `json:"device_placement"` // "contiguous" or "paged"
+	Baseline       string         `json:"baseline_conf"`    // the baseline configuration string
+	BaselineSource string         `json:"baseline_source"`  // where the baseline settings came from
 	Confs          []string       `json:"alternatives"`
 	Devices        []DeviceResult `json:"devices"`
 }
@@ -136,7 +143,10 @@ type Point struct {
 }
 
 // Fidelity says how closely the baseline follows the recording: absolute
-// differences of the reserved bytes after each entry (and at the start).
+// differences of the reserved bytes at the start and after each entry,
+// except entries inside a malloc (from its first segment event to its
+// alloc or oom entry), where the recording shows steps the simulation only
+// shows in net.
 type Fidelity struct {
 	Points      int     `json:"points"`
 	MaxAbsDiff  int64   `json:"max_abs_diff"`
@@ -239,13 +249,20 @@ func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Fl
 		cfgs = append(cfgs, cfg)
 		names = append(names, conf)
 	}
-	res := &Result{Flavour: f.String(), Baseline: base.Raw, BaselineSource: src, Confs: opts.Confs}
+	contiguous := f == allocator.FlavourNPU
+	if opts.Contiguous != nil {
+		contiguous = *opts.Contiguous
+	}
+	res := &Result{Flavour: f.String(), Placement: "paged", Baseline: base.Raw, BaselineSource: src, Confs: opts.Confs}
+	if contiguous {
+		res.Placement = "contiguous"
+	}
 	devices := opts.Devices
 	if devices == nil {
 		devices = s.Devices()
 	}
 	for _, d := range devices {
-		dr, err := prepareDevice(s, d, opts.DeviceMem)
+		dr, err := prepareDevice(s, d, opts.DeviceMem, base)
 		if err != nil {
 			return nil, err
 		}
@@ -272,7 +289,7 @@ func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Fl
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				run, err := simulate(ctx, in, names[ci], cfgs[ci], dr.DeviceMem)
+				run, err := simulate(ctx, in, names[ci], cfgs[ci], dr.DeviceMem, contiguous)
 				if err != nil {
 					once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
 					return
@@ -287,7 +304,7 @@ func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Fl
 	}
 	for di := range res.Devices {
 		dr := &res.Devices[di]
-		dr.Fidelity = fidelity(dr.Recorded.Reserved, dr.Runs[0].Reserved, len(dr.input.entries), dr.Recorded.PeakReserved)
+		dr.Fidelity = fidelity(dr.Recorded.Reserved, dr.Runs[0].Reserved, dr.input, dr.Recorded.PeakReserved)
 		rec := dr.Recorded.Reserved
 		dr.Fidelity.PeakDiff = dr.Runs[0].PeakReserved - dr.Recorded.PeakReserved
 		dr.Fidelity.FinalDiff = dr.Runs[0].FinalReserved - rec[len(rec)-1].Bytes

@@ -157,7 +157,7 @@ func TestInitialAllocationsFollowTimeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := buildInput(c.Snapshot, dev)
+			in := buildInput(c.Snapshot, dev, nil)
 			var sum int64
 			n := 0
 			for _, o := range in.ops {
@@ -290,5 +290,37 @@ func TestAt(t *testing.T) {
 		if got := At(c, tc.i); got != tc.want {
 			t.Errorf("At(%d) = %d, want %d", tc.i, got, tc.want)
 		}
+	}
+}
+
+func TestEmptyCacheInference(t *testing.T) {
+	A := func(a allocator.Action, addr uint64, size int64) allocator.TraceEntry {
+		return allocator.TraceEntry{Action: a, Addr: addr, Size: size}
+	}
+	const (
+		al = allocator.ActionAlloc
+		fr = allocator.ActionFreeRequested
+		fc = allocator.ActionFreeCompleted
+		sa = allocator.ActionSegmentAlloc
+		sf = allocator.ActionSegmentFree
+	)
+	tr := []allocator.TraceEntry{
+		A(sa, 1, 20*MiB), A(al, 1, 20*MiB), A(fr, 1, 20*MiB), A(fc, 1, 20*MiB),
+		A(sf, 1, 20*MiB), A(fr, 9, 4), A(fc, 9, 4), // 4: empty_cache, then a plain free
+		A(sa, 2, 20*MiB), A(al, 2, 20*MiB), A(fr, 2, 20*MiB), A(fc, 2, 20*MiB),
+		A(fc, 3, 8), A(sf, 2, 20*MiB), A(sa, 4, 40*MiB), A(al, 4, 40*MiB), // 11: sync'd free, release, new segment
+		A(sf, 4, 0), A(allocator.ActionOOM, 0, 60*MiB), // 15: release inside a failing malloc
+	}
+	if got := emptyCaches(tr, nil, nil); !reflect.DeepEqual(got, []int32{4}) {
+		t.Errorf("without a device test: %v, want [4]", got)
+	}
+	reserved := func(int) int64 { return 20 * MiB }
+	roomy := func(before, seg int64) bool { return before+seg > 100*MiB }
+	if got := emptyCaches(tr, roomy, reserved); !reflect.DeepEqual(got, []int32{4, 11}) {
+		t.Errorf("on a roomy device: %v, want [4 11]", got)
+	}
+	full := func(before, seg int64) bool { return before+seg > 50*MiB }
+	if got := emptyCaches(tr, full, reserved); !reflect.DeepEqual(got, []int32{4}) {
+		t.Errorf("on a full device: %v, want [4]", got)
 	}
 }
