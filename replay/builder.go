@@ -55,6 +55,9 @@ func kindForKey(k string) dictKind {
 	return dUnknown
 }
 
+// maxDevices caps device ordinals and the number of device traces.
+const maxDevices = 4096
+
 // Field-presence bits, for defaults computed when a key is absent.
 const (
 	hasAddress = 1 << iota
@@ -436,7 +439,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		case "device":
 			var x int64
 			x, err = b.i64(d, key, v)
-			if err == nil && (x < 0 || x > 1<<20) {
+			if err == nil && (x < 0 || x >= maxDevices) {
 				return fmt.Errorf("segment key \"device\": %d is not a device ordinal", x)
 			}
 			s.Device = int(x)
@@ -483,6 +486,9 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		case "device":
 			var x int64
 			x, err = b.i64(d, key, v)
+			if err == nil && (x < 0 || x >= maxDevices) {
+				return fmt.Errorf("annotation key \"device\": %d is not a device ordinal", x)
+			}
 			a.Device = int(x)
 		case "time_us":
 			a.TimeUS, err = b.i64(d, key, v)
@@ -572,8 +578,8 @@ func (b *builder) appendOne(l *list, v val) error {
 			}
 			return fmt.Errorf("want a %s dict, got a list", l.kind)
 		}
-		if len(l.lists) >= 1<<20 {
-			return fmt.Errorf("more than %d device traces", 1<<20)
+		if len(l.lists) >= maxDevices {
+			return fmt.Errorf("more than %d device traces", maxDevices)
 		}
 		l.lists = append(l.lists, v.l)
 		return nil
