@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/replay"
+)
+
+const (
+	fixture2026 = "../../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
+	npuFile     = "../../replay/testdata/npu_workspace.pickle"
+)
+
+func TestStatsJSON(t *testing.T) {
+	code, out, errOut := captureRun(t, "stats", "--json", fixture2026)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var st replay.Stats
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	d := st.Devices[0]
+	if st.Kind != "snapshot" || st.Format != "pickle" || st.Schema != "torch-2.1+" || !st.HasTimestamps || len(st.Devices) != 1 ||
+		d.Segments != 216 || d.Blocks != 455 || d.TraceEntries != 5163 || d.PeakActiveIndex != 1402 || d.PeakActiveBytes != 13923997700 {
+		t.Errorf("stats = %+v", st)
+	}
+	// Nulls where the file has no time.
+	code, out, _ = captureRun(t, "stats", "--json", npuFile)
+	if code != 0 || !strings.Contains(out, `"first_time_us": null`) || !strings.Contains(out, `"schema": "torch_npu"`) {
+		t.Errorf("npu stats: exit %d\n%s", code, out)
+	}
+}
+
+func TestStatsAtIndexAndDevice(t *testing.T) {
+	code, out, errOut := captureRun(t, "stats", "--json", "--at-index", "1402", "--device", "0", fixture2026)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var st replay.Stats
+	json.Unmarshal([]byte(out), &st)
+	if st.AtIndex == nil || *st.AtIndex != 1402 || st.Devices[0].ActiveBytes != 13923997700 {
+		t.Errorf("at-index stats = %+v", st)
+	}
+	for _, args := range [][]string{
+		{"stats", "--at-index", "99999", fixture2026},
+		{"stats", "--device", "3", fixture2026},
+		{"stats", "../../replay/testdata/bad_truncated.pickle"},
+		{"stats", "no-such-file.pickle"},
+		{"stats"},
+	} {
+		code, _, errOut := captureRun(t, args...)
+		if code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") > 1 || !strings.Contains(errOut, "npumon:") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	_, _, errOut = captureRun(t, "stats", "../../replay/testdata/bad_truncated.pickle")
+	if !strings.Contains(errOut, "bad_truncated.pickle: offset 720: unexpected end of file") {
+		t.Errorf("truncated: %q", errOut)
+	}
+}
+
+func TestStatsText(t *testing.T) {
+	code, out, _ := captureRun(t, "stats", fixture2026)
+	for _, want := range []string{"device 0", "segments            216", "peak active", "after entry 1402", "13.2 GiB"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text output lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}
+
+func TestStatsDirectoryDispatch(t *testing.T) {
+	old := statsProfilerDir
+	defer func() { statsProfilerDir = old }()
+	statsProfilerDir = nil
+	code, _, errOut := captureRun(t, "stats", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "profiler directories are not supported yet") {
+		t.Errorf("nil hook: exit %d %q", code, errOut)
+	}
+	called := ""
+	statsProfilerDir = func(path string, jsonOut bool, w io.Writer) error {
+		called = path
+		return nil
+	}
+	dir := t.TempDir()
+	if code, _, _ := captureRun(t, "stats", "--json", dir); code != 0 || called != dir {
+		t.Errorf("hook: exit %d, called with %q", code, called)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	code, _, errOut := captureRun(t, "check", fixture2026, "--max-peak", "14GiB", "--max-reserved", "14 GiB", "--no-oom")
+	if code != 0 {
+		t.Errorf("limits that hold: exit %d %q", code, errOut)
+	}
+	code, _, errOut = captureRun(t, "check", fixture2026, "--max-peak", "10GiB", "--max-fragmentation", "50")
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "peak active") || !strings.Contains(lines[1], "fragmentation 90.3%") {
+		t.Errorf("violations: exit %d, %q", code, errOut)
+	}
+	code, _, errOut = captureRun(t, "check", npuFile, "--no-oom")
+	if code != 1 || !strings.Contains(errOut, "1 oom event") {
+		t.Errorf("--no-oom: exit %d %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"check", fixture2026, "--max-peak", "lots"},
+		{"check", fixture2026, "--max-fragmentation", "120"},
+		{"check", "../../replay/testdata/bad_global.pickle"},
+	} {
+		if code, _, errOut := captureRun(t, args...); code != 2 {
+			t.Errorf("%v: exit %d %q", args, code, errOut)
+		}
+	}
+}
+
+func TestExportRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	for _, to := range []string{"pickle", "json"} {
+		out := filepath.Join(dir, "snap."+to)
+		if code, _, errOut := captureRun(t, "export", fixture2026, "--to", to, "-o", out); code != 0 {
+			t.Fatalf("export %s: exit %d %q", to, code, errOut)
+		}
+		_, a, _ := captureRun(t, "stats", "--json", fixture2026)
+		_, b, _ := captureRun(t, "stats", "--json", out)
+		a = strings.Replace(a, fixture2026, "X", 1)
+		b = strings.Replace(strings.Replace(b, out, "X", 1), `"format": "json"`, `"format": "pickle"`, 1)
+		if a != b {
+			t.Errorf("stats of the %s export differ:\n%s\n%s", to, a, b)
+		}
+	}
+	out := filepath.Join(dir, "list.pickle")
+	if code, _, _ := captureRun(t, "export", fixture2026, "--to", "pickle", "--schema", "1.13", "-o", out); code != 0 {
+		t.Fatal("1.13 export failed")
+	}
+	_, b, _ := captureRun(t, "stats", "--json", out)
+	if !strings.Contains(b, `"schema": "torch-1.13"`) {
+		t.Errorf("1.13 export reads back as %s", b)
+	}
+	for _, args := range [][]string{
+		{"export", fixture2026, "--to", "xml", "-o", out},
+		{"export", fixture2026, "--to", "json"},
+		{"export", fixture2026, "--to", "json", "--schema", "0.9", "-o", out},
+		{"export", "../../replay/testdata/bad_reduce.pickle", "--to", "json", "-o", filepath.Join(dir, "x")},
+	} {
+		if code, _, _ := captureRun(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
+		t.Error("failed export left an output file")
+	}
+}
