@@ -202,19 +202,24 @@ func TestPropertyRandomOps(t *testing.T) {
 		{"npu-expandable-lazy", "expandable_segments:True,base_addr_aligned_kb:4,multi_stream_lazy_reclaim:True", false},
 		{"cuda-default", "", true},
 		{"cuda-expandable-maxsplit", "expandable_segments:True,max_split_size_mb:24", true},
+		{"cuda-gc-divisions", "garbage_collection_threshold:0.7,max_split_size_mb:30,roundup_power2_divisions:4,large_segment_size_mb:40", true},
 	}
 	steps := 1200
 	if testing.Short() {
 		steps = 300
 	}
 	for ci, c := range configs {
-		for seed := uint64(1); seed <= 2; seed++ {
+		for seed := uint64(1); seed <= propertySeeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", c.name, seed), func(t *testing.T) {
 				runRandomOps(t, c.conf, c.cuda, uint64(ci)*100+seed, steps)
 			})
 		}
 	}
 }
+
+// propertySeeds is the number of seeds per configuration; raise it locally
+// for a longer search.
+var propertySeeds = uint64(2)
 
 func runRandomOps(t *testing.T, conf string, cuda bool, seed uint64, steps int) {
 	e := newEnv(t, conf, cuda, 256*MiB)
@@ -311,4 +316,63 @@ func runRandomOps(t *testing.T, conf string, cuda bool, seed uint64, steps int) 
 		t.Fatalf("only %d trace entries after %d steps", len(s.DeviceTraces[0]), steps)
 	}
 	t.Logf("%d steps, %d live, %d OOMs, %d segments, %d trace entries", steps, len(live), ooms, len(s.Segments), len(s.DeviceTraces[0]))
+}
+
+// FuzzOps interprets the input as an operation sequence (3 bytes per op)
+// on a small device with several configurations and checks the invariants
+// after every step and the trace replay at the end.
+func FuzzOps(f *testing.F) {
+	f.Add([]byte{0, 10, 1, 0, 200, 2, 1, 0, 0, 2, 0, 1, 3, 0, 0})
+	f.Add([]byte{5, 0, 0, 0, 255, 3, 0, 255, 3, 0, 255, 3, 4, 0, 0, 1, 1, 0})
+	confs := []string{"", "expandable_segments:True", "max_split_size_mb:20,garbage_collection_threshold:0.5"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 || len(data) > 3*400 {
+			return
+		}
+		ci := int(data[0]) % len(confs)
+		e := newEnv(t, confs[ci], data[0]&0x80 != 0, 128*MiB)
+		streams := []acl.Stream{e.stream(), e.stream()}
+		live := map[uint64]int64{}
+		var ptrs []uint64
+		for i := 1; i+2 < len(data); i += 3 {
+			op, x, y := data[i]%6, int64(data[i+1]), int64(data[i+2])
+			s := streams[y%2]
+			switch op {
+			case 0, 1: // malloc: x scales the size, y picks stream and size class
+				size := x * 4096 * (1 + (y/2)%64)
+				if p, err := e.a.Malloc(size, s); err == nil {
+					live[p] = size
+					ptrs = append(ptrs, p)
+				} else if !errors.Is(err, ErrOutOfMemory) {
+					t.Fatal(err)
+				}
+			case 2:
+				if len(ptrs) > 0 {
+					j := int(x) % len(ptrs)
+					p := ptrs[j]
+					ptrs = slices.Delete(ptrs, j, j+1)
+					delete(live, p)
+					if err := e.a.Free(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case 3:
+				if len(ptrs) > 0 {
+					_ = e.dev.Launch(s, time.Duration(y)*time.Microsecond)
+					if err := e.a.RecordStream(ptrs[int(x)%len(ptrs)], s); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case 4:
+				e.clock.Advance(time.Duration(x) * time.Microsecond)
+				if y%8 == 0 {
+					_ = e.a.EmptyCache()
+				}
+			case 5:
+				_ = e.a.SetMemoryFraction(float64(x) / 255)
+			}
+			checkInvariants(t, e, live, fmt.Sprintf("op %d", i/3))
+		}
+		checkReplay(t, checkInvariants(t, e, live, "end"))
+	})
 }
