@@ -28,6 +28,16 @@ func (f Flavour) String() string {
 	return "npu"
 }
 
+// ConfigError is an invalid allocator setting; its text is torch's
+// message for the same mistake.
+type ConfigError struct{ Msg string }
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+func cfgErr(format string, args ...any) error {
+	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
+}
+
 // Unlimited is the max_split_size of a configuration that sets none.
 const Unlimited = int64(math.MaxInt64)
 
@@ -154,7 +164,7 @@ func (p *cfgParser) tok(i int) string {
 func (p *cfgParser) consume(c string) error {
 	p.i++
 	if p.tok(p.i) != c {
-		return fmt.Errorf("Expected '%s' at index %d in ConfigTokenizer but got '%s'", c, p.i, p.tok(p.i))
+		return cfgErr("Expected '%s' at index %d in ConfigTokenizer but got '%s'", c, p.i, p.tok(p.i))
 	}
 	return nil
 }
@@ -166,7 +176,7 @@ func (p *cfgParser) value() (string, error) {
 	}
 	p.i++
 	if p.i >= len(p.toks) {
-		return "", fmt.Errorf("Expected a value at index %d in ConfigTokenizer but got ''", p.i)
+		return "", cfgErr("Expected a value at index %d in ConfigTokenizer but got ''", p.i)
 	}
 	return p.toks[p.i], nil
 }
@@ -182,7 +192,7 @@ func (p *cfgParser) boolean() (bool, error) {
 	case "False":
 		return false, nil
 	}
-	return false, fmt.Errorf("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'", p.i, v)
+	return false, cfgErr("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'", p.i, v)
 }
 
 func (p *cfgParser) uint(key string) (int64, error) {
@@ -192,7 +202,7 @@ func (p *cfgParser) uint(key string) (int64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
-		return 0, fmt.Errorf("CachingAllocator option %s: invalid value '%s', expected a non-negative integer", key, v)
+		return 0, cfgErr("CachingAllocator option %s: invalid value '%s', expected a non-negative integer", key, v)
 	}
 	return int64(n), nil
 }
@@ -204,7 +214,7 @@ func (p *cfgParser) float(key string) (float64, error) {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) {
-		return 0, fmt.Errorf("CachingAllocator option %s: invalid value '%s', expected a number", key, v)
+		return 0, cfgErr("CachingAllocator option %s: invalid value '%s', expected a number", key, v)
 	}
 	return f, nil
 }
@@ -244,7 +254,7 @@ func (c Config) parse(s string, allowed map[string]bool) (Config, error) {
 	for p.i = 0; p.i < len(p.toks); p.i++ {
 		key := p.toks[p.i]
 		if allowed != nil && !allowed[key] {
-			return Config{}, fmt.Errorf("torch_npu.npu.memory._set_allocator_settings() unsupported setting: %s", key)
+			return Config{}, cfgErr("torch_npu.npu.memory._set_allocator_settings() unsupported setting: %s", key)
 		}
 		if err := c.parseKey(p, key); err != nil {
 			return Config{}, err
@@ -256,7 +266,7 @@ func (c Config) parse(s string, allowed map[string]bool) (Config, error) {
 		}
 	}
 	if c.Flavour == FlavourNPU && c.ExpandableSegments && (c.maxSplitSet || c.GCThreshold != 0) {
-		return Config{}, fmt.Errorf("`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with `expandable_segments`, please set `expandable_segments` to `False`.")
+		return Config{}, cfgErr("`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with `expandable_segments`, please set `expandable_segments` to `False`.")
 	}
 	return c, nil
 }
@@ -265,7 +275,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 	npu := c.Flavour == FlavourNPU
 	if npu {
 		if upstreamKeys[key] && !npuUpstream[key] {
-			return fmt.Errorf("torch_npu not support key '%s' in NPU allocator config, ", key)
+			return cfgErr("torch_npu not support key '%s' in NPU allocator config, ", key)
 		}
 	}
 	var err error
@@ -276,7 +286,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v < 20 {
-			return fmt.Errorf("CachingAllocator option max_split_size_mb too small, must be >= 20")
+			return cfgErr("CachingAllocator option max_split_size_mb too small, must be >= 20")
 		}
 		v = min(v, math.MaxInt64/MiB)
 		c.MaxSplitSize, c.maxSplitSet = v*MiB, true
@@ -286,7 +296,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v < 20 {
-			return fmt.Errorf("CachingAllocator option max_non_split_rounding_mb too small, must be >= 20")
+			return cfgErr("CachingAllocator option max_non_split_rounding_mb too small, must be >= 20")
 		}
 		c.MaxNonSplitRounding = min(v, math.MaxInt64/MiB) * MiB
 	case "garbage_collection_threshold":
@@ -295,7 +305,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v <= 0 || v >= 1 {
-			return fmt.Errorf("garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
+			return cfgErr("garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
 		}
 		c.GCThreshold = v
 	case "roundup_power2_divisions":
@@ -308,7 +318,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v <= 10 {
-			return fmt.Errorf("CachingAllocator option large_segment_size_mb must be > 10 MB")
+			return cfgErr("CachingAllocator option large_segment_size_mb must be > 10 MB")
 		}
 		c.LargeSegmentSize = min(v, math.MaxInt64/MiB) * MiB
 	case "pinned_use_background_threads", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
@@ -326,10 +336,10 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if !isPow2(v) {
-			return fmt.Errorf("Number of register threads has to be power of 2 ")
+			return cfgErr("Number of register threads has to be power of 2 ")
 		}
 		if v > 128 {
-			return fmt.Errorf("Number of register threads should be less than or equal to 128")
+			return cfgErr("Number of register threads should be less than or equal to 128")
 		}
 	case "backend":
 		var v string
@@ -337,11 +347,11 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v != "native" && v != "cudaMallocAsync" {
-			return fmt.Errorf("Unknown allocator backend, options are native and cudaMallocAsync")
+			return cfgErr("Unknown allocator backend, options are native and cudaMallocAsync")
 		}
 	default:
 		if !npu {
-			return fmt.Errorf("Unrecognized key '%s' in CUDA allocator config.", key)
+			return cfgErr("Unrecognized key '%s' in CUDA allocator config.", key)
 		}
 		return c.parseNPUKey(p, key)
 	}
@@ -358,19 +368,19 @@ func (c *Config) parseNPUKey(p *cfgParser, key string) error {
 		}
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil {
-			return fmt.Errorf("CachingAllocator option base_addr_aligned_kb is invalid.")
+			return cfgErr("CachingAllocator option base_addr_aligned_kb is invalid.")
 		}
 		if n < 0 || n > 16 {
-			return fmt.Errorf("CachingAllocator option base_addr_aligned_kb error, must be [0~16], dtype is int")
+			return cfgErr("CachingAllocator option base_addr_aligned_kb error, must be [0~16], dtype is int")
 		}
 		c.BaseAddrAlignedKB = n
 	case "page_size":
 		var v string
 		if v, err = p.value(); err != nil {
-			return fmt.Errorf("page_size requires format 'page_size:1g'")
+			return cfgErr("page_size requires format 'page_size:1g'")
 		}
 		if v != "1g" {
-			return fmt.Errorf("Unsupported page_size value: %s", v)
+			return cfgErr("Unsupported page_size value: %s", v)
 		}
 		c.PageSize1G = true
 	case "segment_size_mb":
@@ -380,7 +390,7 @@ func (c *Config) parseNPUKey(p *cfgParser, key string) error {
 		}
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil || n < 20 || n > 512 {
-			return fmt.Errorf("CachingAllocator option segment_size_mb error, must be [20, 512], dtype is int")
+			return cfgErr("CachingAllocator option segment_size_mb error, must be [20, 512], dtype is int")
 		}
 		c.LargeSegmentSize = n * MiB
 	case "multi_stream_lazy_reclaim":
@@ -395,13 +405,13 @@ func (c *Config) parseNPUKey(p *cfgParser, key string) error {
 		var v float64
 		v, err = p.float(key)
 		if err == nil && (v < 0 || v > 1) {
-			err = fmt.Errorf("per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
+			err = cfgErr("per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
 		}
 		c.MemoryFraction = v
 	case "pinned_reserve_segment_size_mb":
 		_, err = p.uint(key)
 	default:
-		return fmt.Errorf("Unrecognized key '%s' in NPU allocator config, ", key)
+		return cfgErr("Unrecognized key '%s' in NPU allocator config, ", key)
 	}
 	return err
 }
@@ -416,7 +426,7 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 	if p.tok(p.i) != "[" {
 		n, err := strconv.ParseInt(p.tok(p.i), 10, 64)
 		if err != nil || !isPow2(n) {
-			return fmt.Errorf("For roundups, the divisions has to be power of 2 ")
+			return cfgErr("For roundups, the divisions has to be power of 2 ")
 		}
 		for i := range c.RoundupDivisions {
 			c.RoundupDivisions[i] = n
@@ -432,7 +442,7 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 		p.i++
 		d, err := strconv.ParseInt(p.tok(p.i), 10, 64)
 		if err != nil || (d != 0 && !isPow2(d)) {
-			return fmt.Errorf("For roundups, the divisions has to be power of 2 ")
+			return cfgErr("For roundups, the divisions has to be power of 2 ")
 		}
 		if k == ">" {
 			for i := last + 1; i < len(c.RoundupDivisions); i++ {
@@ -441,7 +451,7 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 		} else {
 			mb, err := strconv.ParseInt(k, 10, 64)
 			if err != nil || !isPow2(mb) {
-				return fmt.Errorf("For roundups, the intervals have to be power of 2 ")
+				return cfgErr("For roundups, the intervals have to be power of 2 ")
 			}
 			idx := min(log2Floor(uint64(mb)), len(c.RoundupDivisions)-1)
 			if first {
@@ -460,7 +470,7 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 		}
 	}
 	if p.i >= len(p.toks) {
-		return fmt.Errorf("Expected ']' at index %d in ConfigTokenizer but got ''", p.i)
+		return cfgErr("Expected ']' at index %d in ConfigTokenizer but got ''", p.i)
 	}
 	return nil
 }

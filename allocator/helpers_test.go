@@ -74,15 +74,6 @@ func (e *testEnv) free(p uint64) {
 	}
 }
 
-func (e *testEnv) stat(key string) int64 {
-	e.t.Helper()
-	v, ok := e.a.Stats().Get(key)
-	if !ok {
-		e.t.Fatalf("no stat %q", key)
-	}
-	return v
-}
-
 // trace returns the recorded trace without the entries of the snapshots
 // taken to read it.
 func (e *testEnv) trace() []TraceEntry {
@@ -91,14 +82,6 @@ func (e *testEnv) trace() []TraceEntry {
 		if te.Action != ActionSnapshot {
 			out = append(out, te)
 		}
-	}
-	return out
-}
-
-func actionNames(tr []TraceEntry) []string {
-	out := make([]string, len(tr))
-	for i, te := range tr {
-		out[i] = te.Action.String()
 	}
 	return out
 }

@@ -209,7 +209,7 @@ func (a *Allocator) EmptyCache() error {
 // sets a limit for any value.
 func (a *Allocator) SetMemoryFraction(f float64) error {
 	if f < 0 || f > 1 || f != f {
-		return fmt.Errorf("invalid fraction:%g. Please set within [0, 1].", f)
+		return cfgErr("invalid fraction:%g. Please set within [0, 1].", f)
 	}
 	a.lock()
 	defer a.mu.Unlock()
@@ -254,8 +254,6 @@ type expandableSegment struct {
 	handles  []acl.PhysHandle // per page; 0 = unmapped
 	stream   acl.Stream
 }
-
-func (e *expandableSegment) size() int64 { return int64(len(e.handles)) * e.pageSize }
 
 // findExpandableBlock is find_expandable_block: the lowest same-stream run
 // of free and unmapped blocks that can hold size, else a new segment.
