@@ -122,6 +122,10 @@ func (f timeFmt) axis(x float64) string {
 		return "+" + trimFloat(x) + "s"
 	}
 	t := f.first + int64(x*1e6)
+	if f.span > 0 && f.span < 100_000 {
+		// sub-100 ms windows: clock labels would all read the same millisecond
+		return "+" + fmtDurUS(t-f.first)
+	}
 	layout := "15:04:05"
 	if f.span > 0 && f.span < 60_000_000 {
 		layout = "04:05.000"

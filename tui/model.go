@@ -327,24 +327,27 @@ func (m *Model) refreshData() {
 	}
 	m.version = src.Version()
 	m.devices = src.Devices()
-	if len(m.devices) == 0 {
+	m.ops = src.Ops(minInt64, maxInt64)
+	if len(m.devices) == 0 && len(m.ops) == 0 {
 		m.hasData = false
 		m.dirty = true
 		return
 	}
-	if !containsInt(m.devices, m.dev) {
+	switch {
+	case len(m.devices) == 0:
+		m.dev = -1 // ops only (e.g. analysed profiler output without a trace)
+	case !containsInt(m.devices, m.dev):
 		m.dev = m.devices[0]
 	}
 	wasData := m.hasData
 	m.readBounds()
-	m.ops = src.Ops(minInt64, maxInt64)
 	m.rebuildOpView()
 	switch {
 	case !wasData && !m.o.Live:
 		// A replay opens at the end (the state the file was dumped in),
 		// or at the initial state when asked to play.
 		m.cursor = m.first - 1
-		if m.n > 0 && !m.playing {
+		if (m.n > 0 || m.dev < 0) && !m.playing {
 			m.cursor = m.last
 		}
 	case m.follow:
@@ -362,10 +365,18 @@ const (
 
 func (m *Model) readBounds() {
 	src := m.o.Source
+	m.hasData = true
+	if m.dev < 0 {
+		m.base, m.n = monitor.TimeEpochUS, 0
+		m.first, m.last = maxInt64, minInt64
+		for i := range m.ops {
+			m.first, m.last = min(m.first, m.ops[i].StartUS), max(m.last, m.ops[i].EndUS)
+		}
+		return
+	}
 	m.base = src.TimeBase(m.dev)
 	m.first, m.last = src.Bounds(m.dev)
 	m.n = src.Len(m.dev)
-	m.hasData = true
 }
 
 // clampCursor keeps c in [first−1, last]; first−1 is the initial state.

@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
 )
 
 func small(t *testing.T, w, h int) *Model {
@@ -481,4 +482,21 @@ func TestASCIIModeIsPureASCII(t *testing.T) {
 	if v := m.View(); !strings.Contains(v, "PAUSED x1") || !strings.Contains(v, "#") {
 		t.Errorf("ascii view:\n%s", v)
 	}
+}
+
+func TestOpsOnlySource(t *testing.T) {
+	st := monitor.NewStore(monitor.StoreOptions{})
+	st.IngestOps(smallOps())
+	m := newSized(t, testOptions(st), 160, 48)
+	v := m.View()
+	for _, want := range []string{"no allocator trace in this source", "aten::matmul", "2025-11-29 07:06:40.009"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("ops-only view lacks %q:\n%s", want, v)
+		}
+	}
+	press(m, "4", "down", "enter")
+	if m.Cursor() != t0+500 {
+		t.Fatalf("enter on an op should move the cursor: %d", m.Cursor())
+	}
+	checkFrame(t, m.View(), 160, 48)
 }

@@ -265,7 +265,12 @@ func (m *Model) headerLines() []string {
 		l1 = append(l1, th.Header.Render("npumon"))
 	}
 	l1 = append(l1, name)
-	if m.hasData {
+	switch {
+	case m.hasData && m.dev < 0:
+		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)), th.Warn.Render("no allocator trace in this source"))
+	case m.hasData && m.n == 0:
+		l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Warn.Render("no trace entries in this file"))
+	case m.hasData:
 		if wide {
 			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, indexOf(m.devices, m.dev)+1, len(m.devices)))
 			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))

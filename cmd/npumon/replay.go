@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 )
@@ -30,10 +31,12 @@ func newReplayCmd() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "replay PATH",
-		Short: "Scrub through a saved memory snapshot in the terminal UI",
+		Short: "Scrub through a saved memory snapshot or profiler directory in the terminal UI",
 		Long: "replay opens a memory snapshot (torch / torch_npu _dump_snapshot pickle, or its JSON\n" +
-			"export) in the terminal UI: timeline, segment map, event trace and op table share one\n" +
-			"time cursor you move like a video (space plays, ←/→ step, ? lists every key).\n" +
+			"export) or a torch_npu profiler directory (*_ascend_pt: ops, and the memory records of\n" +
+			"raw FRAMEWORK data as a trace) in the terminal UI: timeline, segment map, event trace\n" +
+			"and op table share one time cursor you move like a video (space plays, ←/→ step,\n" +
+			"? lists every key).\n" +
 			"With --headless DURATION nothing is drawn: the file is loaded, played (with --play)\n" +
 			"for DURATION and the summary at the final cursor is printed as JSON.",
 		Args: exactArgs(1),
@@ -42,16 +45,22 @@ func newReplayCmd() *cobra.Command {
 			if speed <= 0 {
 				return usageError{fmt.Errorf("--speed must be positive, got %v", speed)}
 			}
-			if st, err := os.Stat(path); err != nil {
+			st, err := os.Stat(path)
+			if err != nil {
 				return err
-			} else if st.IsDir() {
-				return fmt.Errorf("%s: is a directory; replay reads snapshot files (profiler directories are not supported yet)", path)
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
+			load := snapshotLoader(path, store)
+			if st.IsDir() {
+				if !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
+					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
+				}
+				load = profilerLoader(path, store)
+			}
 			opts := tui.Options{
 				Source:     store,
-				SourceName: filepath.Base(path),
-				Load:       snapshotLoader(path, store),
+				SourceName: filepath.Base(filepath.Clean(path)),
+				Load:       load,
 				ASCII:      ascii,
 				Device:     device,
 				Speed:      speed,

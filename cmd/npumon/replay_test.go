@@ -66,12 +66,28 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay"}, 2, "takes 1 argument"},
 		{[]string{"replay", "--headless", "10ms", filepath.Join(dir, "missing.pickle")}, 2, "missing.pickle: no such file"},
 		{[]string{"replay", "--headless", "10ms", bad}, 2, "bad.pickle: offset"},
-		{[]string{"replay", "--headless", "10ms", dir}, 2, "is a directory"},
+		{[]string{"replay", "--headless", "10ms", dir}, 2, "not a torch_npu profiler directory"},
 		{[]string{"replay", "--speed", "0", bad}, 2, "--speed must be positive"},
 	} {
 		code, _, errOut := captureRun(t, c.args...)
 		if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+}
+
+// TestReplayProfilerDirectory replays a Python-generated raw FRAMEWORK
+// profiler directory: its PTA memory records become the trace (36 entries,
+// four allocations of 0.5–2 MiB live together at the peak, all freed).
+func TestReplayProfilerDirectory(t *testing.T) {
+	dir := needFixture(t, "../../profiler/testdata/framework/gen_4242_20261129120000123_ascend_pt")
+	s := headlessSummary(t, "--headless", "50ms", dir)
+	if s.Entries != 36 || s.Applied != 36 || s.PeakActiveBytes != 5<<20 || s.ActiveBytes != 0 || s.TimeBase != "epoch_us" {
+		t.Fatalf("summary %+v", s)
+	}
+	// Analysed output without raw records: ops only, no device log.
+	csv := needFixture(t, "../../../shared/fixtures/ascend_profiler/msinsight_rank0")
+	if s := headlessSummary(t, "--headless", "50ms", csv); s.Entries != 0 {
+		t.Fatalf("analysed output should have no trace: %+v", s)
 	}
 }
