@@ -83,22 +83,25 @@ func (d *devLog) event(j int64) Event {
 }
 
 // stateAt returns the segment map after n entries: the nearest checkpoint at
-// or before n, rolled forward over at most K entries.
-func (d *devLog) stateAt(n int64) ([]allocator.Segment, []Gap) {
+// or before n, rolled forward over at most K entries. live counts every live
+// block, including any outside all segments (which the map leaves out).
+func (d *devLog) stateAt(n int64) (segs []allocator.Segment, gaps []Gap, live int) {
 	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
 	cp := &d.cps[max(ci, 0)]
+	var fc checkpoint
 	if cp.at == n {
-		c := checkpoint{segs: slices.Clone(cp.segs), blocks: slices.Clone(cp.blocks)}
-		c.sort()
-		return build(d.id, c.segs, c.blocks)
+		fc = checkpoint{segs: slices.Clone(cp.segs), blocks: slices.Clone(cp.blocks)}
+		fc.sort()
+	} else {
+		st := cp.thaw()
+		for j := cp.at; j < n; j++ {
+			v := d.view(j)
+			st.apply(&v, j, d.id, &d.ov)
+		}
+		fc = st.freeze(n)
 	}
-	st := cp.thaw()
-	for j := cp.at; j < n; j++ {
-		v := d.view(j)
-		st.apply(&v, j, d.id, &d.ov)
-	}
-	fc := st.freeze(n)
-	return build(d.id, fc.segs, fc.blocks)
+	segs, gaps = build(d.id, fc.segs, fc.blocks)
+	return segs, gaps, len(fc.blocks)
 }
 
 // StateAt returns the segment map of device at cursor.
@@ -111,7 +114,7 @@ func (s *Store) StateAt(device int, cursor int64) State {
 		return st
 	}
 	st.Applied = d.applied(cursor)
-	st.Segments, st.Gaps = d.stateAt(st.Applied)
+	st.Segments, st.Gaps, _ = d.stateAt(st.Applied)
 	return st
 }
 
@@ -222,15 +225,9 @@ func (s *Store) Summary(device int, cursor int64) Summary {
 	sum.ActiveBytes = valueAt(&d.active, d.initActive, n)
 	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
 	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
-	segs, gaps := d.stateAt(n)
+	segs, gaps, live := d.stateAt(n)
 	sum.Segments = len(segs)
-	for i := range segs {
-		for j := range segs[i].Blocks {
-			if segs[i].Blocks[j].State.Active() {
-				sum.Blocks++
-			}
-		}
-	}
+	sum.Blocks = live
 	for _, g := range gaps {
 		sum.TotalFreeBytes += g.Size
 		sum.LargestFreeBlock = max(sum.LargestFreeBlock, g.Size)

@@ -180,6 +180,7 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	}
 	d.ov = captureOverrides(snap, dev, tl.Entries)
 	d.head = stateFromSegments(tl.Initial)
+	addOrphans(d.head, snap, dev, tl.Entries)
 	d.initActive = tl.ActiveAtStart
 	d.initReserv = tl.ReservedAtStart
 	var pend int64
@@ -208,6 +209,46 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	d.allocated.reindex()
 	d.reserved.reindex()
 	return d, nil
+}
+
+// addOrphans adds the initially active blocks (timeline rules (a) and (b))
+// that lie outside every initial segment: Timeline.Initial is materialized
+// per segment and leaves them out, but they show up once a segment_alloc or
+// segment_map covers them, as in replay's StateAfter.
+func addOrphans(st *segState, snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) {
+	seen := map[uint64]struct{}{}
+	for i := range entries {
+		e := &entries[i]
+		if !e.Action.IsAllocFamily() {
+			continue
+		}
+		if _, ok := seen[e.Addr]; ok {
+			continue
+		}
+		seen[e.Addr] = struct{}{}
+		if _, ok := st.blocks[e.Addr]; ok || e.Action == allocator.ActionAlloc {
+			continue
+		}
+		b := liveBlock{addr: e.Addr, size: e.Size, req: e.Size, frames: e.Frames, state: allocator.StateActiveAllocated}
+		if e.Action == allocator.ActionFreeCompleted {
+			b.state = allocator.StateActivePendingFree
+		}
+		st.blocks[e.Addr] = b
+	}
+	for i := range snap.Segments {
+		sg := &snap.Segments[i]
+		if sg.Device != dev {
+			continue
+		}
+		for _, b := range sg.Blocks {
+			if _, ok := seen[b.Address]; ok || !b.State.Active() {
+				continue
+			}
+			if _, ok := st.blocks[b.Address]; !ok {
+				st.blocks[b.Address] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State}
+			}
+		}
+	}
 }
 
 func liveSize(b liveBlock) int64 {

@@ -100,7 +100,7 @@ type Summary struct {
 	AllocatedBytes    int64
 	ReservedBytes     int64
 	Segments          int
-	Blocks            int
+	Blocks            int // live allocations (as `npumon stats` counts them)
 	LargestFreeBlock  int64
 	TotalFreeBytes    int64   // Σ free ranges (gaps) of the segment map at the cursor
 	Fragmentation     float64 // 1 − largest free / total free; 0 when nothing is free
