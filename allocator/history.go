@@ -159,14 +159,23 @@ func (t *tracker) run(a *Allocator) {
 // until the buffered entries are delivered and returns; it must not be
 // called from fn itself.
 func (a *Allocator) AttachTracker(fn func(device int, e TraceEntry), opts ...TrackerOption) (detach func()) {
+	t := a.newTracker(fn, opts)
+	a.mu.Lock()
+	a.trackers = append(a.trackers, t)
+	a.mu.Unlock()
+	return a.detacher(t)
+}
+
+func (a *Allocator) newTracker(fn func(device int, e TraceEntry), opts []TrackerOption) *tracker {
 	t := &tracker{fn: fn, limit: DefaultTrackerBuffer, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, o := range opts {
 		o(t)
 	}
 	go t.run(a)
-	a.mu.Lock()
-	a.trackers = append(a.trackers, t)
-	a.mu.Unlock()
+	return t
+}
+
+func (a *Allocator) detacher(t *tracker) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {

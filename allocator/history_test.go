@@ -274,3 +274,25 @@ func TestConcurrentUseWithTracker(t *testing.T) {
 	}
 	checkInvariants(t, e, map[uint64]int64{}, "after concurrent use")
 }
+
+func TestSnapshotAndTrackHasNoGapOrDuplicate(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	s := e.stream()
+	p := e.malloc(1000, s)
+	var mu sync.Mutex
+	var got []TraceEntry
+	snap, detach := e.a.SnapshotAndTrack(func(_ int, te TraceEntry) {
+		mu.Lock()
+		got = append(got, te)
+		mu.Unlock()
+	})
+	e.free(p)
+	detach()
+	if n := len(snap.Segments); n != 1 || snap.Segments[0].Blocks[0].State != StateActiveAllocated {
+		t.Fatalf("snapshot %+v", snap.Segments)
+	}
+	if tr := snap.DeviceTraces[0]; tr[len(tr)-1].Action != ActionSnapshot {
+		t.Fatalf("snapshot trace ends with %s", tr[len(tr)-1].Action)
+	}
+	wantSeq(t, got, "free_requested 1000", "free_completed 1000")
+}

@@ -13,6 +13,24 @@ func (a *Allocator) Snapshot() *Snapshot {
 	conv := a.clk.converter() // calibrate outside the lock
 	a.lock()
 	defer a.mu.Unlock()
+	return a.snapshotLocked(conv)
+}
+
+// SnapshotAndTrack takes a snapshot and attaches a tracker atomically: fn
+// sees exactly the entries recorded after the snapshot's state (not its
+// snapshot entry), so a live view can start from the snapshot without a gap
+// or a duplicate. See AttachTracker for the tracker contract.
+func (a *Allocator) SnapshotAndTrack(fn func(device int, e TraceEntry), opts ...TrackerOption) (*Snapshot, func()) {
+	conv := a.clk.converter()
+	t := a.newTracker(fn, opts)
+	a.lock()
+	s := a.snapshotLocked(conv)
+	a.trackers = append(a.trackers, t)
+	a.mu.Unlock()
+	return s, a.detacher(t)
+}
+
+func (a *Allocator) snapshotLocked(conv converter) *Snapshot {
 	s := &Snapshot{Settings: a.cfg.Settings()}
 	var totalActive int64
 	seen := func(b *block) bool { return b.prev != nil && b.prev.mapped }
