@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -49,6 +51,9 @@ func newAttachCmd() *cobra.Command {
 			go func() { client.Run(cctx); close(done) }()
 			defer func() { cancel(); <-done }()
 			name := network + ":" + addr
+			if network == "unix" { // the header has room for the socket's name, not its directory
+				name = "unix:" + filepath.Base(addr)
+			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
 				ConnState: func() (tui.ConnState, string) { return connState(client.Status()) }}
 			if headless > 0 {
@@ -68,26 +73,32 @@ func newAttachCmd() *cobra.Command {
 	return c
 }
 
-// connState maps the client's state to the header's.
+// connState maps the client's state to the header's: while no producer is
+// there the header says "disconnected" with the reason and when the next
+// attempt is; "reconnecting" while an attempt is under way.
 func connState(s monitor.ClientStatus) (tui.ConnState, string) {
-	producer := ""
-	if s.Hello != nil {
-		producer = fmt.Sprintf("pid %d@%s", s.Hello.PID, s.Hello.Host)
+	why := "closed"
+	if s.Err != nil { // the innermost cause: "connection refused", not the dial's whole story
+		why = firstLine(s.Err.Error())
+		if i := strings.LastIndex(why, ": "); i >= 0 {
+			why = why[i+2:]
+		}
 	}
 	switch s.State {
 	case monitor.StateConnected:
-		return tui.ConnConnected, producer
-	case monitor.StateDisconnected:
-		if s.Err != nil {
-			return tui.ConnDisconnected, firstLine(s.Err.Error())
+		if s.Hello != nil {
+			return tui.ConnConnected, fmt.Sprintf("pid %d@%s", s.Hello.PID, s.Hello.Host)
 		}
-		return tui.ConnDisconnected, producer
+		return tui.ConnConnected, ""
 	case monitor.StateConnecting:
-		return tui.ConnReconnecting, "connecting…"
+		if s.Attempt == 0 {
+			return tui.ConnReconnecting, "connecting…"
+		}
+		return tui.ConnReconnecting, fmt.Sprintf("attempt %d", s.Attempt)
 	case monitor.StateReconnecting:
-		return tui.ConnReconnecting, fmt.Sprintf("attempt %d in %s", s.Attempt+1, s.Backoff.Round(100*time.Millisecond))
+		return tui.ConnDisconnected, fmt.Sprintf("· reconnecting in %s · %s", s.Backoff.Round(100*time.Millisecond), why)
 	}
-	return tui.ConnDisconnected, "closed"
+	return tui.ConnDisconnected, why
 }
 
 // attachSummaryJSON is replay's summary plus the connection's state.
