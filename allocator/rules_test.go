@@ -527,6 +527,17 @@ func TestStatsResetAndSummary(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
 	}
+	st := e.a.Stats()
+	for k, v := range st.Map() {
+		if got, ok := st.Get(k); !ok || got != v {
+			t.Errorf("Get(%q) = %d, %v; Map has %d", k, got, ok, v)
+		}
+	}
+	for _, bad := range []string{"", "allocation", "allocation.all", "allocation.huge.current", "allocation.all.max", "nope.all.current", "oversize_segments.peak.x"} {
+		if _, ok := st.Get(bad); ok {
+			t.Errorf("Get(%q) found a value", bad)
+		}
+	}
 	keys := e.a.Stats().Keys()
 	if len(keys) != 9*3*4+2*4+7 || !slices.IsSorted(keys) || !slices.Contains(keys, "inactive_split_bytes.small_pool.freed") {
 		t.Fatalf("%d keys: %v", len(keys), keys)

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -100,10 +101,62 @@ func (s Stats) Map() map[string]int64 {
 	return m
 }
 
-// Get returns one flattened key, e.g. Get("reserved_bytes.all.peak").
+// Get returns one flattened key, e.g. Get("reserved_bytes.all.peak"),
+// without building the map.
 func (s Stats) Get(key string) (int64, bool) {
-	v, ok := s.Map()[key]
-	return v, ok
+	switch key {
+	case "num_alloc_retries":
+		return s.NumAllocRetries, true
+	case "num_ooms":
+		return s.NumOOMs, true
+	case "num_sync_all_streams":
+		return s.NumSyncAllStreams, true
+	case "num_device_alloc":
+		return s.NumDeviceAlloc, true
+	case "num_device_free":
+		return s.NumDeviceFree, true
+	case "num_oom_rejections":
+		return s.NumOOMRejections, true
+	case "max_split_size":
+		return s.MaxSplitSize, true
+	}
+	name, rest, _ := strings.Cut(key, ".")
+	var st *Stat
+	switch name {
+	case "oversize_allocations":
+		st = &s.OversizeAllocations
+	case "oversize_segments":
+		st = &s.OversizeSegments
+	default:
+		pool, field, ok := strings.Cut(rest, ".")
+		if !ok {
+			return 0, false
+		}
+		idx := slices.Index(statTypeNames[:], pool)
+		if idx < 0 {
+			return 0, false
+		}
+		for _, a := range s.arrays() {
+			if a.name == name {
+				st = &a.a[idx]
+			}
+		}
+		rest = field
+	}
+	if st == nil {
+		return 0, false
+	}
+	switch rest {
+	case "current":
+		return st.Current, true
+	case "peak":
+		return st.Peak, true
+	case "allocated":
+		return st.Allocated, true
+	case "freed":
+		return st.Freed, true
+	}
+	return 0, false
 }
 
 // Keys returns the flattened keys sorted, as memory_stats() orders them.
