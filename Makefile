@@ -41,5 +41,15 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+# The 1,000,000-entry snapshot the replay benchmarks read (Python's pickle writes it).
+bench-data:
+	@mkdir -p testdata/bench
+	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m.pickle 1000000
+
+# Optional: installs Debian's python3-torch (1.13, CPU) and compares `npumon stats` with
+# `python3 -m torch.cuda._memory_viz stats` on 1.13-form exports. Too heavy for CI.
+crosscheck: build
+	sh replay/testdata/crosscheck.sh $(CURDIR)/$(BIN)
+
 clean:
 	rm -rf bin

@@ -57,3 +57,19 @@ func BenchmarkStats1M(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatsFile1M is `npumon stats FILE` without the process: the
+// streaming path (trace folded, not kept).
+func BenchmarkStatsFile1M(b *testing.B) {
+	fi, err := os.Stat(benchFile)
+	if err != nil {
+		b.Skip("run make bench-data first")
+	}
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := StatsFile(benchFile, StatsOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

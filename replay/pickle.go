@@ -213,15 +213,28 @@ func (m *memo) release(r uint32) {
 	m.free = append(m.free, r-1)
 }
 
-func (m *memo) get(i uint64) (val, error) {
+func (m *memo) get(i uint64) (*val, error) {
 	if i >= uint64(len(m.slots)) || m.slots[i] == 0 {
-		return val{}, fmt.Errorf("memo index %d was never stored", i)
+		return nil, fmt.Errorf("memo index %d was never stored", i)
 	}
-	row := m.rows[m.slots[i]-1]
+	row := &m.rows[m.slots[i]-1]
 	if row.slot != uint32(i) || (row.v.k == kDict && row.v.d.gen != row.v.gen) {
-		return val{}, fmt.Errorf("memo index %d refers to a dict that was already placed in its list; shared entries are not a memory snapshot shape", i)
+		return nil, fmt.Errorf("memo index %d refers to a dict that was already placed in its list; shared entries are not a memory snapshot shape", i)
 	}
-	return row.v, nil
+	return &row.v, nil
+}
+
+// get pushes memo entry i (BINGET, LONG_BINGET: the most frequent opcodes).
+func (d *decoder) get(i uint64) error {
+	v, err := d.memo.get(i)
+	if err != nil {
+		return err
+	}
+	if len(d.stack) >= maxStackDepth {
+		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
+	}
+	d.stack = append(d.stack, *v)
+	return nil
 }
 
 func (d *decoder) push(v val) error {
@@ -267,8 +280,12 @@ func (d *decoder) run() (val, error) {
 	in := d.in
 	for {
 		d.opOff = in.offset()
-		op, err := in.byte()
-		if err != nil {
+		var op byte
+		var err error
+		if in.pos < in.end {
+			op = in.buf[in.pos]
+			in.pos++
+		} else if op, err = in.byte(); err != nil {
 			return val{}, err
 		}
 		d.op = op
@@ -482,18 +499,12 @@ func (d *decoder) run() (val, error) {
 		case opBinGet:
 			var c byte
 			if c, err = in.byte(); err == nil {
-				var v val
-				if v, err = d.memo.get(uint64(c)); err == nil {
-					err = d.push(v)
-				}
+				err = d.get(uint64(c))
 			}
 		case opLongBinGet:
 			var p []byte
 			if p, err = in.next(4); err == nil {
-				var v val
-				if v, err = d.memo.get(uint64(binary.LittleEndian.Uint32(p))); err == nil {
-					err = d.push(v)
-				}
+				err = d.get(uint64(binary.LittleEndian.Uint32(p)))
 			}
 		case opGlobal:
 			mod, _ := d.line()
