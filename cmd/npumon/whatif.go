@@ -18,6 +18,7 @@ func newWhatifCmd() *cobra.Command {
 		confs     []string
 		deviceMem string
 		flavour   string
+		model     string
 		asJSON    bool
 		device    int
 	)
@@ -29,7 +30,8 @@ func newWhatifCmd() *cobra.Command {
 			"(PYTORCH_NPU_ALLOC_CONF syntax; PYTORCH_CUDA_ALLOC_CONF for CUDA files), and reports peak\n" +
 			"reserved / allocated, segments, fragmentation at the peak, retries, OOMs and how closely the\n" +
 			"baseline follows the recorded reserved curve. The device size is --device-mem, else derived\n" +
-			"from an oom entry, else the recorded peak plus 12.5% headroom; the report says which.",
+			"from an oom entry, else the recorded peak plus 12.5% headroom; the report says which.\n" +
+			"empty_cache calls are inferred from segment releases outside a malloc.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var opts whatif.Options
@@ -51,6 +53,14 @@ func newWhatifCmd() *cobra.Command {
 				opts.Flavour = &f
 			default:
 				return usageError{fmt.Errorf("--flavour %q: want auto, npu or cuda", flavour)}
+			}
+			switch model {
+			case "auto":
+			case "contiguous", "paged":
+				contiguous := model == "contiguous"
+				opts.Contiguous = &contiguous
+			default:
+				return usageError{fmt.Errorf("--device-model %q: want auto, contiguous or paged", model)}
 			}
 			if c.Flags().Changed("device") {
 				opts.Devices = []int{device}
@@ -74,6 +84,7 @@ func newWhatifCmd() *cobra.Command {
 	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration, e.g. expandable_segments:True (repeatable)")
 	c.Flags().StringVar(&deviceMem, "device-mem", "", "simulated device memory, e.g. 64GiB (default: from the file)")
 	c.Flags().StringVar(&flavour, "flavour", "auto", "allocator to imitate: auto (from the file), npu or cuda")
+	c.Flags().StringVar(&model, "device-model", "auto", "contiguous (one free range per device allocation, as npumon's simulated NPU), paged (bytes only), or auto (contiguous for NPU files)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, curves as change points)")
 	c.Flags().IntVar(&device, "device", 0, "only this device")
 	return c

@@ -33,13 +33,14 @@ func TestWhatifText(t *testing.T) {
 }
 
 func TestWhatifJSON(t *testing.T) {
-	code, out, errOut := captureRun(t, "whatif", "--json", "--device-mem", "2GiB", "--conf", "expandable_segments:True", whatifTrace)
+	code, out, errOut := captureRun(t, "whatif", "--json", "--device-mem", "2GiB", "--device-model", "paged", "--conf", "expandable_segments:True", whatifTrace)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var res struct {
-		Flavour string `json:"flavour"`
-		Devices []struct {
+		Flavour   string `json:"flavour"`
+		Placement string `json:"device_placement"`
+		Devices   []struct {
 			DeviceMem       int64  `json:"device_mem"`
 			DeviceMemSource string `json:"device_mem_source"`
 			Runs            []struct {
@@ -56,7 +57,7 @@ func TestWhatifJSON(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	d := res.Devices[0]
-	if res.Flavour != "npu" || d.DeviceMem != 2<<30 || d.DeviceMemSource != "given (--device-mem)" {
+	if res.Flavour != "npu" || res.Placement != "paged" || d.DeviceMem != 2<<30 || d.DeviceMemSource != "given (--device-mem)" {
 		t.Errorf("flavour %s, device mem %d (%s)", res.Flavour, d.DeviceMem, d.DeviceMemSource)
 	}
 	// On 2 GiB the 200 MiB request fits even without expandable segments.
@@ -74,6 +75,7 @@ func TestWhatifErrors(t *testing.T) {
 		{[]string{"whatif", whatifTrace, "--conf", "bogus_key:1"}, "bogus_key"},
 		{[]string{"whatif", whatifTrace, "--device-mem", "lots"}, "--device-mem"},
 		{[]string{"whatif", whatifTrace, "--flavour", "rocm"}, "--flavour"},
+		{[]string{"whatif", whatifTrace, "--device-model", "flat"}, "--device-model"},
 		{[]string{"whatif", "/nonexistent/x.pickle"}, "/nonexistent/x.pickle"},
 		{[]string{"whatif"}, "takes 1 argument"},
 	} {
