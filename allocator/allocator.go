@@ -223,7 +223,8 @@ type allocParams struct {
 }
 
 // Malloc allocates size bytes for use on stream and returns the device
-// address. It returns an *OOMError when the retry chain fails.
+// address. It returns an *OOMError when the retry chain fails. Like torch,
+// a zero-byte request returns address 0 without touching the cache.
 func (a *Allocator) Malloc(size int64, stream acl.Stream) (uint64, error) {
 	return a.MallocWithStack(size, stream, nil)
 }
@@ -231,8 +232,11 @@ func (a *Allocator) Malloc(size int64, stream acl.Stream) (uint64, error) {
 // MallocWithStack is Malloc with the caller's stack (innermost first), kept
 // according to the RecordHistory context.
 func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Frame) (uint64, error) {
-	if size < 0 {
-		return 0, fmt.Errorf("allocator: negative size %d", size)
+	if size <= 0 {
+		if size < 0 {
+			return 0, fmt.Errorf("allocator: negative size %d", size)
+		}
+		return 0, nil
 	}
 	if size >= oneExaBytes {
 		kind := "NPU"
@@ -485,7 +489,11 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 func (a *Allocator) Free(ptr uint64) error { return a.FreeWithStack(ptr, nil) }
 
 // FreeWithStack is Free with the caller's stack (kept at RecordAll).
+// Freeing address 0 does nothing.
 func (a *Allocator) FreeWithStack(ptr uint64, frames []Frame) error {
+	if ptr == 0 {
+		return nil
+	}
 	a.lock()
 	defer a.mu.Unlock()
 	b := a.active.get(ptr)
@@ -527,6 +535,9 @@ func (a *Allocator) setFault(err error) {
 // queued on s at free time. The NPU flavour records even the allocation
 // stream; the CUDA flavour ignores it.
 func (a *Allocator) RecordStream(ptr uint64, s acl.Stream) error {
+	if ptr == 0 {
+		return nil
+	}
 	a.lock()
 	defer a.mu.Unlock()
 	b := a.active.get(ptr)

@@ -251,6 +251,12 @@ func runRandomOps(t *testing.T, conf string, cuda bool, seed uint64, steps int) 
 				ooms++
 				break
 			}
+			if p == 0 {
+				if size != 0 {
+					t.Fatalf("%s: address 0", where)
+				}
+				break
+			}
 			if _, dup := live[p]; dup {
 				t.Fatalf("%s: %#x handed out twice", where, p)
 			}
@@ -340,10 +346,14 @@ func FuzzOps(f *testing.F) {
 			switch op {
 			case 0, 1: // malloc: x scales the size, y picks stream and size class
 				size := x * 4096 * (1 + (y/2)%64)
-				if p, err := e.a.Malloc(size, s); err == nil {
+				p, err := e.a.Malloc(size, s)
+				switch {
+				case err == nil && p != 0:
 					live[p] = size
 					ptrs = append(ptrs, p)
-				} else if !errors.Is(err, ErrOutOfMemory) {
+				case err == nil && size != 0:
+					t.Fatalf("Malloc(%d) returned address 0", size)
+				case err != nil && !errors.Is(err, ErrOutOfMemory):
 					t.Fatal(err)
 				}
 			case 2:

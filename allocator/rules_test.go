@@ -487,6 +487,15 @@ func TestExpandableToggledOff(t *testing.T) {
 func TestFreeErrors(t *testing.T) {
 	e := newEnv(t, "", false, 0)
 	s := e.stream()
+	if p, err := e.a.Malloc(0, s); p != 0 || err != nil {
+		t.Fatalf("Malloc(0) = %#x, %v; want 0, nil", p, err)
+	}
+	if err := e.a.Free(0); err != nil || len(e.trace()) != 0 {
+		t.Fatalf("Free(0): %v, trace %q", err, seq(e.trace()))
+	}
+	if _, err := e.a.Malloc(-1, s); err == nil {
+		t.Fatal("negative size accepted")
+	}
 	p := e.malloc(100, s)
 	e.free(p)
 	if err := e.a.Free(p); !errors.Is(err, ErrInvalidPointer) {
