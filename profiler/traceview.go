@@ -311,17 +311,6 @@ func (p *jsonParser) rawString() ([]byte, bool, error) {
 	return nil, false, fmt.Errorf("%w: unterminated string", errSyntax)
 }
 
-func (p *jsonParser) str() (string, error) {
-	raw, esc, err := p.rawString()
-	if err != nil {
-		return "", err
-	}
-	if !esc {
-		return string(raw), nil
-	}
-	return p.unescape(raw)
-}
-
 // name interns a short repeated string (names, phases, categories).
 func (p *jsonParser) name() (string, error) {
 	raw, esc, err := p.rawString()

@@ -128,11 +128,10 @@ func sortedKeys(m map[uint64]bool) []uint64 {
 }
 
 type traceWriter struct {
-	w     *bufio.Writer
-	n     int
-	buf   []byte
-	err   error
-	first bool
+	w   *bufio.Writer
+	n   int
+	buf []byte
+	err error
 }
 
 func (t *traceWriter) raw(s string) {
