@@ -289,6 +289,10 @@ func readTraceViewOps(path string, d *Data) error {
 		return err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && d.Ops == nil {
+		// a cpu_op event takes ~200–400 bytes; sizing ahead saves most regrowth
+		d.Ops = make([]Op, 0, min(st.Size()/512, 1<<22))
+	}
 	return ReadTraceView(f, path, func(ev *TraceEvent) error {
 		if ev.Ph != "X" || !ev.HasTs {
 			return nil
