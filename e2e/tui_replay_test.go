@@ -34,10 +34,17 @@ func npumonBin(t *testing.T) string {
 	return out
 }
 
-// tmuxPane is one detached tmux session running a command.
+// tmuxPane is one detached tmux session running a command, on a tmux
+// server of its own (-L) so tests neither race on a shared server's exit
+// nor touch the user's sessions.
 type tmuxPane struct {
 	t    *testing.T
 	name string
+}
+
+// tmux runs a tmux command against the pane's own server.
+func (p *tmuxPane) tmux(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-L", p.name}, args...)...)
 }
 
 func startTmux(t *testing.T, w, h int, env []string, args ...string) *tmuxPane {
@@ -51,17 +58,17 @@ func startTmux(t *testing.T, w, h int, env []string, args ...string) *tmuxPane {
 		q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
 	}
 	shell := "env " + strings.Join(env, " ") + " " + strings.Join(q, " ") + "; echo NPUMON_EXIT=$?; sleep 30"
-	cmd := exec.Command("tmux", "new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), shell)
+	p := &tmuxPane{t: t, name: name}
+	cmd := p.tmux("-f", "/dev/null", "new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), shell)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("tmux new-session: %v\n%s", err, b)
 	}
-	p := &tmuxPane{t: t, name: name}
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", name).Run() })
+	t.Cleanup(func() { p.tmux("kill-server").Run() })
 	return p
 }
 
 func (p *tmuxPane) capture() string {
-	b, err := exec.Command("tmux", "capture-pane", "-t", p.name, "-p").Output()
+	b, err := p.tmux("capture-pane", "-t", p.name, "-p").Output()
 	if err != nil {
 		p.t.Fatalf("capture-pane: %v", err)
 	}
@@ -72,7 +79,7 @@ func (p *tmuxPane) capture() string {
 func (p *tmuxPane) send(keys ...string) {
 	p.t.Helper()
 	args := append([]string{"send-keys", "-t", p.name}, keys...)
-	if b, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+	if b, err := p.tmux(args...).CombinedOutput(); err != nil {
 		p.t.Fatalf("send-keys %v: %v\n%s", keys, err, b)
 	}
 }
@@ -80,7 +87,7 @@ func (p *tmuxPane) send(keys ...string) {
 // typeText sends literal text.
 func (p *tmuxPane) typeText(s string) {
 	p.t.Helper()
-	if b, err := exec.Command("tmux", "send-keys", "-t", p.name, "-l", s).CombinedOutput(); err != nil {
+	if b, err := p.tmux("send-keys", "-t", p.name, "-l", s).CombinedOutput(); err != nil {
 		p.t.Fatalf("send-keys -l: %v\n%s", err, b)
 	}
 }
@@ -107,6 +114,19 @@ func (p *tmuxPane) waitFor(want ...string) string {
 	}
 	p.t.Fatalf("screen never showed %q; last screen:\n%s", want, screen)
 	return ""
+}
+
+// waitGone polls until text is no longer on the screen.
+func (p *tmuxPane) waitGone(text string) {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if !strings.Contains(p.capture(), text) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.t.Fatalf("screen kept showing %q:\n%s", text, p.capture())
 }
 
 func fixture(t *testing.T, name string) string {
@@ -148,6 +168,7 @@ func TestTUIReplayKeys(t *testing.T) {
 	p.send("Enter")
 	p.waitFor("filter: size>100MiB")
 	p.send("Escape")
+	p.waitGone("filter: size>100MiB") // ESC and the next key in one read would be alt+key
 
 	p.send("2")
 	p.waitFor("[2 Segments]")
@@ -157,7 +178,23 @@ func TestTUIReplayKeys(t *testing.T) {
 	p.send("?")
 	p.waitFor("npumon keys", "next OOM", "play/pause")
 	p.send("Escape")
+	p.waitGone("npumon keys")
 	p.waitFor("[2 Segments]")
+
+	// NO_COLOR: no colour escape sequences on the screen (bold/reverse may remain).
+	raw, err := p.tmux("capture-pane", "-t", p.name, "-p", "-e").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "\x1b[38;") || strings.Contains(string(raw), "\x1b[48;") {
+		t.Errorf("NO_COLOR screen has colour escapes:\n%q", raw)
+	}
+
+	// Resizing to 80×24 switches to the compact layout at once.
+	if b, err := p.tmux("resize-window", "-t", p.name, "-x", "80", "-y", "24").CombinedOutput(); err != nil {
+		t.Fatalf("resize-window: %v\n%s", err, b)
+	}
+	p.waitFor("1 Timeline [2 Segments] 3 Events  4 Ops")
 
 	p.send("q")
 	p.waitFor("NPUMON_EXIT=0")

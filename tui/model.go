@@ -266,6 +266,23 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.dirty = true
 		}
 	case tea.KeyMsg:
+		if msg.Alt && msg.Type == tea.KeyRunes {
+			// No alt bindings: "ESC x" read together is esc, then x.
+			c1 := m.onKey(tea.KeyMsg{Type: tea.KeyEsc})
+			msg.Alt = false
+			_, c2 := m.Update(msg)
+			return m, tea.Batch(c1, c2)
+		}
+		if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+			// Keys typed faster than the terminal is read arrive as one
+			// message ("/size>1MiB"): handle them one by one, so a key
+			// that opens a prompt hands the rest to the prompt.
+			var cmds []tea.Cmd
+			for _, r := range msg.Runes {
+				cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+			}
+			return m, tea.Batch(cmds...)
+		}
 		return m, m.onKey(msg)
 	}
 	return m, nil

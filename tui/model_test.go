@@ -500,3 +500,32 @@ func TestOpsOnlySource(t *testing.T) {
 	}
 	checkFrame(t, m.View(), 160, 48)
 }
+
+func TestBurstOfKeysInOneMessage(t *testing.T) {
+	m := small(t, 160, 48)
+	// A terminal read can deliver "/" and the filter text in one message.
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/matmul")})
+	press(m, "enter")
+	if m.flt == nil || m.flt.text != "matmul" {
+		t.Fatalf("filter from a burst: %+v", m.flt)
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("g2")})
+	if m.Cursor() != t0-1 || m.focus != paneSegments {
+		t.Fatalf("burst g2: cursor %d focus %v", m.Cursor(), m.focus)
+	}
+	if !isQuit(func() tea.Cmd { _, c := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("xq")}); return c }()) {
+		t.Fatalf("q inside a burst must quit")
+	}
+}
+
+func TestEscThenKeyReadAsAlt(t *testing.T) {
+	m := small(t, 160, 48)
+	press(m, "/")
+	typeText(m, "matmul")
+	press(m, "enter")
+	// "ESC 2" arriving in one read is decoded as alt+2.
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2"), Alt: true})
+	if m.flt != nil || m.focus != paneSegments {
+		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.flt, m.focus)
+	}
+}
