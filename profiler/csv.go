@@ -526,3 +526,54 @@ func ReadStepTraceTimeCSV(path string) ([]StepTime, error) {
 	})
 	return out, err
 }
+
+// ReadNPUModuleMemCSV reads npu_module_mem.csv (driver modules' reserved memory).
+func ReadNPUModuleMemCSV(path string) ([]MemoryRecord, error) {
+	var out []MemoryRecord
+	err := openCSV(path, func(r io.Reader, name string) (err error) {
+		out, err = DecodeNPUModuleMemCSV(r, name)
+		return err
+	})
+	return out, err
+}
+
+// DecodeNPUModuleMemCSV decodes npu_module_mem.csv content: one record per
+// row, Component = the module (SLOG, HCCL, APP, …), Reserved only.
+func DecodeNPUModuleMemCSV(r io.Reader, name string) ([]MemoryRecord, error) {
+	t, err := newCSVTable(r, name)
+	if err != nil {
+		return nil, err
+	}
+	iTime, err := t.need("Timestamp(us)")
+	if err != nil {
+		return nil, err
+	}
+	iRes, err := t.need("Total Reserved(MB)")
+	if err != nil {
+		return nil, err
+	}
+	iComp, iDev, iDevID := t.opt("Component"), t.opt("Device"), t.opt("Device_id")
+	var out []MemoryRecord
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		m := MemoryRecord{Component: cell(rec, iComp), Device: parseDevice(cell(rec, iDev)), Kind: MemoryInvalid}
+		if m.Device < 0 {
+			m.Device = parseDevice(cell(rec, iDevID))
+		}
+		if m.TimeNS, err = parseUSToNS(cell(rec, iTime)); err != nil {
+			return out, t.errf("Timestamp(us)", cell(rec, iTime), err)
+		}
+		if s := cell(rec, iRes); s != "" {
+			if m.Reserved, err = parseScaled(s, MiB); err != nil {
+				return out, t.errf("Total Reserved(MB)", s, err)
+			}
+		}
+		out = append(out, m)
+	}
+}

@@ -124,8 +124,10 @@ type Data struct {
 	Steps    []Step
 	Kernels  []Kernel
 	OpMemory []OpMemory
-	GC       []GCEvent
-	Warnings []string // tolerated problems (truncated tails, skipped records)
+	// ModuleMemory is npu_module_mem.csv: reserved bytes per driver module.
+	ModuleMemory []MemoryRecord
+	GC           []GCEvent
+	Warnings     []string // tolerated problems (truncated tails, skipped records)
 }
 
 // opsFromRecords converts op_range records to epoch-timed ops.

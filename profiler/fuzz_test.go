@@ -60,6 +60,7 @@ func FuzzCSVReaders(f *testing.F) {
 		"msinsight_rank0/ASCEND_PROFILER_OUTPUT/operator_details.csv",
 		"msinsight_rank0/ASCEND_PROFILER_OUTPUT/kernel_details.csv",
 		"msinsight_rank0/ASCEND_PROFILER_OUTPUT/step_trace_time.csv",
+		"msinsight_rank0/ASCEND_PROFILER_OUTPUT/npu_module_mem.csv",
 	} {
 		b, err := os.ReadFile(filepath.Join(fixtures, p))
 		if err != nil {
@@ -83,6 +84,8 @@ func FuzzCSVReaders(f *testing.F) {
 		_, err = DecodeKernelDetailsCSV(bytes.NewReader(data), name)
 		check(err)
 		_, err = DecodeStepTraceTimeCSV(bytes.NewReader(data), name)
+		check(err)
+		_, err = DecodeNPUModuleMemCSV(bytes.NewReader(data), name)
 		check(err)
 	})
 }

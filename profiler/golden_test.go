@@ -24,6 +24,7 @@ type goldenView struct {
 	Memory   []string
 	Kernels  []string
 	OpMemory []string
+	Modules  []string
 	Warnings int
 }
 
@@ -46,6 +47,10 @@ func viewOf(name string, d *Data) goldenView {
 	for i := range d.OpMemory[:min(5, len(d.OpMemory))] {
 		o := &d.OpMemory[i]
 		v.OpMemory = append(v.OpMemory, fmt.Sprintf("%+v", *o))
+	}
+	for i := range d.ModuleMemory[:min(4, len(d.ModuleMemory))] {
+		m := &d.ModuleMemory[i]
+		v.Modules = append(v.Modules, fmt.Sprintf("%s t=%d dev=%d res=%d", m.Component, m.TimeNS, m.Device, m.Reserved))
 	}
 	return v
 }

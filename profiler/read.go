@@ -279,6 +279,11 @@ func readAnalysed(root, out string, done bool) (*Data, error) {
 			return nil, err
 		}
 	}
+	if p := filepath.Join(out, "npu_module_mem.csv"); fileExists(p) {
+		if d.ModuleMemory, err = ReadNPUModuleMemCSV(p); err != nil {
+			return nil, err
+		}
+	}
 	return d, nil
 }
 

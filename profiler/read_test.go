@@ -2,6 +2,8 @@ package profiler
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -235,6 +237,9 @@ func TestRealFixturesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if rank == "msinsight_rank0" && (len(d.ModuleMemory) == 0 || d.ModuleMemory[0].Component != "SLOG") {
+			t.Fatalf("npu_module_mem: %d rows", len(d.ModuleMemory))
+		}
 		if d.Source != SourceAnalysed || len(d.Ops) == 0 || len(d.Memory) == 0 || len(d.Kernels) == 0 || len(d.OpMemory) == 0 {
 			t.Fatalf("%s: %s ops %d mem %d kernels %d opmem %d", rank, d.Source, len(d.Ops), len(d.Memory), len(d.Kernels), len(d.OpMemory))
 		}
@@ -312,5 +317,62 @@ func TestOpMemDeltas(t *testing.T) {
 	}
 	if n := len(a.OpMemDeltas()); n != len(a.Ops) {
 		t.Fatalf("%d deltas for %d ops", n, len(a.Ops))
+	}
+}
+
+// TestEveryFixtureFileReads walks every CSV and JSON fixture: CSVs through
+// the header-indexed table reader (all rows), JSON through encoding/json.
+// The CANN SQLite export (msinsight_msprof_0.db) is out of scope.
+func TestEveryFixtureFileReads(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir(fixtures, func(p string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		switch filepath.Ext(p) {
+		case ".csv":
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			tb, err := newCSVTable(f, p)
+			if err != nil {
+				return err
+			}
+			rows := 0
+			for {
+				_, err := tb.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				rows++
+			}
+			if rows == 0 || len(tb.cols) < 3 {
+				return fmt.Errorf("%s: %d rows, %d columns", p, rows, len(tb.cols))
+			}
+		case ".json":
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			var v any
+			if err := json.Unmarshal(b, &v); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+		default:
+			return nil
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 20 {
+		t.Fatalf("only %d fixture files found", n)
 	}
 }

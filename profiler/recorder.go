@@ -67,6 +67,8 @@ type Recorder struct {
 	dirs        []string
 	warnings    []string
 	lastStampMS int64
+	// dropped count when the current cycle started recording
+	droppedAtStart uint64
 }
 
 // New returns a Recorder; nothing is written until Start.
@@ -305,12 +307,17 @@ func (r *Recorder) do(c ctl, prev, cur ProfilerAction) error {
 			return err
 		}
 		r.startRaw = r.clock.Raw()
+		r.droppedAtStart = r.dropped.Load()
 		r.cur.Store(r.dump)
 	case ctlStop:
 		r.cur.Store(nil)
 		if r.dump != nil {
 			err := r.dump.close()
 			r.dump = nil
+			if n := r.dropped.Load() - r.droppedAtStart; n > 0 {
+				// torch_npu logs "RingBuffer full N times" at the same point
+				r.warnings = append(r.warnings, fmt.Sprintf("%s: %d records dropped because a queue was full", r.dir, n))
+			}
 			return err
 		}
 	case ctlFinalize:

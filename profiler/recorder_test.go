@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -136,6 +137,9 @@ func TestRecorderDropsWhenFull(t *testing.T) {
 	r.Stop()
 	if r.Dropped() != 996 {
 		t.Fatalf("dropped %d, want 996", r.Dropped())
+	}
+	if w := r.Warnings(); len(w) != 1 || !strings.Contains(w[0], "996 records dropped") {
+		t.Fatalf("warnings %v", w)
 	}
 	var recs Records
 	if _, err := ReadFrameworkFile(filepath.Join(r.Dirs()[0], FrameworkDir, FileOpRange), &recs); err != nil {
