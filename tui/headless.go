@@ -40,6 +40,6 @@ func (m *Model) headlessTimer() tea.Cmd {
 	}
 	d := m.headless
 	m.headless = 0
-	m.lastTick = time.Time{}
+	m.lastTick = m.o.Now() // playback counts from the end of loading
 	return tea.Tick(d, func(time.Time) tea.Msg { return headlessQuitMsg{} })
 }

@@ -12,13 +12,14 @@ func TestRunHeadlessPlays(t *testing.T) {
 	o.Now = time.Now
 	o.Play = true
 	o.Speed = 1024 // 9 ms of trace in well under the run
+	o.Tick = 10 * time.Millisecond
 	loaded := false
 	o.Load = func(ctx context.Context, report func(Progress)) error {
 		report(Progress{Stage: "decoding"})
 		loaded = true
 		return nil
 	}
-	m, err := RunHeadless(context.Background(), o, 300*time.Millisecond)
+	m, err := RunHeadless(context.Background(), o, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
