@@ -48,7 +48,7 @@ func TestReplayHeadlessPlays(t *testing.T) {
 	if slow.Applied > 1 || slow.Cursor >= slow.FirstTime {
 		t.Fatalf("slow playback should still be at the initial state: %+v", slow)
 	}
-	fast := headlessSummary(t, "--headless", "300ms", "--play", "--speed", "1000", snap)
+	fast := headlessSummary(t, "--headless", "1s", "--play", "--speed", "1000", snap)
 	if fast.Applied != 5163 || fast.PeakActiveBytes != 13923997700 {
 		t.Fatalf("fast playback should reach the end: %+v", fast)
 	}
