@@ -43,8 +43,9 @@ type InputStats struct {
 	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
 	EmptyCaches   int `json:"empty_caches"`   // empty_cache calls inferred from segment releases
 	// Unmatched counts alloc/free entries the trace does not explain
-	// (a free of an address that is not live, an alloc over a live one);
-	// they are skipped or resolved as noted in the package doc.
+	// (a free of an address that is not live, an alloc over a live one,
+	// a negative size); they are skipped or resolved as the package doc
+	// says.
 	Unmatched int `json:"unmatched"`
 }
 
@@ -63,8 +64,8 @@ type input struct {
 
 // buildInput turns device's trace into the operation sequence the
 // simulation replays (docs/timeline.md decides what was live at the start);
-// empties are the entries where empty_cache was called, ascending.
-func buildInput(s *allocator.Snapshot, device int, empties []int32) *input {
+// empties are the entry ranges of the inferred empty_cache calls, ascending.
+func buildInput(s *allocator.Snapshot, device int, empties []span) *input {
 	var entries []allocator.TraceEntry
 	if device < len(s.DeviceTraces) {
 		entries = s.DeviceTraces[device]
@@ -134,6 +135,10 @@ func buildInput(s *allocator.Snapshot, device int, empties []int32) *input {
 	in.ops = make([]op, 0, len(inits)+n)
 	newID := func() int32 { in.ids++; return int32(in.ids - 1) }
 	for _, x := range inits {
+		if x.size < 0 {
+			in.stats.Unmatched++
+			continue
+		}
 		id := newID()
 		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.stream, size: x.size})
 		state[x.addr] = addrState{live, id}
@@ -147,22 +152,28 @@ func buildInput(s *allocator.Snapshot, device int, empties []int32) *input {
 			in.stats.DeferredFrees++
 		}
 	}
+	var floor int32
 	for i := range entries {
-		if len(empties) > 0 && empties[0] == int32(i) {
+		if len(empties) > 0 && empties[0].start == int32(i) {
 			in.ops = append(in.ops, op{kind: opEmptyCache, entry: int32(i), at: int32(i)})
 			in.stats.EmptyCaches++
+			floor = empties[0].end // a later malloc does not own these releases
 			empties = empties[1:]
 		}
 		e := &entries[i]
 		st := state[e.Addr]
 		switch e.Action {
 		case allocator.ActionAlloc:
+			if e.Size < 0 { // a damaged entry: nothing to allocate
+				in.stats.Unmatched++
+				continue
+			}
 			if st.state == live { // a free the trace lost: release the old one first
 				free(i, st.id, -1)
 				in.stats.Unmatched++
 			}
 			id := newID()
-			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), at: mallocStart(entries, i), id: id, stream: e.Stream, size: e.Size})
+			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), at: max(mallocStart(entries, i), floor), id: id, stream: e.Stream, size: e.Size})
 			state[e.Addr] = addrState{live, id}
 			in.stats.Allocs++
 		case allocator.ActionFreeRequested:
@@ -191,7 +202,11 @@ func buildInput(s *allocator.Snapshot, device int, empties []int32) *input {
 				in.stats.Unmatched++
 			}
 		case allocator.ActionOOM:
-			in.ops = append(in.ops, op{kind: opOOM, entry: int32(i), at: mallocStart(entries, i), stream: e.Stream, size: e.Size})
+			if e.Size < 0 {
+				in.stats.Unmatched++
+				continue
+			}
+			in.ops = append(in.ops, op{kind: opOOM, entry: int32(i), at: max(mallocStart(entries, i), floor), stream: e.Stream, size: e.Size})
 			in.stats.OOMRequests++
 		}
 	}
@@ -239,6 +254,9 @@ func mallocStart(entries []allocator.TraceEntry, i int) int32 {
 	return int32(at)
 }
 
+// span is a range of entries [start, end).
+type span struct{ start, end int32 }
+
 // isRelease reports a segment release (segment_free, segment_unmap).
 func isRelease(a allocator.Action) bool {
 	return a == allocator.ActionSegmentFree || a == allocator.ActionSegmentUnmap
@@ -265,8 +283,8 @@ func deferredCompletion(entries []allocator.TraceEntry, i int) bool {
 // whether the device was full. On a contiguous device a release forced by
 // the lack of one free range passes for empty_cache: the baseline comes out
 // the same, an alternative gets one empty_cache too many.
-func emptyCaches(entries []allocator.TraceEntry, forced func(reservedBefore, segment int64) bool, reservedAt func(i int) int64) []int32 {
-	var out []int32
+func emptyCaches(entries []allocator.TraceEntry, forced func(reservedBefore, segment int64) bool, reservedAt func(i int) int64) []span {
+	var out []span
 	n := len(entries)
 	for i := 0; i < n; {
 		if !isRelease(entries[i].Action) {
@@ -290,7 +308,7 @@ func emptyCaches(entries []allocator.TraceEntry, forced func(reservedBefore, seg
 			}
 		}
 		if empty {
-			out = append(out, int32(start))
+			out = append(out, span{int32(start), int32(i)})
 		}
 	}
 	return out

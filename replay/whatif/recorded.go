@@ -57,7 +57,7 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 	switch {
 	case deviceMem > 0:
 		dr.DeviceMem, dr.DeviceMemSource = deviceMem, "given (--device-mem)"
-	case rec.FirstOOM != nil && oomFree > 0:
+	case rec.FirstOOM != nil && oomFree > 0 && oomReserved >= 0:
 		dr.DeviceMem = oomReserved + oomFree
 		dr.DeviceMemSource = fmt.Sprintf("from the oom entry %d: %s reserved + %s free on the device",
 			rec.FirstOOM.Index, allocator.FormatSize(oomReserved), allocator.FormatSize(oomFree))
@@ -68,6 +68,9 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
 			allocator.FormatSize(peak), Headroom*100)
 	}
+
+	// acl's devices hold at least one 2 MiB page.
+	dr.DeviceMem = max(dr.DeviceMem, 2*allocator.MiB)
 
 	// Only a device without room forces a release inside a malloc when the
 	// baseline has neither max_split_size nor garbage collection.

@@ -311,16 +311,16 @@ func TestEmptyCacheInference(t *testing.T) {
 		A(fc, 3, 8), A(sf, 2, 20*MiB), A(sa, 4, 40*MiB), A(al, 4, 40*MiB), // 11: sync'd free, release, new segment
 		A(sf, 4, 0), A(allocator.ActionOOM, 0, 60*MiB), // 15: release inside a failing malloc
 	}
-	if got := emptyCaches(tr, nil, nil); !reflect.DeepEqual(got, []int32{4}) {
+	if got := emptyCaches(tr, nil, nil); !reflect.DeepEqual(got, []span{{4, 5}}) {
 		t.Errorf("without a device test: %v, want [4]", got)
 	}
 	reserved := func(int) int64 { return 20 * MiB }
 	roomy := func(before, seg int64) bool { return before+seg > 100*MiB }
-	if got := emptyCaches(tr, roomy, reserved); !reflect.DeepEqual(got, []int32{4, 11}) {
+	if got := emptyCaches(tr, roomy, reserved); !reflect.DeepEqual(got, []span{{4, 5}, {11, 13}}) {
 		t.Errorf("on a roomy device: %v, want [4 11]", got)
 	}
 	full := func(before, seg int64) bool { return before+seg > 50*MiB }
-	if got := emptyCaches(tr, full, reserved); !reflect.DeepEqual(got, []int32{4}) {
+	if got := emptyCaches(tr, full, reserved); !reflect.DeepEqual(got, []span{{4, 5}}) {
 		t.Errorf("on a full device: %v, want [4]", got)
 	}
 }
