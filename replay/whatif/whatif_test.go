@@ -324,3 +324,39 @@ func TestEmptyCacheInference(t *testing.T) {
 		t.Errorf("on a full device: %v, want [4]", got)
 	}
 }
+
+func TestDevicesSimulatedSeparately(t *testing.T) {
+	c := load(t, "testdata/max_split.pickle")
+	s := c.Snapshot
+	// Device 1 runs the fragmentation trace.
+	f := load(t, "testdata/fragmentation.pickle").Snapshot
+	s.DeviceTraces = append(s.DeviceTraces, f.DeviceTraces[0])
+	for _, seg := range f.Segments {
+		seg.Device = 1
+		s.Segments = append(s.Segments, seg)
+	}
+	res, err := SimulateSnapshot(context.Background(), s, allocator.FlavourNPU, Options{Confs: []string{"max_split_size_mb:100"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Devices) != 2 || res.Devices[0].Device != 0 || res.Devices[1].Device != 1 {
+		t.Fatalf("devices %+v", res.Devices)
+	}
+	d0, d1 := res.Devices[0], res.Devices[1]
+	if d0.DeviceMem != 256*MiB || d1.DeviceMem != 1024*MiB {
+		t.Errorf("device sizes %d, %d", d0.DeviceMem, d1.DeviceMem)
+	}
+	if d0.Runs[1].OOMs != 0 || d1.Runs[0].FirstOOM == nil || d1.Runs[0].FirstOOM.Index != 110 {
+		t.Errorf("device 0 max_split OOMs %d; device 1 baseline OOM %+v", d0.Runs[1].OOMs, d1.Runs[0].FirstOOM)
+	}
+	if d0.Fidelity.MaxAbsDiff != 0 || d1.Fidelity.MaxAbsDiff != 0 {
+		t.Errorf("fidelity %+v %+v", d0.Fidelity, d1.Fidelity)
+	}
+	only, err := SimulateSnapshot(context.Background(), s, allocator.FlavourNPU, Options{Devices: []int{1}})
+	if err != nil || len(only.Devices) != 1 || only.Devices[0].Device != 1 {
+		t.Fatalf("--device 1: %v %+v", err, only)
+	}
+	if _, err := SimulateSnapshot(context.Background(), s, allocator.FlavourNPU, Options{Devices: []int{5}}); err == nil {
+		t.Error("device 5 accepted")
+	}
+}
