@@ -252,6 +252,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Quit
 	case DataMsg:
 		m.pollData()
+	case SetSourceMsg:
+		m.o.Source, m.o.SourceName, m.o.Live = msg.Source, msg.Name, msg.Live
+		m.follow, m.playing, m.zoomed, m.hlOp = msg.Live, false, false, false
+		m.tl.SetHighlight(0, 0, false)
+		m.hasData, m.version, m.dev = false, 0, -1
+		m.opSel, m.opTop = 0, 0
+		m.refreshData()
+		m.dirty = true
 	case ConnStateMsg:
 		m.conn, m.connNote = msg.State, msg.Detail
 		m.dirty = true

@@ -529,3 +529,16 @@ func TestEscThenKeyReadAsAlt(t *testing.T) {
 		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.flt, m.focus)
 	}
 }
+
+func TestSetSourceMsg(t *testing.T) {
+	m := small(t, 160, 48)
+	press(m, "g", "4", "down", "enter")
+	m.Update(SetSourceMsg{Source: newFakeSource(smallSnapshot(false), nil), Name: "second.pickle"})
+	v := m.View()
+	if !strings.Contains(v, "second.pickle") || !strings.Contains(v, "no timestamps in this file") || m.Cursor() != 8 || m.hlOp {
+		t.Fatalf("after SetSourceMsg: cursor %d\n%s", m.Cursor(), v)
+	}
+	if m.focus != paneOps {
+		t.Errorf("focus should stay")
+	}
+}

@@ -86,6 +86,15 @@ type ConnStateMsg struct {
 // Source.Version every tick anyway. It only makes the next redraw sooner.
 type DataMsg struct{}
 
+// SetSourceMsg switches the app to another Source (e.g. `watch` opening a
+// newly arrived capture). The cursor, zoom and selection start over; the
+// filter and focus stay.
+type SetSourceMsg struct {
+	Source Source
+	Name   string // shown in the header
+	Live   bool
+}
+
 // ErrorMsg shows a one-line error in the hint bar (e.g. a dropped connection).
 type ErrorMsg struct{ Err error }
 
