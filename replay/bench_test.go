@@ -2,6 +2,7 @@ package replay
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -70,6 +71,25 @@ func BenchmarkStatsFile1M(b *testing.B) {
 	for b.Loop() {
 		if _, err := StatsFile(benchFile, StatsOptions{}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPythonPickleLoad1M is the baseline: CPython's C-accelerated
+// pickle.load of the same file in a child process (interpreter start-up
+// included, as for `npumon stats`). Skipped without python3.
+func BenchmarkPythonPickleLoad1M(b *testing.B) {
+	if _, err := os.Stat(benchFile); err != nil {
+		b.Skip("run make bench-data first")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		b.Skip("no python3")
+	}
+	for b.Loop() {
+		cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", benchFile)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
 		}
 	}
 }
