@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
@@ -192,5 +194,54 @@ func TestNewTimelineUnknownDevice(t *testing.T) {
 	tl, err := NewTimeline(timelineSnapshot(), 1)
 	if err != nil || tl.ReservedAtStart != 4096 || len(tl.Entries) != 0 {
 		t.Fatalf("device 1: %+v %v", tl, err)
+	}
+}
+
+// TestTimelineFixturesConsistent: on every real fixture and generated
+// variant, the undo-based state agrees with the series at sampled entries
+// (Σ segment sizes = reserved series, Σ live = active series), blocks tile
+// their segments, and undoing nothing gives back the final segment sizes.
+func TestTimelineFixturesConsistent(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.pickle")
+	files = append(files, fixtures(t)...)
+	for _, f := range files {
+		if strings.HasPrefix(filepath.Base(f), "bad_") {
+			continue
+		}
+		s := mustDecode(t, f).Snapshot
+		for _, dev := range s.Devices() {
+			tl, err := NewTimeline(s, dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			active, reserved := tl.ActiveAtStart, tl.ReservedAtStart
+			step := len(tl.Entries)/23 + 1
+			for i := -1; i < len(tl.Entries); i++ {
+				if i >= 0 {
+					active += ActiveDelta(&tl.Entries[i])
+					reserved += ReservedDelta(&tl.Entries[i])
+				}
+				if i != len(tl.Entries)-1 && (i+1)%step != 0 {
+					continue
+				}
+				var r int64
+				for _, seg := range tl.StateAfter(i) {
+					r += seg.TotalSize
+					var tiled int64
+					for _, b := range seg.Blocks {
+						tiled += b.Size
+					}
+					if tiled != seg.TotalSize {
+						t.Fatalf("%s dev %d after %d: segment %#x tiled %d of %d", filepath.Base(f), dev, i, seg.Address, tiled, seg.TotalSize)
+					}
+				}
+				if r != reserved {
+					t.Errorf("%s dev %d after %d: Σ segments %d, reserved series %d", filepath.Base(f), dev, i, r, reserved)
+				}
+				if _, live := tl.LiveAfter(i); live != active {
+					t.Errorf("%s dev %d after %d: live %d, active series %d", filepath.Base(f), dev, i, live, active)
+				}
+			}
+		}
 	}
 }
