@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
@@ -226,10 +227,13 @@ func (m *Model) runStyle(i int) *lipgloss.Style {
 	return &m.th.BlockPalette[i%len(m.th.BlockPalette)]
 }
 
-// legend writes "░ recorded  * baseline  + conf …" on row y.
+// legend writes "░ recorded  ✗ first OOM  * baseline  + conf …" on row y.
 func (m *Model) legend(c *theme.Canvas, d *whatif.DeviceResult, y int) {
 	th := m.th
 	x := c.Text(0, y, string(th.G.Reserved)+" recorded", &th.Reserved)
+	if d.Recorded.FirstOOM != nil || slices.ContainsFunc(d.Runs, func(r *whatif.Run) bool { return r.FirstOOM != nil }) {
+		x = c.Text(x, y, "  "+string(th.G.OOM)+" first OOM", &th.Warn)
+	}
 	for i, r := range d.Runs {
 		if x >= m.w {
 			break
@@ -289,19 +293,18 @@ func sample(pts []whatif.Point, xOf func(int) float64, x1 float64, cols int) []f
 func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 	th := m.th
 	const yw = 6 // y label width
-	cols := m.w - yw - 1
-	if cols < 4 {
+	if m.w < yw+6 {
 		return
 	}
 	xOf, x1, xLabel := m.xAxis(d)
-	series := [][]float64{sample(d.Recorded.Reserved, xOf, x1, cols)}
-	var ymax float64 = 1
+	curves := [][]whatif.Point{d.Recorded.Reserved}
 	for _, r := range d.Runs {
-		series = append(series, sample(r.Reserved, xOf, x1, cols))
+		curves = append(curves, r.Reserved)
 	}
-	for _, s := range series {
-		for _, v := range s {
-			ymax = math.Max(ymax, v)
+	var ymax float64 = 1
+	for _, c := range curves {
+		for _, p := range c {
+			ymax = math.Max(ymax, float64(p.Bytes))
 		}
 	}
 	limit := float64(d.DeviceMem)
@@ -311,11 +314,16 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 	}
 	yTop := niceCeil(ymax * 1.05)
 	lc := linechart.New(m.w, h, 0, x1, 0, yTop,
-		linechart.WithXYSteps(max(2, cols/12), max(1, (h-2)/3)),
+		linechart.WithXYSteps(max(2, (m.w-yw)/12), max(1, (h-2)/3)),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return xLabel(v) }),
 		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yw, shortBytes(v)) }),
 	)
 	lc.DrawXYAxisAndLabel()
+	cols := max(1, lc.GraphWidth()) // one sample per graph cell
+	series := make([][]float64, len(curves))
+	for i, c := range curves {
+		series[i] = sample(c, xOf, x1, cols)
+	}
 	xAt := func(col int) float64 { return (float64(col) + 0.5) * x1 / float64(cols) }
 	if showLimit {
 		lc.DrawRuneLine(canvas.Float64Point{X: 0, Y: limit}, canvas.Float64Point{X: x1, Y: limit}, '-')
@@ -344,7 +352,17 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 			lc.DrawRuneLine(p, q, g)
 		}
 	}
-	styles := map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, '-': &th.Warn}
+	// First OOMs (recorded and simulated) on the top row.
+	ooms := []*whatif.OOM{d.Recorded.FirstOOM}
+	for _, r := range d.Runs {
+		ooms = append(ooms, r.FirstOOM)
+	}
+	for _, o := range ooms {
+		if o != nil {
+			lc.DrawRune(canvas.Float64Point{X: xOf(o.Index), Y: yTop}, th.G.OOM)
+		}
+	}
+	styles := map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, '-': &th.Warn, th.G.OOM: &th.Warn}
 	for i := range d.Runs {
 		styles[runGlyphs[i%len(runGlyphs)]] = m.runStyle(i)
 	}

@@ -75,7 +75,7 @@ func TestViewContent(t *testing.T) {
 	lines := checkSize(t, v, 80, 24)
 	for _, want := range []string{
 		"What-if | device 0 | npu allocator | device memory 1024.00 MiB",
-		". recorded  * baseline  + expandable_segments:True  o max_split_size_mb:40",
+		". recorded  X first OOM  * baseline  + expandable_segments:True  o max_split_s",
 		"recorded", "entry 110 (200.00 MiB)", "none (recorded OOM fits)",
 		"baseline fidelity: reserved curve max |",
 		"esc close",
@@ -87,7 +87,7 @@ func TestViewContent(t *testing.T) {
 	// The chart shows the recorded area, the runs (expandable_segments
 	// follows the baseline exactly, under it) and the device limit.
 	chart := strings.Join(lines[2:18], "\n")
-	for _, g := range []string{".", "*", "o", "---", "0B+---"} {
+	for _, g := range []string{".", "*", "o", "---", "0B+---", "X"} {
 		if !strings.Contains(chart, g) {
 			t.Errorf("chart lacks %q:\n%s", g, chart)
 		}
