@@ -13,10 +13,11 @@ import (
 )
 
 // TestProtocolsAndJSONAgree: the same snapshot pickled by Python at
-// protocols 2, 3, 4, 5 and dumped as JSON decodes to one model.
+// protocols 2, 3, 4, 5, in TorchScript's protocol-2 opcode style, and dumped
+// as JSON decodes to one model.
 func TestProtocolsAndJSONAgree(t *testing.T) {
 	ref := mustDecode(t, "testdata/cuda21_p4.pickle")
-	for _, f := range []string{"cuda21_p2.pickle", "cuda21_p3.pickle", "cuda21_p5.pickle", "cuda21.json"} {
+	for _, f := range []string{"cuda21_p2.pickle", "cuda21_p3.pickle", "cuda21_p5.pickle", "cuda21_torchscript.pickle", "cuda21.json"} {
 		c := mustDecode(t, filepath.Join("testdata", f))
 		if !reflect.DeepEqual(ref.Snapshot, c.Snapshot) {
 			t.Errorf("%s decodes differently from cuda21_p4.pickle", f)

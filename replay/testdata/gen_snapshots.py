@@ -179,6 +179,73 @@ def wide():
     return s
 
 
+def torchscript_pickle(obj):
+    """Opcodes as TorchScript's C++ Pickler writes them (torch/csrc/jit/serialization/
+    pickler.cpp, protocol 2, tag_aggregates=false): BINUNICODE strings memoized with
+    BINPUT and repeated with BINGET / LONG_BINGET, every container memoized with BINPUT,
+    tuples as MARK ... TUPLE, ints beyond 32 bits as an 8-byte LONG1. Encoded here with
+    struct, so the byte stream does not come from Python's pickler either."""
+    out = bytearray(b"\x80\x02")
+    memo = {"n": 0}
+    strings = {}
+
+    def put():
+        i = memo["n"]
+        memo["n"] += 1
+        out.extend(b"q" + bytes([i]) if i < 256 else b"r" + struct.pack("<I", i))
+
+    def emit(v):
+        if isinstance(v, bool):
+            out.extend(b"\x88" if v else b"\x89")
+        elif isinstance(v, int):
+            if 0 <= v < 256:
+                out.extend(b"K" + bytes([v]))
+            elif 0 <= v < 65536:
+                out.extend(b"M" + struct.pack("<H", v))
+            elif -(1 << 31) <= v < (1 << 31):
+                out.extend(b"J" + struct.pack("<i", v))
+            else:
+                out.extend(b"\x8a\x08" + struct.pack("<q", v))
+        elif isinstance(v, float):
+            out.extend(b"G" + struct.pack(">d", v))
+        elif isinstance(v, str):
+            if v in strings:
+                i = strings[v]
+                out.extend(b"h" + bytes([i]) if i < 256 else b"j" + struct.pack("<I", i))
+            else:
+                data = v.encode()
+                out.extend(b"X" + struct.pack("<I", len(data)) + data)
+                strings[v] = memo["n"]
+                put()
+        elif isinstance(v, tuple):
+            out.extend(b"(")
+            for x in v:
+                emit(x)
+            out.extend(b"t")
+            put()
+        elif isinstance(v, list):
+            out.extend(b"]")
+            put()
+            out.extend(b"(")
+            for x in v:
+                emit(x)
+            out.extend(b"e")
+        elif isinstance(v, dict):
+            out.extend(b"}")
+            put()
+            out.extend(b"(")
+            for k, x in v.items():
+                emit(k)
+                emit(x)
+            out.extend(b"u")
+        else:
+            raise TypeError(type(v))
+
+    emit(obj)
+    out.extend(b".")
+    return bytes(out)
+
+
 def to_json(obj):
     return json.dumps(obj, indent=1).encode()
 
@@ -216,6 +283,7 @@ def main():
     }
     for proto in (2, 3, 4, 5):
         files["cuda21_p%d.pickle" % proto] = pickle.dumps(cuda21(), protocol=proto)
+    files["cuda21_torchscript.pickle"] = torchscript_pickle(cuda21())
     j = cuda21()
     files["cuda21.json"] = to_json(j)
     files.update(hostile())
