@@ -542,3 +542,11 @@ func TestSetSourceMsg(t *testing.T) {
 		t.Errorf("focus should stay")
 	}
 }
+
+func TestStreamText(t *testing.T) {
+	for in, want := range map[uint64]string{0: "0", 7: "7", 999999: "999999", 93939793133632: "…00040"} {
+		if got := streamText(in); got != want {
+			t.Errorf("streamText(%d) = %q, want %q", in, got, want)
+		}
+	}
+}

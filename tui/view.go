@@ -461,6 +461,16 @@ func centered(h, w int, text ...string) []string {
 	return out
 }
 
+// streamText keeps the stream column narrow: small ids as they are, stream
+// handles (pointers in CUDA files) as their last hex digits.
+func streamText(s uint64) string {
+	if s < 1_000_000 {
+		return strconv.FormatUint(s, 10)
+	}
+	h := strconv.FormatUint(s, 16)
+	return "…" + h[len(h)-5:]
+}
+
 // eventLines lists the trace around the cursor; the entry at the cursor is marked.
 func (m *Model) eventLines(w, h int) []string {
 	th := m.th
@@ -500,7 +510,7 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := fmt.Sprintf("%s%-*s %-15s %-14s %10s %6d  %s", mark, timeW, tf.clock(e.Time), e.Action, addr, fmtBytes(e.Size), e.Stream, op)
+		l := fmt.Sprintf("%s%-*s %-15s %-14s %10s %6s  %s", mark, timeW, tf.clock(e.Time), e.Action, addr, fmtBytes(e.Size), streamText(e.Stream), op)
 		if i == m.evCur {
 			l = th.Selected.Render(fit(l, w))
 		} else if e.Action.String() == "oom" {
