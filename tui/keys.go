@@ -44,7 +44,7 @@ func newKeyMap() keyMap {
 		Up:        b([]string{"up", "k"}, "↑/k", "select up"),
 		Down:      b([]string{"down", "j"}, "↓/j", "select down"),
 		Enter:     b([]string{"enter"}, "enter", "open block / go to op"),
-		Sort:      b([]string{"s"}, "s", "sort ops"),
+		Sort:      b([]string{"s"}, "s", "sort segments / ops"),
 		Filter:    b([]string{"/"}, "/", "filter"),
 		Device:    b([]string{"d"}, "d", "next device"),
 		Relative:  b([]string{"r"}, "r", "clock/relative time"),

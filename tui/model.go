@@ -746,9 +746,12 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Enter):
 		return m.enter()
 	case key.Matches(msg, k.Sort):
-		if m.focus == paneOps {
+		switch m.focus {
+		case paneOps:
 			m.opSort = (m.opSort + 1) % len(opSortNames)
 			m.rebuildOpView()
+		case paneSegments:
+			m.seg.ToggleSort()
 		}
 	}
 	return nil

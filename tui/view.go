@@ -150,7 +150,7 @@ func (m *Model) bodyLines(body int) []string {
 		put(tl, c)
 	}
 	if seg.ok() {
-		c := []string{m.title(paneSegments, seg.w, compact, "")}
+		c := []string{m.title(paneSegments, seg.w, compact, "sort: "+m.seg.SortName()+" (s)")}
 		detail := m.seg.Detail(m.o.Source.Stack, m.allocAtText())
 		c = append(c, strings.Split(m.seg.View(seg.w, seg.h-1, detail), "\n")...)
 		put(seg, c)

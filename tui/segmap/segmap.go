@@ -18,13 +18,14 @@ import (
 
 // Model is the segment map pane state.
 type Model struct {
-	th    *theme.Theme
-	segs  []allocator.Segment // sorted by address
-	sel   int                 // selected segment index
-	blk   int                 // selected block index, -1 when selecting segments
-	top   int                 // first segment line shown
-	selAd uint64              // address of the selected segment, kept across states
-	blkAd uint64
+	th     *theme.Theme
+	segs   []allocator.Segment // sorted by address
+	sel    int                 // selected segment index
+	blk    int                 // selected block index, -1 when selecting segments
+	top    int                 // first segment line shown
+	selAd  uint64              // address of the selected segment, kept across states
+	blkAd  uint64
+	bySize bool // largest segments first instead of address order
 }
 
 // New returns an empty segment map.
@@ -34,14 +35,7 @@ func New(th *theme.Theme) Model { return Model{th: th, blk: -1} }
 // still exist.
 func (m *Model) SetState(st monitor.State) {
 	m.segs = st.Segments
-	sort.SliceStable(m.segs, func(i, j int) bool { return m.segs[i].Address < m.segs[j].Address })
-	m.sel = sort.Search(len(m.segs), func(i int) bool { return m.segs[i].Address >= m.selAd })
-	if m.sel >= len(m.segs) {
-		m.sel = len(m.segs) - 1
-	}
-	if m.sel < 0 {
-		m.sel = 0
-	}
+	m.sortSegs()
 	if m.blk >= 0 {
 		m.blk = -1
 		if s := m.Segment(); s != nil && s.Address == m.selAd {
@@ -56,6 +50,48 @@ func (m *Model) SetState(st monitor.State) {
 		}
 	}
 	m.remember()
+}
+
+// sortSegs orders the segments (by address, or largest first) and finds
+// the remembered selection again.
+func (m *Model) sortSegs() {
+	segs := m.segs
+	if m.bySize {
+		sort.SliceStable(segs, func(i, j int) bool {
+			if segs[i].TotalSize != segs[j].TotalSize {
+				return segs[i].TotalSize > segs[j].TotalSize
+			}
+			return segs[i].Address < segs[j].Address
+		})
+	} else {
+		sort.SliceStable(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
+	}
+	m.sel = 0
+	for i := range segs {
+		if segs[i].Address == m.selAd {
+			m.sel = i
+			break
+		}
+		if !m.bySize && segs[i].Address < m.selAd {
+			m.sel = min(i+1, len(segs)-1) // the next segment when the selected one is gone
+		}
+	}
+}
+
+// ToggleSort switches between address order and largest first and
+// returns the order's name.
+func (m *Model) ToggleSort() string {
+	m.bySize = !m.bySize
+	m.sortSegs()
+	return m.SortName()
+}
+
+// SortName names the current order.
+func (m *Model) SortName() string {
+	if m.bySize {
+		return "size"
+	}
+	return "address"
 }
 
 func (m *Model) remember() {

@@ -130,3 +130,28 @@ func TestStackLines(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+func TestSortBySize(t *testing.T) {
+	m := New(testTheme(true))
+	small := allocator.Segment{Address: 0x1000, TotalSize: 2 * mib}
+	big := seg(0x9000000)
+	m.SetState(monitor.State{Segments: []allocator.Segment{big, small}})
+	if m.Segment().Address != 0x1000 || m.SortName() != "address" {
+		t.Fatalf("address order first")
+	}
+	if m.ToggleSort() != "size" || m.segs[0].Address != 0x9000000 || m.Segment().Address != 0x1000 {
+		t.Fatalf("size order: first %x, selection %x", m.segs[0].Address, m.Segment().Address)
+	}
+	// the selected segment vanishes: the selection falls back without panicking
+	m.SetState(monitor.State{Segments: []allocator.Segment{big}})
+	if m.Segment().Address != 0x9000000 {
+		t.Fatalf("fallback selection %x", m.Segment().Address)
+	}
+	m.SetState(monitor.State{})
+	if m.Segment() != nil || m.Block() != nil {
+		t.Fatalf("empty state should have no selection")
+	}
+	m.Move(1)
+	m.Enter()
+	_ = m.View(40, 5, nil)
+}
