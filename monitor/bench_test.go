@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -136,6 +137,7 @@ func heapInUse() uint64 {
 func BenchmarkStoreIngest(b *testing.B) {
 	snap, _ := benchStore(b)
 	b.ResetTimer()
+	c0 := cpuNow()
 	var st *Store
 	for i := 0; i < b.N; i++ {
 		st = NewStore(StoreOptions{})
@@ -144,6 +146,7 @@ func BenchmarkStoreIngest(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportCPU(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(benchEntries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 	st = nil
 	base := heapInUse()
@@ -166,11 +169,13 @@ func BenchmarkStoreIngest(b *testing.B) {
 func BenchmarkTimelineBaseline(b *testing.B) {
 	snap, _ := benchStore(b)
 	b.ResetTimer()
+	c0 := cpuNow()
 	for i := 0; i < b.N; i++ {
 		if _, err := replay.NewTimeline(snap, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(benchEntries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
 
@@ -181,6 +186,7 @@ func BenchmarkStoreStateAt(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
+	c0 := cpuNow()
 	for i := 0; i < b.N; i++ {
 		c := first + r.Int64N(last-first+1)
 		t0 := time.Now()
@@ -191,6 +197,7 @@ func BenchmarkStoreStateAt(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	reportCPU(b, c0, 0, "")
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "median-ns")
 }
@@ -200,12 +207,14 @@ func BenchmarkStoreSeries200(b *testing.B) {
 	_, st := benchStore(b)
 	first, last := st.Bounds(0)
 	b.ResetTimer()
+	c0 := cpuNow()
 	for i := 0; i < b.N; i++ {
 		s := st.Series(0, first, last+1, 200)
 		if len(s.Active) != 200 {
 			b.Fatal("columns")
 		}
 	}
+	reportCPU(b, c0, 0, "")
 }
 
 // BenchmarkStoreSummary: Summary at random cursors (a StateAt plus peaks).
@@ -227,10 +236,12 @@ func BenchmarkStoreAppend(b *testing.B) {
 	tl, _ := replay.NewTimeline(snap, 0)
 	st.StartLive(&allocator.Snapshot{Segments: tl.Initial}, nil)
 	b.ResetTimer()
+	c0 := cpuNow()
 	for i := 0; i < b.N; i += 256 {
 		j := i % (len(tr) - 256)
-		st.Append(0, tr[j:j+256])
+		st.Append(0, tr[j:j+min(256, b.N-i)])
 	}
+	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
 
@@ -243,4 +254,74 @@ func BenchmarkStoreEventsAround(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		st.EventsAround(0, first+r.Int64N(last-first+1), 50, 50)
 	}
+}
+
+// BenchmarkTimelineStateAfter: replay's O(n) StateAfter at random indexes,
+// the baseline StateAt's checkpoints are measured against.
+func BenchmarkTimelineStateAfter(b *testing.B) {
+	snap, _ := benchStore(b)
+	tl, err := replay.NewTimeline(snap, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	c0 := cpuNow()
+	for i := 0; i < b.N; i++ {
+		tl.StateAfter(r.IntN(len(tl.Entries)))
+	}
+	reportCPU(b, c0, 0, "")
+}
+
+// BenchmarkSeriesNaive: the same 200 columns by scanning every value, the
+// baseline for the min/max pyramid.
+func BenchmarkSeriesNaive(b *testing.B) {
+	_, st := benchStore(b)
+	d := st.devs[0]
+	b.ResetTimer()
+	c0 := cpuNow()
+	defer func() { reportCPU(b, c0, 0, "") }()
+	for i := 0; i < b.N; i++ {
+		v := d.active.v
+		out := make([]MinMax, 200)
+		for c := range out {
+			lo, hi := c*len(v)/200, (c+1)*len(v)/200
+			m := MinMax{v[lo], v[lo]}
+			for _, x := range v[lo:hi] {
+				m.Min, m.Max = min(m.Min, x), max(m.Max, x)
+			}
+			out[c] = m
+		}
+	}
+}
+
+// cpuNow is this process's user+system CPU time. The development machine is
+// shared, so wall-clock ns/op swings with other load; benchmarks report
+// CPU per op too (which counts every goroutine, GC included).
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds cpu-ns/op (and, when perOp > 0, cpu-based per-second rates).
+func reportCPU(b *testing.B, start time.Duration, items float64, unit string) {
+	cpu := cpuNow() - start
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	if items > 0 {
+		b.ReportMetric(items/cpu.Seconds(), unit)
+	}
+}
+
+// BenchmarkStoreStateAtStep: StateAt while stepping the cursor one event at
+// a time (the TUI's arrow keys), which rolls on from the previous answer.
+func BenchmarkStoreStateAtStep(b *testing.B) {
+	_, st := benchStore(b)
+	evs := st.Events(0, -1<<62, 1<<62, 0)
+	b.ResetTimer()
+	c0 := cpuNow()
+	for i := 0; i < b.N; i++ {
+		st.StateAt(0, evs[(500_000+i)%len(evs)].Time)
+	}
+	reportCPU(b, c0, 0, "")
 }

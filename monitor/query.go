@@ -1,7 +1,6 @@
 package monitor
 
 import (
-	"slices"
 	"sort"
 
 	"github.com/npumon/npumon/allocator"
@@ -87,11 +86,18 @@ func (d *devLog) event(j int64) Event {
 // block, including any outside all segments (which the map leaves out).
 func (d *devLog) stateAt(n int64) (segs []allocator.Segment, gaps []Gap, live int) {
 	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
-	cp := &d.cps[max(ci, 0)]
-	var fc checkpoint
+	cp := d.cps[max(ci, 0)]
+	// stepping the cursor: roll on from the last answer when it is nearer
+	// (and no checkpoint, e.g. a rebase, lies between)
+	d.lastMu.Lock()
+	last := d.last
+	d.lastMu.Unlock()
+	if last != nil && last.at <= n && last.at >= cp.at {
+		cp = last
+	}
+	fc := cp
 	if cp.at == n {
-		fc = checkpoint{segs: slices.Clone(cp.segs), blocks: slices.Clone(cp.blocks)}
-		fc.sort()
+		cp.ensureSorted()
 	} else {
 		st := cp.thaw()
 		for j := cp.at; j < n; j++ {
@@ -99,6 +105,11 @@ func (d *devLog) stateAt(n int64) (segs []allocator.Segment, gaps []Gap, live in
 			st.apply(&v, j, d.id, &d.ov)
 		}
 		fc = st.freeze(n)
+	}
+	if fc != cp {
+		d.lastMu.Lock()
+		d.last = fc
+		d.lastMu.Unlock()
 	}
 	segs, gaps = build(d.id, fc.segs, fc.blocks)
 	return segs, gaps, len(fc.blocks)

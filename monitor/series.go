@@ -9,7 +9,7 @@ type series struct {
 	levels [][]MinMax // levels[0] summarizes fanout values of v
 }
 
-const fanoutBits = 5
+const fanoutBits = 3
 const fanout = 1 << fanoutBits
 
 func (s *series) append(x int64) {
@@ -75,49 +75,43 @@ func (s *series) fold(l int) []MinMax {
 }
 
 // extremes returns min and max of v[i:j]; ok is false for an empty range.
+// It climbs the pyramid: at each level it folds the partial groups at both
+// ends and continues with the whole groups one level up.
 func (s *series) extremes(i, j int) (mm MinMax, ok bool) {
-	if i < 0 {
-		i = 0
-	}
-	if j > len(s.v) {
-		j = len(s.v)
-	}
+	i, j = max(i, 0), min(j, len(s.v))
 	if i >= j {
 		return MinMax{}, false
 	}
-	mm = MinMax{s.v[i], s.v[i]}
-	s.rangeAt(-1, i, j, &mm)
-	return mm, true
-}
-
-// rangeAt folds items [i, j) of level l (l = -1: raw values) into mm.
-func (s *series) rangeAt(l, i, j int, mm *MinMax) {
-	for i < j {
-		// whole aligned groups of fanout items can be taken one level up
-		if i&(fanout-1) == 0 && l+1 < len(s.levels) && i+fanout <= j {
-			hi := j &^ (fanout - 1)
-			s.rangeAt(l+1, i>>fanoutBits, hi>>fanoutBits, mm)
-			i = hi
-			continue
+	lo, hi := s.v[i], s.v[i]
+	scanV := func(a, b int) {
+		for _, x := range s.v[a:b] {
+			lo, hi = min(lo, x), max(hi, x)
+		}
+	}
+	scanL := func(lv []MinMax, a, b int) {
+		for _, m := range lv[a:b] {
+			lo, hi = min(lo, m.Min), max(hi, m.Max)
+		}
+	}
+	for l := -1; ; l++ {
+		ih := (i + fanout - 1) &^ (fanout - 1)
+		jl := j &^ (fanout - 1)
+		if l+1 >= len(s.levels) || ih >= jl {
+			if l < 0 {
+				scanV(i, j)
+			} else {
+				scanL(s.levels[l], i, j)
+			}
+			return MinMax{lo, hi}, true
 		}
 		if l < 0 {
-			x := s.v[i]
-			if x < mm.Min {
-				mm.Min = x
-			}
-			if x > mm.Max {
-				mm.Max = x
-			}
+			scanV(i, ih)
+			scanV(jl, j)
 		} else {
-			m := s.levels[l][i]
-			if m.Min < mm.Min {
-				mm.Min = m.Min
-			}
-			if m.Max > mm.Max {
-				mm.Max = m.Max
-			}
+			scanL(s.levels[l], i, ih)
+			scanL(s.levels[l], jl, j)
 		}
-		i++
+		i, j = ih>>fanoutBits, jl>>fanoutBits
 	}
 }
 

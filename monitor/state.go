@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/npumon/npumon/allocator"
 )
@@ -23,40 +24,131 @@ type liveBlock struct {
 }
 
 // segState is the mutable segment map: segments by base address and live
-// blocks by address.
+// blocks by address. A query's state also has a base: the checkpoint's
+// sorted blocks, read-only, with blocks holding only what changed since
+// and gone the base blocks removed since.
 type segState struct {
 	segs   map[uint64]allocator.Segment // Blocks always nil
 	blocks map[uint64]liveBlock
+	base   []liveBlock
+	gone   map[uint64]struct{}
+	// baseSegs are the checkpoint's sorted segments while segs is nil (no
+	// segment entry applied yet); the common query never copies them.
+	baseSegs []allocator.Segment
+}
+
+// segMap returns segs, building it from baseSegs on first use.
+func (st *segState) segMap() map[uint64]allocator.Segment {
+	if st.segs == nil {
+		st.segs = make(map[uint64]allocator.Segment, len(st.baseSegs)+4)
+		for _, s := range st.baseSegs {
+			st.segs[s.Address] = s
+		}
+		st.baseSegs = nil
+	}
+	return st.segs
+}
+
+func (st *segState) getBlock(addr uint64) (liveBlock, bool) {
+	if b, ok := st.blocks[addr]; ok {
+		return b, true
+	}
+	if st.base == nil {
+		return liveBlock{}, false
+	}
+	if _, ok := st.gone[addr]; ok {
+		return liveBlock{}, false
+	}
+	i, ok := slices.BinarySearchFunc(st.base, addr, func(b liveBlock, a uint64) int { return cmpAddr(b.addr, a) })
+	if !ok {
+		return liveBlock{}, false
+	}
+	return st.base[i], true
+}
+
+func (st *segState) setBlock(b liveBlock) {
+	st.blocks[b.addr] = b
+	if st.base != nil {
+		delete(st.gone, b.addr)
+	}
+}
+
+func (st *segState) delBlock(addr uint64) {
+	delete(st.blocks, addr)
+	if st.base != nil {
+		st.gone[addr] = struct{}{}
+	}
 }
 
 func newSegState() *segState {
 	return &segState{segs: map[uint64]allocator.Segment{}, blocks: map[uint64]liveBlock{}}
 }
 
-// checkpoint is a frozen segment map right after `at` entries, sorted by address.
+// checkpoint is a frozen segment map right after `at` entries. Ingest
+// leaves it unsorted; the first query that needs it sorts it (once).
 type checkpoint struct {
 	at     int64
 	segs   []allocator.Segment // Blocks nil
 	blocks []liveBlock
+	sorted sync.Once
 }
 
+func (cp *checkpoint) ensureSorted() { cp.sorted.Do(cp.sort) }
+
 // freeze copies the state into a sorted checkpoint.
-func (st *segState) freeze(at int64) checkpoint {
+func (st *segState) freeze(at int64) *checkpoint {
 	cp := st.dump(at)
-	cp.sort()
+	if st.base == nil {
+		cp.sort()
+	} else if st.segs != nil {
+		slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmpAddr(a.Address, b.Address) })
+	}
+	cp.sorted.Do(func() {})
 	return cp
 }
 
-// dump copies the state into an unsorted checkpoint (ingest keeps them
-// unsorted; a query sorts its own copy).
-func (st *segState) dump(at int64) checkpoint {
-	cp := checkpoint{at: at, segs: make([]allocator.Segment, 0, len(st.segs)), blocks: make([]liveBlock, 0, len(st.blocks))}
-	for _, s := range st.segs {
-		cp.segs = append(cp.segs, s)
+// dump copies the state into a checkpoint; blocks come out unsorted unless
+// the state has a base (then base and changes are merged in order).
+func (st *segState) dump(at int64) *checkpoint {
+	cp := &checkpoint{at: at}
+	if st.segs == nil {
+		cp.segs = st.baseSegs // sorted, shared read-only
+	} else {
+		cp.segs = make([]allocator.Segment, 0, len(st.segs))
+		for _, s := range st.segs {
+			cp.segs = append(cp.segs, s)
+		}
 	}
+	if st.base == nil {
+		cp.blocks = make([]liveBlock, 0, len(st.blocks))
+		for _, b := range st.blocks {
+			cp.blocks = append(cp.blocks, b)
+		}
+		return cp
+	}
+	changed := make([]liveBlock, 0, len(st.blocks))
 	for _, b := range st.blocks {
-		cp.blocks = append(cp.blocks, b)
+		changed = append(changed, b)
 	}
+	slices.SortFunc(changed, func(a, b liveBlock) int { return cmpAddr(a.addr, b.addr) })
+	out := make([]liveBlock, 0, len(st.base)+len(changed))
+	i, j := 0, 0
+	for i < len(st.base) || j < len(changed) {
+		switch {
+		case j == len(changed) || (i < len(st.base) && st.base[i].addr < changed[j].addr):
+			b := st.base[i]
+			i++
+			if _, ok := st.gone[b.addr]; !ok {
+				out = append(out, b)
+			}
+		case i < len(st.base) && st.base[i].addr == changed[j].addr:
+			i++ // replaced by the change
+		default:
+			out = append(out, changed[j])
+			j++
+		}
+	}
+	cp.blocks = out
 	return cp
 }
 
@@ -75,14 +167,13 @@ func cmpAddr(a, b uint64) int {
 	return 0
 }
 
-// thaw returns a mutable copy of a checkpoint.
+// thaw returns a mutable state on top of a (sorted) checkpoint: segments
+// are copied, blocks stay in the checkpoint and only changes are kept.
 func (cp *checkpoint) thaw() *segState {
-	st := &segState{segs: make(map[uint64]allocator.Segment, len(cp.segs)), blocks: make(map[uint64]liveBlock, len(cp.blocks))}
-	for _, s := range cp.segs {
-		st.segs[s.Address] = s
-	}
-	for _, b := range cp.blocks {
-		st.blocks[b.addr] = b
+	cp.ensureSorted()
+	st := &segState{blocks: map[uint64]liveBlock{}, base: cp.blocks, gone: map[uint64]struct{}{}, baseSegs: cp.segs}
+	if st.base == nil {
+		st.base = []liveBlock{}
 	}
 	return st
 }
@@ -118,20 +209,20 @@ func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (p
 				b.state = allocator.StateActiveAllocated
 			}
 		}
-		st.blocks[e.addr] = b
+		st.setBlock(b)
 	case allocator.ActionFreeRequested:
-		b, ok := st.blocks[e.addr]
+		b, ok := st.getBlock(e.addr)
 		if !ok {
 			b = liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames}
 		} else if b.state == allocator.StateActivePendingFree {
 			return 0
 		}
 		b.state = allocator.StateActivePendingFree
-		st.blocks[e.addr] = b
+		st.setBlock(b)
 		return e.size
 	case allocator.ActionFreeCompleted, allocator.ActionFree:
-		if b, ok := st.blocks[e.addr]; ok {
-			delete(st.blocks, e.addr)
+		if b, ok := st.getBlock(e.addr); ok {
+			st.delBlock(e.addr)
 			if b.state == allocator.StateActivePendingFree {
 				return -e.size
 			}
@@ -144,9 +235,9 @@ func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (p
 				s.TotalSize = e.size
 			}
 		}
-		st.segs[e.addr] = s
+		st.segMap()[e.addr] = s
 	case allocator.ActionSegmentFree:
-		delete(st.segs, e.addr)
+		delete(st.segMap(), e.addr)
 	case allocator.ActionSegmentMap:
 		st.mapRange(e, device)
 	case allocator.ActionSegmentUnmap:
@@ -174,6 +265,7 @@ func (st *segState) mapRange(e *entryView, device int) {
 		return
 	}
 	s := newSegment(e, device, true)
+	st.segMap()
 	for base, n := range st.segs {
 		if n.Stream == s.Stream && n.End() == s.Address {
 			delete(st.segs, base)
@@ -193,6 +285,7 @@ func (st *segState) mapRange(e *entryView, device int) {
 // (forward of segment_unmap): shrink from either end, split, or remove.
 func (st *segState) unmapRange(addr uint64, size int64) {
 	end := addr + uint64(size)
+	st.segMap()
 	for base, s := range st.segs {
 		if addr < s.Address || addr >= s.End() {
 			continue

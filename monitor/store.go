@@ -89,13 +89,16 @@ type devLog struct {
 	initActive, initAllocated, initReserv int64
 	pending                               int64 // head: pending-free bytes
 
-	cps      []checkpoint // cps[0].at == 0; sorted by at
+	cps      []*checkpoint // cps[0].at == 0; sorted by at
 	head     *segState
 	ov       overrides
 	byAction [256][]int64 // seqs per action
 	attrs    *attrTable
 	gaps     []GapRecord
 	missed   int64
+
+	lastMu sync.Mutex
+	last   *checkpoint // the last state a query rolled to (cursor stepping)
 }
 
 // NewStore returns an empty Store.
@@ -160,6 +163,13 @@ func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 	s.annotations = append([]allocator.Annotation(nil), snap.ExternalAnnotations...)
 	for _, b := range logs {
 		s.putDev(b.d)
+		// sort the checkpoints in the background; a query that gets there
+		// first sorts its own (sync.Once)
+		go func(cps []*checkpoint) {
+			for _, cp := range cps {
+				cp.ensureSorted()
+			}
+		}(b.d.cps)
 	}
 	s.changed()
 	return nil
@@ -191,7 +201,7 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	}
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
-	d.cps = []checkpoint{d.head.freeze(0)}
+	d.cps = []*checkpoint{d.head.freeze(0)}
 	n := len(tl.Entries)
 	d.recs = make([]rec, 0, n)
 	d.active.v, d.allocated.v, d.reserved.v = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
@@ -399,7 +409,7 @@ func (s *Store) liveDev(id int) *devLog {
 	d, ok := s.devs[id]
 	if !ok {
 		d = newDevLog(id, TimeEpochUS)
-		d.cps = []checkpoint{d.head.freeze(0)}
+		d.cps = []*checkpoint{d.head.freeze(0)}
 		s.putDev(d)
 	}
 	return d
@@ -463,6 +473,9 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 		}
 	}
 	d.head = stateFromSegments(mine)
+	d.lastMu.Lock()
+	d.last = nil // cached answers may sit at the rebase position
+	d.lastMu.Unlock()
 	var act, pend, res int64
 	for _, b := range d.head.blocks {
 		act += liveSize(b)

@@ -487,6 +487,7 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 	}
 	ents := testEntries(256, 9)
 	b.ResetTimer()
+	c0 := cpuNow()
 	sent := 0
 	for sent < b.N {
 		n := min(len(ents), b.N-sent)
@@ -504,6 +505,7 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 		b.Fatalf("%d dropped", d)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
 }
 
 // The example in docs/protocol.md is exactly what the encoder writes.
