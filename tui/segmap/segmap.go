@@ -180,7 +180,9 @@ func (m *Model) View(w, h int, detail []string) string {
 	for i := range m.segs {
 		total += m.segs[i].TotalSize
 	}
-	lines = append(lines, fit(th.Dim.Render(fmt.Sprintf("%d segments  %s reserved   ", len(m.segs), bytes(total))+m.Legend()), w))
+	g := th.G
+	legend := fmt.Sprintf("%c alloc %c pending %c slack %c free", g.Allocated, g.Pending, g.Slack, g.Free)
+	lines = append(lines, fit(th.Dim.Render(legend+fmt.Sprintf("   %d segments, %s", len(m.segs), bytes(total))), w))
 	if len(m.segs) == 0 {
 		lines = append(lines, "no segments at this moment")
 	}
