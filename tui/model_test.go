@@ -13,7 +13,7 @@ import (
 	"github.com/npumon/npumon/monitor"
 )
 
-func small(t *testing.T, w, h int) *Model {
+func small(t testing.TB, w, h int) *Model {
 	return newSized(t, testOptions(newFakeSource(smallSnapshot(true), smallOps())), w, h)
 }
 

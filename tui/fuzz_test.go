@@ -1,0 +1,58 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+// FuzzParseFilter: any `/` text is either rejected with an error or gives a
+// filter that can be applied, never a panic.
+func FuzzParseFilter(f *testing.F) {
+	for _, s := range []string{"size>10MiB", "stream=0x7 matmul|conv", "size<=4KiB size>=1", "(", "size>", "stream=", "size>1e400GiB", "ä*"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		flt, err := parseFilter(s)
+		if err != nil || flt == nil {
+			return
+		}
+		e := monitor.Event{}
+		e.Size, e.Stream = 1<<20, 7
+		flt.matchEvent(&e, func() string { return "aten::matmul\nfile.py:1:f" })
+		flt.matchOp(&monitor.Op{Name: "aten::conv2d", MemDelta: -5})
+	})
+}
+
+// FuzzParseJump: any `t` text either errors or yields a cursor; the model
+// clamps it, so jumping never panics or leaves the screen unrenderable.
+func FuzzParseJump(f *testing.F) {
+	for _, s := range []string{"07:06:40.004", "+2ms", "#5", "#-1", "+", "12:", "99:99:99", "-1", "#99999999999999999999", "+1h2m"} {
+		f.Add(s)
+	}
+	m := small(f, 80, 24)
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.ContainsAny(s, "\n\r") {
+			return
+		}
+		c, err := m.parseJump(s)
+		if err != nil {
+			return
+		}
+		m.setCursor(c)
+		if m.Cursor() < m.first-1 || m.Cursor() > m.last {
+			t.Fatalf("cursor %d outside [%d, %d]", m.Cursor(), m.first-1, m.last)
+		}
+		_ = m.View()
+	})
+}
+
+func TestNoSourceDoesNotPanic(t *testing.T) {
+	m := newSized(t, Options{}, 80, 24)
+	if v := m.View(); !strings.Contains(v, "waiting for data") {
+		t.Fatalf("no source:\n%s", v)
+	}
+	press(m, "right", "g", "2", "enter", "/", "x", "enter", "?", "esc")
+	checkFrame(t, m.View(), 80, 24)
+}
