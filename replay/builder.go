@@ -76,12 +76,14 @@ type dict struct {
 	memoRow uint32 // 1 + the memo row holding this dict, 0 if none
 	pend    []kv   // pairs before the kind is known; all pairs of plain dicts
 
-	te     allocator.TraceEntry
-	fr     allocator.Frame
-	blk    allocator.Block
-	hist   allocator.BlockHistory
-	seg    allocator.Segment
-	ann    allocator.Annotation
+	// The payload of the dict's kind, allocated by decide and kept across
+	// recycling, so a dict costs little until it knows what it is.
+	te     *allocator.TraceEntry
+	fr     *allocator.Frame
+	blk    *allocator.Block
+	hist   *allocator.BlockHistory
+	seg    *allocator.Segment
+	ann    *allocator.Annotation
 	blocks *list // segment "blocks"
 
 	// top-level dict
@@ -111,21 +113,35 @@ var listOfDict = [...]listKind{dUnknown: lUnknown, dTop: lPlain, dSegment: lSegm
 	dHistory: lHistory, dFrame: lFrames, dTrace: lTraces, dAnnotation: lAnnotations}
 
 type list struct {
-	kind     listKind
-	frames   []allocator.Frame
-	stack    allocator.StackID
-	interned bool
+	kind      listKind
+	scalar    kind // first scalar seen, for error messages
+	interned  bool
+	noAddr    bool // some block had no "address"
+	stack     allocator.StackID
+	frames    []allocator.Frame
+	pending   []val // dicts of unknown kind waiting for the list's kind
+	*listMore       // set by setKind for every kind but frame, empty and plain lists
+}
+
+// listMore holds the element slices of the rarer list kinds, so the many
+// frame lists stay small.
+type listMore struct {
 	segs     []allocator.Segment
 	blocks   []allocator.Block
-	noAddr   bool // some block had no "address"
 	hist     []allocator.BlockHistory
 	entries  []allocator.TraceEntry
 	lists    []*list
 	anns     []allocator.Annotation
-	pending  []val     // dicts of unknown kind waiting for the list's kind
-	scalar   kind      // first scalar seen, for error messages
 	acc      *traceAcc // streaming: the entries' running figures, entries not kept
 	firstOff int64     // file offset where the list's entries began (capacity estimate)
+}
+
+// setKind fixes a list's kind.
+func (l *list) setKind(k listKind) {
+	l.kind = k
+	if k != lFrames && k != lUnknown && k != lPlain && l.listMore == nil {
+		l.listMore = &listMore{}
+	}
 }
 
 // builder owns the model under construction.
@@ -144,6 +160,36 @@ type builder struct {
 	sawRequested                                                                     bool
 
 	accs []*traceAcc // streaming: per device, nil where the trace was empty
+
+	// Memory budget: bytes of builders, memo rows and model values made so
+	// far, against a limit proportional to the input, so hostile input
+	// (a million empty dicts, a frame list of a million memo references)
+	// fails instead of exhausting memory.
+	used, limit int64
+	overErr     error
+}
+
+// Budget: memBase plus memPerByte bytes per input byte.
+const (
+	memBase    = 64 << 20
+	memPerByte = 48
+)
+
+// charge counts n bytes against the budget; the decoder checks overErr.
+func (b *builder) charge(n int64) {
+	b.used += n
+	if b.used > b.limit && b.overErr == nil {
+		b.overErr = fmt.Errorf("decoding would need more than %d MiB for this input (%d bytes per input byte); not a memory snapshot shape", b.limit>>20, memPerByte)
+	}
+}
+
+// setLimit sizes the budget for an input of size bytes (-1: unknown, the
+// budget then grows with the bytes read).
+func (b *builder) setLimit(size int64) {
+	if size < 0 {
+		size = 1 << 30
+	}
+	b.limit = memBase + memPerByte*size
 }
 
 func newBuilder() *builder {
@@ -177,11 +223,24 @@ func (b *builder) newDict() val {
 		b.free = b.free[:n-1]
 	} else {
 		d = &dict{}
+		b.charge(dictBytes)
 	}
 	return val{k: kDict, d: d, gen: d.gen}
 }
 
-func (b *builder) newList() *list { return &list{} }
+func (b *builder) newList() *list {
+	b.charge(listBytes)
+	return &list{}
+}
+
+// Approximate heap sizes charged against the budget.
+const (
+	dictBytes    = 160
+	listBytes    = 96 + 200 // the list, and the listMore most lists never get
+	payloadBytes = 160
+	entryBytes   = 112
+	elemBytes    = 64 // a frame, block, history record, annotation or list pointer
+)
 
 // recycle returns a consumed dict builder; memo references to it go stale.
 func (b *builder) recycle(d *dict) {
@@ -190,7 +249,21 @@ func (b *builder) recycle(d *dict) {
 	}
 	pend := d.pend[:0]
 	clear(d.pend)
-	*d = dict{gen: d.gen + 1, pend: pend}
+	// The payload of the kind just placed was copied out; it starts empty
+	// when the builder is reused.
+	switch d.kind {
+	case dTrace:
+		*d.te = allocator.TraceEntry{}
+	case dBlock:
+		*d.blk = allocator.Block{}
+	case dHistory:
+		*d.hist = allocator.BlockHistory{}
+	case dSegment:
+		*d.seg = allocator.Segment{}
+	case dAnnotation:
+		*d.ann = allocator.Annotation{}
+	}
+	*d = dict{gen: d.gen + 1, pend: pend, te: d.te, blk: d.blk, hist: d.hist, seg: d.seg, ann: d.ann}
 	b.free = append(b.free, d)
 }
 
@@ -256,6 +329,33 @@ func (b *builder) decide(d *dict, k dictKind) error {
 		return fmt.Errorf("want a %s dict, got a %s dict", k, d.kind)
 	}
 	d.kind = k
+	b.charge(payloadBytes)
+	switch k {
+	case dTrace:
+		if d.te == nil {
+			d.te = new(allocator.TraceEntry)
+		}
+	case dFrame:
+		if d.fr == nil {
+			d.fr = new(allocator.Frame)
+		}
+	case dBlock:
+		if d.blk == nil {
+			d.blk = new(allocator.Block)
+		}
+	case dHistory:
+		if d.hist == nil {
+			d.hist = new(allocator.BlockHistory)
+		}
+	case dSegment:
+		if d.seg == nil {
+			d.seg = new(allocator.Segment)
+		}
+	case dAnnotation:
+		if d.ann == nil {
+			d.ann = new(allocator.Annotation)
+		}
+	}
 	pend := d.pend
 	d.pend = d.pend[:0]
 	for _, p := range pend {
@@ -338,7 +438,9 @@ func (b *builder) frames(d *dict, key string, v val) (allocator.StackID, error) 
 
 func (b *builder) listOf(d *dict, key string, v val, k listKind) (*list, error) {
 	if v.k == kNone {
-		return &list{kind: k}, nil
+		l := &list{}
+		l.setKind(k)
+		return l, nil
 	}
 	if v.k != kList {
 		return nil, fieldError(d, key, "a list", v)
@@ -354,7 +456,7 @@ func (b *builder) listOf(d *dict, key string, v val, k listKind) (*list, error) 
 func (b *builder) set(d *dict, key string, v val) (err error) {
 	switch d.kind {
 	case dTrace:
-		e := &d.te
+		e := d.te
 		switch key {
 		case "action":
 			var s string
@@ -388,7 +490,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 			}
 		}
 	case dFrame:
-		f := &d.fr
+		f := d.fr
 		switch key {
 		case "filename":
 			f.Filename, err = b.str(d, key, v)
@@ -398,7 +500,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 			f.Name, err = b.str(d, key, v)
 		}
 	case dBlock:
-		k := &d.blk
+		k := d.blk
 		switch key {
 		case "address":
 			k.Address, err = b.u64(d, key, v)
@@ -427,7 +529,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 			}
 		}
 	case dHistory:
-		h := &d.hist
+		h := d.hist
 		switch key {
 		case "addr":
 			h.Addr, err = b.u64(d, key, v)
@@ -437,7 +539,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 			h.Frames, err = b.frames(d, key, v)
 		}
 	case dSegment:
-		s := &d.seg
+		s := d.seg
 		switch key {
 		case "device":
 			var x int64
@@ -480,7 +582,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 			d.blocks, err = b.listOf(d, key, v, lBlocks)
 		}
 	case dAnnotation:
-		a := &d.ann
+		a := d.ann
 		switch key {
 		case "name":
 			a.Name, err = b.str(d, key, v)
@@ -528,7 +630,7 @@ func (b *builder) ensureList(l *list, k listKind) error {
 		if l.scalar != kNone {
 			return fmt.Errorf("want a list of %s dicts, got a list of %s", k, l.scalar)
 		}
-		l.kind = k
+		l.setKind(k)
 		pending := l.pending
 		l.pending = nil
 		return b.appendItems(l, pending)
@@ -547,7 +649,14 @@ func (b *builder) appendItems(l *list, items []val) error {
 }
 
 func (l *list) length() int {
-	return len(l.frames) + len(l.segs) + len(l.blocks) + len(l.hist) + len(l.entries) + len(l.lists) + len(l.anns) + len(l.pending)
+	n := len(l.frames) + len(l.pending)
+	if m := l.listMore; m != nil {
+		n += len(m.segs) + len(m.blocks) + len(m.hist) + len(m.entries) + len(m.lists) + len(m.anns)
+	}
+	if l.acc != nil {
+		n += l.acc.n
+	}
+	return n
 }
 
 func (b *builder) appendOne(l *list, v val) error {
@@ -562,7 +671,7 @@ func (b *builder) appendOne(l *list, v val) error {
 				l.pending = append(l.pending, v)
 				return nil
 			}
-			l.kind = listOfDict[d.kind]
+			l.setKind(listOfDict[d.kind])
 			if pending := l.pending; len(pending) > 0 {
 				l.pending = nil
 				if err := b.appendItems(l, pending); err != nil {
@@ -573,7 +682,7 @@ func (b *builder) appendOne(l *list, v val) error {
 		return b.place(l, d)
 	case kList:
 		if l.kind == lUnknown && l.scalar == kNone && len(l.pending) == 0 {
-			l.kind = lTraceLists
+			l.setKind(lTraceLists)
 		}
 		if l.kind != lTraceLists {
 			if l.kind == lPlain {
@@ -584,6 +693,7 @@ func (b *builder) appendOne(l *list, v val) error {
 		if len(l.lists) >= maxDevices {
 			return fmt.Errorf("more than %d device traces", maxDevices)
 		}
+		b.charge(elemBytes)
 		l.lists = append(l.lists, v.l)
 		return nil
 	default:
@@ -593,7 +703,7 @@ func (b *builder) appendOne(l *list, v val) error {
 				l.scalar = v.k
 			}
 			if len(l.pending) == 0 {
-				l.kind = lPlain
+				l.setKind(lPlain)
 			}
 			return nil
 		case lPlain:
@@ -605,6 +715,11 @@ func (b *builder) appendOne(l *list, v val) error {
 
 // place moves a dict into a typed list and recycles its builder.
 func (b *builder) place(l *list, d *dict) error {
+	if d.kind == dTrace {
+		b.charge(entryBytes)
+	} else {
+		b.charge(elemBytes)
+	}
 	want := dUnknown
 	for dk, lk := range listOfDict {
 		if lk == l.kind && dictKind(dk) != dTop {
@@ -623,36 +738,36 @@ func (b *builder) place(l *list, d *dict) error {
 	switch d.kind {
 	case dFrame:
 		// Frame dicts are shared through the memo: copied, never recycled.
-		l.frames = append(l.frames, d.fr)
+		l.frames = append(l.frames, *d.fr)
 		return nil
 	case dTrace:
 		if b.stream {
 			if l.acc == nil {
 				l.acc = newTraceAcc()
 			}
-			l.acc.add(&d.te)
+			l.acc.add(d.te)
 			break
 		}
 		if len(l.entries) == cap(l.entries) {
 			b.growEntries(l)
 		}
-		l.entries = append(l.entries, d.te)
+		l.entries = append(l.entries, *d.te)
 	case dBlock:
 		if d.seen&hasAddress == 0 {
 			l.noAddr = true
 			b.sawNoAddr = true
 		}
-		blk := d.blk
+		blk := *d.blk
 		if d.seen&hasRequested == 0 && blk.State.Active() {
 			blk.RequestedSize = LiveSize(&blk)
 		}
 		l.blocks = append(l.blocks, blk)
 	case dHistory:
-		l.hist = append(l.hist, d.hist)
+		l.hist = append(l.hist, *d.hist)
 	case dSegment:
 		l.segs = append(l.segs, b.finishSegment(d))
 	case dAnnotation:
-		l.anns = append(l.anns, d.ann)
+		l.anns = append(l.anns, *d.ann)
 	}
 	b.recycle(d)
 	return nil
@@ -692,7 +807,7 @@ func (b *builder) growEntries(l *list) {
 // finishSegment completes a segment: block addresses for files that have
 // none (running sum from the segment base) and aggregates that are absent.
 func (b *builder) finishSegment(d *dict) allocator.Segment {
-	s := d.seg
+	s := *d.seg
 	if d.blocks != nil {
 		s.Blocks = d.blocks.blocks
 		if d.blocks.noAddr {

@@ -81,6 +81,7 @@ func decode(r io.Reader, size int64, opts Options, stream bool) (*Capture, []*tr
 	b.stream = stream
 	in := newByteReader(r, size, opts.Progress)
 	b.offset, b.total = in.offset, size
+	b.setLimit(size)
 	// Skip leading whitespace (JSON may have it; a pickle never starts with it).
 	for {
 		if !in.fill(1) {

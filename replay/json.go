@@ -72,6 +72,9 @@ func decodeJSON(in *byteReader, b *builder) (*allocator.Snapshot, string, error)
 		return b.appendItems(lv.v.l, []val{v})
 	}
 	for !done {
+		if b.overErr != nil {
+			return fail(b.overErr)
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			if err == io.EOF {

@@ -526,6 +526,9 @@ func (d *decoder) run() (val, error) {
 		default:
 			return val{}, fmt.Errorf("opcode 0x%02x is not part of a memory snapshot pickle (protocol 2–5 plain data)", op)
 		}
+		if err == nil {
+			err = d.b.overErr
+		}
 		if err != nil {
 			return val{}, err
 		}
@@ -553,6 +556,12 @@ func (d *decoder) line() (string, error) {
 }
 
 func (d *decoder) memoPut(i uint64, v val) error {
+	if int(i) >= len(d.memo.slots) {
+		d.b.charge(4 * (int64(i) + 1 - int64(len(d.memo.slots))))
+	}
+	if len(d.memo.free) == 0 {
+		d.b.charge(64)
+	}
 	// A memo index can never exceed the number of bytes read so far.
 	return d.memo.put(i, v, d.in.offset())
 }

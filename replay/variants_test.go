@@ -221,3 +221,18 @@ func TestExport113ReadsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBudget: input built to multiply memory (a million memoized empty
+// dicts, each a few bytes) is refused once it needs far more than the file
+// size, instead of growing without bound.
+func TestMemoryBudget(t *testing.T) {
+	data := []byte{0x80, 4, ']'}
+	for i := 0; i < 1_000_000; i++ {
+		data = append(data, '}', 0x94, 'a') // EMPTY_DICT MEMOIZE APPEND
+	}
+	data = append(data, '.')
+	_, err := Decode(bytes.NewReader(data), int64(len(data)), Options{})
+	if err == nil || !strings.Contains(err.Error(), "decoding would need more than") {
+		t.Fatalf("err = %v", err)
+	}
+}
