@@ -24,13 +24,11 @@ type Source interface {
 
 	StateAt(device int, cursor int64) monitor.State
 	Series(device int, t0, t1 int64, columns int) monitor.Series
-	Events(device int, t0, t1 int64, limit int) []monitor.Event
 	EventsAround(device int, cursor int64, before, after int) []monitor.Event
 	Ops(t0, t1 int64) []monitor.Op
 	OpAt(t int64) (monitor.Op, bool)
 	Summary(device int, cursor int64) monitor.Summary
 	Next(device int, cursor int64, action allocator.Action) (int64, bool)
-	Prev(device int, cursor int64, action allocator.Action) (int64, bool)
 	NextEvent(device int, cursor int64) (int64, bool)
 	PrevEvent(device int, cursor int64) (int64, bool)
 	Peak(device int) (cursor int64, activeBytes int64)
