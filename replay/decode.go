@@ -77,6 +77,14 @@ func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
 }
 
 func decode(r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+	c, accs, err := decodeFormat(r, size, opts, stream)
+	if err == nil && opts.Progress != nil && size >= 0 {
+		opts.Progress(size, size) // the bar ends full even between progress steps
+	}
+	return c, accs, err
+}
+
+func decodeFormat(r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
 	b := newBuilder()
 	b.stream = stream
 	in := newByteReader(r, size, opts.Progress)

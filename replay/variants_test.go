@@ -144,7 +144,18 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: error %q, want one line %q…%q", f, msg, path+": ", want)
 		}
 	}
-	_, err := DecodeFile("testdata/bad_global.pickle", Options{})
+	js, _ := os.ReadFile("testdata/cuda21.json")
+	for _, cut := range []int{1, len(js) / 3, len(js) - 3} {
+		_, err := Decode(bytes.NewReader(js[:cut]), int64(cut), Options{})
+		if err == nil || !strings.Contains(err.Error(), "offset ") {
+			t.Errorf("JSON cut at %d: %v", cut, err)
+		}
+	}
+	_, err := Decode(strings.NewReader(`{"segments": [{"device": 0, "total_size": "x"}]}`), -1, Options{})
+	if err == nil || !strings.Contains(err.Error(), `segment key "total_size": want int, got str`) {
+		t.Errorf("JSON wrong type: %v", err)
+	}
+	_, err = DecodeFile("testdata/bad_global.pickle", Options{})
 	if !errors.Is(err, ErrNotSnapshot) {
 		t.Errorf("class refusal does not wrap ErrNotSnapshot: %v", err)
 	}
