@@ -1,0 +1,118 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+// eventRows is how many event rows the events pane can show.
+func (m *Model) eventRows() int {
+	_, _, _, ev, _ := m.layout()
+	return max(1, ev.h-2)
+}
+
+// loadEvents fetches the trace around the cursor (filtered when a filter is set).
+func (m *Model) loadEvents() {
+	rows := m.eventRows()
+	before, after := rows, rows
+	if m.flt != nil {
+		before, after = 4000, 4000
+	}
+	evs := m.o.Source.EventsAround(m.dev, m.cursor, before, after)
+	if m.flt != nil {
+		kept := evs[:0]
+		for i := range evs {
+			e := &evs[i]
+			if m.flt.matchEvent(e, func() string { return m.eventText(e) }) {
+				kept = append(kept, *e)
+			}
+		}
+		evs = kept
+	}
+	m.events = evs
+	m.evCur = -1
+	for i := range evs {
+		if evs[i].Seq < m.sum.Applied {
+			m.evCur = i
+		}
+	}
+}
+
+// eventText is what a regex filter searches besides the action: the op
+// running at the event and its stack frames.
+func (m *Model) eventText(e *monitor.Event) string {
+	var sb strings.Builder
+	if m.base == monitor.TimeEpochUS {
+		if op, ok := m.o.Source.OpAt(e.Time); ok {
+			sb.WriteString(op.Name)
+			sb.WriteByte('\n')
+		}
+	}
+	for _, f := range m.o.Source.Stack(e.Frames) {
+		fmt.Fprintf(&sb, "%s:%d:%s\n", f.Filename, f.Line, f.Name)
+	}
+	return sb.String()
+}
+
+// streamText keeps the stream column narrow: small ids as they are, stream
+// handles (pointers in CUDA files) as their last hex digits.
+func streamText(s uint64) string {
+	if s < 1_000_000 {
+		return strconv.FormatUint(s, 10)
+	}
+	h := strconv.FormatUint(s, 16)
+	return "…" + h[len(h)-5:]
+}
+
+// eventLines lists the trace around the cursor; the entry at the cursor is marked.
+func (m *Model) eventLines(w, h int) []string {
+	th := m.th
+	tf := m.timeFmt()
+	timeW := 12
+	if m.base == monitor.TimeSequence {
+		timeW = 9
+	}
+	head := fmt.Sprintf("  %-*s %-15s %-14s %10s %6s  %s", timeW, "time", "action", "address", "size", "stream", "op")
+	lines := []string{th.Dim.Render(head)}
+	rows := h - 1
+	if rows <= 0 {
+		return lines[:max(0, h)]
+	}
+	if len(m.events) == 0 {
+		msg := "no entries at this moment"
+		if m.flt != nil {
+			msg = "no entries near the cursor match the filter"
+		}
+		return append(lines, th.Dim.Render(msg))
+	}
+	cur := max(m.evCur, 0)
+	start := clampInt(cur-rows/2, 0, max(0, len(m.events)-rows))
+	for i := start; i < len(m.events) && i < start+rows; i++ {
+		e := &m.events[i]
+		mark := "  "
+		if i == m.evCur {
+			mark = th.G.Selected + " "
+		}
+		op := ""
+		if m.base == monitor.TimeEpochUS {
+			if o, ok := m.o.Source.OpAt(e.Time); ok {
+				op = o.Name
+			}
+		}
+		addr := ""
+		if e.Addr != 0 {
+			addr = fmt.Sprintf("0x%x", e.Addr)
+		}
+		l := fmt.Sprintf("%s%-*s %-15s %-14s %10s %6s  %s", mark, timeW, tf.clock(e.Time), e.Action, addr, fmtBytes(e.Size), streamText(e.Stream), op)
+		if i == m.evCur {
+			l = th.Selected.Render(fit(l, w))
+		} else if e.Action.String() == "oom" {
+			l = th.Warn.Render(l)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}

@@ -1,0 +1,134 @@
+package tui
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+func (m *Model) modeText() string {
+	switch {
+	case m.o.Live && m.follow:
+		return "LIVE"
+	case m.o.Live:
+		return "PAUSED"
+	case m.playing:
+		return "REPLAY ×" + speedText(m.speed)
+	}
+	return "PAUSED ×" + speedText(m.speed)
+}
+
+func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
+
+func (m *Model) headerLines() []string {
+	th := m.th
+	sep := th.Dim.Render("  " + th.G.VBar + "  ")
+	if m.w < 120 {
+		sep = th.Dim.Render(" " + th.G.VBar + " ")
+	}
+	name := m.o.SourceName
+	if name == "" {
+		name = "(no source)"
+	}
+	if m.w < 100 {
+		name = shortName(name, 24)
+	}
+	wide := m.w >= 120
+	var l1 []string
+	if wide {
+		l1 = append(l1, th.Header.Render("npumon"))
+	}
+	l1 = append(l1, name)
+	switch {
+	case m.hasData && m.dev < 0:
+		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)), th.Warn.Render("no allocator trace in this source"))
+	case m.hasData && m.n == 0:
+		l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Warn.Render("no trace entries in this file"))
+	case m.hasData:
+		if wide {
+			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, indexOf(m.devices, m.dev)+1, len(m.devices)))
+			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
+		} else {
+			l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Header.Render(m.timeFmt().clock(m.cursor)))
+		}
+	}
+	if m.hasData && m.base == monitor.TimeSequence {
+		l1 = append(l1, th.Warn.Render("no timestamps in this file"))
+	}
+	mode := th.Mode.Render(m.modeText())
+	if m.o.Live && !m.follow && m.hasData {
+		behind := m.n - m.sum.Applied
+		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.last-m.cursor), behind))
+	}
+	l1 = append(l1, mode)
+	if m.conn != ConnNone {
+		c := m.conn.String()
+		if m.connNote != "" {
+			c += " " + m.connNote
+		}
+		if m.conn == ConnConnected {
+			l1 = append(l1, th.Dim.Render(c))
+		} else {
+			l1 = append(l1, th.Warn.Render(c))
+		}
+	}
+	var l2 string
+	switch {
+	case m.loading:
+		l2 = th.Dim.Render("loading…")
+	case m.hasData:
+		s := m.sum
+		parts := []string{
+			"allocated " + fmtBytes(s.AllocatedBytes),
+			"reserved " + fmtBytes(s.ReservedBytes),
+			"active " + fmtBytes(s.ActiveBytes),
+			"peak " + fmtBytes(s.PeakActiveBytes),
+			fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
+			fmt.Sprintf("entry %d/%d", s.Applied, m.n),
+		}
+		if m.w < 120 {
+			parts = []string{
+				fmt.Sprintf("entry %d/%d", s.Applied, m.n),
+				"alloc " + fmtBytes(s.AllocatedBytes),
+				"resv " + fmtBytes(s.ReservedBytes),
+				"act " + fmtBytes(s.ActiveBytes),
+				"peak " + fmtBytes(s.PeakActiveBytes),
+				fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
+			}
+		}
+		if s.OOMs > 0 {
+			parts = append(parts, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
+		}
+		if d := m.dropped(); d > 0 {
+			parts = append(parts, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
+		}
+		if hbm, ok := m.hbm(); ok {
+			parts = append(parts, hbm)
+		}
+		if m.hasOpAt {
+			parts = append(parts, "op "+m.opAt.Name)
+		}
+		l2 = strings.Join(parts, "  ")
+	}
+	return []string{strings.Join(l1, sep), l2}
+}
+
+// shortName keeps the tail of a long path.
+func shortName(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+func indexOf(s []int, v int) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}

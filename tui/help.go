@@ -1,0 +1,81 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/npumon/npumon/tui/theme"
+)
+
+func (m *Model) hintLine() string {
+	th := m.th
+	switch m.input {
+	case inputFilter:
+		return th.Key.Render("/") + " " + m.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
+	case inputJump:
+		return th.Key.Render("jump to") + " " + m.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+	}
+	if m.statusErr != "" {
+		return th.Warn.Render(m.statusErr)
+	}
+	if m.showHelp {
+		return th.Hint.Render("? or esc closes help · q quits")
+	}
+	hl := m.help
+	hl.Width = m.w
+	return hl.ShortHelpView(m.keys.ShortHelp())
+}
+
+func (m *Model) helpLines(body int) []string {
+	th := m.th
+	lines := []string{th.Header.Render("npumon keys"), ""}
+	hl := m.help
+	hl.Width = 0
+	groups := m.keys.FullHelp()
+	// As many key columns side by side as fit, the rest below.
+	per := len(groups)
+	for per > 1 && theme.Width(strings.Split(hl.FullHelpView(groups[:per]), "\n")[0]) > m.w {
+		per /= 2
+	}
+	for i := 0; i < len(groups); i += per {
+		if i > 0 {
+			lines = append(lines, "")
+		}
+		lines = append(lines, strings.Split(hl.FullHelpView(groups[i:min(i+per, len(groups))]), "\n")...)
+	}
+	text := []string{
+		"Filter (/): space-separated terms, all must hold: a regular expression on the op name, action " +
+			"and stack frames; size>10MiB, size<=4KiB (KiB/MiB/GiB); stream=N. Esc clears it.",
+		"Jump (t): 15:04:05.123 (local clock), +1.5s (from the first entry), #N (entry number), or a raw " +
+			"cursor value. The segment map shows the state after every entry at or before the cursor.",
+		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
+	}
+	lines = append(lines, "")
+	for _, t := range text {
+		lines = append(lines, wrap(t, m.w)...)
+	}
+	for len(lines) < body {
+		lines = append(lines, "")
+	}
+	return lines[:body]
+}
+
+// wrap breaks plain text into lines of at most w cells at spaces.
+func wrap(s string, w int) []string {
+	var out []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case theme.Width(line)+1+theme.Width(word) <= w:
+			line += " " + word
+		default:
+			out = append(out, line)
+			line = word
+		}
+	}
+	if line != "" {
+		out = append(out, line)
+	}
+	return out
+}

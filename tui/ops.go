@@ -1,0 +1,72 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+)
+
+var opSortNames = []string{"start", "duration", "mem delta", "name"}
+
+func (m *Model) rebuildOpView() {
+	m.opView = m.opView[:0]
+	for i := range m.ops {
+		if m.flt.matchOp(&m.ops[i]) {
+			m.opView = append(m.opView, i)
+		}
+	}
+	ops := m.ops
+	switch m.opSort {
+	case 1:
+		sort.SliceStable(m.opView, func(a, b int) bool {
+			return ops[m.opView[a]].EndUS-ops[m.opView[a]].StartUS > ops[m.opView[b]].EndUS-ops[m.opView[b]].StartUS
+		})
+	case 2:
+		sort.SliceStable(m.opView, func(a, b int) bool { return ops[m.opView[a]].MemDelta > ops[m.opView[b]].MemDelta })
+	case 3:
+		sort.SliceStable(m.opView, func(a, b int) bool { return ops[m.opView[a]].Name < ops[m.opView[b]].Name })
+	}
+	m.opSel = clampInt(m.opSel, 0, len(m.opView)-1)
+}
+
+// opLines is the op table.
+func (m *Model) opLines(w, h int) []string {
+	th := m.th
+	tf := m.timeFmt()
+	head := fmt.Sprintf("  %-12s %10s %10s %8s  %s", "start", "duration", "mem Δ", "thread", "name")
+	lines := []string{th.Dim.Render(head)}
+	rows := h - 1
+	if rows <= 0 {
+		return lines[:max(0, h)]
+	}
+	if len(m.opView) == 0 {
+		msg := "no profiler ops in this source"
+		if len(m.ops) > 0 {
+			msg = "no ops match the filter"
+		}
+		return append(lines, th.Dim.Render(msg))
+	}
+	if m.opSel < m.opTop {
+		m.opTop = m.opSel
+	}
+	if m.opSel >= m.opTop+rows {
+		m.opTop = m.opSel - rows + 1
+	}
+	m.opTop = clampInt(m.opTop, 0, max(0, len(m.opView)-rows))
+	for i := m.opTop; i < len(m.opView) && i < m.opTop+rows; i++ {
+		o := &m.ops[m.opView[i]]
+		mark := "  "
+		if i == m.opSel {
+			mark = th.G.Selected + " "
+		}
+		at := " "
+		if m.cursor >= o.StartUS && m.cursor < o.EndUS {
+			at = "*"
+		}
+		l := fmt.Sprintf("%s%-12s %10s %10s %8d %s%s", mark, tf.clock(o.StartUS), fmtDurUS(o.EndUS-o.StartUS), fmtDelta(o.MemDelta), o.Thread, at, o.Name)
+		if i == m.opSel {
+			l = th.Selected.Render(fit(l, w))
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}

@@ -1,0 +1,56 @@
+package tui
+
+import (
+	"fmt"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// allocAtCmd finds, off the UI goroutine, when the selected block was
+// allocated: the newest alloc of its address at or before the cursor,
+// searching back at most 64Ki entries.
+func (m *Model) allocAtCmd() tea.Cmd {
+	b := m.seg.Block()
+	if b == nil || !b.State.Active() {
+		return nil
+	}
+	src, dev, cur, addr, tf := m.o.Source, m.dev, m.cursor, b.Address, m.timeFmt()
+	return func() tea.Msg {
+		text := "before the first recorded entry (or out of the searched range)"
+		c := cur
+		for scanned := 0; scanned < 1<<16; {
+			evs := src.EventsAround(dev, c, 4096, 0)
+			found := false
+			for i := len(evs) - 1; i >= 0; i-- {
+				e := &evs[i]
+				if e.Time > cur {
+					continue
+				}
+				if e.Action == allocator.ActionAlloc && e.Addr == addr {
+					text = fmt.Sprintf("at %s (entry %d)", tf.full(e.Time), e.Seq)
+					found = true
+					break
+				}
+			}
+			if found || len(evs) == 0 {
+				break
+			}
+			scanned += len(evs)
+			nc := evs[0].Time - 1
+			if nc >= c || evs[0].Seq == 0 {
+				break
+			}
+			c = nc
+		}
+		return allocAtMsg{dev: dev, addr: addr, cursor: cur, text: text}
+	}
+}
+
+func (m *Model) allocAtText() string {
+	if b := m.seg.Block(); b != nil && b.Address == m.allocK {
+		return m.allocAt
+	}
+	return ""
+}
