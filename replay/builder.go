@@ -874,7 +874,8 @@ func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
 			}
 		}
 		if d.anns != nil {
-			snap.ExternalAnnotations = d.anns.anns
+			// Present but empty stays non-nil, so export writes the key back.
+			snap.ExternalAnnotations = append([]allocator.Annotation{}, d.anns.anns...)
 		}
 		if d.settings != nil {
 			st, err := b.settings(d.settings)
