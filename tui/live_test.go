@@ -99,3 +99,44 @@ func TestDeviceSwitch(t *testing.T) {
 		t.Fatalf("d should wrap to device 0")
 	}
 }
+
+// TestLiveOpsIncremental: live ops are re-read from the tail only, and the
+// table ends up with every op exactly once, in start order.
+func TestLiveOpsIncremental(t *testing.T) {
+	st := monitor.NewStore(monitor.StoreOptions{})
+	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Append(0, []allocator.TraceEntry{{Action: allocator.ActionSegmentAlloc, Addr: segA, Size: mib, TimeUS: t0}})
+	o := testOptions(st)
+	o.Live = true
+	m := newSized(t, o, 120, 40)
+	var want int
+	for batch := 0; batch < 50; batch++ {
+		var ops []monitor.Op
+		for i := 0; i < 20; i++ {
+			s := t0 + int64(batch)*1_000_000 + int64(i)*50_000
+			ops = append(ops, monitor.Op{Name: "aten::add", StartUS: s, EndUS: s + 10_000, Seq: int64(want)})
+			want++
+		}
+		if batch == 30 { // one op arrives 3 s late
+			ops = append(ops, monitor.Op{Name: "late", StartUS: t0 + 27_000_000, EndUS: t0 + 27_000_001, Seq: -1})
+			want++
+		}
+		st.AppendOps(ops)
+		m.Update(DataMsg{})
+	}
+	if len(m.ops) != want {
+		t.Fatalf("%d ops in the table, want %d", len(m.ops), want)
+	}
+	seen := map[int64]bool{}
+	for i, op := range m.ops {
+		if i > 0 && op.StartUS < m.ops[i-1].StartUS {
+			t.Fatalf("ops out of order at %d", i)
+		}
+		if op.Seq >= 0 && seen[op.Seq] {
+			t.Fatalf("op %d twice", op.Seq)
+		}
+		seen[op.Seq] = true
+	}
+}

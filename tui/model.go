@@ -348,7 +348,7 @@ func (m *Model) refreshData() {
 	}
 	m.version = src.Version()
 	m.devices = src.Devices()
-	m.ops = src.Ops(minInt64, maxInt64)
+	m.refreshOps()
 	if len(m.devices) == 0 && len(m.ops) == 0 {
 		m.hasData = false
 		m.dirty = true

@@ -70,3 +70,26 @@ func (m *Model) opLines(w, h int) []string {
 	}
 	return lines
 }
+
+// opsMargin is how far out of start order live ops may arrive (µs): the
+// live refresh re-reads the ops that start within it of the newest one.
+const opsMargin = 10_000_000
+
+// refreshOps re-reads the ops. A live source grows for hours, so only the
+// tail is fetched again; a replay reads them once.
+func (m *Model) refreshOps() {
+	src := m.o.Source
+	if !m.o.Live || len(m.ops) == 0 {
+		m.ops = src.Ops(minInt64, maxInt64)
+		return
+	}
+	t0 := m.ops[len(m.ops)-1].StartUS - opsMargin // m.ops is in start order
+	k := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS >= t0 })
+	kept := m.ops[:k:k] // appending must not overwrite what opView indexes
+	for _, o := range src.Ops(t0, maxInt64) {
+		if o.StartUS >= t0 {
+			kept = append(kept, o)
+		}
+	}
+	m.ops = kept
+}
