@@ -157,7 +157,6 @@ type builder struct {
 
 	// schema evidence
 	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawTime, sawSettings, sawStream bool
-	sawRequested                                                                     bool
 
 	accs []*traceAcc // streaming: per device, nil where the trace was empty
 
