@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 
@@ -447,9 +448,11 @@ func (m *Model) refreshWindow() {
 		t = nt
 	}
 	if m.base == monitor.TimeEpochUS {
-		for i := range m.ops {
-			if o := &m.ops[i]; o.IsStep && o.StartUS >= m.win0 && o.StartUS < m.win1 {
-				marks = append(marks, timeline.Marker{T: o.StartUS, Kind: timeline.MarkStep})
+		// m.ops is in start order: scan only the window's ops
+		i := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS >= m.win0 })
+		for ; i < len(m.ops) && m.ops[i].StartUS < m.win1; i++ {
+			if m.ops[i].IsStep {
+				marks = append(marks, timeline.Marker{T: m.ops[i].StartUS, Kind: timeline.MarkStep})
 			}
 		}
 	}
