@@ -147,12 +147,6 @@ func newModel(o Options) *Model {
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1,
 	}
-	if o.Device <= 0 {
-		m.dev = -1
-		if o.Device == 0 {
-			m.dev = 0
-		}
-	}
 	m.help.ShowAll = true
 	if th.ASCII {
 		m.help.ShortSeparator = " | "

@@ -40,7 +40,8 @@ type Options struct {
 	Now func() time.Time
 	// Location for wall-clock times (default time.Local).
 	Location *time.Location
-	// Device to show first; -1 or absent picks the first device.
+	// Device to show first; a device the source does not have (e.g. -1)
+	// falls back to its first device.
 	Device int
 	// Speed is the initial replay speed (default 1); Play starts playing.
 	Speed float64
