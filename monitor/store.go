@@ -162,14 +162,7 @@ func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 	} // else: ids are already this Store's (live sources intern via InternStack)
 	s.annotations = append([]allocator.Annotation(nil), snap.ExternalAnnotations...)
 	for _, b := range logs {
-		s.putDev(b.d)
-		// sort the checkpoints in the background; a query that gets there
-		// first sorts its own (sync.Once)
-		go func(cps []*checkpoint) {
-			for _, cp := range cps {
-				cp.ensureSorted()
-			}
-		}(b.d.cps)
+		s.putDev(b.d) // checkpoints are sorted by the first query that needs each
 	}
 	s.changed()
 	return nil
@@ -177,20 +170,34 @@ func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 
 // buildCapture indexes one device of a capture.
 func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error) {
+	var entries []allocator.TraceEntry
+	if dev < len(snap.DeviceTraces) {
+		entries = snap.DeviceTraces[dev]
+	}
+	// The reconstruction of the initial state (replay) and this package's
+	// own pass over the trace are independent: run them side by side.
+	var pre prepass
+	done := make(chan struct{})
+	go func() {
+		pre = scanCapture(snap, dev, entries)
+		close(done)
+	}()
 	tl, err := replay.NewTimeline(snap, dev)
+	<-done
 	if err != nil {
 		return nil, fmt.Errorf("monitor: ingest device %d: %w", dev, err)
 	}
 	d := newDevLog(dev, TimeSequence)
-	for i := range tl.Entries {
-		if tl.Entries[i].TimeUS != 0 {
-			d.base = TimeEpochUS
-			break
+	if pre.hasTime {
+		d.base = TimeEpochUS
+	}
+	d.ov = pre.ov
+	d.head = stateFromSegments(tl.Initial)
+	for _, b := range pre.orphans {
+		if _, ok := d.head.blocks[b.addr]; !ok {
+			d.head.blocks[b.addr] = b
 		}
 	}
-	d.ov = captureOverrides(snap, dev, tl.Entries)
-	d.head = stateFromSegments(tl.Initial)
-	addOrphans(d.head, snap, dev, tl.Entries)
 	d.initActive = tl.ActiveAtStart
 	d.initReserv = tl.ReservedAtStart
 	var pend int64
@@ -202,14 +209,10 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
 	d.cps = []*checkpoint{d.head.freeze(0)}
-	n := len(tl.Entries)
+	n := len(entries)
 	d.recs = make([]rec, 0, n)
 	d.active.v, d.allocated.v, d.reserved.v = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
-	var counts [256]int
-	for i := range tl.Entries {
-		counts[tl.Entries[i].Action]++
-	}
-	for a, c := range counts {
+	for a, c := range pre.counts {
 		if c > 0 {
 			d.byAction[allocator.Action(a)] = make([]int64, 0, c)
 		}
@@ -221,11 +224,32 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	return d, nil
 }
 
-// addOrphans adds the initially active blocks (timeline rules (a) and (b))
-// that lie outside every initial segment: Timeline.Initial is materialized
-// per segment and leaves them out, but they show up once a segment_alloc or
-// segment_map covers them, as in replay's StateAfter.
-func addOrphans(st *segState, snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) {
+// prepass is what ingest learns from one pass over a capture's trace.
+type prepass struct {
+	ov      overrides
+	orphans []liveBlock // initially active blocks by rules (a) and (b)
+	counts  [256]int
+	hasTime bool
+}
+
+func scanCapture(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) prepass {
+	var p prepass
+	for i := range entries {
+		p.counts[entries[i].Action]++
+		p.hasTime = p.hasTime || entries[i].TimeUS != 0
+	}
+	p.ov = captureOverrides(snap, dev, entries)
+	p.orphans = orphanCandidates(snap, dev, entries)
+	return p
+}
+
+// orphanCandidates lists the initially active blocks (timeline rules (a)
+// and (b)). Timeline.Initial is materialized per segment and leaves out
+// those outside every initial segment; they show up once a segment_alloc or
+// segment_map covers them, as in replay's StateAfter. Ingest adds the ones
+// Initial lacks.
+func orphanCandidates(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) []liveBlock {
+	var out []liveBlock
 	seen := map[uint64]struct{}{}
 	for i := range entries {
 		e := &entries[i]
@@ -236,14 +260,14 @@ func addOrphans(st *segState, snap *allocator.Snapshot, dev int, entries []alloc
 			continue
 		}
 		seen[e.Addr] = struct{}{}
-		if _, ok := st.blocks[e.Addr]; ok || e.Action == allocator.ActionAlloc {
+		if e.Action == allocator.ActionAlloc {
 			continue
 		}
 		b := liveBlock{addr: e.Addr, size: e.Size, req: e.Size, frames: e.Frames, state: allocator.StateActiveAllocated}
 		if e.Action == allocator.ActionFreeCompleted {
 			b.state = allocator.StateActivePendingFree
 		}
-		st.blocks[e.Addr] = b
+		out = append(out, b)
 	}
 	for i := range snap.Segments {
 		sg := &snap.Segments[i]
@@ -254,11 +278,10 @@ func addOrphans(st *segState, snap *allocator.Snapshot, dev int, entries []alloc
 			if _, ok := seen[b.Address]; ok || !b.State.Active() {
 				continue
 			}
-			if _, ok := st.blocks[b.Address]; !ok {
-				st.blocks[b.Address] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State}
-			}
+			out = append(out, liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State})
 		}
 	}
+	return out
 }
 
 func liveSize(b liveBlock) int64 {
