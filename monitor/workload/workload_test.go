@@ -438,3 +438,32 @@ func BenchmarkStep(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMallocFreeBaseline is the allocator alone doing what a step's
+// trace holds in count — 750 Malloc/Free pairs (≈1500 entries) of mixed
+// sizes, history on — the baseline BenchmarkStep is compared with.
+func BenchmarkMallocFreeBaseline(b *testing.B) {
+	w, err := New(Config{Seed: 1, Start: start, HistoryEntries: 1 << 14})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := w.Allocator()
+	sizes := []int64{4 << 10, 512 << 10, 16 << 20, 96 << 20}
+	ptrs := make([]uint64, 0, 750)
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := 0; i < 750; i++ {
+			p, err := a.Malloc(sizes[i%len(sizes)], w.compute)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ptrs = append(ptrs, p)
+			if len(ptrs) == 16 {
+				for _, p := range ptrs {
+					a.Free(p)
+				}
+				ptrs = ptrs[:0]
+			}
+		}
+	}
+}
