@@ -177,18 +177,19 @@ const (
 // charge counts n bytes against the budget; the decoder checks overErr.
 func (b *builder) charge(n int64) {
 	b.used += n
+	if b.used > b.limit && b.total < 0 && b.offset != nil {
+		// Unknown size: the budget follows the bytes read so far.
+		b.limit = max(b.limit, memBase+memPerByte*b.offset())
+	}
 	if b.used > b.limit && b.overErr == nil {
 		b.overErr = fmt.Errorf("decoding would need more than %d MiB for this input (%d bytes per input byte); not a memory snapshot shape", b.limit>>20, memPerByte)
 	}
 }
 
 // setLimit sizes the budget for an input of size bytes (-1: unknown, the
-// budget then grows with the bytes read).
+// budget then grows with the bytes read, see charge).
 func (b *builder) setLimit(size int64) {
-	if size < 0 {
-		size = 1 << 30
-	}
-	b.limit = memBase + memPerByte*size
+	b.limit = memBase + memPerByte*max(size, 0)
 }
 
 func newBuilder() *builder {

@@ -242,8 +242,10 @@ func TestMemoryBudget(t *testing.T) {
 		data = append(data, '}', 0x94, 'a') // EMPTY_DICT MEMOIZE APPEND
 	}
 	data = append(data, '.')
-	_, err := Decode(bytes.NewReader(data), int64(len(data)), Options{})
-	if err == nil || !strings.Contains(err.Error(), "decoding would need more than") {
-		t.Fatalf("err = %v", err)
+	for _, size := range []int64{int64(len(data)), -1} { // known and unknown size
+		_, err := Decode(bytes.NewReader(data), size, Options{})
+		if err == nil || !strings.Contains(err.Error(), "decoding would need more than") {
+			t.Fatalf("size %d: err = %v", size, err)
+		}
 	}
 }
