@@ -112,6 +112,10 @@ func (k listKind) String() string { return listKindNames[k] }
 var listOfDict = [...]listKind{dUnknown: lUnknown, dTop: lPlain, dSegment: lSegments, dBlock: lBlocks,
 	dHistory: lHistory, dFrame: lFrames, dTrace: lTraces, dAnnotation: lAnnotations}
 
+// dictOfList is the element kind of each typed list.
+var dictOfList = [...]dictKind{lFrames: dFrame, lSegments: dSegment, lBlocks: dBlock, lHistory: dHistory,
+	lTraces: dTrace, lAnnotations: dAnnotation, lTraceLists: dUnknown, lPlain: dUnknown}
+
 type list struct {
 	kind      listKind
 	scalar    kind // first scalar seen, for error messages
@@ -720,19 +724,13 @@ func (b *builder) place(l *list, d *dict) error {
 	} else {
 		b.charge(elemBytes)
 	}
-	want := dUnknown
-	for dk, lk := range listOfDict {
-		if lk == l.kind && dictKind(dk) != dTop {
-			want = dictKind(dk)
-		}
-	}
-	if l.kind == lPlain {
+	switch l.kind {
+	case lPlain:
 		return nil
-	}
-	if l.kind == lTraceLists {
+	case lTraceLists:
 		return fmt.Errorf("want a trace list, got a %s dict", d.kind)
 	}
-	if err := b.decide(d, want); err != nil {
+	if err := b.decide(d, dictOfList[l.kind]); err != nil {
 		return err
 	}
 	switch d.kind {
