@@ -16,6 +16,8 @@ type Progress struct {
 	BytesDone  int64
 	BytesTotal int64 // 0 when unknown
 	Entries    int64 // trace entries indexed so far
+	// EntriesTotal is the number of entries to index, 0 when unknown.
+	EntriesTotal int64
 }
 
 // Options configure the app. Only Source is required.

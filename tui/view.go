@@ -239,7 +239,11 @@ func (m *Model) loadingLines(body int) []string {
 	if p.BytesTotal > 0 {
 		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", fmtBytes(p.BytesDone), fmtBytes(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
 	}
-	return centered(body, m.w, txt, b, fmt.Sprintf("%d entries indexed", p.Entries), "", th.Dim.Render("q quits"))
+	e := fmt.Sprintf("%d entries indexed", p.Entries)
+	if p.EntriesTotal > 0 {
+		e = fmt.Sprintf("%d of %d entries indexed", p.Entries, p.EntriesTotal)
+	}
+	return centered(body, m.w, txt, b, e, "", th.Dim.Render("q quits"))
 }
 
 func centered(h, w int, text ...string) []string {

@@ -109,11 +109,12 @@ func snapshotLoader(path string, store *monitor.Store) func(context.Context, fun
 			for _, tr := range capt.Snapshot.DeviceTraces {
 				n += int64(len(tr))
 			}
-			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n})
+			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
 			if err := store.IngestSnapshot(capt.Snapshot); err != nil {
 				done <- fmt.Errorf("%s: %w", path, err)
 				return
 			}
+			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
 			done <- nil
 		}()
 		select {

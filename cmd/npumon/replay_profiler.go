@@ -29,7 +29,7 @@ func profilerLoader(path string, store *monitor.Store) func(context.Context, fun
 			for _, tr := range snap.DeviceTraces {
 				n += int64(len(tr))
 			}
-			report(tui.Progress{Stage: "indexing", Entries: n})
+			report(tui.Progress{Stage: "indexing", EntriesTotal: n})
 			if n > 0 {
 				if err := store.IngestSnapshot(snap); err != nil {
 					done <- fmt.Errorf("%s: %w", path, err)
