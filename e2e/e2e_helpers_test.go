@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -100,5 +99,3 @@ func runJSON(t *testing.T, bin string, v any, args ...string) {
 		t.Fatalf("%v: %v in %q", args, err, out)
 	}
 }
-
-var _ = io.Discard

@@ -24,20 +24,20 @@ type simSummary struct {
 
 // liveSummary is the --headless JSON of attach / watch / demo.
 type liveSummary struct {
-	Source         string `json:"source"`
-	Entries        int64  `json:"entries"`
-	Applied        int64  `json:"applied"`
-	ActiveBytes    int64  `json:"active_bytes"`
-	ReservedBytes  int64  `json:"reserved_bytes"`
-	Segments       int64  `json:"segments"`
-	OOMs           int64  `json:"ooms"`
-	Connection     string `json:"connection"`
-	ProducerPID    int    `json:"producer_pid"`
-	Received       int64  `json:"received_entries"`
-	Missed         int64  `json:"missed_entries"`
-	Open           string `json:"open"`
-	Ops            int    `json:"ops"`
-	Captures       []struct {
+	Source        string `json:"source"`
+	Entries       int64  `json:"entries"`
+	Applied       int64  `json:"applied"`
+	ActiveBytes   int64  `json:"active_bytes"`
+	ReservedBytes int64  `json:"reserved_bytes"`
+	Segments      int64  `json:"segments"`
+	OOMs          int64  `json:"ooms"`
+	Connection    string `json:"connection"`
+	ProducerPID   int    `json:"producer_pid"`
+	Received      int64  `json:"received_entries"`
+	Missed        int64  `json:"missed_entries"`
+	Open          string `json:"open"`
+	Ops           int    `json:"ops"`
+	Captures      []struct {
 		Kind     string `json:"kind"`
 		Path     string `json:"path"`
 		Existing bool   `json:"existing"`

@@ -533,7 +533,7 @@ func (w *Workload) pace() {
 		w.fail = w.ctx.Err()
 		return
 	}
-	ahead := w.clock.Now().Sub(time.Now())
+	ahead := time.Until(w.clock.Now())
 	switch {
 	case ahead > time.Millisecond:
 		t := time.NewTimer(ahead)
