@@ -63,6 +63,11 @@ func (m *Model) parseJump(s string) (int64, error) {
 		if m.base == monitor.TimeSequence {
 			return 0, fmt.Errorf("jump: no timestamps in this file; use #N")
 		}
+		for _, layout := range []string{"2006-01-02 15:04:05.999999", "2006-01-02T15:04:05.999999"} {
+			if t, err := time.ParseInLocation(layout, s, m.o.Location); err == nil {
+				return t.UnixMicro(), nil
+			}
+		}
 		var t time.Time
 		var err error
 		for _, layout := range []string{"15:04:05.999999", "15:04:05", "15:04"} {
@@ -71,7 +76,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 			}
 		}
 		if err != nil {
-			return 0, fmt.Errorf("jump: %q: want HH:MM:SS[.mmm]", s)
+			return 0, fmt.Errorf("jump: %q: want HH:MM:SS[.mmm] or YYYY-MM-DD HH:MM:SS[.mmm]", s)
 		}
 		day := time.UnixMicro(m.cursor).In(m.o.Location)
 		t = time.Date(day.Year(), day.Month(), day.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), m.o.Location)

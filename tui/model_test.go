@@ -164,11 +164,12 @@ func TestSequenceBase(t *testing.T) {
 func TestJump(t *testing.T) {
 	m := small(t, 120, 40)
 	for in, want := range map[string]int64{
-		"07:06:40.004": t0 + 4*tStep,
-		"+2ms":         t0 + 2*tStep,
-		"#5":           t0 + 5*tStep,
-		"#0":           t0,
-		"#8":           t0 + 8*tStep,
+		"07:06:40.004":            t0 + 4*tStep,
+		"+2ms":                    t0 + 2*tStep,
+		"#5":                      t0 + 5*tStep,
+		"#0":                      t0,
+		"#8":                      t0 + 8*tStep,
+		"2025-11-29 07:06:40.003": t0 + 3*tStep,
 	} {
 		press(m, "t")
 		typeText(m, in)
