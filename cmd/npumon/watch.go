@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ func newWatchCmd() *cobra.Command {
 		headless time.Duration
 		follow   bool
 		list     bool
+		open     string
 	)
 	c := &cobra.Command{
 		Use:   "watch DIR",
@@ -37,7 +39,8 @@ func newWatchCmd() *cobra.Command {
 			"(*_ascend_pt). Captures are kept in arrival order; the newest one is opened and, with\n" +
 			"--follow (the default), each new one replaces it as it lands. Profiler ops are read from\n" +
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
-			"--list prints the captures found so far in arrival order and exits. With --headless\n" +
+			"--list prints the captures found so far in arrival order and exits; --open N (the index\n" +
+			"--list prints) or --open NAME opens that snapshot instead and stays on it. With --headless\n" +
 			"DURATION nothing is drawn: it watches for DURATION and prints the summary as JSON.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -50,7 +53,7 @@ func newWatchCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			store := monitor.NewStore(monitor.StoreOptions{})
-			wd := &dirWatch{dir: dir, store: store, follow: follow}
+			wd := &dirWatch{dir: dir, store: store, follow: follow && open == "", pick: open}
 			if list {
 				return wd.list(c.OutOrStdout())
 			}
@@ -74,6 +77,7 @@ func newWatchCmd() *cobra.Command {
 	f := c.Flags()
 	f.BoolVar(&follow, "follow", true, "open each new capture as it lands (false: stay on the newest at start)")
 	f.BoolVar(&list, "list", false, "print the captures found in DIR in arrival order and exit")
+	f.StringVar(&open, "open", "", "open this snapshot (index from --list, or file name) and stay on it")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	return c
@@ -81,7 +85,8 @@ func newWatchCmd() *cobra.Command {
 
 // capture is one snapshot file or profiler directory seen in the directory.
 type capture struct {
-	Kind     string `json:"kind"` // "snapshot" or "profiler"
+	Index    int    `json:"index"` // 1-based, in arrival order
+	Kind     string `json:"kind"`  // "snapshot" or "profiler"
 	Path     string `json:"path"`
 	Existing bool   `json:"existing"` // there before watch started
 	Error    string `json:"error,omitempty"`
@@ -93,6 +98,7 @@ type dirWatch struct {
 	dir    string
 	store  *monitor.Store
 	follow bool
+	pick   string // --open: an index or a file name
 
 	w      *monitor.Watcher
 	tail   *profiler.Tailer
@@ -117,6 +123,7 @@ func (d *dirWatch) list(out io.Writer) error {
 	// The initial scan reports what exists; it is done once the events
 	// stop coming for a moment.
 	enc := json.NewEncoder(out)
+	n := 0
 	for {
 		select {
 		case ev, ok := <-w.Events:
@@ -124,6 +131,8 @@ func (d *dirWatch) list(out io.Writer) error {
 				return nil
 			}
 			if c, ok := captureOf(ev); ok {
+				n++
+				c.Index = n
 				if err := enc.Encode(c); err != nil {
 					return err
 				}
@@ -187,7 +196,10 @@ func (d *dirWatch) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-scanOver.C:
-			if newestExisting != "" && d.current() == "" {
+			switch {
+			case d.pick != "" && d.current() == "":
+				d.note(fmt.Sprintf("--open %s: no such snapshot in %s (yet)", d.pick, d.dir))
+			case newestExisting != "" && d.current() == "":
 				d.openSnapshot(newestExisting)
 			}
 		case <-poll.C:
@@ -196,16 +208,24 @@ func (d *dirWatch) loop(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if c, ok := captureOf(ev); ok {
+			var c capture
+			if cc, ok := captureOf(ev); ok {
 				d.mu.Lock()
-				d.captures = append(d.captures, c)
+				cc.Index = len(d.captures) + 1
+				d.captures = append(d.captures, cc)
 				d.mu.Unlock()
+				c = cc
 			}
 			switch ev.Kind {
 			case monitor.WatchSnapshot:
-				if ev.Existing {
+				switch {
+				case d.pick != "":
+					if d.current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+						d.openSnapshot(ev.Path)
+					}
+				case ev.Existing:
 					newestExisting = ev.Path
-				} else if d.follow || d.current() == "" {
+				case d.follow || d.current() == "":
 					d.openSnapshot(ev.Path)
 				}
 			case monitor.WatchProfilerDir, monitor.WatchFrameworkGrow, monitor.WatchAnalyseDone:

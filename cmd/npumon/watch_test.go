@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,5 +64,34 @@ func TestWatchNotADirectory(t *testing.T) {
 	code, _, errOut := captureRun(t, "watch", "watch_test.go")
 	if code != exitUsage || !strings.Contains(errOut, "not a directory") {
 		t.Fatalf("exit %d, %q", code, errOut)
+	}
+}
+
+// TestWatchOpen: --open picks a capture by its --list index or file name.
+func TestWatchOpen(t *testing.T) {
+	dir := t.TempDir()
+	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3, NoProfile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, sel := range []string{"1", "snapshot_" + strconv.Itoa(w.Config().PID) + "_step000002.pickle"} {
+		code, out, errOut := captureRun(t, "watch", dir, "--open", sel, "--headless", "500ms")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var s watchSummaryJSON
+		if err := json.Unmarshal([]byte(out), &s); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(s.Open, "_step000002.pickle") || s.Entries == 0 {
+			t.Errorf("--open %s: open %q entries %d errors %v", sel, s.Open, s.Entries, s.Errors)
+		}
+	}
+	code, out, _ := captureRun(t, "watch", dir, "--open", "9", "--headless", "500ms")
+	if code != 0 || !strings.Contains(out, "--open 9: no such snapshot") {
+		t.Errorf("missing capture: exit %d, %s", code, out)
 	}
 }
