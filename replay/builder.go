@@ -656,9 +656,9 @@ func (l *list) length() int {
 	n := len(l.frames) + len(l.pending)
 	if m := l.listMore; m != nil {
 		n += len(m.segs) + len(m.blocks) + len(m.hist) + len(m.entries) + len(m.lists) + len(m.anns)
-	}
-	if l.acc != nil {
-		n += l.acc.n
+		if m.acc != nil {
+			n += m.acc.n
+		}
 	}
 	return n
 }
