@@ -3,9 +3,11 @@ package monitor
 import (
 	"context"
 	"math/rand/v2"
+	"net"
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
@@ -173,3 +175,48 @@ func TestServeAllocators(t *testing.T) {
 		}
 	}
 }
+
+// benchServeMallocFree runs Malloc/Free pairs on an allocator served over
+// the wire, with stalled clients connected (they read the handshake, then
+// nothing). ns/op is one pair (two, or three, trace entries published).
+func benchServeMallocFree(b *testing.B, stalled int) {
+	allocs, _ := newAllocators(b, 1)
+	dir, _ := filepathTemp()
+	defer removeAll(dir)
+	path := dir + "/s.sock"
+	srv, stop, err := ServeAllocators("unix", path, allocs, ServerOptions{QueueEntries: 4096})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stop()
+	for i := 0; i < stalled; i++ {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		fr := &frameReader{r: c}
+		fr.next() // HELLO; SNAPSHOT and everything after stay unread
+	}
+	for srv.Stats().Clients != stalled {
+		time.Sleep(time.Millisecond)
+	}
+	a := allocs[0]
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p, err := a.Malloc(4096, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.Free(p)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(srv.Stats().Dropped), "dropped")
+}
+
+// BenchmarkServeMallocFreeNoClient is the baseline: served, nobody connected.
+func BenchmarkServeMallocFreeNoClient(b *testing.B) { benchServeMallocFree(b, 0) }
+
+// BenchmarkServeMallocFreeStalledClient: a client that stopped reading must
+// not slow the allocator (its queue fills, entries are dropped for it).
+func BenchmarkServeMallocFreeStalledClient(b *testing.B) { benchServeMallocFree(b, 1) }
