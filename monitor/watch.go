@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -235,6 +236,14 @@ func (w *Watcher) candidate(p string, existing bool) {
 	if err != nil {
 		return // gone already
 	}
+	if !fi.Mode().IsRegular() {
+		// a FIFO or device would block the open; report it once
+		if !w.reported[p] {
+			w.reported[p] = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Err: fmt.Errorf("%s: not a regular file (%v)", p, fi.Mode().Type())})
+		}
+		return
+	}
 	c, ok := w.pending[p]
 	if !ok {
 		c = &candidate{}
@@ -261,7 +270,7 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 		}
 		return
 	}
-	if f, err := os.Open(p); err != nil {
+	if f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
 		c.failed = true
 		if errors.Is(err, os.ErrPermission) && !c.reported {
 			c.reported = true
@@ -425,7 +434,7 @@ func (w *Watcher) tick() {
 	}
 	for p, c := range w.pending {
 		fi, err := os.Stat(p)
-		if err != nil {
+		if err != nil || !fi.Mode().IsRegular() {
 			delete(w.pending, p)
 			continue
 		}
@@ -452,11 +461,14 @@ func (w *Watcher) tick() {
 // with the STOP opcode, a JSON file must parse to a snapshot shape (a dict
 // with "segments", or a list).
 func checkSnapshotFile(p string) error {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file", p)
+	}
 	head := make([]byte, 2)
 	if _, err := io.ReadFull(f, head); err != nil {
 		return fmt.Errorf("%s: too short for a snapshot", p)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,6 +129,16 @@ func TestWatchUndecodableAndUnreadable(t *testing.T) {
 		if e.Path != locked {
 			t.Fatalf("unreadable: %+v", e)
 		}
+	}
+	// a FIFO named like a snapshot must not block the watcher (opening it
+	// for reading would wait for a writer)
+	fifo := filepath.Join(dir, "pipe.pickle")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e = nextEvent(t, w, kind(WatchError))
+	if e.Path != fifo || !strings.Contains(e.Err.Error(), "not a regular file") {
+		t.Fatalf("fifo: %+v", e)
 	}
 	// still watching
 	good := filepath.Join(dir, "good.json")
