@@ -537,3 +537,55 @@ func TestWireDocExample(t *testing.T) {
 		t.Fatalf("decoded %+v, %v", h, err)
 	}
 }
+
+// Several clients at once, one leaving mid-stream and one joining late:
+// each that stays gets every entry published while it was there.
+func TestWireSeveralClients(t *testing.T) {
+	path := shortSock(t)
+	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	type cl struct {
+		st     *Store
+		c      *Client
+		cancel context.CancelFunc
+	}
+	start := func() cl {
+		st := NewStore(StoreOptions{})
+		c := NewClient("unix", path, st, ClientOptions{})
+		ctx, cancel := context.WithCancel(context.Background())
+		go c.Run(ctx)
+		waitFor(t, "connected", func() bool { return c.Status().State == StateConnected })
+		return cl{st, c, cancel}
+	}
+	a, b, leaver := start(), start(), start()
+	defer a.cancel()
+	defer b.cancel()
+	ents := testEntries(30000, 8)
+	srv.Publish(0, ents[:10000])
+	waitFor(t, "leaver has the first part", func() bool { return leaver.st.Len(0) == 10000 })
+	leaver.cancel()
+	waitFor(t, "leaver gone", func() bool { return srv.Stats().Clients == 2 })
+	srv.Publish(0, ents[10000:20000])
+	late := start()
+	defer late.cancel()
+	srv.Publish(0, ents[20000:])
+	for name, c := range map[string]cl{"a": a, "b": b} {
+		waitFor(t, name+" complete", func() bool { return c.st.Len(0) == 30000 })
+		if g := c.st.Gaps(0); len(g) != 0 {
+			t.Fatalf("%s: gaps %v", name, g)
+		}
+	}
+	// the late client starts at its snapshot: only what came after it
+	waitFor(t, "late client", func() bool { return late.st.Len(0) == 10000 })
+	want := ents[20000]
+	want.Frames = 0 // no Stack resolver: ids arrive without frames and resolve to none
+	if ev := late.st.Events(0, -1<<62, 1<<62, 1); ev[0].TraceEntry != want {
+		t.Fatalf("late client starts with %+v, want %+v", ev[0].TraceEntry, want)
+	}
+	if leaver.st.Len(0) != 10000 {
+		t.Fatalf("the client that left has %d entries", leaver.st.Len(0))
+	}
+}
