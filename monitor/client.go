@@ -36,6 +36,7 @@ type ClientStatus struct {
 	Hello   *Hello        // the producer's handshake (nil before the first)
 	Entries uint64        // entries received over all connections
 	Missed  uint64        // entries the producer reported dropped (GAP)
+	Resyncs int           // fresh snapshots received after drops
 	Since   time.Time     // when State was entered
 }
 
@@ -208,6 +209,10 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 					segs[i].Blocks[j].Frames = stacks[uint64(segs[i].Blocks[j].Frames)]
 				}
 			}
+			if haveSnap {
+				c.resync(segs, resume)
+				continue
+			}
 			c.startSession(hello, segs, resume, same)
 			haveSnap = true
 			c.set(func(s *ClientStatus) { s.State = StateConnected; s.Err = nil; s.Hello = hello })
@@ -317,4 +322,25 @@ func (c *Client) startSession(h *Hello, segs []allocator.Segment, resume map[int
 	for d := range devs {
 		c.expected[d] = resume[d]
 	}
+}
+
+// resync installs a mid-stream SNAPSHOT (sent after drops): the devices'
+// state is replaced from here on; the GAP records already mark the hole.
+func (c *Client) resync(segs []allocator.Segment, resume map[int]uint64) {
+	devs := map[int]bool{}
+	for i := range segs {
+		devs[segs[i].Device] = true
+	}
+	for d := range resume {
+		devs[d] = true
+	}
+	for d := range devs {
+		c.store.Rebase(d, segs)
+		if r, ok := resume[d]; ok {
+			c.expected[d] = r
+		}
+	}
+	c.mu.Lock()
+	c.status.Resyncs++
+	c.mu.Unlock()
 }

@@ -36,6 +36,10 @@ type ServerOptions struct {
 	QueueEntries int
 	// Heartbeat is the heartbeat interval (default 1 s).
 	Heartbeat time.Duration
+	// ResyncInterval: after entries were dropped for a client, a fresh
+	// SNAPSHOT (from Snapshot) repairs its state, at most once per interval
+	// (default 1 s; negative: never).
+	ResyncInterval time.Duration
 }
 
 // ServerStats are a Server's counters.
@@ -134,6 +138,9 @@ func Serve(ln net.Listener, opts ServerOptions) *Server {
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = time.Second
+	}
+	if opts.ResyncInterval == 0 {
+		opts.ResyncInterval = time.Second
 	}
 	s := &Server{ln: ln, opts: opts, seq: map[int]uint64{}, clients: map[*serverClient]struct{}{},
 		closed: make(chan struct{}), start: time.Now().UnixMicro()}
@@ -400,6 +407,51 @@ func (s *Server) serveClient(c *serverClient) {
 	e := &enc{}
 	h := s.hello()
 	encodeHello(e, &h)
+	resume := s.encodeState(c, e)
+	if !c.write(e) {
+		return
+	}
+	tick := time.NewTicker(s.opts.Heartbeat)
+	defer tick.Stop()
+	var gapped bool // a GAP was sent and no snapshot has repaired it yet
+	lastSync := time.Now()
+	for {
+		select {
+		case <-s.closed:
+			s.flush(c, e, resume)
+			encodeBye(e, "producer closing")
+			c.write(e)
+			return
+		case <-tick.C:
+			var devs []DeviceInfo
+			if s.opts.Devices != nil {
+				devs = s.opts.Devices()
+			}
+			encodeHeartbeat(e, time.Now().UnixMicro(), devs)
+			if !c.write(e) {
+				return
+			}
+		case <-c.wake:
+		}
+		g, ok := s.flush(c, e, resume)
+		if !ok {
+			return
+		}
+		gapped = gapped || g
+		// after drops, a fresh snapshot makes the client's state exact again
+		if gapped && s.opts.Snapshot != nil && s.opts.ResyncInterval >= 0 && time.Since(lastSync) >= s.opts.ResyncInterval {
+			resume = s.encodeState(c, e)
+			if !c.write(e) {
+				return
+			}
+			gapped, lastSync = false, time.Now()
+		}
+	}
+}
+
+// encodeState encodes the producer's state (STACKS and SNAPSHOT) for c and
+// returns, per device, the first sequence number it does not reflect.
+func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 	var snap *allocator.Snapshot
 	var resume map[int]uint64
 	if s.opts.Snapshot != nil {
@@ -442,41 +494,16 @@ func (s *Server) serveClient(c *serverClient) {
 		}
 	}
 	encodeSnapshot(e, segs, resume)
-	if !c.write(e) {
-		return
-	}
-	tick := time.NewTicker(s.opts.Heartbeat)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.closed:
-			s.flush(c, e, resume)
-			encodeBye(e, "producer closing")
-			c.write(e)
-			return
-		case <-tick.C:
-			var devs []DeviceInfo
-			if s.opts.Devices != nil {
-				devs = s.opts.Devices()
-			}
-			encodeHeartbeat(e, time.Now().UnixMicro(), devs)
-			if !c.write(e) {
-				return
-			}
-		case <-c.wake:
-		}
-		if !s.flush(c, e, resume) {
-			return
-		}
-	}
+	return resume
 }
 
-// flush encodes and writes everything queued for c.
-func (s *Server) flush(c *serverClient, e *enc, resume map[int]uint64) bool {
+// flush encodes and writes everything queued for c; gapped reports a GAP.
+func (s *Server) flush(c *serverClient, e *enc, resume map[int]uint64) (gapped, ok bool) {
 	q, ops := c.take()
 	for _, it := range q {
 		if it.gap.missed > 0 {
 			encodeGap(e, it.device, it.gap.missed, it.gap.next)
+			gapped = true
 			continue
 		}
 		ents, first := it.entries, it.first
@@ -494,7 +521,7 @@ func (s *Server) flush(c *serverClient, e *enc, resume map[int]uint64) bool {
 			encodeEntries(e, it.device, first, ents[:n])
 			ents, first = ents[n:], first+uint64(n)
 			if len(e.b) > 1<<20 && !c.write(e) {
-				return false
+				return gapped, false
 			}
 		}
 	}
@@ -503,7 +530,7 @@ func (s *Server) flush(c *serverClient, e *enc, resume map[int]uint64) bool {
 		encodeOps(e, ops[:n])
 		ops = ops[n:]
 	}
-	return c.write(e)
+	return gapped, c.write(e)
 }
 
 // newStacks writes a STACKS frame for stack ids c has not seen yet.

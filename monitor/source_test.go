@@ -220,3 +220,37 @@ func BenchmarkServeMallocFreeNoClient(b *testing.B) { benchServeMallocFree(b, 0)
 // BenchmarkServeMallocFreeStalledClient: a client that stopped reading must
 // not slow the allocator (its queue fills, entries are dropped for it).
 func BenchmarkServeMallocFreeStalledClient(b *testing.B) { benchServeMallocFree(b, 1) }
+
+// A client that falls behind gets GAPs, then a fresh snapshot that makes
+// its state exact again.
+func TestServeAllocatorsResyncAfterGap(t *testing.T) {
+	allocs, _ := newAllocators(t, 1)
+	path := shortSock(t)
+	srv, stop, err := ServeAllocators("unix", path, allocs, ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	st := NewStore(StoreOptions{})
+	cl := NewClient("unix", path, st, ClientOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cl.Run(ctx)
+	waitFor(t, "connected", func() bool { return cl.Status().State == StateConnected })
+	// stall the client: its Store refuses writes while the producer churns
+	st.mu.Lock()
+	live := churn(t, allocs[0], 9, 40000)
+	waitFor(t, "drops", func() bool { return srv.Stats().Dropped > 0 })
+	st.mu.Unlock()
+	for _, p := range live[:len(live)/2] {
+		allocs[0].Free(p)
+	}
+	want := liveBlocks(allocs[0].Snapshot().Segments)
+	waitFor(t, "state repaired", func() bool {
+		return reflect.DeepEqual(liveBlocks(st.StateAt(0, 1<<62).Segments), want)
+	})
+	s := cl.Status()
+	if s.Missed == 0 || s.Resyncs == 0 || len(st.Gaps(0)) == 0 {
+		t.Fatalf("status %+v, gaps %v", s, st.Gaps(0))
+	}
+}
