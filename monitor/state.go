@@ -311,8 +311,14 @@ func (st *segState) unmapRange(addr uint64, size int64) {
 // tiled by its live blocks and inactive blocks filling the gaps. Live blocks
 // outside every segment are dropped (as replay's StateAfter does).
 func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocator.Segment, []Gap) {
-	out := make([]allocator.Segment, len(segs))
-	copy(out, segs)
+	out := make([]allocator.Segment, 0, len(segs))
+	for _, s := range segs {
+		// a hostile or broken source can describe empty, negative or
+		// address-wrapping segments: they hold nothing and are left out
+		if s.TotalSize > 0 && s.End() > s.Address {
+			out = append(out, s)
+		}
+	}
 	var gaps []Gap
 	bi := 0
 	for si := range out {
