@@ -139,16 +139,13 @@ func BenchmarkStoreIngest(b *testing.B) {
 	b.ResetTimer()
 	c0 := cpuNow()
 	var st *Store
-	var all []*Store
 	for i := 0; i < b.N; i++ {
 		st = NewStore(StoreOptions{})
 		if err := st.IngestSnapshot(snap); err != nil {
 			b.Fatal(err)
 		}
-		all = append(all, st)
 	}
 	b.StopTimer()
-	all = nil
 	reportCPU(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(benchEntries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 	st = nil
