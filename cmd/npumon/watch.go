@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor"
-	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 )
@@ -101,7 +100,7 @@ type dirWatch struct {
 	pick   string // --open: an index or a file name
 
 	w      *monitor.Watcher
-	tail   *profiler.Tailer
+	tail   *monitor.ProfilerTail
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
@@ -158,7 +157,7 @@ func (d *dirWatch) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tail, err := profiler.NewTailer(d.dir)
+	tail, err := monitor.NewProfilerTail(d.dir, d.store)
 	if err != nil {
 		w.Close()
 		return err
@@ -261,26 +260,15 @@ func (d *dirWatch) openSnapshot(path string) {
 
 // pollTail appends the ops the profiler tail found since the last poll.
 func (d *dirWatch) pollTail() {
-	b, err := d.tail.Poll()
+	n, err := d.tail.Poll()
 	if err != nil {
 		d.note(err.Error())
 	}
-	if b == nil || len(b.Ops) == 0 {
-		return
+	if n > 0 {
+		d.mu.Lock()
+		d.ops += n
+		d.mu.Unlock()
 	}
-	ops := make([]monitor.Op, 0, len(b.Ops))
-	for i := range b.Ops {
-		o := &b.Ops[i]
-		if !o.Timed() {
-			continue
-		}
-		ops = append(ops, monitor.Op{Name: o.Name, StartUS: o.StartUS(), EndUS: o.EndUS(), Thread: o.TID, Seq: o.Seq,
-			Device: -1, Step: o.Step, IsStep: o.IsStep, InputDims: o.InputShapes})
-	}
-	d.store.AppendOps(ops)
-	d.mu.Lock()
-	d.ops += len(ops)
-	d.mu.Unlock()
 }
 
 func (d *dirWatch) note(msg string) {

@@ -1,0 +1,146 @@
+package monitor
+
+import (
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/profiler"
+)
+
+// Profiler sources: a torch_npu profiler directory read whole
+// (IngestProfiler) or followed while the profiler writes it (ProfilerTail).
+// Ops keep their epoch times; PTA memory records that carry a pointer
+// become a per-device trace, since they are the only memory history a
+// profiler directory has.
+
+// IngestProfiler loads a profiler directory's data into store: its timed
+// ops (with memory deltas) and, when d has raw FRAMEWORK memory records,
+// a per-device trace made from them (see ProfilerTrace). Analysed (CSV)
+// output has only totals, so only its ops are loaded. indexing, if not
+// nil, is told the number of trace entries before they are indexed.
+func IngestProfiler(store *Store, d *profiler.Data, indexing func(entries int64)) error {
+	snap := ProfilerTrace(d)
+	var n int64
+	for _, tr := range snap.DeviceTraces {
+		n += int64(len(tr))
+	}
+	if indexing != nil {
+		indexing(n)
+	}
+	if n > 0 {
+		if err := store.IngestSnapshot(snap); err != nil {
+			return err
+		}
+	}
+	store.IngestOps(ProfilerOps(d.Ops, d.OpMemDeltas()))
+	return nil
+}
+
+// ProfilerOps converts the timed ops among ops to Store ops; deltas, if
+// not nil, holds each op's memory delta (profiler.Data.OpMemDeltas).
+// Untimed ops (operator_details.csv rows) have no place on the time axis
+// and are left out.
+func ProfilerOps(ops []profiler.Op, deltas []int64) []Op {
+	out := make([]Op, 0, len(ops))
+	for i := range ops {
+		o := &ops[i]
+		if !o.Timed() {
+			continue
+		}
+		op := Op{Name: o.Name, StartUS: o.StartUS(), EndUS: o.EndUS(), Thread: o.TID,
+			Seq: o.Seq, Device: -1, Step: o.Step, IsStep: o.IsStep, InputDims: o.InputShapes}
+		if i < len(deltas) {
+			op.MemDelta = deltas[i]
+		}
+		out = append(out, op)
+	}
+	return out
+}
+
+// maxProfilerDevice bounds the device ids accepted from memory records, so
+// a corrupt record cannot make the trace table huge.
+const maxProfilerDevice = 1024
+
+// ProfilerTrace turns the PTA memory records of d that carry a pointer
+// into trace entries: MALLOC → alloc, FREE → free_requested and
+// BLOCK_FREE → free_completed (or FREE → free when the source records no
+// BLOCK_FREE). The records carry no segments, so the segment map stays
+// empty; the byte series are exact.
+func ProfilerTrace(d *profiler.Data) *allocator.Snapshot {
+	blockFree := false
+	for i := range d.Memory {
+		if d.Memory[i].Kind == profiler.MemoryBlockFree {
+			blockFree = true
+			break
+		}
+	}
+	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
+	sizes := map[uint64]int64{} // live pointer → allocated size
+	for i := range d.Memory {
+		m := &d.Memory[i]
+		if m.Component != profiler.CompPTA || m.Ptr == 0 || m.Device < 0 || m.Device > maxProfilerDevice {
+			continue
+		}
+		e := allocator.TraceEntry{Addr: m.Ptr, Stream: uint64(max(m.Stream, 0)), TimeUS: m.TimeNS / 1000}
+		switch {
+		case m.Kind == profiler.MemoryMalloc && m.AllocSize > 0:
+			e.Action, e.Size = allocator.ActionAlloc, m.AllocSize
+			sizes[m.Ptr] = m.AllocSize
+		case m.Kind == profiler.MemoryFree:
+			e.Action, e.Size = allocator.ActionFreeRequested, sizes[m.Ptr]
+			if !blockFree {
+				e.Action = allocator.ActionFree
+				delete(sizes, m.Ptr)
+			}
+		case m.Kind == profiler.MemoryBlockFree:
+			e.Action, e.Size = allocator.ActionFreeCompleted, sizes[m.Ptr]
+			delete(sizes, m.Ptr)
+		default:
+			continue
+		}
+		if e.Size == 0 && m.AllocSize < 0 {
+			e.Size = -m.AllocSize
+		}
+		for len(snap.DeviceTraces) <= m.Device {
+			snap.DeviceTraces = append(snap.DeviceTraces, nil)
+		}
+		snap.DeviceTraces[m.Device] = append(snap.DeviceTraces[m.Device], e)
+	}
+	return snap
+}
+
+// ProfilerTail follows the FRAMEWORK files of profiler directories while
+// they are written (profiler.Tailer) and appends their ops to a Store.
+// Memory records of a live run are not turned into a trace: a watched
+// directory's memory data comes from its snapshots.
+type ProfilerTail struct {
+	tail  *profiler.Tailer
+	store *Store
+	ops   int
+}
+
+// NewProfilerTail follows path (a *_ascend_pt directory, or a parent where
+// profiler directories appear) into store. Call Poll to move it on.
+func NewProfilerTail(path string, store *Store) (*ProfilerTail, error) {
+	t, err := profiler.NewTailer(path)
+	if err != nil {
+		return nil, err
+	}
+	return &ProfilerTail{tail: t, store: store}, nil
+}
+
+// Poll reads what the profiler wrote since the last Poll and appends its
+// timed ops to the Store; it returns how many it appended. A read error
+// is returned after whatever could be read was appended. Not safe for
+// concurrent use (one goroutine polls).
+func (p *ProfilerTail) Poll() (int, error) {
+	b, err := p.tail.Poll()
+	if b == nil || len(b.Ops) == 0 {
+		return 0, err
+	}
+	ops := ProfilerOps(b.Ops, nil)
+	p.store.AppendOps(ops)
+	p.ops += len(ops)
+	return len(ops), err
+}
+
+// Ops is the number of ops appended so far.
+func (p *ProfilerTail) Ops() int { return p.ops }
