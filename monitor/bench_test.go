@@ -325,3 +325,18 @@ func BenchmarkStoreStateAtStep(b *testing.B) {
 	}
 	reportCPU(b, c0, 0, "")
 }
+
+// BenchmarkStoreCursorStep: what a TUI cursor move asks the Store for —
+// StateAt and Summary at the next event (the state is built once).
+func BenchmarkStoreCursorStep(b *testing.B) {
+	_, st := benchStore(b)
+	evs := st.Events(0, -1<<62, 1<<62, 0)
+	b.ResetTimer()
+	c0 := cpuNow()
+	for i := 0; i < b.N; i++ {
+		c := evs[(500_000+i)%len(evs)].Time
+		st.StateAt(0, c)
+		st.Summary(0, c)
+	}
+	reportCPU(b, c0, 0, "")
+}

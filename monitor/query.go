@@ -81,10 +81,20 @@ func (d *devLog) event(j int64) Event {
 	return e
 }
 
-// stateAt returns the segment map after n entries: the nearest checkpoint at
-// or before n, rolled forward over at most K entries. live counts every live
-// block, including any outside all segments (which the map leaves out).
-func (d *devLog) stateAt(n int64) (segs []allocator.Segment, gaps []Gap, live int) {
+// measured is what Summary needs of the segment map at a cursor. A cursor
+// move asks StateAt and Summary at the same cursor, so the last one is
+// kept per device: checkpoints are immutable once sorted, so the same
+// checkpoint means the same answer.
+type measured struct {
+	cp            *checkpoint // the state measured (cp.at == the cursor's position)
+	segs, live    int         // live counts every live block, even outside all segments
+	free, largest int64
+}
+
+// checkpointAt returns the segment map after n entries as a sorted
+// checkpoint: the nearest checkpoint at or before n, rolled forward over
+// at most K entries.
+func (d *devLog) checkpointAt(n int64) *checkpoint {
 	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
 	cp := d.cps[max(ci, 0)]
 	// stepping the cursor: roll on from the last answer when it is nearer
@@ -95,24 +105,42 @@ func (d *devLog) stateAt(n int64) (segs []allocator.Segment, gaps []Gap, live in
 	if last != nil && last.at <= n && last.at >= cp.at {
 		cp = last
 	}
-	fc := cp
 	if cp.at == n {
 		cp.ensureSorted()
-	} else {
-		st := cp.thaw()
-		for j := cp.at; j < n; j++ {
-			v := d.view(j)
-			st.apply(&v, j, d.id, &d.ov)
-		}
-		fc = st.freeze(n)
+		return cp
 	}
-	if fc != cp {
-		d.lastMu.Lock()
-		d.last = fc
-		d.lastMu.Unlock()
+	st := cp.thaw()
+	for j := cp.at; j < n; j++ {
+		v := d.view(j)
+		st.apply(&v, j, d.id, &d.ov)
 	}
-	segs, gaps = build(d.id, fc.segs, fc.blocks)
-	return segs, gaps, len(fc.blocks)
+	fc := st.freeze(n)
+	d.lastMu.Lock()
+	d.last = fc
+	d.lastMu.Unlock()
+	return fc
+}
+
+// measureAt returns Summary's view of the segment map after n entries,
+// from the cache when the last query was at the same state.
+func (d *devLog) measureAt(n int64) measured {
+	cp := d.checkpointAt(n)
+	d.lastMu.Lock()
+	m := d.measured
+	d.lastMu.Unlock()
+	if m.cp == cp {
+		return m
+	}
+	m = measured{cp: cp, live: len(cp.blocks)}
+	m.segs, m.free, m.largest = measure(cp.segs, cp.blocks)
+	d.remember(m)
+	return m
+}
+
+func (d *devLog) remember(m measured) {
+	d.lastMu.Lock()
+	d.measured = m
+	d.lastMu.Unlock()
 }
 
 // StateAt returns the segment map of device at cursor.
@@ -125,7 +153,15 @@ func (s *Store) StateAt(device int, cursor int64) State {
 		return st
 	}
 	st.Applied = d.applied(cursor)
-	st.Segments, st.Gaps, _ = d.stateAt(st.Applied)
+	cp := d.checkpointAt(st.Applied)
+	st.Segments, st.Gaps = build(d.id, cp.segs, cp.blocks)
+	// Summary at this cursor (the other half of a cursor move) needs no walk
+	m := measured{cp: cp, segs: len(st.Segments), live: len(cp.blocks)}
+	for _, g := range st.Gaps {
+		m.free += g.Size
+		m.largest = max(m.largest, g.Size)
+	}
+	d.remember(m)
 	return st
 }
 
@@ -236,13 +272,10 @@ func (s *Store) Summary(device int, cursor int64) Summary {
 	sum.ActiveBytes = valueAt(&d.active, d.initActive, n)
 	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
 	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
-	segs, gaps, live := d.stateAt(n)
-	sum.Segments = len(segs)
-	sum.Blocks = live
-	for _, g := range gaps {
-		sum.TotalFreeBytes += g.Size
-		sum.LargestFreeBlock = max(sum.LargestFreeBlock, g.Size)
-	}
+	m := d.measureAt(n)
+	sum.Segments = m.segs
+	sum.Blocks = m.live
+	sum.TotalFreeBytes, sum.LargestFreeBlock = m.free, m.largest
 	if sum.TotalFreeBytes > 0 {
 		sum.Fragmentation = 1 - float64(sum.LargestFreeBlock)/float64(sum.TotalFreeBytes)
 	}

@@ -320,29 +320,27 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 		}
 	}
 	var gaps []Gap
+	// every block in a segment brings at most one gap before it, and each
+	// segment one gap at its end: one backing array holds all of them
+	all := make([]allocator.Block, 0, 2*len(blocks)+len(out))
 	bi := 0
 	for si := range out {
 		s := &out[si]
 		s.Device = device
 		s.AllocatedSize, s.ActiveSize, s.RequestedSize = 0, 0, 0
-		s.Blocks = nil
 		for bi < len(blocks) && blocks[bi].addr < s.Address {
 			bi++
 		}
+		from := len(all)
 		cur, end := s.Address, s.End()
-		n := 0
-		for j := bi; j < len(blocks) && blocks[j].addr < end; j++ {
-			n++
-		}
-		s.Blocks = make([]allocator.Block, 0, 2*n+1)
 		for bi < len(blocks) && blocks[bi].addr < end {
 			b := blocks[bi]
 			bi++
 			if b.addr > cur {
-				s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(b.addr - cur)})
+				all = append(all, allocator.Block{Address: cur, Size: int64(b.addr - cur)})
 				gaps = append(gaps, Gap{Address: cur, Size: int64(b.addr - cur)})
 			}
-			s.Blocks = append(s.Blocks, allocator.Block{Address: b.addr, Size: b.size, RequestedSize: b.req, State: b.state, Frames: b.frames})
+			all = append(all, allocator.Block{Address: b.addr, Size: b.size, RequestedSize: b.req, State: b.state, Frames: b.frames})
 			s.ActiveSize += b.size
 			s.RequestedSize += b.req
 			if b.state == allocator.StateActiveAllocated {
@@ -353,11 +351,47 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 			}
 		}
 		if cur < end {
-			s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
+			all = append(all, allocator.Block{Address: cur, Size: int64(end - cur)})
 			gaps = append(gaps, Gap{Address: cur, Size: int64(end - cur)})
 		}
+		s.Blocks = all[from:len(all):len(all)]
 	}
 	return out, gaps
+}
+
+// measure walks segments and blocks exactly as build does and returns
+// only what Summary needs — the number of segments build keeps and the
+// total and largest free range — without building anything.
+func measure(segs []allocator.Segment, blocks []liveBlock) (n int, free, largest int64) {
+	bi := 0
+	gap := func(size int64) {
+		free += size
+		largest = max(largest, size)
+	}
+	for _, s := range segs {
+		if s.TotalSize <= 0 || s.End() <= s.Address {
+			continue
+		}
+		n++
+		for bi < len(blocks) && blocks[bi].addr < s.Address {
+			bi++
+		}
+		cur, end := s.Address, s.End()
+		for bi < len(blocks) && blocks[bi].addr < end {
+			b := blocks[bi]
+			bi++
+			if b.addr > cur {
+				gap(int64(b.addr - cur))
+			}
+			if bEnd := b.addr + uint64(b.size); bEnd > cur {
+				cur = bEnd
+			}
+		}
+		if cur < end {
+			gap(int64(end - cur))
+		}
+	}
+	return n, free, largest
 }
 
 // stateFromSegments loads segments (with blocks) as a mutable state,

@@ -99,6 +99,9 @@ type devLog struct {
 
 	lastMu sync.Mutex
 	last   *checkpoint // the last state a query rolled to (cursor stepping)
+	// measured is Summary's view of the last state a query saw (StateAt
+	// and Summary at one cursor walk it once)
+	measured measured
 }
 
 // NewStore returns an empty Store.
@@ -497,7 +500,7 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 	}
 	d.head = stateFromSegments(mine)
 	d.lastMu.Lock()
-	d.last = nil // cached answers may sit at the rebase position
+	d.last, d.measured = nil, measured{} // cached answers may sit at the rebase position
 	d.lastMu.Unlock()
 	var act, pend, res int64
 	for _, b := range d.head.blocks {

@@ -445,3 +445,75 @@ func FuzzStoreLive(f *testing.F) {
 		st.Peak(0)
 	})
 }
+
+// TestStoreStateCallerOwned: StateAt and Summary at one cursor share the
+// walk of the segment map, yet every State handed out is the caller's own
+// — changing one changes neither a later answer nor Summary's — and
+// Summary agrees with the state however the two are interleaved.
+func TestStoreStateCallerOwned(t *testing.T) {
+	st := NewStore(StoreOptions{CheckpointEvery: 50})
+	if err := st.IngestSnapshot(genCapture(5, 600, true)); err != nil {
+		t.Fatal(err)
+	}
+	c := cursorAfter(st, 0, 321)
+	a := st.StateAt(0, c)
+	want := keysOf(a.Segments)
+	wantGaps := append([]Gap(nil), a.Gaps...)
+	if len(a.Segments) == 0 || len(a.Gaps) == 0 {
+		t.Fatalf("fixture state too small: %d segments, %d gaps", len(a.Segments), len(a.Gaps))
+	}
+	for i := range a.Segments {
+		a.Segments[i].TotalSize = -1
+		for j := range a.Segments[i].Blocks {
+			a.Segments[i].Blocks[j].Size = -1
+		}
+	}
+	a.Segments[0].Blocks = append(a.Segments[0].Blocks, allocator.Block{Address: 1})
+	a.Gaps[0].Size = -1
+	sum := st.Summary(0, c)
+	b := st.StateAt(0, c)
+	if got := keysOf(b.Segments); !reflect.DeepEqual(got, want) {
+		t.Fatalf("state changed by the caller's edits:\n got %+v\nwant %+v", got, want)
+	}
+	if !reflect.DeepEqual(b.Gaps, wantGaps) {
+		t.Fatalf("gaps changed by the caller's edits: %+v", b.Gaps)
+	}
+	var free, largest int64
+	for _, g := range b.Gaps {
+		free += g.Size
+		largest = max(largest, g.Size)
+	}
+	if sum.Segments != len(b.Segments) || sum.TotalFreeBytes != free || sum.LargestFreeBlock != largest {
+		t.Fatalf("summary %+v disagrees with the state (%d segments, free %d, largest %d)", sum, len(b.Segments), free, largest)
+	}
+	// Two States at one cursor share no memory.
+	if &a.Segments[0] == &b.Segments[0] || &a.Segments[1].Blocks[0] == &b.Segments[1].Blocks[0] {
+		t.Fatal("states share memory")
+	}
+	// Summary alone (its own walk) and Summary after StateAt (the cached
+	// walk) agree with the state at every entry, stepping both ways.
+	for _, order := range []string{"summary first", "state first", "backwards"} {
+		for k := 0; k < 600; k++ {
+			i := k
+			if order == "backwards" {
+				i = 599 - k
+			}
+			c := cursorAfter(st, 0, i)
+			var sum Summary
+			var s State
+			if order == "state first" {
+				s, sum = st.StateAt(0, c), st.Summary(0, c)
+			} else {
+				sum, s = st.Summary(0, c), st.StateAt(0, c)
+			}
+			var free, largest int64
+			for _, g := range s.Gaps {
+				free += g.Size
+				largest = max(largest, g.Size)
+			}
+			if sum.Segments != len(s.Segments) || sum.TotalFreeBytes != free || sum.LargestFreeBlock != largest || sum.Applied != s.Applied {
+				t.Fatalf("%s, entry %d: summary %+v disagrees with the state (%d segments, free %d, largest %d)", order, i, sum, len(s.Segments), free, largest)
+			}
+		}
+	}
+}
