@@ -147,13 +147,61 @@ func (d *devLog) remember(m measured) {
 func (s *Store) StateAt(device int, cursor int64) State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := State{Device: device, Cursor: cursor}
 	d := s.devs[device]
 	if d == nil {
-		return st
+		return State{Device: device, Cursor: cursor}
 	}
-	st.Applied = d.applied(cursor)
-	cp := d.checkpointAt(st.Applied)
+	return d.state(cursor, d.applied(cursor))
+}
+
+// Sequence-precise positions. Real captures hold several entries in one
+// microsecond, which a time cursor cannot tell apart: it stands after all
+// of them. A position n is the state after the first n entries of the
+// log (0: the initial state, Len: everything), so stepping n by one steps
+// one entry. The results' Cursor is the time of entry n−1 (the time before
+// the first entry for n = 0), and Applied is n.
+
+// Applied returns the position a time cursor stands at: the number of
+// entries with time ≤ cursor.
+func (s *Store) Applied(device int, cursor int64) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return d.applied(cursor)
+	}
+	return 0
+}
+
+// StateAtSeq returns the segment map of device after its first n entries
+// (n is clamped to [0, Len]).
+func (s *Store) StateAtSeq(device int, n int64) State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return State{Device: device, Cursor: -1}
+	}
+	n = d.clampPos(n)
+	return d.state(d.cursorOf(n), n)
+}
+
+// clampPos keeps a position inside the log.
+func (d *devLog) clampPos(n int64) int64 {
+	return min(max(n, 0), int64(len(d.recs)))
+}
+
+// cursorOf is the time cursor of position n: the time of its last applied
+// entry.
+func (d *devLog) cursorOf(n int64) int64 {
+	if n <= 0 {
+		return d.beforeFirst()
+	}
+	return d.recs[n-1].time
+}
+
+func (d *devLog) state(cursor, n int64) State {
+	st := State{Device: d.id, Cursor: cursor, Applied: n}
+	cp := d.checkpointAt(n)
 	st.Segments, st.Gaps = build(d.id, cp.segs, cp.blocks)
 	// Summary at this cursor (the other half of a cursor move) needs no walk
 	m := measured{cp: cp, segs: len(st.Segments), live: len(cp.blocks)}
@@ -243,7 +291,22 @@ func (s *Store) EventsAround(device int, cursor int64, before, after int) []Even
 	if d == nil {
 		return nil
 	}
-	n := d.applied(cursor)
+	return d.eventsAround(d.applied(cursor), before, after)
+}
+
+// EventsAroundSeq is EventsAround at position n (see StateAtSeq): up to
+// before entries ending with entry n−1, then up to after from entry n.
+func (s *Store) EventsAroundSeq(device int, n int64, before, after int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	return d.eventsAround(d.clampPos(n), before, after)
+}
+
+func (d *devLog) eventsAround(n int64, before, after int) []Event {
 	i := max(0, n-int64(max(before, 0)))
 	j := min(int64(len(d.recs)), n+int64(max(after, 0)))
 	out := make([]Event, 0, j-i)
@@ -257,12 +320,27 @@ func (s *Store) EventsAround(device int, cursor int64, before, after int) []Even
 func (s *Store) Summary(device int, cursor int64) Summary {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	sum := Summary{Device: device, Cursor: cursor}
 	d := s.devs[device]
 	if d == nil {
-		return sum
+		return Summary{Device: device, Cursor: cursor}
 	}
-	n := d.applied(cursor)
+	return d.summary(cursor, d.applied(cursor))
+}
+
+// SummaryAtSeq describes device after its first n entries (see StateAtSeq).
+func (s *Store) SummaryAtSeq(device int, n int64) Summary {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return Summary{Device: device, Cursor: -1}
+	}
+	n = d.clampPos(n)
+	return d.summary(d.cursorOf(n), n)
+}
+
+func (d *devLog) summary(cursor, n int64) Summary {
+	sum := Summary{Device: d.id, Cursor: cursor}
 	sum.TimeBase = d.base
 	sum.Applied = n
 	sum.Entries = int64(len(d.recs))

@@ -72,20 +72,31 @@ func checkAgreement(t *testing.T, snap *allocator.Snapshot, k int) {
 			if i >= 0 && i != len(tl.Entries)-1 && i%stride != 0 {
 				continue
 			}
-			// equal times make "after entry i" ambiguous; check at boundaries only
-			if st.TimeBase(dev) == TimeEpochUS && i >= 0 && i+1 < len(tl.Entries) && tl.Entries[i+1].TimeUS == tl.Entries[i].TimeUS {
-				continue
-			}
-			c := cursorAfter(st, dev, i)
 			want := keysOf(tl.StateAfter(i))
-			s := st.StateAt(dev, c)
-			if s.Applied != int64(i+1) {
-				t.Fatalf("device %d entry %d: Applied %d", dev, i, s.Applied)
+			// a position is exact even inside a group of equal times
+			s := st.StateAtSeq(dev, int64(i+1))
+			if got := keysOf(s.Segments); s.Applied != int64(i+1) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("device %d position %d (%v): Applied %d, state differs\n got %+v\nwant %+v", dev, i+1, entryAt(tl, i), s.Applied, got, want)
 			}
-			if got := keysOf(s.Segments); !reflect.DeepEqual(got, want) {
-				t.Fatalf("device %d after entry %d (%v): state differs\n got %+v\nwant %+v", dev, i, entryAt(tl, i), got, want)
+			sum := st.SummaryAtSeq(dev, int64(i+1))
+			// a time cursor stands after every entry of its microsecond: it
+			// agrees with the timeline at the end of a group
+			if st.TimeBase(dev) == TimeSequence || i < 0 || i+1 == len(tl.Entries) || tl.Entries[i+1].TimeUS != tl.Entries[i].TimeUS {
+				c := cursorAfter(st, dev, i)
+				s := st.StateAt(dev, c)
+				if s.Applied != int64(i+1) || s.Cursor != c {
+					t.Fatalf("device %d entry %d: Applied %d", dev, i, s.Applied)
+				}
+				if got := keysOf(s.Segments); !reflect.DeepEqual(got, want) {
+					t.Fatalf("device %d after entry %d (%v): state differs\n got %+v\nwant %+v", dev, i, entryAt(tl, i), got, want)
+				}
+				if ts := st.Summary(dev, c); ts.Applied != sum.Applied || ts.ActiveBytes != sum.ActiveBytes || ts.TotalFreeBytes != sum.TotalFreeBytes {
+					t.Fatalf("device %d entry %d: time summary %+v, position summary %+v", dev, i, ts, sum)
+				}
+				if sum.Cursor != c {
+					t.Fatalf("device %d entry %d: position cursor %d, time cursor %d", dev, i, sum.Cursor, c)
+				}
 			}
-			sum := st.Summary(dev, c)
 			wantAct := tl.ActiveAtStart
 			if i >= 0 {
 				wantAct = act[i]
@@ -515,5 +526,87 @@ func TestStoreStateCallerOwned(t *testing.T) {
 				t.Fatalf("%s, entry %d: summary %+v disagrees with the state (%d segments, free %d, largest %d)", order, i, sum, len(s.Segments), free, largest)
 			}
 		}
+	}
+}
+
+// fixtureAssignment2 is a real capture whose trace holds entries sharing
+// one microsecond (1,452 pairs and 3 triples).
+const fixtureAssignment2 = "../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
+
+// sameTimeGroup returns the first index of the first run of exactly n
+// entries with one time.
+func sameTimeGroup(tr []allocator.TraceEntry, n int) int {
+	for i := 0; i < len(tr); {
+		j := i
+		for j < len(tr) && tr[j].TimeUS == tr[i].TimeUS {
+			j++
+		}
+		if j-i == n {
+			return i
+		}
+		i = j
+	}
+	return -1
+}
+
+// TestStoreStepsInsideOneMicrosecond: on a real capture, positions step
+// through every entry of a three-entry microsecond one at a time, each
+// matching replay's oracle, while a time cursor can only stand after all
+// three.
+func TestStoreStepsInsideOneMicrosecond(t *testing.T) {
+	c, err := replay.DecodeFile(fixtureAssignment2, replay.Options{})
+	if err != nil {
+		t.Skip("fixture:", err)
+	}
+	st := NewStore(StoreOptions{})
+	if err := st.IngestSnapshot(c.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Snapshot.DeviceTraces[0]
+	g := sameTimeGroup(tr, 3)
+	if g <= 0 {
+		t.Fatal("fixture has no three-entry microsecond")
+	}
+	tl, err := replay.NewTimeline(c.Snapshot, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := tr[g].TimeUS
+	if n := st.Applied(0, tm); n != int64(g+3) {
+		t.Fatalf("a time cursor at the group applies %d entries, want %d", n, g+3)
+	}
+	if n := st.Applied(0, tm-1); n != int64(g) {
+		t.Fatalf("just before the group: %d entries, want %d", n, g)
+	}
+	prev := keysOf(st.StateAtSeq(0, int64(g)).Segments)
+	for k := 0; k < 3; k++ {
+		n := int64(g + k + 1)
+		s := st.StateAtSeq(0, n)
+		got := keysOf(s.Segments)
+		if want := keysOf(tl.StateAfter(g + k)); !reflect.DeepEqual(got, want) {
+			t.Fatalf("position %d (%v): state differs from the oracle", n, entryAt(tl, g+k))
+		}
+		if reflect.DeepEqual(got, prev) {
+			t.Fatalf("position %d (%v): state did not change", n, entryAt(tl, g+k))
+		}
+		prev = got
+		sum := st.SummaryAtSeq(0, n)
+		if s.Applied != n || sum.Applied != n || s.Cursor != tm || sum.Cursor != tm {
+			t.Fatalf("position %d: state applied %d cursor %d, summary applied %d cursor %d", n, s.Applied, s.Cursor, sum.Applied, sum.Cursor)
+		}
+		if want := tl.ActiveSeries()[g+k]; sum.ActiveBytes != want {
+			t.Fatalf("position %d: active %d, want %d", n, sum.ActiveBytes, want)
+		}
+		evs := st.EventsAroundSeq(0, n, 1, 1)
+		if len(evs) != 2 || evs[0].Seq != n-1 || evs[1].Seq != n {
+			t.Fatalf("position %d: events around %+v", n, evs)
+		}
+	}
+	// positions outside the log are clamped
+	if s := st.StateAtSeq(0, -5); s.Applied != 0 {
+		t.Fatalf("negative position applied %d", s.Applied)
+	}
+	if s := st.SummaryAtSeq(0, 1<<40); s.Applied != int64(len(tr)) {
+		t.Fatalf("position past the end applied %d", s.Applied)
 	}
 }

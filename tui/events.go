@@ -21,7 +21,12 @@ func (m *Model) loadEvents() {
 	if m.flt != nil {
 		before, after = 4000, 4000
 	}
-	evs := m.o.Source.EventsAround(m.dev, m.cursor, before, after)
+	var evs []monitor.Event
+	if ss, ok := m.o.Source.(seqSource); ok && m.pos >= 0 {
+		evs = ss.EventsAroundSeq(m.dev, m.pos, before, after)
+	} else {
+		evs = m.o.Source.EventsAround(m.dev, m.cursor, before, after)
+	}
 	if m.flt != nil {
 		kept := evs[:0]
 		for i := range evs {

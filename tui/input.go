@@ -70,15 +70,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			m.setCursor(m.last)
 		}
 	case key.Matches(msg, k.Prev):
-		if c, ok := src.PrevEvent(m.dev, m.cursor); ok {
-			m.setCursor(c)
-		} else {
-			m.setCursor(m.first - 1)
-		}
+		m.stepEvent(-1)
 	case key.Matches(msg, k.Next):
-		if c, ok := src.NextEvent(m.dev, m.cursor); ok {
-			m.setCursor(c)
-		}
+		m.stepEvent(1)
 	case key.Matches(msg, k.BigPrev), key.Matches(msg, k.BigNext):
 		step := max(1, (m.win1-m.win0)/20)
 		if key.Matches(msg, k.BigPrev) {
@@ -147,7 +141,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			m.dev = m.devices[(i+1)%len(m.devices)]
 			m.readBounds()
 			m.zoomed = false
-			m.cursor = m.clampCursor(m.cursor)
+			m.cursor, m.pos = m.clampCursor(m.cursor), -1
 			m.refreshWindow()
 			m.refreshCursor()
 		} else {
@@ -178,7 +172,6 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 
 // moveSelection moves inside the focused pane.
 func (m *Model) moveSelection(d int) tea.Cmd {
-	src := m.o.Source
 	switch m.focus {
 	case paneSegments:
 		m.seg.Move(d)
@@ -187,13 +180,7 @@ func (m *Model) moveSelection(d int) tea.Cmd {
 		m.opSel = clampInt(m.opSel+d, 0, len(m.opView)-1)
 	case paneEvents, paneTimeline:
 		// the event list follows the cursor: moving the selection moves time
-		if d < 0 {
-			if c, ok := src.PrevEvent(m.dev, m.cursor); ok {
-				m.setCursor(c)
-			}
-		} else if c, ok := src.NextEvent(m.dev, m.cursor); ok {
-			m.setCursor(c)
-		}
+		m.stepEvent(d)
 	}
 	return nil
 }

@@ -91,7 +91,8 @@ type Model struct {
 
 	// cursor and playback
 	cursor   int64
-	follow   bool // live: cursor tracks the newest entry
+	pos      int64 // entries applied when the cursor was set by event stepping (seqSource); -1: all entries at cursor's time
+	follow   bool  // live: cursor tracks the newest entry
 	playing  bool
 	speed    float64
 	lastTick time.Time
@@ -145,7 +146,7 @@ func newModel(o Options) *Model {
 		o: o, th: th, keys: newKeyMap(), help: help.New(), ti: ti,
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
-		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1,
+		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
 	}
 	m.help.ShowAll = true
 	if th.ASCII {
@@ -247,7 +248,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.o.Source, m.o.SourceName, m.o.Live = msg.Source, msg.Name, msg.Live
 		m.follow, m.playing, m.zoomed, m.hlOp = msg.Live, false, false, false
 		m.tl.SetHighlight(0, 0, false)
-		m.hasData, m.version, m.dev = false, 0, -1
+		m.hasData, m.version, m.dev, m.pos = false, 0, -1, -1
 		m.opSel, m.opTop = 0, 0
 		m.refreshData()
 		m.dirty = true
@@ -362,12 +363,15 @@ func (m *Model) refreshData() {
 	case !wasData && !m.o.Live:
 		// A replay opens at the end (the state the file was dumped in),
 		// or at the initial state when asked to play.
-		m.cursor = m.first - 1
+		m.cursor, m.pos = m.first-1, -1
 		if (m.n > 0 || m.dev < 0) && !m.playing {
 			m.cursor = m.last
 		}
 	case m.follow:
-		m.cursor = m.last
+		m.cursor, m.pos = m.last, -1
+	}
+	if m.pos > m.n {
+		m.pos = -1 // the log was replaced
 	}
 	m.cursor = m.clampCursor(m.cursor)
 	m.refreshWindow()
@@ -408,14 +412,42 @@ func (m *Model) clampCursor(c int64) int64 {
 
 func (m *Model) setCursor(c int64) {
 	c = m.clampCursor(c)
-	if c == m.cursor {
+	if c == m.cursor && m.pos < 0 {
 		return
 	}
-	m.cursor = c
+	m.cursor, m.pos = c, -1
 	if m.o.Live && c < m.last {
 		m.follow = false
 	}
 	m.refreshCursor()
+}
+
+// stepEvent moves the cursor to the previous (d < 0) or next entry. With
+// a seqSource it steps one entry even inside a microsecond; otherwise to
+// the previous or next time that has an entry.
+func (m *Model) stepEvent(d int) {
+	src := m.o.Source
+	if _, ok := src.(seqSource); ok && m.dev >= 0 && m.n > 0 {
+		n := m.sum.Applied + int64(d)
+		if n < 0 || n > m.n {
+			return
+		}
+		m.pos = n
+		if m.o.Live && n < m.n {
+			m.follow = false
+		}
+		m.refreshCursor()
+		return
+	}
+	if d < 0 {
+		if c, ok := src.PrevEvent(m.dev, m.cursor); ok {
+			m.setCursor(c)
+		} else {
+			m.setCursor(m.first - 1)
+		}
+	} else if c, ok := src.NextEvent(m.dev, m.cursor); ok {
+		m.setCursor(c)
+	}
 }
 
 // refreshWindow recomputes the timeline window and its series.
@@ -473,8 +505,15 @@ func (m *Model) refreshCursor() {
 		return
 	}
 	src := m.o.Source
-	m.sum = src.Summary(m.dev, m.cursor)
-	m.seg.SetState(src.StateAt(m.dev, m.cursor))
+	if ss, ok := src.(seqSource); ok && m.pos >= 0 {
+		m.sum = ss.SummaryAtSeq(m.dev, m.pos)
+		m.cursor = m.sum.Cursor
+		m.seg.SetState(ss.StateAtSeq(m.dev, m.pos))
+	} else {
+		m.pos = -1
+		m.sum = src.Summary(m.dev, m.cursor)
+		m.seg.SetState(src.StateAt(m.dev, m.cursor))
+	}
 	m.hasOpAt = false
 	if m.base == monitor.TimeEpochUS {
 		m.opAt, m.hasOpAt = src.OpAt(m.cursor)

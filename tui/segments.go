@@ -17,6 +17,7 @@ func (m *Model) allocAtCmd() tea.Cmd {
 		return nil
 	}
 	src, dev, cur, addr, tf := m.o.Source, m.dev, m.cursor, b.Address, m.timeFmt()
+	applied := m.sum.Applied // the cursor may stand inside a microsecond
 	return func() tea.Msg {
 		text := "before the first recorded entry (or out of the searched range)"
 		c := cur
@@ -25,7 +26,7 @@ func (m *Model) allocAtCmd() tea.Cmd {
 			found := false
 			for i := len(evs) - 1; i >= 0; i-- {
 				e := &evs[i]
-				if e.Time > cur {
+				if e.Time > cur || e.Seq >= applied {
 					continue
 				}
 				if e.Action == allocator.ActionAlloc && e.Addr == addr {

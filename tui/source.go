@@ -37,6 +37,19 @@ type Source interface {
 // *monitor.Store is the Source every command passes.
 var _ Source = (*monitor.Store)(nil)
 
+// seqSource is a Source with sequence-precise positions (the state after
+// the first n entries). Real captures hold several entries in one
+// microsecond; with it, ←/→ step one entry at a time inside them, and the
+// summary, segment map and event highlight follow. Without it stepping
+// moves by time.
+type seqSource interface {
+	StateAtSeq(device int, n int64) monitor.State
+	SummaryAtSeq(device int, n int64) monitor.Summary
+	EventsAroundSeq(device int, n int64, before, after int) []monitor.Event
+}
+
+var _ seqSource = (*monitor.Store)(nil)
+
 // gapSource is implemented by stores that record entries a live producer dropped.
 type gapSource interface {
 	Gaps(device int) []monitor.GapRecord
