@@ -16,6 +16,7 @@ const (
 	opFree                     // Free(id), deferred until entry doneAt when > entry+1
 	opOOM                      // the request a recorded oom entry failed: try it, free it at once
 	opEmptyCache               // the program called empty_cache (inferred, see emptyCaches)
+	opExternal                 // device memory outside the caching allocator (torch_npu workspace block)
 )
 
 // op is one step of a device's input sequence. Entry is the trace index it
@@ -42,6 +43,10 @@ type InputStats struct {
 	DeferredFrees int `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
 	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
 	EmptyCaches   int `json:"empty_caches"`   // empty_cache calls inferred from segment releases
+	// Workspace counts torch_npu workspace blocks (workspace_snapshot,
+	// segment_alloc, alloc triples): memory of another allocator, held on
+	// the device for the whole run and counted as reserved and allocated.
+	Workspace int `json:"workspace_blocks"`
 	// Unmatched counts alloc/free entries the trace does not explain
 	// (a free of an address that is not live, an alloc over a live one,
 	// a negative size); they are skipped or resolved as the package doc
@@ -153,6 +158,7 @@ func buildInput(s *allocator.Snapshot, device int, empties []span) *input {
 		}
 	}
 	var floor int32
+	skip := map[int]bool{} // entries of workspace triples
 	for i := range entries {
 		if len(empties) > 0 && empties[0].start == int32(i) {
 			in.ops = append(in.ops, op{kind: opEmptyCache, entry: int32(i), at: int32(i)})
@@ -161,6 +167,25 @@ func buildInput(s *allocator.Snapshot, device int, empties []span) *input {
 			empties = empties[1:]
 		}
 		e := &entries[i]
+		if e.Action == allocator.ActionWorkspaceSnapshot {
+			size, at := e.Size, int32(i)
+			for j := i + 1; j < min(i+3, n); j++ { // its segment_alloc and alloc
+				if x := &entries[j]; x.Addr == e.Addr && (x.Action == allocator.ActionSegmentAlloc || x.Action == allocator.ActionAlloc) {
+					if x.Action == allocator.ActionSegmentAlloc {
+						size, at = x.Size, int32(j) // the recording reserves it there
+					}
+					skip[j] = true
+				}
+			}
+			if size > 0 {
+				in.ops = append(in.ops, op{kind: opExternal, entry: int32(i), at: at, size: size})
+				in.stats.Workspace++
+			}
+			continue
+		}
+		if skip[i] {
+			continue
+		}
 		st := state[e.Addr]
 		switch e.Action {
 		case allocator.ActionAlloc:

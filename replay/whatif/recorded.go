@@ -29,7 +29,9 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 		e := &tl.Entries[i]
 		switch e.Action {
 		case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
-			rec.SegmentAllocs++
+			if i == 0 || tl.Entries[i-1].Action != allocator.ActionWorkspaceSnapshot || tl.Entries[i-1].Addr != e.Addr {
+				rec.SegmentAllocs++ // a workspace block's segment is not the caching allocator's
+			}
 		case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
 			rec.SegmentFrees++
 		case allocator.ActionOOM:

@@ -84,6 +84,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		in := d.Input
 		fmt.Fprintf(&b, "\ndevice %d: %d entries — %d allocations live at the start, %d allocs, %d frees (%d deferred), %d oom requests, %d empty_cache calls",
 			d.Device, in.Entries, in.Initial, in.Allocs, in.Frees, in.DeferredFrees, in.OOMRequests, in.EmptyCaches)
+		if in.Workspace > 0 {
+			fmt.Fprintf(&b, ", %d workspace blocks", in.Workspace)
+		}
 		if in.Unmatched > 0 {
 			fmt.Fprintf(&b, ", %d unmatched entries", in.Unmatched)
 		}

@@ -81,11 +81,12 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 	}
 	ptrs := make([]uint64, in.ids)
 	var reserved, allocated int64
+	var external int64 // workspace blocks: reserved and allocated outside the allocator
 	run.Reserved = append(run.Reserved, Point{Index: -1})
 	observe := func(entry int32) {
 		st := a.Stats()
-		r := st.ReservedBytes[allocator.StatAll].Current
-		allocated = st.AllocatedBytes[allocator.StatAll].Current
+		r := st.ReservedBytes[allocator.StatAll].Current + external
+		allocated = st.AllocatedBytes[allocator.StatAll].Current + external
 		if r > run.PeakReserved {
 			run.PeakReserved, run.PeakIndex = r, int(entry)
 			run.FragmentationAtPeak = r - allocated
@@ -108,7 +109,7 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 		}
 		run.OOMs++
 		if run.FirstOOM == nil {
-			run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved, Allocated: oe.Allocated}
+			run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved + external, Allocated: oe.Allocated + external}
 			if o.entry >= 0 {
 				run.FirstOOM.TimeUS = in.entries[o.entry].TimeUS
 			}
@@ -159,6 +160,17 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 			if err := a.Free(ptr); err != nil {
 				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
 			}
+		case opExternal:
+			// The workspace allocator's block takes device memory for good;
+			// a device too small for it shows in the runs' OOMs.
+			if _, err := dev.MallocAlign32(o.size, acl.HugeFirst); err != nil {
+				run.OOMs++
+				if run.FirstOOM == nil {
+					run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: "workspace block: " + err.Error()}
+				}
+			}
+			external += o.size
+			observe(o.at)
 		case opEmptyCache:
 			if err := a.EmptyCache(); err != nil {
 				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
@@ -192,9 +204,9 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 	}
 	run.SegmentAllocs = st.NumDeviceAlloc - initAllocs
 	run.SegmentFrees = st.NumDeviceFree - initFrees
-	run.PeakAllocated = st.AllocatedBytes[allocator.StatAll].Peak
+	run.PeakAllocated = st.AllocatedBytes[allocator.StatAll].Peak + external
 	run.AllocRetries = st.NumAllocRetries
-	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current
+	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current + external
 	if run.PeakReserved > 0 {
 		run.FragmentationRatio = float64(run.FragmentationAtPeak) / float64(run.PeakReserved)
 	}

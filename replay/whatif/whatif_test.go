@@ -360,3 +360,18 @@ func TestDevicesSimulatedSeparately(t *testing.T) {
 		t.Error("device 5 accepted")
 	}
 }
+
+func TestWorkspaceBlocksAreExternal(t *testing.T) {
+	d := simulateFile(t, "workspace.pickle", Options{Confs: []string{"expandable_segments:True"}})
+	if d.Input.Workspace != 1 || d.Input.Allocs != 1 {
+		t.Errorf("input %+v, want 1 workspace block and 1 caching-allocator alloc", d.Input)
+	}
+	exact(t, d)
+	b := d.Runs[0]
+	if b.PeakReserved != 28*MiB || b.SegmentAllocs != 1 || b.FinalReserved != 28*MiB {
+		t.Errorf("baseline peak %d, final %d, %d segments; want 28 MiB (8 workspace + 20) and 1", b.PeakReserved, b.FinalReserved, b.SegmentAllocs)
+	}
+	if e := d.Runs[1]; e.PeakReserved != 8*MiB+20*MiB || e.FinalReserved != 28*MiB {
+		t.Errorf("expandable peak %d, final %d", e.PeakReserved, e.FinalReserved)
+	}
+}

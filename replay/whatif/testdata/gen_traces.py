@@ -18,6 +18,9 @@ the segment and oom entries are worked out by hand from allocator-semantics.md
       live before the trace (one freed in it, one a ghost block), and a 24 MiB
       block freed with record_stream, whose free completes three entries later,
       so the next 24 MiB request needs a second segment.
+  workspace.pickle      torch_npu style with the synthetic workspace_snapshot,
+      segment_alloc, alloc triple torch_npu prepends for a workspace allocator
+      block (8 MiB), then a 4 MiB request in a 20 MiB segment, freed.
 
 Run: python3 gen_traces.py  (writes the .pickle files next to this script).
 """
@@ -146,7 +149,27 @@ def deferred():
                               "external_annotations": []})
 
 
+def workspace():
+    S = 0xFFFF_A000_1000
+    W, A = 0x12C0_0000_0000, 0x12C0_0080_0000
+    tr = [
+        entry("workspace_snapshot", W, 8 * MiB, S),
+        entry("segment_alloc", W, 8 * MiB, S),
+        entry("alloc", W, 8 * MiB, S),
+        entry("segment_alloc", A, 20 * MiB, S),  # 1-10 MiB requests get a 20 MiB segment
+        entry("alloc", A, 4 * MiB - 32, S),
+        entry("free_requested", A, 4 * MiB - 32, S),
+        entry("free_completed", A, 4 * MiB - 32, S),
+    ]
+    segs = [
+        segment(W, 8 * MiB, S, [(8 * MiB, 8 * MiB, "active_allocated")]),
+        segment(A, 20 * MiB, S, [(20 * MiB, 0, "inactive")]),
+    ]
+    dump("workspace.pickle", {"segments": segs, "device_traces": [tr]})
+
+
 if __name__ == "__main__":
     fragmentation()
     max_split()
     deferred()
+    workspace()
