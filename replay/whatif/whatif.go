@@ -13,10 +13,14 @@
 // stays pending exactly as long as it did. Recorded segment events are
 // outputs that the simulation regenerates and is compared against; a
 // recorded oom entry is the request that failed, so it is retried (and
-// freed at once when it fits, since the program never got it). Entries the
-// trace cannot explain are counted in InputStats.Unmatched: a free of an
-// address that is not live is skipped, an alloc over a live address frees
-// the old allocation first.
+// freed at once when it fits, since the program never got it). empty_cache
+// calls leave no entry of their own and are inferred from segment releases
+// outside a malloc (emptyCaches). torch_npu's synthetic workspace triples
+// (workspace_snapshot, segment_alloc, alloc) are another allocator's memory:
+// it is held on the device for the whole run and counted as reserved and
+// allocated, not replayed. Entries the trace cannot explain are counted in
+// InputStats.Unmatched: a free of an address that is not live is skipped,
+// an alloc over a live address frees the old allocation first.
 package whatif
 
 import (
