@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,4 +46,48 @@ func TestSimOutWatch(t *testing.T) {
 	if s.Open != last || !strings.Contains(s.Open, "snapshot_") || s.Entries == 0 || s.Ops == 0 || len(s.Errors) != 0 {
 		t.Fatalf("open %q (newest %q), entries %d, ops %d, errors %v", s.Open, last, s.Entries, s.Ops, s.Errors)
 	}
+}
+
+// TestWatchPickerInTmux: npumon watch in tmux over a directory of real
+// snapshots: the header names the open capture, c shows the picker, a dump
+// landing meanwhile appears in it (and, following, is opened), and enter
+// on the first capture switches to it.
+func TestWatchPickerInTmux(t *testing.T) {
+	bin := npumonBin(t)
+	dir := t.TempDir()
+	for i, name := range []string{"cuda-2.0-flexgen-1.3b_snapshot.pickle", "cuda-2.0-flexgen-oom_snapshot.pickle"} {
+		b, err := os.ReadFile(fixture(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, fmt.Sprintf("%d_%s", i+1, name))
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mt := time.Now().Add(time.Duration(i-2) * time.Minute)
+		os.Chtimes(dst, mt, mt)
+	}
+	p := startTmux(t, 120, 40, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "watch", dir)
+	p.waitFor("[1 Timeline]", ".pickle (2 of 2)", "c captures")
+
+	p.send("c")
+	p.waitFor("Captures in "+dir, "1_cuda-2.0-flexgen-1.3b_snapshot.pickle", "2_cuda-2.0-flexgen-oom_snapshot.pickle", "(open)")
+
+	b, err := os.ReadFile(fixture(t, "cuda-2026-assignment2-memory_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "3_assignment2.pickle"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.waitFor("3_assignment2.pickle", "3_assignment2.pickle (3 of 3)") // listed live, and opened (--follow)
+
+	p.send("g", "Enter")
+	p.waitGone("Captures in")
+	screen := p.waitFor(".pickle (1 of 3)", "[1 Timeline]")
+	if strings.Contains(screen, "connected") {
+		t.Errorf("header still says connected:\n%s", screen)
+	}
+	p.send("q")
+	p.waitFor("NPUMON_EXIT=0")
 }

@@ -28,7 +28,7 @@ func (m *Model) headerLines() []string {
 	if m.w < 120 {
 		sep = th.Dim.Render(" " + th.G.VBar + " ")
 	}
-	name := m.o.SourceName
+	name := m.sourceName()
 	if name == "" {
 		name = "(no source)"
 	}

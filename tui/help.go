@@ -3,6 +3,8 @@ package tui
 import (
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -22,7 +24,14 @@ func (m *Model) hintLine() string {
 	}
 	hl := m.help
 	hl.Width = m.w
-	return hl.ShortHelpView(m.keys.ShortHelp())
+	if m.pick.shown {
+		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
+	}
+	short := m.keys.ShortHelp()
+	if m.o.Captures != nil {
+		short = append([]key.Binding{m.keys.Captures}, short...)
+	}
+	return hl.ShortHelpView(short)
 }
 
 func (m *Model) helpLines(body int) []string {

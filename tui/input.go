@@ -32,6 +32,14 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.showHelp = true
 		return nil
 	}
+	if m.pick.shown {
+		return m.onPickerKey(msg)
+	}
+	if m.o.Captures != nil && key.Matches(msg, k.Captures) {
+		m.pick.shown, m.pick.selPath = true, ""
+		m.refreshPicker()
+		return nil
+	}
 	if m.loading || !m.hasData {
 		return nil
 	}

@@ -107,6 +107,7 @@ type Model struct {
 	// UI state
 	focus    pane
 	showHelp bool
+	pick     picker // capture picker (Options.Captures)
 	input    inputMode
 	ti       textinput.Model
 	flt      *filter
@@ -149,6 +150,7 @@ func newModel(o Options) *Model {
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
 	}
 	m.help.ShowAll = true
+	m.keys.Captures.SetEnabled(o.Captures != nil) // only a watched directory has captures
 	if th.ASCII {
 		m.help.ShortSeparator = " | "
 		m.help.FullSeparator = "   "
@@ -252,6 +254,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.opSel, m.opTop = 0, 0
 		m.refreshData()
 		m.dirty = true
+	case pickerOpenedMsg:
+		m.onPickerOpened(msg)
 	case ConnStateMsg:
 		m.conn, m.connNote = msg.State, msg.Detail
 		m.dirty = true
@@ -299,6 +303,9 @@ func (m *Model) onTick(now time.Time) {
 	if m.loading {
 		m.dirty = true // progress text
 		return
+	}
+	if m.refreshPicker() {
+		m.dirty = true // new captures, or another one opened
 	}
 	m.pollData()
 	wall := m.o.Now()

@@ -54,6 +54,10 @@ type Options struct {
 	Tick time.Duration
 	// ConnState, when set, is polled every tick for the header (live sources).
 	ConnState func() (ConnState, string)
+	// Captures, when set, is a watched directory's captures: key c shows
+	// the capture picker (arrival order, new ones appearing live, enter
+	// opens one) and the header names the open capture after SourceName.
+	Captures Captures
 }
 
 // ConnState is the state of a live connection, shown in the header.

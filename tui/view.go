@@ -106,6 +106,8 @@ func (m *Model) render() string {
 	switch {
 	case m.showHelp:
 		lines = append(lines, m.helpLines(body)...)
+	case m.pick.shown:
+		lines = append(lines, m.pickerLines(body)...)
 	case m.loading || m.loadErr != nil:
 		lines = append(lines, m.loadingLines(body)...)
 	case !m.hasData:

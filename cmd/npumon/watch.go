@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 )
@@ -36,7 +38,9 @@ func newWatchCmd() *cobra.Command {
 		Long: "watch follows a directory where a job dumps memory snapshots (_dump_snapshot pickles,\n" +
 			"oom_snapshot_*.pickle, their JSON exports) and writes torch_npu profiler directories\n" +
 			"(*_ascend_pt). Captures are kept in arrival order; the newest one is opened and, with\n" +
-			"--follow (the default), each new one replaces it as it lands. Profiler ops are read from\n" +
+			"--follow (the default), each new one replaces it as it lands. c shows the capture picker:\n" +
+			"every capture with its arrival time and size, new ones appearing live; enter opens one\n" +
+			"(choosing the newest keeps following, an older one stays put). Profiler ops are read from\n" +
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
 			"--list prints the captures found so far in arrival order and exits; --open N (the index\n" +
 			"--list prints) or --open NAME opens that snapshot instead and stays on it. With --headless\n" +
@@ -52,7 +56,7 @@ func newWatchCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			store := monitor.NewStore(monitor.StoreOptions{})
-			wd := &dirWatch{dir: dir, store: store, follow: follow && open == "", pick: open}
+			wd := &dirWatch{dir: dir, store: store, follow: follow && open == "", auto: follow && open == "", pick: open}
 			if list {
 				return wd.list(c.OutOrStdout())
 			}
@@ -60,8 +64,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer wd.stop()
-			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii,
-				ConnState: func() (tui.ConnState, string) { return tui.ConnConnected, wd.status() }}
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: wd}
 			if headless > 0 {
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {
@@ -84,11 +87,13 @@ func newWatchCmd() *cobra.Command {
 
 // capture is one snapshot file or profiler directory seen in the directory.
 type capture struct {
-	Index    int    `json:"index"` // 1-based, in arrival order
-	Kind     string `json:"kind"`  // "snapshot" or "profiler"
-	Path     string `json:"path"`
-	Existing bool   `json:"existing"` // there before watch started
-	Error    string `json:"error,omitempty"`
+	Index    int       `json:"index"` // 1-based, in arrival order
+	Kind     string    `json:"kind"`  // "snapshot" or "profiler"
+	Path     string    `json:"path"`
+	Existing bool      `json:"existing"` // there before watch started
+	Arrived  time.Time `json:"arrived"`  // when it was seen (its mtime if Existing)
+	Size     int64     `json:"size"`     // bytes (a profiler directory: all its files)
+	Error    string    `json:"error,omitempty"`
 }
 
 // dirWatch feeds a Store from a watched directory: the open snapshot, and
@@ -96,8 +101,10 @@ type capture struct {
 type dirWatch struct {
 	dir    string
 	store  *monitor.Store
-	follow bool
-	pick   string // --open: an index or a file name
+	follow bool       // open each new snapshot as it lands (the picker changes it)
+	auto   bool       // --follow as asked
+	pick   string     // --open: an index or a file name
+	openMu sync.Mutex // one capture is opened at a time (watch loop or picker)
 
 	w      *monitor.Watcher
 	tail   *monitor.ProfilerTail
@@ -143,13 +150,39 @@ func (d *dirWatch) list(out io.Writer) error {
 }
 
 func captureOf(ev monitor.WatchEvent) (capture, bool) {
+	var c capture
 	switch ev.Kind {
 	case monitor.WatchSnapshot:
-		return capture{Kind: "snapshot", Path: ev.Path, Existing: ev.Existing}, true
+		c = capture{Kind: "snapshot", Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
 	case monitor.WatchProfilerDir:
-		return capture{Kind: "profiler", Path: ev.Path, Existing: ev.Existing}, true
+		c = capture{Kind: "profiler", Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+	default:
+		return capture{}, false
 	}
-	return capture{}, false
+	c.Arrived = time.Now()
+	if st, err := os.Stat(ev.Path); err == nil {
+		if ev.Existing {
+			c.Arrived = st.ModTime()
+		}
+		if c.Kind == "snapshot" {
+			c.Size = st.Size()
+		}
+	}
+	return c, true
+}
+
+// treeSize is the size of the files under dir (a profiler directory).
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func (d *dirWatch) start(ctx context.Context) error {
@@ -209,11 +242,7 @@ func (d *dirWatch) loop(ctx context.Context) {
 			}
 			var c capture
 			if cc, ok := captureOf(ev); ok {
-				d.mu.Lock()
-				cc.Index = len(d.captures) + 1
-				d.captures = append(d.captures, cc)
-				d.mu.Unlock()
-				c = cc
+				c = d.addCapture(cc)
 			}
 			switch ev.Kind {
 			case monitor.WatchSnapshot:
@@ -224,11 +253,16 @@ func (d *dirWatch) loop(ctx context.Context) {
 					}
 				case ev.Existing:
 					newestExisting = ev.Path
-				case d.follow || d.current() == "":
+				case d.following() || d.current() == "":
 					d.openSnapshot(ev.Path)
 				}
 			case monitor.WatchProfilerDir, monitor.WatchFrameworkGrow, monitor.WatchAnalyseDone:
 				d.pollTail()
+				if ev.Kind != monitor.WatchProfilerDir {
+					d.update(ev.Dir, func(c *capture) { c.Size = treeSize(c.Path) })
+				}
+			case monitor.WatchRemoved:
+				d.update(ev.Path, func(c *capture) { c.Error = "removed" })
 			case monitor.WatchError:
 				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
 			}
@@ -242,20 +276,111 @@ func (d *dirWatch) current() string {
 	return d.open
 }
 
+// addCapture records a capture in arrival order; a snapshot rewritten in
+// place keeps its place (and its index) with the new size.
+func (d *dirWatch) addCapture(c capture) capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.captures {
+		if d.captures[i].Path == c.Path {
+			d.captures[i].Size, d.captures[i].Error = c.Size, ""
+			return d.captures[i]
+		}
+	}
+	c.Index = len(d.captures) + 1
+	d.captures = append(d.captures, c)
+	return c
+}
+
+// update changes the capture at path, if there is one.
+func (d *dirWatch) update(path string, fn func(*capture)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.captures {
+		if d.captures[i].Path == path {
+			fn(&d.captures[i])
+		}
+	}
+}
+
 // openSnapshot decodes path and makes it the Store's memory data; the ops
 // gathered from profiler directories stay.
 func (d *dirWatch) openSnapshot(path string) {
-	c, err := replay.DecodeFile(path, replay.Options{})
-	if err == nil {
-		err = d.store.IngestSnapshot(c.Snapshot)
+	if err := d.openCapture(path, "snapshot"); err != nil {
+		d.note(err.Error())
+	}
+}
+
+// openCapture makes a snapshot, or the memory records of a profiler
+// directory, the Store's memory data. Ops are not re-read: the profiler
+// tail has them all already.
+func (d *dirWatch) openCapture(path, kind string) error {
+	d.openMu.Lock()
+	defer d.openMu.Unlock()
+	var err error
+	if kind == "profiler" {
+		var pd *profiler.Data
+		if pd, err = profiler.ReadDir(path); err == nil {
+			snap := monitor.ProfilerTrace(pd)
+			if len(snap.DeviceTraces) == 0 {
+				err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
+			} else {
+				err = d.store.IngestSnapshot(snap)
+			}
+		}
+	} else {
+		var c *replay.Capture
+		if c, err = replay.DecodeFile(path, replay.Options{}); err == nil {
+			err = d.store.IngestSnapshot(c.Snapshot)
+		}
 	}
 	if err != nil {
-		d.note(err.Error())
-		return
+		d.update(path, func(c *capture) { c.Error = err.Error() })
+		return err
 	}
 	d.mu.Lock()
 	d.open = path
 	d.mu.Unlock()
+	d.update(path, func(c *capture) { c.Error = "" })
+	return nil
+}
+
+// List is the capture picker's list (tui.Captures), oldest first.
+func (d *dirWatch) List() []tui.Capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]tui.Capture, len(d.captures))
+	for i, c := range d.captures {
+		out[i] = tui.Capture{Path: c.Path, Kind: c.Kind, Arrived: c.Arrived, Size: c.Size, Open: c.Path == d.open, Err: c.Error}
+	}
+	return out
+}
+
+// Open opens a capture chosen in the picker (tui.Captures). Choosing the
+// newest snapshot keeps following new ones (with --follow); any other
+// choice stays put until the next choice.
+func (d *dirWatch) Open(path string) error {
+	d.mu.Lock()
+	kind, newest := "", ""
+	for _, c := range d.captures {
+		if c.Path == path {
+			kind = c.Kind
+		}
+		if c.Kind == "snapshot" {
+			newest = c.Path
+		}
+	}
+	d.mu.Unlock()
+	if kind == "" {
+		return fmt.Errorf("%s: not a capture of %s", path, d.dir)
+	}
+	if err := d.openCapture(path, kind); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.follow = d.auto && path == newest
+	d.mu.Unlock()
+	return nil
 }
 
 // pollTail appends the ops the profiler tail found since the last poll.
@@ -279,20 +404,11 @@ func (d *dirWatch) note(msg string) {
 	}
 }
 
-// status is the header's note: the capture shown and how many there are.
-func (d *dirWatch) status() string {
+// following reports whether new snapshots are opened as they land.
+func (d *dirWatch) following() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	snaps := 0
-	for _, c := range d.captures {
-		if c.Kind == "snapshot" {
-			snaps++
-		}
-	}
-	if d.open == "" {
-		return fmt.Sprintf("watching · %d snapshots, %d ops", snaps, d.ops)
-	}
-	return fmt.Sprintf("watching · %s (%d snapshots, %d ops)", filepath.Base(d.open), snaps, d.ops)
+	return d.follow
 }
 
 // watchSummaryJSON is replay's summary plus what the watch saw.

@@ -1,0 +1,210 @@
+package tui
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// Capture is one capture of a watched directory (npumon watch): a
+// snapshot file or a profiler directory.
+type Capture struct {
+	Path    string
+	Kind    string    // "snapshot" or "profiler"
+	Arrived time.Time // when it was found (the file's mtime for those there at start)
+	Size    int64     // bytes (a profiler directory: its files together)
+	Open    bool      // the capture shown
+	Err     string    // why it could not be opened, if it could not
+}
+
+// Captures is a watched directory's list of captures; Options.Captures
+// turns the capture picker on (key c). Both methods are called from the UI:
+// List every tick while the picker is shown, Open off the UI goroutine.
+type Captures interface {
+	// List returns the captures in arrival order, oldest first.
+	List() []Capture
+	// Open makes path the capture shown (decoding it into the Source).
+	Open(path string) error
+}
+
+// pickerOpenedMsg reports the end of an Open started from the picker.
+type pickerOpenedMsg struct {
+	path string
+	err  error
+}
+
+// picker is the capture picker overlay.
+type picker struct {
+	shown   bool
+	list    []Capture
+	sel     int
+	selPath string // the selection follows its capture as new ones land
+	top     int
+	opening string // path being opened
+}
+
+// refreshPicker re-reads the capture list, keeping the selection on its
+// capture; it reports whether anything changed.
+func (m *Model) refreshPicker() bool {
+	if m.o.Captures == nil {
+		return false
+	}
+	list := m.o.Captures.List()
+	changed := !capturesEqual(list, m.pick.list)
+	m.pick.list = list
+	if m.pick.selPath == "" {
+		// start on the open capture, else the newest
+		m.pick.sel = len(list) - 1
+		for i := range list {
+			if list[i].Open {
+				m.pick.sel = i
+			}
+		}
+	} else {
+		for i := range list {
+			if list[i].Path == m.pick.selPath {
+				m.pick.sel = i
+			}
+		}
+	}
+	m.pick.sel = clampInt(m.pick.sel, 0, max(len(list)-1, 0))
+	if len(list) > 0 {
+		m.pick.selPath = list[m.pick.sel].Path
+	}
+	return changed
+}
+
+func capturesEqual(a, b []Capture) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// onPickerKey handles keys while the picker is shown.
+func (m *Model) onPickerKey(msg tea.KeyMsg) tea.Cmd {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Back, k.Captures):
+		m.pick.shown = false
+	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
+		d := 1
+		if key.Matches(msg, k.Up) {
+			d = -1
+		}
+		m.pick.sel = clampInt(m.pick.sel+d, 0, max(len(m.pick.list)-1, 0))
+	case key.Matches(msg, k.Start):
+		m.pick.sel = 0
+	case key.Matches(msg, k.End):
+		m.pick.sel = max(len(m.pick.list)-1, 0)
+	case key.Matches(msg, k.Enter):
+		if m.pick.sel >= len(m.pick.list) || m.pick.opening != "" {
+			return nil
+		}
+		path := m.pick.list[m.pick.sel].Path
+		m.pick.opening = path
+		caps := m.o.Captures
+		return func() tea.Msg { return pickerOpenedMsg{path: path, err: caps.Open(path)} }
+	}
+	if m.pick.sel < len(m.pick.list) {
+		m.pick.selPath = m.pick.list[m.pick.sel].Path
+	}
+	return nil
+}
+
+// onPickerOpened closes the picker once the chosen capture is shown.
+func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
+	m.pick.opening = ""
+	m.dirty = true
+	if msg.err != nil {
+		m.statusErr = msg.err.Error()
+		return
+	}
+	m.pick.shown = false
+	// a new capture is new data: start over at its end (or following it)
+	m.hasData, m.pos, m.follow = false, -1, m.o.Live
+	m.zoomed, m.hlOp = false, false
+	m.tl.SetHighlight(0, 0, false)
+	m.refreshPicker()
+	m.refreshData()
+}
+
+// openCapture is the capture shown and its 1-based position, for the header.
+func (m *Model) openCapture() (Capture, int, bool) {
+	for i := len(m.pick.list) - 1; i >= 0; i-- {
+		if m.pick.list[i].Open {
+			return m.pick.list[i], i + 1, true
+		}
+	}
+	return Capture{}, 0, false
+}
+
+// sourceName is the header's source: the name given, and for a watched
+// directory the capture shown in it.
+func (m *Model) sourceName() string {
+	name := m.o.SourceName
+	if m.o.Captures == nil {
+		return name
+	}
+	if c, i, ok := m.openCapture(); ok {
+		return fmt.Sprintf("%s · %s (%d of %d)", name, filepath.Base(c.Path), i, len(m.pick.list))
+	}
+	return fmt.Sprintf("%s · no capture open (%d found)", name, len(m.pick.list))
+}
+
+// pickerLines draws the picker over the panes: one row per capture,
+// oldest first, the selected one marked, the open one starred.
+func (m *Model) pickerLines(body int) []string {
+	th := m.th
+	lines := []string{
+		th.Header.Render("Captures in "+m.o.SourceName) + th.Dim.Render(" · arrival order · ↑/↓ select · enter opens · esc closes"),
+		th.Dim.Render(fmt.Sprintf("   %4s  %-8s  %-12s  %10s  %s", "#", "kind", "arrived", "size", "name")),
+	}
+	rows := body - len(lines)
+	if len(m.pick.list) == 0 {
+		lines = append(lines, "   no snapshots or profiler directories yet; they appear here as they land")
+	}
+	if m.pick.sel < m.pick.top {
+		m.pick.top = m.pick.sel
+	}
+	if rows > 0 && m.pick.sel >= m.pick.top+rows {
+		m.pick.top = m.pick.sel - rows + 1
+	}
+	for i := m.pick.top; i < len(m.pick.list) && len(lines) < body; i++ {
+		c := &m.pick.list[i]
+		mark := "  "
+		if i == m.pick.sel {
+			mark = th.G.Selected + " "
+		}
+		open := " "
+		if c.Open {
+			open = "*"
+		}
+		row := fmt.Sprintf("%s%s%4d  %-8s  %-12s  %10s  %s", mark, open, i+1, c.Kind,
+			c.Arrived.In(m.o.Location).Format("15:04:05.000"), fmtBytes(c.Size), filepath.Base(c.Path))
+		if i == m.pick.sel {
+			row = th.Header.Render(row)
+		}
+		switch {
+		case c.Path == m.pick.opening:
+			row += th.Dim.Render("  opening…")
+		case c.Err != "":
+			row += th.Warn.Render("  " + c.Err)
+		case c.Open:
+			row += th.Dim.Render("  (open)")
+		}
+		lines = append(lines, row)
+	}
+	for len(lines) < body {
+		lines = append(lines, "")
+	}
+	return lines[:body]
+}

@@ -1,0 +1,145 @@
+package tui
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay"
+)
+
+// dirCaptures stands in for npumon watch's directory: captures in arrival
+// order, each opened by ingesting its snapshot into the one Store.
+type dirCaptures struct {
+	mu    sync.Mutex
+	store *monitor.Store
+	list  []Capture
+	snaps map[string]*allocator.Snapshot
+	opens []string
+}
+
+func (d *dirCaptures) add(path string, snap *allocator.Snapshot, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.list = append(d.list, Capture{Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
+	d.snaps[path] = snap
+}
+
+func (d *dirCaptures) List() []Capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]Capture(nil), d.list...)
+}
+
+func (d *dirCaptures) Open(path string) error {
+	d.mu.Lock()
+	snap := d.snaps[path]
+	d.opens = append(d.opens, path)
+	d.mu.Unlock()
+	if snap == nil {
+		return errors.New(path + ": truncated pickle")
+	}
+	if err := d.store.IngestSnapshot(snap); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	for i := range d.list {
+		d.list[i].Open = d.list[i].Path == path
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// TestCapturePicker: c lists the captures in arrival order with time and
+// size, a capture landing while it is shown appears, enter opens the
+// selected one (the Store now holds it, the header names it), a capture
+// that fails to open says why and keeps the picker, esc closes it.
+func TestCapturePicker(t *testing.T) {
+	big, err := replay.DecodeFile(fixturePath, replay.Options{})
+	if err != nil {
+		t.Skip("fixture:", err)
+	}
+	store := monitor.NewStore(monitor.StoreOptions{})
+	caps := &dirCaptures{store: store, snaps: map[string]*allocator.Snapshot{}}
+	caps.add("/dumps/snapshot_1.pickle", smallSnapshot(true), fixedNow)
+	if err := caps.Open("/dumps/snapshot_1.pickle"); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(store)
+	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
+	m := newSized(t, o, 120, 30)
+	tick := func() { m.Update(tickMsg(fixedNow)) }
+	tick()
+	v := m.View()
+	if !strings.Contains(v, "/dumps · snapshot_1.pickle (1 of 1)") || !strings.Contains(v, "entry 9/9") {
+		t.Fatalf("header does not name the open capture:\n%s", v)
+	}
+	if !strings.Contains(v, "c captures") {
+		t.Fatalf("hint bar lacks the picker key:\n%s", v)
+	}
+	press(m, "c")
+	v = m.View()
+	if !strings.Contains(v, "Captures in /dumps") || !strings.Contains(v, "snapshot_1.pickle") || !strings.Contains(v, "12:00:00.000") ||
+		!strings.Contains(v, "1000 B") || !strings.Contains(v, "(open)") {
+		t.Fatalf("picker:\n%s", v)
+	}
+	// a new dump lands while the picker is shown
+	caps.add("/dumps/snapshot_2.pickle", big.Snapshot, fixedNow.Add(1500*time.Millisecond))
+	caps.add("/dumps/oom_snapshot_3.pickle", nil, fixedNow.Add(3*time.Second))
+	tick()
+	v = m.View()
+	i1, i2, i3 := strings.Index(v, "snapshot_1.pickle  "), strings.Index(v, "snapshot_2.pickle"), strings.Index(v, "oom_snapshot_3.pickle")
+	if i1 < 0 || i2 < 0 || i3 < 0 || !(i1 < i2 && i2 < i3) || !strings.Contains(v, "12:00:01.500") {
+		t.Fatalf("new captures not listed in arrival order:\n%s", v)
+	}
+	// the broken one: an error, the picker stays
+	press(m, "down", "down")
+	cmd := press(m, "enter")
+	if cmd == nil {
+		t.Fatal("enter started nothing")
+	}
+	m.Update(cmd())
+	if v = m.View(); !strings.Contains(v, "truncated pickle") || !m.pick.shown {
+		t.Fatalf("a failed open:\n%s", v)
+	}
+	press(m, "up")
+	cmd = press(m, "enter")
+	m.Update(cmd())
+	tick()
+	v = m.View()
+	if m.pick.shown || !strings.Contains(v, "/dumps · snapshot_2.pickle (2 of 3)") || !strings.Contains(v, "entry 5163/5163") {
+		t.Fatalf("after opening snapshot_2:\n%s", v)
+	}
+	if m.Summary().Entries != 5163 {
+		t.Fatalf("summary %+v", m.Summary())
+	}
+	if want := []string{"/dumps/snapshot_1.pickle", "/dumps/oom_snapshot_3.pickle", "/dumps/snapshot_2.pickle"}; strings.Join(caps.opens, ",") != strings.Join(want, ",") {
+		t.Fatalf("opened %v", caps.opens)
+	}
+	// reopened, the picker starts on the open capture; esc closes it
+	press(m, "c")
+	if m.pick.sel != 1 {
+		t.Fatalf("picker selection %d, want the open capture (1)", m.pick.sel)
+	}
+	press(m, "esc")
+	if m.pick.shown {
+		t.Fatal("esc did not close the picker")
+	}
+}
+
+// TestCapturePickerOnlyWhenWatching: without Options.Captures, c does
+// nothing and the header is the source name alone.
+func TestCapturePickerOnlyWhenWatching(t *testing.T) {
+	m := newSized(t, testOptions(storeOf(t, smallSnapshot(true), nil)), 120, 30)
+	press(m, "c")
+	if v := m.View(); m.pick.shown || strings.Contains(v, "Captures in") || strings.Contains(v, "captures") {
+		t.Fatalf("picker without captures:\n%s", v)
+	}
+	if !strings.HasPrefix(strings.TrimSpace(strings.Split(m.View(), "\n")[0]), "npumon  │  small.pickle  │") {
+		t.Fatalf("header: %q", strings.Split(m.View(), "\n")[0])
+	}
+}
