@@ -80,7 +80,18 @@ func (m *Model) eventLines(w, h int) []string {
 	if m.base == monitor.TimeSequence {
 		timeW = 9
 	}
-	head := fmt.Sprintf("  %-*s %-15s %-14s %10s %6s  %s", timeW, "time", "action", "address", "size", "stream", "op")
+	// With ops, the op column is the most telling one; when the pane is too
+	// narrow to show it beside the address, the address goes (the segment
+	// map and the filter still have it).
+	const addrW, opMin = 14, 16
+	showAddr := len(m.ops) == 0 || w >= 2+timeW+1+15+1+addrW+1+10+1+6+2+opMin
+	row := func(mark, tm, action, addr, size, stream, op string) string {
+		if showAddr {
+			return fmt.Sprintf("%s%-*s %-15s %-*s %10s %6s  %s", mark, timeW, tm, action, addrW, addr, size, stream, op)
+		}
+		return fmt.Sprintf("%s%-*s %-15s %10s %6s  %s", mark, timeW, tm, action, size, stream, op)
+	}
+	head := row("  ", "time", "action", "address", "size", "stream", "op")
 	lines := []string{th.Dim.Render(head)}
 	rows := h - 1
 	if rows <= 0 {
@@ -111,7 +122,7 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := fmt.Sprintf("%s%-*s %-15s %-14s %10s %6s  %s", mark, timeW, tf.clock(e.Time), e.Action, addr, fmtBytes(e.Size), streamText(e.Stream), op)
+		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, fmtBytes(e.Size), streamText(e.Stream), op)
 		if i == m.evCur {
 			l = th.Selected.Render(fit(l, w))
 		} else if e.Action.String() == "oom" {
