@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/theme"
 )
 
 func (m *Model) modeText() string {
@@ -94,25 +95,51 @@ func (m *Model) headerLines() []string {
 				"alloc " + fmtBytes(s.AllocatedBytes),
 				"resv " + fmtBytes(s.ReservedBytes),
 				"act " + fmtBytes(s.ActiveBytes),
-				"peak " + fmtBytes(s.PeakActiveBytes),
 				fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
+				"peak " + fmtBytes(s.PeakActiveBytes),
 			}
 		}
+		// Warnings go first so a narrow terminal never hides them.
+		var warn []string
 		if s.OOMs > 0 {
-			parts = append(parts, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
+			warn = append(warn, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
 		}
 		if d := m.dropped(); d > 0 {
-			parts = append(parts, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
+			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
 		}
+		parts = append(warn, parts...)
 		if hbm, ok := m.hbm(); ok {
 			parts = append(parts, hbm)
 		}
 		if m.hasOpAt {
 			parts = append(parts, "op "+m.opAt.Name)
 		}
-		l2 = strings.Join(parts, "  ")
+		l2 = packParts(parts, m.w)
 	}
 	return []string{strings.Join(l1, sep), l2}
+}
+
+// packParts joins header parts in order, leaving out those that would not
+// fit in w columns rather than cutting one in the middle.
+func packParts(parts []string, w int) string {
+	var sb strings.Builder
+	used := 0
+	for _, p := range parts {
+		pw := theme.Width(p)
+		gap := 0
+		if used > 0 {
+			gap = 2
+		}
+		if used+gap+pw > w {
+			continue
+		}
+		if gap > 0 {
+			sb.WriteString("  ")
+		}
+		sb.WriteString(p)
+		used += gap + pw
+	}
+	return sb.String()
 }
 
 // shortName keeps the tail of a long path.
