@@ -46,6 +46,7 @@ type Model struct {
 	running bool
 	gen     int
 	cancel  context.CancelFunc
+	noHint  bool // the owner shows the keys in its own hint line
 }
 
 // New returns an empty view.
@@ -106,6 +107,13 @@ func entryTimes(res *whatif.Result, s *allocator.Snapshot) [][]int64 {
 	}
 	return times
 }
+
+// Hint is the view's key help, for an owner that draws its own hint line
+// (see SetHint).
+const Hint = "↑/↓ select run · d next device · esc close"
+
+// SetHint turns the view's own last-row key help on (the default) or off.
+func (m *Model) SetHint(on bool) { m.noHint = !on }
 
 // SetSize sets the view's size in cells.
 func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
@@ -206,20 +214,26 @@ func (m *Model) View() string {
 	c.Text(0, 0, theme.Fit(title, m.w), &th.TitleFocused)
 
 	rows := d.Table()
-	tableRows := min(len(rows)+1, max(2, m.h-9)) // header + runs, keep ≥5 chart rows
+	hintH := 1
+	if m.noHint {
+		hintH = 0
+	}
+	tableRows := min(len(rows)+1, max(2, m.h-8-hintH)) // header + runs, keep ≥5 chart rows
 	chartTop := 2
-	chartH := m.h - chartTop - tableRows - 2
+	chartH := m.h - chartTop - tableRows - 1 - hintH
 	m.legend(c, d, 1)
 	if chartH >= 4 {
 		m.chart(c, d, chartTop, chartH)
 	}
-	m.table(c, rows, m.h-2-tableRows, tableRows)
-	c.Text(0, m.h-2, theme.Fit(d.FidelityLine(), m.w), &th.Dim)
-	hint := "↑/↓ select run · d next device · esc close"
-	if th.ASCII {
-		hint = "up/down select run | d next device | esc close"
+	m.table(c, rows, m.h-1-hintH-tableRows, tableRows)
+	c.Text(0, m.h-1-hintH, theme.Fit(d.FidelityLine(), m.w), &th.Dim)
+	if !m.noHint {
+		hint := Hint
+		if th.ASCII {
+			hint = "up/down select run | d next device | esc close"
+		}
+		c.Text(0, m.h-1, theme.Fit(hint, m.w), &th.Hint)
 	}
-	c.Text(0, m.h-1, theme.Fit(hint, m.w), &th.Hint)
 	return c.StringWith(th)
 }
 

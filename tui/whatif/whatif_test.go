@@ -215,3 +215,13 @@ func TestSample(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutHint(t *testing.T) {
+	m := loaded(t, "fragmentation.pickle", true, "expandable_segments:True")
+	m.SetHint(false)
+	m.SetSize(80, 20)
+	lines := checkSize(t, m.View(), 80, 20)
+	if !strings.HasPrefix(lines[19], "baseline fidelity") || strings.Contains(m.View(), "esc close") {
+		t.Errorf("last row %q; the view still draws its hint", lines[19])
+	}
+}
