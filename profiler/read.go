@@ -66,6 +66,11 @@ func looksLikeOutputDir(dir string) bool {
 	if filepath.Base(dir) == OutputDir {
 		return true
 	}
+	return hasAnalysedText(dir) || findDB(dir) != ""
+}
+
+// hasAnalysedText reports whether dir holds analysed CSV/JSON files.
+func hasAnalysedText(dir string) bool {
 	for _, n := range []string{"trace_view.json", "memory_record.csv", "operator_details.csv", "kernel_details.csv", "operator_memory.csv"} {
 		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
 			return true
@@ -93,11 +98,15 @@ func FindProfilerDirs(parent string) []string {
 }
 
 // IsProfilerPath reports whether path is something ReadDir reads: a
-// profiler directory, an ASCEND_PROFILER_OUTPUT or FRAMEWORK directory.
+// profiler directory, an ASCEND_PROFILER_OUTPUT or FRAMEWORK directory, or
+// a SQLite export (a file named like IsDBName).
 func IsProfilerPath(path string) bool {
 	st, err := os.Stat(path)
-	if err != nil || !st.IsDir() {
+	if err != nil {
 		return false
+	}
+	if !st.IsDir() {
+		return IsDBName(filepath.Base(path))
 	}
 	return isProfilerDir(path) || looksLikeOutputDir(path) || filepath.Base(path) == FrameworkDir
 }
@@ -106,14 +115,19 @@ func IsProfilerPath(path string) bool {
 // ASCEND_PROFILER_OUTPUT or FRAMEWORK subdirectory, or a parent holding
 // exactly one profiler directory. It prefers what is complete: analysed
 // output once analyse.done exists, else the raw FRAMEWORK files (finished
-// or still growing), else whatever analysed files exist.
+// or still growing), else whatever analysed files exist. Analysed output is
+// the CSV/JSON files, or the SQLite export (ReadDB) where there are none.
+// A path to a .db file is read with ReadDB.
 func ReadDir(path string) (*Data, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("%s: not a directory", path)
+		if strings.HasSuffix(path, ".db") {
+			return ReadDB(path)
+		}
+		return nil, fmt.Errorf("%s: not a directory or .db file", path)
 	}
 	root := path
 	switch base := filepath.Base(filepath.Clean(path)); {
@@ -140,11 +154,19 @@ func ReadDir(path string) (*Data, error) {
 	fw := filepath.Join(root, FrameworkDir)
 	hasFW := hasFrameworkFiles(fw)
 	hasOut := looksLikeOutputDir(out) && dirExists(out)
+	db := ""
+	if hasOut && !hasAnalysedText(out) {
+		db = findDB(out)
+	}
 	switch {
+	case doneErr == nil && db != "":
+		return readDBIn(root, db)
 	case doneErr == nil && hasOut:
 		return readAnalysed(root, out, true)
 	case hasFW:
 		return readFramework(root)
+	case db != "":
+		return readDBIn(root, db)
 	case hasOut:
 		return readAnalysed(root, out, false)
 	}

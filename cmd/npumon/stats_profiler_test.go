@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,5 +55,46 @@ func TestStatsProfilerDirErrors(t *testing.T) {
 	code, _, errOut := captureRun(t, "stats", t.TempDir())
 	if code != 2 || !strings.Contains(errOut, "not a profiler directory") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestStatsProfilerDBDir: a directory whose analysed output is a SQLite
+// export (here the real CANN msprof database) is summarised the same way.
+func TestStatsProfilerDBDir(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(profFixtures, "msinsight_msprof_0.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "msprof_0.db"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := captureRun(t, "stats", "--json", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if v["kind"] != "profiler" || v["ops"] != 17.0 || v["memory_records"] != 494.0 ||
+		v["first_time_us"] != 1698220811391886.0 || v["last_time_us"] != 1753431345194404.0 {
+		t.Errorf("values %v", v)
+	}
+	// NPU_OP_MEM has no PTA rows: the peaks come from PTA+GE; no active column
+	dev := v["devices"].([]any)[0].(map[string]any)
+	if dev["device"] != 0.0 || dev["peak_allocated_bytes"] != 131072.0 || dev["peak_reserved_bytes"] != 1229258752.0 || dev["peak_active_bytes"] != nil {
+		t.Errorf("device %v", dev)
+	}
+	code, out, errOut = captureRun(t, "stats", dir)
+	if code != 0 || !strings.Contains(out, "profiler directory (db, no analyse.done)") || !strings.Contains(out, "aclrtMemcpy") {
+		t.Errorf("text: exit %d %s%s", code, out, errOut)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "msprof_0.db"), []byte("not sqlite"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = captureRun(t, "stats", dir)
+	if code != 2 || !strings.Contains(errOut, "msprof_0.db: not an SQLite database") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("bad db: exit %d, stderr %q", code, errOut)
 	}
 }
