@@ -70,10 +70,11 @@ func findDB(dir string) string {
 // STEP_TIME; GC_RECORD. Times are epoch ns already. The file is opened
 // read-only, so a database the profiler is still writing is never modified.
 func ReadDB(path string) (*Data, error) {
-	if err := checkSQLiteHeader(path); err != nil {
+	wal, err := checkSQLiteHeader(path)
+	if err != nil {
 		return nil, err
 	}
-	r, err := openDB(path)
+	r, err := openDB(path, wal)
 	if err != nil {
 		return nil, err
 	}
@@ -86,21 +87,26 @@ func ReadDB(path string) (*Data, error) {
 	return d, nil
 }
 
-func checkSQLiteHeader(path string) error {
+// checkSQLiteHeader checks the magic and reports whether the database is
+// in WAL mode (file format read/write versions 2, header bytes 18–19).
+func checkSQLiteHeader(path string) (wal bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer f.Close()
-	var hdr [len(sqliteMagic)]byte
-	n, err := io.ReadFull(f, hdr[:])
-	if err != nil && n == 0 {
-		return fmt.Errorf("%s: not an SQLite database: empty file", path)
+	var hdr [20]byte
+	n, _ := io.ReadFull(f, hdr[:])
+	if n == 0 {
+		return false, fmt.Errorf("%s: not an SQLite database: empty file", path)
 	}
-	if string(hdr[:n]) != sqliteMagic {
-		return fmt.Errorf("%s: not an SQLite database (header %q)", path, hdr[:n])
+	if n < len(sqliteMagic) || string(hdr[:len(sqliteMagic)]) != sqliteMagic {
+		return false, fmt.Errorf("%s: not an SQLite database (header %q)", path, hdr[:min(n, len(sqliteMagic))])
 	}
-	return nil
+	if n < len(hdr) {
+		return false, fmt.Errorf("%s: truncated SQLite header (%d bytes)", path, n)
+	}
+	return hdr[18] == 2 || hdr[19] == 2, nil
 }
 
 // dbReader reads one database inside one read transaction (a consistent
@@ -130,13 +136,18 @@ func sqliteURI(path string, immutable bool) string {
 	return u
 }
 
-// openDB opens path read-only. A WAL database in a directory we may not
-// write, with no -shm file beside it, cannot be opened so (SQLite needs the
-// shared-memory file); no writer has it open then, so it is reopened as
-// immutable, which reads the file without any locking or side files.
-func openDB(path string) (*dbReader, error) {
-	r, err := openDBURI(path, sqliteURI(path, false))
-	if err != nil && shouldRetryImmutable(err) {
+// openDB opens path read-only (mode=ro: SQLite never writes the file).
+// A WAL-mode database without a -wal file beside it has no connection open
+// (the last one to close removes the -wal file), so it is opened immutable:
+// read without locks and without creating -wal/-shm files in the profiler's
+// directory, which a read-only WAL reader otherwise does. With a -wal file
+// a writer may be active, and the reader takes part in WAL locking to see
+// a consistent snapshot. Should a read-only open fail for want of the -shm
+// file (a directory we may not write), it is retried immutable too.
+func openDB(path string, wal bool) (*dbReader, error) {
+	immutable := wal && !fileExists(path+"-wal")
+	r, err := openDBURI(path, sqliteURI(path, immutable))
+	if err != nil && !immutable && shouldRetryImmutable(err) {
 		r, err = openDBURI(path, sqliteURI(path, true))
 	}
 	return r, err

@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -272,5 +273,60 @@ func BenchmarkReadDBFixture(b *testing.B) {
 		if _, err := ReadDB(fixtureDB); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestReadDBLeavesDirAlone: reading a finished WAL-mode database (the
+// fixture is one) changes neither the file nor its directory — no -wal or
+// -shm files appear.
+func TestReadDBLeavesDirAlone(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "msprof_0.db")
+	copyFile(t, fixtureDB, p)
+	before, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before[18] != 2 {
+		t.Fatalf("fixture is not in WAL mode (header byte 18 = %d)", before[18])
+	}
+	if _, err := ReadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(p)
+	ents, _ := os.ReadDir(dir)
+	if string(after) != string(before) || len(ents) != 1 {
+		t.Errorf("database changed (%v) or files appeared: %v", string(after) != string(before), ents)
+	}
+}
+
+// TestReadDBWhileWritten: a writer holds an open WAL transaction on the
+// database; the reader sees the last committed state, then the new rows once
+// they are committed.
+func TestReadDBWhileWritten(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ascend_pytorch_profiler_0.db")
+	copyFile(t, "testdata/db/ascend_pytorch_profiler_0.db", p)
+	w, err := sql.Open("sqlite", "file:"+p+"?_journal_mode=WAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.SetMaxOpenConns(1)
+	tx, err := w.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO PYTORCH_API (startNs, endNs, name, type) VALUES ('1700000000000030000', '1700000000000031000', 268435457, 50001)`); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ReadDB(p)
+	if err != nil || len(d.Ops) != 6 {
+		t.Fatalf("during the write: %v, %d ops", err, len(d.Ops))
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = ReadDB(p); err != nil || len(d.Ops) != 7 {
+		t.Fatalf("after the commit: %v, %d ops", err, len(d.Ops))
 	}
 }
