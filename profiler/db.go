@@ -194,7 +194,8 @@ func (r *dbReader) close() {
 }
 
 func (r *dbReader) loadTables() error {
-	rows, err := r.conn.QueryContext(r.ctx, "SELECT name FROM sqlite_master WHERE type IN ('table','view')")
+	// Tables only: a view runs arbitrary SQL (a hostile file could make it endless).
+	rows, err := r.conn.QueryContext(r.ctx, "SELECT name FROM sqlite_master WHERE type = 'table'")
 	if err != nil {
 		return err
 	}

@@ -227,6 +227,7 @@ func TestReadDBBadInput(t *testing.T) {
 		{"testdata/db/bad_types.db", `bad_types.db: table PYTORCH_API row 2: column startNs: not an integer: "12:00:01"`},
 		{"testdata/db/bad_notables.db", "bad_notables.db: none of the tables PYTORCH_API, CANN_API"},
 		{"testdata/db/bad_nostrings.db", "bad_nostrings.db: no table STRING_IDS"},
+		{"testdata/db/bad_view.db", "bad_view.db: none of the tables PYTORCH_API"},
 		{"testdata/db/bad_nocolumn.db", "bad_nocolumn.db: table PYTORCH_API has no column startNs"},
 		{filepath.Join(tmp, "missing.db"), "missing.db: no such file"},
 	}

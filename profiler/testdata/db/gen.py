@@ -173,6 +173,13 @@ def bad_dbs():
     create(con, "STRING_IDS", [(1, "x")])
     con.commit()
     con.close()
+    # an endless view where PYTORCH_API should be: views are not read
+    con = fresh("bad_view.db")
+    con.execute("CREATE VIEW PYTORCH_API AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+                "SELECT x AS startNs, x AS endNs, x AS name FROM c")
+    create(con, "STRING_IDS", [(1, "x")])
+    con.commit()
+    con.close()
 
 
 if __name__ == "__main__":
