@@ -331,3 +331,36 @@ func TestReadDBWhileWritten(t *testing.T) {
 		t.Fatalf("after the commit: %v, %d ops", err, len(d.Ops))
 	}
 }
+
+// TestDBInt: every SQLite storage class and the driver's Go types convert or
+// fail cleanly.
+func TestDBInt(t *testing.T) {
+	cases := []struct {
+		v      any
+		want   int64
+		ok     bool
+		errSub string
+	}{
+		{nil, 0, false, ""},
+		{int64(-5), -5, true, ""},
+		{float64(1 << 40), 1 << 40, true, ""},
+		{2.5, 0, false, "not an integer: 2.5"},
+		{1e300, 0, false, "not an integer"},
+		{"1700000000000001024", 1700000000000001024, true, ""},
+		{" 42\t", 42, true, ""},
+		{"18446744073709551615", -1, true, ""}, // a pointer above 2^63 keeps its bits
+		{"1700000000000001024.0", 1700000000000001024, true, ""},
+		{"", 0, false, ""},
+		{"N/A", 0, false, ""},
+		{[]byte("7"), 7, true, ""},
+		{[]byte{0xff, 0x00}, 0, false, "not an integer"},
+		{true, 1, true, ""},
+		{struct{}{}, 0, false, "not an integer: struct {}"},
+	}
+	for _, c := range cases {
+		got, ok, err := dbInt(c.v)
+		if got != c.want || ok != c.ok || (err == nil) != (c.errSub == "") || (err != nil && !strings.Contains(err.Error(), c.errSub)) {
+			t.Errorf("dbInt(%#v) = %d, %v, %v; want %d, %v, %q", c.v, got, ok, err, c.want, c.ok, c.errSub)
+		}
+	}
+}
