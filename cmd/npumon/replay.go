@@ -51,7 +51,9 @@ func newReplayCmd() *cobra.Command {
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
 			load := snapshotLoader(path, store)
-			if st.IsDir() {
+			if profiler.IsDBName(filepath.Base(path)) {
+				load = profilerLoader(path, store)
+			} else if st.IsDir() {
 				if !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
 					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
 				}

@@ -91,3 +91,11 @@ func TestReplayProfilerDirectory(t *testing.T) {
 		t.Fatalf("analysed output should have no trace: %+v", s)
 	}
 }
+
+// A profiler SQLite export opens by its file name too, not as a snapshot.
+func TestReplayProfilerDB(t *testing.T) {
+	db := needFixture(t, "../../profiler/testdata/db/ascend_pytorch_profiler_0.db")
+	if s := headlessSummary(t, "--headless", "50ms", db); s.TimeBase != "epoch_us" || s.Entries != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,22 +76,21 @@ func TestStatsText(t *testing.T) {
 	}
 }
 
-func TestStatsDirectoryDispatch(t *testing.T) {
-	old := statsProfilerDir
-	defer func() { statsProfilerDir = old }()
-	statsProfilerDir = nil
+// A directory and a profiler .db file go to the profiler reader; anything
+// else is read as a snapshot.
+func TestStatsDispatch(t *testing.T) {
 	code, _, errOut := captureRun(t, "stats", t.TempDir())
-	if code != 2 || !strings.Contains(errOut, "profiler directories are not supported yet") {
-		t.Errorf("nil hook: exit %d %q", code, errOut)
+	if code != 2 || strings.Contains(errOut, "not a memory snapshot") {
+		t.Errorf("empty directory: exit %d %q", code, errOut)
 	}
-	called := ""
-	statsProfilerDir = func(path string, jsonOut bool, w io.Writer) error {
-		called = path
-		return nil
+	db := "../../profiler/testdata/db/ascend_pytorch_profiler_0.db"
+	code, out, errOut := captureRun(t, "stats", "--json", db)
+	if code != 0 || !strings.Contains(out, `"kind": "profiler"`) {
+		t.Errorf("db file: exit %d %q %q", code, out, errOut)
 	}
-	dir := t.TempDir()
-	if code, _, _ := captureRun(t, "stats", "--json", dir); code != 0 || called != dir {
-		t.Errorf("hook: exit %d, called with %q", code, called)
+	code, out, _ = captureRun(t, "stats", "--json", fixture2026)
+	if code != 0 || !strings.Contains(out, `"kind": "snapshot"`) {
+		t.Errorf("snapshot file: exit %d", code)
 	}
 }
 

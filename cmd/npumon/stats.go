@@ -2,19 +2,12 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
-	"os"
 
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
 
 func init() { subcommands = append(subcommands, newStatsCmd) }
-
-// statsProfilerDir summarises a profiler output directory; the profiler
-// command file sets it. nil: directories are not supported.
-var statsProfilerDir func(path string, jsonOut bool, w io.Writer) error
 
 func newStatsCmd() *cobra.Command {
 	var asJSON bool
@@ -30,11 +23,8 @@ func newStatsCmd() *cobra.Command {
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
-			if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-				if statsProfilerDir == nil {
-					return errors.New(path + ": profiler directories are not supported yet")
-				}
-				return statsProfilerDir(path, asJSON, c.OutOrStdout())
+			if isProfilerInput(path) {
+				return statsProfiler(path, asJSON, c.OutOrStdout())
 			}
 			var opts replay.StatsOptions
 			if c.Flags().Changed("device") {

@@ -3,14 +3,22 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/npumon/npumon/profiler"
 )
 
-// Profiler directories for `npumon stats DIR`: the stats command calls
-// statsProfilerDir for any directory argument.
-func init() { statsProfilerDir = statsProfiler }
+// isProfilerInput reports whether path is profiler output rather than a
+// snapshot file: a directory, or a profiler SQLite export.
+func isProfilerInput(path string) bool {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return true
+	}
+	return profiler.IsDBName(filepath.Base(path))
+}
 
+// statsProfiler prints `npumon stats` for profiler output.
 func statsProfiler(path string, jsonOut bool, w io.Writer) error {
 	d, err := profiler.ReadDir(path)
 	if err != nil {
