@@ -6,6 +6,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 
 	"github.com/npumon/npumon/tui/theme"
+	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
 
 func (m *Model) hintLine() string {
@@ -26,6 +27,9 @@ func (m *Model) hintLine() string {
 	hl.Width = m.w
 	if m.pick.shown {
 		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
+	}
+	if m.wiOpen {
+		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
 	}
 	short := m.keys.ShortHelp()
 	if m.o.Captures != nil {

@@ -35,6 +35,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	if m.pick.shown {
 		return m.onPickerKey(msg)
 	}
+	if m.wiOpen {
+		return m.onWhatIfKey(msg)
+	}
 	if m.o.Captures != nil && key.Matches(msg, k.Captures) {
 		m.pick.shown, m.pick.selPath = true, ""
 		m.refreshPicker()
@@ -45,6 +48,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	}
 	src := m.o.Source
 	switch {
+	case key.Matches(msg, k.WhatIf):
+		return m.openWhatIf()
 	case key.Matches(msg, k.Back):
 		switch {
 		case m.focus == paneSegments && m.seg.Back():

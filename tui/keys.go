@@ -10,7 +10,7 @@ type keyMap struct {
 	ZoomIn, ZoomOut, PanLeft, PanRight, ZoomReset                                               key.Binding
 	Tab, BackTab, Pane1, Pane2, Pane3, Pane4, Up, Down, Enter, Sort                             key.Binding
 	Filter, Device, Relative, Help, Back, Quit                                                  key.Binding
-	Captures                                                                                    key.Binding
+	Captures, WhatIf                                                                            key.Binding
 }
 
 func newKeyMap() keyMap {
@@ -53,6 +53,7 @@ func newKeyMap() keyMap {
 		Back:      b([]string{"esc"}, "esc", "back"),
 		Quit:      b([]string{"q", "ctrl+c"}, "q", "quit"),
 		Captures:  b([]string{"c"}, "c", "captures (watch)"),
+		WhatIf:    b([]string{"w"}, "w", "what-if: other allocator settings"),
 	}
 }
 
@@ -67,6 +68,6 @@ func (k keyMap) FullHelp() [][]key.Binding {
 		{k.Play, k.Prev, k.Next, k.BigPrev, k.BigNext, k.Slower, k.Faster, k.Start, k.End},
 		{k.NextOOM, k.Peak, k.Jump, k.Follow, k.ZoomIn, k.ZoomOut, k.PanLeft, k.PanRight, k.ZoomReset},
 		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.Enter},
-		{k.Sort, k.Filter, k.Device, k.Relative, k.Captures, k.Help, k.Back, k.Quit},
+		{k.Sort, k.Filter, k.Device, k.Relative, k.Captures, k.WhatIf, k.Help, k.Back, k.Quit},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/npumon/npumon/tui/segmap"
 	"github.com/npumon/npumon/tui/theme"
 	"github.com/npumon/npumon/tui/timeline"
+	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
 
 type pane int
@@ -108,6 +109,8 @@ type Model struct {
 	focus    pane
 	showHelp bool
 	pick     picker // capture picker (Options.Captures)
+	wi       tuiwhatif.Model
+	wiOpen   bool // the what-if view (w) replaces the panes
 	input    inputMode
 	ti       textinput.Model
 	flt      *filter
@@ -148,9 +151,11 @@ func newModel(o Options) *Model {
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
+		wi: tuiwhatif.New(th),
 	}
 	m.help.ShowAll = true
 	m.keys.Captures.SetEnabled(o.Captures != nil) // only a watched directory has captures
+	m.keys.WhatIf.SetEnabled(o.WhatIf != nil)     // only a snapshot file can be re-simulated
 	if th.ASCII {
 		m.help.ShortSeparator = " | "
 		m.help.FullSeparator = "   "
@@ -221,6 +226,9 @@ func (m *Model) Err() error { return m.loadErr }
 
 // Update handles one message.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if handled, cmd := m.updateWhatIf(msg); handled {
+		return m, cmd
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.w, m.h = msg.Width, msg.Height

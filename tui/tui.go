@@ -8,6 +8,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/npumon/npumon/replay"
 )
 
 // Progress reports how far loading has come.
@@ -58,6 +60,11 @@ type Options struct {
 	// the capture picker (arrival order, new ones appearing live, enter
 	// opens one) and the header names the open capture after SourceName.
 	Captures Captures
+	// WhatIf, when set, returns the decoded snapshot for key w, the what-if
+	// view (replay/whatif): nil while it is still loading. WhatIfConfs are
+	// the alternatives it compares (default DefaultWhatIfConfs).
+	WhatIf      func() *replay.Capture
+	WhatIfConfs []string
 }
 
 // ConnState is the state of a live connection, shown in the header.

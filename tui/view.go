@@ -108,6 +108,8 @@ func (m *Model) render() string {
 		lines = append(lines, m.helpLines(body)...)
 	case m.pick.shown:
 		lines = append(lines, m.pickerLines(body)...)
+	case m.wiOpen:
+		lines = append(lines, m.whatIfLines(body)...)
 	case m.loading || m.loadErr != nil:
 		lines = append(lines, m.loadingLines(body)...)
 	case !m.hasData:

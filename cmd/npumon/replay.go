@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,7 @@ func newReplayCmd() *cobra.Command {
 		relative bool
 		ascii    bool
 		headless time.Duration
+		confs    []string
 	)
 	c := &cobra.Command{
 		Use:   "replay PATH",
@@ -50,14 +52,15 @@ func newReplayCmd() *cobra.Command {
 				return err
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
-			load := snapshotLoader(path, store)
+			var capt atomic.Pointer[replay.Capture] // for w, the what-if view
+			load, snapshot := snapshotLoader(path, store, &capt), true
 			if profiler.IsDBName(filepath.Base(path)) {
-				load = profilerLoader(path, store)
+				load, snapshot = profilerLoader(path, store), false
 			} else if st.IsDir() {
 				if !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
 					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
 				}
-				load = profilerLoader(path, store)
+				load, snapshot = profilerLoader(path, store), false
 			}
 			opts := tui.Options{
 				Source:     store,
@@ -68,6 +71,9 @@ func newReplayCmd() *cobra.Command {
 				Speed:      speed,
 				Play:       play,
 				Relative:   relative,
+			}
+			if snapshot {
+				opts.WhatIf, opts.WhatIfConfs = capt.Load, confs
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
@@ -87,6 +93,7 @@ func newReplayCmd() *cobra.Command {
 	f.BoolVar(&play, "play", false, "start playing from the beginning")
 	f.BoolVar(&relative, "relative", false, "show times relative to the first entry (r toggles)")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
+	f.StringArrayVar(&confs, "conf", nil, "an allocator configuration w (what-if) compares, as npumon whatif --conf (repeatable)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long after loading, then print the summary as JSON")
 	return c
 }
@@ -94,7 +101,8 @@ func newReplayCmd() *cobra.Command {
 // snapshotLoader decodes path into store, reporting progress to the UI.
 // Decoding cannot be interrupted, so a cancelled load returns at once and
 // leaves the decoder to finish in the background (the process is exiting).
-func snapshotLoader(path string, store *monitor.Store) func(context.Context, func(tui.Progress)) error {
+// keep receives the decoded capture once it is in the store.
+func snapshotLoader(path string, store *monitor.Store, keep *atomic.Pointer[replay.Capture]) func(context.Context, func(tui.Progress)) error {
 	return func(ctx context.Context, report func(tui.Progress)) error {
 		done := make(chan error, 1)
 		go func() {
@@ -117,6 +125,7 @@ func snapshotLoader(path string, store *monitor.Store) func(context.Context, fun
 				return
 			}
 			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
+			keep.Store(capt)
 			done <- nil
 		}()
 		select {

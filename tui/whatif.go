@@ -1,0 +1,67 @@
+package tui
+
+import (
+	"context"
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/replay/whatif"
+	tuiwhatif "github.com/npumon/npumon/tui/whatif"
+)
+
+// DefaultWhatIfConfs are the alternatives w compares when Options names none.
+var DefaultWhatIfConfs = []string{"expandable_segments:True", "max_split_size_mb:128"}
+
+// openWhatIf re-simulates the current device's trace under the what-if
+// alternatives and shows the comparison in place of the panes (w).
+func (m *Model) openWhatIf() tea.Cmd {
+	if m.o.WhatIf == nil {
+		m.statusErr = "what-if needs a snapshot file (npumon replay FILE)"
+		return nil
+	}
+	capt := m.o.WhatIf()
+	if capt == nil {
+		m.statusErr = "what-if: the snapshot is not loaded yet"
+		return nil
+	}
+	confs := m.o.WhatIfConfs
+	if len(confs) == 0 {
+		confs = DefaultWhatIfConfs
+	}
+	opts := whatif.Options{Confs: confs}
+	if m.dev >= 0 {
+		opts.Devices = []int{m.dev}
+	}
+	m.wiOpen = true
+	m.wi.SetHint(false) // the hint line shows its keys
+	return m.wi.Start(context.Background(), capt, opts)
+}
+
+// updateWhatIf takes the what-if view's own messages.
+func (m *Model) updateWhatIf(msg tea.Msg) (handled bool, cmd tea.Cmd) {
+	switch msg := msg.(type) {
+	case tuiwhatif.ResultMsg:
+		m.wi, cmd = m.wi.Update(msg)
+		m.dirty = true
+		return true, cmd
+	case tuiwhatif.CloseMsg:
+		m.wiOpen = false
+		m.dirty = true
+		return true, nil
+	}
+	return false, nil
+}
+
+// onWhatIfKey hands a key to the open what-if view (esc and w close it).
+func (m *Model) onWhatIfKey(msg tea.KeyMsg) tea.Cmd {
+	var cmd tea.Cmd
+	m.wi, cmd = m.wi.Update(msg)
+	return cmd
+}
+
+// whatIfLines renders the what-if view in the body's rows.
+func (m *Model) whatIfLines(body int) []string {
+	m.wi.SetSize(m.w, body)
+	return strings.Split(m.wi.View(), "\n")
+}

@@ -1,0 +1,59 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay"
+	tuiwhatif "github.com/npumon/npumon/tui/whatif"
+)
+
+// TestWhatIfKey opens the what-if view with w on the fragmentation trace
+// of replay/whatif, reads the comparison and closes it again with esc.
+func TestWhatIfKey(t *testing.T) {
+	c, err := replay.DecodeFile("../replay/whatif/testdata/fragmentation.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := monitor.NewStore(monitor.StoreOptions{})
+	if err := st.IngestSnapshot(c.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(st)
+	o.WhatIf = func() *replay.Capture { return c }
+	o.WhatIfConfs = []string{"expandable_segments:True"}
+	m := newSized(t, o, 80, 24)
+	m.refreshData()
+
+	cmd := press(m, "w")
+	if cmd == nil || !m.wiOpen {
+		t.Fatal("w did not start the what-if view")
+	}
+	msg := cmd()
+	if _, ok := msg.(tuiwhatif.ResultMsg); !ok {
+		t.Fatalf("w's command returned %T", msg)
+	}
+	m.Update(msg)
+	v := m.View()
+	checkFrame(t, v, 80, 24)
+	for _, want := range []string{"What-if", "expandable_segments:True", "entry 110 (200.00 MiB)", "none (recorded OOM fits)"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("what-if screen lacks %q:\n%s", want, v)
+		}
+	}
+	if cmd := press(m, "esc"); cmd != nil {
+		m.Update(cmd())
+	}
+	if m.wiOpen || strings.Contains(m.View(), "What-if") {
+		t.Errorf("esc did not close the view:\n%s", m.View())
+	}
+
+	// Without a snapshot (live sources, directories) there is no w.
+	o.WhatIf = nil
+	m = newSized(t, o, 80, 24)
+	m.refreshData()
+	if cmd := press(m, "w"); cmd != nil || m.wiOpen {
+		t.Error("w opened the what-if view without a snapshot")
+	}
+}
