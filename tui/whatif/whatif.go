@@ -438,7 +438,11 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 	line := func(cells []string) string {
 		var b strings.Builder
 		for _, j := range cols {
-			b.WriteString(theme.Fit(cells[j], widths[j]))
+			cell := cells[j]
+			if th.ASCII && cell == "—" {
+				cell = "-"
+			}
+			b.WriteString(theme.Fit(cell, widths[j]))
 			b.WriteString("  ")
 		}
 		return theme.Fit(b.String(), m.w)
