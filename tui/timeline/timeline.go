@@ -5,13 +5,13 @@ package timeline
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/chart"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -186,7 +186,7 @@ func (m *Model) drawBase() *theme.Canvas {
 	for i := 0; i < s.Columns && i < len(s.Reserved); i++ {
 		ymax = max(ymax, s.Reserved[i].Max, s.Active[i].Max, s.Allocated[i].Max)
 	}
-	yTop := niceCeil(float64(ymax))
+	yTop := chart.NiceCeil(float64(ymax))
 	span := float64(s.T1-s.T0) / float64(s.Columns) // cursor units per column
 	x0 := float64(s.T0-m.Origin) / m.Unit
 	cols := s.Columns
@@ -198,7 +198,7 @@ func (m *Model) drawBase() *theme.Canvas {
 	lc := linechart.New(m.w, ch, x0, xLast, 0, yTop,
 		linechart.WithXYSteps(12, ystep),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return m.XLabel(v) }),
-		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelWidth, shortBytes(v)) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelWidth, chart.ShortBytes(v)) }),
 	)
 	lc.DrawXYAxisAndLabel()
 	for _, layer := range []struct {
@@ -229,7 +229,7 @@ func (m *Model) drawBase() *theme.Canvas {
 			var st *lipgloss.Style
 			if x <= origin.X || y >= origin.Y {
 				st = &th.Dim
-				r = axisRune(r, th.ASCII)
+				r = chart.AxisRune(r, th.ASCII)
 			} else {
 				st = styleOf[r]
 			}
@@ -237,48 +237,4 @@ func (m *Model) drawBase() *theme.Canvas {
 		}
 	}
 	return out
-}
-
-func axisRune(r rune, ascii bool) rune {
-	if !ascii {
-		return r
-	}
-	switch r {
-	case '│', '┤', '├':
-		return '|'
-	case '─', '┬', '┴':
-		return '-'
-	case '└', '┼', '┌', '┐', '┘':
-		return '+'
-	}
-	return r
-}
-
-// niceCeil rounds v up to 1, 2 or 5 × a power of two-ish decimal step so
-// axis labels stay short.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, f := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
-		if f*p >= v {
-			return f * p
-		}
-	}
-	return 10 * p
-}
-
-// shortBytes formats bytes in at most five characters: "512", "1.5K", "980M", "12G".
-func shortBytes(v float64) string {
-	units := []string{"", "K", "M", "G", "T", "P"}
-	i := 0
-	for v >= 1000 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if v < 10 && i > 0 && v != math.Trunc(v) {
-		return fmt.Sprintf("%.1f%s", v, units[i])
-	}
-	return fmt.Sprintf("%.0f%s", v, units[i])
 }

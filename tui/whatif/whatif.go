@@ -20,6 +20,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/tui/chart"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -326,11 +327,11 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 	if showLimit {
 		ymax = math.Max(ymax, limit)
 	}
-	yTop := niceCeil(ymax * 1.05)
+	yTop := chart.NiceCeil(ymax * 1.05)
 	lc := linechart.New(m.w, h, 0, x1, 0, yTop,
 		linechart.WithXYSteps(max(2, (m.w-yw)/12), max(1, (h-2)/3)),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return xLabel(v) }),
-		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yw, shortBytes(v)) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yw, chart.ShortBytes(v)) }),
 	)
 	lc.DrawXYAxisAndLabel()
 	cols := max(1, lc.GraphWidth()) // one sample per graph cell
@@ -393,7 +394,7 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 					st = s
 				}
 			} else {
-				r = axisRune(r, th.ASCII)
+				r = chart.AxisRune(r, th.ASCII)
 			}
 			c.Set(x, top+y, r, st)
 		}
@@ -457,49 +458,6 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 		}
 		c.Text(0, top+1+i, line(rows[i]), st)
 	}
-}
-
-func axisRune(r rune, ascii bool) rune {
-	if !ascii {
-		return r
-	}
-	switch r {
-	case '│', '┤', '├':
-		return '|'
-	case '─', '┬', '┴':
-		return '-'
-	case '└', '┼', '┌', '┐', '┘':
-		return '+'
-	}
-	return r
-}
-
-// niceCeil rounds v up to a short decimal step.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, f := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
-		if f*p >= v {
-			return f * p
-		}
-	}
-	return 10 * p
-}
-
-// shortBytes formats an axis value in at most six cells: 900M, 1.2G.
-func shortBytes(v float64) string {
-	units := []string{"B", "K", "M", "G", "T"}
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if v >= 10 || v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f%s", v, units[i])
-	}
-	return fmt.Sprintf("%.1f%s", v, units[i])
 }
 
 // secondsLabel formats axis seconds in the unit the span calls for.

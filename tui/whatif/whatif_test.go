@@ -87,7 +87,7 @@ func TestViewContent(t *testing.T) {
 	// The chart shows the recorded area, the runs (expandable_segments
 	// follows the baseline exactly, under it) and the device limit.
 	chart := strings.Join(lines[2:18], "\n")
-	for _, g := range []string{".", "*", "o", "---", "0B+---", "X"} {
+	for _, g := range []string{".", "*", "o", "---", " 0+---", "X"} {
 		if !strings.Contains(chart, g) {
 			t.Errorf("chart lacks %q:\n%s", g, chart)
 		}

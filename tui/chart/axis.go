@@ -1,0 +1,53 @@
+// Package chart holds the axis helpers shared by the panes that draw
+// ntcharts line charts (the timeline and the what-if view).
+package chart
+
+import (
+	"fmt"
+	"math"
+)
+
+// AxisRune maps a box-drawing axis rune to ASCII when ascii is set.
+func AxisRune(r rune, ascii bool) rune {
+	if !ascii {
+		return r
+	}
+	switch r {
+	case '│', '┤', '├':
+		return '|'
+	case '─', '┬', '┴':
+		return '-'
+	case '└', '┼', '┌', '┐', '┘':
+		return '+'
+	}
+	return r
+}
+
+// NiceCeil rounds v up to a short decimal step (1, 1.2, 1.5, 2, 2.5, … × 10^n)
+// so axis labels stay short.
+func NiceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, f := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if f*p >= v {
+			return f * p
+		}
+	}
+	return 10 * p
+}
+
+// ShortBytes formats bytes in at most five characters: "512", "1.5K", "980M", "12G".
+func ShortBytes(v float64) string {
+	units := []string{"", "K", "M", "G", "T", "P"}
+	i := 0
+	for v >= 1000 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if v < 10 && i > 0 && v != math.Trunc(v) {
+		return fmt.Sprintf("%.1f%s", v, units[i])
+	}
+	return fmt.Sprintf("%.0f%s", v, units[i])
+}
