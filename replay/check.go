@@ -46,21 +46,19 @@ func Check(st *Stats, lim CheckLimits) []string {
 	return out
 }
 
-// ParseSize parses "40GiB", "1.5 MiB", "512KiB", "4096B" or "4096" into bytes.
+// ParseSize parses a byte count: a plain number or one with a unit, in
+// any case — K/M/G/T, KB/MB/GB/TB or KiB/MiB/GiB/TiB, all powers of 1024,
+// and B ("40GiB", "1.5 MiB", "16G", "4096B", "4096").
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
+	i := len(t)
+	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
+		i--
 	}
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+	num, unit := strings.TrimSpace(t[:i]), strings.ToLower(strings.TrimSpace(t[i:]))
+	mult, ok := sizeUnits[unit]
+	f, err := strconv.ParseFloat(num, 64)
+	if !ok || err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
 		return 0, fmt.Errorf("bad size %q (want e.g. 40GiB, 512MiB, 4096)", s)
 	}
 	v := f * float64(mult)
@@ -69,3 +67,7 @@ func ParseSize(s string) (int64, error) {
 	}
 	return int64(v), nil
 }
+
+var sizeUnits = map[string]int64{"": 1, "b": 1,
+	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}

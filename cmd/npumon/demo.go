@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -47,8 +46,7 @@ func newDemoCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			store := monitor.NewStore(monitor.StoreOptions{})
-			feed := newOpFeed(store.AppendOps)
-			cfg.OnOp = feed.add
+			cfg.OnOp = monitor.NewOpBatcher(store.AppendOps).Add
 			cfg.Logf = func(string, ...any) {} // the UI shows OOMs; keep the terminal clean
 			w, err := workload.New(cfg)
 			if err != nil {
@@ -142,7 +140,10 @@ func (wf *workloadFlags) config() (workload.Config, error) {
 	if wf.rate <= 0 || wf.rate > 1000 {
 		return workload.Config{}, usageError{fmt.Errorf("--rate must be in (0, 1000] steps per second, got %v", wf.rate)}
 	}
-	mem, err := parseSize(wf.deviceMem)
+	mem, err := replay.ParseSize(wf.deviceMem)
+	if err == nil && (mem <= 0 || mem > 1<<50) {
+		err = fmt.Errorf("%q: want more than 0 and at most 1 PiB", wf.deviceMem)
+	}
 	if err != nil {
 		return workload.Config{}, usageError{fmt.Errorf("--device-mem: %w", err)}
 	}
@@ -159,60 +160,4 @@ func (wf *workloadFlags) config() (workload.Config, error) {
 	return workload.Config{Scenario: sc, Seed: wf.seed, Rate: wf.rate, Layers: wf.layers, DeviceMem: mem,
 		OnOOM: workload.OOMPolicy(wf.onOOM), Out: wf.out, SnapshotEvery: every, Steps: wf.steps,
 		AllocConf: wf.allocConf, Paced: true}, nil
-}
-
-// parseSize reads a byte count: a plain number or one with a unit
-// (K/M/G/T, KB/MB/GB/TB and KiB/MiB/GiB/TiB, all powers of 1024).
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := len(t)
-	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
-		i--
-	}
-	num, unit := t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
-	mult := map[string]int64{"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
-		"mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}[unit]
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || mult == 0 || v <= 0 || v*float64(mult) > 1<<50 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 64GiB, 512MiB or a byte count)", s)
-	}
-	return int64(v * float64(mult)), nil
-}
-
-// opFeed batches ops from the workload's goroutine into a sink: the Store
-// (demo) or the wire server (sim). A batch goes out when it is full or
-// 50 ms old, and whatever is left on flush.
-type opFeed struct {
-	sink  func([]monitor.Op)
-	mu    sync.Mutex
-	batch []monitor.Op
-	since time.Time
-}
-
-func newOpFeed(sink func([]monitor.Op)) *opFeed { return &opFeed{sink: sink} }
-
-func (f *opFeed) add(op monitor.Op) {
-	f.mu.Lock()
-	if len(f.batch) == 0 {
-		f.since = time.Now()
-	}
-	f.batch = append(f.batch, op)
-	var out []monitor.Op
-	if len(f.batch) >= 256 || op.IsStep || time.Since(f.since) > 50*time.Millisecond {
-		out, f.batch = f.batch, nil
-	}
-	f.mu.Unlock()
-	if out != nil {
-		f.sink(out)
-	}
-}
-
-func (f *opFeed) flush() {
-	f.mu.Lock()
-	out := f.batch
-	f.batch = nil
-	f.mu.Unlock()
-	if len(out) > 0 {
-		f.sink(out)
-	}
 }

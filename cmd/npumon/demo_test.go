@@ -6,20 +6,6 @@ import (
 	"testing"
 )
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"64GiB": 64 << 30, "16G": 16 << 30, "512MiB": 512 << 20, "1.5GB": 3 << 29,
-		"1048576": 1 << 20, " 2 TiB ": 2 << 40, "300mb": 300 << 20} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "GiB", "-1G", "12XB", "1e30", "0"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) accepted", in)
-		}
-	}
-}
-
 // TestDemoFlagErrors: bad workload options are usage errors (exit 2) with
 // the flag named.
 func TestDemoFlagErrors(t *testing.T) {
@@ -30,6 +16,8 @@ func TestDemoFlagErrors(t *testing.T) {
 		{[]string{"demo", "--scenario", "chaos"}, `unknown scenario "chaos"`},
 		{[]string{"demo", "--rate", "0"}, "--rate"},
 		{[]string{"demo", "--device-mem", "lots"}, "--device-mem"},
+		{[]string{"demo", "--device-mem", "0"}, "--device-mem"},
+		{[]string{"demo", "--device-mem", "2048TiB"}, "--device-mem"},
 		{[]string{"demo", "--on-oom", "panic"}, "--on-oom"},
 		{[]string{"demo", "--device-mem", "1MiB"}, "at least 256 MiB"},
 		{[]string{"sim", "--listen", "nowhere"}, "bad address"},

@@ -52,8 +52,8 @@ func newSimCmd() *cobra.Command {
 			stderr := c.ErrOrStderr()
 			cfg.Logf = func(f string, a ...any) { fmt.Fprintf(stderr, "npumon sim: "+f+"\n", a...) }
 			var srv *monitor.Server
-			feed := newOpFeed(func(ops []monitor.Op) { srv.PublishOps(ops) })
-			cfg.OnOp = feed.add
+			feed := monitor.NewOpBatcher(func(ops []monitor.Op) { srv.PublishOps(ops) })
+			cfg.OnOp = feed.Add
 			w, err := workload.New(cfg)
 			if err != nil {
 				return usageError{err}
@@ -76,7 +76,7 @@ func newSimCmd() *cobra.Command {
 				f.Sync()
 			}
 			runErr := w.Run(ctx)
-			feed.flush()
+			feed.Flush()
 			if runErr != nil && !isStopped(runErr) {
 				return runErr
 			}
