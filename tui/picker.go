@@ -3,22 +3,16 @@ package tui
 import (
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/monitor"
 )
 
 // Capture is one capture of a watched directory (npumon watch): a
-// snapshot file or a profiler directory.
-type Capture struct {
-	Path    string
-	Kind    string    // "snapshot" or "profiler"
-	Arrived time.Time // when it was found (the file's mtime for those there at start)
-	Size    int64     // bytes (a profiler directory: its files together)
-	Open    bool      // the capture shown
-	Err     string    // why it could not be opened, if it could not
-}
+// snapshot file or a profiler directory, as monitor.DirSource lists it.
+type Capture = monitor.Capture
 
 // Captures is a watched directory's list of captures; Options.Captures
 // turns the capture picker on (key c). Both methods are called from the UI:
@@ -29,6 +23,9 @@ type Captures interface {
 	// Open makes path the capture shown (decoding it into the Source).
 	Open(path string) error
 }
+
+// *monitor.DirSource is the Captures npumon watch passes.
+var _ Captures = (*monitor.DirSource)(nil)
 
 // pickerOpenedMsg reports the end of an Open started from the picker.
 type pickerOpenedMsg struct {
@@ -196,8 +193,8 @@ func (m *Model) pickerLines(body int) []string {
 		switch {
 		case c.Path == m.pick.opening:
 			row += th.Dim.Render("  opening…")
-		case c.Err != "":
-			row += th.Warn.Render("  " + c.Err)
+		case c.Error != "":
+			row += th.Warn.Render("  " + c.Error)
 		case c.Open:
 			row += th.Dim.Render("  (open)")
 		}

@@ -1,0 +1,387 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
+)
+
+// Capture kinds.
+const (
+	CaptureSnapshot = "snapshot" // a snapshot pickle or its JSON export
+	CaptureProfiler = "profiler" // a torch_npu profiler directory
+)
+
+// Capture is one snapshot file or profiler directory seen in a watched
+// directory. The JSON form is what `npumon watch --list` prints.
+type Capture struct {
+	Index    int       `json:"index"` // 1-based, in arrival order
+	Kind     string    `json:"kind"`  // CaptureSnapshot or CaptureProfiler
+	Path     string    `json:"path"`
+	Existing bool      `json:"existing"` // there before the watch started
+	Arrived  time.Time `json:"arrived"`  // when it was seen (its mtime if Existing)
+	Size     int64     `json:"size"`     // bytes (a profiler directory: all its files)
+	Error    string    `json:"error,omitempty"`
+	Open     bool      `json:"-"` // the capture shown (set by DirSource.List)
+}
+
+// DirOptions configures a DirSource.
+type DirOptions struct {
+	// Follow opens each new snapshot as it lands. Without it the newest
+	// one there at start is opened and stays.
+	Follow bool
+	// Pick opens this capture instead — its 1-based index in arrival
+	// order, or its file name — and stays on it (Follow is then off).
+	Pick string
+}
+
+// DirSource feeds a Store from a watched directory: the open capture's
+// memory data, and the ops of every profiler directory, tailed while they
+// grow. It keeps the captures in arrival order for a picker.
+type DirSource struct {
+	dir    string
+	store  *Store
+	follow bool       // open each new snapshot as it lands (Open changes it)
+	auto   bool       // Follow as asked
+	pick   string     // DirOptions.Pick
+	openMu sync.Mutex // one capture is opened at a time (watch loop or Open)
+
+	w      *Watcher
+	tail   *ProfilerTail
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	mu       sync.Mutex
+	captures []Capture
+	open     string // the capture shown
+	ops      int
+	errs     []string
+}
+
+// NewDirSource returns a source for dir feeding store; Start starts it.
+func NewDirSource(dir string, store *Store, o DirOptions) *DirSource {
+	follow := o.Follow && o.Pick == ""
+	return &DirSource{dir: dir, store: store, follow: follow, auto: follow, pick: o.Pick}
+}
+
+// ScanDir calls fn with each capture already in dir, oldest first, and
+// returns once the scan is over (or fn fails).
+func ScanDir(dir string, fn func(Capture) error) error {
+	w, err := Watch(dir, WatchOptions{Settle: 50 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	// The initial scan reports what exists; it is done once the events
+	// stop coming for a moment.
+	n := 0
+	for {
+		select {
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if c, ok := captureOf(ev); ok {
+				n++
+				c.Index = n
+				if err := fn(c); err != nil {
+					return err
+				}
+			}
+		case <-time.After(300 * time.Millisecond):
+			return nil
+		}
+	}
+}
+
+func captureOf(ev WatchEvent) (Capture, bool) {
+	var c Capture
+	switch ev.Kind {
+	case WatchSnapshot:
+		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
+	case WatchProfilerDir:
+		c = Capture{Kind: CaptureProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+	default:
+		return Capture{}, false
+	}
+	c.Arrived = time.Now()
+	if st, err := os.Stat(ev.Path); err == nil {
+		if ev.Existing {
+			c.Arrived = st.ModTime()
+		}
+		if c.Kind == CaptureSnapshot {
+			c.Size = st.Size()
+		}
+	}
+	return c, true
+}
+
+// treeSize is the size of the files under dir (a profiler directory).
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Start watches the directory until ctx ends or Stop is called.
+func (d *DirSource) Start(ctx context.Context) error {
+	w, err := Watch(d.dir, WatchOptions{})
+	if err != nil {
+		return err
+	}
+	tail, err := NewProfilerTail(d.dir, d.store)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	d.w, d.tail = w, tail
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.done = make(chan struct{})
+	go d.loop(ctx)
+	return nil
+}
+
+// Stop ends the watch and waits for it; the Store keeps what it has.
+// It may be called more than once.
+func (d *DirSource) Stop() {
+	d.once.Do(func() {
+		if d.cancel == nil {
+			return
+		}
+		d.cancel()
+		d.w.Close()
+		<-d.done
+	})
+}
+
+// loop handles watch events and polls the profiler tail. Existing
+// snapshots come first (the scan); the newest of them is opened once the
+// scan is over, later ones as they land (with follow).
+func (d *DirSource) loop(ctx context.Context) {
+	defer close(d.done)
+	var newestExisting string
+	scanOver := time.NewTimer(300 * time.Millisecond)
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	d.pollTail()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-scanOver.C:
+			switch {
+			case d.pick != "" && d.Current() == "":
+				d.note(fmt.Sprintf("--open %s: no such snapshot in %s (yet)", d.pick, d.dir))
+			case newestExisting != "" && d.Current() == "":
+				d.openSnapshot(newestExisting)
+			}
+		case <-poll.C:
+			d.pollTail()
+		case ev, ok := <-d.w.Events:
+			if !ok {
+				return
+			}
+			var c Capture
+			if cc, ok := captureOf(ev); ok {
+				c = d.addCapture(cc)
+			}
+			switch ev.Kind {
+			case WatchSnapshot:
+				switch {
+				case d.pick != "":
+					if d.Current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+						d.openSnapshot(ev.Path)
+					}
+				case ev.Existing:
+					newestExisting = ev.Path
+				case d.Following() || d.Current() == "":
+					d.openSnapshot(ev.Path)
+				}
+			case WatchProfilerDir, WatchFrameworkGrow, WatchAnalyseDone:
+				d.pollTail()
+				if ev.Kind != WatchProfilerDir {
+					d.update(ev.Dir, func(c *Capture) { c.Size = treeSize(c.Path) })
+				}
+			case WatchRemoved:
+				d.update(ev.Path, func(c *Capture) { c.Error = "removed" })
+			case WatchError:
+				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+			}
+		}
+	}
+}
+
+// Current is the path of the capture shown, "" before one is opened.
+func (d *DirSource) Current() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.open
+}
+
+// addCapture records a capture in arrival order; a snapshot rewritten in
+// place keeps its place (and its index) with the new size.
+func (d *DirSource) addCapture(c Capture) Capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.captures {
+		if d.captures[i].Path == c.Path {
+			d.captures[i].Size, d.captures[i].Error = c.Size, ""
+			return d.captures[i]
+		}
+	}
+	c.Index = len(d.captures) + 1
+	d.captures = append(d.captures, c)
+	return c
+}
+
+// update changes the capture at path, if there is one.
+func (d *DirSource) update(path string, fn func(*Capture)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range d.captures {
+		if d.captures[i].Path == path {
+			fn(&d.captures[i])
+		}
+	}
+}
+
+// openSnapshot decodes path and makes it the Store's memory data; the ops
+// gathered from profiler directories stay.
+func (d *DirSource) openSnapshot(path string) {
+	if err := d.openCapture(path, CaptureSnapshot); err != nil {
+		d.note(err.Error())
+	}
+}
+
+// openCapture makes a snapshot, or the memory records of a profiler
+// directory, the Store's memory data. Ops are not re-read: the profiler
+// tail has them all already.
+func (d *DirSource) openCapture(path, kind string) error {
+	d.openMu.Lock()
+	defer d.openMu.Unlock()
+	var err error
+	if kind == CaptureProfiler {
+		var pd *profiler.Data
+		if pd, err = profiler.ReadDir(path); err == nil {
+			snap := ProfilerTrace(pd)
+			if len(snap.DeviceTraces) == 0 {
+				err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
+			} else {
+				err = d.store.IngestSnapshot(snap)
+			}
+		}
+	} else {
+		var c *replay.Capture
+		if c, err = replay.DecodeFile(path, replay.Options{}); err == nil {
+			err = d.store.IngestSnapshot(c.Snapshot)
+		}
+	}
+	if err != nil {
+		d.update(path, func(c *Capture) { c.Error = err.Error() })
+		return err
+	}
+	d.mu.Lock()
+	d.open = path
+	d.mu.Unlock()
+	d.update(path, func(c *Capture) { c.Error = "" })
+	return nil
+}
+
+// List returns the captures in arrival order, oldest first, with the one
+// shown marked Open.
+func (d *DirSource) List() []Capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Capture, len(d.captures))
+	for i, c := range d.captures {
+		c.Open = c.Path == d.open
+		out[i] = c
+	}
+	return out
+}
+
+// Open makes the capture at path the one shown. Opening the newest
+// snapshot keeps following new ones (with DirOptions.Follow); any other
+// choice stays put until the next one.
+func (d *DirSource) Open(path string) error {
+	d.mu.Lock()
+	kind, newest := "", ""
+	for _, c := range d.captures {
+		if c.Path == path {
+			kind = c.Kind
+		}
+		if c.Kind == CaptureSnapshot {
+			newest = c.Path
+		}
+	}
+	d.mu.Unlock()
+	if kind == "" {
+		return fmt.Errorf("%s: not a capture of %s", path, d.dir)
+	}
+	if err := d.openCapture(path, kind); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.follow = d.auto && path == newest
+	d.mu.Unlock()
+	return nil
+}
+
+// pollTail appends the ops the profiler tail found since the last poll.
+func (d *DirSource) pollTail() {
+	n, err := d.tail.Poll()
+	if err != nil {
+		d.note(err.Error())
+	}
+	if n > 0 {
+		d.mu.Lock()
+		d.ops += n
+		d.mu.Unlock()
+	}
+}
+
+func (d *DirSource) note(msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.errs) < 100 {
+		d.errs = append(d.errs, msg)
+	}
+}
+
+// Following reports whether new snapshots are opened as they land.
+func (d *DirSource) Following() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.follow
+}
+
+// Ops is the number of ops read from profiler directories so far.
+func (d *DirSource) Ops() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ops
+}
+
+// Errors are the problems met so far (at most 100): captures that did not
+// open, unreadable profiler files, watch errors; nil if none.
+func (d *DirSource) Errors() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.errs...)
+}

@@ -1,0 +1,97 @@
+package monitor_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/workload"
+)
+
+// TestDirSourcePicker: the picker's list (DirSource as tui.Captures) holds
+// every capture in arrival order with time and size, marks the open one,
+// and opening an older snapshot shows it and stops following; opening the
+// newest again follows again.
+func TestDirSourcePicker(t *testing.T) {
+	dir := t.TempDir()
+	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	store := monitor.NewStore(monitor.StoreOptions{})
+	wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: true})
+	if err := wd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Stop()
+	var list []monitor.Capture
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		list = wd.List()
+		if open := openOf(list); open >= 0 && strings.HasSuffix(list[open].Path, "_step000005.pickle") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("newest snapshot never opened: %+v", list)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var snaps []int
+	for i, c := range list {
+		if c.Size <= 0 || c.Arrived.IsZero() || c.Error != "" {
+			t.Errorf("capture %+v", c)
+		}
+		if c.Kind == "snapshot" {
+			snaps = append(snaps, i)
+		}
+	}
+	if len(snaps) != 2 || len(list) != 2+len(w.ProfilerDirs()) {
+		t.Fatalf("list %+v", list)
+	}
+	newest := store.Len(0)
+	older := list[snaps[0]].Path
+	if err := wd.Open(older); err != nil {
+		t.Fatal(err)
+	}
+	list = wd.List()
+	if openOf(list) != snaps[0] || wd.Following() || store.Len(0) >= newest {
+		t.Fatalf("after opening %s: open %d, following %v, %d entries (newest had %d)", older, openOf(list), wd.Following(), store.Len(0), newest)
+	}
+	if err := wd.Open(list[snaps[1]].Path); err != nil || !wd.Following() || store.Len(0) != newest {
+		t.Fatalf("reopening the newest: %v, following %v, %d entries", err, wd.Following(), store.Len(0))
+	}
+	if err := wd.Open(filepath.Join(dir, "nope.pickle")); err == nil || !strings.Contains(err.Error(), "not a capture") {
+		t.Fatalf("unknown capture: %v", err)
+	}
+	// a profiler directory without memory records (the workload records
+	// none with addresses) cannot be the memory data: a clear error, noted
+	// in the list, and the open capture stays
+	for i, c := range list {
+		if c.Kind != "profiler" {
+			continue
+		}
+		err := wd.Open(c.Path)
+		if err == nil || !strings.Contains(err.Error(), c.Path) || !strings.Contains(err.Error(), "no memory records") {
+			t.Fatalf("open %s: %v", c.Path, err)
+		}
+		if l := wd.List(); openOf(l) != snaps[1] || l[i].Error == "" || store.Len(0) != newest {
+			t.Fatalf("after a failed open: %+v", l)
+		}
+		break
+	}
+}
+
+func openOf(list []monitor.Capture) int {
+	for i, c := range list {
+		if c.Open {
+			return i
+		}
+	}
+	return -1
+}
