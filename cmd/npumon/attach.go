@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -55,7 +53,7 @@ func newAttachCmd() *cobra.Command {
 				name = "unix:" + filepath.Base(addr)
 			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
-				ConnState: func() (tui.ConnState, string) { return connState(client.Status()) }}
+				ConnState: func() (tui.ConnState, string) { return tui.ClientConn(client.Status()) }}
 			if headless > 0 {
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {
@@ -71,34 +69,6 @@ func newAttachCmd() *cobra.Command {
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	return c
-}
-
-// connState maps the client's state to the header's: while no producer is
-// there the header says "disconnected" with the reason and when the next
-// attempt is; "reconnecting" while an attempt is under way.
-func connState(s monitor.ClientStatus) (tui.ConnState, string) {
-	why := "closed"
-	if s.Err != nil { // the innermost cause: "connection refused", not the dial's whole story
-		why = firstLine(s.Err.Error())
-		if i := strings.LastIndex(why, ": "); i >= 0 {
-			why = why[i+2:]
-		}
-	}
-	switch s.State {
-	case monitor.StateConnected:
-		if s.Hello != nil {
-			return tui.ConnConnected, fmt.Sprintf("pid %d@%s", s.Hello.PID, s.Hello.Host)
-		}
-		return tui.ConnConnected, ""
-	case monitor.StateConnecting:
-		if s.Attempt == 0 {
-			return tui.ConnReconnecting, "connecting…"
-		}
-		return tui.ConnReconnecting, fmt.Sprintf("attempt %d", s.Attempt)
-	case monitor.StateReconnecting:
-		return tui.ConnDisconnected, fmt.Sprintf("· reconnecting in %s · %s", s.Backoff.Round(100*time.Millisecond), why)
-	}
-	return tui.ConnDisconnected, why
 }
 
 // attachSummaryJSON is replay's summary plus the connection's state.

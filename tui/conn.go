@@ -1,0 +1,41 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+// ClientConn maps a wire client's status to the header's connection state
+// and detail (Options.ConnState): while no producer is there the header
+// says "disconnected" with the reason and when the next attempt is;
+// "reconnecting" while an attempt is under way.
+func ClientConn(s monitor.ClientStatus) (ConnState, string) {
+	why := "closed"
+	if s.Err != nil { // the innermost cause: "connection refused", not the dial's whole story
+		why = s.Err.Error()
+		if i := strings.IndexByte(why, '\n'); i >= 0 {
+			why = why[:i]
+		}
+		if i := strings.LastIndex(why, ": "); i >= 0 {
+			why = why[i+2:]
+		}
+	}
+	switch s.State {
+	case monitor.StateConnected:
+		if s.Hello != nil {
+			return ConnConnected, fmt.Sprintf("pid %d@%s", s.Hello.PID, s.Hello.Host)
+		}
+		return ConnConnected, ""
+	case monitor.StateConnecting:
+		if s.Attempt == 0 {
+			return ConnReconnecting, "connecting…"
+		}
+		return ConnReconnecting, fmt.Sprintf("attempt %d", s.Attempt)
+	case monitor.StateReconnecting:
+		return ConnDisconnected, fmt.Sprintf("· reconnecting in %s · %s", s.Backoff.Round(100*time.Millisecond), why)
+	}
+	return ConnDisconnected, why
+}
