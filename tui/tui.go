@@ -9,18 +9,12 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
 )
 
 // Progress reports how far loading has come.
-type Progress struct {
-	Stage      string // e.g. "decoding", "indexing"
-	BytesDone  int64
-	BytesTotal int64 // 0 when unknown
-	Entries    int64 // trace entries indexed so far
-	// EntriesTotal is the number of entries to index, 0 when unknown.
-	EntriesTotal int64
-}
+type Progress = monitor.LoadProgress
 
 // Options configure the app. Only Source is required.
 type Options struct {

@@ -53,14 +53,22 @@ func newReplayCmd() *cobra.Command {
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
 			var capt atomic.Pointer[replay.Capture] // for w, the what-if view
-			load, snapshot := snapshotLoader(path, store, &capt), true
+			load := func(ctx context.Context, report func(tui.Progress)) error {
+				c, err := monitor.LoadSnapshot(ctx, path, store, report)
+				capt.Store(c)
+				return err
+			}
+			profilerLoad := func(ctx context.Context, report func(tui.Progress)) error {
+				return monitor.LoadProfiler(ctx, path, store, report)
+			}
+			snapshot := true
 			if profiler.IsDBName(filepath.Base(path)) {
-				load, snapshot = profilerLoader(path, store), false
+				load, snapshot = profilerLoad, false
 			} else if st.IsDir() {
 				if !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
 					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
 				}
-				load, snapshot = profilerLoader(path, store), false
+				load, snapshot = profilerLoad, false
 			}
 			opts := tui.Options{
 				Source:     store,
@@ -96,45 +104,6 @@ func newReplayCmd() *cobra.Command {
 	f.StringArrayVar(&confs, "conf", nil, "an allocator configuration w (what-if) compares, as npumon whatif --conf (repeatable)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long after loading, then print the summary as JSON")
 	return c
-}
-
-// snapshotLoader decodes path into store, reporting progress to the UI.
-// Decoding cannot be interrupted, so a cancelled load returns at once and
-// leaves the decoder to finish in the background (the process is exiting).
-// keep receives the decoded capture once it is in the store.
-func snapshotLoader(path string, store *monitor.Store, keep *atomic.Pointer[replay.Capture]) func(context.Context, func(tui.Progress)) error {
-	return func(ctx context.Context, report func(tui.Progress)) error {
-		done := make(chan error, 1)
-		go func() {
-			var total int64
-			capt, err := replay.DecodeFile(path, replay.Options{Progress: func(d, t int64) {
-				total = max(t, 0)
-				report(tui.Progress{Stage: "decoding", BytesDone: d, BytesTotal: total})
-			}})
-			if err != nil {
-				done <- err
-				return
-			}
-			var n int64
-			for _, tr := range capt.Snapshot.DeviceTraces {
-				n += int64(len(tr))
-			}
-			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
-			if err := store.IngestSnapshot(capt.Snapshot); err != nil {
-				done <- fmt.Errorf("%s: %w", path, err)
-				return
-			}
-			report(tui.Progress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
-			keep.Store(capt)
-			done <- nil
-		}()
-		select {
-		case err := <-done:
-			return err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // replaySummaryJSON is the --headless output.
