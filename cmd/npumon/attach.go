@@ -36,7 +36,7 @@ func newAttachCmd() *cobra.Command {
 			"DURATION and prints the summary at the newest entry as JSON.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			network, addr, err := parseAddr(args[0], -1)
+			network, addr, err := monitor.ParseAddr(args[0], -1)
 			if err != nil {
 				return usageError{err}
 			}

@@ -133,11 +133,5 @@ type replaySummaryJSON struct {
 func writeReplaySummary(w io.Writer, path string, s monitor.Summary) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(replaySummaryJSON{
-		Source: path, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
-		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,
-		AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, Segments: s.Segments, Blocks: s.Blocks,
-		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
-		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
-	})
+	return enc.Encode(replaySummary(path, s))
 }

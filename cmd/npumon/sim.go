@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -43,7 +42,7 @@ func newSimCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			network, addr, err := parseAddr(listen, os.Getpid())
+			network, addr, err := monitor.ParseAddr(listen, os.Getpid())
 			if err != nil {
 				return usageError{fmt.Errorf("--listen: %w", err)}
 			}
@@ -117,31 +116,6 @@ func writeSimSummary(w io.Writer, wl *workload.Workload, srv *monitor.Server) er
 		AllocatedBytes: s.AllocatedBytes[all].Current, ReservedBytes: s.ReservedBytes[all].Current,
 		ActiveBytes: s.ActiveBytes[all].Current, RequestedBytes: s.RequestedBytes[all].Current, Segments: s.Segment[all].Current, PeakActive: s.ActiveBytes[all].Peak,
 		OOMs: s.NumOOMs})
-}
-
-// parseAddr reads a producer address: unix:/path, a path with a slash,
-// tcp:host:port, host:port, :port, or (pid ≥ 0 allowed) a bare pid naming
-// that process's default socket. Empty means the default socket of pid.
-func parseAddr(s string, pid int) (network, addr string, err error) {
-	switch {
-	case s == "":
-		return "unix", monitor.DefaultSocketPath(pid), nil
-	case strings.HasPrefix(s, "unix:"):
-		if p := strings.TrimPrefix(s, "unix:"); p != "" {
-			return "unix", p, nil
-		}
-	case strings.HasPrefix(s, "tcp:"):
-		return "tcp", strings.TrimPrefix(s, "tcp:"), nil
-	case strings.ContainsRune(s, '/'):
-		return "unix", s, nil
-	case strings.Contains(s, ":"):
-		return "tcp", s, nil
-	default:
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			return "unix", monitor.DefaultSocketPath(n), nil
-		}
-	}
-	return "", "", fmt.Errorf("bad address %q (want unix:/path, host:port, :port or a pid)", s)
 }
 
 func firstLine(s string) string {
