@@ -95,3 +95,39 @@ func openOf(list []monitor.Capture) int {
 	}
 	return -1
 }
+
+// TestDirSourcePick: ScanDir lists what a finished job left, oldest first
+// and numbered; DirOptions.Pick by that number opens it and does not follow.
+func TestDirSourcePick(t *testing.T) {
+	dir := t.TempDir()
+	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3, NoProfile: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var scanned []monitor.Capture
+	if err := monitor.ScanDir(dir, func(c monitor.Capture) error { scanned = append(scanned, c); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(scanned) != 2 || scanned[0].Index != 1 || scanned[1].Index != 2 || !scanned[0].Existing ||
+		scanned[0].Kind != monitor.CaptureSnapshot || !strings.HasSuffix(scanned[0].Path, "_step000002.pickle") ||
+		scanned[0].Arrived.After(scanned[1].Arrived) || scanned[0].Size <= 0 {
+		t.Fatalf("scanned %+v", scanned)
+	}
+	store := monitor.NewStore(monitor.StoreOptions{})
+	wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: true, Pick: "1"})
+	if err := wd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Stop()
+	for deadline := time.Now().Add(5 * time.Second); wd.Current() == ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing opened; errors %v", wd.Errors())
+		}
+	}
+	if wd.Current() != scanned[0].Path || wd.Following() || len(wd.Errors()) != 0 || store.Len(0) == 0 {
+		t.Fatalf("open %q following %v errors %v", wd.Current(), wd.Following(), wd.Errors())
+	}
+}
