@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay"
 )
 
 // filter is a parsed `/` expression: space-separated terms, all of which
@@ -31,7 +32,7 @@ func parseFilter(s string) (*filter, error) {
 		lt := strings.ToLower(t)
 		switch {
 		case strings.HasPrefix(lt, "size>=") || strings.HasPrefix(lt, "size>"):
-			v, err := parseSize(strings.TrimLeft(lt[4:], ">="))
+			v, err := replay.ParseSize(strings.TrimLeft(lt[4:], ">="))
 			if err != nil {
 				return nil, err
 			}
@@ -40,7 +41,7 @@ func parseFilter(s string) (*filter, error) {
 			}
 			f.minSize = v
 		case strings.HasPrefix(lt, "size<=") || strings.HasPrefix(lt, "size<"):
-			v, err := parseSize(strings.TrimLeft(lt[4:], "<="))
+			v, err := replay.ParseSize(strings.TrimLeft(lt[4:], "<="))
 			if err != nil {
 				return nil, err
 			}

@@ -138,31 +138,3 @@ func trimFloat(x float64) string {
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
 }
-
-// parseSize parses "10MiB", "1.5GB", "4096" into bytes.
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	i := 0
-	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-		i++
-	}
-	v, err := strconv.ParseFloat(s[:i], 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	mult := float64(1)
-	switch strings.ToLower(strings.TrimSpace(s[i:])) {
-	case "", "b":
-	case "k", "kb", "kib":
-		mult = 1 << 10
-	case "m", "mb", "mib":
-		mult = 1 << 20
-	case "g", "gb", "gib":
-		mult = 1 << 30
-	case "t", "tb", "tib":
-		mult = 1 << 40
-	default:
-		return 0, fmt.Errorf("bad size unit in %q", s)
-	}
-	return int64(v * mult), nil
-}
