@@ -184,23 +184,19 @@ func parseDevice(s string) int {
 	return n
 }
 
-func openCSV(path string, read func(io.Reader, string) error) error {
+// readCSV opens path and decodes it with decode, naming the file in errors.
+func readCSV[T any](path string, decode func(io.Reader, string) ([]T, error)) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	return read(f, path)
+	return decode(f, path)
 }
 
 // ReadMemoryRecordCSV reads memory_record.csv.
 func ReadMemoryRecordCSV(path string) ([]MemoryRecord, error) {
-	var out []MemoryRecord
-	err := openCSV(path, func(r io.Reader, name string) (err error) {
-		out, err = DecodeMemoryRecordCSV(r, name)
-		return err
-	})
-	return out, err
+	return readCSV(path, DecodeMemoryRecordCSV)
 }
 
 // DecodeMemoryRecordCSV decodes memory_record.csv content; name is used in errors.
@@ -260,12 +256,7 @@ func DecodeMemoryRecordCSV(r io.Reader, name string) ([]MemoryRecord, error) {
 
 // ReadOperatorMemoryCSV reads operator_memory.csv (10- or 15-column layouts).
 func ReadOperatorMemoryCSV(path string) ([]OpMemory, error) {
-	var out []OpMemory
-	err := openCSV(path, func(r io.Reader, name string) (err error) {
-		out, err = DecodeOperatorMemoryCSV(r, name)
-		return err
-	})
-	return out, err
+	return readCSV(path, DecodeOperatorMemoryCSV)
 }
 
 // DecodeOperatorMemoryCSV decodes operator_memory.csv content.
@@ -349,12 +340,7 @@ func DecodeOperatorMemoryCSV(r io.Reader, name string) ([]OpMemory, error) {
 // ReadOperatorDetailsCSV reads operator_details.csv. Its rows have no start
 // times: the ops come back untimed, DurNS = Host Total Duration.
 func ReadOperatorDetailsCSV(path string) ([]Op, error) {
-	var out []Op
-	err := openCSV(path, func(r io.Reader, name string) (err error) {
-		out, err = DecodeOperatorDetailsCSV(r, name)
-		return err
-	})
-	return out, err
+	return readCSV(path, DecodeOperatorDetailsCSV)
 }
 
 // DecodeOperatorDetailsCSV decodes operator_details.csv content.
@@ -400,12 +386,7 @@ func joinLines(s string) string {
 
 // ReadKernelDetailsCSV reads kernel_details.csv.
 func ReadKernelDetailsCSV(path string) ([]Kernel, error) {
-	var out []Kernel
-	err := openCSV(path, func(r io.Reader, name string) (err error) {
-		out, err = DecodeKernelDetailsCSV(r, name)
-		return err
-	})
-	return out, err
+	return readCSV(path, DecodeKernelDetailsCSV)
 }
 
 // DecodeKernelDetailsCSV decodes kernel_details.csv content.
@@ -519,22 +500,12 @@ func DecodeStepTraceTimeCSV(r io.Reader, name string) ([]StepTime, error) {
 
 // ReadStepTraceTimeCSV reads step_trace_time.csv.
 func ReadStepTraceTimeCSV(path string) ([]StepTime, error) {
-	var out []StepTime
-	err := openCSV(path, func(r io.Reader, name string) (err error) {
-		out, err = DecodeStepTraceTimeCSV(r, name)
-		return err
-	})
-	return out, err
+	return readCSV(path, DecodeStepTraceTimeCSV)
 }
 
 // ReadNPUModuleMemCSV reads npu_module_mem.csv (driver modules' reserved memory).
 func ReadNPUModuleMemCSV(path string) ([]MemoryRecord, error) {
-	var out []MemoryRecord
-	err := openCSV(path, func(r io.Reader, name string) (err error) {
-		out, err = DecodeNPUModuleMemCSV(r, name)
-		return err
-	})
-	return out, err
+	return readCSV(path, DecodeNPUModuleMemCSV)
 }
 
 // DecodeNPUModuleMemCSV decodes npu_module_mem.csv content: one record per
