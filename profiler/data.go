@@ -247,6 +247,12 @@ func (d *Data) finishOps() {
 			}
 		}
 	}
+	d.assignSteps()
+}
+
+// assignSteps sorts Steps by start and gives every timed non-marker op the
+// step whose range holds its start.
+func (d *Data) assignSteps() {
 	sort.Slice(d.Steps, func(i, j int) bool { return d.Steps[i].StartNS < d.Steps[j].StartNS })
 	if len(d.Steps) == 0 {
 		return

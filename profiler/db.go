@@ -826,7 +826,7 @@ func (r *dbReader) readGC(d *Data) error {
 }
 
 // readStepTime takes steps from STEP_TIME when no ProfilerStep#N op gave
-// them, and assigns ops to steps as finishOps does.
+// them, and assigns ops to steps (assignSteps).
 func (r *dbReader) readStepTime(d *Data) error {
 	skipped := 0
 	err := r.each("STEP_TIME", []string{"id", "startNs", "endNs"}, nil, func(w *dbRow) error {
@@ -840,17 +840,7 @@ func (r *dbReader) readStepTime(d *Data) error {
 		return err
 	}
 	r.skippedWarning(d, "STEP_TIME", skipped, "startNs/endNs")
-	sort.Slice(d.Steps, func(i, j int) bool { return d.Steps[i].StartNS < d.Steps[j].StartNS })
-	for i := range d.Ops {
-		o := &d.Ops[i]
-		if o.IsStep || !o.Timed() {
-			continue
-		}
-		k := sort.Search(len(d.Steps), func(j int) bool { return d.Steps[j].StartNS > o.StartNS }) - 1
-		if k >= 0 && o.StartNS <= d.Steps[k].EndNS {
-			o.Step = d.Steps[k].ID
-		}
-	}
+	d.assignSteps()
 	return nil
 }
 
