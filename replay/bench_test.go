@@ -9,15 +9,25 @@ import (
 // benchFile is the generated 1,000,000-entry snapshot (make bench-data).
 const benchFile = "../testdata/bench/snapshot_1m.pickle"
 
-// BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).
-func BenchmarkDecodeFixture(b *testing.B) {
-	path := fixtureDir + "/cuda-2026-assignment2-memory_snapshot.pickle"
+// benchFileSize reports path's size per op and allocations, or skips b
+// when path is missing.
+func benchFileSize(b *testing.B, path string) {
+	b.Helper()
 	fi, err := os.Stat(path)
 	if err != nil {
+		if path == benchFile {
+			b.Skip("run make bench-data first")
+		}
 		b.Skip(err)
 	}
 	b.SetBytes(fi.Size())
 	b.ReportAllocs()
+}
+
+// BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).
+func BenchmarkDecodeFixture(b *testing.B) {
+	path := fixtureDir + "/cuda-2026-assignment2-memory_snapshot.pickle"
+	benchFileSize(b, path)
 	for b.Loop() {
 		if _, err := DecodeFile(path, Options{}); err != nil {
 			b.Fatal(err)
@@ -27,12 +37,7 @@ func BenchmarkDecodeFixture(b *testing.B) {
 
 // BenchmarkDecode1M decodes the generated 1M-entry snapshot into the model.
 func BenchmarkDecode1M(b *testing.B) {
-	fi, err := os.Stat(benchFile)
-	if err != nil {
-		b.Skip("run make bench-data first")
-	}
-	b.SetBytes(fi.Size())
-	b.ReportAllocs()
+	benchFileSize(b, benchFile)
 	for b.Loop() {
 		if _, err := DecodeFile(benchFile, Options{}); err != nil {
 			b.Fatal(err)
@@ -42,12 +47,7 @@ func BenchmarkDecode1M(b *testing.B) {
 
 // BenchmarkStats1M is `npumon stats` without the process: decode + stats.
 func BenchmarkStats1M(b *testing.B) {
-	fi, err := os.Stat(benchFile)
-	if err != nil {
-		b.Skip("run make bench-data first")
-	}
-	b.SetBytes(fi.Size())
-	b.ReportAllocs()
+	benchFileSize(b, benchFile)
 	for b.Loop() {
 		c, err := DecodeFile(benchFile, Options{})
 		if err != nil {
@@ -62,12 +62,7 @@ func BenchmarkStats1M(b *testing.B) {
 // BenchmarkStatsFile1M is `npumon stats FILE` without the process: the
 // streaming path (trace folded, not kept).
 func BenchmarkStatsFile1M(b *testing.B) {
-	fi, err := os.Stat(benchFile)
-	if err != nil {
-		b.Skip("run make bench-data first")
-	}
-	b.SetBytes(fi.Size())
-	b.ReportAllocs()
+	benchFileSize(b, benchFile)
 	for b.Loop() {
 		if _, err := StatsFile(benchFile, StatsOptions{}); err != nil {
 			b.Fatal(err)
