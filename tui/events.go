@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/theme"
 )
 
 // eventRows is how many event rows the events pane can show.
@@ -122,7 +123,7 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, fmtBytes(e.Size), streamText(e.Stream), op)
+		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, theme.Bytes(e.Size), streamText(e.Stream), op)
 		if i == m.evCur {
 			l = th.Selected.Render(fit(l, w))
 		} else if e.Action.String() == "oom" {

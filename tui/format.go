@@ -7,52 +7,18 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui/theme"
 )
-
-// fmtBytes formats a byte count with IEC units, three significant digits.
-func fmtBytes(n int64) string {
-	neg := n < 0
-	u := n
-	if neg {
-		u = -n
-	}
-	s := fmtBytesAbs(u)
-	if neg {
-		return "-" + s
-	}
-	return s
-}
-
-func fmtBytesAbs(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(n) / unit
-	i := 0
-	for v >= unit && i < len(units)-1 {
-		v /= unit
-		i++
-	}
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f %s", v, units[i])
-	case v >= 10:
-		return fmt.Sprintf("%.1f %s", v, units[i])
-	}
-	return fmt.Sprintf("%.2f %s", v, units[i])
-}
 
 // fmtDelta formats a signed byte change with an explicit sign.
 func fmtDelta(n int64) string {
 	if n > 0 {
-		return "+" + fmtBytes(n)
+		return "+" + theme.Bytes(n)
 	}
 	if n == 0 {
 		return "0 B"
 	}
-	return fmtBytes(n)
+	return theme.Bytes(n)
 }
 
 // fmtDurUS formats a duration given in microseconds compactly.

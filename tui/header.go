@@ -82,21 +82,21 @@ func (m *Model) headerLines() []string {
 	case m.hasData:
 		s := m.sum
 		parts := []string{
-			"allocated " + fmtBytes(s.AllocatedBytes),
-			"reserved " + fmtBytes(s.ReservedBytes),
-			"active " + fmtBytes(s.ActiveBytes),
-			"peak " + fmtBytes(s.PeakActiveBytes),
+			"allocated " + theme.Bytes(s.AllocatedBytes),
+			"reserved " + theme.Bytes(s.ReservedBytes),
+			"active " + theme.Bytes(s.ActiveBytes),
+			"peak " + theme.Bytes(s.PeakActiveBytes),
 			fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
 			fmt.Sprintf("entry %d/%d", s.Applied, m.n),
 		}
 		if m.w < 120 {
 			parts = []string{
 				fmt.Sprintf("entry %d/%d", s.Applied, m.n),
-				"alloc " + fmtBytes(s.AllocatedBytes),
-				"resv " + fmtBytes(s.ReservedBytes),
-				"act " + fmtBytes(s.ActiveBytes),
+				"alloc " + theme.Bytes(s.AllocatedBytes),
+				"resv " + theme.Bytes(s.ReservedBytes),
+				"act " + theme.Bytes(s.ActiveBytes),
 				fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
-				"peak " + fmtBytes(s.PeakActiveBytes),
+				"peak " + theme.Bytes(s.PeakActiveBytes),
 			}
 		}
 		// Warnings go first so a narrow terminal never hides them.

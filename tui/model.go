@@ -547,15 +547,7 @@ func (m *Model) refreshCursor() {
 	m.dirty = true
 }
 
-func clampInt(v, lo, hi int) int {
-	if v > hi {
-		v = hi
-	}
-	if v < lo {
-		v = lo
-	}
-	return v
-}
+func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
 
 func containsInt(s []int, v int) bool {
 	for _, x := range s {

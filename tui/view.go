@@ -239,9 +239,9 @@ func (m *Model) loadingLines(body int) []string {
 		stage = "loading"
 	}
 	txt := fmt.Sprintf("%s %s", stage, m.o.SourceName)
-	b := fmtBytes(p.BytesDone) + " decoded"
+	b := theme.Bytes(p.BytesDone) + " decoded"
 	if p.BytesTotal > 0 {
-		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", fmtBytes(p.BytesDone), fmtBytes(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
+		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", theme.Bytes(p.BytesDone), theme.Bytes(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
 	}
 	e := fmt.Sprintf("%d entries indexed", p.Entries)
 	if p.EntriesTotal > 0 {

@@ -152,15 +152,7 @@ func (m *Model) Back() bool {
 	return false
 }
 
-func clamp(v, lo, hi int) int {
-	if v > hi {
-		v = hi
-	}
-	if v < lo {
-		v = lo
-	}
-	return v
-}
+func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
 
 // Legend is the one-line key to the bar glyphs.
 func (m *Model) Legend() string {
@@ -182,7 +174,7 @@ func (m *Model) View(w, h int, detail []string) string {
 	}
 	g := th.G
 	legend := fmt.Sprintf("%c alloc %c pending %c slack %c free", g.Allocated, g.Pending, g.Slack, g.Free)
-	lines = append(lines, fit(th.Dim.Render(legend+fmt.Sprintf("   %d segments, %s", len(m.segs), bytes(total))), w))
+	lines = append(lines, fit(th.Dim.Render(legend+fmt.Sprintf("   %d segments, %s", len(m.segs), theme.Bytes(total))), w))
 	if len(m.segs) == 0 {
 		lines = append(lines, "no segments at this moment")
 	}
@@ -211,7 +203,7 @@ func (m *Model) View(w, h int, detail []string) string {
 		if i == m.sel {
 			mark = th.G.Selected + " "
 		}
-		head := fmt.Sprintf("%s%-*s %*s ", mark, addrW, fmt.Sprintf("0x%x", s.Address), sizeW, bytes(s.TotalSize))
+		head := fmt.Sprintf("%s%-*s %*s ", mark, addrW, fmt.Sprintf("0x%x", s.Address), sizeW, theme.Bytes(s.TotalSize))
 		if i == m.sel && m.blk < 0 {
 			head = th.Selected.Render(head)
 		}
@@ -394,7 +386,7 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 	}
 	if b := m.Block(); b != nil {
 		out = append(out,
-			fmt.Sprintf("block 0x%x  size %s  requested %s  %s", b.Address, bytes(b.Size), bytes(b.RequestedSize), b.State),
+			fmt.Sprintf("block 0x%x  size %s  requested %s  %s", b.Address, theme.Bytes(b.Size), theme.Bytes(b.RequestedSize), b.State),
 			fmt.Sprintf("segment 0x%x  stream %d  %s", s.Address, s.Stream, kind))
 		if allocAt != "" {
 			out = append(out, "allocated "+allocAt)
@@ -406,8 +398,8 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 		return append(out, frames...)
 	}
 	out = append(out,
-		fmt.Sprintf("segment 0x%x  size %s  stream %d  %s", s.Address, bytes(s.TotalSize), s.Stream, kind),
-		fmt.Sprintf("allocated %s  active %s  requested %s  %d blocks", bytes(s.AllocatedSize), bytes(s.ActiveSize), bytes(s.RequestedSize), len(s.Blocks)))
+		fmt.Sprintf("segment 0x%x  size %s  stream %d  %s", s.Address, theme.Bytes(s.TotalSize), s.Stream, kind),
+		fmt.Sprintf("allocated %s  active %s  requested %s  %d blocks", theme.Bytes(s.AllocatedSize), theme.Bytes(s.ActiveSize), theme.Bytes(s.RequestedSize), len(s.Blocks)))
 	if s.HasPoolID {
 		out = append(out, fmt.Sprintf("pool (%d, %d)", s.PoolID[0], s.PoolID[1]))
 	}
@@ -420,24 +412,3 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 
 // fit pads or truncates a styled line to exactly w cells.
 func fit(s string, w int) string { return theme.Fit(s, w) }
-
-func bytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v := float64(n) / unit
-	units := "KMGTPE"
-	i := 0
-	for v >= unit && i < len(units)-1 {
-		v /= unit
-		i++
-	}
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f %ciB", v, units[i])
-	case v >= 10:
-		return fmt.Sprintf("%.1f %ciB", v, units[i])
-	}
-	return fmt.Sprintf("%.2f %ciB", v, units[i])
-}

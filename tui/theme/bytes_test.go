@@ -1,0 +1,17 @@
+package theme
+
+import "testing"
+
+func TestBytes(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1536, "1.50 KiB"}, {12 << 20, "12.0 MiB"},
+		{980 << 30, "980 GiB"}, {-2048, "-2.00 KiB"},
+	} {
+		if got := Bytes(c.n); got != c.want {
+			t.Errorf("Bytes(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}
