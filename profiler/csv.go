@@ -22,7 +22,8 @@ type csvTable struct {
 	name string
 	r    *csv.Reader
 	cols map[string]int
-	row  int // 1-based record number of the last record read (header = 1)
+	row  int   // 1-based record number of the last record read (header = 1)
+	err  error // the first missing required column; decodeRows returns it
 }
 
 func newCSVTable(r io.Reader, name string) (*csvTable, error) {
@@ -48,14 +49,17 @@ func newCSVTable(r io.Reader, name string) (*csvTable, error) {
 	return t, nil
 }
 
-// need returns the index of a required column.
-func (t *csvTable) need(names ...string) (int, error) {
-	for _, n := range names {
-		if i, ok := t.cols[n]; ok {
-			return i, nil
+// need returns the index of a required column; a missing one is remembered
+// in t.err (the first only) and ends decodeRows before any row is read.
+func (t *csvTable) need(name string) int {
+	i, ok := t.cols[name]
+	if !ok {
+		i = -1
+		if t.err == nil {
+			t.err = fmt.Errorf("%s: missing column %q", t.name, name)
 		}
 	}
-	return -1, fmt.Errorf("%s: missing column %q", t.name, names[0])
+	return i
 }
 
 // opt returns the index of an optional column, or -1.
@@ -83,6 +87,29 @@ func (t *csvTable) next() ([]string, error) {
 		return nil, fmt.Errorf("%s: row %d: %w", t.name, t.row, err)
 	}
 	return rec, nil
+}
+
+// decodeRows decodes every record after the header with row, stopping at
+// the first error; the rows decoded before it come back with it.
+func decodeRows[T any](t *csvTable, row func(rec []string) (T, error)) ([]T, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	var out []T
+	for {
+		rec, err := t.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		v, err := row(rec)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
 }
 
 func (t *csvTable) errf(col string, val string, err error) error {
@@ -205,53 +232,39 @@ func DecodeMemoryRecordCSV(r io.Reader, name string) ([]MemoryRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	iTime, err := t.need("Timestamp(us)")
-	if err != nil {
-		return nil, err
-	}
-	iRes, err := t.need("Total Reserved(MB)")
-	if err != nil {
-		return nil, err
-	}
+	iTime := t.need("Timestamp(us)")
+	iRes := t.need("Total Reserved(MB)")
 	iComp, iAlloc, iAct := t.opt("Component"), t.opt("Total Allocated(MB)"), t.opt("Total Active(MB)")
 	iStream, iDev := t.opt("Stream Ptr"), t.opt("Device Type", "Device")
-	var out []MemoryRecord
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return decodeRows(t, func(rec []string) (_ MemoryRecord, err error) {
 		m := MemoryRecord{Component: cell(rec, iComp), Device: parseDevice(cell(rec, iDev)), Kind: MemoryInvalid}
 		if m.TimeNS, err = parseUSToNS(cell(rec, iTime)); err != nil {
-			return out, t.errf("Timestamp(us)", cell(rec, iTime), err)
+			return m, t.errf("Timestamp(us)", cell(rec, iTime), err)
 		}
 		if s := cell(rec, iRes); s != "" {
 			if m.Reserved, err = parseScaled(s, MiB); err != nil {
-				return out, t.errf("Total Reserved(MB)", s, err)
+				return m, t.errf("Total Reserved(MB)", s, err)
 			}
 		}
 		if s := cell(rec, iAlloc); s != "" {
 			if m.Allocated, err = parseScaled(s, MiB); err != nil {
-				return out, t.errf("Total Allocated(MB)", s, err)
+				return m, t.errf("Total Allocated(MB)", s, err)
 			}
 			m.HasAllocated = true
 		}
 		if s := cell(rec, iAct); s != "" {
 			if m.Active, err = parseScaled(s, MiB); err != nil {
-				return out, t.errf("Total Active(MB)", s, err)
+				return m, t.errf("Total Active(MB)", s, err)
 			}
 			m.HasActive = true
 		}
 		if s := cell(rec, iStream); s != "" {
 			if m.Stream, err = parseIntCell(s); err != nil {
-				return out, t.errf("Stream Ptr", s, err)
+				return m, t.errf("Stream Ptr", s, err)
 			}
 		}
-		out = append(out, m)
-	}
+		return m, nil
+	})
 }
 
 // ReadOperatorMemoryCSV reads operator_memory.csv (10- or 15-column layouts).
@@ -265,18 +278,9 @@ func DecodeOperatorMemoryCSV(r io.Reader, name string) ([]OpMemory, error) {
 	if err != nil {
 		return nil, err
 	}
-	iName, err := t.need("Name")
-	if err != nil {
-		return nil, err
-	}
-	iSize, err := t.need("Size(KB)")
-	if err != nil {
-		return nil, err
-	}
-	iAllocT, err := t.need("Allocation Time(us)")
-	if err != nil {
-		return nil, err
-	}
+	iName := t.need("Name")
+	iSize := t.need("Size(KB)")
+	iAllocT := t.need("Allocation Time(us)")
 	type col struct {
 		name  string
 		i     int
@@ -296,20 +300,12 @@ func DecodeOperatorMemoryCSV(r io.Reader, name string) ([]OpMemory, error) {
 		{"Release Total Active(MB)", t.opt("Release Total Active(MB)"), false, func(o *OpMemory) *int64 { return &o.RelActive }, MiB},
 	}
 	iStream, iDev := t.opt("Stream Ptr"), t.opt("Device Type")
-	var out []OpMemory
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return decodeRows(t, func(rec []string) (_ OpMemory, err error) {
 		o := OpMemory{Name: cell(rec, iName), Device: parseDevice(cell(rec, iDev)),
 			AllocAllocated: -1, AllocReserved: -1, AllocActive: -1, RelAllocated: -1, RelReserved: -1, RelActive: -1}
 		if s := cell(rec, iSize); s != "" {
 			if o.Size, err = parseScaled(s, 1024); err != nil {
-				return out, t.errf("Size(KB)", s, err)
+				return o, t.errf("Size(KB)", s, err)
 			}
 		}
 		for _, c := range cols {
@@ -324,17 +320,17 @@ func DecodeOperatorMemoryCSV(r io.Reader, name string) ([]OpMemory, error) {
 				v, err = parseScaled(s, c.scale)
 			}
 			if err != nil {
-				return out, t.errf(c.name, s, err)
+				return o, t.errf(c.name, s, err)
 			}
 			*c.dst(&o) = v
 		}
 		if s := cell(rec, iStream); s != "" {
 			if o.Stream, err = parseIntCell(s); err != nil {
-				return out, t.errf("Stream Ptr", s, err)
+				return o, t.errf("Stream Ptr", s, err)
 			}
 		}
-		out = append(out, o)
-	}
+		return o, nil
+	})
 }
 
 // ReadOperatorDetailsCSV reads operator_details.csv. Its rows have no start
@@ -349,30 +345,19 @@ func DecodeOperatorDetailsCSV(r io.Reader, name string) ([]Op, error) {
 	if err != nil {
 		return nil, err
 	}
-	iName, err := t.need("Name")
-	if err != nil {
-		return nil, err
-	}
+	iName := t.need("Name")
 	iShapes, iStack := t.opt("Input Shapes"), t.opt("Call Stack")
 	iTotal := t.opt("Host Total Duration(us)")
-	var out []Op
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return decodeRows(t, func(rec []string) (_ Op, err error) {
 		o := Op{Name: cell(rec, iName), Seq: -1, Step: -1,
 			InputShapes: joinLines(cell(rec, iShapes)), Stack: joinLines(cell(rec, iStack))}
 		if s := cell(rec, iTotal); s != "" {
 			if o.DurNS, err = parseUSToNS(s); err != nil {
-				return out, t.errf("Host Total Duration(us)", s, err)
+				return o, t.errf("Host Total Duration(us)", s, err)
 			}
 		}
-		out = append(out, o)
-	}
+		return o, nil
+	})
 }
 
 // joinLines undoes the analyser's ";\r\n" cell formatting.
@@ -395,48 +380,31 @@ func DecodeKernelDetailsCSV(r io.Reader, name string) ([]Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	iName, err := t.need("Name")
-	if err != nil {
-		return nil, err
-	}
-	iStart, err := t.need("Start Time(us)")
-	if err != nil {
-		return nil, err
-	}
-	iDur, err := t.need("Duration(us)")
-	if err != nil {
-		return nil, err
-	}
+	iName := t.need("Name")
+	iStart := t.need("Start Time(us)")
+	iDur := t.need("Duration(us)")
 	iType, iCore := t.opt("Type"), t.opt("Accelerator Core")
 	iStep, iDev := t.opt("Step Id"), t.opt("Device_id")
-	var out []Kernel
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return decodeRows(t, func(rec []string) (_ Kernel, err error) {
 		k := Kernel{Name: cell(rec, iName), Type: cell(rec, iType), Core: cell(rec, iCore), Step: -1, Device: -1}
 		if k.StartNS, err = parseUSToNS(cell(rec, iStart)); err != nil {
-			return out, t.errf("Start Time(us)", cell(rec, iStart), err)
+			return k, t.errf("Start Time(us)", cell(rec, iStart), err)
 		}
 		if s := cell(rec, iDur); s != "" {
 			if k.DurNS, err = parseUSToNS(s); err != nil {
-				return out, t.errf("Duration(us)", s, err)
+				return k, t.errf("Duration(us)", s, err)
 			}
 		}
 		if s := cell(rec, iStep); s != "" {
 			if k.Step, err = strconv.ParseInt(s, 10, 64); err != nil {
-				return out, t.errf("Step Id", s, err)
+				return k, t.errf("Step Id", s, err)
 			}
 		}
 		if s := cell(rec, iDev); s != "" {
 			k.Device = parseDevice(s)
 		}
-		out = append(out, k)
-	}
+		return k, nil
+	})
 }
 
 // StepTime is one step_trace_time.csv row (µs sums over the step).
@@ -452,10 +420,7 @@ func DecodeStepTraceTimeCSV(r io.Reader, name string) ([]StepTime, error) {
 	if err != nil {
 		return nil, err
 	}
-	iStep, err := t.need("Step")
-	if err != nil {
-		return nil, err
-	}
+	iStep := t.need("Step")
 	iDev := t.opt("Device_id")
 	fcols := []struct {
 		name string
@@ -467,19 +432,11 @@ func DecodeStepTraceTimeCSV(r io.Reader, name string) ([]StepTime, error) {
 		{"Free", t.opt("Free"), func(s *StepTime) *float64 { return &s.FreeUS }},
 		{"Stage", t.opt("Stage"), func(s *StepTime) *float64 { return &s.StageUS }},
 	}
-	var out []StepTime
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return decodeRows(t, func(rec []string) (_ StepTime, err error) {
 		st := StepTime{Device: -1, Step: -1}
 		if s := cell(rec, iStep); s != "" {
 			if st.Step, err = strconv.ParseInt(s, 10, 64); err != nil {
-				return out, t.errf("Step", s, err)
+				return st, t.errf("Step", s, err)
 			}
 		}
 		if s := cell(rec, iDev); s != "" {
@@ -489,13 +446,13 @@ func DecodeStepTraceTimeCSV(r io.Reader, name string) ([]StepTime, error) {
 			if s := cell(rec, c.i); s != "" {
 				f, err := strconv.ParseFloat(s, 64)
 				if err != nil {
-					return out, t.errf(c.name, s, err)
+					return st, t.errf(c.name, s, err)
 				}
 				*c.dst(&st) = f
 			}
 		}
-		out = append(out, st)
-	}
+		return st, nil
+	})
 }
 
 // ReadStepTraceTimeCSV reads step_trace_time.csv.
@@ -515,36 +472,22 @@ func DecodeNPUModuleMemCSV(r io.Reader, name string) ([]MemoryRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	iTime, err := t.need("Timestamp(us)")
-	if err != nil {
-		return nil, err
-	}
-	iRes, err := t.need("Total Reserved(MB)")
-	if err != nil {
-		return nil, err
-	}
+	iTime := t.need("Timestamp(us)")
+	iRes := t.need("Total Reserved(MB)")
 	iComp, iDev, iDevID := t.opt("Component"), t.opt("Device"), t.opt("Device_id")
-	var out []MemoryRecord
-	for {
-		rec, err := t.next()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+	return decodeRows(t, func(rec []string) (_ MemoryRecord, err error) {
 		m := MemoryRecord{Component: cell(rec, iComp), Device: parseDevice(cell(rec, iDev)), Kind: MemoryInvalid}
 		if m.Device < 0 {
 			m.Device = parseDevice(cell(rec, iDevID))
 		}
 		if m.TimeNS, err = parseUSToNS(cell(rec, iTime)); err != nil {
-			return out, t.errf("Timestamp(us)", cell(rec, iTime), err)
+			return m, t.errf("Timestamp(us)", cell(rec, iTime), err)
 		}
 		if s := cell(rec, iRes); s != "" {
 			if m.Reserved, err = parseScaled(s, MiB); err != nil {
-				return out, t.errf("Total Reserved(MB)", s, err)
+				return m, t.errf("Total Reserved(MB)", s, err)
 			}
 		}
-		out = append(out, m)
-	}
+		return m, nil
+	})
 }
