@@ -215,18 +215,15 @@ func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 	case allocator.ActionAlloc:
 		delete(st.blocks, e.Addr)
 	case allocator.ActionFreeCompleted:
-		st.blocks[e.Addr] = &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size,
-			State: allocator.StateActivePendingFree, Frames: e.Frames}
+		st.blocks[e.Addr] = entryBlock(e, allocator.StateActivePendingFree)
 	case allocator.ActionFreeRequested:
 		if b, ok := st.blocks[e.Addr]; ok {
 			b.State = allocator.StateActiveAllocated
 		} else {
-			st.blocks[e.Addr] = &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size,
-				State: allocator.StateActiveAllocated, Frames: e.Frames}
+			st.blocks[e.Addr] = entryBlock(e, allocator.StateActiveAllocated)
 		}
 	case allocator.ActionFree:
-		st.blocks[e.Addr] = &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size,
-			State: allocator.StateActiveAllocated, Frames: e.Frames}
+		st.blocks[e.Addr] = entryBlock(e, allocator.StateActiveAllocated)
 	case allocator.ActionSegmentAlloc:
 		delete(st.segs, e.Addr)
 	case allocator.ActionSegmentFree:
@@ -236,6 +233,11 @@ func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 	case allocator.ActionSegmentUnmap:
 		st.remap(e, device)
 	}
+}
+
+// entryBlock is the live block a free entry describes, re-created in state.
+func entryBlock(e *allocator.TraceEntry, state allocator.BlockState) *allocator.Block {
+	return &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size, State: state, Frames: e.Frames}
 }
 
 func (st *undoState) newSegment(e *allocator.TraceEntry, device int, expandable bool) *allocator.Segment {
