@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/npumon/npumon/acl"
@@ -43,40 +44,20 @@ type blockPool struct {
 }
 
 func cmpSize(b *block, stream acl.Stream, size int64, ptr uint64) int {
-	switch {
-	case b.stream != stream:
-		if b.stream < stream {
-			return -1
-		}
-		return 1
-	case b.size != size:
-		if b.size < size {
-			return -1
-		}
-		return 1
-	case b.ptr != ptr:
-		if b.ptr < ptr {
-			return -1
-		}
-		return 1
+	if c := cmp.Compare(b.stream, stream); c != 0 {
+		return c
 	}
-	return 0
+	if c := cmp.Compare(b.size, size); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.ptr, ptr)
 }
 
 func cmpAddr(b *block, stream acl.Stream, ptr uint64) int {
-	switch {
-	case b.stream != stream:
-		if b.stream < stream {
-			return -1
-		}
-		return 1
-	case b.ptr != ptr:
-		if b.ptr < ptr {
-			return -1
-		}
-		return 1
+	if c := cmp.Compare(b.stream, stream); c != 0 {
+		return c
 	}
-	return 0
+	return cmp.Compare(b.ptr, ptr)
 }
 
 // lowerBound returns the index of the first block not less than the key
