@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"os/signal"
@@ -86,9 +85,7 @@ func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.
 	if st.Hello != nil {
 		out.ProducerPID = st.Hello.PID
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }
 
 // replaySummary fills replay's --headless JSON from a Summary, so that every

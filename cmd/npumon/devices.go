@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -65,9 +64,7 @@ func writeDevicesJSON(w io.Writer, infos []acl.DeviceInfo) error {
 	for i, in := range infos {
 		out[i] = deviceJSON{in.ID, in.Name, in.HBMTotal, in.HBMUsed, in.Streams}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }
 
 // writeDevicesTable draws the npu-smi style box table. HBM figures are in

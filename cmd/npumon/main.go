@@ -4,8 +4,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -35,6 +37,13 @@ type exitError struct {
 }
 
 func (e exitError) Error() string { return e.msg }
+
+// writeJSON prints v as the indented JSON every --json / --headless output uses.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{

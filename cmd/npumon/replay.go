@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -131,7 +130,5 @@ type replaySummaryJSON struct {
 }
 
 func writeReplaySummary(w io.Writer, path string, s monitor.Summary) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(replaySummary(path, s))
+	return writeJSON(w, replaySummary(path, s))
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
@@ -38,9 +36,7 @@ func newStatsCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(c.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return writeJSON(c.OutOrStdout(), st)
 			}
 			return st.WriteText(c.OutOrStdout())
 		},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -26,9 +25,7 @@ func statsProfiler(path string, jsonOut bool, w io.Writer) error {
 	}
 	st := profiler.ComputeStats(path, d)
 	if jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(w, st)
 	}
 	return profiler.WriteStatsText(w, &st, d)
 }

@@ -92,7 +92,5 @@ type watchSummaryJSON struct {
 func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.Summary) error {
 	out := watchSummaryJSON{replaySummaryJSON: replaySummary(dir, s), Open: d.Current(),
 		Captures: d.List(), Ops: d.Ops(), Errors: d.Errors()}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeJSON(w, out)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/npumon/npumon/allocator"
@@ -74,9 +73,7 @@ func newWhatifCmd() *cobra.Command {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
 			}
 			if asJSON {
-				enc := json.NewEncoder(c.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return writeJSON(c.OutOrStdout(), res)
 			}
 			return res.WriteText(c.OutOrStdout())
 		},
