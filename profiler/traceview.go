@@ -193,46 +193,16 @@ func (s *traceScanner) nextObject() ([]byte, int64, error) {
 		}
 		break
 	}
-	// Frame the object: track depth outside strings.
+	// Frame the object: the framer's state carries across refills.
 	start := s.i
-	depth, inStr, esc := 0, false, false
+	var f valueFramer
 	j := s.i
 	for {
-		for ; j < len(s.buf); j++ {
-			c := s.buf[j]
-			if inStr {
-				if esc {
-					esc = false
-					continue
-				}
-				// Jump to the next quote or backslash: most bytes are string text.
-				k := indexQuoteOrBackslash(s.buf[j:])
-				if k < 0 {
-					j = len(s.buf) - 1
-					continue
-				}
-				j += k
-				if s.buf[j] == '\\' {
-					esc = true
-				} else {
-					inStr = false
-				}
-				continue
-			}
-			switch c {
-			case '"':
-				inStr = true
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i = j + 1
-					return s.buf[start : j+1], s.off + int64(start), nil
-				}
-			}
+		if n := f.scan(s.buf[j:]); n >= 0 {
+			s.i = j + n
+			return s.buf[start:s.i], s.off + int64(start), nil
 		}
-		rel := j - start
+		rel := len(s.buf) - start
 		if err := s.fill(start); err != nil {
 			if err == io.EOF {
 				return nil, s.off, ErrTruncatedTrace
@@ -242,6 +212,50 @@ func (s *traceScanner) nextObject() ([]byte, int64, error) {
 		start = 0
 		j = rel
 	}
+}
+
+// valueFramer finds the end of a JSON object or array by tracking nesting
+// outside strings; its state carries over, so a value may be fed in pieces.
+type valueFramer struct {
+	depth      int
+	inStr, esc bool
+}
+
+// scan returns the index just past the value's closing bracket in b, or -1
+// when b ends first.
+func (f *valueFramer) scan(b []byte) int {
+	for j := 0; j < len(b); j++ {
+		if f.inStr {
+			if f.esc {
+				f.esc = false
+				continue
+			}
+			// Jump to the next quote or backslash: most bytes are string text.
+			k := indexQuoteOrBackslash(b[j:])
+			if k < 0 {
+				return -1
+			}
+			j += k
+			if b[j] == '\\' {
+				f.esc = true
+			} else {
+				f.inStr = false
+			}
+			continue
+		}
+		switch b[j] {
+		case '"':
+			f.inStr = true
+		case '{', '[':
+			f.depth++
+		case '}', ']':
+			f.depth--
+			if f.depth == 0 {
+				return j + 1
+			}
+		}
+	}
+	return -1
 }
 
 // indexQuoteOrBackslash returns the index of the first '"' or '\\' in b, or -1.
@@ -450,30 +464,12 @@ func (p *jsonParser) skip() error {
 		_, _, err := p.rawString()
 		return err
 	case '{', '[':
-		depth, inStr := 0, false
-		for ; p.i < len(p.b); p.i++ {
-			c := p.b[p.i]
-			if inStr {
-				if c == '\\' {
-					p.i++
-				} else if c == '"' {
-					inStr = false
-				}
-				continue
-			}
-			switch c {
-			case '"':
-				inStr = true
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					p.i++
-					return nil
-				}
-			}
+		var f valueFramer
+		if n := f.scan(p.b[p.i:]); n >= 0 {
+			p.i += n
+			return nil
 		}
+		p.i = len(p.b)
 		return fmt.Errorf("%w: unterminated value", errSyntax)
 	}
 	_, err := p.scalar()
