@@ -129,16 +129,16 @@ func deviceSegments(s *allocator.Snapshot, dev int) []allocator.Segment {
 // Series values are kept relative to the start (0); the start itself needs
 // the final segments and comes in stats.
 type traceAcc struct {
-	n                  int
-	counts             [256]int
-	active, reserved   int64 // running deltas
-	peakActive         int64 // max over the start (0) and every entry
-	peakIndex          int
-	peakTime           int64
-	peakReserved       int64
-	firstTime, lastTim int64
-	firstFree          int64               // timeline rule (a): Σ size of addresses first seen freed
-	seen               map[uint64]struct{} // addresses named by alloc/free-family events
+	n                   int
+	counts              [256]int
+	active, reserved    int64 // running deltas
+	peakActive          int64 // max over the start (0) and every entry
+	peakIndex           int
+	peakTime            int64
+	peakReserved        int64
+	firstTime, lastTime int64
+	firstFree           int64               // timeline rule (a): Σ size of addresses first seen freed
+	seen                map[uint64]struct{} // addresses named by alloc/free-family events
 }
 
 func newTraceAcc() *traceAcc {
@@ -165,7 +165,7 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 		if a.firstTime == 0 {
 			a.firstTime = e.TimeUS
 		}
-		a.lastTim = e.TimeUS
+		a.lastTime = e.TimeUS
 	}
 	a.n++
 }
@@ -208,7 +208,7 @@ func (a *traceAcc) stats(dev int, final []allocator.Segment, hasTime bool) *Devi
 	ds.OOMEvents = a.counts[allocator.ActionOOM]
 	if hasTime {
 		if a.firstTime != 0 {
-			ds.FirstTimeUS, ds.LastTimeUS = ptr(a.firstTime), ptr(a.lastTim)
+			ds.FirstTimeUS, ds.LastTimeUS = ptr(a.firstTime), ptr(a.lastTime)
 		}
 		if a.peakIndex >= 0 && a.peakTime != 0 {
 			ds.PeakActiveTimeUS = ptr(a.peakTime)

@@ -33,19 +33,11 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 	if s == nil {
 		return nil, fmt.Errorf("timeline: no snapshot")
 	}
-	t := &Timeline{Device: device}
-	found := false
+	t := &Timeline{Device: device, final: deviceSegments(s, device)}
 	if device >= 0 && device < len(s.DeviceTraces) {
 		t.Entries = s.DeviceTraces[device]
-		found = len(t.Entries) > 0
 	}
-	for i := range s.Segments {
-		if s.Segments[i].Device == device {
-			t.final = append(t.final, s.Segments[i])
-			found = true
-		}
-	}
-	if !found {
+	if len(t.Entries) == 0 && len(t.final) == 0 {
 		return nil, fmt.Errorf("timeline: device %d has no segments and no trace in this snapshot", device)
 	}
 
