@@ -176,12 +176,13 @@ func (t *Tailer) pollDir(d *tailDir, b *TailBatch) error {
 			return err
 		}
 	}
-	if d.tb == nil && (len(recs.OpRanges)+len(recs.Memory)+len(recs.OpMarks) > 0) {
+	fresh := len(recs.OpRanges)+len(recs.Memory)+len(recs.OpMarks) > 0
+	if d.tb == nil && fresh {
 		tb := LiveTimeBase(d.path, sampleRaw(&recs))
 		d.tb = &tb
 	}
 	if d.tb != nil {
-		if d.tb.Approximate && (len(recs.OpRanges)+len(recs.Memory)+len(recs.OpMarks) > 0) {
+		if d.tb.Approximate && fresh {
 			b.Approximate = true
 		}
 		ops := opsFromRecords(recs.OpRanges, d.tb)
