@@ -6,7 +6,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -98,4 +101,129 @@ func runJSON(t *testing.T, bin string, v any, args ...string) {
 	if err := json.Unmarshal(out, v); err != nil {
 		t.Fatalf("%v: %v in %q", args, err, out)
 	}
+}
+
+// npumonBin returns the binary under test: $NPUMON_BIN (make test-e2e sets
+// it) or a fresh build.
+func npumonBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("NPUMON_BIN"); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	out := filepath.Join(t.TempDir(), "npumon")
+	cmd := exec.Command("go", "build", "-o", out, "../cmd/npumon")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build npumon: %v\n%s", err, b)
+	}
+	return out
+}
+
+// tmuxPane is one detached tmux session running a command, on a tmux
+// server of its own (-L) so tests neither race on a shared server's exit
+// nor touch the user's sessions.
+type tmuxPane struct {
+	t    *testing.T
+	name string
+}
+
+// tmux runs a tmux command against the pane's own server.
+func (p *tmuxPane) tmux(args ...string) *exec.Cmd {
+	return exec.Command("tmux", append([]string{"-L", p.name}, args...)...)
+}
+
+func startTmux(t *testing.T, w, h int, env []string, args ...string) *tmuxPane {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed")
+	}
+	name := fmt.Sprintf("npumon-e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
+	var q []string
+	for _, a := range args {
+		q = append(q, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	shell := "env " + strings.Join(env, " ") + " " + strings.Join(q, " ") + "; echo NPUMON_EXIT=$?; sleep 30"
+	p := &tmuxPane{t: t, name: name}
+	cmd := p.tmux("-f", "/dev/null", "new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), shell)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v\n%s", err, b)
+	}
+	t.Cleanup(func() { p.tmux("kill-server").Run() })
+	return p
+}
+
+func (p *tmuxPane) capture() string {
+	b, err := p.tmux("capture-pane", "-t", p.name, "-p").Output()
+	if err != nil {
+		p.t.Fatalf("capture-pane: %v", err)
+	}
+	return string(b)
+}
+
+// send sends tmux key names (Left, Enter, Escape, q, …).
+func (p *tmuxPane) send(keys ...string) {
+	p.t.Helper()
+	args := append([]string{"send-keys", "-t", p.name}, keys...)
+	if b, err := p.tmux(args...).CombinedOutput(); err != nil {
+		p.t.Fatalf("send-keys %v: %v\n%s", keys, err, b)
+	}
+}
+
+// typeText sends literal text.
+func (p *tmuxPane) typeText(s string) {
+	p.t.Helper()
+	if b, err := p.tmux("send-keys", "-t", p.name, "-l", s).CombinedOutput(); err != nil {
+		p.t.Fatalf("send-keys -l: %v\n%s", err, b)
+	}
+}
+
+// waitFor polls the screen until every want appears, failing with the
+// last screen after a timeout.
+func (p *tmuxPane) waitFor(want ...string) string {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var screen string
+	for time.Now().Before(deadline) {
+		screen = p.capture()
+		ok := true
+		for _, w := range want {
+			if !strings.Contains(screen, w) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return screen
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.t.Fatalf("screen never showed %q; last screen:\n%s", want, screen)
+	return ""
+}
+
+// waitGone polls until text is no longer on the screen.
+func (p *tmuxPane) waitGone(text string) {
+	p.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if !strings.Contains(p.capture(), text) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.t.Fatalf("screen kept showing %q:\n%s", text, p.capture())
+}
+
+func fixture(t *testing.T, name string) string {
+	p, err := filepath.Abs(filepath.Join("..", "..", "shared", "fixtures", "snapshots", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("fixture %s not available: %v", name, err)
+	}
+	return p
 }
