@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -59,7 +60,7 @@ func (st *segState) getBlock(addr uint64) (liveBlock, bool) {
 	if _, ok := st.gone[addr]; ok {
 		return liveBlock{}, false
 	}
-	i, ok := slices.BinarySearchFunc(st.base, addr, func(b liveBlock, a uint64) int { return cmpAddr(b.addr, a) })
+	i, ok := slices.BinarySearchFunc(st.base, addr, func(b liveBlock, a uint64) int { return cmp.Compare(b.addr, a) })
 	if !ok {
 		return liveBlock{}, false
 	}
@@ -101,7 +102,7 @@ func (st *segState) freeze(at int64) *checkpoint {
 	if st.base == nil {
 		cp.sort()
 	} else if st.segs != nil {
-		slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmpAddr(a.Address, b.Address) })
+		slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmp.Compare(a.Address, b.Address) })
 	}
 	cp.sorted.Do(func() {})
 	return cp
@@ -130,7 +131,7 @@ func (st *segState) dump(at int64) *checkpoint {
 	for _, b := range st.blocks {
 		changed = append(changed, b)
 	}
-	slices.SortFunc(changed, func(a, b liveBlock) int { return cmpAddr(a.addr, b.addr) })
+	slices.SortFunc(changed, func(a, b liveBlock) int { return cmp.Compare(a.addr, b.addr) })
 	out := make([]liveBlock, 0, len(st.base)+len(changed))
 	i, j := 0, 0
 	for i < len(st.base) || j < len(changed) {
@@ -153,18 +154,8 @@ func (st *segState) dump(at int64) *checkpoint {
 }
 
 func (cp *checkpoint) sort() {
-	slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmpAddr(a.Address, b.Address) })
-	slices.SortFunc(cp.blocks, func(a, b liveBlock) int { return cmpAddr(a.addr, b.addr) })
-}
-
-func cmpAddr(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmp.Compare(a.Address, b.Address) })
+	slices.SortFunc(cp.blocks, func(a, b liveBlock) int { return cmp.Compare(a.addr, b.addr) })
 }
 
 // thaw returns a mutable state on top of a (sorted) checkpoint: segments

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -658,22 +659,8 @@ func (s *Store) AppendOps(ops []Op) {
 }
 
 func cmpOp(a, b Op) int {
-	switch {
-	case a.StartUS != b.StartUS:
-		return cmpI(a.StartUS, b.StartUS)
-	default:
-		return cmpI(b.EndUS, a.EndUS) // outer (longer) first
-	}
-}
-
-func cmpI(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	// Outer (longer) first among ops that start together.
+	return cmp.Or(cmp.Compare(a.StartUS, b.StartUS), cmp.Compare(b.EndUS, a.EndUS))
 }
 
 func minOp(ops []Op) Op {
