@@ -309,17 +309,10 @@ func (d *dec) uv(field string) uint64 {
 	return v
 }
 
+// iv reads a signed varint: a zig-zag encoded uvarint, as binary.Varint.
 func (d *dec) iv(field string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b[d.off:])
-	if n <= 0 {
-		d.fail(field, errors.New("bad varint"))
-		return 0
-	}
-	d.off += n
-	return v
+	u := d.uv(field)
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (d *dec) str(field string) string {
