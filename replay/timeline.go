@@ -28,6 +28,13 @@ func NewTimeline(s *allocator.Snapshot, device int) (*Timeline, error) {
 	return newTimeline(s, device, true)
 }
 
+// NewTimelineWithoutInitial is NewTimeline leaving Initial nil, for callers
+// that need only the entries and the series' start values: it skips the
+// O(n) undo walk Initial takes.
+func NewTimelineWithoutInitial(s *allocator.Snapshot, device int) (*Timeline, error) {
+	return newTimeline(s, device, false)
+}
+
 // newTimeline builds a Timeline; Initial (an O(n) undo walk) only when asked.
 func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline, error) {
 	if s == nil {

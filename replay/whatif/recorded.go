@@ -14,7 +14,7 @@ const Headroom = 0.125
 // prepareDevice builds device's input sequence, the recorded figures and
 // the simulated device size.
 func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allocator.Config) (*DeviceResult, error) {
-	tl, err := replay.NewTimeline(s, device)
+	tl, err := replay.NewTimelineWithoutInitial(s, device)
 	if err != nil {
 		return nil, err
 	}
