@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -368,7 +369,7 @@ func (m *Model) refreshData() {
 	switch {
 	case len(m.devices) == 0:
 		m.dev = -1 // ops only (e.g. analysed profiler output without a trace)
-	case !containsInt(m.devices, m.dev):
+	case !slices.Contains(m.devices, m.dev):
 		m.dev = m.devices[0]
 	}
 	wasData := m.hasData
@@ -415,15 +416,7 @@ func (m *Model) readBounds() {
 }
 
 // clampCursor keeps c in [first−1, last]; first−1 is the initial state.
-func (m *Model) clampCursor(c int64) int64 {
-	if c > m.last {
-		c = m.last
-	}
-	if c < m.first-1 {
-		c = m.first - 1
-	}
-	return c
-}
+func (m *Model) clampCursor(c int64) int64 { return max(m.first-1, min(c, m.last)) }
 
 func (m *Model) setCursor(c int64) {
 	c = m.clampCursor(c)
@@ -548,12 +541,3 @@ func (m *Model) refreshCursor() {
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
