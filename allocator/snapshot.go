@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"cmp"
 	"slices"
 )
 
@@ -74,15 +75,7 @@ func (a *Allocator) snapshotLocked(conv converter) *Snapshot {
 			addSegment(b)
 		}
 	})
-	slices.SortFunc(s.Segments, func(x, y Segment) int {
-		switch {
-		case x.Address < y.Address:
-			return -1
-		case x.Address > y.Address:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s.Segments, func(x, y Segment) int { return cmp.Compare(x.Address, y.Address) })
 	a.record(ActionSnapshot, 0, totalActive, 0, NoStack)
 
 	s.DeviceTraces = make([][]TraceEntry, a.device+1)
