@@ -78,16 +78,12 @@ func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 		}
 	}
 	for _, dev := range devices {
-		ds, err := deviceStats(s, dev, out.HasTimestamps, opts.AtIndex)
-		if err != nil {
-			return nil, err
-		}
-		out.Devices = append(out.Devices, *ds)
+		out.Devices = append(out.Devices, *deviceStats(s, dev, out.HasTimestamps, opts.AtIndex))
 	}
 	return out, nil
 }
 
-func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) (*DeviceStats, error) {
+func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *DeviceStats {
 	var entries []allocator.TraceEntry
 	if dev < len(s.DeviceTraces) {
 		entries = s.DeviceTraces[dev]
@@ -96,21 +92,20 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) (*D
 	for i := range entries {
 		acc.add(&entries[i])
 	}
-	ds := acc.stats(dev, deviceSegments(s, dev), hasTime)
+	final := deviceSegments(s, dev)
+	ds := acc.stats(dev, final, hasTime)
 	if atIndex != nil {
-		t, err := newTimeline(s, dev, false)
-		if err != nil {
-			return nil, err
-		}
-		i := min(*atIndex, len(t.Entries)-1)
+		// the start values are acc's: the timeline needs no fold of its own
+		t := &Timeline{Device: dev, Entries: entries, final: final}
+		i := min(*atIndex, len(entries)-1)
 		segmentFigures(ds, t.StateAfter(i))
 		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)
-		ds.ReservedBytes = t.ReservedAtStart
+		ds.ReservedBytes = ds.ReservedBytesAtStart
 		for j := 0; j <= i; j++ {
-			ds.ReservedBytes += ReservedDelta(&t.Entries[j])
+			ds.ReservedBytes += ReservedDelta(&entries[j])
 		}
 	}
-	return ds, nil
+	return ds
 }
 
 // deviceSegments returns the device's final segments (shared, read-only).
