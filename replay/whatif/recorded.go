@@ -24,9 +24,13 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 	reserved := tl.ReservedAtStart
 	rec.Reserved = []Point{{Index: -1, Bytes: reserved}}
 	rec.PeakReserved, rec.PeakIndex = reserved, -1
+	active := tl.ActiveAtStart
+	rec.PeakActive = active
 	var oomReserved, oomFree int64
 	for i := range tl.Entries {
 		e := &tl.Entries[i]
+		active += replay.ActiveDelta(e)
+		rec.PeakActive = max(rec.PeakActive, active)
 		switch e.Action {
 		case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
 			if i == 0 || tl.Entries[i-1].Action != allocator.ActionWorkspaceSnapshot || tl.Entries[i-1].Addr != e.Addr {
@@ -48,12 +52,6 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 				rec.PeakReserved, rec.PeakIndex = reserved, i
 			}
 		}
-	}
-	active := tl.ActiveAtStart
-	rec.PeakActive = active
-	for i := range tl.Entries {
-		active += replay.ActiveDelta(&tl.Entries[i])
-		rec.PeakActive = max(rec.PeakActive, active)
 	}
 
 	switch {
