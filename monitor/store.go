@@ -642,7 +642,8 @@ func (s *Store) AppendOps(ops []Op) {
 	s.ops = append(s.ops, ops...)
 	if !slices.IsSortedFunc(s.ops[max(0, from-1):], cmpOp) {
 		// find where the new ops land and re-sort from there
-		lo := sort.Search(from, func(i int) bool { return cmpOp(s.ops[i], minOp(ops)) > 0 })
+		first := minOp(ops)
+		lo := sort.Search(from, func(i int) bool { return cmpOp(s.ops[i], first) > 0 })
 		slices.SortStableFunc(s.ops[lo:], cmpOp)
 		from = lo
 	}
