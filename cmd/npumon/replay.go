@@ -61,10 +61,9 @@ func newReplayCmd() *cobra.Command {
 				return monitor.LoadProfiler(ctx, path, store, report)
 			}
 			snapshot := true
-			if profiler.IsDBName(filepath.Base(path)) {
-				load, snapshot = profilerLoad, false
-			} else if st.IsDir() {
-				if !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
+			if profiler.IsInput(path) {
+				// Loading runs behind the UI; refuse a plain directory up front.
+				if st.IsDir() && !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
 					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
 				}
 				load, snapshot = profilerLoad, false

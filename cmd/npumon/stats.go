@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
@@ -21,7 +22,7 @@ func newStatsCmd() *cobra.Command {
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
-			if isProfilerInput(path) {
+			if profiler.IsInput(path) {
 				return statsProfiler(path, asJSON, c.OutOrStdout())
 			}
 			var opts replay.StatsOptions
