@@ -1,11 +1,8 @@
 package monitor
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
 )
 
 // WatchKind is what a WatchEvent reports.
@@ -130,7 +128,7 @@ func Watch(dir string, opts WatchOptions) (*Watcher, error) {
 		opts.GiveUp = 10 * opts.Settle
 	}
 	if opts.Check == nil {
-		opts.Check = checkSnapshotFile
+		opts.Check = replay.CheckComplete
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -455,58 +453,4 @@ func (w *Watcher) tick() {
 			w.emit(WatchEvent{Kind: WatchFrameworkGrow, Path: p, Dir: filepath.Dir(filepath.Dir(p)), Size: fi.Size()})
 		}
 	}
-}
-
-// checkSnapshotFile is the default completeness check: a pickle must end
-// with the STOP opcode, a JSON file must parse to a snapshot shape (a dict
-// with "segments", or a list).
-func checkSnapshotFile(p string) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", p)
-	}
-	head := make([]byte, 2)
-	if _, err := io.ReadFull(f, head); err != nil {
-		return fmt.Errorf("%s: too short for a snapshot", p)
-	}
-	if head[0] == 0x80 { // pickle PROTO
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, fi.Size()-1); err != nil || last[0] != '.' {
-			return fmt.Errorf("%s: pickle does not end with STOP (still being written?)", p)
-		}
-		return nil
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || (b[0] != '{' && b[0] != '[') {
-		return fmt.Errorf("%s: neither a pickle nor JSON", p)
-	}
-	var shape struct {
-		Segments json.RawMessage `json:"segments"`
-	}
-	if b[0] == '[' {
-		var v []json.RawMessage
-		if err := json.Unmarshal(b, &v); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
-		}
-		return nil
-	}
-	if err := json.Unmarshal(b, &shape); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
-	if shape.Segments == nil {
-		return fmt.Errorf("%s: JSON without \"segments\": not a snapshot", p)
-	}
-	return nil
 }
