@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
@@ -40,21 +39,7 @@ func newExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tmp := out + ".tmp"
-			f, err := os.Create(tmp)
-			if err != nil {
-				return err
-			}
-			if err := write(f, capt.Snapshot, sch); err != nil {
-				f.Close()
-				os.Remove(tmp)
-				return fmt.Errorf("%s: %w", out, err)
-			}
-			if err := f.Close(); err != nil {
-				os.Remove(tmp)
-				return fmt.Errorf("%s: %w", out, err)
-			}
-			return os.Rename(tmp, out)
+			return replay.WriteFile(out, capt.Snapshot, write, sch)
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "output format: pickle or json (required)")
