@@ -1,7 +1,6 @@
 package allocator
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/npumon/npumon/acl"
@@ -43,21 +42,23 @@ type blockPool struct {
 	small    bool
 }
 
-func cmpSize(b *block, stream acl.Stream, size int64, ptr uint64) int {
-	if c := cmp.Compare(b.stream, stream); c != 0 {
-		return c
+// lessSize orders blocks by (stream, size, ptr); written out rather than
+// with cmp.Compare so lowerBound inlines it.
+func lessSize(b *block, stream acl.Stream, size int64, ptr uint64) bool {
+	if b.stream != stream {
+		return b.stream < stream
 	}
-	if c := cmp.Compare(b.size, size); c != 0 {
-		return c
+	if b.size != size {
+		return b.size < size
 	}
-	return cmp.Compare(b.ptr, ptr)
+	return b.ptr < ptr
 }
 
-func cmpAddr(b *block, stream acl.Stream, ptr uint64) int {
-	if c := cmp.Compare(b.stream, stream); c != 0 {
-		return c
+func lessAddr(b *block, stream acl.Stream, ptr uint64) bool {
+	if b.stream != stream {
+		return b.stream < stream
 	}
-	return cmp.Compare(b.ptr, ptr)
+	return b.ptr < ptr
 }
 
 // lowerBound returns the index of the first block not less than the key
@@ -66,7 +67,7 @@ func (p *blockPool) lowerBound(stream acl.Stream, size int64, ptr uint64) int {
 	lo, hi := 0, len(p.blocks)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if cmpSize(p.blocks[m], stream, size, ptr) < 0 {
+		if lessSize(p.blocks[m], stream, size, ptr) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -91,7 +92,7 @@ func (p *blockPool) unmappedLowerBound(stream acl.Stream, ptr uint64) int {
 	lo, hi := 0, len(p.unmapped)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if cmpAddr(p.unmapped[m], stream, ptr) < 0 {
+		if lessAddr(p.unmapped[m], stream, ptr) {
 			lo = m + 1
 		} else {
 			hi = m
