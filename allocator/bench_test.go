@@ -46,10 +46,9 @@ func benchAllocator(b *testing.B, conf string) (*Allocator, acl.Stream) {
 	return a, s
 }
 
-// benchPair measures a cache-hit Malloc+Free pair: the block comes from
-// the pool (best fit, split) and goes back (merge) every iteration.
-func benchPair(b *testing.B, a *Allocator, s acl.Stream) {
-	// Warm the cache and leave a few live blocks so pools are not trivial.
+// warmPool leaves a few live and a few cached blocks around, so the pool
+// the pair works on is not trivial.
+func warmPool(a *Allocator, s acl.Stream) {
 	var keep []uint64
 	for i := range 16 {
 		p, _ := a.Malloc(int64(4096*(i+1)), s)
@@ -58,6 +57,12 @@ func benchPair(b *testing.B, a *Allocator, s acl.Stream) {
 	for i := 0; i < len(keep); i += 2 {
 		_ = a.Free(keep[i])
 	}
+}
+
+// benchPair measures a cache-hit Malloc+Free pair: the block comes from
+// the pool (best fit, split) and goes back (merge) every iteration.
+func benchPair(b *testing.B, a *Allocator, s acl.Stream) {
+	warmPool(a, s)
 	loop(b, func() {
 		p, err := a.Malloc(8192, s)
 		if err != nil {
@@ -110,7 +115,7 @@ var sinkI64 int64
 
 func BenchmarkTimestamp(b *testing.B) {
 	b.Run("tick", func(b *testing.B) { loop(b, func() { sinkI64 += tick() }) })
-	b.Run("rdtsc", func(b *testing.B) { loop(b, func() { sinkI64 += rdtsc() }) })
+	b.Run("counter", func(b *testing.B) { loop(b, func() { sinkI64 += cycleCounter() }) })
 	b.Run("nanotime", func(b *testing.B) { loop(b, func() { sinkI64 += nanotime() }) })
 	b.Run("time.Now", func(b *testing.B) { loop(b, func() { sinkI64 += time.Now().UnixNano() }) })
 }
@@ -139,13 +144,16 @@ func BenchmarkSnapshot100k(b *testing.B) {
 	b.ReportMetric(float64(a.active.len()), "live_blocks")
 }
 
-// BenchmarkHistoryOverhead alternates blocks of cache-hit pairs between an
-// allocator with history off and one with history on, so both see the same
-// machine load, and reports the CPU cost of each and their ratio.
+// BenchmarkHistoryOverhead alternates blocks of benchPair's cache-hit pairs
+// between an allocator with history off and one with history on, so both
+// see the same machine load, and reports the CPU cost of each and their
+// ratio.
 func BenchmarkHistoryOverhead(b *testing.B) {
 	off, s1 := benchAllocator(b, "")
 	on, s2 := benchAllocator(b, "")
 	on.RecordHistory(true, RecordAll, 1<<16)
+	warmPool(off, s1)
+	warmPool(on, s2)
 	pair := func(a *Allocator, s acl.Stream) {
 		p, _ := a.Malloc(8192, s)
 		_ = a.Free(p)

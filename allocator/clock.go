@@ -1,7 +1,10 @@
 package allocator
 
 import (
+	"os"
+	"runtime"
 	"slices"
+	"strings"
 	"time"
 	_ "unsafe" // go:linkname
 )
@@ -12,18 +15,31 @@ import (
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// useTSC selects the raw cycle counter for tick when it is reliable
-// (invariant and trusted by the kernel); it measured about twice as fast
-// as the runtime's monotonic clock (BENCHMARKS.md).
-var useTSC = tscReliable()
+// useCounter selects the CPU's cycle counter (the TSC on amd64, CNTVCT_EL0
+// on arm64) for tick when it is reliable; on amd64 it measured about twice
+// as fast as the runtime's monotonic clock (BENCHMARKS.md).
+var useCounter = counterReliable()
 
-// tick is the hot-path timestamp: TSC cycles or monotonic nanoseconds.
+// tick is the hot-path timestamp: counter ticks or monotonic nanoseconds.
 // Either way ticks only mean something through a converter.
 func tick() int64 {
-	if useTSC {
-		return rdtsc()
+	if useCounter {
+		return cycleCounter()
 	}
 	return nanotime()
+}
+
+// kernelClocksource is the clocksource Linux keeps time with ("" elsewhere):
+// a counter the kernel trusts has passed its synchronisation checks.
+func kernelClocksource() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // clockPair is one (wall ns since epoch, tick) sample.

@@ -296,3 +296,26 @@ func TestSnapshotAndTrackHasNoGapOrDuplicate(t *testing.T) {
 	}
 	wantSeq(t, got, "free_requested 1000", "free_completed 1000")
 }
+
+// TestCycleCounterCalibrates checks the counter stub itself, whether or not
+// this machine's tick uses it: the counter advances, and a converter
+// calibrated on it maps a read taken now onto the wall clock.
+func TestCycleCounterCalibrates(t *testing.T) {
+	c0 := cycleCounter()
+	clk := newApproxClock(cycleCounter)
+	time.Sleep(5 * time.Millisecond)
+	if c1 := cycleCounter(); c1 <= c0 {
+		t.Fatalf("counter did not advance over 5 ms: %d then %d", c0, c1)
+	}
+	conv := clk.converter()
+	if conv.scale <= 0 || conv.scale > 1000 {
+		t.Fatalf("calibrated %v ns per tick, want a counter between 1 MHz and a few GHz", conv.scale)
+	}
+	before := time.Now().UnixNano()
+	got := conv.nanos(cycleCounter())
+	after := time.Now().UnixNano()
+	// Calibration is good to microseconds; the slack is for a loaded machine.
+	if slack := int64(2 * time.Millisecond); got < before-slack || got > after+slack {
+		t.Fatalf("counter read converts to %d ns, wall clock was [%d, %d]", got, before, after)
+	}
+}

@@ -1,7 +1,7 @@
 #include "textflag.h"
 
-// func rdtsc() int64
-TEXT ·rdtsc(SB), NOSPLIT, $0-8
+// func cycleCounter() int64
+TEXT ·cycleCounter(SB), NOSPLIT, $0-8
 	RDTSC
 	SHLQ $32, DX
 	ORQ  DX, AX
