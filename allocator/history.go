@@ -251,7 +251,11 @@ func (a *Allocator) record(action Action, addr uint64, size int64, stream acl.St
 	}
 	t := a.stamp()
 	if len(a.trackers) == 0 { // history only: write in place
-		*a.ring.slot() = rawEntry{tick: t, addr: addr, size: size, stream: stream, frames: ctx, action: action}
+		// Field by field: a composite literal is built on the stack and
+		// copied in 16-byte moves that cannot forward from its narrower
+		// stores, a stall per entry.
+		e := a.ring.slot()
+		e.tick, e.addr, e.size, e.stream, e.frames, e.action = t, addr, size, stream, ctx, action
 		return
 	}
 	e := rawEntry{tick: t, addr: addr, size: size, stream: stream, frames: ctx, action: action}
