@@ -434,7 +434,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 		al := uint64(a.cfg.BaseAddrAlignedKB * KiB)
 		aligned := (b.ptr + al - 1) / al * al
 		if off := int64(aligned - b.ptr); off > 0 && off+size <= b.size {
-			lead := a.newBlock(block{ptr: b.ptr, size: off, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable})
+			lead := a.newBlock(b.ptr, off, b.stream, pool, true, b.expandable)
 			lead.prev, lead.next = b.prev, b
 			if b.prev != nil {
 				b.prev.next = lead
@@ -447,7 +447,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 	alreadySplit := b.isSplit()
 	if a.shouldSplit(b, size) {
 		rem := b
-		b = a.newBlock(block{ptr: rem.ptr, size: size, stream: rem.stream, pool: pool, mapped: true, expandable: rem.expandable})
+		b = a.newBlock(rem.ptr, size, rem.stream, pool, true, rem.expandable)
 		b.prev, b.next = rem.prev, rem
 		if b.prev != nil {
 			b.prev.next = b
@@ -720,18 +720,20 @@ func (a *Allocator) syncDevice() {
 	a.stampAt = 0
 }
 
-// newBlock returns a block initialised to v, reusing a recycled one: the
-// hot path then allocates nothing, so steady-state allocation triggers no
-// garbage collection.
-func (a *Allocator) newBlock(v block) *block {
+// newBlock returns a free, unlinked block of pool at [ptr, ptr+size),
+// reusing a recycled one: the hot path then allocates nothing, so
+// steady-state allocation triggers no garbage collection. Fields are set
+// one by one: assigning a block literal goes through a stack copy whose
+// wide moves stall on store forwarding.
+func (a *Allocator) newBlock(ptr uint64, size int64, stream acl.Stream, pool *blockPool, mapped bool, es *expandableSegment) *block {
+	var b *block
 	if n := len(a.spare); n > 0 {
-		b := a.spare[n-1]
+		b = a.spare[n-1]
 		a.spare = a.spare[:n-1]
-		*b = v
-		return b
+	} else {
+		b = new(block)
 	}
-	b := new(block)
-	*b = v
+	b.ptr, b.size, b.stream, b.pool, b.mapped, b.expandable = ptr, size, stream, pool, mapped, es
 	return b
 }
 

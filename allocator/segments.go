@@ -49,7 +49,8 @@ func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx StackID) bool {
 		return false
 	}
 	a.totalAllocated += size
-	b := a.newBlock(block{ptr: ptr, size: size, stream: p.stream, pool: p.pool, mapped: true, segFrames: ctx})
+	b := a.newBlock(ptr, size, p.stream, p.pool, true, nil)
+	b.segFrames = ctx
 	stat(&a.stats.Segment, p.pool, 1)
 	stat(&a.stats.ReservedBytes, p.pool, size)
 	if size >= a.cfg.MaxSplitSize {
@@ -285,7 +286,7 @@ func (a *Allocator) findExpandableBlock(p *allocParams) (*block, error) {
 	}
 	es := &expandableSegment{va: va, pageSize: page, handles: make([]acl.PhysHandle, vaSize/page), stream: p.stream}
 	a.expandables = append(a.expandables, es)
-	c := a.newBlock(block{ptr: va, size: vaSize, stream: p.stream, pool: pool, expandable: es})
+	c := a.newBlock(va, vaSize, p.stream, pool, false, es)
 	pool.insertUnmapped(c)
 	return c, nil
 }
@@ -343,7 +344,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx StackID) (bool, error) {
 	pool.eraseUnmapped(b)
 	b.mapped = true
 	if n < b.size {
-		rest := a.newBlock(block{ptr: ptr + uint64(n), size: b.size - n, stream: b.stream, pool: pool, expandable: b.expandable})
+		rest := a.newBlock(ptr+uint64(n), b.size-n, b.stream, pool, false, b.expandable)
 		rest.prev, rest.next = b, b.next
 		if b.next != nil {
 			b.next.prev = rest
@@ -404,7 +405,7 @@ func (a *Allocator) unmapBlock(b *block, ctx StackID) {
 	pool.erase(b)
 	before := int64(ptr - b.ptr)
 	if before > 0 {
-		f := a.newBlock(block{ptr: b.ptr, size: before, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable})
+		f := a.newBlock(b.ptr, before, b.stream, pool, true, b.expandable)
 		f.prev, f.next = b.prev, b
 		if b.prev != nil {
 			b.prev.next = f
@@ -413,7 +414,7 @@ func (a *Allocator) unmapBlock(b *block, ctx StackID) {
 		pool.insert(f)
 	}
 	if after := b.size - before - n; after > 0 {
-		f := a.newBlock(block{ptr: ptr + uint64(n), size: after, stream: b.stream, pool: pool, mapped: true, expandable: b.expandable})
+		f := a.newBlock(ptr+uint64(n), after, b.stream, pool, true, b.expandable)
 		f.prev, f.next = b, b.next
 		if b.next != nil {
 			b.next.prev = f
