@@ -438,9 +438,53 @@ func (r *dbReader) columns(qname string) (map[string]string, error) {
 	return m, rows.Err()
 }
 
-// splitGlobalTid undoes contact_2num: globalTid = pid<<32 | tid.
+// pidMaxLimit is Linux's PID_MAX_LIMIT on 64-bit: no pid or tid exceeds it.
+const pidMaxLimit = 1 << 22
+
+// linuxID reports whether v can be a Linux pid or tid.
+func linuxID(v uint64) bool { return v >= 1 && v <= pidMaxLimit }
+
+// splitGlobalTid undoes contact_2num, globalTid = pid<<32 | tid, and the
+// decimal concatenation of the pid and tid digits that some msprof exports
+// write instead (CANN_API 11814731181473 is pid 1181473, tid 1181473).
+//
+// The bit form is taken when both halves are ids (1..PID_MAX_LIMIT).
+// Otherwise every split of the decimal digits whose parts are ids, without
+// a leading zero, is a candidate: pid == tid (a main thread) wins, then the
+// most even digit counts, then the shorter pid (tids are handed out after
+// their pid). With no candidate, or g <= 0, the bit form stands: the value
+// is only a row's label, so a corrupt one never fails the read. A decimal
+// value that is also a valid bit form (about 1 in 1000) reads as bits.
 func splitGlobalTid(g int64) (pid, tid uint64) {
-	return uint64(g) >> 32, uint64(g) & 0xffffffff
+	u := uint64(g)
+	pid, tid = u>>32, u&0xffffffff
+	if g <= 0 || linuxID(pid) && linuxID(tid) {
+		return pid, tid
+	}
+	n := 0 // decimal digits of u
+	for v := u; v > 0; v /= 10 {
+		n++
+	}
+	if n > 14 { // two ids have at most 7 digits each
+		return pid, tid
+	}
+	best := n // |pid digits - tid digits| of the best split so far
+	pow, low := uint64(1), uint64(1)
+	for k := 1; k < n; k++ { // k tid digits
+		low, pow = pow, pow*10
+		hi, lo := u/pow, u%pow
+		if lo < low || !linuxID(hi) || !linuxID(lo) {
+			continue // leading zero in the tid part, or not ids
+		}
+		if hi == lo {
+			return hi, lo
+		}
+		// k rises, so the pid shortens: >= keeps the shorter pid on a tie.
+		if d := max(n-2*k, 2*k-n); d <= best {
+			best, pid, tid = d, hi, lo
+		}
+	}
+	return pid, tid
 }
 
 // dbTables are the tables that make a database a profiler export.
