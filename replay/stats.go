@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -96,7 +97,7 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *De
 	ds := acc.stats(dev, final, hasTime)
 	if atIndex != nil {
 		// the start values are acc's: the timeline needs no fold of its own
-		t := &Timeline{Device: dev, Entries: entries, final: final}
+		t := &Timeline{Device: dev, Entries: entries, final: final, start: acc.liveAtStart(final)}
 		i := min(*atIndex, len(entries)-1)
 		segmentFigures(ds, t.StateAfter(i))
 		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)
@@ -132,12 +133,12 @@ type traceAcc struct {
 	peakTime            int64
 	peakReserved        int64
 	firstTime, lastTime int64
-	firstFree           int64               // timeline rule (a): Σ size of addresses first seen freed
+	firstFreed          map[uint64]int64    // timeline rule (a): addresses first seen freed, with that size
 	seen                map[uint64]struct{} // addresses named by alloc/free-family events
 }
 
 func newTraceAcc() *traceAcc {
-	return &traceAcc{peakIndex: -1, seen: make(map[uint64]struct{})}
+	return &traceAcc{peakIndex: -1, firstFreed: make(map[uint64]int64), seen: make(map[uint64]struct{})}
 }
 
 func (a *traceAcc) add(e *allocator.TraceEntry) {
@@ -146,7 +147,7 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 		if _, ok := a.seen[e.Addr]; !ok {
 			a.seen[e.Addr] = struct{}{}
 			if e.Action != allocator.ActionAlloc {
-				a.firstFree += e.Size
+				a.firstFreed[e.Addr] = e.Size
 			}
 		}
 	}
@@ -165,9 +166,14 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 	a.n++
 }
 
-// activeAtStart applies timeline rules (a) and (b) to the final segments.
-func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
-	active := a.firstFree
+// liveAtStart is the one place timeline rules (a) and (b) are applied: the
+// allocations live before the first entry, by address, each with the size
+// the active series counts it for — (a) every address whose first
+// alloc-family entry frees it, (b) every active final block the trace never
+// names. The map is the caller's.
+func (a *traceAcc) liveAtStart(final []allocator.Segment) map[uint64]int64 {
+	live := make(map[uint64]int64, len(a.firstFreed))
+	maps.Copy(live, a.firstFreed)
 	for i := range final {
 		for j := range final[i].Blocks {
 			b := &final[i].Blocks[j]
@@ -175,11 +181,24 @@ func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
 				continue
 			}
 			if _, ok := a.seen[b.Address]; !ok {
-				active += LiveSize(b)
+				live[b.Address] += LiveSize(b)
 			}
 		}
 	}
-	return active
+	return live
+}
+
+// activeAtStart is the active series' start value: Σ liveAtStart.
+func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
+	return sumLive(a.liveAtStart(final))
+}
+
+func sumLive(live map[uint64]int64) int64 {
+	var n int64
+	for _, v := range live {
+		n += v
+	}
+	return n
 }
 
 // stats completes the figures with the device's final segments.

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	"github.com/npumon/npumon/allocator"
@@ -20,6 +21,7 @@ type Timeline struct {
 	ReservedAtStart int64
 
 	final []allocator.Segment // the device's final segments, shared with the snapshot
+	start map[uint64]int64    // live allocations before entry 0, by address (traceAcc.liveAtStart)
 }
 
 // NewTimeline reads device's trace and final segments out of s. It fails only
@@ -58,7 +60,8 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 		reserved += t.final[i].TotalSize
 	}
 	t.ReservedAtStart = reserved - acc.reserved
-	t.ActiveAtStart = acc.activeAtStart(t.final)
+	t.start = acc.liveAtStart(t.final)
+	t.ActiveAtStart = sumLive(t.start)
 	if withInitial {
 		t.Initial = t.StateAfter(-1)
 	}
@@ -119,28 +122,8 @@ func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
 	if i >= len(t.Entries) {
 		i = len(t.Entries) - 1
 	}
-	live := make(map[uint64]int64)
-	first := make(map[uint64]struct{})
-	for j := range t.Entries {
-		e := &t.Entries[j]
-		if !e.Action.IsAllocFamily() {
-			continue
-		}
-		if _, ok := first[e.Addr]; !ok {
-			first[e.Addr] = struct{}{}
-			if e.Action != allocator.ActionAlloc {
-				live[e.Addr] += e.Size
-			}
-		}
-	}
-	for si := range t.final {
-		for bi := range t.final[si].Blocks {
-			b := &t.final[si].Blocks[bi]
-			if _, ok := first[b.Address]; !ok && b.State.Active() {
-				live[b.Address] += LiveSize(b)
-			}
-		}
-	}
+	live := make(map[uint64]int64, len(t.start))
+	maps.Copy(live, t.start)
 	for j := 0; j <= i; j++ {
 		e := &t.Entries[j]
 		switch e.Action {
