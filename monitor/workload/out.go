@@ -98,7 +98,6 @@ func (w *Workload) snapshotPath(base string) string {
 // a snapshot arriving while two wait is skipped (and logged), never queued
 // without bound.
 type snapWriter struct {
-	write func(string, *allocator.Snapshot) error
 	logf  func(string, ...any)
 	jobs  chan snapJob
 	wg    sync.WaitGroup
@@ -112,8 +111,8 @@ type snapJob struct {
 	snap *allocator.Snapshot
 }
 
-func newSnapWriter(write func(string, *allocator.Snapshot) error, logf func(string, ...any)) *snapWriter {
-	sw := &snapWriter{write: write, logf: logf, jobs: make(chan snapJob, 2)}
+func newSnapWriter(logf func(string, ...any)) *snapWriter {
+	sw := &snapWriter{logf: logf, jobs: make(chan snapJob, 2)}
 	sw.wg.Add(1)
 	go func() {
 		defer sw.wg.Done()
@@ -137,15 +136,11 @@ func newSnapWriter(write func(string, *allocator.Snapshot) error, logf func(stri
 	return sw
 }
 
-// writeFile writes through a hidden temporary and renames, so that a
-// directory watcher never sees half a file under the final name.
+// writeFile writes a torch-style pickle (protocol 4, 2.x dict schema,
+// time_us) through replay.WriteFile, so that a directory watcher never sees
+// half a file under the final name.
 func (sw *snapWriter) writeFile(j snapJob) error {
-	tmp := filepath.Join(filepath.Dir(j.path), "."+filepath.Base(j.path)+".tmp")
-	if err := sw.write(tmp, j.snap); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("%s: %w", j.path, err)
-	}
-	return os.Rename(tmp, j.path)
+	return replay.WriteFile(j.path, j.snap, replay.WritePickle, replay.ExportDict)
 }
 
 func (sw *snapWriter) submit(path string, s *allocator.Snapshot) {
@@ -180,18 +175,4 @@ func (w *Workload) ProfilerDirs() []string {
 		return nil
 	}
 	return w.rec.Dirs()
-}
-
-// WritePickle writes s to path as torch's _dump_snapshot does: a protocol-4
-// pickle of the torch 2.x dict schema, trace entries with time_us.
-func WritePickle(path string, s *allocator.Snapshot) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := replay.WritePickle(f, s, replay.ExportDict); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

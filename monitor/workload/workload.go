@@ -82,8 +82,6 @@ type Config struct {
 	// SnapshotEvery writes a snapshot pickle every this many steps (default
 	// 10; negative: only on OOM).
 	SnapshotEvery int
-	// WriteSnapshot encodes a snapshot file; default WritePickle.
-	WriteSnapshot func(path string, s *allocator.Snapshot) error
 	// Profile is the profiler schedule of the directories under Out (default
 	// wait 1, warmup 1, active 3, repeating); NoProfile writes none.
 	Profile   *profiler.Schedule
@@ -216,9 +214,6 @@ func New(cfg Config) (*Workload, error) {
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
 	}
-	if cfg.WriteSnapshot == nil {
-		cfg.WriteSnapshot = WritePickle
-	}
 
 	w := &Workload{cfg: cfg, pid: cfg.PID, live: map[uint64]tensor{}, ctx: context.Background()}
 	w.clock = acl.NewManualClock(cfg.Start)
@@ -259,7 +254,7 @@ func New(cfg Config) (*Workload, error) {
 		if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 			return nil, err
 		}
-		w.writer = newSnapWriter(cfg.WriteSnapshot, w.logf)
+		w.writer = newSnapWriter(w.logf)
 		w.detach = append(w.detach, w.ca.AttachOOMObserver(w.onOOM))
 		if !cfg.NoProfile {
 			if err := w.startProfiler(); err != nil {
