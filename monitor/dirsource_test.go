@@ -2,6 +2,7 @@ package monitor_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,21 +70,38 @@ func TestDirSourcePicker(t *testing.T) {
 	if err := wd.Open(filepath.Join(dir, "nope.pickle")); err == nil || !strings.Contains(err.Error(), "not a capture") {
 		t.Fatalf("unknown capture: %v", err)
 	}
-	// a profiler directory without memory records (the workload records
-	// none with addresses) cannot be the memory data: a clear error, noted
-	// in the list, and the open capture stays
+	// a profiler directory's memory records (kept in FRAMEWORK/ after
+	// analysis) become the memory data; one whose raw memory records are
+	// gone cannot be: a clear error, noted in the list, and the open
+	// capture stays
+	prof := -1
 	for i, c := range list {
-		if c.Kind != "profiler" {
-			continue
+		if c.Kind == "profiler" {
+			prof = i
 		}
-		err := wd.Open(c.Path)
-		if err == nil || !strings.Contains(err.Error(), c.Path) || !strings.Contains(err.Error(), "no memory records") {
-			t.Fatalf("open %s: %v", c.Path, err)
-		}
-		if l := wd.List(); openOf(l) != snaps[1] || l[i].Error == "" || store.Len(0) != newest {
-			t.Fatalf("after a failed open: %+v", l)
-		}
-		break
+	}
+	if prof < 0 {
+		t.Fatalf("no profiler directory in %+v", list)
+	}
+	path := list[prof].Path
+	if err := wd.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	if l := wd.List(); openOf(l) != prof || wd.Following() || store.Len(0) == 0 || store.Len(0) == newest {
+		t.Fatalf("after opening %s: open %d, following %v, %d entries", path, openOf(l), wd.Following(), store.Len(0))
+	}
+	if err := wd.Open(list[snaps[1]].Path); err != nil || store.Len(0) != newest {
+		t.Fatalf("reopening the newest: %v, %d entries", err, store.Len(0))
+	}
+	if err := os.Remove(filepath.Join(path, "FRAMEWORK", "torch.memory_usage")); err != nil {
+		t.Fatal(err)
+	}
+	err = wd.Open(path)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "no memory records") {
+		t.Fatalf("open %s without its raw memory records: %v", path, err)
+	}
+	if l := wd.List(); openOf(l) != snaps[1] || l[prof].Error == "" || store.Len(0) != newest {
+		t.Fatalf("after a failed open: %+v", l)
 	}
 }
 

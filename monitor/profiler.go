@@ -13,8 +13,9 @@ import (
 
 // IngestProfiler loads a profiler directory's data into store: its timed
 // ops (with memory deltas) and, when d has raw FRAMEWORK memory records,
-// a per-device trace made from them (see ProfilerTrace). Analysed (CSV)
-// output has only totals, so only its ops are loaded. indexing, if not
+// a per-device trace made from them (see ProfilerTrace); an analysed
+// directory has them while its FRAMEWORK files are still there. Analysed
+// CSV output alone has only totals, so then only its ops are loaded. indexing, if not
 // nil, is told the number of trace entries before they are indexed.
 func IngestProfiler(store *Store, d *profiler.Data, indexing func(entries int64)) error {
 	snap := ProfilerTrace(d)

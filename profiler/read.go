@@ -289,8 +289,11 @@ func readAnalysed(root, out string, done bool) (*Data, error) {
 		if d.Memory, err = ReadMemoryRecordCSV(p); err != nil {
 			return nil, err
 		}
-		d.sortMemory()
 	}
+	if err := d.mergeRawMemory(root); err != nil {
+		return nil, err
+	}
+	d.sortMemory()
 	if p := filepath.Join(out, "operator_memory.csv"); fileExists(p) {
 		if d.OpMemory, err = ReadOperatorMemoryCSV(p); err != nil {
 			return nil, err
@@ -307,6 +310,38 @@ func readAnalysed(root, out string, done bool) (*Data, error) {
 		}
 	}
 	return d, nil
+}
+
+// mergeRawMemory replaces the PTA and WORKSPACE rows of memory_record.csv
+// with the records they were made from when the directory still has
+// FRAMEWORK/torch.memory_usage (torch_npu keeps FRAMEWORK after analysis):
+// exact bytes instead of MB, and the pointer and size of every event, which
+// make a trace. The other components (GE, PTA+GE, APP) come from CANN data
+// and stay as the CSV has them.
+func (d *Data) mergeRawMemory(root string) error {
+	p := filepath.Join(root, FrameworkDir, "torch.memory_usage")
+	if !fileExists(p) {
+		return nil
+	}
+	var recs Records
+	if _, err := ReadFrameworkFile(p, &recs); err != nil {
+		return err
+	}
+	tb, ok, err := LoadTimeBase(root)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		tb = LiveTimeBase(root, sampleRaw(&recs))
+	}
+	kept := d.Memory[:0]
+	for _, m := range d.Memory {
+		if m.Component != CompPTA && m.Component != CompWorkspace {
+			kept = append(kept, m)
+		}
+	}
+	d.Memory = append(kept, memoryFromRecords(recs.Memory, &tb)...)
+	return nil
 }
 
 // readTraceViewOps collects cpu_op slices and queue ranges from trace_view.json.

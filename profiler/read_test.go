@@ -376,3 +376,61 @@ func TestEveryFixtureFileReads(t *testing.T) {
 		t.Fatalf("only %d fixture files found", n)
 	}
 }
+
+// TestAnalysedDirKeepsRawMemory: an analysed directory that still has
+// FRAMEWORK/torch.memory_usage (torch_npu keeps it) takes its PTA and
+// WORKSPACE memory rows from there — every raw record, with pointer and
+// size — and the CANN components from memory_record.csv (a real one here).
+func TestAnalysedDirKeepsRawMemory(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "gen_4242_20261129120000123_ascend_pt")
+	if err := os.CopyFS(root, os.DirFS(genDir)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, OutputDir)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	csv, err := os.ReadFile(filepath.Join(fixtures, "msinsight_rank0", OutputDir, "memory_record.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"memory_record.csv": csv, AnalyseDone: nil} {
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Source != SourceAnalysed {
+		t.Fatalf("source %v, want analysed", d.Source)
+	}
+	e := loadExpected(t, genDir)
+	var raw, cann int
+	ptrs := map[uint64]bool{}
+	for _, w := range e.Memory {
+		if w.DeviceType == DeviceTypeNPU {
+			raw++
+			ptrs[uint64(w.Ptr)] = true
+		}
+	}
+	for i, m := range d.Memory {
+		if i > 0 && m.TimeNS < d.Memory[i-1].TimeNS {
+			t.Fatalf("memory[%d] out of time order", i)
+		}
+		switch m.Component {
+		case CompPTA, CompWorkspace:
+			if !ptrs[m.Ptr] || m.Kind == MemoryInvalid {
+				t.Fatalf("memory[%d] %+v is not a raw record", i, m)
+			}
+			raw--
+		default:
+			cann++
+		}
+	}
+	// the fixture's CSV: 2 APP, 3 GE, 3 PTA+GE rows (its 3 PTA rows are replaced)
+	if raw != 0 || cann != 8 {
+		t.Fatalf("%d raw records unaccounted for, %d CANN rows (want 0, 8)", raw, cann)
+	}
+}
