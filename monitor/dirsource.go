@@ -279,11 +279,9 @@ func (d *DirSource) openCapture(path, kind string) error {
 	if kind == CaptureProfiler {
 		var pd *profiler.Data
 		if pd, err = profiler.ReadDir(path); err == nil {
-			snap := ProfilerTrace(pd)
-			if len(snap.DeviceTraces) == 0 {
+			var n int64
+			if n, err = IngestProfilerMemory(d.store, pd, nil); err == nil && n == 0 {
 				err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
-			} else {
-				err = d.store.IngestSnapshot(snap)
 			}
 		}
 	} else {

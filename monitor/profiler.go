@@ -13,26 +13,44 @@ import (
 
 // IngestProfiler loads a profiler directory's data into store: its timed
 // ops (with memory deltas) and, when d has raw FRAMEWORK memory records,
-// a per-device trace made from them (see ProfilerTrace); an analysed
-// directory has them while its FRAMEWORK files are still there. Analysed
-// CSV output alone has only totals, so then only its ops are loaded. indexing, if not
-// nil, is told the number of trace entries before they are indexed.
+// its memory data (see IngestProfilerMemory). indexing, if not nil, is told
+// the number of trace entries before they are indexed.
 func IngestProfiler(store *Store, d *profiler.Data, indexing func(entries int64)) error {
-	snap := ProfilerTrace(d)
-	var n int64
-	for _, tr := range snap.DeviceTraces {
-		n += int64(len(tr))
-	}
-	if indexing != nil {
-		indexing(n)
-	}
-	if n > 0 {
-		if err := store.IngestSnapshot(snap); err != nil {
-			return err
-		}
+	if _, err := IngestProfilerMemory(store, d, indexing); err != nil {
+		return err
 	}
 	store.IngestOps(ProfilerOps(d.Ops, d.OpMemDeltas()))
 	return nil
+}
+
+// IngestProfilerMemory makes the memory records of d that carry a pointer
+// the store's memory data: a per-device trace (ProfilerTrace) whose byte
+// series are the totals the records state, since the blocks allocated
+// before the profiled window never appear in it. An analysed directory has
+// such records while its FRAMEWORK files are still there; analysed CSV
+// output alone has only totals, and then nothing is ingested (0 entries).
+func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries int64)) (entries int64, err error) {
+	snap, totals := profilerMemory(d)
+	for _, tr := range snap.DeviceTraces {
+		entries += int64(len(tr))
+	}
+	if indexing != nil {
+		indexing(entries)
+	}
+	if entries == 0 {
+		return 0, nil
+	}
+	if err := store.IngestSnapshot(snap); err != nil {
+		return 0, err
+	}
+	for dev, t := range totals {
+		if t.ok && len(t.after) > 0 {
+			if err := store.SetTotals(dev, t.init, t.after); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return entries, nil
 }
 
 // ProfilerOps converts the timed ops among ops to Store ops; deltas, if
@@ -64,8 +82,22 @@ const maxProfilerDevice = 1024
 // into trace entries: MALLOC → alloc, FREE → free_requested and
 // BLOCK_FREE → free_completed (or FREE → free when the source records no
 // BLOCK_FREE). The records carry no segments, so the segment map stays
-// empty; the byte series are exact.
+// empty; the blocks allocated before the first record are not in it (the
+// totals the records state are: IngestProfilerMemory uses them).
 func ProfilerTrace(d *profiler.Data) *allocator.Snapshot {
+	snap, _ := profilerMemory(d)
+	return snap
+}
+
+// deviceTotals are the totals a device's memory records state: before the
+// first record and after each; ok is false when a record lacks a total.
+type deviceTotals struct {
+	init  Totals
+	after []Totals
+	ok    bool
+}
+
+func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 	blockFree := false
 	for i := range d.Memory {
 		if d.Memory[i].Kind == profiler.MemoryBlockFree {
@@ -74,6 +106,7 @@ func ProfilerTrace(d *profiler.Data) *allocator.Snapshot {
 		}
 	}
 	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
+	var totals []deviceTotals
 	sizes := map[uint64]int64{} // live pointer → allocated size
 	for i := range d.Memory {
 		m := &d.Memory[i]
@@ -102,10 +135,31 @@ func ProfilerTrace(d *profiler.Data) *allocator.Snapshot {
 		}
 		for len(snap.DeviceTraces) <= m.Device {
 			snap.DeviceTraces = append(snap.DeviceTraces, nil)
+			totals = append(totals, deviceTotals{ok: true})
 		}
+		t := &totals[m.Device]
+		after := Totals{Allocated: m.Allocated, Reserved: m.Reserved, Active: m.Active}
+		if len(t.after) == 0 {
+			// before the first record: its totals less its own change
+			t.init = after
+			switch e.Action {
+			case allocator.ActionAlloc:
+				t.init.Allocated -= e.Size
+				t.init.Active -= e.Size
+			case allocator.ActionFree:
+				t.init.Allocated += e.Size
+				t.init.Active += e.Size
+			case allocator.ActionFreeRequested:
+				t.init.Allocated += e.Size
+			case allocator.ActionFreeCompleted:
+				t.init.Active += e.Size
+			}
+		}
+		t.ok = t.ok && m.HasAllocated && m.HasActive
+		t.after = append(t.after, after)
 		snap.DeviceTraces[m.Device] = append(snap.DeviceTraces[m.Device], e)
 	}
-	return snap
+	return snap, totals
 }
 
 // ProfilerTail follows the FRAMEWORK files of profiler directories while

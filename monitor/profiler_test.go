@@ -146,3 +146,50 @@ func TestProfilerTailGrows(t *testing.T) {
 		t.Fatalf("tail appended %d ops (store %d), want %d", tail.Ops(), len(s.Ops(-1<<62, 1<<62)), timed)
 	}
 }
+
+// TestIngestProfilerTotals: a profiler window opens mid-run, so the trace
+// knows only what changed inside it; the byte series are the totals the
+// records state (here on top of 1 GiB allocated and 2 GiB reserved before
+// the window), and before the first record its totals less its own change.
+func TestIngestProfilerTotals(t *testing.T) {
+	const gib = 1 << 30
+	rec := func(kind uint8, ptr uint64, size, ns, alloc, active int64) profiler.MemoryRecord {
+		return profiler.MemoryRecord{Component: profiler.CompPTA, Kind: kind, Ptr: ptr, AllocSize: size, TimeNS: ns,
+			Allocated: alloc, Reserved: 2 * gib, Active: active, HasAllocated: true, HasActive: true}
+	}
+	d := &profiler.Data{Memory: []profiler.MemoryRecord{
+		rec(profiler.MemoryMalloc, 0x100, 512, 1000, gib+512, gib+512),
+		rec(profiler.MemoryFree, 0x200, -256, 2000, gib+256, gib+512), // allocated before the window
+		rec(profiler.MemoryBlockFree, 0x200, -256, 3000, gib+256, gib+256),
+		rec(profiler.MemoryFree, 0x100, -512, 4000, gib-256, gib+256),
+		rec(profiler.MemoryBlockFree, 0x100, -512, 5000, gib-256, gib-256),
+	}}
+	s := NewStore(StoreOptions{})
+	n, err := IngestProfilerMemory(s, d, nil)
+	if err != nil || n != 5 {
+		t.Fatalf("ingest: %d entries, %v", n, err)
+	}
+	want := []Totals{{gib, 2 * gib, gib}, {gib + 512, 2 * gib, gib + 512}, {gib + 256, 2 * gib, gib + 512},
+		{gib + 256, 2 * gib, gib + 256}, {gib - 256, 2 * gib, gib + 256}, {gib - 256, 2 * gib, gib - 256}}
+	for i, w := range want {
+		sum := s.SummaryAtSeq(0, int64(i))
+		if got := (Totals{sum.AllocatedBytes, sum.ReservedBytes, sum.ActiveBytes}); got != w {
+			t.Errorf("after %d records: %+v, want %+v", i, got, w)
+		}
+	}
+	if sum := s.SummaryAtSeq(0, 5); sum.PeakActiveBytes != gib+512 || sum.PeakReservedBytes != 2*gib {
+		t.Errorf("peaks %d / %d", sum.PeakActiveBytes, sum.PeakReservedBytes)
+	}
+	if sr := s.Series(0, 0, 10, 1); sr.Reserved[0].Max != 2*gib || sr.Active[0].Min != gib-256 {
+		t.Errorf("series %+v", sr)
+	}
+	// a record without an active total leaves the series the trace makes
+	d.Memory[2].HasActive = false
+	s = NewStore(StoreOptions{})
+	if _, err := IngestProfilerMemory(s, d, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sum := s.SummaryAtSeq(0, 5); sum.ReservedBytes != 0 || sum.ActiveBytes >= gib {
+		t.Errorf("without every total: %+v", sum)
+	}
+}

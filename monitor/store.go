@@ -228,6 +228,37 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 	return d, nil
 }
 
+// Totals are a device's byte totals as a source states them.
+type Totals struct{ Allocated, Reserved, Active int64 }
+
+// SetTotals replaces device's byte series with totals its source stated
+// itself: init before the first entry, after[i] after entry i. A profiler
+// directory needs it: its memory records start mid-run and carry no
+// segments, so the trace yields only what changed inside the window, while
+// each record states the allocator's totals after it. len(after) must be
+// the device's entry count.
+func (s *Store) SetTotals(device int, init Totals, after []Totals) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.devs[device]
+	n := 0
+	if d != nil {
+		n = len(d.recs)
+	}
+	if d == nil || len(after) != n {
+		return fmt.Errorf("monitor: totals for device %d: %d values for %d entries", device, len(after), n)
+	}
+	d.initAllocated, d.initReserv, d.initActive = init.Allocated, init.Reserved, init.Active
+	for i, t := range after {
+		d.allocated.v[i], d.reserved.v[i], d.active.v[i] = t.Allocated, t.Reserved, t.Active
+	}
+	d.active.reindex()
+	d.allocated.reindex()
+	d.reserved.reindex()
+	s.changed()
+	return nil
+}
+
 // prepass is what ingest learns from one pass over a capture's trace.
 type prepass struct {
 	ov      overrides
