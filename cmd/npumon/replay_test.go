@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor/workload"
 )
 
 const assignmentSnapshot = "../../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
@@ -89,6 +93,42 @@ func TestReplayProfilerDirectory(t *testing.T) {
 	csv := needFixture(t, "../../../shared/fixtures/ascend_profiler/msinsight_rank0")
 	if s := headlessSummary(t, "--headless", "50ms", csv); s.Entries != 0 {
 		t.Fatalf("analysed output should have no trace: %+v", s)
+	}
+}
+
+// TestReplayAnalysedProfilerDirectory replays what the demo's job writes:
+// an analysed profiler directory whose FRAMEWORK files are still there (as
+// torch_npu leaves them). Its raw memory records are the trace, and the
+// totals they state count the model loaded before the profiled window: the
+// trace alone would end near 0 B active and 0 B reserved.
+func TestReplayAnalysedProfilerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dirs := w.ProfilerDirs()
+	if len(dirs) == 0 {
+		t.Fatal("the job wrote no profiler directory")
+	}
+	prof := dirs[0]
+	if _, err := os.Stat(filepath.Join(prof, "ASCEND_PROFILER_OUTPUT", "analyse.done")); err != nil {
+		t.Fatalf("not analysed: %v", err)
+	}
+	s := headlessSummary(t, "--headless", "50ms", prof)
+	final := w.Allocator().Stats()
+	if s.Entries == 0 || s.ActiveBytes <= 0 || s.ReservedBytes < s.ActiveBytes || s.PeakActiveBytes < s.ActiveBytes {
+		t.Fatalf("summary %+v", s)
+	}
+	// steady training: between steps the job holds the same weights,
+	// gradients and optimizer state, so the window ends within a few MiB of
+	// what the job holds when it is over
+	end := final.ActiveBytes[allocator.StatAll].Current
+	if d := s.ActiveBytes - end; d < -end/20 || d > end/20 {
+		t.Fatalf("%d B active at the window's end, the job ends with %d B", s.ActiveBytes, end)
 	}
 }
 
