@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: build run test test-unit test-e2e test-arm64 bench fuzz lint crosscheck bench-data clean
+.PHONY: build run test test-unit test-e2e test-arm64 bench bench-allocator fuzz lint crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -34,6 +34,11 @@ test-arm64:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The allocator's issue figures (pair with and without history, history overhead, clock
+# reads), 6 runs on one core: what to run on a bare-metal or arm64 host.
+bench-allocator:
+	$(GO) test -run '^$$' -bench 'MallocFreePair|HistoryOverhead|Timestamp' -benchmem -cpu 1 -count 6 ./allocator/
 
 # Every fuzz target for a short, fixed time.
 fuzz:
