@@ -16,6 +16,7 @@ import (
 // snapshot and reserved bytes equal what acl reports as used.
 func checkInvariants(t *testing.T, e *testEnv, live map[uint64]int64, where string) *Snapshot {
 	t.Helper()
+	checkPoolOrder(t, e.a, where)
 	s := e.a.Snapshot()
 	st := e.a.Stats()
 	type span struct{ start, end uint64 }
@@ -155,6 +156,30 @@ func replayTrace(t *testing.T, tr []TraceEntry) replayState {
 		}
 	}
 	return r
+}
+
+// checkPoolOrder: best fit depends on each pool holding its free blocks in
+// strict (stream, size, address) order, unmapped ones in (stream, address)
+// order, and nothing else.
+func checkPoolOrder(t *testing.T, a *Allocator, where string) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range []*blockPool{&a.small, &a.large} {
+		for i, b := range p.blocks {
+			if b.pool != p || b.allocated || !b.mapped {
+				t.Fatalf("%s: pool holds block %#x (allocated %v, mapped %v, own pool %v)", where, b.ptr, b.allocated, b.mapped, b.pool == p)
+			}
+			if i > 0 && !lessSize(p.blocks[i-1], b.stream, b.size, b.ptr) {
+				t.Fatalf("%s: pool out of order at %d: %#x (%d B) before %#x (%d B)", where, i, p.blocks[i-1].ptr, p.blocks[i-1].size, b.ptr, b.size)
+			}
+		}
+		for i, b := range p.unmapped {
+			if b.pool != p || b.mapped || (i > 0 && !lessAddr(p.unmapped[i-1], b.stream, b.ptr)) {
+				t.Fatalf("%s: unmapped set wrong at %d: %#x", where, i, b.ptr)
+			}
+		}
+	}
 }
 
 func checkReplay(t *testing.T, s *Snapshot) {
