@@ -319,13 +319,8 @@ func (a *Allocator) failMalloc(p *allocParams, size int64) error {
 		a.mu.Unlock()
 		return e
 	}
-	if a.cfg.Flavour == FlavourNPU {
-		a.stats.NumOOMs++
-		a.record(ActionOOM, uint64(free), p.size, p.stream, NoStack)
-	} else {
-		a.record(ActionOOM, uint64(free), p.size, p.stream, NoStack)
-		a.stats.NumOOMs++
-	}
+	a.stats.NumOOMs++
+	a.record(ActionOOM, uint64(free), p.size, p.stream, NoStack)
 	e.msg = a.oomMessage(e)
 	limit := total
 	if a.fractionSet {

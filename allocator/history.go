@@ -18,7 +18,7 @@ const (
 )
 
 // rawEntry is a trace entry as recorded on the hot path: a tick instead of
-// epoch time, 48 bytes instead of TraceEntry's ~100.
+// epoch time, 40 bytes instead of TraceEntry's 112.
 type rawEntry struct {
 	tick   int64
 	addr   uint64 // oom: device free bytes
