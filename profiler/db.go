@@ -565,37 +565,24 @@ func (r *dbReader) readOps(d *Data) error {
 		return r.readPytorchAPI(d)
 	}
 	// A CANN-only export: host API calls and mstx ranges are its op ranges.
-	if r.has("CANN_API") {
+	for _, t := range [...]struct{ table, name string }{{"CANN_API", "name"}, {"MSTX_EVENTS", "message"}} {
+		if !r.has(t.table) {
+			continue
+		}
 		skipped := 0
-		err := r.each("CANN_API", []string{"startNs", "endNs"}, []string{"name", "globalTid", "connectionId"}, func(w *dbRow) error {
+		err := r.each(t.table, []string{"startNs", "endNs"}, []string{t.name, "globalTid"}, func(w *dbRow) error {
 			s, e, ok := timed(w, "startNs", "endNs", &skipped)
 			if !ok {
 				return nil
 			}
 			pid, tid := splitGlobalTid(w.intOr("globalTid", 0))
-			d.Ops = append(d.Ops, Op{Name: w.str("name"), StartNS: s, EndNS: e, DurNS: e - s, PID: pid, TID: tid, Seq: -1})
+			d.Ops = append(d.Ops, Op{Name: w.str(t.name), StartNS: s, EndNS: e, DurNS: e - s, PID: pid, TID: tid, Seq: -1})
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		r.skippedWarning(d, "CANN_API", skipped, "startNs/endNs")
-	}
-	if r.has("MSTX_EVENTS") {
-		skipped := 0
-		err := r.each("MSTX_EVENTS", []string{"startNs", "endNs"}, []string{"message", "globalTid"}, func(w *dbRow) error {
-			s, e, ok := timed(w, "startNs", "endNs", &skipped)
-			if !ok {
-				return nil
-			}
-			pid, tid := splitGlobalTid(w.intOr("globalTid", 0))
-			d.Ops = append(d.Ops, Op{Name: w.str("message"), StartNS: s, EndNS: e, DurNS: e - s, PID: pid, TID: tid, Seq: -1})
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		r.skippedWarning(d, "MSTX_EVENTS", skipped, "startNs/endNs")
+		r.skippedWarning(d, t.table, skipped, "startNs/endNs")
 	}
 	return nil
 }
