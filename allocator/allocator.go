@@ -430,11 +430,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 		aligned := (b.ptr + al - 1) / al * al
 		if off := int64(aligned - b.ptr); off > 0 && off+size <= b.size {
 			lead := a.newBlock(b.ptr, off, b.stream, pool, true, b.expandable)
-			lead.prev, lead.next = b.prev, b
-			if b.prev != nil {
-				b.prev.next = lead
-			}
-			b.prev = lead
+			lead.linkBefore(b)
 			b.ptr, b.size = aligned, b.size-off
 			pool.insert(lead)
 		}
@@ -443,11 +439,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 	if a.shouldSplit(b, size) {
 		rem := b
 		b = a.newBlock(rem.ptr, size, rem.stream, pool, true, rem.expandable)
-		b.prev, b.next = rem.prev, rem
-		if b.prev != nil {
-			b.prev.next = b
-		}
-		rem.prev = b
+		b.linkBefore(rem)
 		rem.ptr += uint64(size)
 		rem.size -= size
 		pool.insert(rem)

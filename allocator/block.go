@@ -26,6 +26,24 @@ type block struct {
 
 func (b *block) isSplit() bool { return b.prev != nil || b.next != nil }
 
+// linkBefore puts b into at's segment chain just before at.
+func (b *block) linkBefore(at *block) {
+	b.prev, b.next = at.prev, at
+	if at.prev != nil {
+		at.prev.next = b
+	}
+	at.prev = b
+}
+
+// linkAfter puts b into at's segment chain just after at.
+func (b *block) linkAfter(at *block) {
+	b.prev, b.next = at, at.next
+	if at.next != nil {
+		at.next.prev = b
+	}
+	at.next = b
+}
+
 // free reports whether b can be merged or reused: not allocated, no
 // pending events, no recorded streams.
 func (b *block) free() bool {

@@ -345,11 +345,7 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx StackID) (bool, error) {
 	b.mapped = true
 	if n < b.size {
 		rest := a.newBlock(ptr+uint64(n), b.size-n, b.stream, pool, false, b.expandable)
-		rest.prev, rest.next = b, b.next
-		if b.next != nil {
-			b.next.prev = rest
-		}
-		b.next = rest
+		rest.linkAfter(b)
 		pool.insertUnmapped(rest)
 		b.size = n
 	}
@@ -406,20 +402,12 @@ func (a *Allocator) unmapBlock(b *block, ctx StackID) {
 	before := int64(ptr - b.ptr)
 	if before > 0 {
 		f := a.newBlock(b.ptr, before, b.stream, pool, true, b.expandable)
-		f.prev, f.next = b.prev, b
-		if b.prev != nil {
-			b.prev.next = f
-		}
-		b.prev = f
+		f.linkBefore(b)
 		pool.insert(f)
 	}
 	if after := b.size - before - n; after > 0 {
 		f := a.newBlock(ptr+uint64(n), after, b.stream, pool, true, b.expandable)
-		f.prev, f.next = b, b.next
-		if b.next != nil {
-			b.next.prev = f
-		}
-		b.next = f
+		f.linkAfter(b)
 		pool.insert(f)
 	}
 	b.ptr, b.size, b.mapped = ptr, n, false
