@@ -594,43 +594,24 @@ func (d *dumper) write(i int, b []byte) {
 	}
 }
 
-func (d *dumper) drainOps(final bool) {
-	recs := d.ops.swap(d.spareOps, final)
+// drain encodes what q holds into file i of dumpFiles, keeping the emptied
+// buffer as the next spare.
+func drain[T any](d *dumper, q *ring[T], spare *[]T, i int, final bool, appendRec func([]byte, *T) []byte) {
+	recs := q.swap(*spare, final)
 	d.enc = d.enc[:0]
-	for i := range recs {
-		d.enc = AppendOpRange(d.enc, &recs[i])
+	for k := range recs {
+		d.enc = appendRec(d.enc, &recs[k])
 	}
 	clear(recs) // drop string references
-	d.spareOps = recs[:0]
+	*spare = recs[:0]
 	if len(d.enc) > 0 {
-		d.write(0, d.enc)
+		d.write(i, d.enc)
 	}
 }
 
-func (d *dumper) drainMarks(final bool) {
-	recs := d.marks.swap(d.spareMarks, final)
-	d.enc = d.enc[:0]
-	for i := range recs {
-		d.enc = AppendOpMark(d.enc, &recs[i])
-	}
-	clear(recs)
-	d.spareMarks = recs[:0]
-	if len(d.enc) > 0 {
-		d.write(1, d.enc)
-	}
-}
-
-func (d *dumper) drainMem(final bool) {
-	recs := d.mem.swap(d.spareMem, final)
-	d.enc = d.enc[:0]
-	for i := range recs {
-		d.enc = AppendMemoryUsage(d.enc, &recs[i])
-	}
-	d.spareMem = recs[:0]
-	if len(d.enc) > 0 {
-		d.write(2, d.enc)
-	}
-}
+func (d *dumper) drainOps(final bool)   { drain(d, d.ops, &d.spareOps, 0, final, AppendOpRange) }
+func (d *dumper) drainMarks(final bool) { drain(d, d.marks, &d.spareMarks, 1, final, AppendOpMark) }
+func (d *dumper) drainMem(final bool)   { drain(d, d.mem, &d.spareMem, 2, final, AppendMemoryUsage) }
 
 func (d *dumper) drainAll(final bool) {
 	d.drainOps(final)
