@@ -1,5 +1,6 @@
-// Package chart holds the axis helpers shared by the panes that draw
-// ntcharts line charts (the timeline and the what-if view).
+// Package chart holds the helpers shared by the panes that draw ntcharts
+// line charts (the timeline and the what-if view): axis labels and the copy
+// of a drawn chart into a theme canvas.
 package chart
 
 import (

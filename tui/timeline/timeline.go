@@ -172,8 +172,7 @@ func (m *Model) clampCol(t int64) int {
 }
 
 // drawBase draws axes, labels and the three areas with ntcharts, then copies
-// the cells into a theme canvas (ntcharts renders one lipgloss call per
-// cell, too slow for a 200-column screen at 10 Hz).
+// the cells into a theme canvas below the marker strip.
 func (m *Model) drawBase() *theme.Canvas {
 	th := m.th
 	out := theme.NewCanvas(m.w, m.h)
@@ -218,23 +217,6 @@ func (m *Model) drawBase() *theme.Canvas {
 		}
 	}
 	m.chart = &lc
-	styleOf := map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, th.G.Active: &th.Active, th.G.AllocArea: &th.AllocArea}
-	origin := lc.Origin()
-	for y := 0; y < ch; y++ {
-		for x := 0; x < m.w; x++ {
-			r := lc.Canvas.Cell(canvas.Point{X: x, Y: y}).Rune
-			if r == 0 {
-				continue
-			}
-			var st *lipgloss.Style
-			if x <= origin.X || y >= origin.Y {
-				st = &th.Dim
-				r = chart.AxisRune(r, th.ASCII)
-			} else {
-				st = styleOf[r]
-			}
-			out.Set(x, y+1, r, st)
-		}
-	}
+	chart.CopyInto(out, 1, &lc, th, map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, th.G.Active: &th.Active, th.G.AllocArea: &th.AllocArea})
 	return out
 }

@@ -381,24 +381,7 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 	for i := range d.Runs {
 		styles[runGlyphs[i%len(runGlyphs)]] = m.runStyle(i)
 	}
-	origin := lc.Origin()
-	for y := range h {
-		for x := range m.w {
-			r := lc.Canvas.Cell(canvas.Point{X: x, Y: y}).Rune
-			if r == 0 {
-				continue
-			}
-			st := &th.Dim
-			if x > origin.X && y < origin.Y {
-				if s, ok := styles[r]; ok {
-					st = s
-				}
-			} else {
-				r = chart.AxisRune(r, th.ASCII)
-			}
-			c.Set(x, top+y, r, st)
-		}
-	}
+	chart.CopyInto(c, top, &lc, th, styles)
 }
 
 // table writes the header and up to n−1 rows, dropping columns from the
