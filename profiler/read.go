@@ -319,7 +319,7 @@ func readAnalysed(root, out string, done bool) (*Data, error) {
 // make a trace. The other components (GE, PTA+GE, APP) come from CANN data
 // and stay as the CSV has them.
 func (d *Data) mergeRawMemory(root string) error {
-	p := filepath.Join(root, FrameworkDir, "torch.memory_usage")
+	p := filepath.Join(root, FrameworkDir, FileMemory)
 	if !fileExists(p) {
 		return nil
 	}
