@@ -1,6 +1,9 @@
 package acl
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // span is a half-open address range [start, end).
 type span struct{ start, end uint64 }
@@ -53,16 +56,14 @@ func (m *freeMap) take(addr, size uint64) {
 	end := addr + size
 	switch {
 	case r.start == addr && r.end == end:
-		m.free = append(m.free[:i], m.free[i+1:]...)
+		m.free = slices.Delete(m.free, i, i+1)
 	case r.start == addr:
 		m.free[i].start = end
 	case r.end == end:
 		m.free[i].end = addr
 	default:
-		m.free = append(m.free, span{})
-		copy(m.free[i+2:], m.free[i+1:])
-		m.free[i] = span{r.start, addr}
-		m.free[i+1] = span{end, r.end}
+		m.free[i].end = addr
+		m.free = slices.Insert(m.free, i+1, span{end, r.end})
 	}
 }
 
@@ -77,15 +78,13 @@ func (m *freeMap) release(addr, size uint64) {
 	switch {
 	case mergePrev && mergeNext:
 		m.free[i-1].end = m.free[i].end
-		m.free = append(m.free[:i], m.free[i+1:]...)
+		m.free = slices.Delete(m.free, i, i+1)
 	case mergePrev:
 		m.free[i-1].end = end
 	case mergeNext:
 		m.free[i].start = addr
 	default:
-		m.free = append(m.free, span{})
-		copy(m.free[i+1:], m.free[i:])
-		m.free[i] = span{addr, end}
+		m.free = slices.Insert(m.free, i, span{addr, end})
 	}
 }
 

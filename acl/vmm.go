@@ -1,6 +1,9 @@
 package acl
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // PhysHandle is an aclrtDrvMemHandle: physical HBM from MallocPhysical.
 type PhysHandle uint64
@@ -192,9 +195,7 @@ func (d *Device) MapMem(va uint64, size int64, offset int64, h PhysHandle) error
 	if (i < len(r.maps) && r.maps[i].va < va+n) || (i > 0 && r.maps[i-1].va+r.maps[i-1].size > va) {
 		return newErr(CodeRTParamInvalid, api, "range [%#x, %#x) is already mapped", va, va+n)
 	}
-	r.maps = append(r.maps, mapping{})
-	copy(r.maps[i+1:], r.maps[i:])
-	r.maps[i] = mapping{va: va, size: n, h: h}
+	r.maps = slices.Insert(r.maps, i, mapping{va: va, size: n, h: h})
 	p.mapped++
 	return nil
 }
@@ -210,7 +211,7 @@ func (d *Device) UnmapMem(va uint64) error {
 		i := sort.Search(len(r.maps), func(i int) bool { return r.maps[i].va >= va })
 		if i < len(r.maps) && r.maps[i].va == va {
 			d.phys[r.maps[i].h].mapped--
-			r.maps = append(r.maps[:i], r.maps[i+1:]...)
+			r.maps = slices.Delete(r.maps, i, i+1)
 			return nil
 		}
 	}
