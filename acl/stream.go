@@ -43,15 +43,14 @@ type event struct {
 
 // getStream resolves s; d.mu held. The default stream is created lazily.
 func (d *Device) getStream(api string, s Stream) (*stream, error) {
-	st, ok := d.streams[s]
-	if !ok && s == DefaultStream {
-		st = &stream{}
-		d.streams[DefaultStream] = st
-		ok = true
+	if st, ok := d.streams[s]; ok {
+		return st, nil
 	}
-	if !ok {
+	if s != DefaultStream {
 		return nil, newErr(CodeRTInvalidHandle, api, "unknown stream %#x", uint64(s))
 	}
+	st := &stream{}
+	d.streams[DefaultStream] = st
 	return st, nil
 }
 
