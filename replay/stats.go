@@ -1,9 +1,10 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -133,12 +134,12 @@ type traceAcc struct {
 	peakTime            int64
 	peakReserved        int64
 	firstTime, lastTime int64
-	firstFreed          map[uint64]int64    // timeline rule (a): addresses first seen freed, with that size
+	firstFreed          []StartAlloc        // timeline rule (a): addresses first seen freed, in trace order
 	seen                map[uint64]struct{} // addresses named by alloc/free-family events
 }
 
 func newTraceAcc() *traceAcc {
-	return &traceAcc{peakIndex: -1, firstFreed: make(map[uint64]int64), seen: make(map[uint64]struct{})}
+	return &traceAcc{peakIndex: -1, seen: make(map[uint64]struct{})}
 }
 
 func (a *traceAcc) add(e *allocator.TraceEntry) {
@@ -147,7 +148,7 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 		if _, ok := a.seen[e.Addr]; !ok {
 			a.seen[e.Addr] = struct{}{}
 			if e.Action != allocator.ActionAlloc {
-				a.firstFreed[e.Addr] = e.Size
+				a.firstFreed = append(a.firstFreed, StartAlloc{e.Addr, e.Size, e.Stream})
 			}
 		}
 	}
@@ -166,14 +167,20 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 	a.n++
 }
 
+// StartAlloc is an allocation live before a device trace's first entry.
+type StartAlloc struct {
+	Addr   uint64
+	Size   int64 // what the active series counts it for
+	Stream uint64
+}
+
 // liveAtStart is the one place timeline rules (a) and (b) are applied: the
-// allocations live before the first entry, by address, each with the size
-// the active series counts it for — (a) every address whose first
-// alloc-family entry frees it, (b) every active final block the trace never
-// names. The map is the caller's.
-func (a *traceAcc) liveAtStart(final []allocator.Segment) map[uint64]int64 {
-	live := make(map[uint64]int64, len(a.firstFreed))
-	maps.Copy(live, a.firstFreed)
+// allocations live before the first entry, in address order — (a) every
+// address whose first alloc-family entry frees it, with that entry's size
+// and stream, (b) every active final block the trace never names, with
+// LiveSize and its segment's stream. The slice is the caller's.
+func (a *traceAcc) liveAtStart(final []allocator.Segment) []StartAlloc {
+	live := slices.Clone(a.firstFreed)
 	for i := range final {
 		for j := range final[i].Blocks {
 			b := &final[i].Blocks[j]
@@ -181,10 +188,11 @@ func (a *traceAcc) liveAtStart(final []allocator.Segment) map[uint64]int64 {
 				continue
 			}
 			if _, ok := a.seen[b.Address]; !ok {
-				live[b.Address] += LiveSize(b)
+				live = append(live, StartAlloc{b.Address, LiveSize(b), final[i].Stream})
 			}
 		}
 	}
+	slices.SortFunc(live, func(x, y StartAlloc) int { return cmp.Compare(x.Addr, y.Addr) })
 	return live
 }
 
@@ -193,10 +201,10 @@ func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
 	return sumLive(a.liveAtStart(final))
 }
 
-func sumLive(live map[uint64]int64) int64 {
+func sumLive(live []StartAlloc) int64 {
 	var n int64
-	for _, v := range live {
-		n += v
+	for _, x := range live {
+		n += x.Size
 	}
 	return n
 }

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"fmt"
-	"maps"
 	"sort"
 
 	"github.com/npumon/npumon/allocator"
@@ -21,7 +20,7 @@ type Timeline struct {
 	ReservedAtStart int64
 
 	final []allocator.Segment // the device's final segments, shared with the snapshot
-	start map[uint64]int64    // live allocations before entry 0, by address (traceAcc.liveAtStart)
+	start []StartAlloc        // live allocations before entry 0 (traceAcc.liveAtStart)
 }
 
 // NewTimeline reads device's trace and final segments out of s. It fails only
@@ -67,6 +66,10 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 	}
 	return t, nil
 }
+
+// Start returns the allocations live before entry 0 (timeline rules (a)
+// and (b)) in address order; the slice is shared, read-only.
+func (t *Timeline) Start() []StartAlloc { return t.start }
 
 // LiveSize is the size a live final-state block counts for in the active
 // series: its requested size, else its first history record's real size,
@@ -123,7 +126,9 @@ func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
 		i = len(t.Entries) - 1
 	}
 	live := make(map[uint64]int64, len(t.start))
-	maps.Copy(live, t.start)
+	for _, x := range t.start {
+		live[x.Addr] += x.Size
+	}
 	for j := 0; j <= i; j++ {
 		e := &t.Entries[j]
 		switch e.Action {

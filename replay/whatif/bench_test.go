@@ -7,6 +7,7 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
 )
 
 // synthetic returns a snapshot whose device-0 trace has about n entries of
@@ -52,14 +53,22 @@ func synthetic(n int) *allocator.Snapshot {
 	return &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{tr}}
 }
 
-var benchSnap *allocator.Snapshot
+var (
+	benchSnap *allocator.Snapshot
+	benchTL   *replay.Timeline
+)
 
 func benchInput(b *testing.B) *input {
-	if benchSnap == nil {
+	if benchTL == nil {
 		benchSnap = synthetic(1_000_000)
+		tl, err := replay.NewTimelineWithoutInitial(benchSnap, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchTL = tl
 	}
 	b.ReportAllocs()
-	return buildInput(benchSnap, 0, nil)
+	return buildInput(benchTL, nil)
 }
 
 // BenchmarkBaselineAllocatorOnly drives the same operations straight into
@@ -88,7 +97,7 @@ func BenchmarkBaselineAllocatorOnly(b *testing.B) {
 func BenchmarkBuildInput1M(b *testing.B) {
 	benchInput(b)
 	for b.Loop() {
-		buildInput(benchSnap, 0, nil)
+		buildInput(benchTL, nil)
 	}
 }
 

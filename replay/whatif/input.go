@@ -1,7 +1,6 @@
 package whatif
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/npumon/npumon/allocator"
@@ -67,15 +66,14 @@ type input struct {
 	inside []bool
 }
 
-// buildInput turns device's trace into the operation sequence the
-// simulation replays (docs/timeline.md decides what was live at the start);
-// empties are the entry ranges of the inferred empty_cache calls, ascending.
-func buildInput(s *allocator.Snapshot, device int, empties []span) *input {
-	var entries []allocator.TraceEntry
-	if device < len(s.DeviceTraces) {
-		entries = s.DeviceTraces[device]
-	}
-	in := &input{device: device, entries: entries}
+// buildInput turns a device's timeline into the operation sequence the
+// simulation replays, allocating what was live at the start first (in
+// address order, which packs them the way the recorded segments held
+// them); empties are the entry ranges of the inferred empty_cache calls,
+// ascending.
+func buildInput(tl *replay.Timeline, empties []span) *input {
+	entries := tl.Entries
+	in := &input{device: tl.Device, entries: entries}
 	in.stats.Entries = len(entries)
 	n := len(entries)
 
@@ -94,38 +92,7 @@ func buildInput(s *allocator.Snapshot, device int, empties []span) *input {
 		}
 		last[e.Addr] = int32(i)
 	}
-	// after the loop, last holds each address's first alloc-family entry.
-
-	type initial struct {
-		addr   uint64
-		size   int64
-		stream uint64
-	}
-	var inits []initial
-	for addr, i := range last {
-		e := &entries[i]
-		if e.Action != allocator.ActionAlloc { // rule (a): freed before it was allocated
-			inits = append(inits, initial{addr, e.Size, e.Stream})
-		}
-	}
-	for si := range s.Segments { // rule (b): ghost blocks of the final state
-		seg := &s.Segments[si]
-		if seg.Device != device {
-			continue
-		}
-		for bi := range seg.Blocks {
-			b := &seg.Blocks[bi]
-			if !b.State.Active() {
-				continue
-			}
-			if _, named := last[b.Address]; named {
-				continue
-			}
-			inits = append(inits, initial{b.Address, replay.LiveSize(b), seg.Stream})
-		}
-	}
-	// Address order packs them the way the recorded segments held them.
-	slices.SortFunc(inits, func(a, b initial) int { return cmp.Compare(a.addr, b.addr) })
+	inits := tl.Start()
 
 	const (
 		absent = iota
@@ -140,13 +107,13 @@ func buildInput(s *allocator.Snapshot, device int, empties []span) *input {
 	in.ops = make([]op, 0, len(inits)+n)
 	newID := func() int32 { in.ids++; return int32(in.ids - 1) }
 	for _, x := range inits {
-		if x.size < 0 {
+		if x.Size < 0 {
 			in.stats.Unmatched++
 			continue
 		}
 		id := newID()
-		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.stream, size: x.size})
-		state[x.addr] = addrState{live, id}
+		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.Stream, size: x.Size})
+		state[x.Addr] = addrState{live, id}
 		in.stats.Initial++
 	}
 	never := int32(n) // completes after the last entry

@@ -79,7 +79,7 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 		forced = func(before, seg int64) bool { return before+seg > dr.DeviceMem }
 	}
 	empties := emptyCaches(tl.Entries, forced, func(i int) int64 { return At(rec.Reserved, i) })
-	dr.input = buildInput(s, device, empties)
+	dr.input = buildInput(tl, empties)
 	dr.Input = dr.input.stats
 	return dr, nil
 }

@@ -157,7 +157,7 @@ func TestInitialAllocationsFollowTimeline(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := buildInput(c.Snapshot, dev, nil)
+			in := buildInput(tl, nil)
 			var sum int64
 			n := 0
 			for _, o := range in.ops {
