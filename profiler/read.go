@@ -55,10 +55,7 @@ func isProfilerDir(dir string) bool {
 			return true
 		}
 	}
-	if findProfilerInfo(dir) != "" || findHostDir(dir) != "" {
-		return true
-	}
-	return false
+	return findProfilerInfo(dir) != "" || findHostDir(dir) != ""
 }
 
 // looksLikeOutputDir reports whether dir holds analysed CSV/JSON files itself.
@@ -129,11 +126,9 @@ func ReadDir(path string) (*Data, error) {
 		}
 		return nil, fmt.Errorf("%s: not a directory or .db file", path)
 	}
-	root := path
-	switch base := filepath.Base(filepath.Clean(path)); {
-	case base == FrameworkDir:
-		root = filepath.Dir(filepath.Clean(path))
-	case base == OutputDir:
+	root, base := path, filepath.Base(filepath.Clean(path))
+	switch {
+	case base == FrameworkDir || base == OutputDir:
 		root = filepath.Dir(filepath.Clean(path))
 	case !isProfilerDir(path) && !looksLikeOutputDir(path):
 		dirs := FindProfilerDirs(path)
@@ -147,7 +142,7 @@ func ReadDir(path string) (*Data, error) {
 		}
 	}
 	out := filepath.Join(root, OutputDir)
-	if looksLikeOutputDir(path) && filepath.Base(filepath.Clean(path)) != OutputDir {
+	if base != OutputDir && looksLikeOutputDir(path) {
 		out, root = path, path // a bare directory of analysed files
 	}
 	_, doneErr := os.Stat(filepath.Join(out, AnalyseDone))
