@@ -40,15 +40,8 @@ func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries 
 	if entries == 0 {
 		return 0, nil
 	}
-	if err := store.IngestSnapshot(snap); err != nil {
+	if err := store.ingest(snap, totals); err != nil {
 		return 0, err
-	}
-	for dev, t := range totals {
-		if t.ok && len(t.after) > 0 {
-			if err := store.SetTotals(dev, t.init, t.after); err != nil {
-				return 0, err
-			}
-		}
 	}
 	return entries, nil
 }
@@ -87,14 +80,6 @@ const maxProfilerDevice = 1024
 func ProfilerTrace(d *profiler.Data) *allocator.Snapshot {
 	snap, _ := profilerMemory(d)
 	return snap
-}
-
-// deviceTotals are the totals a device's memory records state: before the
-// first record and after each; ok is false when a record lacks a total.
-type deviceTotals struct {
-	init  Totals
-	after []Totals
-	ok    bool
 }
 
 func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {

@@ -132,7 +132,11 @@ func (s *Store) Version() uint64 { return s.ver.Load() }
 // A snapshot with a stack table replaces the Store's table (its ids are
 // used as they are); one without keeps it (ids already from InternStack).
 // The snapshot must not be modified afterwards.
-func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
+func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error { return s.ingest(snap, nil) }
+
+// ingest is IngestSnapshot; stated, if not nil, holds per device the byte
+// totals the source states itself, which replace those the trace yields.
+func (s *Store) ingest(snap *allocator.Snapshot, stated []deviceTotals) error {
 	if snap == nil {
 		return fmt.Errorf("monitor: ingest: no snapshot")
 	}
@@ -148,7 +152,11 @@ func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := s.buildCapture(snap, dev)
+			var st *deviceTotals
+			if dev < len(stated) && stated[dev].ok && len(stated[dev].after) > 0 {
+				st = &stated[dev]
+			}
+			d, err := s.buildCapture(snap, dev, st)
 			logs[i] = built{d, err}
 		}()
 	}
@@ -172,8 +180,9 @@ func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error {
 	return nil
 }
 
-// buildCapture indexes one device of a capture.
-func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error) {
+// buildCapture indexes one device of a capture; stated, if not nil, gives
+// its byte series.
+func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTotals) (*devLog, error) {
 	var entries []allocator.TraceEntry
 	if dev < len(snap.DeviceTraces) {
 		entries = snap.DeviceTraces[dev]
@@ -222,6 +231,12 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 		}
 	}
 	d.appendEntries(tl.Entries, s.k, true)
+	if stated != nil {
+		d.initAllocated, d.initReserv, d.initActive = stated.init.Allocated, stated.init.Reserved, stated.init.Active
+		for i, t := range stated.after {
+			d.allocated.v[i], d.reserved.v[i], d.active.v[i] = t.Allocated, t.Reserved, t.Active
+		}
+	}
 	d.active.reindex()
 	d.allocated.reindex()
 	d.reserved.reindex()
@@ -231,32 +246,15 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int) (*devLog, error)
 // Totals are a device's byte totals as a source states them.
 type Totals struct{ Allocated, Reserved, Active int64 }
 
-// SetTotals replaces device's byte series with totals its source stated
-// itself: init before the first entry, after[i] after entry i. A profiler
-// directory needs it: its memory records start mid-run and carry no
-// segments, so the trace yields only what changed inside the window, while
-// each record states the allocator's totals after it. len(after) must be
-// the device's entry count.
-func (s *Store) SetTotals(device int, init Totals, after []Totals) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.devs[device]
-	n := 0
-	if d != nil {
-		n = len(d.recs)
-	}
-	if d == nil || len(after) != n {
-		return fmt.Errorf("monitor: totals for device %d: %d values for %d entries", device, len(after), n)
-	}
-	d.initAllocated, d.initReserv, d.initActive = init.Allocated, init.Reserved, init.Active
-	for i, t := range after {
-		d.allocated.v[i], d.reserved.v[i], d.active.v[i] = t.Allocated, t.Reserved, t.Active
-	}
-	d.active.reindex()
-	d.allocated.reindex()
-	d.reserved.reindex()
-	s.changed()
-	return nil
+// deviceTotals are the totals a device's records state: init before the
+// first entry, after[i] after entry i; ok is false when a record lacks
+// one. A profiler directory needs them: its memory records start mid-run
+// and carry no segments, so the trace yields only what changed inside the
+// window, while each record states the allocator's totals after it.
+type deviceTotals struct {
+	init  Totals
+	after []Totals
+	ok    bool
 }
 
 // prepass is what ingest learns from one pass over a capture's trace.
