@@ -6,8 +6,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 )
 
-// Canvas is a grid of runes with one style per cell, rendered with one
-// lipgloss call per run of equal style instead of one per cell.
+// Canvas is a grid of runes with one style per cell, rendered one
+// run of equal style at a time instead of one lipgloss call per cell.
 type Canvas struct {
 	W, H   int
 	Runes  []rune
@@ -61,16 +61,15 @@ func (c *Canvas) Clone() *Canvas {
 	return d
 }
 
-// Lines renders each row.
-func (c *Canvas) Lines() []string { return c.LinesWith(nil) }
-
-// LinesWith renders each row, wrapping runs with th's cached escape
-// sequences (much cheaper than lipgloss Render per run) when th is set.
-func (c *Canvas) LinesWith(th *Theme) []string {
-	out := make([]string, c.H)
+// StringWith renders the canvas as newline-separated rows, wrapping each
+// run of equal style in th's cached escape sequences (much cheaper than a
+// lipgloss Render per run).
+func (c *Canvas) StringWith(th *Theme) string {
 	var sb, run strings.Builder
 	for y := 0; y < c.H; y++ {
-		sb.Reset()
+		if y > 0 {
+			sb.WriteByte('\n')
+		}
 		row := y * c.W
 		for x := 0; x < c.W; {
 			st := c.Styles[row+x]
@@ -79,22 +78,12 @@ func (c *Canvas) LinesWith(th *Theme) []string {
 				run.WriteRune(c.Runes[row+x])
 				x++
 			}
-			switch {
-			case st == nil:
+			if st == nil {
 				sb.WriteString(run.String())
-			case th != nil:
+			} else {
 				th.Wrap(&sb, st, run.String())
-			default:
-				sb.WriteString(st.Render(run.String()))
 			}
 		}
-		out[y] = sb.String()
 	}
-	return out
+	return sb.String()
 }
-
-// String renders the canvas as newline-separated rows.
-func (c *Canvas) String() string { return strings.Join(c.Lines(), "\n") }
-
-// StringWith renders like String using th's escape cache.
-func (c *Canvas) StringWith(th *Theme) string { return strings.Join(c.LinesWith(th), "\n") }

@@ -79,13 +79,6 @@ func (t *Theme) Wrap(sb *strings.Builder, st *lipgloss.Style, text string) {
 	sb.WriteString(w[1])
 }
 
-// Render is Wrap returning a string.
-func (t *Theme) Render(st *lipgloss.Style, text string) string {
-	var sb strings.Builder
-	t.Wrap(&sb, st, text)
-	return sb.String()
-}
-
 // New builds a theme. noColor forces the ASCII colour profile on r.
 func New(r *lipgloss.Renderer, ascii, noColor bool) *Theme {
 	if r == nil {

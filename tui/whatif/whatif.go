@@ -76,14 +76,6 @@ func (m *Model) Stop() {
 	m.running = false
 }
 
-// SetResult shows res; s (the simulated snapshot, may be nil) gives the
-// entries' times for the axis.
-func (m *Model) SetResult(res *whatif.Result, s *allocator.Snapshot) {
-	m.Stop()
-	m.res, m.err, m.dev, m.sel = res, nil, 0, 0
-	m.times = entryTimes(res, s)
-}
-
 // entryTimes builds the per-device time axis (non-decreasing epoch µs);
 // nil for a device without times.
 func entryTimes(res *whatif.Result, s *allocator.Snapshot) [][]int64 {
@@ -118,18 +110,6 @@ func (m *Model) SetHint(on bool) { m.noHint = !on }
 
 // SetSize sets the view's size in cells.
 func (m *Model) SetSize(w, h int) { m.w, m.h = w, h }
-
-// SetDevice shows the device with ordinal dev, if simulated.
-func (m *Model) SetDevice(dev int) {
-	if m.res == nil {
-		return
-	}
-	for i, d := range m.res.Devices {
-		if d.Device == dev {
-			m.dev = i
-		}
-	}
-}
 
 // Result returns the shown result (nil while running or after an error).
 func (m *Model) Result() *whatif.Result { return m.res }
