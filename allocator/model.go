@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"encoding/binary"
 	"strings"
 	"sync"
 )
@@ -330,7 +331,7 @@ func (t *StackTable) Intern(frames []Frame) StackID {
 	for _, f := range frames {
 		k = append(k, f.Filename...)
 		k = append(k, 0)
-		k = appendInt(k, f.Line)
+		k = binary.LittleEndian.AppendUint64(k, uint64(f.Line))
 		k = append(k, f.Name...)
 		k = append(k, 0)
 	}
@@ -349,11 +350,3 @@ func (t *StackTable) Stacks() []Stack { return t.stacks }
 
 // Len returns the number of stacks including the empty one.
 func (t *StackTable) Len() int { return len(t.stacks) }
-
-func appendInt(b []byte, v int64) []byte {
-	u := uint64(v)
-	for i := 0; i < 8; i++ {
-		b = append(b, byte(u>>(8*i)))
-	}
-	return b
-}
