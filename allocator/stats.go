@@ -243,6 +243,9 @@ func summaryText(s Stats, device int, flavour Flavour) string {
 	fmt.Fprintf(&b, "|%s|\n", center(fmt.Sprintf("%s OOMs: %-13d|        %sMalloc retries: %-9d", kind, s.NumOOMs, strings.ToLower(kind), s.NumAllocRetries), 73))
 	b.WriteString(line)
 	fmt.Fprintf(&b, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n")
+	row := func(name string, st Stat, f func(int64) string) {
+		fmt.Fprintf(&b, "%-23s| %s | %s | %s | %s |\n", name, f(st.Current), f(st.Peak), f(st.Allocated), f(st.Freed))
+	}
 	rows := []struct {
 		title string
 		a     StatArray
@@ -267,17 +270,16 @@ func summaryText(s Stats, device int, flavour Flavour) string {
 			if j > 0 {
 				name = subTitle[j]
 			}
-			st := r.a[idx]
 			f := summaryCount
 			if r.bytes {
 				f = summarySize
 			}
-			fmt.Fprintf(&b, "%-23s| %s | %s | %s | %s |\n", name, f(st.Current), f(st.Peak), f(st.Allocated), f(st.Freed))
+			row(name, r.a[idx], f)
 		}
 	}
 	b.WriteString(line)
-	fmt.Fprintf(&b, "%-23s| %s | %s | %s | %s |\n", "Oversize allocations", summaryCount(s.OversizeAllocations.Current), summaryCount(s.OversizeAllocations.Peak), summaryCount(s.OversizeAllocations.Allocated), summaryCount(s.OversizeAllocations.Freed))
-	fmt.Fprintf(&b, "%-23s| %s | %s | %s | %s |\n", "Oversize "+kind+" segments", summaryCount(s.OversizeSegments.Current), summaryCount(s.OversizeSegments.Peak), summaryCount(s.OversizeSegments.Allocated), summaryCount(s.OversizeSegments.Freed))
+	row("Oversize allocations", s.OversizeAllocations, summaryCount)
+	row("Oversize "+kind+" segments", s.OversizeSegments, summaryCount)
 	b.WriteString(line)
 	return b.String()
 }
