@@ -389,6 +389,15 @@ func (b *builder) i64(d *dict, key string, v val) (int64, error) {
 	return 0, fieldError(d, key, "int", v)
 }
 
+// device reads a device ordinal (0 … maxDevices-1).
+func (b *builder) device(d *dict, key string, v val) (int, error) {
+	x, err := b.i64(d, key, v)
+	if err == nil && (x < 0 || x >= maxDevices) {
+		return 0, fmt.Errorf("%s key %q: %d is not a device ordinal", d.kind, key, x)
+	}
+	return int(x), err
+}
+
 func (b *builder) u64(d *dict, key string, v val) (uint64, error) {
 	if x, ok := v.uint64(); ok {
 		return x, nil
@@ -546,12 +555,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		s := d.seg
 		switch key {
 		case "device":
-			var x int64
-			x, err = b.i64(d, key, v)
-			if err == nil && (x < 0 || x >= maxDevices) {
-				return fmt.Errorf("segment key \"device\": %d is not a device ordinal", x)
-			}
-			s.Device = int(x)
+			s.Device, err = b.device(d, key, v)
 		case "address":
 			s.Address, err = b.u64(d, key, v)
 		case "total_size":
@@ -593,12 +597,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		case "stage":
 			a.Stage, err = b.str(d, key, v)
 		case "device":
-			var x int64
-			x, err = b.i64(d, key, v)
-			if err == nil && (x < 0 || x >= maxDevices) {
-				return fmt.Errorf("annotation key \"device\": %d is not a device ordinal", x)
-			}
-			a.Device = int(x)
+			a.Device, err = b.device(d, key, v)
 		case "time_us":
 			a.TimeUS, err = b.i64(d, key, v)
 		}
