@@ -20,18 +20,15 @@ func CheckComplete(p string) error {
 		return err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s: not a regular file", p)
 	}
 	head := make([]byte, 2)
 	if _, err := io.ReadFull(f, head); err != nil {
 		return fmt.Errorf("%s: too short for a snapshot", p)
 	}
-	if head[0] == 0x80 { // pickle PROTO
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
+	if head[0] == opProto {
 		last := make([]byte, 1)
 		if _, err := f.ReadAt(last, fi.Size()-1); err != nil || last[0] != '.' {
 			return fmt.Errorf("%s: pickle does not end with STOP (still being written?)", p)
