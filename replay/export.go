@@ -160,6 +160,20 @@ func writeSegment(e emitter, s *allocator.Segment) {
 	e.endDict()
 }
 
+// writeFrames writes a stack's frame dicts, the items of its list.
+func writeFrames(e emitter, fs []allocator.Frame) {
+	for _, f := range fs {
+		e.beginDict()
+		e.key("filename")
+		e.str(f.Filename)
+		e.key("line")
+		e.int(f.Line)
+		e.key("name")
+		e.str(f.Name)
+		e.endDict()
+	}
+}
+
 func writeHistory(e emitter, hs []allocator.BlockHistory) {
 	e.beginList()
 	for _, h := range hs {
@@ -454,16 +468,7 @@ func (p *pickleEmitter) stack(id allocator.StackID) {
 	p.memoize()
 	p.w.WriteByte(opMark)
 	p.lists = append(p.lists, 0)
-	for _, f := range p.snap.Stack(id) {
-		p.beginDict()
-		p.key("filename")
-		p.str(f.Filename)
-		p.key("line")
-		p.int(f.Line)
-		p.key("name")
-		p.str(f.Name)
-		p.endDict()
-	}
+	writeFrames(p, p.snap.Stack(id))
 	p.endList()
 }
 
@@ -541,16 +546,7 @@ func (j *jsonEmitter) pair(p allocator.PoolID) {
 }
 func (j *jsonEmitter) stack(id allocator.StackID) {
 	j.beginList()
-	for _, f := range j.snap.Stack(id) {
-		j.beginDict()
-		j.key("filename")
-		j.str(f.Filename)
-		j.key("line")
-		j.int(f.Line)
-		j.key("name")
-		j.str(f.Name)
-		j.endDict()
-	}
+	writeFrames(j, j.snap.Stack(id))
 	j.endList()
 }
 
