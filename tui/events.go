@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -126,7 +127,7 @@ func (m *Model) eventLines(w, h int) []string {
 		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, theme.Bytes(e.Size), streamText(e.Stream), op)
 		if i == m.evCur {
 			l = th.Selected.Render(fit(l, w))
-		} else if e.Action.String() == "oom" {
+		} else if e.Action == allocator.ActionOOM {
 			l = th.Warn.Render(l)
 		}
 		lines = append(lines, l)

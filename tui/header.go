@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -49,7 +50,7 @@ func (m *Model) headerLines() []string {
 		l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Warn.Render("no trace entries in this file"))
 	case m.hasData:
 		if wide {
-			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, indexOf(m.devices, m.dev)+1, len(m.devices)))
+			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, slices.Index(m.devices, m.dev)+1, len(m.devices)))
 			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
 		} else {
 			l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Header.Render(m.timeFmt().clock(m.cursor)))
@@ -149,13 +150,4 @@ func shortName(s string, n int) string {
 		return s
 	}
 	return "…" + string(r[len(r)-n+1:])
-}
-
-func indexOf(s []int, v int) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }

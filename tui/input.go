@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -145,12 +146,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.layoutPanes()
 	case key.Matches(msg, k.Device):
 		if len(m.devices) > 1 {
-			i := 0
-			for j, d := range m.devices {
-				if d == m.dev {
-					i = j
-				}
-			}
+			i := max(0, slices.Index(m.devices, m.dev))
 			m.dev = m.devices[(i+1)%len(m.devices)]
 			m.readBounds()
 			m.zoomed = false

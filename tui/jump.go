@@ -57,8 +57,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 				lo = mid
 			}
 		}
-		c := hi
-		return c, nil
+		return hi, nil
 	case strings.Contains(s, ":"):
 		if m.base == monitor.TimeSequence {
 			return 0, fmt.Errorf("jump: no timestamps in this file; use #N")
@@ -70,7 +69,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 		}
 		var t time.Time
 		var err error
-		for _, layout := range []string{"15:04:05.999999", "15:04:05", "15:04"} {
+		for _, layout := range []string{"15:04:05.999999", "15:04"} { // the first also reads 15:04:05
 			if t, err = time.ParseInLocation(layout, s, m.o.Location); err == nil {
 				break
 			}

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
@@ -51,7 +52,7 @@ func (m *Model) refreshPicker() bool {
 		return false
 	}
 	list := m.o.Captures.List()
-	changed := !capturesEqual(list, m.pick.list)
+	changed := !slices.Equal(list, m.pick.list)
 	m.pick.list = list
 	if m.pick.selPath == "" {
 		// start on the open capture, else the newest
@@ -73,18 +74,6 @@ func (m *Model) refreshPicker() bool {
 		m.pick.selPath = list[m.pick.sel].Path
 	}
 	return changed
-}
-
-func capturesEqual(a, b []Capture) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // onPickerKey handles keys while the picker is shown.

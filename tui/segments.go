@@ -9,8 +9,7 @@ import (
 )
 
 // allocAtCmd finds, off the UI goroutine, when the selected block was
-// allocated: the newest alloc of its address at or before the cursor,
-// searching back at most 64Ki entries.
+// allocated (allocAt).
 func (m *Model) allocAtCmd() tea.Cmd {
 	b := m.seg.Block()
 	if b == nil || !b.State.Active() {
@@ -19,34 +18,33 @@ func (m *Model) allocAtCmd() tea.Cmd {
 	src, dev, cur, addr, tf := m.o.Source, m.dev, m.cursor, b.Address, m.timeFmt()
 	applied := m.sum.Applied // the cursor may stand inside a microsecond
 	return func() tea.Msg {
-		text := "before the first recorded entry (or out of the searched range)"
-		c := cur
-		for scanned := 0; scanned < 1<<16; {
-			evs := src.EventsAround(dev, c, 4096, 0)
-			found := false
-			for i := len(evs) - 1; i >= 0; i-- {
-				e := &evs[i]
-				if e.Time > cur || e.Seq >= applied {
-					continue
-				}
-				if e.Action == allocator.ActionAlloc && e.Addr == addr {
-					text = fmt.Sprintf("at %s (entry %d)", tf.full(e.Time), e.Seq)
-					found = true
-					break
-				}
-			}
-			if found || len(evs) == 0 {
-				break
-			}
-			scanned += len(evs)
-			nc := evs[0].Time - 1
-			if nc >= c || evs[0].Seq == 0 {
-				break
-			}
-			c = nc
-		}
-		return allocAtMsg{dev: dev, addr: addr, cursor: cur, text: text}
+		return allocAtMsg{dev: dev, addr: addr, cursor: cur, text: allocAt(src, dev, cur, applied, addr, tf)}
 	}
+}
+
+// allocAt describes the newest alloc of addr among the first applied
+// entries at or before cur, searching back at most 64Ki entries.
+func allocAt(src Source, dev int, cur, applied int64, addr uint64, tf timeFmt) string {
+	c := cur
+	for scanned := 0; scanned < 1<<16; {
+		evs := src.EventsAround(dev, c, 4096, 0)
+		for i := len(evs) - 1; i >= 0; i-- {
+			e := &evs[i]
+			if e.Time <= cur && e.Seq < applied && e.Action == allocator.ActionAlloc && e.Addr == addr {
+				return fmt.Sprintf("at %s (entry %d)", tf.full(e.Time), e.Seq)
+			}
+		}
+		if len(evs) == 0 {
+			break
+		}
+		scanned += len(evs)
+		nc := evs[0].Time - 1
+		if nc >= c || evs[0].Seq == 0 {
+			break
+		}
+		c = nc
+	}
+	return "before the first recorded entry (or out of the searched range)"
 }
 
 func (m *Model) allocAtText() string {

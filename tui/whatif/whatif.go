@@ -390,15 +390,7 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 		total += widths[j] + 2
 	}
 	widths[0] = min(nameW, widths[0]+max(0, m.w-total))
-	// Show kept columns in their natural order.
-	var cols []int
-	for j := range whatif.Columns {
-		for _, k := range keep {
-			if k == j {
-				cols = append(cols, j)
-			}
-		}
-	}
+	cols := slices.Sorted(slices.Values(keep)) // kept columns in their natural order
 	line := func(cells []string) string {
 		var b strings.Builder
 		for _, j := range cols {
