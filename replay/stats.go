@@ -97,8 +97,7 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *De
 	final := deviceSegments(s, dev)
 	ds := acc.stats(dev, final, hasTime)
 	if atIndex != nil {
-		// the start values are acc's: the timeline needs no fold of its own
-		t := &Timeline{Device: dev, Entries: entries, final: final, start: acc.liveAtStart(final)}
+		t := timelineOf(dev, entries, final, acc) // acc's fold serves it too
 		i := min(*atIndex, len(entries)-1)
 		segmentFigures(ds, t.StateAfter(i))
 		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)

@@ -41,30 +41,37 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 	if s == nil {
 		return nil, fmt.Errorf("timeline: no snapshot")
 	}
-	t := &Timeline{Device: device, final: deviceSegments(s, device)}
+	var entries []allocator.TraceEntry
 	if device >= 0 && device < len(s.DeviceTraces) {
-		t.Entries = s.DeviceTraces[device]
+		entries = s.DeviceTraces[device]
 	}
-	if len(t.Entries) == 0 && len(t.final) == 0 {
+	final := deviceSegments(s, device)
+	if len(entries) == 0 && len(final) == 0 {
 		return nil, fmt.Errorf("timeline: device %d has no segments and no trace in this snapshot", device)
 	}
 
 	// One accumulator implements the start rules for stats and timelines.
 	acc := newTraceAcc()
-	for i := range t.Entries {
-		acc.add(&t.Entries[i])
+	for i := range entries {
+		acc.add(&entries[i])
 	}
-	var reserved int64
-	for i := range t.final {
-		reserved += t.final[i].TotalSize
-	}
-	t.ReservedAtStart = reserved - acc.reserved
-	t.start = acc.liveAtStart(t.final)
-	t.ActiveAtStart = sumLive(t.start)
+	t := timelineOf(device, entries, final, acc)
 	if withInitial {
 		t.Initial = t.StateAfter(-1)
 	}
 	return t, nil
+}
+
+// timelineOf is the Timeline (without Initial) of a trace acc has folded.
+func timelineOf(device int, entries []allocator.TraceEntry, final []allocator.Segment, acc *traceAcc) *Timeline {
+	t := &Timeline{Device: device, Entries: entries, final: final, start: acc.liveAtStart(final)}
+	var reserved int64
+	for i := range final {
+		reserved += final[i].TotalSize
+	}
+	t.ReservedAtStart = reserved - acc.reserved
+	t.ActiveAtStart = sumLive(t.start)
+	return t
 }
 
 // Start returns the allocations live before entry 0 (timeline rules (a)
