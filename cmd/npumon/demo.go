@@ -60,32 +60,25 @@ func newDemoCmd() *cobra.Command {
 			wctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- w.Run(wctx) }()
-			stopWorkload := func() error {
-				cancel()
-				err := <-done
-				detach()
-				return err
-			}
 			name := fmt.Sprintf("demo · %s · pid %d", cfg.Scenario, w.Config().PID)
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii}
+			var m *tui.Model
 			if headless > 0 {
-				m, err := tui.RunHeadless(ctx, opts, headless)
-				werr := stopWorkload()
-				if err != nil {
-					return err
-				}
-				if werr != nil && !isStopped(werr) {
-					return werr
-				}
-				return writeReplaySummary(c.OutOrStdout(), name, m.Summary())
+				m, err = tui.RunHeadless(ctx, opts, headless)
+			} else {
+				err = tui.Run(ctx, opts)
 			}
-			err = tui.Run(ctx, opts)
-			werr := stopWorkload()
+			cancel()
+			werr := <-done
+			detach()
 			if err != nil {
 				return err
 			}
 			if werr != nil && !isStopped(werr) {
 				return werr
+			}
+			if m != nil {
+				return writeReplaySummary(c.OutOrStdout(), name, m.Summary())
 			}
 			return nil
 		},
