@@ -275,22 +275,7 @@ func (d *DirSource) openSnapshot(path string) {
 func (d *DirSource) openCapture(path, kind string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
-	var err error
-	if kind == CaptureProfiler {
-		var pd *profiler.Data
-		if pd, err = profiler.ReadDir(path); err == nil {
-			var n int64
-			if n, err = IngestProfilerMemory(d.store, pd, nil); err == nil && n == 0 {
-				err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
-			}
-		}
-	} else {
-		var c *replay.Capture
-		if c, err = replay.DecodeFile(path, replay.Options{}); err == nil {
-			err = d.store.IngestSnapshot(c.Snapshot)
-		}
-	}
-	if err != nil {
+	if err := ingestCapture(d.store, path, kind); err != nil {
 		d.update(path, func(c *Capture) { c.Error = err.Error() })
 		return err
 	}
@@ -299,6 +284,26 @@ func (d *DirSource) openCapture(path, kind string) error {
 	d.mu.Unlock()
 	d.update(path, func(c *Capture) { c.Error = "" })
 	return nil
+}
+
+// ingestCapture reads the capture at path into store's memory data.
+func ingestCapture(store *Store, path, kind string) error {
+	if kind == CaptureSnapshot {
+		c, err := replay.DecodeFile(path, replay.Options{})
+		if err != nil {
+			return err
+		}
+		return store.IngestSnapshot(c.Snapshot)
+	}
+	pd, err := profiler.ReadDir(path)
+	if err != nil {
+		return err
+	}
+	n, err := IngestProfilerMemory(store, pd, nil)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
+	}
+	return err
 }
 
 // List returns the captures in arrival order, oldest first, with the one
