@@ -180,41 +180,46 @@ func (p *tmuxPane) typeText(s string) {
 	}
 }
 
+// poll captures the screen until ok holds of it, for at most 15 s; it
+// returns the last screen and whether ok held.
+func (p *tmuxPane) poll(ok func(screen string) bool) (string, bool) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		screen := p.capture()
+		if ok(screen) {
+			return screen, true
+		}
+		if !time.Now().Before(deadline) {
+			return screen, false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitFor polls the screen until every want appears, failing with the
 // last screen after a timeout.
 func (p *tmuxPane) waitFor(want ...string) string {
 	p.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var screen string
-	for time.Now().Before(deadline) {
-		screen = p.capture()
-		ok := true
+	screen, ok := p.poll(func(screen string) bool {
 		for _, w := range want {
 			if !strings.Contains(screen, w) {
-				ok = false
-				break
+				return false
 			}
 		}
-		if ok {
-			return screen
-		}
-		time.Sleep(50 * time.Millisecond)
+		return true
+	})
+	if !ok {
+		p.t.Fatalf("screen never showed %q; last screen:\n%s", want, screen)
 	}
-	p.t.Fatalf("screen never showed %q; last screen:\n%s", want, screen)
-	return ""
+	return screen
 }
 
 // waitGone polls until text is no longer on the screen.
 func (p *tmuxPane) waitGone(text string) {
 	p.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if !strings.Contains(p.capture(), text) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if screen, ok := p.poll(func(screen string) bool { return !strings.Contains(screen, text) }); !ok {
+		p.t.Fatalf("screen kept showing %q:\n%s", text, screen)
 	}
-	p.t.Fatalf("screen kept showing %q:\n%s", text, p.capture())
 }
 
 func fixture(t *testing.T, name string) string {
