@@ -257,12 +257,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.pollData()
 	case SetSourceMsg:
 		m.o.Source, m.o.SourceName, m.o.Live = msg.Source, msg.Name, msg.Live
-		m.follow, m.playing, m.zoomed, m.hlOp = msg.Live, false, false, false
-		m.tl.SetHighlight(0, 0, false)
-		m.hasData, m.version, m.dev, m.pos = false, 0, -1, -1
+		m.playing, m.version, m.dev = false, 0, -1
 		m.opSel, m.opTop = 0, 0
-		m.refreshData()
-		m.dirty = true
+		m.startOver()
 	case pickerOpenedMsg:
 		m.onPickerOpened(msg)
 	case ConnStateMsg:
@@ -392,6 +389,16 @@ func (m *Model) refreshData() {
 	m.cursor = m.clampCursor(m.cursor)
 	m.refreshWindow()
 	m.refreshCursor()
+}
+
+// startOver shows the Source as new data: at its end, or following it when
+// live; zoom and the op highlight go, the filter and focus stay.
+func (m *Model) startOver() {
+	m.hasData, m.pos, m.follow = false, -1, m.o.Live
+	m.zoomed, m.hlOp = false, false
+	m.tl.SetHighlight(0, 0, false)
+	m.refreshData()
+	m.dirty = true
 }
 
 const (

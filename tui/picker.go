@@ -116,12 +116,8 @@ func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
 		return
 	}
 	m.pick.shown = false
-	// a new capture is new data: start over at its end (or following it)
-	m.hasData, m.pos, m.follow = false, -1, m.o.Live
-	m.zoomed, m.hlOp = false, false
-	m.tl.SetHighlight(0, 0, false)
 	m.refreshPicker()
-	m.refreshData()
+	m.startOver() // a new capture is new data
 }
 
 // openCapture is the capture shown and its 1-based position, for the header.
