@@ -87,15 +87,3 @@ func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.
 	}
 	return writeJSON(w, out)
 }
-
-// replaySummary fills replay's --headless JSON from a Summary, so that every
-// TUI command prints the same fields.
-func replaySummary(source string, s monitor.Summary) replaySummaryJSON {
-	return replaySummaryJSON{
-		Source: source, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
-		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,
-		AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, Segments: s.Segments, Blocks: s.Blocks,
-		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
-		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
-	}
-}

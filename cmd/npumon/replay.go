@@ -57,16 +57,16 @@ func newReplayCmd() *cobra.Command {
 				capt.Store(c)
 				return err
 			}
-			profilerLoad := func(ctx context.Context, report func(tui.Progress)) error {
-				return monitor.LoadProfiler(ctx, path, store, report)
-			}
 			snapshot := true
 			if profiler.IsInput(path) {
 				// Loading runs behind the UI; refuse a plain directory up front.
 				if st.IsDir() && !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
 					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
 				}
-				load, snapshot = profilerLoad, false
+				load = func(ctx context.Context, report func(tui.Progress)) error {
+					return monitor.LoadProfiler(ctx, path, store, report)
+				}
+				snapshot = false
 			}
 			opts := tui.Options{
 				Source:     store,
@@ -130,4 +130,16 @@ type replaySummaryJSON struct {
 
 func writeReplaySummary(w io.Writer, path string, s monitor.Summary) error {
 	return writeJSON(w, replaySummary(path, s))
+}
+
+// replaySummary fills replay's --headless JSON from a Summary, so that every
+// TUI command prints the same fields.
+func replaySummary(source string, s monitor.Summary) replaySummaryJSON {
+	return replaySummaryJSON{
+		Source: source, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
+		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,
+		AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, Segments: s.Segments, Blocks: s.Blocks,
+		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
+		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
+	}
 }
