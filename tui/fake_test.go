@@ -121,16 +121,6 @@ func (f *fakeSource) event(d, i int) monitor.Event {
 	return monitor.Event{Seq: int64(i), Time: f.timeOf(d, i), TraceEntry: f.tls[d].Entries[i]}
 }
 
-func (f *fakeSource) Events(d int, t0, t1 int64, limit int) []monitor.Event {
-	var out []monitor.Event
-	for i := range f.tls[d].Entries {
-		if t := f.timeOf(d, i); t >= t0 && t < t1 && len(out) < limit {
-			out = append(out, f.event(d, i))
-		}
-	}
-	return out
-}
-
 func (f *fakeSource) EventsAround(d int, cursor int64, before, after int) []monitor.Event {
 	a := f.applied(d, cursor)
 	var out []monitor.Event
@@ -192,15 +182,6 @@ func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
 func (f *fakeSource) Next(d int, cursor int64, act allocator.Action) (int64, bool) {
 	for i, e := range f.tls[d].Entries {
 		if e.Action == act && f.timeOf(d, i) > cursor {
-			return f.timeOf(d, i), true
-		}
-	}
-	return 0, false
-}
-
-func (f *fakeSource) Prev(d int, cursor int64, act allocator.Action) (int64, bool) {
-	for i := len(f.tls[d].Entries) - 1; i >= 0; i-- {
-		if f.tls[d].Entries[i].Action == act && f.timeOf(d, i) < cursor {
 			return f.timeOf(d, i), true
 		}
 	}
