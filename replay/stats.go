@@ -147,7 +147,7 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 		if _, ok := a.seen[e.Addr]; !ok {
 			a.seen[e.Addr] = struct{}{}
 			if e.Action != allocator.ActionAlloc {
-				a.firstFreed = append(a.firstFreed, StartAlloc{e.Addr, e.Size, e.Stream})
+				a.firstFreed = append(a.firstFreed, StartAlloc{*entryBlock(e, freedState(e.Action)), e.Stream})
 			}
 		}
 	}
@@ -168,16 +168,29 @@ func (a *traceAcc) add(e *allocator.TraceEntry) {
 
 // StartAlloc is an allocation live before a device trace's first entry.
 type StartAlloc struct {
-	Addr   uint64
-	Size   int64 // what the active series counts it for
-	Stream uint64
+	// Block is the allocation as the trace's first entry naming it
+	// describes it (rule (a): its size as both sizes, pending when that
+	// entry is free_completed) or the final block itself (rule (b)).
+	Block  allocator.Block
+	Stream uint64 // that entry's stream (a), the block's segment's (b)
+}
+
+// Size is what the active series counts the allocation for (LiveSize).
+func (a *StartAlloc) Size() int64 { return LiveSize(&a.Block) }
+
+// freedState is the state of a block whose first alloc-family entry is
+// the free action a: still pending when that entry completes the free.
+func freedState(a allocator.Action) allocator.BlockState {
+	if a == allocator.ActionFreeCompleted {
+		return allocator.StateActivePendingFree
+	}
+	return allocator.StateActiveAllocated
 }
 
 // liveAtStart is the one place timeline rules (a) and (b) are applied: the
 // allocations live before the first entry, in address order — (a) every
-// address whose first alloc-family entry frees it, with that entry's size
-// and stream, (b) every active final block the trace never names, with
-// LiveSize and its segment's stream. The slice is the caller's.
+// address whose first alloc-family entry frees it, (b) every active final
+// block the trace never names. The slice is the caller's.
 func (a *traceAcc) liveAtStart(final []allocator.Segment) []StartAlloc {
 	live := slices.Clone(a.firstFreed)
 	for i := range final {
@@ -187,11 +200,11 @@ func (a *traceAcc) liveAtStart(final []allocator.Segment) []StartAlloc {
 				continue
 			}
 			if _, ok := a.seen[b.Address]; !ok {
-				live = append(live, StartAlloc{b.Address, LiveSize(b), final[i].Stream})
+				live = append(live, StartAlloc{*b, final[i].Stream})
 			}
 		}
 	}
-	slices.SortFunc(live, func(x, y StartAlloc) int { return cmp.Compare(x.Addr, y.Addr) })
+	slices.SortStableFunc(live, func(x, y StartAlloc) int { return cmp.Compare(x.Block.Address, y.Block.Address) })
 	return live
 }
 
@@ -202,8 +215,8 @@ func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
 
 func sumLive(live []StartAlloc) int64 {
 	var n int64
-	for _, x := range live {
-		n += x.Size
+	for i := range live {
+		n += live[i].Size()
 	}
 	return n
 }

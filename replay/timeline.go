@@ -133,8 +133,8 @@ func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
 		i = len(t.Entries) - 1
 	}
 	live := make(map[uint64]int64, len(t.start))
-	for _, x := range t.start {
-		live[x.Addr] += x.Size
+	for i := range t.start {
+		live[t.start[i].Block.Address] += t.start[i].Size()
 	}
 	for j := 0; j <= i; j++ {
 		e := &t.Entries[j]

@@ -197,6 +197,56 @@ func TestNewTimelineUnknownDevice(t *testing.T) {
 	}
 }
 
+// TestTimelineStartAllocs: Start lists rule (a) and (b) allocations in
+// address order, each as the block Initial holds at that address, with its
+// stream and the size the active series counts.
+func TestTimelineStartAllocs(t *testing.T) {
+	snap := timelineSnapshot()
+	// a free_completed first: the allocation was still pending then
+	snap.DeviceTraces[0] = append(snap.DeviceTraces[0], allocator.TraceEntry{Action: allocator.ActionFreeCompleted, Addr: 0x10c00, Size: 64, Stream: 9})
+	tl, err := NewTimeline(snap, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		addr         uint64
+		size, series int64
+		state        allocator.BlockState
+		stream       uint64
+	}{
+		{0x10000, 1024, 1000, allocator.StateActiveAllocated, 7}, // ghost (b): the final block
+		{0x10800, 300, 300, allocator.StateActiveAllocated, 7},   // (a) by free_requested
+		{0x10c00, 64, 64, allocator.StateActivePendingFree, 9},   // (a) by free_completed
+	}
+	got := tl.Start()
+	if len(got) != len(want) {
+		t.Fatalf("Start() = %+v, want %d allocations", got, len(want))
+	}
+	var sum int64
+	for i, w := range want {
+		g := &got[i]
+		if g.Block.Address != w.addr || g.Block.Size != w.size || g.Size() != w.series || g.Block.State != w.state || g.Stream != w.stream {
+			t.Errorf("Start()[%d] = %#x size %d series %d %v stream %d, want %#x %d %d %v %d", i,
+				g.Block.Address, g.Block.Size, g.Size(), g.Block.State, g.Stream, w.addr, w.size, w.series, w.state, w.stream)
+		}
+		sum += g.Size()
+	}
+	if sum != tl.ActiveAtStart {
+		t.Errorf("Σ Start sizes %d, ActiveAtStart %d", sum, tl.ActiveAtStart)
+	}
+	initial := map[uint64]allocator.Block{}
+	for _, seg := range tl.Initial {
+		for _, b := range seg.Blocks {
+			initial[b.Address] = b
+		}
+	}
+	for _, a := range got {
+		if b, ok := initial[a.Block.Address]; !ok || b.Size != a.Block.Size || b.State != a.Block.State {
+			t.Errorf("Initial holds %+v at %#x, Start %+v", b, a.Block.Address, a.Block)
+		}
+	}
+}
+
 // TestTimelineFixturesConsistent: on every real fixture and generated
 // variant, the undo-based state agrees with the series at sampled entries
 // (Σ segment sizes = reserved series, Σ live = active series), blocks tile
@@ -240,6 +290,17 @@ func TestTimelineFixturesConsistent(t *testing.T) {
 				}
 				if _, live := tl.LiveAfter(i); live != active {
 					t.Errorf("%s dev %d after %d: live %d, active series %d", filepath.Base(f), dev, i, live, active)
+				}
+			}
+			initial := map[uint64]allocator.Block{}
+			for _, seg := range tl.Initial {
+				for _, b := range seg.Blocks {
+					initial[b.Address] = b
+				}
+			}
+			for _, a := range tl.Start() { // Initial leaves out those outside its segments
+				if b, ok := initial[a.Block.Address]; ok && (b.Size != a.Block.Size || b.State != a.Block.State) {
+					t.Errorf("%s dev %d: Initial holds %+v at %#x, Start %+v", filepath.Base(f), dev, b, a.Block.Address, a.Block)
 				}
 			}
 		}

@@ -106,14 +106,16 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 	state := make(map[uint64]addrState, len(inits)+1024)
 	in.ops = make([]op, 0, len(inits)+n)
 	newID := func() int32 { in.ids++; return int32(in.ids - 1) }
-	for _, x := range inits {
-		if x.Size < 0 {
+	for i := range inits {
+		x := &inits[i]
+		size := x.Size()
+		if size < 0 {
 			in.stats.Unmatched++
 			continue
 		}
 		id := newID()
-		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.Stream, size: x.Size})
-		state[x.Addr] = addrState{live, id}
+		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.Stream, size: size})
+		state[x.Block.Address] = addrState{live, id}
 		in.stats.Initial++
 	}
 	never := int32(n) // completes after the last entry
