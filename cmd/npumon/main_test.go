@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/monitor/workload"
 )
 
 // captureRun runs the CLI with args and returns exit code, stdout and stderr.
@@ -26,6 +29,19 @@ func captureRun(t *testing.T, args ...string) (int, string, string) {
 	<-done
 	os.Stdout, os.Stderr = oldOut, oldErr
 	return code, out.String(), errb.String()
+}
+
+// finishedWorkload runs the simulated training job of cfg to its end.
+func finishedWorkload(t *testing.T, cfg workload.Config) *workload.Workload {
+	t.Helper()
+	w, err := workload.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func TestVersion(t *testing.T) {

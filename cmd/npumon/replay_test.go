@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -103,13 +102,7 @@ func TestReplayProfilerDirectory(t *testing.T) {
 // trace alone would end near 0 B active and 0 B reserved.
 func TestReplayAnalysedProfilerDirectory(t *testing.T) {
 	dir := t.TempDir()
-	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	w := finishedWorkload(t, workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: -1})
 	dirs := w.ProfilerDirs()
 	if len(dirs) == 0 {
 		t.Fatal("the job wrote no profiler directory")

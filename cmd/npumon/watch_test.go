@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -16,13 +15,7 @@ import (
 // and profiler directories — lists in arrival order and opens the newest.
 func TestWatchExisting(t *testing.T) {
 	dir := t.TempDir()
-	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	w := finishedWorkload(t, workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3})
 	code, out, errOut := captureRun(t, "watch", dir, "--list")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -71,13 +64,7 @@ func TestWatchNotADirectory(t *testing.T) {
 // TestWatchOpen: --open picks a capture by its --list index or file name.
 func TestWatchOpen(t *testing.T) {
 	dir := t.TempDir()
-	w, err := workload.New(workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3, NoProfile: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	w := finishedWorkload(t, workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3, NoProfile: true})
 	for _, sel := range []string{"1", "snapshot_" + strconv.Itoa(w.Config().PID) + "_step000002.pickle"} {
 		code, out, errOut := captureRun(t, "watch", dir, "--open", sel, "--headless", "500ms")
 		if code != 0 {
