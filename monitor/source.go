@@ -60,6 +60,21 @@ func (c *cut) expect(total int64) {
 	c.mu.Unlock()
 }
 
+// snapshot takes a's snapshot and waits for its entry to come through
+// the tracker: pos is the position right after it; ok is false when the
+// wait timed out (the cut is then approximate).
+func (c *cut) snapshot(a *allocator.Allocator) (snap *allocator.Snapshot, pos uint64, ok bool) {
+	ch := c.arm()
+	snap = a.Snapshot()
+	c.expect(totalActive(snap))
+	select {
+	case pos = <-ch:
+		return snap, pos, true
+	case <-time.After(markerTimeout):
+		return snap, 0, false
+	}
+}
+
 // seen reports a snapshot entry at position pos (the position after it);
 // true when it was the awaited one.
 func (c *cut) seen(size int64, pos uint64) bool {
@@ -99,7 +114,6 @@ func AttachAllocators(store *Store, allocs []*allocator.Allocator, opts SourceOp
 	ready := make(chan struct{})
 	merged := &allocator.Snapshot{}
 	for _, a := range allocs {
-		a := a
 		dev := a.Device()
 		c := &cut{want: -1}
 		synced := false
@@ -123,13 +137,7 @@ func AttachAllocators(store *Store, allocs []*allocator.Allocator, opts SourceOp
 		}
 		detaches = append(detaches, a.AttachTracker(fn, allocator.WithTrackerBuffer(opts.Buffer),
 			allocator.WithDropHandler(func(n uint64) { store.NoteGap(dev, int64(n)) })))
-		ch := c.arm()
-		snap := a.Snapshot()
-		c.expect(totalActive(snap))
-		select {
-		case <-ch:
-		case <-time.After(markerTimeout):
-		}
+		snap, _, _ := c.snapshot(a)
 		stackMap = map[allocator.StackID]allocator.StackID{}
 		// one table for all allocators: re-intern this one's stacks
 		remapSnapshot(snap, func(id allocator.StackID) allocator.StackID {
@@ -261,15 +269,11 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 		merged := &allocator.Snapshot{}
 		resume := map[int]uint64{}
 		for ai, a := range allocs {
-			ch := cuts[ai].arm()
-			snap := a.Snapshot()
-			cuts[ai].expect(totalActive(snap))
-			select {
-			case pos := <-ch:
-				resume[a.Device()] = pos
-			case <-time.After(markerTimeout):
-				resume[a.Device()] = srvp.Published(a.Device())
+			snap, pos, ok := cuts[ai].snapshot(a)
+			if !ok {
+				pos = srvp.Published(a.Device())
 			}
+			resume[a.Device()] = pos
 			remapSnapshot(snap, func(id allocator.StackID) allocator.StackID {
 				return intern(ai, id, func() allocator.Stack { return snap.Stack(id) })
 			})
@@ -291,7 +295,6 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 	close(ready)
 	var detaches []func()
 	for ai, a := range allocs {
-		ai, a := ai, a
 		dev := a.Device()
 		fn := func(device int, e allocator.TraceEntry) {
 			e.Frames = intern(ai, e.Frames, func() allocator.Stack { return a.Stack(e.Frames) })
