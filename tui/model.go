@@ -315,25 +315,23 @@ func (m *Model) onTick(now time.Time) {
 	}
 	m.pollData()
 	wall := m.o.Now()
-	if m.playing && m.hasData {
-		if !m.lastTick.IsZero() {
-			dt := wall.Sub(m.lastTick).Seconds() * m.speed
-			if m.base == monitor.TimeSequence {
-				dt *= seqRate
-			} else {
-				dt *= 1e6
+	if m.playing && m.hasData && !m.lastTick.IsZero() {
+		dt := wall.Sub(m.lastTick).Seconds() * m.speed
+		if m.base == monitor.TimeSequence {
+			dt *= seqRate
+		} else {
+			dt *= 1e6
+		}
+		m.carry += dt
+		step := int64(m.carry)
+		m.carry -= float64(step)
+		if step > 0 {
+			c := m.cursor + step
+			if c >= m.last {
+				c = m.last
+				m.playing = false
 			}
-			m.carry += dt
-			step := int64(m.carry)
-			m.carry -= float64(step)
-			if step > 0 {
-				c := m.cursor + step
-				if c >= m.last {
-					c = m.last
-					m.playing = false
-				}
-				m.setCursor(c)
-			}
+			m.setCursor(c)
 		}
 	}
 	m.lastTick = wall
@@ -535,13 +533,11 @@ func (m *Model) refreshCursor() {
 	}
 	m.loadEvents()
 	m.tl.SetCursor(m.cursor)
-	if m.cursor < m.win0 || m.cursor >= m.win1 {
-		if m.zoomed {
-			span := m.win1 - m.win0
-			m.win0 = m.cursor - span/2
-			m.win1 = m.win0 + span
-			m.refreshWindow()
-		}
+	if m.zoomed && (m.cursor < m.win0 || m.cursor >= m.win1) {
+		span := m.win1 - m.win0
+		m.win0 = m.cursor - span/2
+		m.win1 = m.win0 + span
+		m.refreshWindow()
 	}
 	m.allocAt = ""
 	m.dirty = true

@@ -196,27 +196,18 @@ func (m *Model) spanText(d int64) string {
 // right-aligned info.
 func (m *Model) title(p pane, w int, compact bool, info string) string {
 	th := m.th
-	var left string
-	if compact {
-		var parts []string
-		for i := pane(0); i < numPanes; i++ {
-			t := fmt.Sprintf("%d %s", i+1, paneNames[i])
-			if i == m.focus {
-				parts = append(parts, th.TitleFocused.Render("["+t+"]"))
-			} else {
-				parts = append(parts, th.Title.Render(" "+t+" "))
-			}
-		}
-		if p != m.focus {
-			parts = []string{th.Title.Render(fmt.Sprintf(" %d %s ", p+1, paneNames[p]))}
-		}
-		left = strings.Join(parts, "")
-	} else {
-		t := fmt.Sprintf(" %d %s ", p+1, paneNames[p])
+	name := func(p pane) string {
+		t := fmt.Sprintf("%d %s", p+1, paneNames[p])
 		if p == m.focus {
-			left = th.TitleFocused.Render("[" + strings.TrimSpace(t) + "]")
-		} else {
-			left = th.Title.Render(t)
+			return th.TitleFocused.Render("[" + t + "]")
+		}
+		return th.Title.Render(" " + t + " ")
+	}
+	left := name(p)
+	if compact && p == m.focus { // the focused pane's title names every pane, as tabs
+		left = ""
+		for i := pane(0); i < numPanes; i++ {
+			left += name(i)
 		}
 	}
 	lw := theme.Width(left)
