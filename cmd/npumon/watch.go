@@ -49,11 +49,11 @@ func newWatchCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			store := monitor.NewStore(monitor.StoreOptions{})
 			if list {
 				enc := json.NewEncoder(c.OutOrStdout())
 				return monitor.ScanDir(dir, func(c monitor.Capture) error { return enc.Encode(c) })
 			}
+			store := monitor.NewStore(monitor.StoreOptions{})
 			wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: follow, Pick: open})
 			if err := wd.Start(ctx); err != nil {
 				return err
