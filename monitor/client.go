@@ -203,12 +203,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err != nil {
 				return haveSnap, fmt.Errorf("protocol error: SNAPSHOT: %w", err)
 			}
-			for i := range segs {
-				segs[i].Frames = stacks[uint64(segs[i].Frames)]
-				for j := range segs[i].Blocks {
-					segs[i].Blocks[j].Frames = stacks[uint64(segs[i].Blocks[j].Frames)]
-				}
-			}
+			remapSnapshot(&allocator.Snapshot{Segments: segs}, func(id allocator.StackID) allocator.StackID { return stacks[uint64(id)] })
 			if haveSnap {
 				c.resync(segs, resume)
 				continue
