@@ -164,6 +164,25 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestDeviceOrdinalRange: a segment's or annotation's device outside
+// 0…maxDevices-1 is refused with the dict and key named.
+func TestDeviceOrdinalRange(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"segments": [{"device": -1, "total_size": 0}]}`:                                                           `segment key "device": -1 is not a device ordinal`,
+		`{"segments": [], "external_annotations": [{"name": "x", "stage": "START", "device": 4096, "time_us": 1}]}`: `annotation key "device": 4096 is not a device ordinal`,
+		`{"segments": [{"device": "0", "total_size": 0}]}`:                                                          `segment key "device": want int, got str`,
+	} {
+		_, err := Decode(strings.NewReader(in), -1, Options{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+	c, err := Decode(strings.NewReader(`{"segments": [{"device": 4095, "total_size": 0}]}`), -1, Options{})
+	if err != nil || c.Snapshot.Segments[0].Device != 4095 {
+		t.Errorf("device 4095: %v", err)
+	}
+}
+
 // TestTruncatedEverywhere cuts a real fixture at many offsets: each prefix
 // must fail cleanly (never panic, never succeed silently with garbage).
 func TestTruncatedEverywhere(t *testing.T) {
