@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -33,14 +32,8 @@ func TestDemoFlagErrors(t *testing.T) {
 // TestDemoHeadless runs the demo's data path for a moment: the live Store
 // fills from the in-process allocator and the summary is the newest state.
 func TestDemoHeadless(t *testing.T) {
-	code, out, errOut := captureRun(t, "demo", "--headless", "700ms", "--rate", "20", "--layers", "2", "--device-mem", "16GiB")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var s replaySummaryJSON
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatalf("%v: %q", err, out)
-	}
+	runJSON(t, &s, "demo", "--headless", "700ms", "--rate", "20", "--layers", "2", "--device-mem", "16GiB")
 	if !strings.HasPrefix(s.Source, "demo · steady · pid ") || s.TimeBase != "epoch_us" || s.Entries < 1000 ||
 		s.Applied == 0 || s.Applied > s.Entries || s.ReservedBytes <= 0 || s.Segments == 0 || s.PeakActiveBytes < s.ActiveBytes {
 		t.Fatalf("summary %+v", s)

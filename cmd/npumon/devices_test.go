@@ -45,14 +45,8 @@ func TestDevicesDefaultIsOneDevice(t *testing.T) {
 }
 
 func TestDevicesJSON(t *testing.T) {
-	code, out, errOut := captureRun(t, "devices", "--devices", "2", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
 	var got []map[string]any
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
+	runJSON(t, &got, "devices", "--devices", "2", "--json")
 	if len(got) != 2 {
 		t.Fatalf("%d objects", len(got))
 	}

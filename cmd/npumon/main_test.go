@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -29,6 +30,19 @@ func captureRun(t *testing.T, args ...string) (int, string, string) {
 	<-done
 	os.Stdout, os.Stderr = oldOut, oldErr
 	return code, out.String(), errb.String()
+}
+
+// runJSON runs the CLI with args, which must exit 0, and decodes its
+// stdout into v.
+func runJSON(t *testing.T, v any, args ...string) {
+	t.Helper()
+	code, out, errOut := captureRun(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("%v: output is not JSON: %v\n%s", args, err, out)
+	}
 }
 
 // finishedWorkload runs the simulated training job of cfg to its end.

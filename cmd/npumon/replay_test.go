@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,14 +22,8 @@ func needFixture(t *testing.T, p string) string {
 
 func headlessSummary(t *testing.T, args ...string) replaySummaryJSON {
 	t.Helper()
-	code, out, errOut := captureRun(t, append([]string{"replay"}, args...)...)
-	if code != 0 {
-		t.Fatalf("replay %v: exit %d, stderr %q", args, code, errOut)
-	}
 	var s replaySummaryJSON
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatalf("output is not JSON: %v\n%s", err, out)
-	}
+	runJSON(t, &s, append([]string{"replay"}, args...)...)
 	return s
 }
 

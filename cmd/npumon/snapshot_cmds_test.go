@@ -16,21 +16,15 @@ const (
 )
 
 func TestStatsJSON(t *testing.T) {
-	code, out, errOut := captureRun(t, "stats", "--json", fixture2026)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var st replay.Stats
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, out)
-	}
+	runJSON(t, &st, "stats", "--json", fixture2026)
 	d := st.Devices[0]
 	if st.Kind != "snapshot" || st.Format != "pickle" || st.Schema != "torch-2.1+" || !st.HasTimestamps || len(st.Devices) != 1 ||
 		d.Segments != 216 || d.Blocks != 455 || d.TraceEntries != 5163 || d.PeakActiveIndex != 1402 || d.PeakActiveBytes != 13923997700 {
 		t.Errorf("stats = %+v", st)
 	}
 	// Nulls where the file has no time.
-	code, out, _ = captureRun(t, "stats", "--json", npuFile)
+	code, out, _ := captureRun(t, "stats", "--json", npuFile)
 	if code != 0 || !strings.Contains(out, `"first_time_us": null`) || !strings.Contains(out, `"schema": "torch_npu"`) {
 		t.Errorf("npu stats: exit %d\n%s", code, out)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,14 +11,8 @@ const profFixtures = "../../../shared/fixtures/ascend_profiler"
 
 func TestStatsProfilerDirJSON(t *testing.T) {
 	dir := filepath.Join(profFixtures, "msinsight_rank0")
-	code, out, errOut := captureRun(t, "stats", "--json", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var v map[string]any
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	runJSON(t, &v, "stats", "--json", dir)
 	for _, k := range []string{"path", "kind", "ops", "first_time_us", "last_time_us", "memory_records", "top_ops", "devices"} {
 		if _, ok := v[k]; !ok {
 			t.Errorf("missing key %q", k)
@@ -69,14 +62,8 @@ func TestStatsProfilerDBDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "msprof_0.db"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := captureRun(t, "stats", "--json", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var v map[string]any
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	runJSON(t, &v, "stats", "--json", dir)
 	if v["kind"] != "profiler" || v["ops"] != 17.0 || v["memory_records"] != 494.0 ||
 		v["first_time_us"] != 1698220811391886.0 || v["last_time_us"] != 1753431345194404.0 {
 		t.Errorf("values %v", v)
@@ -86,7 +73,7 @@ func TestStatsProfilerDBDir(t *testing.T) {
 	if dev["device"] != 0.0 || dev["peak_allocated_bytes"] != 131072.0 || dev["peak_reserved_bytes"] != 1229258752.0 || dev["peak_active_bytes"] != nil {
 		t.Errorf("device %v", dev)
 	}
-	code, out, errOut = captureRun(t, "stats", dir)
+	code, out, errOut := captureRun(t, "stats", dir)
 	if code != 0 || !strings.Contains(out, "profiler directory (db, no analyse.done)") || !strings.Contains(out, "aclrtMemcpy") {
 		t.Errorf("text: exit %d %s%s", code, out, errOut)
 	}

@@ -41,14 +41,8 @@ func TestWatchExisting(t *testing.T) {
 		t.Fatalf("listed %d snapshots, %d profiler dirs:\n%s", snaps, profs, out)
 	}
 
-	code, out, errOut = captureRun(t, "watch", dir, "--headless", "700ms")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var s watchSummaryJSON
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatal(err)
-	}
+	runJSON(t, &s, "watch", dir, "--headless", "700ms")
 	if !strings.HasSuffix(s.Open, "_step000005.pickle") || s.Entries == 0 || s.Ops == 0 || len(s.Errors) != 0 {
 		t.Fatalf("summary open %q entries %d ops %d errors %v", s.Open, s.Entries, s.Ops, s.Errors)
 	}
@@ -66,14 +60,8 @@ func TestWatchOpen(t *testing.T) {
 	dir := t.TempDir()
 	w := finishedWorkload(t, workload.Config{Layers: 2, DeviceMem: 16 << 30, Steps: 6, Out: dir, SnapshotEvery: 3, NoProfile: true})
 	for _, sel := range []string{"1", "snapshot_" + strconv.Itoa(w.Config().PID) + "_step000002.pickle"} {
-		code, out, errOut := captureRun(t, "watch", dir, "--open", sel, "--headless", "500ms")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
 		var s watchSummaryJSON
-		if err := json.Unmarshal([]byte(out), &s); err != nil {
-			t.Fatal(err)
-		}
+		runJSON(t, &s, "watch", dir, "--open", sel, "--headless", "500ms")
 		if !strings.HasSuffix(s.Open, "_step000002.pickle") || s.Entries == 0 {
 			t.Errorf("--open %s: open %q entries %d errors %v", sel, s.Open, s.Entries, s.Errors)
 		}

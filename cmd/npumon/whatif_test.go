@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -34,10 +33,6 @@ func TestWhatifText(t *testing.T) {
 }
 
 func TestWhatifJSON(t *testing.T) {
-	code, out, errOut := captureRun(t, "whatif", "--json", "--device-mem", "2GiB", "--device-model", "paged", "--conf", "expandable_segments:True", whatifTrace)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
 	var res struct {
 		Flavour   string `json:"flavour"`
 		Placement string `json:"device_placement"`
@@ -54,9 +49,7 @@ func TestWhatifJSON(t *testing.T) {
 			} `json:"baseline_fidelity"`
 		} `json:"devices"`
 	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	runJSON(t, &res, "whatif", "--json", "--device-mem", "2GiB", "--device-model", "paged", "--conf", "expandable_segments:True", whatifTrace)
 	d := res.Devices[0]
 	if res.Flavour != "npu" || res.Placement != "paged" || d.DeviceMem != 2<<30 || d.DeviceMemSource != "given (--device-mem)" {
 		t.Errorf("flavour %s, device mem %d (%s)", res.Flavour, d.DeviceMem, d.DeviceMemSource)
@@ -111,14 +104,8 @@ func TestWhatifReproducesWorkloadRuns(t *testing.T) {
 		if len(files) == 0 {
 			t.Fatalf("%s/%s: no snapshot written", tc.scenario, tc.policy)
 		}
-		code, out, errOut := captureRun(t, "whatif", "--json", "--conf", "expandable_segments:True", files[len(files)-1])
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
 		var res whatif.Result
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatal(err)
-		}
+		runJSON(t, &res, "whatif", "--json", "--conf", "expandable_segments:True", files[len(files)-1])
 		d := res.Devices[0]
 		base, f := d.Runs[0], d.Fidelity
 		t.Logf("%s/%s: %d entries, %d deferred frees, %d empty_cache; recorded %d OOMs, peak %d; fidelity max |Δ| %d over %d points; expandable: %d OOMs, peak %d",
