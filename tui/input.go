@@ -204,7 +204,7 @@ func (m *Model) enter() tea.Cmd {
 			return nil
 		}
 		op := m.ops[m.opView[m.opSel]]
-		m.hlOp, m.hlT0, m.hlT1 = true, op.StartUS, op.EndUS
+		m.hlOp = true
 		m.tl.SetHighlight(op.StartUS, op.EndUS, true)
 		if m.base == monitor.TimeEpochUS {
 			m.setCursor(op.StartUS)

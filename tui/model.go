@@ -133,8 +133,6 @@ type Model struct {
 	opSort  int
 	opView  []int // indices into ops, filtered and sorted
 	hlOp    bool
-	hlT0    int64
-	hlT1    int64
 
 	frame string // cached View
 	dirty bool
