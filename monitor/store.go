@@ -206,9 +206,10 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	}
 	d.ov = pre.ov
 	d.head = stateFromSegments(tl.Initial)
-	for _, b := range pre.orphans {
-		if _, ok := d.head.blocks[b.addr]; !ok {
-			d.head.blocks[b.addr] = b
+	for _, a := range tl.Start() { // Initial leaves out those outside its segments
+		b := &a.Block
+		if _, ok := d.head.blocks[b.Address]; !ok {
+			d.head.blocks[b.Address] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State}
 		}
 	}
 	d.initActive = tl.ActiveAtStart
@@ -260,7 +261,6 @@ type deviceTotals struct {
 // prepass is what ingest learns from one pass over a capture's trace.
 type prepass struct {
 	ov      overrides
-	orphans []liveBlock // initially active blocks by rules (a) and (b)
 	counts  [256]int
 	hasTime bool
 }
@@ -272,49 +272,7 @@ func scanCapture(snap *allocator.Snapshot, dev int, entries []allocator.TraceEnt
 		p.hasTime = p.hasTime || entries[i].TimeUS != 0
 	}
 	p.ov = captureOverrides(snap, dev, entries)
-	p.orphans = orphanCandidates(snap, dev, entries)
 	return p
-}
-
-// orphanCandidates lists the initially active blocks (timeline rules (a)
-// and (b)). Timeline.Initial is materialized per segment and leaves out
-// those outside every initial segment; they show up once a segment_alloc or
-// segment_map covers them, as in replay's StateAfter. Ingest adds the ones
-// Initial lacks.
-func orphanCandidates(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) []liveBlock {
-	var out []liveBlock
-	seen := map[uint64]struct{}{}
-	for i := range entries {
-		e := &entries[i]
-		if !e.Action.IsAllocFamily() {
-			continue
-		}
-		if _, ok := seen[e.Addr]; ok {
-			continue
-		}
-		seen[e.Addr] = struct{}{}
-		if e.Action == allocator.ActionAlloc {
-			continue
-		}
-		b := liveBlock{addr: e.Addr, size: e.Size, req: e.Size, frames: e.Frames, state: allocator.StateActiveAllocated}
-		if e.Action == allocator.ActionFreeCompleted {
-			b.state = allocator.StateActivePendingFree
-		}
-		out = append(out, b)
-	}
-	for i := range snap.Segments {
-		sg := &snap.Segments[i]
-		if sg.Device != dev {
-			continue
-		}
-		for _, b := range sg.Blocks {
-			if _, ok := seen[b.Address]; ok || !b.State.Active() {
-				continue
-			}
-			out = append(out, liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State})
-		}
-	}
-	return out
 }
 
 func liveSize(b liveBlock) int64 {
