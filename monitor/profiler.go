@@ -24,13 +24,13 @@ func IngestProfiler(store *Store, d *profiler.Data, indexing func(entries int64)
 }
 
 // IngestProfilerMemory makes the memory records of d that carry a pointer
-// the store's memory data: a per-device trace (ProfilerTrace) whose byte
+// the store's memory data: a per-device trace (profilerMemory) whose byte
 // series are the totals the records state, since the blocks allocated
 // before the profiled window never appear in it. An analysed directory has
 // such records while its FRAMEWORK files are still there; analysed CSV
 // output alone has only totals, and then nothing is ingested (0 entries).
 func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries int64)) (entries int64, err error) {
-	snap, totals := profilerMemory(d)
+	snap, stated := profilerMemory(d)
 	for _, tr := range snap.DeviceTraces {
 		entries += int64(len(tr))
 	}
@@ -40,7 +40,7 @@ func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries 
 	if entries == 0 {
 		return 0, nil
 	}
-	if err := store.ingest(snap, totals); err != nil {
+	if err := store.ingest(snap, stated); err != nil {
 		return 0, err
 	}
 	return entries, nil
@@ -71,17 +71,12 @@ func ProfilerOps(ops []profiler.Op, deltas []int64) []Op {
 // a corrupt record cannot make the trace table huge.
 const maxProfilerDevice = 1024
 
-// ProfilerTrace turns the PTA memory records of d that carry a pointer
+// profilerMemory turns the PTA memory records of d that carry a pointer
 // into trace entries: MALLOC → alloc, FREE → free_requested and
 // BLOCK_FREE → free_completed (or FREE → free when the source records no
-// BLOCK_FREE). The records carry no segments, so the segment map stays
-// empty; the blocks allocated before the first record are not in it (the
-// totals the records state are: IngestProfilerMemory uses them).
-func ProfilerTrace(d *profiler.Data) *allocator.Snapshot {
-	snap, _ := profilerMemory(d)
-	return snap
-}
-
+// BLOCK_FREE), and collects the totals the records state. The records
+// carry no segments, so the segment map stays empty; the blocks allocated
+// before the first record are not in the trace, but they are in the totals.
 func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 	blockFree := false
 	for i := range d.Memory {
@@ -91,7 +86,7 @@ func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 		}
 	}
 	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
-	var totals []deviceTotals
+	var devs []deviceTotals
 	sizes := map[uint64]int64{} // live pointer → allocated size
 	for i := range d.Memory {
 		m := &d.Memory[i]
@@ -120,10 +115,10 @@ func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 		}
 		for len(snap.DeviceTraces) <= m.Device {
 			snap.DeviceTraces = append(snap.DeviceTraces, nil)
-			totals = append(totals, deviceTotals{ok: true})
+			devs = append(devs, deviceTotals{ok: true})
 		}
-		t := &totals[m.Device]
-		after := Totals{Allocated: m.Allocated, Reserved: m.Reserved, Active: m.Active}
+		t := &devs[m.Device]
+		after := totals{Allocated: m.Allocated, Reserved: m.Reserved, Active: m.Active}
 		if len(t.after) == 0 {
 			// before the first record: its totals less its own change
 			t.init = after
@@ -144,7 +139,7 @@ func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 		t.after = append(t.after, after)
 		snap.DeviceTraces[m.Device] = append(snap.DeviceTraces[m.Device], e)
 	}
-	return snap, totals
+	return snap, devs
 }
 
 // ProfilerTail follows the FRAMEWORK files of profiler directories while

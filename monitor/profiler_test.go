@@ -79,7 +79,8 @@ func TestProfilerTraceActions(t *testing.T) {
 		rec(profiler.MemoryMalloc, 0, 64, 4000),
 		{Component: profiler.CompPTA, Kind: profiler.MemoryMalloc, Ptr: 0x300, AllocSize: 64, Device: 1 << 20},
 	}}
-	tr := ProfilerTrace(d).DeviceTraces
+	snap, _ := profilerMemory(d)
+	tr := snap.DeviceTraces
 	if len(tr) != 1 || len(tr[0]) != 2 {
 		t.Fatalf("traces %+v", tr)
 	}
@@ -87,7 +88,8 @@ func TestProfilerTraceActions(t *testing.T) {
 		t.Fatalf("free entry %+v", e)
 	}
 	d.Memory = append(d.Memory[:2], rec(profiler.MemoryBlockFree, 0x100, -512, 2500))
-	tr = ProfilerTrace(d).DeviceTraces
+	snap, _ = profilerMemory(d)
+	tr = snap.DeviceTraces
 	if len(tr[0]) != 3 || tr[0][1].Action != allocator.ActionFreeRequested || tr[0][2].Action != allocator.ActionFreeCompleted || tr[0][2].Size != 512 {
 		t.Fatalf("traces %+v", tr[0])
 	}
@@ -169,11 +171,11 @@ func TestIngestProfilerTotals(t *testing.T) {
 	if err != nil || n != 5 {
 		t.Fatalf("ingest: %d entries, %v", n, err)
 	}
-	want := []Totals{{gib, 2 * gib, gib}, {gib + 512, 2 * gib, gib + 512}, {gib + 256, 2 * gib, gib + 512},
+	want := []totals{{gib, 2 * gib, gib}, {gib + 512, 2 * gib, gib + 512}, {gib + 256, 2 * gib, gib + 512},
 		{gib + 256, 2 * gib, gib + 256}, {gib - 256, 2 * gib, gib + 256}, {gib - 256, 2 * gib, gib - 256}}
 	for i, w := range want {
 		sum := s.SummaryAtSeq(0, int64(i))
-		if got := (Totals{sum.AllocatedBytes, sum.ReservedBytes, sum.ActiveBytes}); got != w {
+		if got := (totals{sum.AllocatedBytes, sum.ReservedBytes, sum.ActiveBytes}); got != w {
 			t.Errorf("after %d records: %+v, want %+v", i, got, w)
 		}
 	}

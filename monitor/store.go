@@ -244,8 +244,8 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	return d, nil
 }
 
-// Totals are a device's byte totals as a source states them.
-type Totals struct{ Allocated, Reserved, Active int64 }
+// totals are a device's byte totals as a source states them.
+type totals struct{ Allocated, Reserved, Active int64 }
 
 // deviceTotals are the totals a device's records state: init before the
 // first entry, after[i] after entry i; ok is false when a record lacks
@@ -253,8 +253,8 @@ type Totals struct{ Allocated, Reserved, Active int64 }
 // and carry no segments, so the trace yields only what changed inside the
 // window, while each record states the allocator's totals after it.
 type deviceTotals struct {
-	init  Totals
-	after []Totals
+	init  totals
+	after []totals
 	ok    bool
 }
 
