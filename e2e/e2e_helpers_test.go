@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // proc is a background npumon process whose stdout lines the test reads.
@@ -222,13 +224,6 @@ func (p *tmuxPane) waitGone(text string) {
 	}
 }
 
-func fixture(t *testing.T, name string) string {
-	p, err := filepath.Abs(filepath.Join("..", "..", "shared", "fixtures", "snapshots", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s not available: %v", name, err)
-	}
-	return p
+func snapshotFixture(t *testing.T, name string) string {
+	return fixture.Path(t, "snapshots/"+name)
 }

@@ -56,7 +56,7 @@ func TestWatchPickerInTmux(t *testing.T) {
 	bin := npumonBin(t)
 	dir := t.TempDir()
 	for i, name := range []string{"cuda-2.0-flexgen-1.3b_snapshot.pickle", "cuda-2.0-flexgen-oom_snapshot.pickle"} {
-		b, err := os.ReadFile(fixture(t, name))
+		b, err := os.ReadFile(snapshotFixture(t, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestWatchPickerInTmux(t *testing.T) {
 	p.send("c")
 	p.waitFor("Captures in "+dir, "1_cuda-2.0-flexgen-1.3b_snapshot.pickle", "2_cuda-2.0-flexgen-oom_snapshot.pickle", "(open)")
 
-	b, err := os.ReadFile(fixture(t, "cuda-2026-assignment2-memory_snapshot.pickle"))
+	b, err := os.ReadFile(snapshotFixture(t, "cuda-2026-assignment2-memory_snapshot.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 func TestTUIReplayKeys(t *testing.T) {
 	bin := npumonBin(t)
-	snap := fixture(t, "cuda-2026-assignment2-memory_snapshot.pickle")
+	snap := snapshotFixture(t, "cuda-2026-assignment2-memory_snapshot.pickle")
 	p := startTmux(t, 120, 40, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", snap)
 	p.waitFor("[1 Timeline]", "2 Segments", "3 Events", "entry 5163/5163", "216 segments")
 
@@ -74,7 +74,7 @@ func TestTUIReplayKeys(t *testing.T) {
 
 func TestTUIReplayCompactASCII(t *testing.T) {
 	bin := npumonBin(t)
-	snap := fixture(t, "cuda-2.0-flexgen-1.3b_snapshot.pickle")
+	snap := snapshotFixture(t, "cuda-2.0-flexgen-1.3b_snapshot.pickle")
 	p := startTmux(t, 80, 24, []string{"TZ=UTC"}, bin, "replay", "--ascii", snap)
 	screen := p.waitFor("[1 Timeline]", "no timestamps in this file")
 	for _, r := range screen {

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // captureFiles are every real fixture and replay's generated test snapshots.
 func captureFiles(t *testing.T) []string {
 	var out []string
-	for _, pat := range []string{"../../shared/fixtures/snapshots/*", "../replay/testdata/*.pickle", "../replay/testdata/*.json"} {
+	for _, pat := range []string{filepath.Join(fixture.Root(t), "snapshots", "*"), "../replay/testdata/*.pickle", "../replay/testdata/*.json"} {
 		m, _ := filepath.Glob(pat)
 		for _, p := range m {
 			if !strings.HasPrefix(filepath.Base(p), "bad_") && !strings.HasSuffix(p, ".md") {
@@ -20,7 +21,7 @@ func captureFiles(t *testing.T) []string {
 		}
 	}
 	if len(out) == 0 {
-		t.Skip("no capture files found")
+		t.Fatal("no capture files found")
 	}
 	return out
 }

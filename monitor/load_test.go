@@ -3,7 +3,6 @@ package monitor
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,13 +11,10 @@ import (
 // TestLoadSnapshot: a real snapshot loads into the Store with progress
 // from decoding to indexing done, and the decoded capture comes back.
 func TestLoadSnapshot(t *testing.T) {
-	if _, err := os.Stat(fixtureAssignment2); err != nil {
-		t.Skip("fixture:", err)
-	}
 	store := NewStore(StoreOptions{})
 	var mu sync.Mutex
 	var got []LoadProgress
-	capt, err := LoadSnapshot(context.Background(), fixtureAssignment2, store, func(p LoadProgress) {
+	capt, err := LoadSnapshot(context.Background(), fixtureAssignment2(t), store, func(p LoadProgress) {
 		mu.Lock()
 		got = append(got, p)
 		mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // segKey is what the agreement tests compare: segment placement and every
@@ -531,7 +532,9 @@ func TestStoreStateCallerOwned(t *testing.T) {
 
 // fixtureAssignment2 is a real capture whose trace holds entries sharing
 // one microsecond (1,452 pairs and 3 triples).
-const fixtureAssignment2 = "../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
+func fixtureAssignment2(t testing.TB) string {
+	return fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
+}
 
 // sameTimeGroup returns the first index of the first run of exactly n
 // entries with one time.
@@ -554,9 +557,9 @@ func sameTimeGroup(tr []allocator.TraceEntry, n int) int {
 // matching replay's oracle, while a time cursor can only stand after all
 // three.
 func TestStoreStepsInsideOneMicrosecond(t *testing.T) {
-	c, err := replay.DecodeFile(fixtureAssignment2, replay.Options{})
+	c, err := replay.DecodeFile(fixtureAssignment2(t), replay.Options{})
 	if err != nil {
-		t.Skip("fixture:", err)
+		t.Fatal(err)
 	}
 	st := NewStore(StoreOptions{})
 	if err := st.IngestSnapshot(c.Snapshot); err != nil {

@@ -7,9 +7,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-const fixtureSnap = "../../shared/fixtures/snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"
+	"github.com/npumon/npumon/testdata/fixture"
+)
 
 // next waits for the next event matching keep (others are collected).
 func nextEvent(t *testing.T, w *Watcher, keep func(WatchEvent) bool) WatchEvent {
@@ -52,9 +52,9 @@ func writePieces(t *testing.T, path string, b []byte, n int, pause time.Duration
 // A real snapshot written in pieces, with pauses longer than Settle, is
 // reported once, complete; the partial versions are never reported.
 func TestWatchSnapshotWrittenInPieces(t *testing.T) {
-	snap, err := os.ReadFile(fixtureSnap)
+	snap, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"))
 	if err != nil {
-		t.Skip("fixture missing:", err)
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	w, err := Watch(dir, WatchOptions{Settle: 60 * time.Millisecond, GiveUp: time.Hour})
@@ -154,7 +154,7 @@ func TestWatchProfilerDir(t *testing.T) {
 	src := "../profiler/testdata/framework/gen_4242_20261129120000123_ascend_pt/FRAMEWORK/torch.op_range"
 	rec, err := os.ReadFile(src)
 	if err != nil {
-		t.Skip("profiler test data missing:", err)
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	w, err := Watch(dir, WatchOptions{Settle: 40 * time.Millisecond})

@@ -7,15 +7,17 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
-const fixtureDB = "../../shared/fixtures/ascend_profiler/msinsight_msprof_0.db"
+func fixtureDB(t testing.TB) string { return fixture.Path(t, "ascend_profiler/msinsight_msprof_0.db") }
 
 // TestReadDBMsprofFixture pins what the real CANN msprof export holds: 4
 // CANN_API calls and 13 MSTX_EVENTS ranges as ops, 494 NPU_OP_MEM events, and
 // the 11 of 24 TASK rows that have COMPUTE_TASK_INFO as kernels.
 func TestReadDBMsprofFixture(t *testing.T) {
-	d, err := ReadDir(fixtureDB)
+	d, err := ReadDir(fixtureDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +204,7 @@ func TestReadDBBadInput(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(fixtureDB)
+	raw, err := os.ReadFile(fixtureDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +254,7 @@ func TestReadDirPrefersTextOverDB(t *testing.T) {
 	if err != nil || d.Source != SourceDB {
 		t.Fatalf("db only: %v %+v", err, d)
 	}
-	copyFile(t, filepath.Join(fixtures, "msinsight_rank0", OutputDir, "operator_details.csv"), filepath.Join(out, "operator_details.csv"))
+	copyFile(t, filepath.Join(fixtures(t), "msinsight_rank0", OutputDir, "operator_details.csv"), filepath.Join(out, "operator_details.csv"))
 	if d, err = ReadDir(out); err != nil || d.Source != SourceAnalysed {
 		t.Fatalf("db and csv: %v %+v", err, d)
 	}
@@ -270,8 +272,9 @@ func copyFile(t testing.TB, from, to string) {
 }
 
 func BenchmarkReadDBFixture(b *testing.B) {
+	db := fixtureDB(b)
 	for b.Loop() {
-		if _, err := ReadDB(fixtureDB); err != nil {
+		if _, err := ReadDB(db); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -283,7 +286,7 @@ func BenchmarkReadDBFixture(b *testing.B) {
 func TestReadDBLeavesDirAlone(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "msprof_0.db")
-	copyFile(t, fixtureDB, p)
+	copyFile(t, fixtureDB(t), p)
 	before, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)

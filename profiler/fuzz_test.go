@@ -62,7 +62,7 @@ func FuzzCSVReaders(f *testing.F) {
 		"msinsight_rank0/ASCEND_PROFILER_OUTPUT/step_trace_time.csv",
 		"msinsight_rank0/ASCEND_PROFILER_OUTPUT/npu_module_mem.csv",
 	} {
-		b, err := os.ReadFile(filepath.Join(fixtures, p))
+		b, err := os.ReadFile(filepath.Join(fixtures(f), p))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func FuzzCSVReaders(f *testing.F) {
 
 // FuzzTraceView: the streaming reader survives any input; errors carry an offset.
 func FuzzTraceView(f *testing.F) {
-	b, err := os.ReadFile(filepath.Join(fixtures, "mstt", "trace_view.json"))
+	b, err := os.ReadFile(filepath.Join(fixtures(f), "mstt", "trace_view.json"))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestSplitGlobalTid(t *testing.T) {
 // TestReadDBGlobalTidForms reads the real msprof export, whose CANN_API rows
 // concatenate pid and tid digits while MSTX_EVENTS and NPU_OP_MEM shift.
 func TestReadDBGlobalTidForms(t *testing.T) {
-	d, err := ReadDir(fixtureDB)
+	d, err := ReadDir(fixtureDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,9 +59,9 @@ func viewOf(name string, d *Data) goldenView {
 // and compares a stable view with testdata/golden (go test -update rewrites).
 func TestGolden(t *testing.T) {
 	cases := map[string]string{
-		"msinsight_rank0":  filepath.Join(fixtures, "msinsight_rank0"),
-		"msinsight_rank1":  filepath.Join(fixtures, "msinsight_rank1", OutputDir),
-		"mstt":             filepath.Join(fixtures, "mstt"),
+		"msinsight_rank0":  filepath.Join(fixtures(t), "msinsight_rank0"),
+		"msinsight_rank1":  filepath.Join(fixtures(t), "msinsight_rank1", OutputDir),
+		"mstt":             filepath.Join(fixtures(t), "mstt"),
 		"gen_framework":    genDir,
 		"syscnt_framework": syscntDir,
 	}

@@ -10,12 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const genDir = "testdata/framework/gen_4242_20261129120000123_ascend_pt"
 const syscntDir = "testdata/framework/syscnt_4242_20261129120000456_ascend_pt"
 const cannDir = "testdata/framework/cann_4242_20261129120000789_ascend_pt"
-const fixtures = "../../shared/fixtures/ascend_profiler"
+
+func fixtures(t testing.TB) string { return fixture.Path(t, "ascend_profiler") }
 
 // expected is what gen_framework.py (the independent producer) wrote.
 type expected struct {
@@ -233,7 +236,7 @@ func TestReadDirEpochTimes(t *testing.T) {
 // TestRealFixturesParse reads every real analysed fixture directory and file.
 func TestRealFixturesParse(t *testing.T) {
 	for _, rank := range []string{"msinsight_rank0", "msinsight_rank1"} {
-		d, err := ReadDir(filepath.Join(fixtures, rank))
+		d, err := ReadDir(filepath.Join(fixtures(t), rank))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,19 +246,19 @@ func TestRealFixturesParse(t *testing.T) {
 		if d.Source != SourceAnalysed || len(d.Ops) == 0 || len(d.Memory) == 0 || len(d.Kernels) == 0 || len(d.OpMemory) == 0 {
 			t.Fatalf("%s: %s ops %d mem %d kernels %d opmem %d", rank, d.Source, len(d.Ops), len(d.Memory), len(d.Kernels), len(d.OpMemory))
 		}
-		st, err := ReadStepTraceTimeCSV(filepath.Join(fixtures, rank, OutputDir, "step_trace_time.csv"))
+		st, err := ReadStepTraceTimeCSV(filepath.Join(fixtures(t), rank, OutputDir, "step_trace_time.csv"))
 		if err != nil || len(st) != 1 || st[0].Step != 2 {
 			t.Fatalf("%s step_trace_time: %+v %v", rank, st, err)
 		}
-		if _, err := ReadProfilerInfo(filepath.Join(fixtures, rank, "profiler_info_"+rank[len(rank)-1:]+".json")); err != nil {
+		if _, err := ReadProfilerInfo(filepath.Join(fixtures(t), rank, "profiler_info_"+rank[len(rank)-1:]+".json")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k, err := ReadKernelDetailsCSV(filepath.Join(fixtures, "mstt", "kernel_details.csv"))
+	k, err := ReadKernelDetailsCSV(filepath.Join(fixtures(t), "mstt", "kernel_details.csv"))
 	if err != nil || len(k) == 0 {
 		t.Fatalf("mstt kernel_details: %d %v", len(k), err)
 	}
-	d, err := ReadDir(filepath.Join(fixtures, "mstt"))
+	d, err := ReadDir(filepath.Join(fixtures(t), "mstt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +314,7 @@ func TestOpMemDeltas(t *testing.T) {
 			t.Errorf("%s: delta %d, want 0 (all freed within the step)", o.Name, deltas[i])
 		}
 	}
-	a, err := ReadDir(filepath.Join(fixtures, "mstt"))
+	a, err := ReadDir(filepath.Join(fixtures(t), "mstt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +328,7 @@ func TestOpMemDeltas(t *testing.T) {
 // The CANN SQLite export (msinsight_msprof_0.db) is out of scope.
 func TestEveryFixtureFileReads(t *testing.T) {
 	n := 0
-	err := filepath.WalkDir(fixtures, func(p string, e os.DirEntry, err error) error {
+	err := filepath.WalkDir(fixtures(t), func(p string, e os.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}
@@ -390,7 +393,7 @@ func TestAnalysedDirKeepsRawMemory(t *testing.T) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	csv, err := os.ReadFile(filepath.Join(fixtures, "msinsight_rank0", OutputDir, "memory_record.csv"))
+	csv, err := os.ReadFile(filepath.Join(fixtures(t), "msinsight_rank0", OutputDir, "memory_record.csv"))
 	if err != nil {
 		t.Fatal(err)
 	}

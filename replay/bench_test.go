@@ -4,6 +4,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // benchFile is the generated 1,000,000-entry snapshot (make bench-data).
@@ -26,7 +28,7 @@ func benchFileSize(b *testing.B, path string) {
 
 // BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).
 func BenchmarkDecodeFixture(b *testing.B) {
-	path := fixtureDir + "/cuda-2026-assignment2-memory_snapshot.pickle"
+	path := fixture.Path(b, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	benchFileSize(b, path)
 	for b.Loop() {
 		if _, err := DecodeFile(path, Options{}); err != nil {

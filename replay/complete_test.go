@@ -6,13 +6,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func TestCheckComplete(t *testing.T) {
 	dir := t.TempDir()
-	full, err := os.ReadFile("../../shared/fixtures/snapshots/cuda-2.0-flexgen-oom_snapshot.pickle")
+	full, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"))
 	if err != nil {
-		t.Skip("fixture missing:", err)
+		t.Fatal(err)
 	}
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)

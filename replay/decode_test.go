@@ -5,17 +5,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
-)
 
-const fixtureDir = "../../shared/fixtures/snapshots"
+	"github.com/npumon/npumon/testdata/fixture"
+)
 
 func fixtures(t testing.TB) []string {
 	t.Helper()
-	fs, err := filepath.Glob(filepath.Join(fixtureDir, "*.pickle"))
-	if err != nil || len(fs) == 0 {
-		t.Fatalf("no fixtures under %s", fixtureDir)
-	}
-	return fs
+	return fixture.Glob(t, "snapshots/*.pickle")
 }
 
 func mustDecode(t testing.TB, path string) *Capture {

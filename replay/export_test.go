@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestRoundTripVariants: every generated variant survives decode → export →
@@ -45,7 +47,7 @@ func TestExportLoadsInPython(t *testing.T) {
 	if err != nil {
 		t.Skip("no python3")
 	}
-	src := filepath.Join(fixtureDir, "cuda-2026-assignment2-memory_snapshot.pickle")
+	src := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	c := mustDecode(t, src)
 	out := filepath.Join(t.TempDir(), "export.pickle")
 	f, err := os.Create(out)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestStatsGolden compares ComputeStats with goldens written by the Python
@@ -31,7 +33,7 @@ func TestStatsGolden(t *testing.T) {
 		}
 		src := filepath.Join("testdata", name)
 		if _, err := os.Stat(src); err != nil {
-			src = filepath.Join(fixtureDir, name)
+			src = fixture.Path(t, "snapshots/"+name)
 		}
 		t.Run(filepath.Base(g), func(t *testing.T) {
 			c := mustDecode(t, src)

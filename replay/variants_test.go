@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestProtocolsAndJSONAgree: the same snapshot pickled by Python at
@@ -109,7 +111,7 @@ func TestNPUAndLegacyShapes(t *testing.T) {
 			t.Errorf("%s: block 0 = %+v", f, b[0])
 		}
 	}
-	if c := mustDecode(t, filepath.Join(fixtureDir, "cuda-2.0-flexgen-1.3b_snapshot.pickle")); c.Schema != SchemaTorch20 {
+	if c := mustDecode(t, fixture.Path(t, "snapshots/cuda-2.0-flexgen-1.3b_snapshot.pickle")); c.Schema != SchemaTorch20 {
 		t.Errorf("flexgen schema %s", c.Schema)
 	}
 }
@@ -186,7 +188,7 @@ func TestDeviceOrdinalRange(t *testing.T) {
 // TestTruncatedEverywhere cuts a real fixture at many offsets: each prefix
 // must fail cleanly (never panic, never succeed silently with garbage).
 func TestTruncatedEverywhere(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(fixtureDir, "cuda-2026-assignment2-memory_snapshot.pickle"))
+	data, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestTrailingBytesIgnored(t *testing.T) {
 
 // TestProgress: the loading bar gets monotone progress ending at the size.
 func TestProgress(t *testing.T) {
-	path := filepath.Join(fixtureDir, "cuda-2026-assignment2-memory_snapshot.pickle")
+	path := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	var last, total int64
 	calls := 0
 	_, err := DecodeFile(path, Options{Progress: func(done, tot int64) {

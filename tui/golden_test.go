@@ -22,11 +22,11 @@ func TestGolden(t *testing.T) {
 		keys []tea.KeyMsg
 		wait string
 	}{
-		{"80x24_segments_block", fixture, 80, 24,
+		{"80x24_segments_block", fixtureScreen, 80, 24,
 			[]tea.KeyMsg{keyMsg("2"), keyMsg("down"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "allocated before"},
-		{"80x24_ascii_events", fixture, 80, 24, []tea.KeyMsg{keyMsg("3"), keyMsg("g"), keyMsg("right")}, "> 02:34:01.085"},
-		{"160x48_main", fixture, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry 5161/5163"},
-		{"160x48_help", fixture, 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys"},
+		{"80x24_ascii_events", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("3"), keyMsg("g"), keyMsg("right")}, "> 02:34:01.085"},
+		{"160x48_main", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry 5161/5163"},
+		{"160x48_help", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys"},
 		{"160x48_ops_selected", smallWithOps, 160, 48,
 			[]tea.KeyMsg{keyMsg("4"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "op aten::matmul"},
 	} {
@@ -53,6 +53,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func fixture(t testing.TB) Source { return fixtureSource(t) }
-
 func smallWithOps(t testing.TB) Source { return storeOf(t, smallSnapshot(true), smallOps()) }
+
+// fixtureScreen is fixtureSource as the golden table's Source.
+func fixtureScreen(t testing.TB) Source { return fixtureSource(t) }

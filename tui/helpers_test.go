@@ -13,6 +13,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func TestMain(m *testing.M) {
@@ -161,16 +162,15 @@ func checkFrame(t *testing.T, v string, w, h int) {
 
 // fixturePath is the real capture the golden screens draw: a torch 2026
 // snapshot with time_us, 216 segments and 5163 entries.
-const fixturePath = "../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
+func fixturePath(t testing.TB) string {
+	return fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
+}
 
 // fixtureSource decodes the fixture with replay and indexes it in a real
 // monitor.Store, as `npumon replay` does.
 func fixtureSource(t testing.TB) *monitor.Store {
 	t.Helper()
-	if _, err := os.Stat(fixturePath); err != nil {
-		t.Skipf("fixture: %v", err)
-	}
-	c, err := replay.DecodeFile(fixturePath, replay.Options{})
+	c, err := replay.DecodeFile(fixturePath(t), replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,9 +59,9 @@ func (d *dirCaptures) Open(path string) error {
 // selected one (the Store now holds it, the header names it), a capture
 // that fails to open says why and keeps the picker, esc closes it.
 func TestCapturePicker(t *testing.T) {
-	big, err := replay.DecodeFile(fixturePath, replay.Options{})
+	big, err := replay.DecodeFile(fixturePath(t), replay.Options{})
 	if err != nil {
-		t.Skip("fixture:", err)
+		t.Fatal(err)
 	}
 	store := monitor.NewStore(monitor.StoreOptions{})
 	caps := &dirCaptures{store: store, snaps: map[string]*allocator.Snapshot{}}

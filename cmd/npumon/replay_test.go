@@ -8,14 +8,13 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/testdata/fixture"
 )
-
-const assignmentSnapshot = "../../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
 
 func needFixture(t *testing.T, p string) string {
 	t.Helper()
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fixture %s: %v", p, err)
+		t.Fatalf("test data %s: %v", p, err)
 	}
 	return p
 }
@@ -28,7 +27,7 @@ func headlessSummary(t *testing.T, args ...string) replaySummaryJSON {
 }
 
 func TestReplayHeadlessOpensAtTheEnd(t *testing.T) {
-	snap := needFixture(t, assignmentSnapshot)
+	snap := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	s := headlessSummary(t, "--headless", "50ms", snap)
 	// Numbers of the real file: 5163 entries, 216 segments at the end, times in epoch µs.
 	if s.Entries != 5163 || s.Applied != 5163 || s.Segments != 216 || s.TimeBase != "epoch_us" ||
@@ -38,7 +37,7 @@ func TestReplayHeadlessOpensAtTheEnd(t *testing.T) {
 }
 
 func TestReplayHeadlessPlays(t *testing.T) {
-	snap := needFixture(t, assignmentSnapshot)
+	snap := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	// The trace spans 0.25 s; at ×1e-6 almost nothing plays, at ×1000 all of it.
 	slow := headlessSummary(t, "--headless", "100ms", "--play", "--speed", "0.000001", snap)
 	if slow.Applied > 1 || slow.Cursor >= slow.FirstTime {
@@ -82,7 +81,7 @@ func TestReplayProfilerDirectory(t *testing.T) {
 		t.Fatalf("summary %+v", s)
 	}
 	// Analysed output without raw records: ops only, no device log.
-	csv := needFixture(t, "../../../shared/fixtures/ascend_profiler/msinsight_rank0")
+	csv := fixture.Path(t, "ascend_profiler/msinsight_rank0")
 	if s := headlessSummary(t, "--headless", "50ms", csv); s.Entries != 0 {
 		t.Fatalf("analysed output should have no trace: %+v", s)
 	}

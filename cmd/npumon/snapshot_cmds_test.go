@@ -8,16 +8,16 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const (
-	fixture2026 = "../../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
-	npuFile     = "../../replay/testdata/npu_workspace.pickle"
+	npuFile = "../../replay/testdata/npu_workspace.pickle"
 )
 
 func TestStatsJSON(t *testing.T) {
 	var st replay.Stats
-	runJSON(t, &st, "stats", "--json", fixture2026)
+	runJSON(t, &st, "stats", "--json", fixture2026(t))
 	d := st.Devices[0]
 	if st.Kind != "snapshot" || st.Format != "pickle" || st.Schema != "torch-2.1+" || !st.HasTimestamps || len(st.Devices) != 1 ||
 		d.Segments != 216 || d.Blocks != 455 || d.TraceEntries != 5163 || d.PeakActiveIndex != 1402 || d.PeakActiveBytes != 13923997700 {
@@ -31,7 +31,7 @@ func TestStatsJSON(t *testing.T) {
 }
 
 func TestStatsAtIndexAndDevice(t *testing.T) {
-	code, out, errOut := captureRun(t, "stats", "--json", "--at-index", "1402", "--device", "0", fixture2026)
+	code, out, errOut := captureRun(t, "stats", "--json", "--at-index", "1402", "--device", "0", fixture2026(t))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -41,8 +41,8 @@ func TestStatsAtIndexAndDevice(t *testing.T) {
 		t.Errorf("at-index stats = %+v", st)
 	}
 	for _, args := range [][]string{
-		{"stats", "--at-index", "99999", fixture2026},
-		{"stats", "--device", "3", fixture2026},
+		{"stats", "--at-index", "99999", fixture2026(t)},
+		{"stats", "--device", "3", fixture2026(t)},
 		{"stats", "../../replay/testdata/bad_truncated.pickle"},
 		{"stats", "no-such-file.pickle"},
 		{"stats"},
@@ -59,7 +59,7 @@ func TestStatsAtIndexAndDevice(t *testing.T) {
 }
 
 func TestStatsText(t *testing.T) {
-	code, out, _ := captureRun(t, "stats", fixture2026)
+	code, out, _ := captureRun(t, "stats", fixture2026(t))
 	for _, want := range []string{"device 0", "segments            216", "peak active", "after entry 1402", "13.2 GiB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)
@@ -82,18 +82,18 @@ func TestStatsDispatch(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"kind": "profiler"`) {
 		t.Errorf("db file: exit %d %q %q", code, out, errOut)
 	}
-	code, out, _ = captureRun(t, "stats", "--json", fixture2026)
+	code, out, _ = captureRun(t, "stats", "--json", fixture2026(t))
 	if code != 0 || !strings.Contains(out, `"kind": "snapshot"`) {
 		t.Errorf("snapshot file: exit %d", code)
 	}
 }
 
 func TestCheck(t *testing.T) {
-	code, _, errOut := captureRun(t, "check", fixture2026, "--max-peak", "14GiB", "--max-reserved", "14 GiB", "--no-oom")
+	code, _, errOut := captureRun(t, "check", fixture2026(t), "--max-peak", "14GiB", "--max-reserved", "14 GiB", "--no-oom")
 	if code != 0 {
 		t.Errorf("limits that hold: exit %d %q", code, errOut)
 	}
-	code, _, errOut = captureRun(t, "check", fixture2026, "--max-peak", "10GiB", "--max-fragmentation", "50")
+	code, _, errOut = captureRun(t, "check", fixture2026(t), "--max-peak", "10GiB", "--max-fragmentation", "50")
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "peak active") || !strings.Contains(lines[1], "fragmentation 90.3%") {
 		t.Errorf("violations: exit %d, %q", code, errOut)
@@ -103,8 +103,8 @@ func TestCheck(t *testing.T) {
 		t.Errorf("--no-oom: exit %d %q", code, errOut)
 	}
 	for _, args := range [][]string{
-		{"check", fixture2026, "--max-peak", "lots"},
-		{"check", fixture2026, "--max-fragmentation", "120"},
+		{"check", fixture2026(t), "--max-peak", "lots"},
+		{"check", fixture2026(t), "--max-fragmentation", "120"},
 		{"check", "../../replay/testdata/bad_global.pickle"},
 	} {
 		if code, _, errOut := captureRun(t, args...); code != 2 {
@@ -117,19 +117,19 @@ func TestExportRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	for _, to := range []string{"pickle", "json"} {
 		out := filepath.Join(dir, "snap."+to)
-		if code, _, errOut := captureRun(t, "export", fixture2026, "--to", to, "-o", out); code != 0 {
+		if code, _, errOut := captureRun(t, "export", fixture2026(t), "--to", to, "-o", out); code != 0 {
 			t.Fatalf("export %s: exit %d %q", to, code, errOut)
 		}
-		_, a, _ := captureRun(t, "stats", "--json", fixture2026)
+		_, a, _ := captureRun(t, "stats", "--json", fixture2026(t))
 		_, b, _ := captureRun(t, "stats", "--json", out)
-		a = strings.Replace(a, fixture2026, "X", 1)
+		a = strings.Replace(a, fixture2026(t), "X", 1)
 		b = strings.Replace(strings.Replace(b, out, "X", 1), `"format": "json"`, `"format": "pickle"`, 1)
 		if a != b {
 			t.Errorf("stats of the %s export differ:\n%s\n%s", to, a, b)
 		}
 	}
 	out := filepath.Join(dir, "list.pickle")
-	if code, _, _ := captureRun(t, "export", fixture2026, "--to", "pickle", "--schema", "1.13", "-o", out); code != 0 {
+	if code, _, _ := captureRun(t, "export", fixture2026(t), "--to", "pickle", "--schema", "1.13", "-o", out); code != 0 {
 		t.Fatal("1.13 export failed")
 	}
 	_, b, _ := captureRun(t, "stats", "--json", out)
@@ -137,9 +137,9 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Errorf("1.13 export reads back as %s", b)
 	}
 	for _, args := range [][]string{
-		{"export", fixture2026, "--to", "xml", "-o", out},
-		{"export", fixture2026, "--to", "json"},
-		{"export", fixture2026, "--to", "json", "--schema", "0.9", "-o", out},
+		{"export", fixture2026(t), "--to", "xml", "-o", out},
+		{"export", fixture2026(t), "--to", "json"},
+		{"export", fixture2026(t), "--to", "json", "--schema", "0.9", "-o", out},
 		{"export", "../../replay/testdata/bad_reduce.pickle", "--to", "json", "-o", filepath.Join(dir, "x")},
 	} {
 		if code, _, _ := captureRun(t, args...); code != 2 {
@@ -149,4 +149,9 @@ func TestExportRoundTrip(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "x")); err == nil {
 		t.Error("failed export left an output file")
 	}
+}
+
+// fixture2026 is the real torch 2026 capture most command tests read.
+func fixture2026(t testing.TB) string {
+	return fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 }

@@ -5,12 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
-const profFixtures = "../../../shared/fixtures/ascend_profiler"
-
 func TestStatsProfilerDirJSON(t *testing.T) {
-	dir := filepath.Join(profFixtures, "msinsight_rank0")
+	dir := filepath.Join(profFixtures(t), "msinsight_rank0")
 	var v map[string]any
 	runJSON(t, &v, "stats", "--json", dir)
 	for _, k := range []string{"path", "kind", "ops", "first_time_us", "last_time_us", "memory_records", "top_ops", "devices"} {
@@ -33,7 +33,7 @@ func TestStatsProfilerDirJSON(t *testing.T) {
 }
 
 func TestStatsProfilerDirText(t *testing.T) {
-	code, out, errOut := captureRun(t, "stats", filepath.Join(profFixtures, "mstt"))
+	code, out, errOut := captureRun(t, "stats", filepath.Join(profFixtures(t), "mstt"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -55,7 +55,7 @@ func TestStatsProfilerDirErrors(t *testing.T) {
 // export (here the real CANN msprof database) is summarised the same way.
 func TestStatsProfilerDBDir(t *testing.T) {
 	dir := t.TempDir()
-	b, err := os.ReadFile(filepath.Join(profFixtures, "msinsight_msprof_0.db"))
+	b, err := os.ReadFile(filepath.Join(profFixtures(t), "msinsight_msprof_0.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,3 +85,5 @@ func TestStatsProfilerDBDir(t *testing.T) {
 		t.Errorf("bad db: exit %d, stderr %q", code, errOut)
 	}
 }
+
+func profFixtures(t testing.TB) string { return fixture.Path(t, "ascend_profiler") }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const whatifTrace = "../../replay/whatif/testdata/fragmentation.pickle"
@@ -124,11 +124,8 @@ func TestWhatifReproducesWorkloadRuns(t *testing.T) {
 }
 
 func TestWhatifOnRealFixture(t *testing.T) {
-	const fixture = "../../../shared/fixtures/snapshots/cuda-2026-assignment2-memory_snapshot.pickle"
-	if _, err := os.Stat(fixture); err != nil {
-		t.Skip("fixture not present")
-	}
-	code, out, errOut := captureRun(t, "whatif", fixture, "--conf", "expandable_segments:True")
+	snap := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
+	code, out, errOut := captureRun(t, "whatif", snap, "--conf", "expandable_segments:True")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -13,7 +13,7 @@ fi
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 fail=0
-for f in "$HERE"/../../../shared/fixtures/snapshots/*.pickle "$HERE"/cuda21_p4.pickle "$HERE"/cuda21.json \
+for f in "$HERE"/../../testdata/fixtures/snapshots/*.pickle "$HERE"/cuda21_p4.pickle "$HERE"/cuda21.json \
          "$HERE"/npu_workspace.pickle "$HERE"/torch113_list.pickle "$HERE"/wide_addr.pickle; do
   [ -f "$f" ] || continue
   name=$(basename "$f")

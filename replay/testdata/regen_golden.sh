@@ -2,7 +2,7 @@
 # Regenerate the golden stats with the Python reference (ref_stats.py).
 # Run from replay/testdata after gen_snapshots.py.
 set -e
-F=../../../shared/fixtures/snapshots
+F=../../testdata/fixtures/snapshots
 mkdir -p golden
 for f in $F/*.pickle cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
          npu_workspace.pickle torch113_list.pickle torch113_list.json wide_addr.pickle; do

@@ -10,6 +10,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const MiB = allocator.MiB
@@ -175,11 +176,7 @@ func TestInitialAllocationsFollowTimeline(t *testing.T) {
 }
 
 func fixtures(t *testing.T) []string {
-	files, _ := filepath.Glob("../../../shared/fixtures/snapshots/*.pickle")
-	if len(files) == 0 {
-		t.Skip("no fixtures in ../../../shared/fixtures/snapshots")
-	}
-	return files
+	return fixture.Glob(t, "snapshots/*.pickle")
 }
 
 // TestFixtureFidelity reports the baseline fidelity on the real snapshots.
