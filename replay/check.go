@@ -2,7 +2,7 @@ package replay
 
 import (
 	"fmt"
-	"math"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -37,7 +37,8 @@ func Check(st *Stats, lim CheckLimits) []string {
 			out = append(out, fmt.Sprintf("device %d: peak reserved %s exceeds --max-reserved %s", d.Device, FormatBytes(d.PeakReservedBytes), FormatBytes(lim.MaxPeakReserved)))
 		}
 		if f := Fragmentation(d); lim.HasMaxFragmentation && f > lim.MaxFragmentationPct {
-			out = append(out, fmt.Sprintf("device %d: fragmentation %.1f%% (inactive %s of reserved %s) exceeds --max-fragmentation %g%%", d.Device, f, FormatBytes(d.InactiveBytes), FormatBytes(d.ReservedBytes), lim.MaxFragmentationPct))
+			got, max := percentApart(f, lim.MaxFragmentationPct)
+			out = append(out, fmt.Sprintf("device %d: fragmentation %s%% (inactive %s of reserved %s) exceeds --max-fragmentation %s%%", d.Device, got, FormatBytes(d.InactiveBytes), FormatBytes(d.ReservedBytes), max))
 		}
 		if lim.NoOOM && d.OOMEvents > 0 {
 			out = append(out, fmt.Sprintf("device %d: %d oom event(s) in the trace (--no-oom)", d.Device, d.OOMEvents))
@@ -46,9 +47,11 @@ func Check(st *Stats, lim CheckLimits) []string {
 	return out
 }
 
-// ParseSize parses a byte count: a plain number or one with a unit, in
-// any case — K/M/G/T, KB/MB/GB/TB or KiB/MiB/GiB/TiB, all powers of 1024,
-// and B ("40GiB", "1.5 MiB", "16G", "4096B", "4096").
+// ParseSize parses a byte count exactly: a plain number or a decimal with a unit,
+// in any case. IEC units are powers of 1024 (KiB, MiB, GiB, TiB, and the bare
+// letters K, M, G, T as torch's own settings use them); SI units are powers of
+// 1000 (kB/KB, MB, GB, TB: "64GB" is 64,000,000,000 bytes); B is one byte.
+// A fraction of a byte is dropped ("12.96GiB" is 13,915,694,612 B).
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	i := len(t)
@@ -57,17 +60,45 @@ func ParseSize(s string) (int64, error) {
 	}
 	num, unit := strings.TrimSpace(t[:i]), strings.ToLower(strings.TrimSpace(t[i:]))
 	mult, ok := sizeUnits[unit]
-	f, err := strconv.ParseFloat(num, 64)
-	if !ok || err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, fmt.Errorf("bad size %q (want e.g. 40GiB, 512MiB, 4096)", s)
+	whole, frac, _ := strings.Cut(num, ".")
+	if !ok || (whole == "" && frac == "") || !allDigits(whole) || !allDigits(frac) {
+		return 0, fmt.Errorf("bad size %q (want e.g. 40GiB, 64GB, 512MiB, 4096)", s)
 	}
-	v := f * float64(mult)
-	if v >= math.MaxInt64 {
+	// value = (whole.frac) × mult, computed as an exact fraction.
+	v, ok := new(big.Int).SetString(whole+frac, 10)
+	if !ok {
+		v = new(big.Int) // "" + "" is refused above; "0" and ".5" parse
+	}
+	v.Mul(v, big.NewInt(mult))
+	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(frac))), nil)
+	q := v.Quo(v, den) // a fraction of a byte is dropped
+	if !q.IsInt64() {
 		return 0, fmt.Errorf("size %q is too large", s)
 	}
-	return int64(v), nil
+	return q.Int64(), nil
+}
+
+func allDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 var sizeUnits = map[string]int64{"": 1, "b": 1,
-	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+	"k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
+
+// percentApart formats a measured percentage and its limit with the fewest
+// decimals (one at least) that tell them apart, so a violation never reads
+// "90.3% exceeds 90.3%".
+func percentApart(v, limit float64) (string, string) {
+	for prec := 1; ; prec++ {
+		a, b := strconv.FormatFloat(v, 'f', prec, 64), strconv.FormatFloat(limit, 'f', prec, 64)
+		if a != b || prec >= 12 {
+			return a, b
+		}
+	}
+}

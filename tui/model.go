@@ -51,8 +51,14 @@ type (
 	}
 )
 
-// speeds are the replay speeds `[` and `]` step through.
-var speeds = []float64{0.01, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 1024}
+// speeds are the replay speeds `[` and `]` step through, MinSpeed to MaxSpeed.
+var speeds = []float64{MinSpeed, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, MaxSpeed}
+
+// MinSpeed and MaxSpeed bound the replay speed (Options.Speed).
+const (
+	MinSpeed float64 = 0.01
+	MaxSpeed float64 = 1024
+)
 
 // seqRate is how many entries per second playback advances at ×1 when the
 // source has no timestamps.

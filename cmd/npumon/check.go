@@ -22,7 +22,8 @@ func newCheckCmd() *cobra.Command {
 			"  --max-reserved SIZE        peak reserved bytes\n" +
 			"  --max-fragmentation PCT    final inactive (cached, unused) bytes as a percentage of reserved\n" +
 			"  --no-oom                   no oom trace entries\n" +
-			"SIZE accepts B, KiB, MiB, GiB, TiB (e.g. 40GiB, 1.5 GiB, 4096). Exit 0: all hold; 1: one\n" +
+			"SIZE accepts IEC units (KiB, MiB, GiB, TiB and K, M, G, T: powers of 1024) and SI units\n" +
+			"(kB, MB, GB, TB: powers of 1000), exactly: 40GiB, 64GB, 1.5 GiB, 4096. Exit 0: all hold; 1: one\n" +
 			"line per violation; 2: the file could not be read.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -47,6 +48,9 @@ func newCheckCmd() *cobra.Command {
 				lim.MaxFragmentationPct, lim.HasMaxFragmentation = maxFrag, true
 			}
 			lim.NoOOM = noOOM
+			if !lim.HasMaxPeakActive && !lim.HasMaxPeakReserved && !lim.HasMaxFragmentation && !lim.NoOOM {
+				return usageError{fmt.Errorf("check needs at least one limit (--max-peak, --max-reserved, --max-fragmentation or --no-oom)")}
+			}
 			st, err := replay.StatsFile(args[0], replay.StatsOptions{})
 			if err != nil {
 				return err

@@ -43,8 +43,8 @@ func newReplayCmd() *cobra.Command {
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
-			if speed <= 0 {
-				return usageError{fmt.Errorf("--speed must be positive, got %v", speed)}
+			if err := checkSpeed(speed); err != nil {
+				return err
 			}
 			st, err := os.Stat(path)
 			if err != nil {
@@ -68,6 +68,17 @@ func newReplayCmd() *cobra.Command {
 				}
 				snapshot = false
 			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			var quick func() error
+			if !st.IsDir() && snapshot {
+				// A large truncated pickle is refused before the UI too.
+				quick = func() error { return replay.CheckComplete(path) }
+			}
+			load, err = preload(ctx, load, store, device, preloadGrace, quick)
+			if err != nil {
+				return err
+			}
 			opts := tui.Options{
 				Source:     store,
 				SourceName: filepath.Base(filepath.Clean(path)),
@@ -81,8 +92,6 @@ func newReplayCmd() *cobra.Command {
 			if snapshot {
 				opts.WhatIf, opts.WhatIfConfs = capt.Load, confs
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-			defer stop()
 			if headless > 0 {
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {
@@ -95,7 +104,7 @@ func newReplayCmd() *cobra.Command {
 	}
 	f := c.Flags()
 	f.IntVar(&device, "device", 0, "device to show first")
-	f.Float64Var(&speed, "speed", 1, "replay speed (×; [ and ] change it)")
+	f.Float64Var(&speed, "speed", 1, "replay speed, ×0.01 to ×1024 ([ and ] change it)")
 	f.BoolVar(&play, "play", false, "start playing from the beginning")
 	f.BoolVar(&relative, "relative", false, "show times relative to the first entry (r toggles)")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
@@ -142,4 +151,13 @@ func replaySummary(source string, s monitor.Summary) replaySummaryJSON {
 		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
 		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
 	}
+}
+
+// checkSpeed refuses a replay speed outside the range the UI's [ and ] keys
+// step through (×0.01 … ×1024).
+func checkSpeed(v float64) error {
+	if !(v >= tui.MinSpeed && v <= tui.MaxSpeed) {
+		return usageError{fmt.Errorf("--speed must be between %g and %g, got %v", tui.MinSpeed, tui.MaxSpeed, v)}
+	}
+	return nil
 }

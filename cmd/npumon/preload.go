@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/tui"
+)
+
+// preloadGrace is how long a command waits for its input to load before it
+// opens the terminal UI: a small or broken file fails (or is checked) on the
+// command line, with its one-line error and exit 2, and only a load still
+// running after it is shown behind the UI with its progress.
+const preloadGrace = 400 * time.Millisecond
+
+// preload starts load at once and waits up to grace for it. It returns the
+// load's error when it ended within grace, a device flag error when the
+// loaded store lacks the asked device, and otherwise a tui.Options.Load that
+// joins the running load (progress included) and checks the device when it
+// ends. A load still running after grace is first vetted by the cheap check
+// quick (nil: none), whose error stops it. Cancelling ctx stops the load.
+func preload(ctx context.Context, load func(context.Context, func(tui.Progress)) error, store *monitor.Store, device int, grace time.Duration, quick func() error) (func(context.Context, func(tui.Progress)) error, error) {
+	var (
+		mu     sync.Mutex
+		last   tui.Progress
+		report func(tui.Progress)
+	)
+	relay := func(p tui.Progress) {
+		mu.Lock()
+		last = p
+		r := report
+		mu.Unlock()
+		if r != nil {
+			r(p)
+		}
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- load(lctx, relay) }()
+	check := func(err error) error {
+		if err != nil {
+			return err
+		}
+		if devs := store.Devices(); len(devs) > 0 && !slices.Contains(devs, device) {
+			return usageError{fmt.Errorf("--device %d: the input has device(s) %v", device, devs)}
+		}
+		return nil
+	}
+	select {
+	case err := <-done:
+		cancel()
+		if err := check(err); err != nil {
+			return nil, err
+		}
+		return func(context.Context, func(tui.Progress)) error { return nil }, nil
+	case <-time.After(grace):
+	}
+	if quick != nil {
+		if err := quick(); err != nil {
+			cancel()
+			<-done
+			return nil, err
+		}
+	}
+	return func(uctx context.Context, r func(tui.Progress)) error {
+		mu.Lock()
+		report = r
+		p := last
+		mu.Unlock()
+		if r != nil {
+			r(p)
+		}
+		select {
+		case err := <-done:
+			cancel()
+			return check(err)
+		case <-uctx.Done():
+			cancel()
+			<-done
+			return uctx.Err()
+		}
+	}, nil
+}
