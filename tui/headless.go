@@ -22,6 +22,15 @@ func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, er
 	p := tea.NewProgram(m, tea.WithInput(nil), tea.WithoutRenderer(), tea.WithOutput(io.Discard),
 		tea.WithContext(ctx), tea.WithoutSignalHandler())
 	go p.Send(tea.WindowSizeMsg{Width: 120, Height: 40})
+	if opts.Done != nil {
+		go func() {
+			select {
+			case <-opts.Done:
+				p.Send(headlessQuitMsg{})
+			case <-ctx.Done():
+			}
+		}()
+	}
 	_, err := p.Run()
 	m.Close()
 	if m.loadErr != nil {

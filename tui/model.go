@@ -256,6 +256,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.refreshData()
 		return m, m.headlessTimer()
 	case headlessQuitMsg:
+		m.pollData() // the summary is of the newest data (a live source may have just ended)
 		return m, tea.Quit
 	case DataMsg:
 		m.pollData()

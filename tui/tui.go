@@ -59,6 +59,10 @@ type Options struct {
 	// the alternatives it compares (default DefaultWhatIfConfs).
 	WhatIf      func() *replay.Capture
 	WhatIfConfs []string
+	// Done, when set, is closed when a live source has nothing more to send
+	// (a demo job that finished): a headless run then ends early, summarising
+	// the final data.
+	Done <-chan struct{}
 }
 
 // ConnState is the state of a live connection, shown in the header.

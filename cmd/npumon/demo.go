@@ -58,10 +58,15 @@ func newDemoCmd() *cobra.Command {
 				return err
 			}
 			wctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- w.Run(wctx) }()
+			done, ended := make(chan error, 1), make(chan struct{})
+			go func() {
+				err := w.Run(wctx)
+				detach() // flushes what the allocators recorded into the store
+				close(ended)
+				done <- err
+			}()
 			name := fmt.Sprintf("demo · %s · pid %d", cfg.Scenario, w.Config().PID)
-			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii}
+			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Done: ended}
 			var m *tui.Model
 			if headless > 0 {
 				m, err = tui.RunHeadless(ctx, opts, headless)
@@ -70,7 +75,6 @@ func newDemoCmd() *cobra.Command {
 			}
 			cancel()
 			werr := <-done
-			detach()
 			if err != nil {
 				return err
 			}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDemoFlagErrors: bad workload options are usage errors (exit 2) with
@@ -37,5 +40,28 @@ func TestDemoHeadless(t *testing.T) {
 	if !strings.HasPrefix(s.Source, "demo · steady · pid ") || s.TimeBase != "epoch_us" || s.Entries < 1000 ||
 		s.Applied == 0 || s.Applied > s.Entries || s.ReservedBytes <= 0 || s.Segments == 0 || s.PeakActiveBytes < s.ActiveBytes {
 		t.Fatalf("summary %+v", s)
+	}
+}
+
+// TestDemoHeadlessEndsWithTheJob: a job shorter than --headless ends the run
+// (10 minutes asked; a run still going after a minute has missed the end), and
+// the summary is of the whole job.
+func TestDemoHeadlessEndsWithTheJob(t *testing.T) {
+	got := make(chan [2]string, 1)
+	go func() {
+		code, out, errOut := captureRun(t, "demo", "--headless", "10m", "--steps", "3", "--rate", "50", "--layers", "2", "--device-mem", "16GiB")
+		got <- [2]string{fmt.Sprint(code, " ", errOut), out}
+	}()
+	select {
+	case r := <-got:
+		var s replaySummaryJSON
+		if err := json.Unmarshal([]byte(r[1]), &s); err != nil || r[0] != "0 " {
+			t.Fatalf("exit %s, %v", r[0], err)
+		}
+		if s.Entries == 0 || s.Applied != s.Entries || s.PeakActiveBytes == 0 {
+			t.Fatalf("summary %+v", s)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("demo --headless 10m --steps 3 still running after a minute")
 	}
 }
