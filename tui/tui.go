@@ -8,9 +8,11 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/term"
 
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/tui/ttyin"
 )
 
 // Progress reports how far loading has come.
@@ -140,7 +142,12 @@ func NewProgram(opts Options, popts ...tea.ProgramOption) *tea.Program {
 // Run runs the app until the user quits or ctx ends. It returns the load
 // error, if loading failed.
 func Run(ctx context.Context, opts Options, popts ...tea.ProgramOption) error {
-	p := NewProgram(opts, append([]tea.ProgramOption{tea.WithContext(ctx)}, popts...)...)
+	base := []tea.ProgramOption{tea.WithContext(ctx)}
+	if term.IsTerminal(os.Stdin.Fd()) {
+		// Keys arrive whole even when a slow link splits their escape sequences.
+		base = append(base, tea.WithInput(ttyin.New(os.Stdin)))
+	}
+	p := NewProgram(opts, append(base, popts...)...)
 	final, err := p.Run()
 	if m, ok := final.(*Model); ok {
 		m.Close()

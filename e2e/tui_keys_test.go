@@ -1,0 +1,43 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTUIKeyBursts: key repeat over a slow link sends escape sequences in
+// bursts that reads cut anywhere (docs: tui/ttyin, Note [Split escape
+// sequences]). 100 shift+→ in one burst move the cursor and nothing else:
+// no `[` (speed) and no `2` (Segments focus) leak out of a cut sequence.
+// Then 500 → in one burst land on entry 500; the time they take is logged
+// (BENCHMARKS.md).
+func TestTUIKeyBursts(t *testing.T) {
+	bin := npumonBin(t)
+	snap := snapshotFixture(t, "cuda-2026-assignment2-memory_snapshot.pickle")
+	p := startTmux(t, 120, 40, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", snap)
+	p.waitFor("[1 Timeline]", "entry 5163/5163")
+	p.send("g")
+	p.waitFor("entry 0/5163")
+
+	p.send("-N", "100", "S-Right")
+	screen := p.waitFor("entry 5163/5163") // 100 × 1/20 of the view reaches the end
+	if !strings.Contains(screen, "PAUSED ×1 ") && !strings.HasSuffix(strings.SplitN(screen, "\n", 2)[0], "PAUSED ×1") {
+		t.Errorf("the replay speed changed (a `[` leaked):\n%s", screen)
+	}
+	if !strings.Contains(screen, "[1 Timeline]") || strings.Contains(screen, "[2 Segments]") {
+		t.Errorf("the focus moved (a `2` leaked):\n%s", screen)
+	}
+
+	p.send("g")
+	p.waitFor("entry 0/5163")
+	start := time.Now()
+	p.send("-N", "500", "Right")
+	p.waitFor("entry 500/5163")
+	t.Logf("500 cursor keys in one burst: %v until the screen showed entry 500", time.Since(start))
+
+	p.send("q")
+	p.waitFor("NPUMON_EXIT=0")
+}
