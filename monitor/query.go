@@ -470,3 +470,27 @@ func (s *Store) PrevEvent(device int, cursor int64) (int64, bool) {
 	}
 	return d.recs[m-1].time, true
 }
+
+// Streams returns the streams of device's trace in order of first appearance
+// (the UI labels them s0, s1, … in this order).
+func (s *Store) Streams(device int) []uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || len(d.recs) == 0 {
+		return nil
+	}
+	// attrs.list is in order of first appearance, but for list[0], the
+	// table's zero placeholder: stream 0 comes first when an entry uses it
+	// (the default stream, as in torch_npu files).
+	var out []uint64
+	seen := map[uint64]bool{}
+	for i, a := range d.attrs.list {
+		if (i == 0 && !d.attrs.usedZero) || seen[a.stream] {
+			continue
+		}
+		seen[a.stream] = true
+		out = append(out, a.stream)
+	}
+	return out
+}

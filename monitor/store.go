@@ -329,9 +329,10 @@ func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.Tra
 
 // attrTable interns attrs, one per device log.
 type attrTable struct {
-	list []attr
-	idx  map[attr]uint32
-	last uint32
+	list     []attr
+	idx      map[attr]uint32
+	last     uint32
+	usedZero bool // an entry has the zero attr (list[0] is otherwise only a placeholder)
 }
 
 func newAttrTable() *attrTable {
@@ -340,6 +341,7 @@ func newAttrTable() *attrTable {
 
 func (t *attrTable) intern(a attr) uint32 {
 	if t.list[t.last] == a {
+		t.usedZero = t.usedZero || t.last == 0
 		return t.last
 	}
 	id, ok := t.idx[a]
@@ -348,6 +350,7 @@ func (t *attrTable) intern(a attr) uint32 {
 		t.list = append(t.list, a)
 		t.idx[a] = id
 	}
+	t.usedZero = t.usedZero || id == 0
 	t.last = id
 	return id
 }

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/npumon/npumon/allocator"
@@ -33,7 +32,7 @@ func (m *Model) loadEvents() {
 		kept := evs[:0]
 		for i := range evs {
 			e := &evs[i]
-			if m.flt.matchEvent(e, func() string { return m.eventText(e) }) {
+			if m.flt.matchEvent(e, &m.streams, func() string { return m.eventText(e) }) {
 				kept = append(kept, *e)
 			}
 		}
@@ -64,17 +63,10 @@ func (m *Model) eventText(e *monitor.Event) string {
 	return sb.String()
 }
 
-// streamText keeps the stream column narrow: small ids as they are, stream
-// handles (pointers in CUDA files) as their last hex digits.
-func streamText(s uint64) string {
-	if s < 1_000_000 {
-		return strconv.FormatUint(s, 10)
-	}
-	h := strconv.FormatUint(s, 16)
-	return "…" + h[len(h)-5:]
-}
-
-// eventLines lists the trace around the cursor; the entry at the cursor is marked.
+// eventLines lists the trace around the cursor; the entry at the cursor is
+// marked. Columns follow the pane: time, action and size always; the stream
+// label (st) and, when there are ops, at least a few characters of the op;
+// then the address when it fits. A line cut at the pane edge ends in "…".
 func (m *Model) eventLines(w, h int) []string {
 	th := m.th
 	tf := m.timeFmt()
@@ -82,18 +74,26 @@ func (m *Model) eventLines(w, h int) []string {
 	if m.base == monitor.TimeSequence {
 		timeW = 9
 	}
-	// With ops, the op column is the most telling one; when the pane is too
-	// narrow to show it beside the address, the address goes (the segment
-	// map and the filter still have it).
-	const addrW, opMin = 14, 16
-	showAddr := len(m.ops) == 0 || w >= 2+timeW+1+15+1+addrW+1+10+1+6+2+opMin
-	row := func(mark, tm, action, addr, size, stream, op string) string {
-		if showAddr {
-			return fmt.Sprintf("%s%-*s %-15s %-*s %10s %6s  %s", mark, timeW, tm, action, addrW, addr, size, stream, op)
-		}
-		return fmt.Sprintf("%s%-*s %-15s %10s %6s  %s", mark, timeW, tm, action, size, stream, op)
+	const actionW, addrW, sizeW, opMin = 14, 14, 9, 8
+	stW := m.streams.width()
+	fixed := 2 + timeW + 1 + actionW + 1 + sizeW + 1 + stW
+	need := fixed
+	if len(m.ops) > 0 {
+		need += 2 + opMin
 	}
-	head := row("  ", "time", "action", "address", "size", "stream", "op")
+	showAddr := w >= need+1+addrW
+	row := func(mark, tm, action, addr, size, stream, op string) string {
+		l := fmt.Sprintf("%s%-*s %-*s ", mark, timeW, tm, actionW, action)
+		if showAddr {
+			l += fmt.Sprintf("%-*s ", addrW, addr)
+		}
+		l += fmt.Sprintf("%*s %-*s", sizeW, size, stW, stream)
+		if op != "" {
+			l += "  " + op
+		}
+		return th.Fit(l, w)
+	}
+	head := row("  ", "time", "action", "address", "size", "st", "op")
 	lines := []string{th.Dim.Render(head)}
 	rows := h - 1
 	if rows <= 0 {
@@ -124,9 +124,9 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, theme.Bytes(e.Size), streamText(e.Stream), op)
+		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, theme.Bytes(e.Size), m.streams.label(e.Stream), op)
 		if i == m.evCur {
-			l = th.Selected.Render(fit(l, w))
+			l = th.Selected.Render(l)
 		} else if e.Action == allocator.ActionOOM {
 			l = th.Warn.Render(l)
 		}

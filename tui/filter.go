@@ -12,14 +12,16 @@ import (
 
 // filter is a parsed `/` expression: space-separated terms, all of which
 // must hold. size>N / size<N / size>=N / size<=N (N with KiB/MiB/GiB),
-// stream=N, anything else is a regular expression on op name, action and
+// stream=N (the full id, decimal or 0x hex) or stream=sK (the events pane's
+// label), anything else is a regular expression on op name, action and
 // stack frames.
 type filter struct {
-	text    string
-	re      *regexp.Regexp
-	minSize int64 // inclusive, 0 = none
-	maxSize int64 // inclusive, -1 = none
-	stream  int64 // -1 = any
+	text      string
+	re        *regexp.Regexp
+	minSize   int64  // inclusive, 0 = none
+	maxSize   int64  // inclusive, -1 = none
+	stream    int64  // -1 = any (or by label)
+	streamLbl string // "s1": the stream labelled so
 }
 
 func parseFilter(s string) (*filter, error) {
@@ -50,9 +52,13 @@ func parseFilter(s string) (*filter, error) {
 			}
 			f.maxSize = v
 		case strings.HasPrefix(lt, "stream="):
+			if n, err := strconv.Atoi(strings.TrimPrefix(lt[7:], "s")); err == nil && n >= 0 && strings.HasPrefix(lt[7:], "s") {
+				f.streamLbl = lt[7:]
+				break
+			}
 			v, err := strconv.ParseUint(lt[7:], 0, 64)
 			if err != nil {
-				return nil, fmt.Errorf("bad stream in %q", t)
+				return nil, fmt.Errorf("bad stream in %q (a label such as s1, or the full id)", t)
 			}
 			f.stream = int64(v)
 		default:
@@ -76,15 +82,16 @@ func (f *filter) sizeOK(n int64) bool {
 	return n >= f.minSize && (f.maxSize < 0 || n <= f.maxSize)
 }
 
-// matchEvent tests an event; text returns the op name and stack text lazily.
-func (f *filter) matchEvent(e *monitor.Event, text func() string) bool {
+// matchEvent tests an event; text returns the op name and stack text lazily,
+// labels names its stream.
+func (f *filter) matchEvent(e *monitor.Event, labels *streamLabels, text func() string) bool {
 	if f == nil {
 		return true
 	}
 	if !f.sizeOK(e.Size) {
 		return false
 	}
-	if f.stream >= 0 && e.Stream != uint64(f.stream) {
+	if f.stream >= 0 && e.Stream != uint64(f.stream) || f.streamLbl != "" && labels.label(e.Stream) != f.streamLbl {
 		return false
 	}
 	return f.re == nil || f.re.MatchString(e.Action.String()) || f.re.MatchString(text())

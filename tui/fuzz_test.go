@@ -20,7 +20,7 @@ func FuzzParseFilter(f *testing.F) {
 		}
 		e := monitor.Event{}
 		e.Size, e.Stream = 1<<20, 7
-		flt.matchEvent(&e, func() string { return "aten::matmul\nfile.py:1:f" })
+		flt.matchEvent(&e, &streamLabels{}, func() string { return "aten::matmul\nfile.py:1:f" })
 		flt.matchOp(&monitor.Op{Name: "aten::conv2d", MemDelta: -5})
 	})
 }

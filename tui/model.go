@@ -93,6 +93,7 @@ type Model struct {
 	n         int64
 	hasData   bool
 	ops       []monitor.Op // all ops, start order
+	streams   streamLabels // the device's stream labels (s0, s1, …)
 	conn      ConnState
 	connNote  string
 	statusErr string
@@ -373,6 +374,10 @@ func (m *Model) refreshData() {
 		m.dev = m.devices[0]
 	}
 	wasData := m.hasData
+	if ss, ok := src.(streamSource); ok && m.dev >= 0 {
+		m.streams.reset(ss.Streams(m.dev))
+	}
+	m.seg.Stream = m.streams.describe
 	m.readBounds()
 	m.rebuildOpView()
 	switch {

@@ -211,7 +211,7 @@ func TestFilter(t *testing.T) {
 	if !strings.Contains(v, "filter: size>=6MiB size<=8MiB") {
 		t.Fatalf("filter not shown:\n%s", v)
 	}
-	if strings.Contains(v, "512 KiB") || strings.Contains(v, "64.0 MiB") || !strings.Contains(v, "6.00 MiB      0") {
+	if strings.Contains(v, "512 KiB") || strings.Contains(v, "64.0 MiB") || !strings.Contains(v, "6.00 MiB s0") {
 		t.Errorf("events not filtered by size:\n%s", v)
 	}
 	// The events pane names ops too; look at the ops pane only.
@@ -545,10 +545,62 @@ func TestSetSourceMsg(t *testing.T) {
 	}
 }
 
-func TestStreamText(t *testing.T) {
-	for in, want := range map[uint64]string{0: "0", 7: "7", 999999: "999999", 93939793133632: "…00040"} {
-		if got := streamText(in); got != want {
-			t.Errorf("streamText(%d) = %q, want %q", in, got, want)
+// TestStreamLabels: streams are s0, s1, … in order of first appearance in
+// the trace, streams the trace never used follow as seen; labels resolve
+// back; details show the full handle.
+func TestStreamLabels(t *testing.T) {
+	var l streamLabels
+	l.reset([]uint64{93939793133632, 0, 7})
+	for s, want := range map[uint64]string{93939793133632: "s0", 0: "s1", 7: "s2"} {
+		if got := l.label(s); got != want {
+			t.Errorf("label(%d) = %q, want %q", s, got, want)
 		}
+	}
+	if got := l.label(42); got != "s3" || l.width() != 2 {
+		t.Errorf("a segment-only stream: %q, width %d", got, l.width())
+	}
+	if s, ok := l.lookup("S0"); !ok || s != 93939793133632 {
+		t.Errorf("lookup(S0) = %d, %v", s, ok)
+	}
+	if _, ok := l.lookup("s9"); ok {
+		t.Error("lookup(s9) found a stream")
+	}
+	if got := l.describe(93939793133632); got != "s0 (0x557010000040)" {
+		t.Errorf("describe = %q", got)
+	}
+	if got := l.describe(7); got != "s2 (7)" {
+		t.Errorf("describe = %q", got)
+	}
+	for range 8 {
+		l.label(uint64(1000 + len(l.ids)))
+	}
+	if l.width() != 3 { // s0 … s11
+		t.Errorf("width with 12 streams = %d", l.width())
+	}
+}
+
+// A stream filter takes the label or the full id.
+func TestFilterStream(t *testing.T) {
+	var l streamLabels
+	l.reset([]uint64{93939793133632, 7})
+	e := monitor.Event{}
+	e.Size, e.Stream = 1<<20, 7
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"stream=s1", true}, {"stream=S1", true}, {"stream=s0", false}, {"stream=7", true}, {"stream=0x7", true},
+		{"stream=93939793133632", false},
+	} {
+		f, err := parseFilter(tc.text)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.text, err)
+		}
+		if got := f.matchEvent(&e, &l, func() string { return "" }); got != tc.want {
+			t.Errorf("%s matches = %v", tc.text, got)
+		}
+	}
+	if _, err := parseFilter("stream=sx"); err == nil {
+		t.Error("stream=sx accepted")
 	}
 }

@@ -141,9 +141,9 @@ func (m *Model) bodyLines(body int) []string {
 				break
 			}
 			if r.x == 0 {
-				grid[y] = fit(l, r.w)
+				grid[y] = m.th.Fit(l, r.w)
 			} else {
-				grid[y] = fit(grid[y], r.x-1) + m.th.Dim.Render(m.th.G.VBar) + fit(l, r.w)
+				grid[y] = fit(grid[y], r.x-1) + m.th.Dim.Render(m.th.G.VBar) + m.th.Fit(l, r.w)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ package segmap
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/charmbracelet/lipgloss"
@@ -26,6 +27,9 @@ type Model struct {
 	selAd  uint64              // address of the selected segment, kept across states
 	blkAd  uint64
 	bySize bool // largest segments first instead of address order
+
+	// Stream names a stream in details (default: its id in decimal).
+	Stream func(uint64) string
 }
 
 // New returns an empty segment map.
@@ -174,7 +178,7 @@ func (m *Model) View(w, h int, detail []string) string {
 	}
 	g := th.G
 	legend := fmt.Sprintf("%c alloc %c pending %c slack %c free", g.Allocated, g.Pending, g.Slack, g.Free)
-	lines = append(lines, fit(th.Dim.Render(legend+fmt.Sprintf("   %d segments, %s", len(m.segs), theme.Bytes(total))), w))
+	lines = append(lines, fit(th.Dim.Render(legend+"   "+theme.Count(len(m.segs), "segment", "segments")+", "+theme.Bytes(total)), w))
 	if len(m.segs) == 0 {
 		lines = append(lines, "no segments at this moment")
 	}
@@ -387,7 +391,7 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 	if b := m.Block(); b != nil {
 		out = append(out,
 			fmt.Sprintf("block 0x%x  size %s  requested %s  %s", b.Address, theme.Bytes(b.Size), theme.Bytes(b.RequestedSize), b.State),
-			fmt.Sprintf("segment 0x%x  stream %d  %s", s.Address, s.Stream, kind))
+			fmt.Sprintf("segment 0x%x  stream %s  %s", s.Address, m.stream(s.Stream), kind))
 		if allocAt != "" {
 			out = append(out, "allocated "+allocAt)
 		}
@@ -398,8 +402,8 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 		return append(out, frames...)
 	}
 	out = append(out,
-		fmt.Sprintf("segment 0x%x  size %s  stream %d  %s", s.Address, theme.Bytes(s.TotalSize), s.Stream, kind),
-		fmt.Sprintf("allocated %s  active %s  requested %s  %d blocks", theme.Bytes(s.AllocatedSize), theme.Bytes(s.ActiveSize), theme.Bytes(s.RequestedSize), len(s.Blocks)))
+		fmt.Sprintf("segment 0x%x  size %s  stream %s  %s", s.Address, theme.Bytes(s.TotalSize), m.stream(s.Stream), kind),
+		fmt.Sprintf("allocated %s  active %s  requested %s  %s", theme.Bytes(s.AllocatedSize), theme.Bytes(s.ActiveSize), theme.Bytes(s.RequestedSize), theme.Count(len(s.Blocks), "block", "blocks")))
 	if s.HasPoolID {
 		out = append(out, fmt.Sprintf("pool (%d, %d)", s.PoolID[0], s.PoolID[1]))
 	}
@@ -408,6 +412,13 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 	}
 	out = append(out, "enter: select blocks")
 	return out
+}
+
+func (m *Model) stream(s uint64) string {
+	if m.Stream != nil {
+		return m.Stream(s)
+	}
+	return strconv.FormatUint(s, 10)
 }
 
 // fit pads or truncates a styled line to exactly w cells.

@@ -34,3 +34,11 @@ func bytesAbs(n int64) string {
 	}
 	return fmt.Sprintf("%.2f %s", v, units[i])
 }
+
+// Count writes n with the singular or plural noun: "1 block", "2 blocks".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}

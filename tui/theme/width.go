@@ -88,3 +88,15 @@ func spaces(n int) string {
 	}
 	return string(b)
 }
+
+// Fit is the package Fit, but a line cut at w ends in the theme's ellipsis,
+// so a reader sees that something was cut.
+func (t *Theme) Fit(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if Width(s) > w {
+		return ansi.Truncate(s, w, t.G.Ellipsis)
+	}
+	return Fit(s, w)
+}
