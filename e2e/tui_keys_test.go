@@ -18,12 +18,12 @@ func TestTUIKeyBursts(t *testing.T) {
 	bin := npumonBin(t)
 	snap := snapshotFixture(t, "cuda-2026-assignment2-memory_snapshot.pickle")
 	p := startTmux(t, 120, 40, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", snap)
-	p.waitFor("[1 Timeline]", "entry 5163/5163")
+	p.waitFor("[1 Timeline]", "entry #5162/5163")
 	p.send("g")
-	p.waitFor("entry 0/5163")
+	p.waitFor("entry #–/5163")
 
 	p.send("-N", "100", "S-Right")
-	screen := p.waitFor("entry 5163/5163") // 100 × 1/20 of the view reaches the end
+	screen := p.waitFor("entry #5162/5163") // 100 × 1/20 of the view reaches the end
 	if !strings.Contains(screen, "PAUSED ×1 ") && !strings.HasSuffix(strings.SplitN(screen, "\n", 2)[0], "PAUSED ×1") {
 		t.Errorf("the replay speed changed (a `[` leaked):\n%s", screen)
 	}
@@ -32,10 +32,10 @@ func TestTUIKeyBursts(t *testing.T) {
 	}
 
 	p.send("g")
-	p.waitFor("entry 0/5163")
+	p.waitFor("entry #–/5163")
 	start := time.Now()
 	p.send("-N", "500", "Right")
-	p.waitFor("entry 500/5163")
+	p.waitFor("entry #499/5163")
 	t.Logf("500 cursor keys in one burst: %v until the screen showed entry 500", time.Since(start))
 
 	p.send("q")

@@ -2,8 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/npumon/npumon/monitor"
@@ -62,7 +62,7 @@ func (f timeFmt) clock(t int64) string {
 		return "#" + strconv.FormatInt(t, 10)
 	}
 	if f.relative {
-		return "+" + fmtDurUS(t-f.first)
+		return relText(t - f.first)
 	}
 	return time.UnixMicro(t).In(f.loc).Format("15:04:05.000")
 }
@@ -81,16 +81,11 @@ func (f timeFmt) axis(x float64) string {
 	if f.base == monitor.TimeSequence {
 		return "#" + strconv.FormatInt(int64(x+0.5)+f.first, 10)
 	}
-	if f.relative {
-		if f.span > 0 && f.span < 10_000_000 {
-			return "+" + strconv.FormatFloat(x*1e3, 'f', 1, 64) + "ms"
-		}
-		return "+" + trimFloat(x) + "s"
-	}
-	t := f.first + int64(x*1e6)
-	if f.span > 0 && f.span < 100_000 {
-		// sub-100 ms windows: clock labels would all read the same millisecond
-		return "+" + fmtDurUS(t-f.first)
+	t := f.first + int64(math.Round(x*1e6))
+	if f.relative || f.span > 0 && f.span < 100_000 {
+		// offsets as the header writes them (sub-100 ms windows too: clock
+		// labels would all read the same millisecond)
+		return relText(t - f.first)
 	}
 	layout := "15:04:05"
 	if f.span > 0 && f.span < 60_000_000 {
@@ -99,8 +94,11 @@ func (f timeFmt) axis(x float64) string {
 	return time.UnixMicro(t).In(f.loc).Format(layout)
 }
 
-func trimFloat(x float64) string {
-	s := strconv.FormatFloat(x, 'f', 2, 64)
-	s = strings.TrimRight(s, "0")
-	return strings.TrimSuffix(s, ".")
+// relText is an offset from the first entry with its sign: "+1.24ms", and
+// "-1µs" for the initial state just before it.
+func relText(us int64) string {
+	if us < 0 {
+		return fmtDurUS(us)
+	}
+	return "+" + fmtDurUS(us)
 }

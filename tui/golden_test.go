@@ -25,7 +25,7 @@ func TestGolden(t *testing.T) {
 		{"80x24_segments_block", fixtureScreen, 80, 24,
 			[]tea.KeyMsg{keyMsg("2"), keyMsg("down"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "allocated before"},
 		{"80x24_ascii_events", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("3"), keyMsg("g"), keyMsg("right")}, "> 02:34:01.085"},
-		{"160x48_main", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry 5161/5163"},
+		{"160x48_main", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry #5160/5163"},
 		{"160x48_help", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys"},
 		{"160x48_ops_selected", smallWithOps, 160, 48,
 			[]tea.KeyMsg{keyMsg("4"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "op aten::matmul"},

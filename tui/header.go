@@ -34,14 +34,12 @@ func (m *Model) headerLines() []string {
 	if name == "" {
 		name = "(no source)"
 	}
-	if m.w < 100 {
-		name = shortName(name, 24)
-	}
 	wide := m.w >= 120
 	var l1 []string
 	if wide {
 		l1 = append(l1, th.Header.Render("npumon"))
 	}
+	nameAt := len(l1)
 	l1 = append(l1, name)
 	switch {
 	case m.hasData && m.dev < 0:
@@ -88,11 +86,11 @@ func (m *Model) headerLines() []string {
 			"active " + theme.Bytes(s.ActiveBytes),
 			"peak " + theme.Bytes(s.PeakActiveBytes),
 			fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
-			fmt.Sprintf("entry %d/%d", s.Applied, m.n),
+			entryText(s.Applied, m.n),
 		}
 		if m.w < 120 {
 			parts = []string{
-				fmt.Sprintf("entry %d/%d", s.Applied, m.n),
+				entryText(s.Applied, m.n),
 				"alloc " + theme.Bytes(s.AllocatedBytes),
 				"resv " + theme.Bytes(s.ReservedBytes),
 				"act " + theme.Bytes(s.ActiveBytes),
@@ -115,23 +113,49 @@ func (m *Model) headerLines() []string {
 		if m.hasOpAt {
 			parts = append(parts, "op "+m.opAt.Name)
 		}
-		l2 = packParts(parts, m.w)
+		l2 = packParts(parts, m.w, slices.IndexFunc(parts, func(p string) bool { return strings.HasPrefix(p, "entry #") }))
 	}
+	// The source name gives way first, from the left: state, time and
+	// device always show.
+	rest := theme.Width(sep) * (len(l1) - 1)
+	for i, p := range l1 {
+		if i != nameAt {
+			rest += theme.Width(p)
+		}
+	}
+	l1[nameAt] = shortName(name, max(12, m.w-rest))
 	return []string{strings.Join(l1, sep), l2}
 }
 
+// entryText is the header's position: the index of the last entry applied
+// (the index stats, holders and `t #N` use) of the log's n entries, "–"
+// before the first.
+func entryText(applied, n int64) string {
+	if applied <= 0 {
+		return fmt.Sprintf("entry #–/%d", n)
+	}
+	return fmt.Sprintf("entry #%d/%d", applied-1, n)
+}
+
 // packParts joins header parts in order, leaving out those that would not
-// fit in w columns rather than cutting one in the middle.
-func packParts(parts []string, w int) string {
+// fit in w columns rather than cutting one in the middle; parts[keep] (if
+// keep ≥ 0) is never left out.
+func packParts(parts []string, w, keep int) string {
 	var sb strings.Builder
-	used := 0
-	for _, p := range parts {
+	used, reserved := 0, 0
+	if keep >= 0 {
+		reserved = 2 + theme.Width(parts[keep])
+	}
+	for i, p := range parts {
 		pw := theme.Width(p)
 		gap := 0
 		if used > 0 {
 			gap = 2
 		}
-		if used+gap+pw > w {
+		if i == keep {
+			reserved = 0
+		}
+		if i != keep && used+gap+pw+reserved > w {
 			continue
 		}
 		if gap > 0 {

@@ -91,7 +91,7 @@ func TestDeviceSwitch(t *testing.T) {
 	}
 	press(m, "d")
 	v := m.View()
-	if m.Device() != 1 || !strings.Contains(v, "dev 1 (2 of 2)") || !strings.Contains(v, "0x7e0000000000") || !strings.Contains(v, "entry 3/3") {
+	if m.Device() != 1 || !strings.Contains(v, "dev 1 (2 of 2)") || !strings.Contains(v, "0x7e0000000000") || !strings.Contains(v, "entry #2/3") {
 		t.Fatalf("after d:\n%s", v)
 	}
 	press(m, "d")

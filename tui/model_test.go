@@ -30,7 +30,7 @@ func TestViewShowsEveryPane(t *testing.T) {
 	v := m.View()
 	checkFrame(t, v, 160, 48)
 	for _, want := range []string{"npumon", "small.pickle", "dev 0 (1 of 1)", "2025-11-29 07:06:40.008", "PAUSED ×1",
-		"[1 Timeline]", "2 Segments", "3 Events", "4 Ops", "aten::matmul", "0x7f0000000000", "OOM 1", "entry 9/9"} {
+		"[1 Timeline]", "2 Segments", "3 Events", "4 Ops", "aten::matmul", "0x7f0000000000", "OOM 1", "entry #8/9"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("view lacks %q", want)
 		}
@@ -339,6 +339,21 @@ func TestZoomAndPan(t *testing.T) {
 	press(m, "r")
 	if !strings.Contains(m.View(), "+3.00ms") {
 		t.Errorf("r should show relative time:\n%s", m.View())
+	}
+	// The initial state is just before the first entry, signed as such.
+	press(m, "g")
+	if v := m.View(); !strings.Contains(v, "│  -1µs  │") || strings.Contains(v, "+-") || !strings.Contains(v, "entry #–/9") {
+		t.Errorf("g in relative mode:\n%s", v)
+	}
+}
+
+// TestRelText: offsets from the first entry carry their own sign, in the
+// header's units.
+func TestRelText(t *testing.T) {
+	for us, want := range map[int64]string{-1: "-1µs", 0: "+0µs", 619: "+619µs", 1240: "+1.24ms", 2_500_000: "+2.500s"} {
+		if got := relText(us); got != want {
+			t.Errorf("relText(%d) = %q, want %q", us, got, want)
+		}
 	}
 }
 

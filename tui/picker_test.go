@@ -75,7 +75,7 @@ func TestCapturePicker(t *testing.T) {
 	tick := func() { m.Update(tickMsg(fixedNow)) }
 	tick()
 	v := m.View()
-	if !strings.Contains(v, "/dumps · snapshot_1.pickle (1 of 1)") || !strings.Contains(v, "entry 9/9") {
+	if !strings.Contains(v, "/dumps · snapshot_1.pickle (1 of 1)") || !strings.Contains(v, "entry #8/9") {
 		t.Fatalf("header does not name the open capture:\n%s", v)
 	}
 	if !strings.Contains(v, "c captures") {
@@ -111,7 +111,7 @@ func TestCapturePicker(t *testing.T) {
 	m.Update(cmd())
 	tick()
 	v = m.View()
-	if m.pick.shown || !strings.Contains(v, "/dumps · snapshot_2.pickle (2 of 3)") || !strings.Contains(v, "entry 5163/5163") {
+	if m.pick.shown || !strings.Contains(v, "/dumps · snapshot_2.pickle (2 of 3)") || !strings.Contains(v, "entry #5162/5163") {
 		t.Fatalf("after opening snapshot_2:\n%s", v)
 	}
 	if m.Summary().Entries != 5163 {
