@@ -619,3 +619,21 @@ func TestFilterStream(t *testing.T) {
 		t.Error("stream=sx accepted")
 	}
 }
+
+// TestHeaderKeepsStateAndTime: a long source name (a watched directory and
+// its capture) gives way from the left; the time, the state and the entry
+// stay on screen at every width.
+func TestHeaderKeepsStateAndTime(t *testing.T) {
+	for _, w := range []int{80, 100, 120, 160} {
+		o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+		o.SourceName = "/data/jobs/llama-70b-pretrain/run-2026-11-30/rank3/memory_dumps · snapshot_rank3_step1200_oom.pickle (12 of 12)"
+		m := newSized(t, o, w, 30)
+		lines := strings.Split(m.View(), "\n")
+		if !strings.Contains(lines[0], "PAUSED ×1") || !strings.Contains(lines[0], "…") || !strings.Contains(lines[0], "(12 of 12)") {
+			t.Errorf("width %d: header line 1 %q", w, lines[0])
+		}
+		if !strings.Contains(lines[1], "entry #8/9") {
+			t.Errorf("width %d: header line 2 %q", w, lines[1])
+		}
+	}
+}
