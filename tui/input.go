@@ -203,11 +203,13 @@ func (m *Model) enter() tea.Cmd {
 		if m.opSel < 0 || m.opSel >= len(m.opView) {
 			return nil
 		}
-		op := m.ops[m.opView[m.opSel]]
+		sel := m.opSel
+		op := m.ops[m.opView[sel]]
 		m.hlOp = true
 		m.tl.SetHighlight(op.StartUS, op.EndUS, true)
 		if m.base == monitor.TimeEpochUS {
 			m.setCursor(op.StartUS)
+			m.opSel = sel // the op chosen, not another one starting at the same time
 		}
 	}
 	return nil

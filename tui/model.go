@@ -541,6 +541,7 @@ func (m *Model) refreshCursor() {
 	if m.base == monitor.TimeEpochUS {
 		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
 	}
+	m.followOp()
 	m.loadEvents()
 	m.tl.SetCursor(m.cursor)
 	if m.zoomed && (m.cursor < m.win0 || m.cursor >= m.win1) {

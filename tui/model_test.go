@@ -637,3 +637,42 @@ func TestHeaderKeepsStateAndTime(t *testing.T) {
 		}
 	}
 }
+
+// selectedOp is the op table's selected row.
+func selectedOp(t *testing.T, m *Model) string {
+	t.Helper()
+	v := m.View()
+	ops := v[strings.Index(v, "4 Ops"):]
+	for _, l := range strings.Split(ops, "\n") {
+		if strings.Contains(l, "▶") {
+			return l
+		}
+	}
+	t.Fatalf("no selected op:\n%s", v)
+	return ""
+}
+
+// TestOpsFollowTheCursor: the op table selects the op at the cursor as the
+// cursor moves; enter on an op moves the cursor to it and keeps it selected.
+func TestOpsFollowTheCursor(t *testing.T) {
+	m := small(t, 160, 48)
+	for _, tc := range []struct{ at, want string }{
+		{"+1ms", "aten::empty"}, {"+8ms", "aten::matmul"}, {"+5ms", "ProfilerStep#1"}, {"+2ms", "aten::empty"},
+	} {
+		press(m, "t")
+		typeText(m, tc.at)
+		press(m, "enter")
+		if l := selectedOp(t, m); !strings.Contains(l, tc.want) {
+			t.Errorf("cursor at %s: selected op %q, want %s", tc.at, l, tc.want)
+		}
+	}
+	press(m, "4", "down", "down") // matmul
+	press(m, "enter")
+	if l := selectedOp(t, m); !strings.Contains(l, "aten::matmul") || m.Cursor() != t0+7500 {
+		t.Errorf("enter on matmul: cursor %d, selected %q", m.Cursor()-t0, l)
+	}
+	press(m, "up", "up", "enter") // the step, which starts at the first entry
+	if l := selectedOp(t, m); !strings.Contains(l, "ProfilerStep#1") || m.Cursor() != t0 {
+		t.Errorf("enter on the step: cursor %d, selected %q", m.Cursor()-t0, l)
+	}
+}

@@ -2,7 +2,10 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+
+	"github.com/npumon/npumon/monitor"
 )
 
 var opSortNames = []string{"start", "duration", "mem delta", "name"}
@@ -92,4 +95,36 @@ func (m *Model) refreshOps() {
 		}
 	}
 	m.ops = kept
+}
+
+// followOp selects the op at the cursor in the op table, so the table
+// follows the cursor in live and replay: the innermost op whose interval
+// holds the cursor (the latest to start; ends inclusive), or else the last
+// op that started before it. With a filter on, the nearest kept op before.
+func (m *Model) followOp() {
+	if len(m.opView) == 0 || m.base != monitor.TimeEpochUS {
+		return
+	}
+	c := m.cursor
+	// m.ops is in start order: the last op starting at or before c.
+	last := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS > c }) - 1
+	if last < 0 {
+		return
+	}
+	i := last
+	for j := last; j >= 0 && j > last-4096; j-- {
+		if m.ops[j].EndUS >= c {
+			i = j
+			break
+		}
+	}
+	if m.opSort == 0 {
+		if k := sort.SearchInts(m.opView, i+1) - 1; k >= 0 {
+			m.opSel = k
+		}
+		return
+	}
+	if k := slices.Index(m.opView, i); k >= 0 {
+		m.opSel = k
+	}
 }
