@@ -51,7 +51,11 @@ func (m *Model) headerLines() []string {
 			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, slices.Index(m.devices, m.dev)+1, len(m.devices)))
 			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
 		} else {
-			l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Header.Render(m.timeFmt().clock(m.cursor)))
+			dev := fmt.Sprintf("dev %d", m.dev)
+			if len(m.devices) > 1 {
+				dev += fmt.Sprintf(" (%d of %d)", slices.Index(m.devices, m.dev)+1, len(m.devices))
+			}
+			l1 = append(l1, dev, th.Header.Render(m.timeFmt().clock(m.cursor)))
 		}
 	}
 	if m.hasData && m.base == monitor.TimeSequence {

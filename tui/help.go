@@ -21,6 +21,9 @@ func (m *Model) hintLine() string {
 		return th.Warn.Render(m.statusErr)
 	}
 	if m.showHelp {
+		if len(m.helpText()) > m.helpPage() {
+			return th.Hint.Render("↑/↓ pgup/pgdn scroll · ? or esc closes help · q quits")
+		}
 		return th.Hint.Render("? or esc closes help · q quits")
 	}
 	hl := m.help
@@ -38,7 +41,22 @@ func (m *Model) hintLine() string {
 	return hl.ShortHelpView(short)
 }
 
+// helpPage is how many help lines fit on the screen.
+func (m *Model) helpPage() int { return max(1, m.h-headerRows-hintRows) }
+
+// helpLines is the help screen from line helpTop, body lines high.
 func (m *Model) helpLines(body int) []string {
+	lines := m.helpText()
+	top := clampInt(m.helpTop, 0, max(0, len(lines)-body))
+	lines = lines[top:]
+	for len(lines) < body {
+		lines = append(lines, "")
+	}
+	return lines[:body]
+}
+
+// helpText is the whole help screen: key groups, then the syntax notes.
+func (m *Model) helpText() []string {
 	th := m.th
 	lines := []string{th.Header.Render("npumon keys"), ""}
 	hl := m.help
@@ -57,19 +75,18 @@ func (m *Model) helpLines(body int) []string {
 	}
 	text := []string{
 		"Filter (/): space-separated terms, all must hold: a regular expression on the op name, action " +
-			"and stack frames; size>10MiB, size<=4KiB (KiB/MiB/GiB); stream=N. Esc clears it.",
-		"Jump (t): 15:04:05.123 (local clock), +1.5s (from the first entry), #N (entry number), or a raw " +
-			"cursor value. The segment map shows the state after every entry at or before the cursor.",
+			"and stack frames; size>10MiB, size<=4KiB (KiB/MiB/GiB, or SI kB/MB/GB); stream=s1 (the events " +
+			"pane's label) or stream=N (the full id). n and N jump to the next and previous match. Esc clears it.",
+		"Jump (t): 15:04:05.123 (local clock), +1.5s (from the first entry), #N (the state after entry " +
+			"index N, as the header's entry #N and stats count), or a raw cursor value. The segment map " +
+			"shows the state after every entry at or before the cursor.",
 		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
 	}
 	lines = append(lines, "")
 	for _, t := range text {
 		lines = append(lines, wrap(t, m.w)...)
 	}
-	for len(lines) < body {
-		lines = append(lines, "")
-	}
-	return lines[:body]
+	return lines
 }
 
 // wrap breaks plain text into lines of at most w cells at spaces.

@@ -24,13 +24,27 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return tea.Quit
 	}
 	if m.showHelp {
-		if key.Matches(msg, k.Back, k.Help) {
+		switch {
+		case key.Matches(msg, k.Back, k.Help):
 			m.showHelp = false
+		case key.Matches(msg, k.Up):
+			m.helpTop--
+		case key.Matches(msg, k.Down):
+			m.helpTop++
+		case key.Matches(msg, k.PageUp):
+			m.helpTop -= m.helpPage()
+		case key.Matches(msg, k.PageDown), key.Matches(msg, k.Play):
+			m.helpTop += m.helpPage()
+		case key.Matches(msg, k.Home), key.Matches(msg, k.Start):
+			m.helpTop = 0
+		case key.Matches(msg, k.EndList), key.Matches(msg, k.End):
+			m.helpTop = len(m.helpText())
 		}
+		m.helpTop = clampInt(m.helpTop, 0, max(0, len(m.helpText())-m.helpPage()))
 		return nil
 	}
 	if key.Matches(msg, k.Help) {
-		m.showHelp = true
+		m.showHelp, m.helpTop = true, 0
 		return nil
 	}
 	if m.pick.shown {
@@ -39,7 +53,11 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	if m.wiOpen {
 		return m.onWhatIfKey(msg)
 	}
-	if m.o.Captures != nil && key.Matches(msg, k.Captures) {
+	if key.Matches(msg, k.Captures) {
+		if m.o.Captures == nil {
+			m.statusErr = "c lists the captures of a watched directory (npumon watch DIR)"
+			return nil
+		}
 		m.pick.shown, m.pick.selPath = true, ""
 		m.refreshPicker()
 		return nil
@@ -79,10 +97,12 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			}
 		}
 	case key.Matches(msg, k.Follow):
-		if m.o.Live {
-			m.follow = true
-			m.setCursor(m.last)
+		if !m.o.Live {
+			m.statusErr = "f follows a live source; this one is a file (G goes to its end)"
+			break
 		}
+		m.follow = true
+		m.setCursor(m.last)
 	case key.Matches(msg, k.Prev):
 		m.stepEvent(-1)
 	case key.Matches(msg, k.Next):
@@ -105,6 +125,18 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.setCursor(m.first - 1)
 	case key.Matches(msg, k.End):
 		m.setCursor(m.last)
+	case key.Matches(msg, k.Home), key.Matches(msg, k.EndList), key.Matches(msg, k.PageUp), key.Matches(msg, k.PageDown):
+		return m.pageKey(msg)
+	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
+		if m.flt == nil {
+			m.statusErr = "n and N jump between filter matches: set a filter with / first"
+			break
+		}
+		d := 1
+		if key.Matches(msg, k.PrevMatch) {
+			d = -1
+		}
+		m.jumpMatch(d)
 	case key.Matches(msg, k.NextOOM):
 		if c, ok := src.Next(m.dev, m.cursor, allocator.ActionOOM); ok {
 			m.setCursor(c)
@@ -146,13 +178,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.layoutPanes()
 	case key.Matches(msg, k.Device):
 		if len(m.devices) > 1 {
-			i := max(0, slices.Index(m.devices, m.dev))
-			m.dev = m.devices[(i+1)%len(m.devices)]
-			m.readBounds()
-			m.zoomed = false
-			m.cursor, m.pos = m.clampCursor(m.cursor), -1
-			m.refreshWindow()
-			m.refreshCursor()
+			m.switchDevice()
 		} else {
 			m.statusErr = "only one device in this source"
 		}
@@ -174,9 +200,145 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			m.rebuildOpView()
 		case paneSegments:
 			m.seg.ToggleSort()
+		default:
+			m.statusErr = "s sorts the segments (2) or ops (4) pane"
 		}
 	}
 	return nil
+}
+
+// pageKey handles PgUp/PgDn/Home/End: the segment and op lists page and
+// jump to their ends; in the timeline and events panes they move the
+// cursor a page of entries, or to the start and end.
+func (m *Model) pageKey(msg tea.KeyMsg) tea.Cmd {
+	k := m.keys
+	_, _, seg, ev, op := m.layout()
+	page := func(r rect) int { return max(1, r.h-3) }
+	switch m.focus {
+	case paneSegments:
+		switch {
+		case key.Matches(msg, k.Home):
+			m.seg.Move(-1 << 30)
+		case key.Matches(msg, k.EndList):
+			m.seg.Move(1 << 30)
+		case key.Matches(msg, k.PageUp):
+			m.seg.Move(-page(seg) / 2)
+		default:
+			m.seg.Move(page(seg) / 2)
+		}
+		return m.allocAtCmd()
+	case paneOps:
+		switch {
+		case key.Matches(msg, k.Home):
+			m.opSel = 0
+		case key.Matches(msg, k.EndList):
+			m.opSel = len(m.opView) - 1
+		case key.Matches(msg, k.PageUp):
+			m.opSel -= page(op)
+		default:
+			m.opSel += page(op)
+		}
+		m.opSel = clampInt(m.opSel, 0, len(m.opView)-1)
+		return nil
+	}
+	switch {
+	case key.Matches(msg, k.Home):
+		m.setCursor(m.first - 1)
+	case key.Matches(msg, k.EndList):
+		m.setCursor(m.last)
+	default:
+		d := 1
+		if key.Matches(msg, k.PageUp) {
+			d = -1
+		}
+		for range page(ev) {
+			m.stepEvent(d)
+		}
+	}
+	return nil
+}
+
+// switchDevice shows the next device at the cursor it had when last shown
+// (its end, for a replay, the first time; its newest entry when following).
+func (m *Model) switchDevice() {
+	if m.devCursor == nil {
+		m.devCursor = map[int][2]int64{}
+	}
+	m.devCursor[m.dev] = [2]int64{m.cursor, m.pos}
+	i := max(0, slices.Index(m.devices, m.dev))
+	m.dev = m.devices[(i+1)%len(m.devices)]
+	m.readBounds()
+	m.zoomed = false
+	m.streams.reset(nil)
+	if ss, ok := m.o.Source.(streamSource); ok {
+		m.streams.reset(ss.Streams(m.dev))
+	}
+	c, ok := m.devCursor[m.dev]
+	switch {
+	case m.o.Live && m.follow || !ok && !m.o.Live:
+		m.cursor, m.pos = m.last, -1
+	case ok:
+		m.cursor, m.pos = m.clampCursor(c[0]), c[1]
+	default:
+		m.cursor, m.pos = m.clampCursor(m.cursor), -1
+	}
+	if m.pos > m.n {
+		m.pos = -1
+	}
+	m.refreshWindow()
+	m.refreshCursor()
+}
+
+// jumpMatch moves the cursor to the next (d > 0) or previous entry that
+// matches the filter, searching the whole log from the cursor outwards.
+func (m *Model) jumpMatch(d int) {
+	src := m.o.Source
+	ss, seq := src.(seqSource)
+	const chunk = 4096
+	n, t := m.sum.Applied, m.cursor // entries applied; the one at the cursor is n−1
+	for {
+		var evs []monitor.Event
+		switch {
+		case d > 0 && seq:
+			evs = ss.EventsAroundSeq(m.dev, n, 0, chunk)
+		case d > 0:
+			evs = src.EventsAround(m.dev, t, 0, chunk)
+		case seq:
+			evs = ss.EventsAroundSeq(m.dev, n-1, chunk, 0) // ends with entry n−2
+		default:
+			evs = src.EventsAround(m.dev, t, chunk, 0)
+			evs = slices.DeleteFunc(evs, func(e monitor.Event) bool { return e.Seq >= n-1 })
+		}
+		if len(evs) == 0 {
+			m.statusErr = "no more entries match the filter"
+			return
+		}
+		if d < 0 {
+			slices.Reverse(evs)
+		}
+		for i := range evs {
+			e := &evs[i]
+			if !m.flt.matchEvent(e, &m.streams, func() string { return m.eventText(e) }) {
+				continue
+			}
+			if seq {
+				m.pos = e.Seq + 1
+				if m.o.Live && m.pos < m.n {
+					m.follow = false
+				}
+				m.refreshCursor()
+			} else {
+				m.setCursor(e.Time)
+			}
+			return
+		}
+		e := evs[len(evs)-1] // the farthest examined
+		if d > 0 {
+			n, t = e.Seq+1, e.Time
+		} else {
+			n, t = e.Seq+1, e.Time-1
+		}
+	}
 }
 
 // moveSelection moves inside the focused pane.

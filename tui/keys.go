@@ -11,6 +11,7 @@ type keyMap struct {
 	Tab, BackTab, Pane1, Pane2, Pane3, Pane4, Up, Down, Enter, Sort                             key.Binding
 	Filter, Device, Relative, Help, Back, Quit                                                  key.Binding
 	Captures, WhatIf                                                                            key.Binding
+	PageUp, PageDown, Home, EndList, NextMatch, PrevMatch                                       key.Binding
 }
 
 func newKeyMap() keyMap {
@@ -25,8 +26,8 @@ func newKeyMap() keyMap {
 		BigNext:   b([]string{"shift+right"}, "shift+→", "step forward 1/20 of view"),
 		Slower:    b([]string{"["}, "[", "slower"),
 		Faster:    b([]string{"]"}, "]", "faster"),
-		Start:     b([]string{"g", "home"}, "g", "start"),
-		End:       b([]string{"G", "end"}, "G", "end"),
+		Start:     b([]string{"g"}, "g", "start"),
+		End:       b([]string{"G"}, "G", "end"),
 		NextOOM:   b([]string{"o"}, "o", "next OOM"),
 		Peak:      b([]string{"p"}, "p", "peak"),
 		Jump:      b([]string{"t"}, "t", "jump to time"),
@@ -53,7 +54,13 @@ func newKeyMap() keyMap {
 		Back:      b([]string{"esc"}, "esc", "back"),
 		Quit:      b([]string{"q", "ctrl+c"}, "q", "quit"),
 		Captures:  b([]string{"c"}, "c", "captures (watch)"),
-		WhatIf:    b([]string{"w"}, "w", "what-if: other allocator settings"),
+		WhatIf:    b([]string{"w"}, "w", "what-if: other allocator settings (snapshots)"),
+		PageUp:    b([]string{"pgup"}, "pgup", "page up (lists; events: a page of entries)"),
+		PageDown:  b([]string{"pgdown"}, "pgdn", "page down"),
+		Home:      b([]string{"home"}, "home", "first row (lists) / start"),
+		EndList:   b([]string{"end"}, "end", "last row (lists) / end"),
+		NextMatch: b([]string{"n"}, "n", "next entry matching the filter"),
+		PrevMatch: b([]string{"N"}, "N", "previous match"),
 	}
 }
 
@@ -67,7 +74,7 @@ func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Play, k.Prev, k.Next, k.BigPrev, k.BigNext, k.Slower, k.Faster, k.Start, k.End},
 		{k.NextOOM, k.Peak, k.Jump, k.Follow, k.ZoomIn, k.ZoomOut, k.PanLeft, k.PanRight, k.ZoomReset},
-		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.Enter},
-		{k.Sort, k.Filter, k.Device, k.Relative, k.Captures, k.WhatIf, k.Help, k.Back, k.Quit},
+		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter},
+		{k.Sort, k.Filter, k.NextMatch, k.PrevMatch, k.Device, k.Relative, k.Captures, k.WhatIf, k.Help, k.Back, k.Quit},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/npumon/npumon/allocator"
@@ -94,10 +95,22 @@ func TestDeviceSwitch(t *testing.T) {
 	if m.Device() != 1 || !strings.Contains(v, "dev 1 (2 of 2)") || !strings.Contains(v, "0x7e0000000000") || !strings.Contains(v, "entry #2/3") {
 		t.Fatalf("after d:\n%s", v)
 	}
+	// Each device keeps its own cursor: move device 1 to its start, back
+	// to device 0 (still at its end), then device 1 is at its start again.
+	press(m, "g")
 	press(m, "d")
-	if m.Device() != 0 {
-		t.Fatalf("d should wrap to device 0")
+	if m.Device() != 0 || !strings.Contains(m.View(), "entry #8/9") {
+		t.Fatalf("d should wrap to device 0 at its own cursor:\n%s", m.View())
 	}
+	press(m, "d")
+	if v := m.View(); m.Device() != 1 || !strings.Contains(v, "entry #–/3") {
+		t.Fatalf("device 1 lost its cursor:\n%s", v)
+	}
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if v := m.View(); !strings.Contains(v, "dev 1 (2 of 2)") {
+		t.Fatalf("80×24 header:\n%s", v)
+	}
+	press(m, "d")
 }
 
 // TestLiveOpsIncremental: live ops are re-read from the tail only, and the

@@ -114,14 +114,16 @@ type Model struct {
 	win1   int64 // exclusive
 
 	// UI state
-	focus    pane
-	showHelp bool
-	pick     picker // capture picker (Options.Captures)
-	wi       tuiwhatif.Model
-	wiOpen   bool // the what-if view (w) replaces the panes
-	input    inputMode
-	ti       textinput.Model
-	flt      *filter
+	focus     pane
+	showHelp  bool
+	helpTop   int              // first help line shown
+	devCursor map[int][2]int64 // cursor and position of each device when last shown (d)
+	pick      picker           // capture picker (Options.Captures)
+	wi        tuiwhatif.Model
+	wiOpen    bool // the what-if view (w) replaces the panes
+	input     inputMode
+	ti        textinput.Model
+	flt       *filter
 
 	// cached query results at the cursor
 	sum     monitor.Summary
@@ -160,8 +162,6 @@ func newModel(o Options) *Model {
 		wi: tuiwhatif.New(th),
 	}
 	m.help.ShowAll = true
-	m.keys.Captures.SetEnabled(o.Captures != nil) // only a watched directory has captures
-	m.keys.WhatIf.SetEnabled(o.WhatIf != nil)     // only a snapshot file can be re-simulated
 	if th.ASCII {
 		m.help.ShortSeparator = " | "
 		m.help.FullSeparator = "   "

@@ -676,3 +676,96 @@ func TestOpsFollowTheCursor(t *testing.T) {
 		t.Errorf("enter on the step: cursor %d, selected %q", m.Cursor()-t0, l)
 	}
 }
+
+// TestHelpScrolls: at 80×24 the help does not fit; the hint says so and the
+// keys scroll it to the filter and jump syntax.
+func TestHelpScrolls(t *testing.T) {
+	m := small(t, 80, 24)
+	press(m, "?")
+	v := m.View()
+	if !strings.Contains(v, "npumon keys") || !strings.Contains(v, "pgup/pgdn scroll") || strings.Contains(v, "Jump (t)") {
+		t.Fatalf("help at 80×24:\n%s", v)
+	}
+	press(m, "end")
+	if v := m.View(); !strings.Contains(v, "Jump (t)") || !strings.Contains(v, "Glyphs:") || strings.Contains(v, "npumon keys") {
+		t.Fatalf("help scrolled to the end:\n%s", v)
+	}
+	press(m, "pgup", "pgup", "pgup", "pgup", "pgup")
+	if v := m.View(); !strings.Contains(v, "npumon keys") {
+		t.Fatalf("help back at the top:\n%s", v)
+	}
+	press(m, "esc", "?")
+	if v := m.View(); !strings.Contains(v, "npumon keys") {
+		t.Fatalf("help reopens at the top:\n%s", v)
+	}
+}
+
+// TestFilterMatchesNextPrev: with a filter on, n and N move the cursor to
+// the next and previous matching entry.
+func TestFilterMatchesNextPrev(t *testing.T) {
+	m := small(t, 160, 48)
+	press(m, "n")
+	if !strings.Contains(m.View(), "set a filter with / first") {
+		t.Fatalf("n without a filter says nothing:\n%s", m.View())
+	}
+	press(m, "/")
+	typeText(m, "^alloc$")
+	press(m, "enter", "g")
+	// small's allocs are entries 1, 2, 4 and 8.
+	for _, want := range []string{"entry #1/9", "entry #2/9", "entry #4/9", "entry #8/9"} {
+		press(m, "n")
+		if v := m.View(); !strings.Contains(v, want) {
+			t.Fatalf("n: want %s:\n%s", want, v)
+		}
+	}
+	press(m, "n")
+	if v := m.View(); !strings.Contains(v, "no more entries match") || !strings.Contains(v, "entry #8/9") {
+		t.Fatalf("n past the last match:\n%s", v)
+	}
+	for _, want := range []string{"entry #4/9", "entry #2/9", "entry #1/9"} {
+		press(m, "N")
+		if v := m.View(); !strings.Contains(v, want) {
+			t.Fatalf("N: want %s:\n%s", want, v)
+		}
+	}
+}
+
+// TestListPaging: PgDn/PgUp/Home/End page and jump in the segment and op
+// lists; in the events pane they move the cursor.
+func TestListPaging(t *testing.T) {
+	m := newSized(t, fixtureOptions(fixtureSource(t)), 120, 40)
+	press(m, "2", "end")
+	if s := m.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
+		t.Fatalf("end in segments: %+v", s)
+	}
+	last := m.seg.Segment().Address
+	press(m, "home")
+	first := m.seg.Segment().Address
+	press(m, "pgdown")
+	paged := m.seg.Segment().Address
+	if !(first < paged && paged < last) {
+		t.Fatalf("segments: first %#x, after pgdn %#x, last %#x", first, paged, last)
+	}
+	press(m, "3", "home")
+	if v := m.View(); !strings.Contains(v, "entry #–/5163") {
+		t.Fatalf("home in events:\n%s", v)
+	}
+	press(m, "pgdown")
+	if m.Summary().Applied < 5 {
+		t.Fatalf("pgdn in events moved to %d", m.Summary().Applied)
+	}
+}
+
+// TestKeysSayWhy: keys that do nothing in a mode say why.
+func TestKeysSayWhy(t *testing.T) {
+	m := small(t, 160, 48)
+	for key, want := range map[string]string{
+		"c": "captures of a watched directory", "f": "f follows a live source", "s": "s sorts the segments",
+		"w": "what-if needs a snapshot", "d": "only one device",
+	} {
+		press(m, "1", key)
+		if v := m.View(); !strings.Contains(v, want) {
+			t.Errorf("%s: want %q:\n%s", key, want, v)
+		}
+	}
+}
