@@ -281,6 +281,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.allocAt, m.allocK = msg.text, msg.addr
 			m.dirty = true
 		}
+	case tea.MouseMsg:
+		return m, m.onMouse(msg)
 	case tea.KeyMsg:
 		if msg.Alt && msg.Type == tea.KeyRunes {
 			// No alt bindings: "ESC x" read together is esc, then x.

@@ -769,3 +769,33 @@ func TestKeysSayWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestMouse: a click on the timeline moves the cursor to the time under it
+// and focuses the pane; a click on a list row selects it; the wheel zooms the
+// timeline and scrolls lists.
+func TestMouse(t *testing.T) {
+	m := newSized(t, fixtureOptions(fixtureSource(t)), 160, 48)
+	_, tl, seg, _, _ := m.layout()
+	click := func(x, y int) {
+		m.Update(tea.MouseMsg{X: x, Y: y, Button: tea.MouseButtonLeft, Action: tea.MouseActionPress})
+	}
+	// The middle of the chart is the middle of the trace.
+	press(m, "2")
+	click(tl.x+6+(tl.w-6)/2, tl.y+3)
+	first, last := int64(1776479641085368), int64(1776479641333549)
+	if m.focus != paneTimeline || m.Cursor() < first+(last-first)*2/5 || m.Cursor() > first+(last-first)*3/5 {
+		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.focus, m.Cursor(), first, last)
+	}
+	click(seg.x+3, seg.y+2+4) // the fifth segment line
+	if m.focus != paneSegments || m.seg.Segment() == nil || m.seg.Segment().Address != 0xb09600000 {
+		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.seg.Segment())
+	}
+	m.Update(tea.MouseMsg{X: seg.x + 3, Y: seg.y + 4, Button: tea.MouseButtonWheelDown, Action: tea.MouseActionPress})
+	if m.seg.Segment().Address == 0xb09600000 {
+		t.Fatal("wheel did not scroll the segments")
+	}
+	m.Update(tea.MouseMsg{X: tl.x + 40, Y: tl.y + 3, Button: tea.MouseButtonWheelUp, Action: tea.MouseActionPress})
+	if !m.zoomed {
+		t.Fatal("wheel up on the timeline did not zoom in")
+	}
+}

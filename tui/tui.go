@@ -135,7 +135,7 @@ func New(opts Options) *Model {
 // NewProgram returns a program for opts with the alternate screen on, so
 // callers can Send ConnStateMsg / ErrorMsg to it.
 func NewProgram(opts Options, popts ...tea.ProgramOption) *tea.Program {
-	popts = append([]tea.ProgramOption{tea.WithAltScreen()}, popts...)
+	popts = append([]tea.ProgramOption{tea.WithAltScreen(), tea.WithMouseCellMotion()}, popts...)
 	return tea.NewProgram(New(opts), popts...)
 }
 

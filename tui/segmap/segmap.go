@@ -139,6 +139,17 @@ func (m *Model) Move(d int) {
 	m.remember()
 }
 
+// SelectRow selects the segment on list row i as last drawn (0 = the first
+// segment line under the legend); it reports whether a segment is there.
+func (m *Model) SelectRow(i int) bool {
+	if m.blk >= 0 || i < 0 || m.top+i >= len(m.segs) {
+		return false
+	}
+	m.sel = m.top + i
+	m.remember()
+	return true
+}
+
 // Enter selects blocks inside the selected segment.
 func (m *Model) Enter() {
 	if s := m.Segment(); s != nil && len(s.Blocks) > 0 && m.blk < 0 {

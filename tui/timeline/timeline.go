@@ -220,3 +220,16 @@ func (m *Model) drawBase() *theme.Canvas {
 	chart.CopyInto(out, 1, &lc, th, map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, th.G.Active: &th.Active, th.G.AllocArea: &th.AllocArea})
 	return out
 }
+
+// TimeAt returns the time under pane column x (0 = the pane's left edge),
+// the middle of the chart column there; false left of the chart or before
+// any data.
+func (m *Model) TimeAt(x int) (int64, bool) {
+	s := m.series
+	col := x - (yLabelWidth + 1)
+	if s.Columns <= 0 || s.T1 <= s.T0 || col < 0 || col >= s.Columns {
+		return 0, false
+	}
+	span := float64(s.T1-s.T0) / float64(s.Columns)
+	return s.T0 + int64((float64(col)+0.5)*span), true
+}

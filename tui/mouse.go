@@ -1,0 +1,105 @@
+package tui
+
+import (
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/monitor"
+)
+
+// onMouse handles the mouse; the keyboard stays complete without it. A
+// click focuses the pane under it and, on the timeline, moves the cursor to
+// that time; in a list it selects the row. The wheel zooms the timeline and
+// scrolls the other panes.
+func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
+	if m.showHelp || m.pick.shown || m.wiOpen || m.input != inputNone || m.loading || !m.hasData {
+		return nil
+	}
+	_, tl, seg, ev, op := m.layout()
+	in := func(r rect) bool {
+		return r.ok() && msg.X >= r.x && msg.X < r.x+r.w && msg.Y >= r.y && msg.Y < r.y+r.h
+	}
+	var p pane
+	switch {
+	case in(tl):
+		p = paneTimeline
+	case in(seg):
+		p = paneSegments
+	case in(ev):
+		p = paneEvents
+	case in(op):
+		p = paneOps
+	default:
+		return nil
+	}
+	wheel := 0
+	switch msg.Button {
+	case tea.MouseButtonWheelUp:
+		wheel = -1
+	case tea.MouseButtonWheelDown:
+		wheel = 1
+	}
+	m.dirty = true
+	if wheel != 0 {
+		switch p {
+		case paneTimeline:
+			m.zoom(wheel < 0)
+		case paneSegments:
+			m.seg.Move(3 * wheel)
+			return m.allocAtCmd()
+		case paneOps:
+			m.opSel = clampInt(m.opSel+3*wheel, 0, len(m.opView)-1)
+		case paneEvents:
+			m.stepEvent(wheel)
+		}
+		return nil
+	}
+	if msg.Button != tea.MouseButtonLeft || msg.Action != tea.MouseActionPress {
+		return nil
+	}
+	if m.focus != p {
+		m.focus = p
+		m.layoutPanes()
+		_, tl, seg, ev, op = m.layout()
+	}
+	switch p {
+	case paneTimeline:
+		if t, ok := m.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
+			m.setCursor(t)
+		}
+	case paneSegments:
+		// title and legend lines, then the list
+		if m.seg.SelectRow(msg.Y - seg.y - 2) {
+			return m.allocAtCmd()
+		}
+	case paneOps:
+		// title and column header, then the rows from opTop
+		if i := m.opTop + msg.Y - op.y - 2; msg.Y-op.y >= 2 && i < len(m.opView) {
+			m.opSel = i
+		}
+	case paneEvents:
+		rows := ev.h - 2
+		row := msg.Y - ev.y - 2
+		if row < 0 || row >= rows || len(m.events) == 0 {
+			return nil
+		}
+		// the rows eventLines draws
+		start := clampInt(max(m.evCur, 0)-rows/2, 0, max(0, len(m.events)-rows))
+		if i := start + row; i < len(m.events) {
+			m.goToEvent(m.events[i])
+		}
+	}
+	return nil
+}
+
+// goToEvent moves the cursor to just after entry e.
+func (m *Model) goToEvent(e monitor.Event) {
+	if _, ok := m.o.Source.(seqSource); ok {
+		m.pos = e.Seq + 1
+		if m.o.Live && m.pos < m.n {
+			m.follow = false
+		}
+		m.refreshCursor()
+		return
+	}
+	m.setCursor(e.Time)
+}
