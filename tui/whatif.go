@@ -35,6 +35,11 @@ func (m *Model) openWhatIf() tea.Cmd {
 	}
 	m.wiOpen = true
 	m.wi.SetHint(false) // the hint line shows its keys
+	m.wi.XLabel = func(t, span int64) string {
+		tf := m.timeFmt()
+		tf.span = span
+		return tf.axis(float64(t-tf.first) / 1e6)
+	}
 	return m.wi.Start(context.Background(), capt, opts)
 }
 

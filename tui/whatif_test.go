@@ -57,3 +57,33 @@ func TestWhatIfKey(t *testing.T) {
 		t.Error("w opened the what-if view without a snapshot")
 	}
 }
+
+// TestWhatIfTimeAxis: on a file with times, the what-if chart's axis is
+// written like the main timeline's (clock labels; offsets after r), not in
+// seconds of its own.
+func TestWhatIfTimeAxis(t *testing.T) {
+	c, err := replay.DecodeFile(fixturePath(t), replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := fixtureOptions(fixtureSource(t))
+	o.WhatIf = func() *replay.Capture { return c }
+	o.WhatIfConfs = []string{"expandable_segments:True"}
+	m := newSized(t, o, 160, 48)
+	for _, tc := range []struct {
+		keys      []string
+		want, not string
+	}{
+		{nil, "34:01.1", "0.1s"},
+		{[]string{"r"}, "+0µs        +19.46ms", "34:01.1"},
+	} {
+		press(m, tc.keys...)
+		cmd := press(m, "w")
+		m.Update(cmd())
+		v := m.View()
+		if !strings.Contains(v, "What-if") || !strings.Contains(v, tc.want) || strings.Contains(v, tc.not) {
+			t.Errorf("keys %v: axis lacks %q or has %q:\n%s", tc.keys, tc.want, tc.not, v)
+		}
+		m.Update(press(m, "esc")())
+	}
+}

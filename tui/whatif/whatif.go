@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
@@ -48,6 +49,10 @@ type Model struct {
 	gen     int
 	cancel  context.CancelFunc
 	noHint  bool // the owner shows the keys in its own hint line
+
+	// XLabel, when set, writes the time axis as the main timeline does:
+	// t is an entry's epoch µs, span the axis span in µs.
+	XLabel func(t, span int64) string
 }
 
 // New returns an empty view.
@@ -234,11 +239,11 @@ func (m *Model) legend(c *theme.Canvas, d *whatif.DeviceResult, y int) {
 			break
 		}
 		x = c.Text(x, y, "  ", nil)
-		st := m.runStyle(i)
+		st, text := m.runStyle(i), string(runGlyphs[i%len(runGlyphs)])+" "+r.Name
 		if i == m.sel {
-			st = &th.Selected
+			st, text = &th.Selected, "["+text+"]" // marked without colour too
 		}
-		x = c.Text(x, y, string(runGlyphs[i%len(runGlyphs)])+" "+r.Name, st)
+		x = c.Text(x, y, text, st)
 	}
 }
 
@@ -255,7 +260,11 @@ func (m *Model) xAxis(d *whatif.DeviceResult) (xOf func(int) float64, x1 float64
 			return float64(ts[min(i, len(ts)-1)]-t0) / 1e6
 		}
 		x1 := max(xOf(n-1), 1e-6)
-		return xOf, x1, secondsLabel(x1)
+		label = secondsLabel(x1)
+		if m.XLabel != nil {
+			label = func(x float64) string { return m.XLabel(t0+int64(math.Round(x*1e6)), int64(x1*1e6)) }
+		}
+		return xOf, x1, label
 	}
 	xOf = func(i int) float64 { return float64(i + 1) }
 	return xOf, float64(max(n, 1)), func(v float64) string { return fmt.Sprintf("#%.0f", v) }
@@ -347,14 +356,14 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 			lc.DrawRuneLine(p, q, g)
 		}
 	}
-	// First OOMs (recorded and simulated) on the top row.
+	// First OOMs (recorded and simulated), each on its own curve.
 	ooms := []*whatif.OOM{d.Recorded.FirstOOM}
 	for _, r := range d.Runs {
 		ooms = append(ooms, r.FirstOOM)
 	}
-	for _, o := range ooms {
+	for i, o := range ooms {
 		if o != nil {
-			lc.DrawRune(canvas.Float64Point{X: xOf(o.Index), Y: yTop}, th.G.OOM)
+			lc.DrawRune(canvas.Float64Point{X: xOf(o.Index), Y: valueAt(curves[i], o.Index)}, th.G.OOM)
 		}
 	}
 	styles := map[rune]*lipgloss.Style{th.G.Reserved: &th.Reserved, '-': &th.Warn, th.G.OOM: &th.Warn}
@@ -362,6 +371,15 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 		styles[runGlyphs[i%len(runGlyphs)]] = m.runStyle(i)
 	}
 	chart.CopyInto(c, top, &lc, th, styles)
+}
+
+// valueAt is the step curve's value right after entry index i.
+func valueAt(pts []whatif.Point, i int) float64 {
+	k := sort.Search(len(pts), func(k int) bool { return pts[k].Index > i })
+	if k == 0 {
+		return 0
+	}
+	return float64(pts[k-1].Bytes)
 }
 
 // table writes the header and up to n−1 rows, dropping columns from the
@@ -379,9 +397,9 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 		}
 	}
 	nameW := widths[0]
-	widths[0] = min(nameW, 16) // the name takes what the figures leave
+	widths[0] = min(nameW, 14) // the name takes what the figures leave
 	var keep []int
-	total := 0
+	total := 2 // the mark column
 	for _, j := range prio {
 		if total+widths[j]+2 > m.w && len(keep) > 1 {
 			break
@@ -391,27 +409,31 @@ func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 	}
 	widths[0] = min(nameW, widths[0]+max(0, m.w-total))
 	cols := slices.Sorted(slices.Values(keep)) // kept columns in their natural order
-	line := func(cells []string) string {
+	// A mark column shows the selected run without colour (NO_COLOR); a
+	// name cut short ends in an ellipsis, so max_split_size_mb:128 never
+	// reads as max_split_size_mb:1.
+	line := func(mark string, cells []string) string {
 		var b strings.Builder
+		b.WriteString(mark)
 		for _, j := range cols {
 			cell := cells[j]
 			if th.ASCII && cell == "—" {
 				cell = "-"
 			}
-			b.WriteString(theme.Fit(cell, widths[j]))
+			b.WriteString(th.Fit(cell, widths[j]))
 			b.WriteString("  ")
 		}
-		return theme.Fit(b.String(), m.w)
+		return th.Fit(b.String(), m.w)
 	}
-	c.Text(0, top, line(whatif.Columns), &th.Header)
+	c.Text(0, top, line("  ", whatif.Columns), &th.Header)
 	for i := 0; i < n-1 && i < len(rows); i++ {
-		st := (*lipgloss.Style)(nil)
+		st, mark := (*lipgloss.Style)(nil), "  "
 		if i == 0 {
 			st = &th.Reserved
 		} else if i-1 == m.sel {
-			st = &th.Selected
+			st, mark = &th.Selected, th.G.Selected+" "
 		}
-		c.Text(0, top+1+i, line(rows[i]), st)
+		c.Text(0, top+1+i, line(mark, rows[i]), st)
 	}
 }
 

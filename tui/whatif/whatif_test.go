@@ -75,7 +75,7 @@ func TestViewContent(t *testing.T) {
 	lines := checkSize(t, v, 80, 24)
 	for _, want := range []string{
 		"What-if | device 0 | npu allocator | device memory 1024.00 MiB",
-		". recorded  X first OOM  * baseline  + expandable_segments:True  o max_split_s",
+		". recorded  X first OOM  [* baseline]  + expandable_segments:True  o max_split",
 		"recorded", "entry 110 (200.00 MiB)", "none (recorded OOM fits)",
 		"baseline fidelity: reserved curve max |",
 		"esc close",
