@@ -5,6 +5,7 @@ package timeline
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/linechart"
@@ -119,6 +120,7 @@ func (m *Model) View() string {
 	c := m.base.Clone()
 	th := m.th
 	x0 := yLabelWidth + 1
+	var steps []int
 	for _, mk := range m.markers {
 		col := m.ColumnOf(mk.T)
 		if col < 0 {
@@ -128,10 +130,19 @@ func (m *Model) View() string {
 		case MarkOOM:
 			c.Set(x0+col, 0, th.G.OOM, &th.Warn)
 		case MarkStep:
-			if c.At(x0+col, 0) == ' ' {
-				c.Set(x0+col, 0, th.G.Step, &th.Marker)
-			}
+			steps = append(steps, col)
 		}
+	}
+	// Step marks are thinned so two never touch: many steps in a narrow
+	// window would otherwise draw a solid comb.
+	slices.Sort(steps)
+	last := -2
+	for _, col := range steps {
+		if col-last < 2 || c.At(x0+col, 0) != ' ' {
+			continue
+		}
+		c.Set(x0+col, 0, th.G.Step, &th.Marker)
+		last = col
 	}
 	if m.hasHL {
 		a, b := m.clampCol(m.hl0), m.clampCol(m.hl1)

@@ -94,3 +94,21 @@ func TestTinySizesDoNotPanic(t *testing.T) {
 		_ = m.View()
 	}
 }
+
+// TestStepMarksThinned: steps closer than two columns never touch on the
+// marker strip (60 steps in 40 columns would be a solid comb).
+func TestStepMarksThinned(t *testing.T) {
+	m := New(testTheme(true))
+	m.SetSize(46, 10)
+	m.SetData(ramp(m.Columns()), nil)
+	s := ramp(m.Columns())
+	var marks []Marker
+	for i := range 60 {
+		marks = append(marks, Marker{T: s.T0 + int64(i)*(s.T1-s.T0)/60, Kind: MarkStep})
+	}
+	m.SetData(s, marks)
+	strip := strings.Split(m.View(), "\n")[0]
+	if strings.Contains(strip, "::") || strings.Count(strip, ":") < m.Columns()/2-1 {
+		t.Fatalf("step strip %q", strip)
+	}
+}
