@@ -9,6 +9,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/npumon/npumon/replay"
 )
 
 // TestGolden runs the whole app in teatest at the two reference sizes, drives
@@ -21,19 +23,28 @@ func TestGolden(t *testing.T) {
 		w, h int
 		keys []tea.KeyMsg
 		wait string
+		opts func(testing.TB, *Options) // adjusts the options (nil: none)
 	}{
 		{"80x24_segments_block", fixtureScreen, 80, 24,
-			[]tea.KeyMsg{keyMsg("2"), keyMsg("down"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "allocated before"},
-		{"80x24_ascii_events", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("3"), keyMsg("g"), keyMsg("right")}, "> 02:34:01.085"},
-		{"160x48_main", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry #5160/5163"},
-		{"160x48_help", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys"},
+			[]tea.KeyMsg{keyMsg("2"), keyMsg("down"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "allocated before", nil},
+		{"80x24_ascii_events", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("3"), keyMsg("g"), keyMsg("right")}, "> 02:34:01.085", nil},
+		{"160x48_main", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("left"), keyMsg("left")}, "entry #5160/5163", nil},
+		{"160x48_help", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("?")}, "npumon keys", nil},
 		{"160x48_ops_selected", smallWithOps, 160, 48,
-			[]tea.KeyMsg{keyMsg("4"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "op aten::matmul"},
+			[]tea.KeyMsg{keyMsg("4"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "op aten::matmul", nil},
+		{"80x24_help", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("?")}, "npumon keys", nil},
+		{"80x24_whatif", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("w")}, "baseline fidelity", withWhatIf},
+		{"160x48_whatif", fixtureScreen, 160, 48, []tea.KeyMsg{keyMsg("w"), keyMsg("down")}, "baseline fidelity", withWhatIf},
+		{"80x24_live", smallWithOps, 80, 24, nil, "LIVE", asLive},
+		{"160x48_live", smallWithOps, 160, 48, nil, "LIVE", asLive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := fixtureOptions(tc.src(t))
-			if tc.name == "160x48_ops_selected" {
+			if tc.src == nil || strings.Contains(tc.name, "ops") || strings.Contains(tc.name, "live") {
 				o.SourceName = "small.pickle"
+			}
+			if tc.opts != nil {
+				tc.opts(t, &o)
 			}
 			o.ASCII = strings.Contains(tc.name, "ascii")
 			tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(tc.w, tc.h))
@@ -51,6 +62,22 @@ func TestGolden(t *testing.T) {
 			golden.RequireEqual(t, []byte(v))
 		})
 	}
+}
+
+// withWhatIf gives the what-if view the fixture's capture and two alternatives.
+func withWhatIf(t testing.TB, o *Options) {
+	c, err := replay.DecodeFile(fixturePath(t), replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.WhatIf = func() *replay.Capture { return c }
+	o.WhatIfConfs = []string{"expandable_segments:True", "max_split_size_mb:128"}
+}
+
+// asLive shows the source as a live, connected producer.
+func asLive(_ testing.TB, o *Options) {
+	o.Live, o.SourceName = true, "pid 4242 @ unix:/run/user/0/npumon/4242.sock"
+	o.ConnState = func() (ConnState, string) { return ConnConnected, "" }
 }
 
 func smallWithOps(t testing.TB) Source { return storeOf(t, smallSnapshot(true), smallOps()) }
