@@ -41,3 +41,44 @@ func TestTUIKeyBursts(t *testing.T) {
 	p.send("q")
 	p.waitFor("NPUMON_EXIT=0")
 }
+
+// TestTUINavigation: at 80×24 the help scrolls to its syntax notes; End and
+// Home jump through the 216 segments; n walks the entries a filter matches.
+func TestTUINavigation(t *testing.T) {
+	bin := npumonBin(t)
+	snap := snapshotFixture(t, "cuda-2026-assignment2-memory_snapshot.pickle")
+	p := startTmux(t, 80, 24, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", snap)
+	p.waitFor("[1 Timeline]", "entry #5162/5163")
+
+	p.send("?")
+	p.waitFor("npumon keys", "pgup/pgdn scroll")
+	p.send("End")
+	p.waitFor("Jump (t)", "Glyphs:")
+	p.waitGone("npumon keys")
+	p.send("Escape")
+	p.waitGone("Glyphs:")
+
+	p.send("2")
+	p.waitFor("[2 Segments]", "0xb03000000")
+	p.send("End")
+	p.waitGone("0xb03000000")
+	p.send("Home")
+	p.waitFor("▶ 0xb03000000")
+
+	p.send("/")
+	p.typeText("^alloc$")
+	p.send("Enter", "3")
+	p.waitFor("filter: ^alloc$")
+	p.send("g")
+	p.waitFor("entry #–/5163")
+	// The trace opens with three allocs, then free_requested/free_completed.
+	p.send("n")
+	p.waitFor("entry #0/5163")
+	p.send("n", "n", "n")
+	p.waitFor("entry #5/5163")
+	p.send("N")
+	p.waitFor("entry #2/5163")
+
+	p.send("q")
+	p.waitFor("NPUMON_EXIT=0")
+}

@@ -92,8 +92,10 @@ func TestTUIReplayBadFile(t *testing.T) {
 	bin := npumonBin(t)
 	bad := filepath.Join(t.TempDir(), "bad.pickle")
 	os.WriteFile(bad, []byte("\x80\x04\x95garbage"), 0o644)
+	// Refused on the command line: one line, exit 2, no terminal UI.
 	p := startTmux(t, 100, 30, []string{"TZ=UTC"}, bin, "replay", bad)
-	p.waitFor("error:", "bad.pickle")
-	p.send("q")
-	p.waitFor("NPUMON_EXIT=")
+	screen := p.waitFor("bad.pickle: offset 2: unexpected end of file", "NPUMON_EXIT=2")
+	if strings.Contains(screen, "Timeline") {
+		t.Errorf("the UI opened for a bad file:\n%s", screen)
+	}
 }
