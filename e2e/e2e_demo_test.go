@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-var entryRe = regexp.MustCompile(`entry (\d+)/(\d+)`)
+var entryRe = regexp.MustCompile(`entry #(?:\d+|–)/(\d+)`)
 
 func entries(t *testing.T, screen string) int {
 	t.Helper()
@@ -21,7 +21,7 @@ func entries(t *testing.T, screen string) int {
 	if m == nil {
 		t.Fatalf("no entry counter on screen:\n%s", screen)
 	}
-	n, _ := strconv.Atoi(m[2])
+	n, _ := strconv.Atoi(m[1])
 	return n
 }
 
