@@ -3,9 +3,15 @@ GO          ?= go
 BIN         := bin/npumon
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
-VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version npumon reports (semver): X.Y.Z on a commit tagged vX.Y.Z, else the base version
+# in cmd/npumon/main.go plus the commit as build metadata (0.1.0-dev+e16c67d, .dirty with
+# uncommitted changes), else the base alone (no git).
+BASE_VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/npumon/main.go)
+VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null) && echo $${t\#v} || \
+                 { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
+                 echo "$(BASE_VERSION)")
 
-.PHONY: build run test test-unit test-e2e test-arm64 bench bench-allocator fuzz lint crosscheck bench-data clean
+.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator fuzz lint docs crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -32,6 +38,11 @@ test-arm64:
 	elif [ "$(REQUIRE_ARM64)" = 1 ]; then echo "test-arm64: qemu-aarch64 not found"; exit 1; \
 	else echo "test-arm64: skipped, no qemu-aarch64 (apt-get install qemu-user)"; fi
 
+# The unit tests once more in a fresh clone of the committed HEAD with nothing beside it: the
+# repository must stand alone (no fixture, reference or file outside it).
+test-standalone:
+	bash e2e/standalone.sh
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
@@ -55,6 +66,15 @@ lint:
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) mod tidy -diff
+	@# The repository stands alone: nothing may point at files beside it.
+	@if git grep -nI -e '\.\./shared' -e 'shared/reference' -e 'shared/fixtures' -- . ':!Makefile'; then \
+	  echo "lint: the files above refer to a directory outside the repository"; exit 1; fi
+	$(GO) test -count=1 -run '^TestDocsCurrent$$' ./cmd/npumon/
+
+# Regenerate the generated parts of docs/cli.md (command reference) and docs/tui.md (key table).
+docs:
+	$(GO) test -count=1 -run '^TestDocsCurrent$$' ./cmd/npumon/ -args -update-docs
 
 # The 1,000,000-entry snapshot the replay benchmarks read (Python's pickle writes it).
 bench-data:

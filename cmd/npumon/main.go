@@ -14,8 +14,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is what `npumon version` prints: a semantic version. This value is
+// the base a plain `go build` reports; `make build` sets it with
+// -ldflags "-X main.version=…" to the base plus the commit as build metadata
+// (0.1.0-dev+e16c67d, with .dirty for uncommitted changes), or to X.Y.Z
+// when the commit is tagged vX.Y.Z. versionPattern is the shape all three
+// take.
 var version = "0.1.0-dev"
+
+// versionPattern matches every version npumon reports (semver 2.0.0).
+const versionPattern = `^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`
 
 // Exit codes shared by every subcommand.
 const (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -66,6 +67,20 @@ func TestVersion(t *testing.T) {
 	code, out, _ = captureRun(t, "--version")
 	if code != 0 || !strings.Contains(out, version) {
 		t.Fatalf("--version: code %d, out %q", code, out)
+	}
+}
+
+func TestVersionFormat(t *testing.T) {
+	re := regexp.MustCompile(versionPattern)
+	for _, v := range []string{version, "0.1.0-dev+e16c67d", "0.1.0-dev+e16c67d.dirty", "1.2.0"} {
+		if !re.MatchString(v) {
+			t.Errorf("%q does not match %s", v, versionPattern)
+		}
+	}
+	for _, v := range []string{"e16c67d", "e16c67d-dirty", "dev", "v1.2.0", ""} {
+		if re.MatchString(v) {
+			t.Errorf("%q matches %s", v, versionPattern)
+		}
 	}
 }
 
