@@ -6,7 +6,8 @@ import (
 	"github.com/npumon/npumon/acl"
 )
 
-// block is a contiguous piece of a segment (reference §2 "Block fields").
+// block is a contiguous piece of a segment
+// (docs/reference/allocator-semantics.md §2, block fields).
 type block struct {
 	ptr        uint64
 	size       int64

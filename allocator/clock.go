@@ -67,8 +67,8 @@ func measurePairs(read func() int64) []clockPair {
 	return out
 }
 
-// converter maps ticks to epoch nanoseconds: ApproximateClock's
-// makeConverter (reference §6), from pairs measured at allocator
+// converter maps ticks to epoch nanoseconds: ApproximateClock's makeConverter
+// (docs/reference/allocator-semantics.md §6), from pairs measured at allocator
 // construction and pairs measured when converting.
 type converter struct {
 	t0, t0Tick int64

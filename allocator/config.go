@@ -8,7 +8,8 @@ import (
 )
 
 // Flavour selects whose caching allocator the Allocator imitates where
-// torch_npu and PyTorch's CUDA allocator differ (reference §9).
+// torch_npu and PyTorch's CUDA allocator differ
+// (docs/reference/allocator-semantics.md §7).
 type Flavour uint8
 
 const (
@@ -265,6 +266,13 @@ func (c Config) parse(s string, allowed map[string]bool) (Config, error) {
 			}
 		}
 	}
+	// Note [Expandable segments with max_split_size_mb]
+	// torch_npu refuses the combination; PyTorch's CUDA allocator accepts
+	// it, and there the oversize rules of get_free_block reject the merged
+	// free blocks inside an expandable segment, so each cycle maps new pages
+	// and reserved memory grows without bound (pytorch/pytorch#123548, fixed
+	// by PR #193400). The CUDA flavour applies the oversize rules to
+	// expandable blocks too (getFreeBlock), as CUDA did before that fix.
 	if c.Flavour == FlavourNPU && c.ExpandableSegments && (c.maxSplitSet || c.GCThreshold != 0) {
 		return Config{}, cfgErr("`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with `expandable_segments`, please set `expandable_segments` to `False`.")
 	}

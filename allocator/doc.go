@@ -3,7 +3,9 @@
 // mode) on the simulated acl runtime, whose trace entries carry epoch time.
 //
 // It also owns the snapshot data model (Snapshot, Segment, Block, TraceEntry)
-// shared by file readers and the live path. The algorithm follows
-// shared/reference/allocator-semantics.md §1–§6; docs/allocator.md summarises
-// it together with the tracker contract and the clock.
+// shared by file readers and the live path. The rules it follows are in
+// docs/reference/allocator-semantics.md (sizes §1, blocks and pools §2,
+// expandable segments §3, settings §4, statistics §5, history and clock §6,
+// flavours §7); docs/allocator.md describes the API, the tracker contract and
+// the clock.
 package allocator

@@ -6,11 +6,11 @@ import (
 	"sync"
 )
 
-// This file holds the snapshot data model. It mirrors the torch memory
-// snapshot schema (shared/reference/snapshot-format.md §2) so that a decoded
-// file and a live allocator snapshot are the same Go value. Sizes are int64,
-// addresses and stream handles uint64, stacks are interned (entries hold a
-// StackID into Snapshot.Stacks).
+// This file holds the snapshot data model. It mirrors the torch memory snapshot
+// schema (docs/reference/snapshot-format.md §2) so that a decoded file and a
+// live allocator snapshot are the same Go value. Sizes are int64, addresses and
+// stream handles uint64, stacks are interned (entries hold a StackID into
+// Snapshot.Stacks).
 
 // Action is the kind of a trace entry. Known actions are constants; actions
 // the model does not know (newer torch, forks) are registered on first sight
@@ -135,8 +135,13 @@ func (s BlockState) String() string {
 	return "unknown"
 }
 
-// ParseBlockState parses a serialized block state. The torch docstring's
-// "active_awaiting_free" is accepted as a synonym of active_pending_free.
+// ParseBlockState parses a serialized block state.
+//
+// Note [active_pending_free]
+// torch's _snapshot docstring names the pending state "active_awaiting_free",
+// but every writer — PyTorch's CUDA serializers, torch_npu, the XPU and MUSA
+// forks — emits "active_pending_free", and PyTorch's memory viewer only
+// checks that spelling. Both are accepted; npumon writes the emitted one.
 func ParseBlockState(s string) (BlockState, bool) {
 	switch s {
 	case "inactive":

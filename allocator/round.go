@@ -2,7 +2,7 @@ package allocator
 
 import "math/bits"
 
-// Size constants of reference §1.
+// Size constants (docs/reference/allocator-semantics.md §1).
 const (
 	KiB = int64(1) << 10
 	MiB = int64(1) << 20
@@ -19,8 +19,17 @@ const (
 	oneExaBytes       = int64(1) << 60
 )
 
-// roundSize is round_size: the NPU pad, the 512-byte minimum and
-// roundup_power2_divisions.
+// Note [The NPU 32-byte pad]
+// torch_npu adds 32 bytes to every request before rounding (except on
+// Ascend950 with CANN 9.1 or newer). It allocates segments with
+// aclrtMallocAlign32, which, unlike aclrtMalloc, adds no 32 bytes of its
+// own, and the pad restores them. The pad is why an exact 1 MiB tensor is a
+// large-pool allocation in a 20 MiB segment on NPU (1 MiB + 32 rounds to
+// 1 049 088 > kSmallSize) but a small-pool one on CUDA, so replaying a trace
+// with the wrong flavour moves tensors between pools.
+
+// roundSize is round_size: the NPU pad (Note [The NPU 32-byte pad]), the
+// 512-byte minimum and roundup_power2_divisions.
 func (c *Config) roundSize(size int64) int64 {
 	if c.Pad32 {
 		size += kNPUPad

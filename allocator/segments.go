@@ -248,7 +248,8 @@ func (a *Allocator) SetAllocatorSettings(conf string) error {
 	return nil
 }
 
-// expandableSegment is a reserved VA range mapped page by page (§3).
+// expandableSegment is a reserved VA range mapped page by page
+// (docs/reference/allocator-semantics.md §3).
 type expandableSegment struct {
 	va       uint64
 	pageSize int64

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// Stat is one torch memory statistic (reference §5).
+// Stat is one torch memory statistic
+// (docs/reference/allocator-semantics.md §5).
 type Stat struct {
 	Current, Peak, Allocated, Freed int64
 }

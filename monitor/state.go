@@ -11,7 +11,7 @@ import (
 // This file holds the segment map a device log implies at one position: the
 // mutable head the Store rolls forward, and the frozen checkpoints it seeks
 // from. Entries are applied forward with the inverse of the undo rules in
-// docs/timeline.md (reference snapshot-format.md §6.5), so that rolling
+// docs/timeline.md (docs/reference/snapshot-format.md §6.5), so that rolling
 // forward from replay's Timeline.Initial reaches the same state as undoing
 // backwards from the final state.
 

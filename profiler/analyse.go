@@ -14,8 +14,9 @@ import (
 
 // Analyse is npumon's analysis step for a FRAMEWORK-only directory: it writes
 // ASCEND_PROFILER_OUTPUT/{operator_details,memory_record,operator_memory,
-// step_trace_time}.csv and trace_view.json in torch_npu's layouts (§5, §6),
-// then analyse.done last. Times are epoch µs strings with 3 decimals.
+// step_trace_time}.csv and trace_view.json in torch_npu's layouts
+// (docs/reference/profiler-format.md §5, §6), then analyse.done last. Times are
+// epoch µs strings with 3 decimals.
 func Analyse(dir string) error {
 	d, err := readFramework(dir)
 	if err != nil {

@@ -11,9 +11,11 @@ import (
 	"strings"
 )
 
-// ASCEND_PROFILER_OUTPUT CSV readers (§5). Columns are found by header name,
-// so older layouts (§5.9) read as long as the needed columns exist; cells may
-// carry a trailing TAB, N/A, quotes inside shape cells and multi-line text.
+// ASCEND_PROFILER_OUTPUT CSV readers (docs/reference/profiler-format.md §5).
+// Columns are found by header name, so older layouts
+// (docs/reference/profiler-format.md §5.9) read as long as the needed columns
+// exist; cells may carry a trailing TAB, N/A, quotes inside shape cells and
+// multi-line text.
 
 // MiB is the unit of the "(MB)" columns: 1 MB = 2^20 bytes.
 const MiB = 1 << 20

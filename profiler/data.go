@@ -174,9 +174,10 @@ func memoryRecordOf(r *MemoryUsageRecord, epochNS int64) MemoryRecord {
 	}
 }
 
-// markPairer pairs op marks into queue ranges: per (tid, name, queue side)
-// the latest START is matched with the next END (§2.3). It keeps unmatched
-// STARTs across calls, so a tail can pair marks split between polls.
+// markPairer pairs op marks into queue ranges: per (tid, name, queue side) the
+// latest START is matched with the next END
+// (docs/reference/profiler-format.md §2.3). It keeps unmatched STARTs across
+// calls, so a tail can pair marks split between polls.
 type markPairer struct {
 	open map[markKey]OpMarkRecord
 }

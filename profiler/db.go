@@ -17,11 +17,11 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// SQLite exports (§8): torch_npu's ASCEND_PROFILER_OUTPUT/
-// ascend_pytorch_profiler[_{rank}].db (export_type db) and CANN's msprof_*.db.
-// Tables and columns are found by name, so older and newer layouts read as
-// long as the columns a table needs exist; name columns are ids into
-// STRING_IDS. The driver is modernc.org/sqlite (pure Go, no cgo).
+// SQLite exports (docs/reference/profiler-format.md §7): torch_npu's
+// ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler[_{rank}].db (export_type db)
+// and CANN's msprof_*.db. Tables and columns are found by name, so older and
+// newer layouts read as long as the columns a table needs exist; name columns
+// are ids into STRING_IDS. The driver is modernc.org/sqlite (pure Go, no cgo).
 
 // SourceDB is Data.Source for a SQLite export.
 const SourceDB = "db"
@@ -29,7 +29,8 @@ const SourceDB = "db"
 // dbInvalidID is torch_npu's DB_INVALID_VALUE: "no string" in a name column.
 const dbInvalidID = 4294967295
 
-// PYTORCH_API.type values (ENUM_API_TYPE, §8.1).
+// PYTORCH_API.type values (ENUM_API_TYPE,
+// docs/reference/profiler-format.md §7.1).
 const (
 	apiTorchOp     = 50001
 	apiTaskQueue   = 50002

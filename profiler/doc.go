@@ -9,5 +9,6 @@
 // system counter); TimeBase converts them to epoch nanoseconds. Read results
 // carry epoch ns (int64) with µs accessors; nothing is float64 µs.
 //
-// Layout references are to shared/reference/profiler-format.md (§n).
+// The formats are described in docs/reference/profiler-format.md; comments cite
+// its sections as "docs/reference/profiler-format.md §n".
 package profiler

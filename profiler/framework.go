@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// FRAMEWORK files (§2): little-endian, packed. TLV files frame each record
-// as u16 type · u32 length · value; value = fixed block + TLV string fields.
+// FRAMEWORK files (docs/reference/profiler-format.md §2): little-endian,
+// packed. TLV files frame each record as u16 type · u32 length · value; value =
+// fixed block + TLV string fields.
 
 // FileKind is a FRAMEWORK file type, recognised by its name prefix the way
 // torch_npu's analyser does (it ignores the outer record type).
@@ -105,7 +106,8 @@ const (
 	ScopeUserScope        = 7
 )
 
-// OpRangeRecord is one torch.op_range record (§2.2). Times are raw clock.
+// OpRangeRecord is one torch.op_range record
+// (docs/reference/profiler-format.md §2.2). Times are raw clock.
 type OpRangeRecord struct {
 	StartNS, EndNS   int64 // raw clock at enter / exit
 	Seq              int64 // sequence number, -1 if none
@@ -126,7 +128,7 @@ type OpRangeRecord struct {
 	ExtraArgs        string
 }
 
-// Op mark categories (§2.3).
+// Op mark categories (docs/reference/profiler-format.md §2.3).
 const (
 	MarkEnqueueStart = 0
 	MarkEnqueueEnd   = 1
@@ -134,7 +136,8 @@ const (
 	MarkDequeueEnd   = 3
 )
 
-// OpMarkRecord is one torch.op_mark record (§2.3). Time is raw clock.
+// OpMarkRecord is one torch.op_mark record
+// (docs/reference/profiler-format.md §2.3). Time is raw clock.
 type OpMarkRecord struct {
 	TimeNS        int64
 	Category      uint64
@@ -143,7 +146,7 @@ type OpMarkRecord struct {
 	Name          string
 }
 
-// Memory record enums (§2.4).
+// Memory record enums (docs/reference/profiler-format.md §2.4).
 const (
 	DeviceTypeCPU = 0
 	DeviceTypeNPU = 20 // c10::DeviceType::PrivateUse1
@@ -160,9 +163,10 @@ const (
 	AllocatorExternal = 1
 )
 
-// MemoryUsageRecord is one torch.memory_usage record (§2.4). AllocSize is
-// positive for MALLOC and negative for FREE/BLOCK_FREE; totals are the
-// allocator's aggregates after the event, in bytes. Time is raw clock.
+// MemoryUsageRecord is one torch.memory_usage record
+// (docs/reference/profiler-format.md §2.4). AllocSize is positive for MALLOC
+// and negative for FREE/BLOCK_FREE; totals are the allocator's aggregates after
+// the event, in bytes. Time is raw clock.
 type MemoryUsageRecord struct {
 	Ptr            int64
 	TimeNS         int64
@@ -179,7 +183,8 @@ type MemoryUsageRecord struct {
 	TID, PID       uint64
 }
 
-// PythonTracerFuncRecord is one torch.python_tracer_func record (§2.5).
+// PythonTracerFuncRecord is one torch.python_tracer_func record
+// (docs/reference/profiler-format.md §2.5).
 type PythonTracerFuncRecord struct {
 	TimeNS   uint64
 	TID, PID uint64
@@ -187,20 +192,23 @@ type PythonTracerFuncRecord struct {
 	Tag      uint8 // 0 py call, 1 py return, 2 C call, 3 C return
 }
 
-// PythonTracerHashRecord is one torch.python_tracer_hash entry (§2.6).
+// PythonTracerHashRecord is one torch.python_tracer_hash entry
+// (docs/reference/profiler-format.md §2.6).
 type PythonTracerHashRecord struct {
 	Key   uint64
 	Value string
 }
 
-// ParamTensorRecord is one torch.param_tensor_info entry (§2.7).
+// ParamTensorRecord is one torch.param_tensor_info entry
+// (docs/reference/profiler-format.md §2.7).
 type ParamTensorRecord struct {
 	Key            uint64
 	ModuleParam    string
 	OptimizerParam string
 }
 
-// GCRecord is one torch.gc_record record (§2.8). Times are raw clock.
+// GCRecord is one torch.gc_record record
+// (docs/reference/profiler-format.md §2.8). Times are raw clock.
 type GCRecord struct {
 	PID            uint64
 	StartNS, EndNS uint64

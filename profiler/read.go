@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// Directory names (§1).
+// Directory names (docs/reference/profiler-format.md §1).
 const (
 	FrameworkDir  = "FRAMEWORK"
 	OutputDir     = "ASCEND_PROFILER_OUTPUT"

@@ -274,7 +274,8 @@ func TestRealFixturesParse(t *testing.T) {
 	}
 }
 
-// TestLiveTimeBase: without info files the raw clock kind is told by magnitude (§3.4).
+// TestLiveTimeBase: without info files the raw clock kind is told by magnitude
+// (docs/reference/profiler-format.md §3.4).
 func TestLiveTimeBase(t *testing.T) {
 	_, mono := clockPair()
 	tb := LiveTimeBase(t.TempDir(), mono-1e9)

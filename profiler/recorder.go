@@ -277,7 +277,8 @@ func (r *Recorder) closeStep() {
 	}
 }
 
-// transit runs the controller steps for prev → cur (§9.2).
+// transit runs the controller steps for prev → cur
+// (docs/reference/profiler-format.md §8.2).
 func (r *Recorder) transit(prev, cur ProfilerAction) error {
 	var errs []error
 	for _, c := range transition(prev, cur) {
@@ -346,7 +347,8 @@ func (r *Recorder) do(c ctl, prev, cur ProfilerAction) error {
 	return nil
 }
 
-// initDir creates {worker}_{timestamp}_ascend_pt (§1.1), mode 0750.
+// initDir creates {worker}_{timestamp}_ascend_pt
+// (docs/reference/profiler-format.md §1.1), mode 0750.
 func (r *Recorder) initDir() error {
 	if err := os.MkdirAll(r.cfg.Dir, 0o750); err != nil {
 		return err
@@ -391,7 +393,8 @@ func (r *Recorder) ensureDumper() error {
 	return nil
 }
 
-// writeInfo writes profiler_info.json and profiler_metadata.json (§4).
+// writeInfo writes profiler_info.json and profiler_metadata.json
+// (docs/reference/profiler-format.md §4).
 func (r *Recorder) writeInfo() error {
 	if r.dir == "" {
 		return nil

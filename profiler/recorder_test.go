@@ -105,7 +105,8 @@ func TestRecorderCycles(t *testing.T) {
 	}
 }
 
-// TestRecorderWarmupStopDeletesDir: stopping during warmup deletes the cycle dir (§9.2).
+// TestRecorderWarmupStopDeletesDir: stopping during warmup deletes the cycle
+// dir (docs/reference/profiler-format.md §8.2).
 func TestRecorderWarmupStopDeletesDir(t *testing.T) {
 	dir := t.TempDir()
 	r, _ := New(Config{Dir: dir, Clock: newFakeClock(), Schedule: &Schedule{Warmup: 2, Active: 1}})

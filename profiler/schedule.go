@@ -1,6 +1,7 @@
 package profiler
 
-// ProfilerAction is what the schedule asks for at a step (§9.1).
+// ProfilerAction is what the schedule asks for at a step
+// (docs/reference/profiler-format.md §8.1).
 type ProfilerAction int8
 
 const (
@@ -45,7 +46,7 @@ func (s Schedule) normalized() Schedule {
 	return s
 }
 
-// Action returns the action for step (§9.1).
+// Action returns the action for step (docs/reference/profiler-format.md §8.1).
 func (s Schedule) Action(step int) ProfilerAction {
 	s = s.normalized()
 	if step < s.SkipFirst {
@@ -89,8 +90,9 @@ var ctlNames = [...]string{"warn", "init", "warmup", "start", "stop", "finalize"
 
 func (c ctl) String() string { return ctlNames[c] }
 
-// transitions is torch_npu's action table (§9.2): [prev][cur], where cur
-// index 4 is "stopped". prev is never "stopped".
+// transitions is torch_npu's action table
+// (docs/reference/profiler-format.md §8.2): [prev][cur], where cur index 4 is
+// "stopped". prev is never "stopped".
 var transitions = [4][5][]ctl{
 	ActionNone: {
 		ActionNone:          nil,

@@ -11,10 +11,11 @@ import (
 )
 
 // Tailer follows FRAMEWORK files while torch_npu (or a Recorder) appends to
-// them (§2.9): it reads only new bytes, decodes whole records, keeps a cut
-// trailing record until the rest arrives, and never re-reads. It follows a
-// *_ascend_pt directory plus the later cycle directories of the same worker,
-// or every profiler directory that appears under a parent directory.
+// them (docs/reference/profiler-format.md §2.9): it reads only new bytes,
+// decodes whole records, keeps a cut trailing record until the rest arrives,
+// and never re-reads. It follows a *_ascend_pt directory plus the later cycle
+// directories of the same worker, or every profiler directory that appears
+// under a parent directory.
 type Tailer struct {
 	root    string
 	parent  string // directory scanned for new cycle directories
@@ -39,7 +40,8 @@ type tailFile struct {
 }
 
 // TailBatch is what one Poll found. Times are epoch ns; while a run is live
-// they come from the same-host clock pairing (§3.4) and Approximate is set.
+// they come from the same-host clock pairing
+// (docs/reference/profiler-format.md §3.4) and Approximate is set.
 type TailBatch struct {
 	NewDirs   []string // cycle directories seen for the first time
 	Finalized []string // directories whose profiler_info appeared

@@ -11,7 +11,8 @@ import (
 	"strings"
 )
 
-// TimeBase converts raw FRAMEWORK clock values to epoch nanoseconds (§3).
+// TimeBase converts raw FRAMEWORK clock values to epoch nanoseconds
+// (docs/reference/profiler-format.md §3).
 type TimeBase struct {
 	SyscntEnable   bool    // raw values are system-counter ticks, else CLOCK_MONOTONIC_RAW ns
 	FreqMHz        float64 // counter frequency when SyscntEnable
@@ -19,7 +20,7 @@ type TimeBase struct {
 	StartMonotonic int64   // CLOCK_MONOTONIC_RAW ns at start_trace
 	DiffNS         int64   // epoch ns − monotonic ns
 	Source         string  // where the parameters came from
-	Approximate    bool    // derived from this host's clocks while the run is live (§3.4)
+	Approximate    bool    // derived from this host's clocks while the run is live (LiveTimeBase)
 }
 
 // EpochNS converts a raw clock value exactly as torch_npu's analyser does:
@@ -42,7 +43,8 @@ func (tb *TimeBase) RawFromEpochNS(epoch int64) int64 {
 	return mono
 }
 
-// ProfilerInfo is the part of profiler_info*.json npumon uses (§4).
+// ProfilerInfo is the part of profiler_info*.json npumon uses
+// (docs/reference/profiler-format.md §4).
 type ProfilerInfo struct {
 	Config struct {
 		CommonConfig struct {
@@ -90,7 +92,8 @@ func ReadProfilerInfo(path string) (*ProfilerInfo, error) {
 
 // LoadTimeBase derives the time base of a finished *_ascend_pt directory from
 // profiler_info and the CANN PROF_*/host files, in torch_npu's priority order
-// (§3.2). ok is false when the directory has no profiler_info yet (live run).
+// (docs/reference/profiler-format.md §3.2). ok is false when the directory has
+// no profiler_info yet (live run).
 func LoadTimeBase(dir string) (tb TimeBase, ok bool, err error) {
 	p := findProfilerInfo(dir)
 	if p == "" {
@@ -231,11 +234,12 @@ func readStartInfoDiff(path string) (int64, bool) {
 	return beginUS*1000 - mono, true
 }
 
-// LiveTimeBase pairs this host's clocks for a run whose info files do not
-// exist yet (§3.4). sample is any recent raw value from the files; it tells a
-// CLOCK_MONOTONIC_RAW ns clock from a system counter by magnitude. For a
-// counter, the frequency comes from PROF_*/host/info.json when present, else
-// it is estimated from the ratio counter/monotonic (both count from boot).
+// LiveTimeBase pairs this host's clocks for a run whose info files do not exist
+// yet (docs/reference/profiler-format.md §3.4). sample is any recent raw value
+// from the files; it tells a CLOCK_MONOTONIC_RAW ns clock from a system counter
+// by magnitude. For a counter, the frequency comes from PROF_*/host/info.json
+// when present, else it is estimated from the ratio counter/monotonic (both
+// count from boot).
 func LiveTimeBase(dir string, sample int64) TimeBase {
 	epoch, mono := clockPair()
 	tb := TimeBase{DiffNS: epoch - mono, Source: "live clock pairing", Approximate: true, FreqMHz: 100}

@@ -11,11 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// Streaming trace_view.json reader (§6). The file is a bare JSON array of
-// Chrome-trace events (a {"traceEvents": [...]} wrapper is accepted too).
-// Events are framed one at a time from a fixed-size window, and only the
-// fields npumon uses are decoded, so memory stays bounded by the largest
-// single event and 100 MB files read in well under a second.
+// Streaming trace_view.json reader (docs/reference/profiler-format.md §6). The
+// file is a bare JSON array of Chrome-trace events (a {"traceEvents": [...]}
+// wrapper is accepted too). Events are framed one at a time from a fixed-size
+// window, and only the fields npumon uses are decoded, so memory stays bounded
+// by the largest single event and 100 MB files read in well under a second.
 
 // TraceEvent is the decoded subset of one Chrome-trace event.
 type TraceEvent struct {
@@ -38,8 +38,9 @@ type TraceEvent struct {
 }
 
 // ErrTruncatedTrace marks a trace_view.json that ends before its closing
-// bracket (the analyser writes it in two parts, §1.3). Events before the
-// cut have been delivered.
+// bracket (the analyser writes it in two parts,
+// docs/reference/profiler-format.md §1.3). Events before the cut have been
+// delivered.
 var ErrTruncatedTrace = errors.New("trace ends before its closing ']'")
 
 const maxTraceEvent = 64 << 20

@@ -8,11 +8,12 @@ import (
 	"unicode/utf8"
 )
 
-// WriteTraceView writes d as a torch_npu-style trace_view.json (§6): a bare
-// array of Chrome-trace events with epoch-µs string timestamps — process and
-// thread metadata, cpu_op slices, enqueue/dequeue slices with their flows,
-// fwd→bwd flows, GC slices and one memory counter track per device. It opens
-// in Perfetto, chrome://tracing and MindStudio Insight.
+// WriteTraceView writes d as a torch_npu-style trace_view.json
+// (docs/reference/profiler-format.md §6): a bare array of Chrome-trace events
+// with epoch-µs string timestamps — process and thread metadata, cpu_op slices,
+// enqueue/dequeue slices with their flows, fwd→bwd flows, GC slices and one
+// memory counter track per device. It opens in Perfetto, chrome://tracing and
+// MindStudio Insight.
 func WriteTraceView(w io.Writer, d *Data) error {
 	tw := &traceWriter{w: bufio.NewWriterSize(w, 256<<10)}
 	tw.raw("[")

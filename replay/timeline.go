@@ -14,7 +14,7 @@ type Timeline struct {
 	// Initial is the state before entry 0: the device's segments with their
 	// blocks (active_allocated / active_pending_free / inactive tiling each
 	// segment), reconstructed from the final state by undoing every entry
-	// (reference snapshot-format.md §6.5).
+	// (docs/reference/snapshot-format.md §6.5).
 	Initial         []allocator.Segment
 	ActiveAtStart   int64 // Σ initially-active sizes (timeline rules (a)+(b))
 	ReservedAtStart int64
@@ -201,9 +201,9 @@ func newUndoState(final []allocator.Segment) *undoState {
 // labelled "small" at: the small pool allocates 2 MiB segments.
 const smallSegmentMax = 2 << 20
 
-// undo reverts one entry (reference §6.5). Entries that do not fit the
-// state (a free of an address with no segment, an unmap of nothing) are
-// applied as far as they can be and never fail.
+// undo reverts one entry (docs/reference/snapshot-format.md §6.5). Entries that
+// do not fit the state (a free of an address with no segment, an unmap of
+// nothing) are applied as far as they can be and never fail.
 func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 	switch e.Action {
 	case allocator.ActionAlloc:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Independent decoder: reads a FRAMEWORK directory the way torch_npu's
-_tlv_decoder / FILE_BEAN_MAP do (struct strings of §2) and prints the
-records as JSON. Used by the Go tests to cross-check npumon's writer.
+_tlv_decoder / FILE_BEAN_MAP do (the struct strings of
+docs/reference/profiler-format.md §2) and prints the records as JSON. Used
+by the Go tests to cross-check npumon's writer.
 
 usage: check_framework.py FRAMEWORK_DIR
 """

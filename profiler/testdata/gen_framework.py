@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Independent producer of torch_npu FRAMEWORK test directories.
 
-Writes the raw profiler files exactly as shared/reference/profiler-format.md §2
+Writes the raw profiler files exactly as docs/reference/profiler-format.md §2
 lays them out (the same struct strings torch_npu's own decoders and unit tests
 use), using only Python's struct and json modules — never npumon's encoder.
 Beside each directory it writes expected.json: every record as the producer
-built it, plus its epoch-ns time computed with torch_npu's formula (§3.2).
+built it, plus its epoch-ns time computed with torch_npu's formula
+(docs/reference/profiler-format.md §3.2).
 
 Run from this directory:  python3 gen_framework.py
 """
@@ -145,7 +146,8 @@ def build_records(t0):
 
 
 def to_epoch(raw, info, host=None):
-    """torch_npu _profiler_config.py: PROF_*/host files take priority (§3.2)."""
+    """torch_npu _profiler_config.py: PROF_*/host files take priority
+    (docs/reference/profiler-format.md §3.2)."""
     si = info["start_info"]
     freq, start_cnt, start_mono = si["freq"], si["start_cnt"], si["start_monotonic"]
     if host:

@@ -4,7 +4,7 @@ pickle / json / struct (an independent producer, not npumon's encoder).
 
     python3 gen_snapshots.py OUTDIR
 
-Writes, per reference/snapshot-format.md:
+Writes, per docs/reference/snapshot-format.md:
   torch113_list.pickle / .json   torch 1.13 bare list of segments, block history (protocol 3)
   npu_workspace.pickle           torch_npu: workspace_snapshot triples first, no time_us,
                                  non-zero aclrtStream handles, pool ids, oom, snapshot entry

@@ -60,7 +60,8 @@ def schema_of(top, fmt):
 
 
 def undo_state(final_segs, entries, upto):
-    """Segments and live blocks after entry `upto`, undoing later entries (§6.5)."""
+    """Segments and live blocks after entry `upto`, undoing later entries
+    (docs/reference/snapshot-format.md §6.5)."""
     segs = {s["address"]: dict(s) for s in final_segs}
     blocks = {}
     for s in final_segs:

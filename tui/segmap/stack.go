@@ -7,7 +7,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 )
 
-// Frame filters of torch's memory_viz (reference snapshot-format.md §6.7):
+// Frame filters of torch's memory_viz (docs/reference/snapshot-format.md §6.6):
 // interpreter and dispatcher frames that say nothing about the caller.
 var (
 	dropNames = []string{"unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp",

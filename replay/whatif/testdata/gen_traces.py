@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Generate what-if test traces with Python's own pickle, in the torch 2.x
-_dump_snapshot dict schema (reference snapshot-format.md §2).
+_dump_snapshot dict schema (docs/reference/snapshot-format.md §2).
 
 Each trace is what the caching allocator would record for a known pattern;
-the segment and oom entries are worked out by hand from allocator-semantics.md
-§1-§2, so the expected what-if answers are known:
+the segment and oom entries are worked out by hand from
+docs/reference/allocator-semantics.md §1–§2, so the expected what-if answers
+are known:
 
   fragmentation.pickle  torch_npu style (no time_us, no allocator_settings).
       10 x 90 MiB segments are cached, refilled with 30 MiB blocks of which one
