@@ -185,3 +185,73 @@ func TestRenderDocRegions(t *testing.T) {
 		t.Errorf("tui.md without the keys region: no error")
 	}
 }
+
+// TestReferenceSectionsExist: every "docs/reference/NAME.md §n" citation in
+// the repository (code comments, test generators, docs) names a section
+// that NAME.md has, and so do the bare §n of docs/profiler.md, which cite
+// profiler-format.md.
+func TestReferenceSectionsExist(t *testing.T) {
+	root := filepath.Join("..", "..")
+	refs := map[string]map[string]bool{} // file → section numbers it has
+	heading := regexp.MustCompile(`(?m)^#{2,3} (\d+(?:\.\d+)?)\.? `)
+	for _, name := range []string{"snapshot-format.md", "allocator-semantics.md", "profiler-format.md"} {
+		b, err := os.ReadFile(filepath.Join(root, "docs", "reference", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs[name] = map[string]bool{}
+		for _, m := range heading.FindAllStringSubmatch(string(b), -1) {
+			refs[name][m[1]] = true
+		}
+	}
+	cite := regexp.MustCompile(`(snapshot-format|allocator-semantics|profiler-format)\.md\)? §(\d+(?:\.\d+)?)(?:[–-]§(\d+(?:\.\d+)?))?`)
+	bare := regexp.MustCompile(`§(\d+(?:\.\d+)?)`)
+	n := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), ".") && rel != "." || rel == "bin" || rel == filepath.Join("testdata", "fixtures") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".py", ".sh":
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range cite.FindAllStringSubmatch(string(b), -1) {
+			for _, sec := range m[2:] {
+				if sec == "" {
+					continue
+				}
+				n++
+				if !refs[m[1]+".md"][sec] {
+					t.Errorf("%s cites %s.md §%s, which has no such section", rel, m[1], sec)
+				}
+			}
+		}
+		if rel == filepath.Join("docs", "profiler.md") {
+			for _, m := range bare.FindAllStringSubmatch(string(b), -1) {
+				n++
+				if !refs["profiler-format.md"][m[1]] {
+					t.Errorf("docs/profiler.md cites §%s, which profiler-format.md does not have", m[1])
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 50 {
+		t.Errorf("found only %d citations; the pattern no longer matches them", n)
+	}
+}
