@@ -46,7 +46,7 @@ test-standalone:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The allocator's issue figures (pair with and without history, history overhead, clock
+# The allocator's headline figures (pair with and without history, history overhead, clock
 # reads), 6 runs on one core: what to run on a bare-metal or arm64 host.
 bench-allocator:
 	$(GO) test -run '^$$' -bench 'MallocFreePair|HistoryOverhead|Timestamp' -benchmem -cpu 1 -count 6 ./allocator/

@@ -33,7 +33,7 @@ func TestDemoInTmux(t *testing.T) {
 	t0 := time.Now()
 	p := startTmux(t, 120, 40, []string{"NO_COLOR=1", "TZ=UTC"}, bin, "demo")
 	screen := p.waitFor("[1 Timeline]", "2 Segments", "3 Events", "4 Ops", "LIVE", "aten::", "segments", "HBM")
-	// The issue asks for 2 s; the bound leaves room for a loaded CI machine.
+	// The target is 2 s; the bound leaves room for a loaded CI machine.
 	if el := time.Since(t0); el > 5*time.Second {
 		t.Errorf("all panes with data only after %v", el)
 	} else {
