@@ -13,8 +13,9 @@ set -euo pipefail
 
 src=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 head=$(git -C "$src" rev-parse HEAD)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/npumon-standalone.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/npumon-standalone.XXXXXX")  # the clone, alone
+log=$(mktemp -d "${TMPDIR:-/tmp}/npumon-standalone-log.XXXXXX")
+trap 'rm -rf "$tmp" "$log"' EXIT
 
 git clone -q --no-checkout "$src" "$tmp/npumon"
 git -C "$tmp/npumon" checkout -q --detach "$head"
@@ -23,21 +24,42 @@ ls -A "$tmp" | grep -qvx npumon && { echo "standalone: $tmp holds more than the 
 cd "$tmp/npumon"
 echo "standalone: unit tests of $(git log --oneline -1) in $tmp/npumon"
 status=0
-go test -count=1 -v ./... >"$tmp/test.log" 2>&1 || status=$?
+go test -count=1 -json ./... >"$log/test.json" 2>"$log/test.err" || status=$?
 
-grep -E '^(ok|FAIL|panic:)' "$tmp/test.log" | sed 's/^/  /' || true
-if [ "$status" -ne 0 ]; then
-  grep -E -A8 -- '--- FAIL|^panic:' "$tmp/test.log" | head -200 || true
-  echo "standalone: unit tests failed in the clone (exit $status)"
-  exit 1
-fi
-# The line after a "--- SKIP" is its reason; a reason that names a file,
-# fixture or directory is a test that reads something outside the clone.
-skips=$(grep -E -A1 -- '--- SKIP' "$tmp/test.log" | grep -Eiv -- '--- SKIP|^--$' || true)
-if printf '%s\n' "$skips" | grep -Eiq 'fixture|testdata|shared|no such file|does not exist|not exist|missing|\.pickle|\.json|\.csv|\.db\b'; then
-  echo "standalone: tests skipped for a missing file:"
-  printf '%s\n' "$skips"
-  exit 1
-fi
-[ -n "$skips" ] && { echo "standalone: skipped (not for a file):"; printf '  %s\n' "$skips"; }
-echo "standalone: all unit tests pass in a fresh clone"
+# Per package its result; every failed test with its output; every skipped
+# test with its reason. A skip whose reason names a file, fixture or
+# directory is a test that reads something outside the clone.
+python3 - "$log/test.json" "$log/test.err" "$status" <<'PY'
+import json, re, sys
+out, results, pkgs = {}, [], []
+for line in open(sys.argv[1]):
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        print(line, end="")
+        continue
+    key = (ev.get("Package"), ev.get("Test"))
+    if ev["Action"] == "output":
+        out.setdefault(key, []).append(ev["Output"])
+    elif ev["Action"] in ("pass", "fail", "skip"):
+        (results if ev.get("Test") else pkgs).append((ev["Action"], key))
+for action, (pkg, _) in pkgs:
+    print("  %-4s %s" % ({"pass": "ok", "fail": "FAIL", "skip": "skip"}[action], pkg))
+err = open(sys.argv[2]).read()
+if err.strip():
+    print(err)
+bad = 0
+for action, key in results:
+    text = "".join(l for l in out.get(key, []) if not l.startswith(("=== ", "--- ")))
+    if action == "fail":
+        print("FAIL %s %s\n%s" % (key[0], key[1], text))
+    elif action == "skip":
+        file_skip = re.search(r"fixture|testdata|shared|no such file|not exist|missing|\.(pickle|json|csv|db)\b", text, re.I)
+        bad += bool(file_skip)
+        print("%s %s %s: %s" % ("SKIP (for a file)" if file_skip else "skip", key[0], key[1], text.strip()))
+if sys.argv[3] != "0":
+    sys.exit("standalone: unit tests failed in the clone")
+if bad:
+    sys.exit("standalone: %d test(s) skipped for a missing file" % bad)
+print("standalone: all unit tests pass in a fresh clone, none skipped for a missing file")
+PY
