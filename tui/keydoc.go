@@ -61,6 +61,8 @@ func keyName(s string) string {
 		return "shift+←"
 	case "shift+right":
 		return "shift+→"
+	case "pgdown":
+		return "pgdn"
 	case "|":
 		return `\|`
 	}
