@@ -94,6 +94,7 @@ func (in *Info) ChipProcs(c Chip) []Process {
 type Sample struct {
 	Seq    uint64    // number of polls so far (0: none finished yet)
 	Info   *Info     // the newest table that parsed; nil before the first
+	Usages []Usages  // the usages read with Info (pollers asked for them)
 	At     time.Time // when Info was read
 	Err    error     // the newest poll's error (nil: Info is from it)
 	Source string    // what was polled, e.g. the npu-smi path, or "simulated"

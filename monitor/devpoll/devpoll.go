@@ -1,0 +1,229 @@
+// Package devpoll polls the host's devices in the background: it runs
+// `npu-smi info` (and, when asked, `npu-smi info -t usages -i N` per NPU)
+// every interval and keeps the newest parsed table, so a view asks for the
+// newest sample and never waits on the tool. NewFunc feeds the same samples
+// from a function instead (the simulated runtime of demo).
+package devpoll
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/npumon/npumon/monitor/npusmi"
+)
+
+// Options configure an npu-smi poller.
+type Options struct {
+	// Path is the npu-smi executable; a bare name is looked up on PATH
+	// (default "npu-smi").
+	Path string
+	// Every is the polling interval (default 1s).
+	Every time.Duration
+	// Timeout bounds one npu-smi call (default 10s); a hung tool is killed.
+	Timeout time.Duration
+	// Usages also runs `npu-smi info -t usages -i N` for each NPU.
+	Usages bool
+	// Always polls from Run's start; otherwise polling runs only while
+	// someone asks for samples (Latest within the last three intervals),
+	// so a view that is not shown costs no npu-smi calls.
+	Always bool
+}
+
+// maxOutput bounds what one call may print; a real table is a few KiB.
+const maxOutput = 4 << 20
+
+// ErrNotFound is wrapped by errors for an npu-smi that is not there.
+var ErrNotFound = errors.New("npu-smi not found")
+
+// Poller keeps the newest sample of a device table.
+type Poller struct {
+	source string
+	every  time.Duration
+	always bool
+	read   func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, error)
+
+	mu   sync.Mutex
+	last npusmi.Sample
+
+	asked atomic.Int64 // unix nanos of the newest Latest call
+	wake  chan struct{}
+}
+
+// New returns a poller running npu-smi as o says. Nothing runs before Run
+// or Poll.
+func New(o Options) *Poller {
+	if o.Path == "" {
+		o.Path = "npu-smi"
+	}
+	if o.Every <= 0 {
+		o.Every = time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	p := &Poller{source: o.Path, every: o.Every, always: o.Always, wake: make(chan struct{}, 1)}
+	p.read = func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, error) { return readNPUSMI(ctx, o) }
+	return p
+}
+
+// NewFunc returns a poller whose samples come from fn, called every
+// interval; source names it in the samples ("simulated").
+func NewFunc(source string, every time.Duration, fn func() *npusmi.Info) *Poller {
+	if every <= 0 {
+		every = time.Second
+	}
+	p := &Poller{source: source, every: every, wake: make(chan struct{}, 1)}
+	p.read = func(context.Context) (*npusmi.Info, []npusmi.Usages, error) { return fn(), nil, nil }
+	return p
+}
+
+// Latest returns the newest sample at once; it also tells Run that
+// samples are wanted.
+func (p *Poller) Latest() npusmi.Sample {
+	p.asked.Store(time.Now().UnixNano())
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.last
+	s.Source, s.Every = p.source, p.every
+	return s
+}
+
+// Poll reads the table once and records the sample.
+func (p *Poller) Poll(ctx context.Context) npusmi.Sample {
+	in, us, err := p.read(ctx)
+	p.mu.Lock()
+	p.last.Seq++
+	p.last.Err = err
+	if err == nil {
+		p.last.Info, p.last.Usages, p.last.At = in, us, time.Now()
+	}
+	p.mu.Unlock()
+	return p.Latest()
+}
+
+// Run polls every interval while samples are wanted, until ctx ends.
+func (p *Poller) Run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		if !p.always && time.Since(time.Unix(0, p.asked.Load())) > 3*p.every {
+			select { // nobody looked lately: sleep until someone does
+			case <-ctx.Done():
+				return
+			case <-p.wake:
+			}
+		}
+		p.Poll(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		t.Reset(p.every)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readNPUSMI runs `npu-smi info` and, with o.Usages, the usages of each NPU.
+func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, error) {
+	path, err := exec.LookPath(o.Path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	out, err := run(ctx, o, path, "info")
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := npusmi.ParseInfo(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !o.Usages {
+		return in, nil, nil
+	}
+	var us []npusmi.Usages
+	seen := map[int]bool{}
+	for _, c := range in.Chips {
+		if seen[c.NPU] {
+			continue
+		}
+		seen[c.NPU] = true
+		out, err := run(ctx, o, path, "info", "-t", "usages", "-i", strconv.Itoa(c.NPU))
+		if err != nil {
+			return nil, nil, err
+		}
+		u, err := npusmi.ParseUsages(out)
+		if err != nil {
+			return nil, nil, fmt.Errorf("NPU %d: %w", c.NPU, err)
+		}
+		us = append(us, u...)
+	}
+	return in, us, nil
+}
+
+// limitedBuffer keeps the first maxOutput bytes and notes any overflow.
+type limitedBuffer struct {
+	bytes.Buffer
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := maxOutput - b.Len(); len(p) > room {
+		b.over = true
+		b.Buffer.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
+}
+
+func run(ctx context.Context, o Options, path string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	var stdout, stderr limitedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	name := "npu-smi " + strings.Join(args, " ")
+	switch {
+	case ctx.Err() == context.DeadlineExceeded:
+		return nil, fmt.Errorf("%s: no answer within %v", name, o.Timeout)
+	case err != nil:
+		msg := firstLine(stderr.String())
+		if msg == "" {
+			msg = firstLine(stdout.String())
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("%s: %v: %s", name, err, msg)
+		}
+		return nil, fmt.Errorf("%s: %v", name, err)
+	case stdout.over:
+		return nil, fmt.Errorf("%s: more than %d bytes of output", name, maxOutput)
+	}
+	return stdout.Bytes(), nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

@@ -1,0 +1,134 @@
+package devpoll
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/monitor/npusmi"
+	"github.com/npumon/npumon/testdata/fixture"
+)
+
+const (
+	x8   = "npu-smi/npu-smi-info-910B3x8-24.1.rc1.txt"
+	a3   = "npu-smi/npu-smi-info-A3-2chip-25.2.0.txt"
+	p310 = "npu-smi/npu-smi-info-310P3-24.1.0.1-procs.txt"
+)
+
+func TestPollStandIn(t *testing.T) {
+	dir := fixture.NPUSMIStandIn(t, x8)
+	p := New(Options{Path: filepath.Join(dir, "npu-smi")})
+	s := p.Poll(context.Background())
+	if s.Err != nil || s.Seq != 1 || s.Info == nil || len(s.Info.Chips) != 8 || s.Info.Chips[7].HBMUsedMB != 3315 {
+		t.Fatalf("first poll: %+v", s)
+	}
+	fixture.SetNPUSMIOutput(t, dir, a3)
+	s = p.Poll(context.Background())
+	if s.Err != nil || s.Seq != 2 || len(s.Info.Chips) != 4 || s.Info.Chips[3].HBMUsedMB != 10568 || len(s.Info.Procs) != 1 {
+		t.Fatalf("second poll: %+v", s)
+	}
+	if s.Source != filepath.Join(dir, "npu-smi") || s.Every != time.Second {
+		t.Errorf("source %q every %v", s.Source, s.Every)
+	}
+	// a failing call keeps the last table and reports the error
+	fixture.SetNPUSMIOutput(t, dir, "text:dcmi module initialize failed. ret is -8005\n")
+	s = p.Poll(context.Background())
+	if s.Err == nil || !strings.Contains(s.Err.Error(), "line 1: not an npu-smi info table") || len(s.Info.Chips) != 4 {
+		t.Fatalf("bad output: %+v", s)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fail"), []byte("dcmi module initialize failed. ret is -8005\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = p.Poll(context.Background())
+	if s.Err == nil || s.Err.Error() != "npu-smi info: exit status 3: dcmi module initialize failed. ret is -8005" {
+		t.Fatalf("failing tool: %v", s.Err)
+	}
+}
+
+func TestPollFindsNPUSMIOnPath(t *testing.T) {
+	dir := fixture.NPUSMIStandIn(t, p310)
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	s := New(Options{}).Poll(context.Background())
+	if s.Err != nil || len(s.Info.Procs) != 4 || s.Source != "npu-smi" {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestPollNotFound(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	s := New(Options{}).Poll(context.Background())
+	if !errors.Is(s.Err, ErrNotFound) || s.Info != nil {
+		t.Fatalf("%+v", s)
+	}
+	s = New(Options{Path: "/nonexistent/npu-smi"}).Poll(context.Background())
+	if !errors.Is(s.Err, ErrNotFound) {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestPollUsages(t *testing.T) {
+	dir := fixture.NPUSMIStandIn(t, a3)
+	p := New(Options{Path: filepath.Join(dir, "npu-smi"), Usages: true})
+	s := p.Poll(context.Background())
+	if s.Err != nil || len(s.Usages) != 2 || s.Usages[0].Pct["HBM Usage Rate"] != 5 {
+		t.Fatalf("%+v", s)
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
+	if string(log) != "info\ninfo -t usages -i 0\ninfo -t usages -i 1\n" {
+		t.Errorf("calls:\n%s", log)
+	}
+}
+
+func TestPollTimeout(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "npu-smi")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Path: script, Timeout: 100 * time.Millisecond}).Poll(context.Background())
+	if s.Err == nil || !strings.Contains(s.Err.Error(), "no answer within 100ms") {
+		t.Fatalf("%v", s.Err)
+	}
+}
+
+// TestRunPollsOnDemand: a poller nobody reads from runs no npu-smi; the
+// first Latest starts the polling.
+func TestRunPollsOnDemand(t *testing.T) {
+	dir := fixture.NPUSMIStandIn(t, x8)
+	p := New(Options{Path: filepath.Join(dir, "npu-smi"), Every: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := os.Stat(filepath.Join(dir, "calls.log")); err == nil {
+		t.Fatal("npu-smi ran before anyone asked")
+	}
+	if s := p.Latest(); s.Seq != 0 || s.Info != nil {
+		t.Fatalf("sample before a poll: %+v", s)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Latest().Seq < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("no polls after Latest")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestNewFunc(t *testing.T) {
+	n := 0
+	p := NewFunc("simulated", time.Second, func() *npusmi.Info {
+		n++
+		return &npusmi.Info{Chips: []npusmi.Chip{{NPU: n}}}
+	})
+	p.Poll(context.Background())
+	s := p.Poll(context.Background())
+	if s.Seq != 2 || s.Info.Chips[0].NPU != 2 || s.Source != "simulated" {
+		t.Fatalf("%+v", s)
+	}
+}
