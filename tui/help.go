@@ -26,6 +26,9 @@ func (m *Model) hintLine() string {
 		}
 		return th.Hint.Render("? or esc closes help · q quits")
 	}
+	if m.devicesShown() {
+		return th.Hint.Render(m.devicesHint())
+	}
 	hl := m.help
 	hl.Width = m.w
 	if m.pick.shown {
@@ -62,6 +65,10 @@ func (m *Model) helpText() []string {
 	hl := m.help
 	hl.Width = 0
 	groups := m.keys.FullHelp()
+	if m.o.DevicesOnly {
+		k := m.keys
+		groups = [][]key.Binding{{k.Up, k.Down, k.Start, k.Help, k.Quit}}
+	}
 	// As many key columns side by side as fit, the rest below.
 	per := len(groups)
 	for per > 1 && theme.Width(strings.Split(hl.FullHelpView(groups[:per]), "\n")[0]) > m.w {
@@ -81,6 +88,14 @@ func (m *Model) helpText() []string {
 			"index N, as the header's entry #N and stats count), or a raw cursor value. The segment map " +
 			"shows the state after every entry at or before the cursor.",
 		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
+	}
+	if m.o.Devices != nil {
+		text = append(text, "Devices (n): each NPU chip as npu-smi reports it (memory bar, power, temperature, "+
+			"AICore, health) and the processes holding device memory. The producer's row is marked; its device "+
+			"memory minus the allocator's reserved bytes is what it holds outside the caching allocator.")
+	}
+	if m.o.DevicesOnly {
+		text = text[len(text)-1:]
 	}
 	lines = append(lines, "")
 	for _, t := range text {

@@ -47,6 +47,13 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.showHelp, m.helpTop = true, 0
 		return nil
 	}
+	if m.devicesShown() {
+		return m.onDevicesKey(msg)
+	}
+	if key.Matches(msg, k.Devices) {
+		m.toggleDevices()
+		return nil
+	}
 	if m.pick.shown {
 		return m.onPickerKey(msg)
 	}

@@ -10,7 +10,7 @@ type keyMap struct {
 	ZoomIn, ZoomOut, PanLeft, PanRight, ZoomReset                                               key.Binding
 	Tab, BackTab, Pane1, Pane2, Pane3, Pane4, Up, Down, Enter, Sort                             key.Binding
 	Filter, Device, Relative, Help, Back, Quit                                                  key.Binding
-	Captures, WhatIf                                                                            key.Binding
+	Captures, WhatIf, Devices                                                                   key.Binding
 	PageUp, PageDown, Home, EndList, NextMatch, PrevMatch                                       key.Binding
 }
 
@@ -61,6 +61,7 @@ func newKeyMap() keyMap {
 		EndList:   b([]string{"end"}, "end", "last row (lists) / end"),
 		NextMatch: b([]string{"n"}, "n", "next entry matching the filter"),
 		PrevMatch: b([]string{"N"}, "N", "previous match"),
+		Devices:   b([]string{"D"}, "D", "devices: the host's NPUs (npu-smi)"),
 	}
 }
 
@@ -75,6 +76,6 @@ func (k keyMap) FullHelp() [][]key.Binding {
 		{k.Play, k.Prev, k.Next, k.BigPrev, k.BigNext, k.Slower, k.Faster, k.Start, k.End},
 		{k.NextOOM, k.Peak, k.Jump, k.Follow, k.ZoomIn, k.ZoomOut, k.PanLeft, k.PanRight, k.ZoomReset},
 		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter},
-		{k.Sort, k.Filter, k.NextMatch, k.PrevMatch, k.Device, k.Relative, k.Captures, k.WhatIf, k.Help, k.Back, k.Quit},
+		{k.Sort, k.Filter, k.NextMatch, k.PrevMatch, k.Device, k.Relative, k.Captures, k.WhatIf, k.Devices, k.Help, k.Back, k.Quit},
 	}
 }

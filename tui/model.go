@@ -121,6 +121,7 @@ type Model struct {
 	pick      picker           // capture picker (Options.Captures)
 	wi        tuiwhatif.Model
 	wiOpen    bool // the what-if view (w) replaces the panes
+	dv        devView
 	input     inputMode
 	ti        textinput.Model
 	flt       *filter
@@ -184,6 +185,7 @@ func (m *Model) Init() tea.Cmd {
 		m.refreshData()
 		cmds = append(cmds, m.headlessTimer())
 	}
+	m.refreshDevices(true)
 	return tea.Batch(cmds...)
 }
 
@@ -314,6 +316,7 @@ func (m *Model) onTick(now time.Time) {
 			m.dirty = true
 		}
 	}
+	m.refreshDevices(false)
 	if m.loading {
 		m.dirty = true // progress text
 		return

@@ -65,6 +65,17 @@ type Options struct {
 	// (a demo job that finished): a headless run then ends early, summarising
 	// the final data.
 	Done <-chan struct{}
+	// Devices, when set, feeds the devices view (key n): per NPU chip the
+	// memory bar, AICore, power, temperature and health, and the processes
+	// holding device memory, as npu-smi reports them.
+	Devices DeviceFeed
+	// ProducerPID, when set, is the pid of the process whose allocator the
+	// Source shows (0 while unknown); the devices view sets its device memory
+	// next to the allocator's reserved bytes.
+	ProducerPID func() int
+	// DevicesOnly shows the devices view alone (npumon devices --watch);
+	// Source may be nil.
+	DevicesOnly bool
 }
 
 // ConnState is the state of a live connection, shown in the header.

@@ -102,10 +102,16 @@ func (m *Model) render() string {
 		return strings.Join(lines, "\n")
 	}
 	lines := make([]string, 0, m.h)
-	lines = append(lines, m.headerLines()...)
+	if m.o.DevicesOnly {
+		lines = append(lines, m.devicesHeader()...)
+	} else {
+		lines = append(lines, m.headerLines()...)
+	}
 	switch {
 	case m.showHelp:
 		lines = append(lines, m.helpLines(body)...)
+	case m.devicesShown():
+		lines = append(lines, m.devicesLines(body)...)
 	case m.pick.shown:
 		lines = append(lines, m.pickerLines(body)...)
 	case m.wiOpen:

@@ -53,6 +53,17 @@ func newAttachCmd() *cobra.Command {
 			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
 				ConnState: func() (tui.ConnState, string) { return tui.ClientConn(client.Status()) }}
+			feed, stopFeed, err := hostDevices(ctx)
+			if err != nil {
+				return err
+			}
+			defer stopFeed()
+			opts.Devices, opts.ProducerPID = feed, func() int { // the attached process, in npu-smi's table
+				if h := client.Status().Hello; h != nil {
+					return h.PID
+				}
+				return 0
+			}
 			if headless > 0 {
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {

@@ -13,8 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/devpoll"
+	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
@@ -67,6 +70,14 @@ func newDemoCmd() *cobra.Command {
 			}()
 			name := fmt.Sprintf("demo · %s · pid %d", cfg.Scenario, w.Config().PID)
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Done: ended}
+			// the devices view shows the simulated device, the demo its process
+			pid := w.Config().PID
+			feed := devpoll.NewFunc("simulated device", time.Second, func() *npusmi.Info {
+				return simInfo([]acl.DeviceInfo{w.Device().Info()}, pid, "npumon demo")
+			})
+			stopFeed := runFeed(ctx, feed)
+			defer stopFeed()
+			opts.Devices, opts.ProducerPID = feed, func() int { return pid }
 			var m *tui.Model
 			if headless > 0 {
 				m, err = tui.RunHeadless(ctx, opts, headless)

@@ -65,6 +65,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})
+	addNPUSMIFlags(root)
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}

@@ -92,6 +92,12 @@ func newReplayCmd() *cobra.Command {
 			if snapshot {
 				opts.WhatIf, opts.WhatIfConfs = capt.Load, confs
 			}
+			feed, stopFeed, err := hostDevices(ctx)
+			if err != nil {
+				return err
+			}
+			defer stopFeed()
+			opts.Devices = feed
 			if headless > 0 {
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {

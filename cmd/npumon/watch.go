@@ -60,6 +60,12 @@ func newWatchCmd() *cobra.Command {
 			}
 			defer wd.Stop()
 			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: wd}
+			feed, stopFeed, err := hostDevices(ctx)
+			if err != nil {
+				return err
+			}
+			defer stopFeed()
+			opts.Devices = feed
 			if headless > 0 {
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {

@@ -170,6 +170,11 @@ func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("NPU %d: %w", c.NPU, err)
 		}
+		for _, b := range u {
+			if b.NPU != c.NPU {
+				return nil, nil, fmt.Errorf("npu-smi info -t usages -i %d: the output is for NPU %d", c.NPU, b.NPU)
+			}
+		}
 		us = append(us, u...)
 	}
 	return in, us, nil

@@ -73,12 +73,23 @@ func TestPollNotFound(t *testing.T) {
 func TestPollUsages(t *testing.T) {
 	dir := fixture.NPUSMIStandIn(t, a3)
 	p := New(Options{Path: filepath.Join(dir, "npu-smi"), Usages: true})
+	// the recorded usages are NPU 0's: NPU 1 must not take them for its own
 	s := p.Poll(context.Background())
-	if s.Err != nil || len(s.Usages) != 2 || s.Usages[0].Pct["HBM Usage Rate"] != 5 {
+	if s.Err == nil || s.Err.Error() != "npu-smi info -t usages -i 1: the output is for NPU 0" || s.Info != nil {
+		t.Fatalf("NPU 0's usages for NPU 1: %+v", s)
+	}
+	u, _ := os.ReadFile(filepath.Join(dir, "usages.txt"))
+	u1 := strings.Replace(strings.Replace(string(u), "NPU ID                         : 0", "NPU ID                         : 1", 1),
+		"HBM Usage Rate(%)              : 5", "HBM Usage Rate(%)              : 16", 1)
+	if err := os.WriteFile(filepath.Join(dir, "usages-1.txt"), []byte(u1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = p.Poll(context.Background())
+	if s.Err != nil || len(s.Usages) != 2 || s.Usages[0].Pct["HBM Usage Rate"] != 5 || s.Usages[1].NPU != 1 || s.Usages[1].Pct["HBM Usage Rate"] != 16 {
 		t.Fatalf("%+v", s)
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
-	if string(log) != "info\ninfo -t usages -i 0\ninfo -t usages -i 1\n" {
+	if want := "info\ninfo -t usages -i 0\ninfo -t usages -i 1\n"; string(log) != want+want {
 		t.Errorf("calls:\n%s", log)
 	}
 }
