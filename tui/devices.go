@@ -148,10 +148,10 @@ func (m *Model) devicesLines(body int) []string {
 		return centered(body, m.w, "reading "+s.Source+"…")
 	}
 	lines := m.chipLines(s.Info)
-	lines = append(lines, "")
+	out := []string{status, lines[0]} // the column heads stay put
+	lines = append(lines[1:], "")
 	lines = append(lines, m.procLines(s.Info)...)
-	out := []string{status}
-	rows := body - 1
+	rows := body - len(out)
 	maxTop := max(0, len(lines)-rows)
 	m.dv.top = clampInt(m.dv.top, 0, maxTop)
 	end := min(len(lines), m.dv.top+rows)
@@ -160,7 +160,10 @@ func (m *Model) devicesLines(body int) []string {
 		// say there is more, on the last row
 		out[body-1] = th.Dim.Render(fmt.Sprintf("… %d of %d lines (↑/↓)", end, len(lines)))
 	}
-	return out
+	for len(out) < body {
+		out = append(out, "")
+	}
+	return out[:body]
 }
 
 // devicesStatus is the first line: what was read, when, and a failed poll.
