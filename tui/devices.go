@@ -207,7 +207,7 @@ func (m *Model) chipLines(in *npusmi.Info) []string {
 			memName = "Memory"
 		}
 	}
-	const pre = "%-5s %-10s %-7s %7s %5s %6s  "
+	const pre = "%-5s %-11s %-7s %7s %5s %6s  "
 	head := fmt.Sprintf(pre, "NPU", "Name", "Health", "Power", "Temp", "AICore") + memName
 	lines := []string{th.Dim.Render(head)}
 	fixed := theme.Width(fmt.Sprintf(pre, "", "", "", "", "", ""))
@@ -228,7 +228,7 @@ func (m *Model) chipLines(in *npusmi.Info) []string {
 		} else {
 			health = fmt.Sprintf("%-7s", health)
 		}
-		row := fmt.Sprintf("%-5s %-10s ", chipLabel(in, c), cut(c.Name, 10)) + health +
+		row := fmt.Sprintf("%-5s %-11s ", chipLabel(in, c), cut(c.Name, 11)) + health +
 			fmt.Sprintf(" %7s %5s %6s  ", power, temp, aic)
 		used, total, _, ok := c.DeviceMemory()
 		if ok {
