@@ -286,3 +286,37 @@ func TestDevicesGolden(t *testing.T) {
 }
 
 var _ tea.Model = (*Model)(nil)
+
+// BenchmarkDevicesView draws the devices view of 16 chips with 64
+// processes (what a redraw after a new sample costs) against drawing the
+// main panes of the small capture at the same size.
+func BenchmarkDevicesView(b *testing.B) {
+	in := npuInfo(b, "npu-smi-info-910B3x8-24.1.rc1.txt")
+	big := *in
+	big.Chips = append(append([]npusmi.Chip{}, in.Chips...), in.Chips...)
+	for i := range big.Chips {
+		big.Chips[i].NPU = i
+		for j := range 4 {
+			big.Procs = append(big.Procs, npusmi.Process{NPU: i, PID: 1000 + 4*i + j, Name: "python", MemMB: 1024})
+		}
+	}
+	f := &testFeed{}
+	f.set(&big, nil)
+	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o.Devices, o.ProducerPID = f, func() int { return 1000 }
+	b.Run("baseline_main_view", func(b *testing.B) {
+		m := newSized(b, o, 120, 40)
+		for b.Loop() {
+			m.dirty = true
+			_ = m.View()
+		}
+	})
+	b.Run("devices_view", func(b *testing.B) {
+		m := newSized(b, o, 120, 40)
+		press(m, "n")
+		for b.Loop() {
+			m.dirty = true
+			_ = m.View()
+		}
+	})
+}

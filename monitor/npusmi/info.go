@@ -104,7 +104,7 @@ type Sample struct {
 // Error is a parse error; Line is 1-based.
 type Error struct {
 	Line int
-	Text string // the offending line, trimmed and cut to 80 bytes
+	Text string // the offending line, spaces squeezed, cut to 120 bytes
 	Msg  string
 }
 
@@ -143,9 +143,9 @@ type parser struct {
 }
 
 func (p *parser) errf(format string, a ...any) error {
-	t := strings.TrimSpace(p.text)
-	if len(t) > 80 {
-		t = t[:80]
+	t := squeeze(p.text) // table padding says nothing
+	if len(t) > 120 {
+		t = t[:120]
 	}
 	return &Error{Line: p.line, Text: t, Msg: fmt.Sprintf(format, a...)}
 }
