@@ -13,7 +13,9 @@ import (
 )
 
 // standInPATH is PATH with the stand-in npu-smi of dir first.
-func standInPATH(dir string) string { return "PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH") }
+func standInPATH(dir string) string {
+	return "PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")
+}
 
 // TestDevicesWatchLive: npumon devices --watch at 80x24 follows the stand-in
 // npu-smi as its output changes between calls: another layout, a failing
