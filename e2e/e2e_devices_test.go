@@ -51,7 +51,7 @@ func TestDevicesWatchLive(t *testing.T) {
 }
 
 // TestAttachDevicesOutsideAllocator: attached to a sim whose pid the
-// stand-in npu-smi lists with 17400 MB, key n shows that process's device
+// stand-in npu-smi lists with 17400 MB, key D shows that process's device
 // memory next to the allocator's reserved bytes and the difference.
 func TestAttachDevicesOutsideAllocator(t *testing.T) {
 	bin := npumonBin(t)
@@ -65,7 +65,7 @@ func TestAttachDevicesOutsideAllocator(t *testing.T) {
 	fixture.SetNPUSMIOutput(t, dir, "text:"+strings.Replace(string(b), "124528", pid, 1))
 	p := startTmux(t, 80, 24, []string{"NO_COLOR=1", standInPATH(dir)}, bin, "attach", "unix:"+sock, "--npu-smi-interval", "200ms")
 	p.waitFor("LIVE", "resv ")
-	p.send("n")
+	p.send("D")
 	p.waitFor("▶ 0     "+pid, "▶ pid "+pid+": device memory 17.0 GiB · allocator reserved", "outside the caching allocator")
 	p.send("Escape")
 	p.waitFor("Timeline")

@@ -34,7 +34,7 @@ type devView struct {
 // devicesShown reports whether the devices view fills the body.
 func (m *Model) devicesShown() bool { return m.o.DevicesOnly || m.dv.open }
 
-// toggleDevices opens or closes the devices view (key n).
+// toggleDevices opens or closes the devices view (key D).
 func (m *Model) toggleDevices() {
 	if m.o.Devices == nil {
 		m.statusErr = "no device feed here"
@@ -94,8 +94,14 @@ func (m *Model) onDevicesKey(msg tea.KeyMsg) tea.Cmd {
 		m.dv.top = max(0, m.dv.top-1)
 	case key.Matches(msg, k.Down):
 		m.dv.top++ // clamped when drawn
-	case key.Matches(msg, k.Start):
+	case key.Matches(msg, k.PageUp):
+		m.dv.top = max(0, m.dv.top-max(1, m.h-6))
+	case key.Matches(msg, k.PageDown):
+		m.dv.top += max(1, m.h-6)
+	case key.Matches(msg, k.Start, k.Home):
 		m.dv.top = 0
+	case key.Matches(msg, k.End, k.EndList):
+		m.dv.top = 1 << 30 // the last page
 	case !m.o.DevicesOnly && key.Matches(msg, k.Back, k.Devices):
 		m.dv.open = false
 	}
@@ -106,7 +112,7 @@ func (m *Model) devicesHint() string {
 	if m.o.DevicesOnly {
 		return "↑/↓ scroll · ? help · q quits"
 	}
-	return "↑/↓ scroll · n or esc back · ? help · q quits"
+	return "↑/↓ scroll · D or esc back · ? help · q quits"
 }
 
 // devicesHeader is the header of npumon devices --watch.

@@ -76,13 +76,13 @@ func withFeed(t testing.TB, info string, pid int) (Options, *testFeed) {
 	return o, f
 }
 
-// TestDevicesViewProducer: n opens the view; the producer's row is marked and
+// TestDevicesViewProducer: D opens the view; the producer's row is marked and
 // its device memory is set against the allocator's reserved bytes (the small
 // capture reserves 20 + 2 MiB at its end).
 func TestDevicesViewProducer(t *testing.T) {
 	o, _ := withFeed(t, procsFixture, 124528)
 	m := newSized(t, o, 80, 24)
-	press(m, "n")
+	press(m, "D")
 	v := m.View()
 	checkFrame(t, v, 80, 24)
 	for _, want := range []string{
@@ -92,7 +92,7 @@ func TestDevicesViewProducer(t *testing.T) {
 		"▶ 0     124528    python3.8                  17.0 GiB",
 		"▶ pid 124528: device memory 17.0 GiB · allocator reserved 22.0 MiB",
 		"17.0 GiB outside the caching allocator",
-		"n or esc back",
+		"D or esc back",
 	} {
 		if !strings.Contains(v, want) {
 			t.Errorf("view lacks %q:\n%s", want, v)
@@ -107,7 +107,7 @@ func TestDevicesViewProducer(t *testing.T) {
 func TestDevicesViewProducerNotListed(t *testing.T) {
 	o, _ := withFeed(t, a3Fixture, 4242)
 	m := newSized(t, o, 80, 24)
-	press(m, "n")
+	press(m, "D")
 	v := m.View()
 	if !strings.Contains(v, "pid 4242 (the producer) is not in the process table") ||
 		!strings.Contains(v, "0.1   Ascend910") {
@@ -118,7 +118,7 @@ func TestDevicesViewProducerNotListed(t *testing.T) {
 	}
 }
 
-// TestDevicesKeyFromEveryMode: n opens the view while loading, from the
+// TestDevicesKeyFromEveryMode: D opens the view while loading, from the
 // capture picker, from help (after closing it) and from every pane.
 func TestDevicesKeyFromEveryMode(t *testing.T) {
 	for _, tc := range []struct {
@@ -135,13 +135,13 @@ func TestDevicesKeyFromEveryMode(t *testing.T) {
 			o, _ := withFeed(t, procsFixture, 0)
 			m := newSized(t, o, 80, 24)
 			press(m, tc.keys...)
-			press(m, "n")
+			press(m, "D")
 			if !m.devicesShown() || !strings.Contains(m.View(), "910B2C") {
 				t.Fatalf("not shown:\n%s", m.View())
 			}
-			press(m, "n")
+			press(m, "D")
 			if m.devicesShown() {
-				t.Fatal("n did not close it")
+				t.Fatal("D did not close it")
 			}
 		})
 	}
@@ -150,22 +150,22 @@ func TestDevicesKeyFromEveryMode(t *testing.T) {
 		o.Load = func(ctx context.Context, report func(Progress)) error { <-ctx.Done(); return ctx.Err() }
 		m := newSized(t, o, 80, 24)
 		defer m.Close()
-		press(m, "n")
+		press(m, "D")
 		if !strings.Contains(m.View(), "910B2C") {
 			t.Fatalf("not shown while loading:\n%s", m.View())
 		}
 	})
-	t.Run("typing n in the filter", func(t *testing.T) {
+	t.Run("typing D in the filter", func(t *testing.T) {
 		o, _ := withFeed(t, procsFixture, 0)
 		m := newSized(t, o, 80, 24)
-		press(m, "/", "n")
-		if m.devicesShown() || m.ti.Value() != "n" {
-			t.Fatalf("n left the prompt: shown %v, prompt %q", m.devicesShown(), m.ti.Value())
+		press(m, "/", "D")
+		if m.devicesShown() || m.ti.Value() != "D" {
+			t.Fatalf("D left the prompt: shown %v, prompt %q", m.devicesShown(), m.ti.Value())
 		}
 	})
 	t.Run("no feed", func(t *testing.T) {
 		m := small(t, 80, 24)
-		press(m, "n")
+		press(m, "D")
 		if m.devicesShown() {
 			t.Fatal("shown without a feed")
 		}
@@ -184,7 +184,7 @@ func TestDevicesViewFollowsFeed(t *testing.T) {
 	if f.readCount() != before {
 		t.Errorf("the feed was read %d times while the view was closed", f.readCount()-before)
 	}
-	press(m, "n")
+	press(m, "D")
 	f.set(npuInfo(t, a3Fixture), nil)
 	m.Update(tickMsg(fixedNow))
 	v := m.View()
@@ -267,7 +267,7 @@ func TestDevicesGolden(t *testing.T) {
 		{"80x24_devices_producer", func(t *testing.T) Options {
 			o, _ := withFeed(t, procsFixture, 124528)
 			return o
-		}, []string{"n"}, "outside the caching allocator"},
+		}, []string{"D"}, "outside the caching allocator"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := teatest.NewTestModel(t, New(tc.opts(t)), teatest.WithInitialTermSize(80, 24))
@@ -313,7 +313,7 @@ func BenchmarkDevicesView(b *testing.B) {
 	})
 	b.Run("devices_view", func(b *testing.B) {
 		m := newSized(b, o, 120, 40)
-		press(m, "n")
+		press(m, "D")
 		for b.Loop() {
 			m.dirty = true
 			_ = m.View()

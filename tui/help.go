@@ -67,7 +67,7 @@ func (m *Model) helpText() []string {
 	groups := m.keys.FullHelp()
 	if m.o.DevicesOnly {
 		k := m.keys
-		groups = [][]key.Binding{{k.Up, k.Down, k.Start, k.Help, k.Quit}}
+		groups = [][]key.Binding{{k.Up, k.Down, k.PageUp, k.PageDown, k.Start, k.End, k.Help, k.Quit}}
 	}
 	// As many key columns side by side as fit, the rest below.
 	per := len(groups)
@@ -90,7 +90,7 @@ func (m *Model) helpText() []string {
 		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
 	}
 	if m.o.Devices != nil {
-		text = append(text, "Devices (n): each NPU chip as npu-smi reports it (memory bar, power, temperature, "+
+		text = append(text, "Devices (D): each NPU chip as npu-smi reports it (memory bar, power, temperature, "+
 			"AICore, health) and the processes holding device memory. The producer's row is marked; its device "+
 			"memory minus the allocator's reserved bytes is what it holds outside the caching allocator.")
 	}

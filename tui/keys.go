@@ -61,7 +61,7 @@ func newKeyMap() keyMap {
 		EndList:   b([]string{"end"}, "end", "last row (lists) / end"),
 		NextMatch: b([]string{"n"}, "n", "next entry matching the filter"),
 		PrevMatch: b([]string{"N"}, "N", "previous match"),
-		Devices:   b([]string{"D"}, "D", "devices: the host's NPUs (npu-smi)"),
+		Devices:   b([]string{"D"}, "D", "NPUs (npu-smi)"),
 	}
 }
 

@@ -65,7 +65,7 @@ type Options struct {
 	// (a demo job that finished): a headless run then ends early, summarising
 	// the final data.
 	Done <-chan struct{}
-	// Devices, when set, feeds the devices view (key n): per NPU chip the
+	// Devices, when set, feeds the devices view (key D): per NPU chip the
 	// memory bar, AICore, power, temperature and health, and the processes
 	// holding device memory, as npu-smi reports them.
 	Devices DeviceFeed

@@ -30,7 +30,7 @@ const (
 )
 
 // npuSMIFlags are the root's persistent flags that say how to read the
-// host's devices; every command with a devices view (key n) uses them.
+// host's devices; every command with a devices view (key D) uses them.
 type npuSMIFlags struct {
 	path  string
 	every time.Duration
