@@ -23,6 +23,7 @@ func newAttachCmd() *cobra.Command {
 		headless time.Duration
 		device   int
 	)
+	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
 		Use:   "attach ADDR",
 		Short: "Show a running instrumented process's device memory live",
@@ -53,7 +54,7 @@ func newAttachCmd() *cobra.Command {
 			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
 				ConnState: func() (tui.ConnState, string) { return tui.ClientConn(client.Status()) }}
-			feed, stopFeed, err := hostDevices(ctx)
+			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
 			}
@@ -74,6 +75,7 @@ func newAttachCmd() *cobra.Command {
 			return tui.Run(ctx, opts)
 		},
 	}
+	smi = addNPUSMIFlags(c)
 	f := c.Flags()
 	f.IntVar(&device, "device", 0, "device to show first")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")

@@ -29,29 +29,25 @@ const (
 	envNPUSMIInterval = "NPUMON_NPU_SMI_INTERVAL"
 )
 
-// npuSMIFlags are the root's persistent flags that say how to read the
-// host's devices; every command with a devices view (key D) uses them.
+// npuSMIFlags are the flags that say how to read the host's devices: the
+// devices command and every command with a devices view (key D) take them.
 type npuSMIFlags struct {
 	path  string
 	every time.Duration
 	flags *pflag.FlagSet
 }
 
-var npuSMI npuSMIFlags
-
-func addNPUSMIFlags(root *cobra.Command) {
-	f := root.PersistentFlags()
-	npuSMI = npuSMIFlags{flags: f}
-	f.StringVar(&npuSMI.path, "npu-smi", "npu-smi", "the npu-smi executable the devices view runs (env "+envNPUSMI+"; a bare name is looked up on PATH)")
-	f.DurationVar(&npuSMI.every, "npu-smi-interval", time.Second, "how often the devices view runs npu-smi (env "+envNPUSMIInterval+")")
+// addNPUSMIFlags registers --npu-smi and --npu-smi-interval on c.
+func addNPUSMIFlags(c *cobra.Command) *npuSMIFlags {
+	n := &npuSMIFlags{flags: c.Flags()}
+	n.flags.StringVar(&n.path, "npu-smi", "npu-smi", "the npu-smi executable to run (env "+envNPUSMI+"; a bare name is looked up on PATH)")
+	n.flags.DurationVar(&n.every, "npu-smi-interval", time.Second, "how often the devices view runs npu-smi (env "+envNPUSMIInterval+")")
+	return n
 }
 
 // options resolves the flags and their environment variables.
 func (n *npuSMIFlags) options() (devpoll.Options, error) {
 	o := devpoll.Options{Path: n.path, Every: n.every}
-	if n.flags == nil {
-		return devpoll.Options{Path: "npu-smi", Every: time.Second}, nil
-	}
 	if v := os.Getenv(envNPUSMI); v != "" && !n.flags.Changed("npu-smi") {
 		o.Path = v
 	}
@@ -70,8 +66,8 @@ func (n *npuSMIFlags) options() (devpoll.Options, error) {
 
 // hostDevices starts the background npu-smi poller for a command's devices
 // view; it polls only while the view is shown. stop ends it.
-func hostDevices(ctx context.Context) (feed tui.DeviceFeed, stop func(), err error) {
-	o, err := npuSMI.options()
+func hostDevices(ctx context.Context, n *npuSMIFlags) (feed tui.DeviceFeed, stop func(), err error) {
+	o, err := n.options()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -96,6 +92,7 @@ func newDevicesCmd() *cobra.Command {
 		usages bool
 		ascii  bool
 	)
+	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
 		Use:   "devices",
 		Short: "List the host's NPUs as npu-smi reports them (HBM, AICore, power, temperature, processes)",
@@ -129,7 +126,7 @@ func newDevicesCmd() *cobra.Command {
 			if c.Flags().Changed("devices") {
 				return usageError{errors.New("--devices counts simulated devices: use it with --sim")}
 			}
-			o, err := npuSMI.options()
+			o, err := smi.options()
 			if err != nil {
 				return err
 			}
@@ -148,12 +145,13 @@ func newDevicesCmd() *cobra.Command {
 			return writeNPUTable(c.OutOrStdout(), s.Info, o.Path)
 		},
 	}
+	smi = addNPUSMIFlags(c)
 	f := c.Flags()
 	f.BoolVar(&sim, "sim", false, "list the simulated ACL runtime's devices instead of the host's")
 	f.IntVar(&n, "devices", 1, "with --sim: number of simulated devices")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array (one object per chip) instead of the table")
 	f.BoolVar(&watch, "watch", false, "show the devices view of the terminal UI, polling npu-smi")
-	f.BoolVar(&usages, "usages", false, "also run `npu-smi info -t usages -i N` per NPU (--json adds usages_pct)")
+	f.BoolVar(&usages, "usages", false, "also run npu-smi info -t usages -i N for each NPU (--json adds usages_pct)")
 	f.BoolVar(&ascii, "ascii", false, "with --watch: draw with ASCII characters only (NO_COLOR drops colour)")
 	return c
 }

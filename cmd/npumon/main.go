@@ -65,7 +65,6 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{err}
 	})
-	addNPUSMIFlags(root)
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}

@@ -30,6 +30,7 @@ func newReplayCmd() *cobra.Command {
 		headless time.Duration
 		confs    []string
 	)
+	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
 		Use:   "replay PATH",
 		Short: "Scrub through a saved memory snapshot or profiler directory in the terminal UI",
@@ -92,7 +93,7 @@ func newReplayCmd() *cobra.Command {
 			if snapshot {
 				opts.WhatIf, opts.WhatIfConfs = capt.Load, confs
 			}
-			feed, stopFeed, err := hostDevices(ctx)
+			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
 			}
@@ -108,6 +109,7 @@ func newReplayCmd() *cobra.Command {
 			return tui.Run(ctx, opts)
 		},
 	}
+	smi = addNPUSMIFlags(c)
 	f := c.Flags()
 	f.IntVar(&device, "device", 0, "device to show first")
 	f.Float64Var(&speed, "speed", 1, "replay speed, ×0.01 to ×1024 ([ and ] change it)")

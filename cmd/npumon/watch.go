@@ -26,6 +26,7 @@ func newWatchCmd() *cobra.Command {
 		list     bool
 		open     string
 	)
+	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
 		Use:   "watch DIR",
 		Short: "Show the memory snapshots and profiler runs landing in a directory",
@@ -60,7 +61,7 @@ func newWatchCmd() *cobra.Command {
 			}
 			defer wd.Stop()
 			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: wd}
-			feed, stopFeed, err := hostDevices(ctx)
+			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
 			}
@@ -77,6 +78,7 @@ func newWatchCmd() *cobra.Command {
 			return tui.Run(ctx, opts)
 		},
 	}
+	smi = addNPUSMIFlags(c)
 	f := c.Flags()
 	f.BoolVar(&follow, "follow", true, "open each new capture as it lands (false: stay on the newest at start)")
 	f.BoolVar(&list, "list", false, "print the captures found in DIR in arrival order and exit")
