@@ -17,6 +17,11 @@ import (
 // running after it is shown behind the UI with its progress.
 const preloadGrace = 400 * time.Millisecond
 
+// smallInput is the largest file read whole before the UI opens (well under
+// a second to decode), so that its errors and flag checks never depend on
+// how busy the machine is.
+const smallInput = 64 << 20
+
 // preload starts load at once and waits up to grace for it. It returns the
 // load's error when it ended within grace, a device flag error when the
 // loaded store lacks the asked device, and otherwise a tui.Options.Load that

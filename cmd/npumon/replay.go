@@ -76,7 +76,11 @@ func newReplayCmd() *cobra.Command {
 				// A large truncated pickle is refused before the UI too.
 				quick = func() error { return replay.CheckComplete(path) }
 			}
-			load, err = preload(ctx, load, store, device, preloadGrace, quick)
+			grace := preloadGrace
+			if !st.IsDir() && st.Size() <= smallInput {
+				grace = time.Minute // a small file is read whole before the UI opens
+			}
+			load, err = preload(ctx, load, store, device, grace, quick)
 			if err != nil {
 				return err
 			}
