@@ -359,6 +359,7 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	}
 	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(&d.active, d.initActive, n)
 	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
+	sum.PeakAllocatedBytes, _ = d.peak(&d.allocated, d.initAllocated, n)
 	sum.OOMs = countBelow(d.byAction[allocator.ActionOOM], n)
 	for _, g := range d.gaps {
 		if g.At <= n {

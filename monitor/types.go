@@ -89,24 +89,25 @@ type Series struct {
 
 // Summary describes a device at a cursor.
 type Summary struct {
-	Device            int
-	TimeBase          TimeBase
-	Cursor            int64
-	Applied           int64
-	Entries           int64 // total entries in the log
-	FirstTime         int64
-	LastTime          int64
-	ActiveBytes       int64
-	AllocatedBytes    int64
-	ReservedBytes     int64
-	Segments          int
-	Blocks            int // live allocations (as `npumon stats` counts them)
-	LargestFreeBlock  int64
-	TotalFreeBytes    int64   // Σ free ranges (gaps) of the segment map at the cursor
-	Fragmentation     float64 // 1 − largest free / total free; 0 when nothing is free
-	PeakActiveBytes   int64   // peak so far (up to the cursor)
-	PeakActiveTime    int64
-	PeakReservedBytes int64
-	OOMs              int
-	Dropped           int64 // entries a live producer dropped (gap records) up to the cursor
+	Device             int
+	TimeBase           TimeBase
+	Cursor             int64
+	Applied            int64
+	Entries            int64 // total entries in the log
+	FirstTime          int64
+	LastTime           int64
+	ActiveBytes        int64
+	AllocatedBytes     int64
+	ReservedBytes      int64
+	Segments           int
+	Blocks             int // live allocations (as `npumon stats` counts them)
+	LargestFreeBlock   int64
+	TotalFreeBytes     int64   // Σ free ranges (gaps) of the segment map at the cursor
+	Fragmentation      float64 // 1 − largest free / total free; 0 when nothing is free
+	PeakActiveBytes    int64   // peak so far (up to the cursor)
+	PeakActiveTime     int64
+	PeakReservedBytes  int64
+	PeakAllocatedBytes int64
+	OOMs               int
+	Dropped            int64 // entries a live producer dropped (gap records) up to the cursor
 }
