@@ -22,6 +22,7 @@ func newAttachCmd() *cobra.Command {
 		ascii    bool
 		headless time.Duration
 		device   int
+		mf       metricsFlag
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
@@ -48,6 +49,11 @@ func newAttachCmd() *cobra.Command {
 			done := make(chan struct{})
 			go func() { client.Run(cctx); close(done) }()
 			defer func() { cancel(); <-done }()
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon attach", clientTarget(store, client))
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			name := network + ":" + addr
 			if network == "unix" { // the header has room for the socket's name, not its directory
 				name = "unix:" + filepath.Base(addr)
@@ -80,6 +86,7 @@ func newAttachCmd() *cobra.Command {
 	f.IntVar(&device, "device", 0, "device to show first")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	mf.register(f)
 	return c
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/devpoll"
 	"github.com/npumon/npumon/monitor/npusmi"
+	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
@@ -30,6 +31,7 @@ func newDemoCmd() *cobra.Command {
 		wf       workloadFlags
 		ascii    bool
 		headless time.Duration
+		mf       metricsFlag
 	)
 	c := &cobra.Command{
 		Use:   "demo",
@@ -60,6 +62,13 @@ func newDemoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon demo", metrics.Target{Store: store, Rank: -1,
+				PID: w.Config().PID, Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
+			if err != nil {
+				detach()
+				return err
+			}
+			defer stopMetrics()
 			wctx, cancel := context.WithCancel(ctx)
 			done, ended := make(chan error, 1), make(chan struct{})
 			go func() {
@@ -101,6 +110,7 @@ func newDemoCmd() *cobra.Command {
 	wf.register(c.Flags())
 	c.Flags().BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	c.Flags().DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	mf.register(c.Flags())
 	return c
 }
 

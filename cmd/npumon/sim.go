@@ -15,6 +15,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/workload"
 )
 
@@ -24,6 +25,7 @@ func newSimCmd() *cobra.Command {
 	var (
 		wf     workloadFlags
 		listen string
+		mf     metricsFlag
 	)
 	c := &cobra.Command{
 		Use:   "sim",
@@ -67,6 +69,12 @@ func newSimCmd() *cobra.Command {
 			out := c.OutOrStdout()
 			fmt.Fprintf(out, "npumon sim: pid %d serving on %s:%s (scenario %s; %s on %s)\n", os.Getpid(), network,
 				srv.Addr(), cfg.Scenario, w.Shape(), allocator.FormatSize(cfg.DeviceMem))
+			stopMetrics, err := simMetrics(&mf, out, w)
+			if err != nil {
+				w.Close()
+				return err
+			}
+			defer stopMetrics()
 			if cfg.Out != "" {
 				abs, _ := filepath.Abs(cfg.Out)
 				fmt.Fprintf(out, "npumon sim: writing snapshots and profiler directories to %s\n", abs)
@@ -91,6 +99,7 @@ func newSimCmd() *cobra.Command {
 	}
 	wf.register(c.Flags())
 	c.Flags().StringVar(&listen, "listen", "", "address to serve on (default: unix socket named after the pid)")
+	mf.register(c.Flags())
 	return c
 }
 
@@ -123,4 +132,25 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// simMetrics serves --metrics for sim: a Store fed by the job's allocator
+// (as demo's), with the allocator's own counters beside it.
+func simMetrics(mf *metricsFlag, out io.Writer, w *workload.Workload) (stop func(), err error) {
+	if mf.addr == "" {
+		return func() {}, nil
+	}
+	store := monitor.NewStore(monitor.StoreOptions{})
+	detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
+		monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+	if err != nil {
+		return nil, err
+	}
+	stopMetrics, err := mf.start(out, "npumon sim", metrics.Target{Store: store, Rank: -1, PID: os.Getpid(),
+		Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
+	if err != nil {
+		detach()
+		return nil, err
+	}
+	return func() { stopMetrics(); detach() }, nil
 }

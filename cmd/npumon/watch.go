@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -25,6 +26,7 @@ func newWatchCmd() *cobra.Command {
 		follow   bool
 		list     bool
 		open     string
+		mf       metricsFlag
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
@@ -60,6 +62,11 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer wd.Stop()
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon watch", metrics.Target{Store: store, Rank: -1})
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
 			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: wd}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
@@ -85,6 +92,7 @@ func newWatchCmd() *cobra.Command {
 	f.StringVar(&open, "open", "", "open this snapshot (index from --list, or file name) and stay on it")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	mf.register(f)
 	return c
 }
 

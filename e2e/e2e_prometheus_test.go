@@ -1,0 +1,171 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// needTool finds a program a test cannot do without: missing, the test is
+// skipped on a developer's machine and fails in CI (CI=true), whose setup
+// installs it.
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not installed (apt-get install %s); CI must run this test", name, pkg)
+	}
+	t.Skipf("%s not installed (apt-get install %s)", name, pkg)
+	return ""
+}
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+var metricsRe = regexp.MustCompile(`^npumon sim: metrics on (http://\S+/metrics)$`)
+
+// promSample is one series of a Prometheus instant-query answer.
+type promSample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// promQuery asks Prometheus's HTTP API for an instant vector.
+func promQuery(t *testing.T, base, q string) []promSample {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return nil // not up yet
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			ResultType string       `json:"resultType"`
+			Result     []promSample `json:"result"`
+		} `json:"data"`
+		Error string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("query %q: %v", q, err)
+	}
+	if r.Status != "success" {
+		t.Fatalf("query %q: %s %s", q, r.Status, r.Error)
+	}
+	return r.Data.Result
+}
+
+func sampleValue(t *testing.T, s promSample) float64 {
+	t.Helper()
+	str, _ := s.Value[1].(string)
+	v, err := strconv.ParseFloat(str, 64)
+	if err != nil {
+		t.Fatalf("sample %v: %v", s, err)
+	}
+	return v
+}
+
+// TestPrometheusScrapesSim: a real Prometheus server scrapes `npumon sim
+// --metrics`; once the job has ended, the reserved bytes Prometheus stored
+// equal the reserved bytes the sim reports, with the sim's pid and device
+// as labels. promtool accepts the endpoint's output.
+func TestPrometheusScrapesSim(t *testing.T) {
+	promBin := needTool(t, "prometheus", "prometheus")
+	promtool := needTool(t, "promtool", "prometheus")
+	bin := npumonBin(t)
+	dir := t.TempDir()
+	sim, pid := startSim(t, bin, "--listen", "unix:"+filepath.Join(dir, "sim.sock"), "--metrics", "127.0.0.1:0",
+		"--device-mem", "8GiB", "--layers", "2", "--rate", "20", "--steps", "10")
+	l := sim.line(15 * time.Second)
+	m := metricsRe.FindStringSubmatch(l)
+	if m == nil {
+		t.Fatalf("sim's metrics line %q", l)
+	}
+	endpoint := m[1]
+	target := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/metrics")
+
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"+
+		"  - job_name: npumon-e2e\n    static_configs:\n      - targets: ['%s']\n", target)
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	prom := startProc(t, promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+promAddr, "--log.level=warn")
+	base := "http://" + promAddr
+
+	// the job's end: from here on the sim's figures no longer change
+	var want simSummary
+	if err := json.Unmarshal([]byte(sim.line(30*time.Second)), &want); err != nil {
+		t.Fatal(err)
+	}
+	ended := float64(time.Now().UnixMilli()) / 1000
+
+	// wait for a scrape taken after the job's end
+	sel := `npumon_reserved_bytes{job="npumon-e2e"}`
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		res := promQuery(t, base, "timestamp("+sel+")")
+		if len(res) == 1 && sampleValue(t, res[0]) > ended {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no scrape after the job's end in 45 s (last answer %v); prometheus stderr:\n%s", res, prom.stderr())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res := promQuery(t, base, sel)
+	if len(res) != 1 {
+		t.Fatalf("%s: %d series, want 1: %v", sel, len(res), res)
+	}
+	if got := sampleValue(t, res[0]); got != float64(want.ReservedBytes) || want.ReservedBytes == 0 {
+		t.Fatalf("Prometheus stored reserved bytes %v; sim reports %d", got, want.ReservedBytes)
+	}
+	if lb := res[0].Metric; lb["pid"] != pid || lb["id"] != "0" || lb["instance"] != target {
+		t.Fatalf("labels %v: want pid %s, id 0, instance %s", lb, pid, target)
+	}
+	if up := promQuery(t, base, `up{job="npumon-e2e"}`); len(up) != 1 || sampleValue(t, up[0]) != 1 {
+		t.Fatalf("up: %v", up)
+	}
+
+	// the endpoint's own text passes promtool's lint
+	resp, err := http.Get(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := exec.Command(promtool, "check", "metrics")
+	check.Stdin = strings.NewReader(string(body))
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s\n--- endpoint output:\n%s", err, out, body)
+	}
+}
