@@ -169,3 +169,71 @@ func TestPrometheusScrapesSim(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s\n--- endpoint output:\n%s", err, out, body)
 	}
 }
+
+var exporterRe = regexp.MustCompile(`^npumon exporter: metrics on (http://\S+/metrics)$`)
+
+// TestExporterSources: the headless exporter attaches to a live sim and
+// watches a directory holding a real capture; its /metrics carries the
+// sim's reserved bytes under the sim's pid and the capture's reserved bytes
+// as `npumon stats` computes them.
+func TestExporterSources(t *testing.T) {
+	bin := npumonBin(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "sim.sock")
+	capDir := filepath.Join(dir, "dumps")
+	if err := os.Mkdir(capDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := snapshotFixture(t, "cuda-2.0-flexgen-1.3b_snapshot.pickle")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(capDir, "snapshot.pickle"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stats struct {
+		Devices []struct {
+			Device        int   `json:"device"`
+			ReservedBytes int64 `json:"reserved_bytes"`
+		} `json:"devices"`
+	}
+	runJSON(t, bin, &stats, "stats", "--json", src)
+	if len(stats.Devices) == 0 {
+		t.Fatal("stats: no devices")
+	}
+
+	sim, pid := startSim(t, bin, "--listen", "unix:"+sock, "--device-mem", "8GiB", "--layers", "2", "--rate", "20", "--steps", "5")
+	var want simSummary
+	if err := json.Unmarshal([]byte(sim.line(30*time.Second)), &want); err != nil {
+		t.Fatal(err)
+	}
+	exp := startProc(t, bin, "exporter", "--metrics", "127.0.0.1:0", "unix:"+sock, capDir)
+	var endpoint string
+	for endpoint == "" {
+		if m := exporterRe.FindStringSubmatch(exp.line(15 * time.Second)); m != nil {
+			endpoint = m[1]
+		}
+	}
+	wantLive := fmt.Sprintf(`npumon_reserved_bytes{id="0",pid="%s",rank=""} %v`, pid, float64(want.ReservedBytes))
+	d := stats.Devices[0]
+	wantDir := fmt.Sprintf(`npumon_reserved_bytes{id="%d",pid="",rank=""} %v`, d.Device, float64(d.ReservedBytes))
+	deadline := time.Now().Add(20 * time.Second)
+	var body string
+	for {
+		resp, err := http.Get(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		if strings.Contains(body, wantLive) && strings.Contains(body, wantDir) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed\n%s\n%s\nlast answer:\n%s\nstderr:\n%s", wantLive, wantDir, body, exp.stderr())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -41,10 +42,14 @@ func serveMetrics(w io.Writer, prefix, addr string, targets ...metrics.Target) (
 	if err != nil {
 		return nil, fmt.Errorf("--metrics: %w", err)
 	}
+	// the host asked for (0.0.0.0 stays 0.0.0.0), the port given
+	host, _, _ := net.SplitHostPort(resolved)
+	_, port, _ := net.SplitHostPort(srv.Addr().String())
+	at := net.JoinHostPort(host, port)
 	if exposed {
-		fmt.Fprintf(w, "%s: warning: metrics on %s are reachable from other hosts, without authentication\n", prefix, srv.Addr())
+		fmt.Fprintf(w, "%s: warning: metrics on %s are reachable from other hosts, without authentication\n", prefix, at)
 	}
-	fmt.Fprintf(w, "%s: metrics on http://%s/metrics\n", prefix, srv.Addr())
+	fmt.Fprintf(w, "%s: metrics on http://%s/metrics\n", prefix, at)
 	return func() { srv.Close() }, nil
 }
 
