@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -210,6 +211,25 @@ func TestListenAddr(t *testing.T) {
 		}
 		if err != nil || addr != tc.addr || exposed != tc.exposed {
 			t.Errorf("%q: got %q exposed=%v err=%v, want %q exposed=%v", tc.in, addr, exposed, err, tc.addr, tc.exposed)
+		}
+	}
+}
+
+// TestDocsNameEveryMetric: docs/metrics.md has a row for every metric the
+// collector can export, with its type.
+func TestDocsNameEveryMetric(t *testing.T) {
+	b, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, s := range specs {
+		typ := "gauge"
+		if s.counter {
+			typ = "counter"
+		}
+		if !strings.Contains(doc, "| `"+s.name+"` | "+typ+" |") {
+			t.Errorf("docs/metrics.md: no row for %s (%s)", s.name, typ)
 		}
 	}
 }
