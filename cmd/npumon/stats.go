@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+
+	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
@@ -22,6 +25,22 @@ func newStatsCmd() *cobra.Command {
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
+			if st, err := os.Stat(path); err == nil && st.IsDir() {
+				members, err := ranks.Find(path)
+				if err != nil {
+					return err
+				}
+				if members != nil {
+					rs, err := statsRanks(path, members)
+					if err != nil {
+						return err
+					}
+					if asJSON {
+						return writeJSON(c.OutOrStdout(), rs)
+					}
+					return rs.writeText(c.OutOrStdout())
+				}
+			}
 			if profiler.IsInput(path) {
 				return statsProfiler(path, asJSON, c.OutOrStdout())
 			}

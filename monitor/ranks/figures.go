@@ -1,0 +1,105 @@
+package ranks
+
+import (
+	"github.com/npumon/npumon/monitor"
+)
+
+// Figures are one rank's memory figures, from its Store: at the newest
+// entry, and the peaks over the whole trace (the Store's active, allocated
+// and reserved series, docs/timeline.md).
+type Figures struct {
+	Rank               int
+	Device             int
+	Entries            int64
+	TimeBase           monitor.TimeBase
+	ActiveBytes        int64
+	AllocatedBytes     int64
+	ReservedBytes      int64
+	PeakActiveBytes    int64
+	PeakAllocatedBytes int64
+	PeakReservedBytes  int64
+	PeakActiveTime     int64 // cursor of the active peak (epoch µs, or entry index)
+	OOMs               int
+}
+
+// MainDevice is the device a rank's Store is about: the one with the most
+// entries (ties: the lowest id); -1 when the Store has none.
+func MainDevice(st *monitor.Store) int {
+	best, n := -1, int64(-1)
+	for _, d := range st.Devices() {
+		if l := st.Len(d); l > n {
+			best, n = d, l
+		}
+	}
+	return best
+}
+
+// FromStore reads a rank's figures at the newest entry of its main device.
+// ok is false while the Store holds no device.
+func FromStore(rank int, st *monitor.Store) (f Figures, ok bool) {
+	dev := MainDevice(st)
+	if dev < 0 {
+		return Figures{Rank: rank, Device: -1}, false
+	}
+	s := st.SummaryAtSeq(dev, st.Len(dev))
+	return Figures{Rank: rank, Device: dev, Entries: s.Entries, TimeBase: s.TimeBase,
+		ActiveBytes: s.ActiveBytes, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes,
+		PeakActiveBytes: s.PeakActiveBytes, PeakAllocatedBytes: s.PeakAllocatedBytes,
+		PeakReservedBytes: s.PeakReservedBytes, PeakActiveTime: s.PeakActiveTime, OOMs: s.OOMs}, true
+}
+
+// Imbalance compares one figure across ranks: the largest and smallest
+// value and their ranks (the lowest rank on ties), and max/min.
+type Imbalance struct {
+	Figure   string  `json:"figure"`
+	MaxRank  int     `json:"max_rank"`
+	MaxBytes int64   `json:"max_bytes"`
+	MinRank  int     `json:"min_rank"`
+	MinBytes int64   `json:"min_bytes"`
+	Ratio    float64 `json:"max_over_min"` // 0 when the smallest value is 0
+}
+
+// ImbalanceOf compares values[i] of rank ranks[i]; ok is false for fewer
+// than one value.
+func ImbalanceOf(figure string, ranks []int, values []int64) (im Imbalance, ok bool) {
+	if len(values) == 0 || len(values) != len(ranks) {
+		return Imbalance{Figure: figure}, false
+	}
+	im = Imbalance{Figure: figure, MaxRank: ranks[0], MaxBytes: values[0], MinRank: ranks[0], MinBytes: values[0]}
+	for i := 1; i < len(values); i++ {
+		v, r := values[i], ranks[i]
+		if v > im.MaxBytes || v == im.MaxBytes && r < im.MaxRank {
+			im.MaxBytes, im.MaxRank = v, r
+		}
+		if v < im.MinBytes || v == im.MinBytes && r < im.MinRank {
+			im.MinBytes, im.MinRank = v, r
+		}
+	}
+	if im.MinBytes > 0 {
+		im.Ratio = float64(im.MaxBytes) / float64(im.MinBytes)
+	}
+	return im, true
+}
+
+// Compare gives the imbalance of the peaks (reserved, allocated, active)
+// across the ranks' figures.
+func Compare(figs []Figures) []Imbalance {
+	ranks := make([]int, len(figs))
+	var res, alloc, act []int64
+	for i, f := range figs {
+		ranks[i] = f.Rank
+		res = append(res, f.PeakReservedBytes)
+		alloc = append(alloc, f.PeakAllocatedBytes)
+		act = append(act, f.PeakActiveBytes)
+	}
+	var out []Imbalance
+	for _, c := range []struct {
+		name string
+		v    []int64
+	}{{"peak_reserved_bytes", res}, {"peak_allocated_bytes", alloc}, {"peak_active_bytes", act}} {
+		if im, ok := ImbalanceOf(c.name, ranks, c.v); ok {
+			out = append(out, im)
+		}
+	}
+	return out
+}

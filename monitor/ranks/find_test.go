@@ -1,0 +1,170 @@
+package ranks
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/testdata/fixture"
+)
+
+const MiB = 1 << 20
+
+func touch(t *testing.T, path string, content string, mtime time.Time) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRankInName(t *testing.T) {
+	for name, want := range map[string]int{
+		"rank0": 0, "rank7": 7, "RANK12": 12, "rank_3": 3, "rank-4": 4, "snapshot_rank5_step10.pickle": 5,
+		"rank6.pickle": 6, "job.rank8.json": 8, "msinsight_rank1": 1,
+	} {
+		if got, ok := rankInName(name); !ok || got != want {
+			t.Errorf("%q: %d %v, want %d", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"ranking0", "frank0", "rank", "snapshot_step10.pickle", "rankx1", "prerank2_x"} {
+		if got, ok := rankInName(name); ok {
+			t.Errorf("%q: rank %d, want none", name, got)
+		}
+	}
+}
+
+func TestFindRankDirs(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	touch(t, filepath.Join(dir, "rank0", "snapshot_a.pickle"), "x", t0)
+	touch(t, filepath.Join(dir, "rank0", "snapshot_b.pickle"), "x", t0.Add(time.Minute)) // newest of rank 0
+	touch(t, filepath.Join(dir, "rank0", "notes.txt"), "x", t0.Add(time.Hour))
+	touch(t, filepath.Join(dir, "rank1", "oom_snapshot_1"), "x", t0)
+	touch(t, filepath.Join(dir, "rank1", "empty.pickle"), "", t0.Add(time.Hour)) // being written: skipped
+	touch(t, filepath.Join(dir, "other", "snapshot.pickle"), "x", t0)
+	got, err := Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Member{
+		{Rank: 0, Path: filepath.Join(dir, "rank0", "snapshot_b.pickle"), Kind: KindSnapshot, Rule: "name"},
+		{Rank: 1, Path: filepath.Join(dir, "rank1", "oom_snapshot_1"), Kind: KindSnapshot, Rule: "name"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("member %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// Files named *_rank{N}_*: a rank named twice takes the newest file.
+func TestFindRankFiles(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	touch(t, filepath.Join(dir, "snap_rank0_step10.pickle"), "x", t0)
+	touch(t, filepath.Join(dir, "snap_rank0_step20.pickle"), "x", t0.Add(time.Minute))
+	touch(t, filepath.Join(dir, "snap_rank1_step10.pickle"), "x", t0)
+	touch(t, filepath.Join(dir, "snap_rank2_step10.log"), "x", t0) // not a snapshot name
+	got, err := Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Path != filepath.Join(dir, "snap_rank0_step20.pickle") || got[1].Rank != 1 {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// One rank alone, or nothing rank-like: not a ranks directory.
+func TestFindNotRanks(t *testing.T) {
+	dir := t.TempDir()
+	touch(t, filepath.Join(dir, "snap_rank0.pickle"), "x", time.Now())
+	touch(t, filepath.Join(dir, "snapshot.pickle"), "x", time.Now())
+	if got, err := Find(dir); err != nil || got != nil {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	if _, err := Find(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("missing directory: no error")
+	}
+}
+
+// The real msinsight profiler directories name their rank in
+// profiler_info_{N}.json.
+func TestFindProfilerFixture(t *testing.T) {
+	root := fixture.Path(t, "ascend_profiler")
+	got, err := Find(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Rank != 0 || got[1].Rank != 1 || got[0].Kind != KindProfiler || got[0].Rule != "profiler_info" ||
+		filepath.Base(got[0].Path) != "msinsight_rank0" || filepath.Base(got[1].Path) != "msinsight_rank1" {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// testdata/job (gen_ranks.py): the Store figures of each rank and the
+// imbalance, as the generator's docstring works them out.
+func TestFiguresAndCompare(t *testing.T) {
+	ms, err := Find("testdata/job")
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("Find: %+v %v", ms, err)
+	}
+	want := []Figures{
+		{Rank: 0, Device: 0, PeakReservedBytes: 20 * MiB, PeakActiveBytes: 10 * MiB, ReservedBytes: 20 * MiB, ActiveBytes: MiB, AllocatedBytes: MiB},
+		{Rank: 1, Device: 1, PeakReservedBytes: 40 * MiB, PeakActiveBytes: 30 * MiB, ReservedBytes: 40 * MiB, ActiveBytes: MiB, AllocatedBytes: MiB, OOMs: 1},
+		{Rank: 2, Device: 2, PeakReservedBytes: 30 * MiB, PeakActiveBytes: 15 * MiB, ReservedBytes: 30 * MiB, ActiveBytes: MiB, AllocatedBytes: MiB},
+	}
+	var figs []Figures
+	for i, m := range ms {
+		st := monitor.NewStore(monitor.StoreOptions{})
+		if _, err := monitor.LoadSnapshot(context.Background(), m.Path, st, func(monitor.LoadProgress) {}); err != nil {
+			t.Fatal(err)
+		}
+		f, ok := FromStore(m.Rank, st)
+		if !ok {
+			t.Fatalf("rank %d: no figures", m.Rank)
+		}
+		w := want[i]
+		if f.Rank != w.Rank || f.Device != w.Device || f.PeakReservedBytes != w.PeakReservedBytes || f.PeakActiveBytes != w.PeakActiveBytes ||
+			f.PeakAllocatedBytes != w.PeakActiveBytes || f.ReservedBytes != w.ReservedBytes || f.ActiveBytes != w.ActiveBytes ||
+			f.AllocatedBytes != w.AllocatedBytes || f.OOMs != w.OOMs || f.PeakActiveTime != 1_700_000_000_000_000+int64(i)*1000+20 {
+			t.Errorf("rank %d: %+v, want %+v", m.Rank, f, w)
+		}
+		figs = append(figs, f)
+	}
+	ims := Compare(figs)
+	wantIm := []Imbalance{
+		{Figure: "peak_reserved_bytes", MaxRank: 1, MaxBytes: 40 * MiB, MinRank: 0, MinBytes: 20 * MiB, Ratio: 2},
+		{Figure: "peak_allocated_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
+		{Figure: "peak_active_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
+	}
+	if len(ims) != len(wantIm) {
+		t.Fatalf("imbalance %+v", ims)
+	}
+	for i := range wantIm {
+		if ims[i] != wantIm[i] {
+			t.Errorf("imbalance %d: %+v, want %+v", i, ims[i], wantIm[i])
+		}
+	}
+}
+
+func TestImbalanceTiesAndZero(t *testing.T) {
+	im, ok := ImbalanceOf("x", []int{3, 1, 2}, []int64{5, 5, 0})
+	if !ok || im.MaxRank != 1 || im.MinRank != 2 || im.Ratio != 0 {
+		t.Fatalf("%+v", im)
+	}
+	if _, ok := ImbalanceOf("x", nil, nil); ok {
+		t.Fatal("no values: ok")
+	}
+}
