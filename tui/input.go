@@ -70,6 +70,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	if m.loading || !m.hasData {
+		if key.Matches(msg, k.Back) {
+			return m.o.Back
+		}
 		return nil
 	}
 	src := m.o.Source
@@ -87,6 +90,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		case m.zoomed:
 			m.zoomed = false
 			m.refreshWindow()
+		default:
+			return m.o.Back
 		}
 	case key.Matches(msg, k.Play):
 		if m.o.Live {

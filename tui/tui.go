@@ -76,6 +76,10 @@ type Options struct {
 	// DevicesOnly shows the devices view alone (npumon devices --watch);
 	// Source may be nil.
 	DevicesOnly bool
+	// Back, when set, is what esc returns once the view has nothing left
+	// to step back from (no selection, filter or zoom): a parent view, such
+	// as the ranks overview, takes its message as "come back".
+	Back tea.Cmd
 }
 
 // ConnState is the state of a live connection, shown in the header.

@@ -32,6 +32,7 @@ func newDemoCmd() *cobra.Command {
 		ascii    bool
 		headless time.Duration
 		mf       metricsFlag
+		nRanks   int
 	)
 	c := &cobra.Command{
 		Use:   "demo",
@@ -41,7 +42,8 @@ func newDemoCmd() *cobra.Command {
 			"terminal UI. Scenarios: steady, fragmentation, leak, oom. With --out DIR it also writes\n" +
 			"what real jobs write: snapshot pickles every N steps and on OOM, and profiler\n" +
 			"directories. With --headless DURATION nothing is drawn: the job runs for DURATION and\n" +
-			"the summary at the newest entry is printed as JSON.",
+			"the summary at the newest entry is printed as JSON. --ranks N runs N ranks of one job, each\n" +
+			"with its own device, rank r holding r/2 more layers than rank 0, and shows the ranks overview.",
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := wf.config()
@@ -50,6 +52,9 @@ func newDemoCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if c.Flags().Changed("ranks") {
+				return demoRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), cfg, nRanks, ascii, headless, &mf)
+			}
 			store := monitor.NewStore(monitor.StoreOptions{})
 			cfg.OnOp = monitor.NewOpBatcher(store.AppendOps).Add
 			cfg.Logf = func(string, ...any) {} // the UI shows OOMs; keep the terminal clean
@@ -111,6 +116,7 @@ func newDemoCmd() *cobra.Command {
 	c.Flags().BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	c.Flags().DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(c.Flags())
+	c.Flags().IntVar(&nRanks, "ranks", 0, "run N ranks side by side (rank r holds r/2 layers more than its device was sized for: a deliberate skew) and show the ranks overview; with --out each writes to DIR/rank{r}")
 	return c
 }
 

@@ -13,9 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
+	"github.com/npumon/npumon/tui/rankview"
 )
 
 func init() { subcommands = append(subcommands, newReplayCmd) }
@@ -38,7 +40,8 @@ func newReplayCmd() *cobra.Command {
 			"export) or a torch_npu profiler directory (*_ascend_pt: ops, and the memory records of\n" +
 			"raw FRAMEWORK data as a trace) in the terminal UI: timeline, segment map, event trace\n" +
 			"and op table share one time cursor you move like a video (space plays, ←/→ step,\n" +
-			"? lists every key).\n" +
+			"? lists every key). A directory holding several ranks' captures (docs/ranks.md) opens\n" +
+			"the ranks overview: every rank side by side; enter opens one, esc comes back.\n" +
 			"With --headless DURATION nothing is drawn: the file is loaded, played (with --play)\n" +
 			"for DURATION and the summary at the final cursor is printed as JSON.",
 		Args: exactArgs(1),
@@ -50,6 +53,15 @@ func newReplayCmd() *cobra.Command {
 			st, err := os.Stat(path)
 			if err != nil {
 				return err
+			}
+			if st.IsDir() {
+				members, err := ranks.Find(path)
+				if err != nil {
+					return err
+				}
+				if members != nil {
+					return replayRanks(c.OutOrStdout(), path, members, ascii, headless)
+				}
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
 			var capt atomic.Pointer[replay.Capture] // for w, the what-if view
@@ -172,4 +184,19 @@ func checkSpeed(v float64) error {
 		return usageError{fmt.Errorf("--speed must be between %g and %g, got %v", tui.MinSpeed, tui.MaxSpeed, v)}
 	}
 	return nil
+}
+
+// replayRanks opens the ranks overview of a directory (or, headless, loads
+// every rank and prints their figures).
+func replayRanks(w io.Writer, dir string, members []ranks.Member, ascii bool, headless time.Duration) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	rs := ranksFromMembers(members)
+	if headless > 0 {
+		if err := loadRanks(ctx, rs); err != nil {
+			return err
+		}
+		return writeRanksSummary(w, dir, rs)
+	}
+	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, ASCII: ascii})
 }

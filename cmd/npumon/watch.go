@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/metrics"
+	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/tui"
+	"github.com/npumon/npumon/tui/rankview"
 )
 
 func init() { subcommands = append(subcommands, newWatchCmd) }
@@ -41,7 +44,9 @@ func newWatchCmd() *cobra.Command {
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
 			"--list prints the captures found so far in arrival order and exits; --open N (the index\n" +
 			"--list prints) or --open NAME opens that snapshot instead and stays on it. With --headless\n" +
-			"DURATION nothing is drawn: it watches for DURATION and prints the summary as JSON.",
+			"DURATION nothing is drawn: it watches for DURATION and prints the summary as JSON.\n" +
+			"A directory holding several ranks' captures (docs/ranks.md) opens the ranks overview;\n" +
+			"each rank{N} directory is watched as above, other ranks' captures are read once.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			dir := args[0]
@@ -55,6 +60,15 @@ func newWatchCmd() *cobra.Command {
 			if list {
 				enc := json.NewEncoder(c.OutOrStdout())
 				return monitor.ScanDir(dir, func(c monitor.Capture) error { return enc.Encode(c) })
+			}
+			if open == "" {
+				members, err := ranks.Find(dir)
+				if err != nil {
+					return err
+				}
+				if members != nil {
+					return watchRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), dir, members, follow, ascii, headless, &mf)
+				}
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
 			wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: follow, Pick: open})
@@ -109,4 +123,47 @@ func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.
 	out := watchSummaryJSON{replaySummaryJSON: replaySummary(dir, s), Open: d.Current(),
 		Captures: d.List(), Ops: d.Ops(), Errors: d.Errors()}
 	return writeJSON(w, out)
+}
+
+// watchRanks shows the ranks overview of a directory: a rank directory is
+// watched (its newest capture, following new ones), a rank's file or
+// profiler directory in dir itself is read once.
+func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members []ranks.Member, follow, ascii bool,
+	headless time.Duration, mf *metricsFlag) error {
+	rs := ranksFromMembers(members)
+	sources := map[int]*monitor.DirSource{}
+	var targets []metrics.Target
+	for i, m := range members {
+		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == ranks.KindSnapshot {
+			wd := monitor.NewDirSource(rdir, rs[i].Store, monitor.DirOptions{Follow: follow})
+			if err := wd.Start(ctx); err != nil {
+				return err
+			}
+			defer wd.Stop()
+			rs[i].Load, rs[i].Name = nil, filepath.Base(rdir)
+			sources[m.Rank] = wd
+		}
+		targets = append(targets, metrics.Target{Store: rs[i].Store, Rank: m.Rank})
+	}
+	stopMetrics, err := mf.start(errOut, "npumon watch", targets...)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if headless > 0 {
+		if err := loadRanks(ctx, rs); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(headless):
+		}
+		return writeRanksSummary(out, dir, rs)
+	}
+	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, Live: true, ASCII: ascii,
+		Detail: func(r rankview.Rank, o *tui.Options) {
+			if wd := sources[r.Rank]; wd != nil {
+				o.Captures = wd
+			}
+		}})
 }

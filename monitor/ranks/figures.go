@@ -8,18 +8,18 @@ import (
 // entry, and the peaks over the whole trace (the Store's active, allocated
 // and reserved series, docs/timeline.md).
 type Figures struct {
-	Rank               int
-	Device             int
-	Entries            int64
-	TimeBase           monitor.TimeBase
-	ActiveBytes        int64
-	AllocatedBytes     int64
-	ReservedBytes      int64
-	PeakActiveBytes    int64
-	PeakAllocatedBytes int64
-	PeakReservedBytes  int64
-	PeakActiveTime     int64 // cursor of the active peak (epoch µs, or entry index)
-	OOMs               int
+	Rank               int              `json:"rank"`
+	Device             int              `json:"device"`
+	Entries            int64            `json:"entries"`
+	TimeBase           monitor.TimeBase `json:"-"`
+	ActiveBytes        int64            `json:"active_bytes"`
+	AllocatedBytes     int64            `json:"allocated_bytes"`
+	ReservedBytes      int64            `json:"reserved_bytes"`
+	PeakActiveBytes    int64            `json:"peak_active_bytes"`
+	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
+	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
+	PeakActiveTime     int64            `json:"peak_active_time"` // cursor of the active peak (epoch µs, or entry index)
+	OOMs               int              `json:"ooms"`
 }
 
 // MainDevice is the device a rank's Store is about: the one with the most

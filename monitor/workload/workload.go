@@ -58,8 +58,12 @@ const (
 type Config struct {
 	Scenario Scenario // default Steady
 	Seed     uint64
-	Layers   int     // transformer blocks; default 8
-	Rate     float64 // training steps per second of simulated time; default 2
+	Layers   int // transformer blocks; default 8
+	// ExtraLayers are added after the model is sized to the device, as a
+	// pipeline stage holding more layers than planned: its memory grows
+	// with them (demo --ranks skews ranks this way).
+	ExtraLayers int
+	Rate        float64 // training steps per second of simulated time; default 2
 	// Paced makes the simulated clock follow the wall clock: the run sleeps
 	// whenever it is ahead, and jumps forward when it fell far behind.
 	Paced     bool
@@ -244,6 +248,7 @@ func New(cfg Config) (*Workload, error) {
 	}
 	_, usable, _ := w.dev.GetMemInfo(acl.MemHBM)
 	w.shape = sizeModel(cfg.Layers, usable)
+	w.shape.Layers += cfg.ExtraLayers
 	w.seqLen = w.shape.Seq
 	w.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	w.stepT = time.Duration(float64(time.Second) / cfg.Rate)

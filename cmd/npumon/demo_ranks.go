@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/metrics"
+	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/tui/rankview"
+)
+
+// rankExtraLayers is the deliberate skew of demo --ranks: every rank's
+// model is sized for its device with --layers, then rank r holds r/2 more
+// layers (uneven pipeline stages), so its parameters, optimizer state and
+// activations — and its peaks — grow with r.
+func rankExtraLayers(r int) int { return r / 2 }
+
+// demoRanks runs n simulated ranks side by side, each on its own device
+// with its own allocator, and shows the ranks overview live. With --out DIR
+// rank r writes to DIR/rank{r}.
+func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config, n int, ascii bool, headless time.Duration,
+	mf *metricsFlag) error {
+	if n < 2 || n > 64 {
+		return usageError{fmt.Errorf("--ranks must be in [2, 64], got %d", n)}
+	}
+	var (
+		rs      []rankview.Rank
+		ws      []*workload.Workload
+		targets []metrics.Target
+	)
+	defer func() {
+		for _, w := range ws {
+			w.Close()
+		}
+	}()
+	for r := range n {
+		cfg := base
+		cfg.ExtraLayers = rankExtraLayers(r)
+		cfg.Seed = base.Seed + uint64(r)
+		cfg.Logf = func(string, ...any) {}
+		if base.Out != "" {
+			cfg.Out = filepath.Join(base.Out, fmt.Sprintf("rank%d", r))
+			if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+				return err
+			}
+		}
+		store := monitor.NewStore(monitor.StoreOptions{})
+		cfg.OnOp = monitor.NewOpBatcher(store.AppendOps).Add
+		w, err := workload.New(cfg)
+		if err != nil {
+			return usageError{err}
+		}
+		ws = append(ws, w)
+		detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
+			monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+		if err != nil {
+			return err
+		}
+		defer detach()
+		rs = append(rs, rankview.Rank{Rank: r, Name: fmt.Sprintf("%s · %s", cfg.Scenario, w.Shape()), Store: store})
+		targets = append(targets, metrics.Target{Store: store, Rank: r, PID: w.Config().PID,
+			Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
+	}
+	stopMetrics, err := mf.start(errOut, "npumon demo", targets...)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, n)
+	for _, w := range ws {
+		go func() { done <- w.Run(wctx) }()
+	}
+	var uiErr error
+	if headless > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(headless):
+		}
+	} else {
+		uiErr = rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("demo · pid %d", os.Getpid()), Ranks: rs, Live: true, ASCII: ascii})
+	}
+	cancel()
+	var werr error
+	for range ws {
+		if err := <-done; err != nil && !isStopped(err) && werr == nil && wctx.Err() == nil {
+			werr = err
+		}
+	}
+	if uiErr != nil {
+		return uiErr
+	}
+	if werr != nil {
+		return werr
+	}
+	if headless > 0 {
+		return writeRanksSummary(out, fmt.Sprintf("demo · %d ranks", n), rs)
+	}
+	return nil
+}

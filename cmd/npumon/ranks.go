@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/tui"
+	"github.com/npumon/npumon/tui/rankview"
+)
+
+// rankLoad is the loader of one rank's capture into its Store.
+func rankLoad(m ranks.Member, store *monitor.Store) func(ctx context.Context, report func(tui.Progress)) error {
+	return func(ctx context.Context, report func(tui.Progress)) error {
+		var err error
+		if m.Kind == ranks.KindProfiler {
+			err = monitor.LoadProfiler(ctx, m.Path, store, report)
+		} else {
+			_, err = monitor.LoadSnapshot(ctx, m.Path, store, report)
+		}
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", m.Rank, err)
+		}
+		return nil
+	}
+}
+
+// ranksFromMembers gives each member a Store and its loader.
+func ranksFromMembers(members []ranks.Member) []rankview.Rank {
+	out := make([]rankview.Rank, len(members))
+	for i, m := range members {
+		store := monitor.NewStore(monitor.StoreOptions{})
+		out[i] = rankview.Rank{Rank: m.Rank, Name: filepath.Base(m.Path), Store: store, Load: rankLoad(m, store)}
+	}
+	return out
+}
+
+// ranksSummaryJSON is --headless on a ranks directory: each rank's figures
+// at its newest entry and the imbalance of the peaks.
+type ranksSummaryJSON struct {
+	Source    string            `json:"source"`
+	Ranks     []ranks.Figures   `json:"ranks"`
+	Imbalance []ranks.Imbalance `json:"imbalance"`
+}
+
+// loadRanks runs every loader (two at a time) and returns the first error.
+func loadRanks(ctx context.Context, rs []rankview.Rank) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(rs))
+	sem := make(chan struct{}, 2)
+	for i, r := range rs {
+		if r.Load == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = r.Load(ctx, func(tui.Progress) {})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeRanksSummary(w io.Writer, source string, rs []rankview.Rank) error {
+	out := ranksSummaryJSON{Source: source, Ranks: []ranks.Figures{}, Imbalance: []ranks.Imbalance{}}
+	for _, r := range rs {
+		if f, ok := ranks.FromStore(r.Rank, r.Store); ok {
+			out.Ranks = append(out.Ranks, f)
+		}
+	}
+	if ims := ranks.Compare(out.Ranks); len(out.Ranks) >= 2 {
+		out.Imbalance = ims
+	}
+	return writeJSON(w, out)
+}
