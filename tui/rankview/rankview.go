@@ -291,6 +291,9 @@ func (m *Model) View() string {
 	return m.frame(m.overview())
 }
 
+// asciiText replaces the typography of the overview's text under --ascii.
+var asciiText = strings.NewReplacer("·", "|", "…", "...", "×", "x", "∞", "inf", "↑/k ↓/j", "up/k down/j", "↑/↓", "up/down")
+
 // frame fits lines to exactly w × h.
 func (m *Model) frame(lines []string) string {
 	out := make([]string, m.h)
@@ -298,6 +301,9 @@ func (m *Model) frame(lines []string) string {
 		l := ""
 		if i < len(lines) {
 			l = lines[i]
+		}
+		if m.th.ASCII {
+			l = asciiText.Replace(l)
 		}
 		out[i] = theme.Fit(l, m.w)
 	}
@@ -332,6 +338,9 @@ const (
 )
 
 func (m *Model) overview() []string {
+	if m.h < 2 {
+		return nil
+	}
 	th := m.th
 	var b strings.Builder
 	styled := func(st *lipgloss.Style, s string) string {
@@ -381,11 +390,7 @@ func (m *Model) overview() []string {
 	for len(lines) < m.h-1 {
 		lines = append(lines, "")
 	}
-	hint := "↑/↓ select · enter open rank · ? help · q quit"
-	if th.ASCII {
-		hint = "up/down select · enter open rank · ? help · q quit"
-	}
-	lines = append(lines[:m.h-1], styled(&th.Hint, hint))
+	lines = append(lines[:m.h-1], styled(&th.Hint, "↑/↓ select · enter open rank · ? help · q quit"))
 	return lines
 }
 
@@ -405,11 +410,6 @@ func (m *Model) imbalanceLine() string {
 		ratio := "∞"
 		if im.Ratio > 0 {
 			ratio = fmt.Sprintf("%.2f×", im.Ratio)
-		} else if m.th.ASCII {
-			ratio = "inf"
-		}
-		if m.th.ASCII {
-			ratio = strings.ReplaceAll(ratio, "×", "x")
 		}
 		if name == "reserved" {
 			ratio += fmt.Sprintf(" (rank %d / rank %d)", im.MaxRank, im.MinRank)

@@ -1,0 +1,208 @@
+package rankview
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/muesli/termenv"
+
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/tui"
+)
+
+func TestMain(m *testing.M) {
+	lipgloss.SetColorProfile(termenv.Ascii)
+	os.Exit(m.Run())
+}
+
+// jobDir is the three-rank job of monitor/ranks/testdata (gen_ranks.py):
+// peak reserved 20 / 40 / 30 MiB, peak active 10 / 30 / 15 MiB, rank 1
+// with an OOM.
+const jobDir = "../../monitor/ranks/testdata/job"
+
+func jobOptions(t testing.TB) Options {
+	t.Helper()
+	ms, err := ranks.Find(jobDir)
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("Find: %v %v", ms, err)
+	}
+	var rs []Rank
+	for _, m := range ms {
+		store := monitor.NewStore(monitor.StoreOptions{})
+		path := m.Path
+		rs = append(rs, Rank{Rank: m.Rank, Name: m.Path[strings.LastIndexByte(m.Path, '/')+1:], Store: store,
+			Load: func(ctx context.Context, report func(tui.Progress)) error {
+				_, err := monitor.LoadSnapshot(ctx, path, store, report)
+				return err
+			}})
+	}
+	return Options{Title: "job", Ranks: rs, Location: time.UTC, Tick: 20 * time.Millisecond}
+}
+
+func key(s string) tea.KeyMsg {
+	switch s {
+	case "up":
+		return tea.KeyMsg{Type: tea.KeyUp}
+	case "down":
+		return tea.KeyMsg{Type: tea.KeyDown}
+	case "enter":
+		return tea.KeyMsg{Type: tea.KeyEnter}
+	case "esc":
+		return tea.KeyMsg{Type: tea.KeyEsc}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
+}
+
+// loaded builds the overview and runs its loaders to the end, as the
+// program would.
+func loaded(t *testing.T, o Options, w, h int) *Model {
+	t.Helper()
+	m := New(o)
+	m.Init()
+	for i, r := range o.Ranks {
+		if err := r.Load(context.Background(), func(tui.Progress) {}); err != nil {
+			t.Fatal(err)
+		}
+		m.Update(loadedMsg{i: i})
+	}
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	return m
+}
+
+func checkFrame(t *testing.T, v string, w, h int) {
+	t.Helper()
+	lines := strings.Split(v, "\n")
+	if len(lines) != h {
+		t.Fatalf("frame has %d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := lipgloss.Width(l); n != w {
+			t.Fatalf("line %d is %d wide, want %d: %q", i, n, w, l)
+		}
+	}
+}
+
+// TestOverviewFigures: the figures and the imbalance line come from each
+// rank's Store as gen_ranks.py works them out.
+func TestOverviewFigures(t *testing.T) {
+	m := loaded(t, jobOptions(t), 80, 24)
+	figs := m.Figures()
+	const MiB = 1 << 20
+	for i, want := range []int64{20 * MiB, 40 * MiB, 30 * MiB} {
+		if figs[i].PeakReservedBytes != want || figs[i].Rank != i {
+			t.Errorf("rank %d: %+v", i, figs[i])
+		}
+	}
+	v := m.View()
+	checkFrame(t, v, 80, 24)
+	for _, want := range []string{"3 ranks", "peak max/min: reserved 2.00× (rank 1 / rank 0)", "allocated 3.00×",
+		"one scale: 0 … 40.0 MiB", "✗ 1", "22:13:20.001"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("overview lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Count(v, "✗") != 1 {
+		t.Errorf("one OOM flag expected:\n%s", v)
+	}
+}
+
+// TestOverviewEnterEsc: enter opens the selected rank in the usual view,
+// esc in that view comes back to the overview with the selection kept.
+func TestOverviewEnterEsc(t *testing.T) {
+	m := loaded(t, jobOptions(t), 100, 30)
+	m.Update(key("down"))
+	m.Update(key("down"))
+	m.Update(key("down")) // stops at the last rank
+	if m.Selected() != 2 {
+		t.Fatalf("selected %d", m.Selected())
+	}
+	m.Update(key("up"))
+	_, cmd := m.Update(key("enter"))
+	if !m.InRank() || cmd == nil {
+		t.Fatal("enter opened no rank view")
+	}
+	if v := m.View(); !strings.Contains(v, "rank 1 · snapshot_rank1_step10.pickle") {
+		t.Fatalf("rank view:\n%s", v)
+	}
+	// esc: the rank view has nothing to step back from, so it hands back
+	_, cmd = m.Update(key("esc"))
+	if cmd == nil {
+		t.Fatal("esc returned no command")
+	}
+	m.Update(cmd())
+	if m.InRank() || m.Selected() != 1 {
+		t.Fatalf("after esc: in rank %v, selected %d", m.InRank(), m.Selected())
+	}
+	if v := m.View(); !strings.Contains(v, "peak max/min") {
+		t.Fatalf("overview not back:\n%s", v)
+	}
+	// a message of the closed view never reaches a later one
+	m.Update(key("enter"))
+	if _, c := m.Update(childMsg{gen: -1, msg: tea.QuitMsg{}}); c != nil {
+		t.Fatal("stale child message acted on")
+	}
+}
+
+func TestOverviewHelpQuit(t *testing.T) {
+	m := loaded(t, jobOptions(t), 80, 24)
+	m.Update(key("?"))
+	if v := m.View(); !strings.Contains(v, "npumon ranks overview · keys") {
+		t.Fatalf("help:\n%s", v)
+	}
+	m.Update(key("esc"))
+	if v := m.View(); strings.Contains(v, "npumon ranks overview · keys") {
+		t.Fatal("esc left help open")
+	}
+	if _, cmd := m.Update(key("q")); cmd == nil || cmd() != tea.Quit() {
+		t.Fatal("q does not quit")
+	}
+}
+
+// TestGolden runs the overview in teatest and compares the final screen
+// with testdata/TestGolden/*.golden (refresh with -update).
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		w, h  int
+		ascii bool
+		keys  []string
+	}{
+		{"80x24", 80, 24, false, []string{"down"}},
+		{"120x30_ascii", 120, 30, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := jobOptions(t)
+			o.ASCII = tc.ascii
+			tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(tc.w, tc.h))
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("peak max/min: reserved")) },
+				teatest.WithDuration(5*time.Second))
+			for _, k := range tc.keys {
+				tm.Send(key(k))
+			}
+			time.Sleep(100 * time.Millisecond)
+			tm.Send(key("q"))
+			fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
+			v := fm.View()
+			checkFrame(t, v, tc.w, tc.h)
+			golden.RequireEqual(t, []byte(v))
+		})
+	}
+}
+
+// Tiny and huge terminals draw a full frame without panicking.
+func TestOverviewSizes(t *testing.T) {
+	m := loaded(t, jobOptions(t), 80, 24)
+	for _, sz := range [][2]int{{1, 1}, {20, 3}, {40, 6}, {300, 80}} {
+		m.Update(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+		checkFrame(t, m.View(), sz[0], sz[1])
+	}
+}
