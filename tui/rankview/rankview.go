@@ -260,7 +260,7 @@ func (m *Model) openRank(i int) tea.Cmd {
 		return nil
 	}
 	r := m.o.Ranks[i]
-	o := tui.Options{Source: r.Store, SourceName: fmt.Sprintf("rank %d · %s", r.Rank, r.Name), Live: m.o.Live,
+	o := tui.Options{Source: r.Store, SourceName: fmt.Sprintf("rank %d · %s", r.Rank, tail(r.Name, 15)), Live: m.o.Live,
 		ASCII: m.o.ASCII, NoColor: m.o.NoColor, Renderer: m.o.Renderer, Location: m.o.Location, Device: m.figs[i].Device,
 		Back: func() tea.Msg { return backMsg{} }}
 	if m.o.Detail != nil {
@@ -485,4 +485,15 @@ func (m *Model) timeOf(f ranks.Figures) string {
 		return "-"
 	}
 	return time.UnixMicro(f.PeakActiveTime).In(m.o.Location).Format("15:04:05.000")
+}
+
+// tail keeps the last n characters of s (an ellipsis marks the cut), so a
+// rank view's header, which shortens the source name from the left, still
+// shows the rank at 80 columns.
+func tail(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
 }

@@ -130,7 +130,7 @@ func TestOverviewEnterEsc(t *testing.T) {
 	if !m.InRank() || cmd == nil {
 		t.Fatal("enter opened no rank view")
 	}
-	if v := m.View(); !strings.Contains(v, "rank 1 · snapshot_rank1_step10.pickle") {
+	if v := m.View(); !strings.Contains(v, "rank 1 · …_step10.pickle") {
 		t.Fatalf("rank view:\n%s", v)
 	}
 	// esc: the rank view has nothing to step back from, so it hands back
