@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -76,4 +77,59 @@ func TestStatsRanksProfilerFixture(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "2 ranks (0…1)") || !strings.Contains(out, "peak_reserved_bytes: max/min") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
+}
+
+// ranksSummary is --headless on a ranks directory.
+type ranksSummary struct {
+	Ranks []struct {
+		Rank              int   `json:"rank"`
+		Device            int   `json:"device"`
+		PeakReservedBytes int64 `json:"peak_reserved_bytes"`
+		PeakActiveBytes   int64 `json:"peak_active_bytes"`
+		OOMs              int   `json:"ooms"`
+	} `json:"ranks"`
+	Imbalance []struct {
+		Figure  string  `json:"figure"`
+		MaxRank int     `json:"max_rank"`
+		Ratio   float64 `json:"max_over_min"`
+	} `json:"imbalance"`
+}
+
+func checkJobSummary(t *testing.T, s ranksSummary) {
+	t.Helper()
+	const MiB = 1 << 20
+	if len(s.Ranks) != 3 || s.Ranks[1].PeakReservedBytes != 40*MiB || s.Ranks[1].OOMs != 1 || s.Ranks[2].PeakActiveBytes != 15*MiB ||
+		len(s.Imbalance) != 3 || s.Imbalance[0].Figure != "peak_reserved_bytes" || s.Imbalance[0].MaxRank != 1 || s.Imbalance[0].Ratio != 2 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// TestReplayRanksHeadless: replay on a ranks directory loads every rank
+// into its own Store; the figures match gen_ranks.py's.
+func TestReplayRanksHeadless(t *testing.T) {
+	var s ranksSummary
+	runJSON(t, &s, "replay", "--headless", "1ms", "../../monitor/ranks/testdata/job")
+	checkJobSummary(t, s)
+}
+
+// TestWatchRanksHeadless: watch on rank{N} directories watches each.
+func TestWatchRanksHeadless(t *testing.T) {
+	dir := t.TempDir()
+	for r := range 3 {
+		name := "snapshot_rank" + string(rune('0'+r)) + "_step10.pickle"
+		b, err := os.ReadFile(filepath.Join("../../monitor/ranks/testdata/job", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := filepath.Join(dir, "rank"+string(rune('0'+r)))
+		if err := os.Mkdir(rd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(rd, "snap.pickle"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var s ranksSummary
+	runJSON(t, &s, "watch", "--headless", "1500ms", dir)
+	checkJobSummary(t, s)
 }
