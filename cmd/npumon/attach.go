@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/tui"
+	"github.com/npumon/npumon/tui/rankview"
 )
 
 func init() { subcommands = append(subcommands, newAttachCmd) }
@@ -26,7 +31,7 @@ func newAttachCmd() *cobra.Command {
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
-		Use:   "attach ADDR",
+		Use:   "attach ADDR...",
 		Short: "Show a running instrumented process's device memory live",
 		Long: "attach connects to a process serving npumon's live wire protocol (an instrumented\n" +
 			"training job, or `npumon sim`) and shows its allocator events in the terminal UI as\n" +
@@ -34,10 +39,25 @@ func newAttachCmd() *cobra.Command {
 			"a process serving on its default socket. When the process goes away the header says\n" +
 			"\"disconnected\", then \"reconnecting\"; the data seen so far stays, and a restarted\n" +
 			"process is picked up again. With --headless DURATION nothing is drawn: it streams for\n" +
-			"DURATION and prints the summary at the newest entry as JSON.",
-		Args: exactArgs(1),
+			"DURATION and prints the summary at the newest entry as JSON.\n" +
+			"Several addresses (or a glob of socket paths, e.g. 'unix:/tmp/npumon/*.sock') show the\n" +
+			"ranks overview live (docs/ranks.md), one row per process numbered 0… in argument order:\n" +
+			"the wire protocol carries no rank.",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageError{fmt.Errorf("%q needs an address", c.CommandPath())}
+			}
+			return nil
+		},
 		RunE: func(c *cobra.Command, args []string) error {
-			network, addr, err := monitor.ParseAddr(args[0], -1)
+			addrs, err := expandAddrs(args)
+			if err != nil {
+				return err
+			}
+			if len(addrs) > 1 {
+				return attachRanks(c.OutOrStdout(), c.ErrOrStderr(), addrs, ascii, headless, &mf)
+			}
+			network, addr, err := monitor.ParseAddr(addrs[0], -1)
 			if err != nil {
 				return usageError{err}
 			}
@@ -106,4 +126,69 @@ func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.
 		out.ProducerPID = st.Hello.PID
 	}
 	return writeJSON(w, out)
+}
+
+// expandAddrs expands glob patterns among unix socket addresses (sorted),
+// keeping other addresses as they are.
+func expandAddrs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		p := strings.TrimPrefix(a, "unix:")
+		if !strings.ContainsAny(p, "*?[") {
+			out = append(out, a)
+			continue
+		}
+		m, err := filepath.Glob(p)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("%s: %w", a, err)}
+		}
+		if len(m) == 0 {
+			return nil, usageError{fmt.Errorf("%s: no socket matches", a)}
+		}
+		for _, s := range m {
+			out = append(out, "unix:"+s)
+		}
+	}
+	return out, nil
+}
+
+// attachRanks attaches to several producers and shows them in the ranks
+// overview, numbered in argument order.
+func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var rs []rankview.Rank
+	var targets []metrics.Target
+	for i, a := range addrs {
+		network, addr, err := monitor.ParseAddr(a, -1)
+		if err != nil {
+			return usageError{err}
+		}
+		store := monitor.NewStore(monitor.StoreOptions{})
+		client := monitor.NewClient(network, addr, store, monitor.ClientOptions{})
+		wg.Add(1)
+		go func() { defer wg.Done(); client.Run(cctx) }()
+		name := network + ":" + addr
+		if network == "unix" {
+			name = "unix:" + filepath.Base(addr)
+		}
+		rs = append(rs, rankview.Rank{Rank: i, Name: name, Store: store})
+		targets = append(targets, clientTarget(store, client))
+	}
+	stopMetrics, err := mf.start(errOut, "npumon attach", targets...)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if headless > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(headless):
+		}
+		return writeRanksSummary(out, strings.Join(addrs, " "), rs)
+	}
+	return rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("%d processes", len(addrs)), Ranks: rs, Live: true, ASCII: ascii})
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +60,46 @@ func TestAttachNothingListening(t *testing.T) {
 	runJSON(t, &s, "attach", "unix:"+filepath.Join(t.TempDir(), "none.sock"), "--headless", "300ms")
 	if s.Connection == "connected" || s.Entries != 0 {
 		t.Fatalf("summary %+v", s)
+	}
+}
+
+// TestAttachSeveralHeadless: two producers on sockets matched by one glob
+// come out as two rows of the ranks overview, in sorted socket order, each
+// with its own producer's totals.
+func TestAttachSeveralHeadless(t *testing.T) {
+	dir := t.TempDir()
+	var allocs []*allocator.Allocator
+	for i, layers := range []int{2, 3} {
+		w := finishedWorkload(t, workload.Config{Layers: layers, DeviceMem: 8 << 30, Steps: 2, Seed: uint64(i)})
+		_, stop, err := monitor.ServeAllocators("unix", filepath.Join(dir, fmt.Sprintf("p%d.sock", i)),
+			[]*allocator.Allocator{w.Allocator()}, monitor.ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		allocs = append(allocs, w.Allocator())
+	}
+	var s struct {
+		Ranks []struct {
+			Rank          int   `json:"rank"`
+			ReservedBytes int64 `json:"reserved_bytes"`
+			ActiveBytes   int64 `json:"active_bytes"`
+		} `json:"ranks"`
+		Imbalance []struct {
+			Figure string `json:"figure"`
+		} `json:"imbalance"`
+	}
+	runJSON(t, &s, "attach", "--headless", "1s", "unix:"+filepath.Join(dir, "p*.sock"))
+	if len(s.Ranks) != 2 || len(s.Imbalance) != 3 {
+		t.Fatalf("%+v", s)
+	}
+	for i, a := range allocs {
+		st := a.Stats()
+		if r := s.Ranks[i]; r.Rank != i || r.ReservedBytes != st.ReservedBytes[0].Current || r.ActiveBytes != st.RequestedBytes[0].Current {
+			t.Errorf("process %d: %+v; allocator reserved %d requested %d", i, r, st.ReservedBytes[0].Current, st.RequestedBytes[0].Current)
+		}
+	}
+	if code, _, errOut := captureRun(t, "attach", "unix:"+filepath.Join(dir, "none*.sock")); code != exitUsage || !strings.Contains(errOut, "no socket matches") {
+		t.Errorf("empty glob: exit %d %q", code, errOut)
 	}
 }
