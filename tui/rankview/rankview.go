@@ -78,7 +78,6 @@ type Model struct {
 
 	child *tui.Model
 	gen   int
-	quit  bool
 }
 
 // New returns the overview model.
