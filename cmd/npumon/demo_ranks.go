@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/npumon/npumon/allocator"
@@ -73,23 +75,32 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 	}
 	defer stopMetrics()
 	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, n)
-	for _, w := range ws {
-		go func() { done <- w.Run(wctx) }()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = w.Run(wctx) }()
 	}
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
 	var uiErr error
 	if headless > 0 {
+		// as demo --headless: the summary comes when every job has ended
+		// (--steps), or after the duration
 		select {
 		case <-ctx.Done():
+		case <-allDone:
 		case <-time.After(headless):
 		}
 	} else {
 		uiErr = rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("demo · pid %d", os.Getpid()), Ranks: rs, Live: true, ASCII: ascii})
 	}
+	stopped := wctx.Err() != nil || ctx.Err() != nil
 	cancel()
+	<-allDone
 	var werr error
-	for range ws {
-		if err := <-done; err != nil && !isStopped(err) && werr == nil && wctx.Err() == nil {
+	for _, err := range errs {
+		if err != nil && !isStopped(err) && !stopped && werr == nil && !errors.Is(err, context.Canceled) {
 			werr = err
 		}
 	}
