@@ -237,3 +237,49 @@ func TestExporterSources(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestExporterRanks: the exporter on a job directory (three ranks' files,
+// monitor/ranks/testdata/gen_ranks.py) exports each rank's reserved bytes
+// under its rank label.
+func TestExporterRanks(t *testing.T) {
+	bin := npumonBin(t)
+	job, err := filepath.Abs("../monitor/ranks/testdata/job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := startProc(t, bin, "exporter", "--metrics", "127.0.0.1:0", job)
+	var endpoint string
+	for endpoint == "" {
+		if m := exporterRe.FindStringSubmatch(exp.line(15 * time.Second)); m != nil {
+			endpoint = m[1]
+		}
+	}
+	want := []string{
+		`npumon_reserved_bytes{id="0",pid="",rank="0"} 2.097152e+07`,
+		`npumon_reserved_bytes{id="1",pid="",rank="1"} 4.194304e+07`,
+		`npumon_reserved_bytes{id="2",pid="",rank="2"} 3.145728e+07`,
+		`npumon_ooms_total{id="1",pid="",rank="1"} 1`,
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(string(b), w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed %s:\n%s", missing, b)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/metrics"
+	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/tui"
 )
 
 // metricsFlag is --metrics ADDR, which sim, attach, watch and demo share.
@@ -65,7 +69,8 @@ func newExporterCmd() *cobra.Command {
 			"dumps snapshots — and serves their figures at http://ADDR/metrics for Prometheus until\n" +
 			"interrupted (docs/metrics.md). ADDR defaults to 127.0.0.1:9464; an address other hosts can\n" +
 			"reach is allowed and printed with a warning. Each SOURCE's series carry its pid when the\n" +
-			"source names one.",
+			"source names one; a directory holding several ranks (docs/ranks.md) gives one set of\n" +
+			"series per rank, with its rank label.",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("%q needs at least one SOURCE", c.CommandPath())}
@@ -112,6 +117,13 @@ func newExporterCmd() *cobra.Command {
 // watched (following new captures), anything else is a live address.
 func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), error) {
 	if st, err := os.Stat(src); err == nil && st.IsDir() {
+		members, err := ranks.Find(src)
+		if err != nil {
+			return nil, nil, err
+		}
+		if members != nil {
+			return exporterRanks(ctx, src, members)
+		}
 		store := monitor.NewStore(monitor.StoreOptions{})
 		wd := monitor.NewDirSource(src, store, monitor.DirOptions{Follow: true})
 		if err := wd.Start(ctx); err != nil {
@@ -129,6 +141,47 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 	done := make(chan struct{})
 	go func() { client.Run(cctx); close(done) }()
 	return []metrics.Target{clientTarget(store, client)}, func() { cancel(); <-done }, nil
+}
+
+// exporterRanks feeds one Store per rank of a job directory: a rank
+// directory is watched, a rank's file or profiler directory read once (in
+// the background; its series appear when it is loaded).
+func exporterRanks(ctx context.Context, dir string, members []ranks.Member) ([]metrics.Target, func(), error) {
+	rs := ranksFromMembers(members)
+	var stops []func()
+	cctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var targets []metrics.Target
+	for i, m := range members {
+		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == ranks.KindSnapshot {
+			wd := monitor.NewDirSource(rdir, rs[i].Store, monitor.DirOptions{Follow: true})
+			if err := wd.Start(cctx); err != nil {
+				cancel()
+				for _, f := range stops {
+					f()
+				}
+				return nil, nil, err
+			}
+			stops = append(stops, wd.Stop)
+		} else {
+			load := rs[i].Load
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := load(cctx, func(tui.Progress) {}); err != nil && cctx.Err() == nil {
+					fmt.Fprintf(os.Stderr, "npumon exporter: %v\n", err)
+				}
+			}()
+		}
+		targets = append(targets, metrics.Target{Store: rs[i].Store, Rank: m.Rank})
+	}
+	return targets, func() {
+		cancel()
+		wg.Wait()
+		for _, f := range stops {
+			f()
+		}
+	}, nil
 }
 
 // clientTarget is a live connection's metrics target: the producer's pid
