@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/npumon/npumon/monitor/ranks"
@@ -31,6 +32,9 @@ func newStatsCmd() *cobra.Command {
 					return err
 				}
 				if members != nil {
+					if c.Flags().Changed("device") || c.Flags().Changed("at-index") {
+						return usageError{fmt.Errorf("%s holds %s: --device and --at-index take one capture (name a rank's file)", path, ranks.Describe(members))}
+					}
 					rs, err := statsRanks(path, members)
 					if err != nil {
 						return err

@@ -133,3 +133,12 @@ func TestWatchRanksHeadless(t *testing.T) {
 	runJSON(t, &s, "watch", "--headless", "1500ms", dir)
 	checkJobSummary(t, s)
 }
+
+func TestStatsRanksRefusesOneCaptureFlags(t *testing.T) {
+	for _, f := range [][]string{{"--device", "1"}, {"--at-index", "0"}} {
+		code, _, errOut := captureRun(t, append([]string{"stats"}, append(f, "../../monitor/ranks/testdata/job")...)...)
+		if code != exitUsage || !strings.Contains(errOut, "holds 3 ranks (0…2)") {
+			t.Errorf("%v: exit %d %q", f, code, errOut)
+		}
+	}
+}
