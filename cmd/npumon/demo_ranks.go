@@ -65,7 +65,7 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 			return err
 		}
 		defer detach()
-		rs = append(rs, rankview.Rank{Rank: r, Name: fmt.Sprintf("%s · %s", cfg.Scenario, w.Shape()), Store: store})
+		rs = append(rs, rankview.Rank{Rank: r, Name: fmt.Sprintf("%s +%dL", cfg.Scenario, cfg.ExtraLayers), Store: store})
 		targets = append(targets, metrics.Target{Store: store, Rank: r, PID: w.Config().PID,
 			Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 	}
