@@ -29,7 +29,8 @@ type Member struct {
 	Path string `json:"path"`
 	Kind string `json:"kind"` // "snapshot" or "profiler"
 	// Rule names how the rank was found: "name" (rank{N} in a file or
-	// directory name) or "profiler_info" (the profiler's own rank).
+	// directory name), "profiler_info" (the profiler's own rank) or
+	// "db_name" (ascend_pytorch_profiler_{N}.db).
 	Rule string `json:"rule"`
 }
 
@@ -37,6 +38,9 @@ type Member struct {
 // _ . -, optionally rank_{N} or rank-{N}, and ending the name or followed
 // by one of _ . -.
 var rankRe = regexp.MustCompile(`(?i)(?:^|[_.-])rank[_-]?(\d{1,6})(?:[_.-]|$)`)
+
+// dbRankRe is torch_npu's SQLite export of rank N (export_type db).
+var dbRankRe = regexp.MustCompile(`^ascend_pytorch_profiler_(\d{1,6})\.db$`)
 
 // rankInName returns the rank a name carries.
 func rankInName(name string) (int, bool) {
@@ -73,7 +77,8 @@ func IsSnapshotName(name string) bool {
 //  2. a directory whose name carries rank{N} (rank0, rank_3, job_rank7_x):
 //     its newest snapshot file, else its profiler directory (itself or one
 //     inside);
-//  3. a snapshot file whose name carries rank{N} (*_rank{N}_*.pickle,
+//  3. torch_npu's SQLite export of rank N, ascend_pytorch_profiler_{N}.db;
+//  4. a snapshot file whose name carries rank{N} (*_rank{N}_*.pickle,
 //     rank{N}.pickle, snapshot_rank_2.json).
 //
 // When a rank is found more than once, the newest capture (modification
@@ -117,6 +122,12 @@ func Find(dir string) ([]Member, error) {
 			if m, ok := inRankDir(p); ok {
 				m.Rank = r
 				add(m)
+			}
+			continue
+		}
+		if m := dbRankRe.FindStringSubmatch(name); m != nil {
+			if r, err := strconv.Atoi(m[1]); err == nil {
+				add(Member{Rank: r, Path: p, Kind: KindProfiler, Rule: "db_name"})
 			}
 			continue
 		}

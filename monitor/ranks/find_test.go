@@ -168,3 +168,16 @@ func TestImbalanceTiesAndZero(t *testing.T) {
 		t.Fatal("no values: ok")
 	}
 }
+
+// torch_npu's per-rank SQLite exports name their rank.
+func TestFindDBExports(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"ascend_pytorch_profiler_0.db", "ascend_pytorch_profiler_1.db", "ascend_pytorch_profiler.db", "msprof_0.db"} {
+		touch(t, filepath.Join(dir, n), "x", time.Now())
+	}
+	got, err := Find(dir)
+	if err != nil || len(got) != 2 || got[1].Rank != 1 || got[1].Kind != KindProfiler || got[1].Rule != "db_name" ||
+		filepath.Base(got[1].Path) != "ascend_pytorch_profiler_1.db" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+}
