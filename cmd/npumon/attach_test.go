@@ -89,7 +89,7 @@ func TestAttachSeveralHeadless(t *testing.T) {
 			Figure string `json:"figure"`
 		} `json:"imbalance"`
 	}
-	runJSON(t, &s, "attach", "--headless", "1s", "unix:"+filepath.Join(dir, "p*.sock"))
+	runJSON(t, &s, "attach", "--headless", "2s", "unix:"+filepath.Join(dir, "p*.sock"))
 	if len(s.Ranks) != 2 || len(s.Imbalance) != 3 {
 		t.Fatalf("%+v", s)
 	}
