@@ -108,7 +108,9 @@ func (m *Model) headerLines() []string {
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
 		}
 		switch d, holes := m.dropped(); {
-		case holes > 0:
+		case holes > 0 && d == 0:
+			warn = append(warn, th.Warn.Render("entries dropped"))
+		case holes > 0: // some holes of unknown size
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d+ entries dropped", d)))
 		case d > 0:
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))

@@ -162,7 +162,7 @@ func sameState(t *testing.T, got attachSummaryJSON, want replaySummaryJSON) {
 // workspace triples torch_npu prepends (they are in its first snapshot).
 func TestProducerAttachMatchesReplay(t *testing.T) {
 	for _, tc := range []struct {
-		name, path string
+		name, path  string
 		cuda, timed bool
 		extra       []string
 	}{
