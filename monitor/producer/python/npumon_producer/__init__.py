@@ -259,50 +259,82 @@ def encode_snapshot(b, segs, resume, stacks, cache):
     wire.end(b, off)
 
 
+_PREFIX_CACHE = {}
+
+
+def _prefix(key):
+    """Encoded action, addr, size and stream of an entry (cached: a training
+    loop repeats the same few thousand)."""
+    b = _PREFIX_CACHE.get(key)
+    if b is None:
+        act, addr, size, stream = key
+        out = bytearray()
+        code = wire.ACTIONS.get(act)
+        if code is None:
+            out.append(wire.ACTION_BY_NAME)
+            wire.string(out, str(act))
+        else:
+            out.append(code)
+        wire.uv(out, int(addr or 0))
+        wire.iv(out, int(size or 0))
+        wire.uv(out, int(stream or 0))
+        b = bytes(out)
+        if len(_PREFIX_CACHE) >= 1 << 16:
+            _PREFIX_CACHE.clear()
+        _PREFIX_CACHE[key] = b
+    return b
+
+
 def encode_entries(b, device, first, entries, stamp_us, stacks, cache, block_sizes=None):
     """ENTRIES frames for entries (torch trace dicts) numbered from first.
     Entries without time_us get stamp_us. block_sizes: {index: size}."""
+    uv, iv, small = wire.uv, wire.iv, wire._SMALL
+    id_of = stacks.id_of
     i0 = 0
     while i0 < len(entries):
         chunk = entries[i0:i0 + MAX_FRAME_ENTRIES]
         off = wire.begin(b, wire.ENTRIES)
-        wire.iv(b, device)
-        wire.uv(b, first + i0)
-        wire.uv(b, len(chunk))
+        iv(b, device)
+        uv(b, first + i0)
+        uv(b, len(chunk))
         last = 0
         for i, e in enumerate(chunk, i0):
-            act = e.get("action")
-            code = wire.ACTIONS.get(act)
-            if code is None:
-                b.append(wire.ACTION_BY_NAME)
-                wire.string(b, str(act))
+            get = e.get
+            b += _prefix((get("action"), get("addr", 0), get("size", 0), get("stream", 0)))
+            t = get("time_us")
+            if t is None:
+                t = stamp_us
+            d = t - last
+            if 0 <= d < 64:
+                b += small[d << 1]
             else:
-                b.append(code)
-            wire.uv(b, int(e.get("addr", 0) or 0))
-            wire.iv(b, int(e.get("size", 0) or 0))
-            wire.uv(b, int(e.get("stream", 0) or 0))
-            t = e.get("time_us")
-            t = stamp_us if t is None else int(t)
-            wire.iv(b, t - last)
+                iv(b, d)
             last = t
-            wire.uv(b, stacks.id_of(e.get("frames"), cache))
-            pool = e.get("pool_id")
-            cc = e.get("compile_context") or ""
-            um = e.get("user_metadata") or ""
-            df = int(e.get("device_free", 0) or 0)
+            sid = id_of(get("frames"), cache)
+            if sid < 128:
+                b += small[sid]
+            else:
+                uv(b, sid)
+            pool = get("pool_id")
+            cc = get("compile_context")
+            um = get("user_metadata")
+            df = get("device_free")
             bs = block_sizes.get(i, 0) if block_sizes else 0
+            if pool is None and not cc and not um and not df and not bs:
+                b += small[0]
+                continue
             b.append((pool is not None) | bool(cc) << 1 | bool(um) << 2 | bool(df) << 3 | (bs > 0) << 4)
             if pool is not None:
-                wire.iv(b, int(pool[0]))
-                wire.iv(b, int(pool[1]))
+                iv(b, int(pool[0]))
+                iv(b, int(pool[1]))
             if cc:
                 wire.string(b, cc)
             if um:
                 wire.string(b, um)
             if df:
-                wire.iv(b, df)
+                iv(b, int(df))
             if bs > 0:
-                wire.iv(b, bs)
+                iv(b, bs)
         wire.end(b, off)
         i0 += len(chunk)
 
