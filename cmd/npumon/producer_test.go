@@ -142,6 +142,24 @@ func attachJSON(t *testing.T, args ...string) attachSummaryJSON {
 	return s
 }
 
+// attachAsync runs `npumon attach ARGS` in the background; the test does
+// not end before it has.
+func attachAsync(t *testing.T, args ...string) <-chan attachSummaryJSON {
+	res := make(chan attachSummaryJSON, 1)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		code, out, errOut := captureRun(t, append([]string{"attach"}, args...)...)
+		var s attachSummaryJSON
+		if err := json.Unmarshal([]byte(out), &s); err != nil || code != 0 {
+			t.Errorf("attach: exit %d, %v: %s", code, err, errOut)
+		}
+		res <- s
+	}()
+	t.Cleanup(func() { <-finished })
+	return res
+}
+
 // sameState: the figures of the allocator state at the newest entry.
 func sameState(t *testing.T, got attachSummaryJSON, want replaySummaryJSON) {
 	t.Helper()
@@ -183,7 +201,7 @@ func TestProducerAttachMatchesReplay(t *testing.T) {
 			begin := time.Now().UnixMicro()
 			p := startProducer(t, "1h", nil, args...)
 			p.await(t, "ready")
-			got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "1500ms")
+			got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "2s")
 			done := p.await(t, "done")
 			p.wait(t)
 			want := headlessSummary(t, "--headless", "10ms", dump)
@@ -250,7 +268,7 @@ func TestProducerRingOverflow(t *testing.T) {
 	p := startProducer(t, "1h", []string{"NPUMON_PRODUCER_MAX_ENTRIES=300"}, "--fixture",
 		fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), "--cuda", "--clients", "1", "--manual", "--dump", dump)
 	p.await(t, "ready")
-	got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "1500ms")
+	got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "2s")
 	done := p.await(t, "done")
 	p.wait(t)
 	want := headlessSummary(t, "--headless", "10ms", dump)
@@ -268,9 +286,10 @@ func TestProducerRingOverflow(t *testing.T) {
 func TestProducerSlowConsumer(t *testing.T) {
 	dir := runtimeDir(t)
 	dump := filepath.Join(t.TempDir(), "last.pickle")
+	release := filepath.Join(dir, "release")
 	fix := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	p := startProducer(t, "20ms", []string{"NPUMON_PRODUCER_QUEUE=2000", "NPUMON_PRODUCER_SNDBUF=4096"},
-		"--fixture", fix, "--cuda", "--clients", "2", "--steps", "20", "--step-sleep", "0.01", "--dump", dump)
+		"--fixture", fix, "--cuda", "--clients", "2", "--steps", "20", "--step-sleep", "0.01", "--hold-file", release, "--dump", dump)
 	p.await(t, "ready")
 	sock := filepath.Join(dir, "npumon", strconv.Itoa(p.pid)+".sock")
 	stalled, err := net.Dial("unix", sock)
@@ -278,15 +297,17 @@ func TestProducerSlowConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
+	attached := attachAsync(t, strconv.Itoa(p.pid), "--headless", "3s")
+	p.await(t, "holding") // the whole trace has happened; the stalled client read nothing
 	read := make(chan []byte, 1)
 	go func() {
-		time.Sleep(600 * time.Millisecond) // the job runs meanwhile
 		data, _ := io.ReadAll(stalled)
 		read <- data
 	}()
-	got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "1500ms")
+	os.WriteFile(release, nil, 0o600)
 	p.await(t, "done")
 	p.wait(t)
+	got := <-attached
 	want := headlessSummary(t, "--headless", "10ms", dump)
 	sameState(t, got, want)
 	if got.Gaps != 0 || got.PeakActiveBytes != want.PeakActiveBytes {
@@ -344,18 +365,7 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 
 	a := startProducer(t, "20ms", env, "--fixture", cuda, "--cuda", "--clients", "1", "--steps", "4", "--manual", "--hold", "30")
 	a.await(t, "ready")
-	type result struct {
-		s    attachSummaryJSON
-		code int
-		err  string
-	}
-	res := make(chan result, 1)
-	go func() {
-		code, out, errOut := captureRun(t, "attach", "unix:"+sock, "--headless", "4s")
-		var s attachSummaryJSON
-		json.Unmarshal([]byte(out), &s)
-		res <- result{s, code, errOut}
-	}()
+	attached := attachAsync(t, "unix:"+sock, "--headless", "5s")
 	a.await(t, "holding")
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
@@ -377,16 +387,13 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 	os.WriteFile(release, nil, 0o600)
 	b.await(t, "done")
 	b.wait(t)
-	r := <-res
-	if r.code != 0 {
-		t.Fatalf("attach exit %d: %s", r.code, r.err)
-	}
+	got := <-attached
 	// the state is the restarted job's; the log also keeps the killed
 	// job's entries (and its peak)
 	want := headlessSummary(t, "--headless", "10ms", dump)
-	sameState(t, r.s, want)
-	if r.s.ProducerPID != b.pid || r.s.Entries <= want.Entries || r.s.PeakActiveBytes <= want.PeakActiveBytes {
-		t.Fatalf("attach %+v; replay of the restarted job %+v", r.s, want)
+	sameState(t, got, want)
+	if got.ProducerPID != b.pid || got.Entries <= want.Entries || got.PeakActiveBytes <= want.PeakActiveBytes {
+		t.Fatalf("attach %+v; replay of the restarted job %+v", got, want)
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Fatalf("a producer that stops cleanly removes its socket: %v", err)
