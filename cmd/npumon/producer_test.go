@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,9 +46,14 @@ func startProducer(t *testing.T, interval string, env []string, args ...string) 
 		t.Fatal(err)
 	}
 	argv := append([]string{"-m", "npumon_producer", "--interval", interval, filepath.Join(abs, "tests", "train_standin.py")}, args...)
+	path := abs + string(os.PathListSeparator) + filepath.Join(abs, "tests", "standin")
+	if slices.Contains(env, "NPUMON_PRODUCER=1") { // no -m: the environment starts it
+		argv = append([]string{filepath.Join(abs, "tests", "train_standin.py")}, args...)
+		path = filepath.Join(abs, "autostart") + string(os.PathListSeparator) + path
+		env = append(env, "NPUMON_PRODUCER_INTERVAL="+interval)
+	}
 	cmd := exec.Command("python3", argv...)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+abs+string(os.PathListSeparator)+filepath.Join(abs, "tests", "standin"),
-		"PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+path, "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -183,12 +189,14 @@ func TestProducerAttachMatchesReplay(t *testing.T) {
 		name, path  string
 		cuda, timed bool
 		extra       []string
+		env         []string
 	}{
-		{"cuda-2026", fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), true, true, nil},
+		{"cuda-2026", fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), true, true, nil, nil},
 		// entries recorded inside each _snapshot() call, between its trace and its segments
-		{"cuda-2026-race", fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), true, true, []string{"--race", "3"}},
-		{"cuda-2.0-flexgen", fixture.Path(t, "snapshots/cuda-2.0-flexgen-1.3b_snapshot.pickle"), true, false, nil},
-		{"npu-workspace", needFixture(t, "../../replay/testdata/npu_workspace.pickle"), false, false, nil},
+		{"cuda-2026-race", fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), true, true, []string{"--race", "3"}, nil},
+		// started by the environment (autostart/sitecustomize.py), not by -m
+		{"cuda-2.0-flexgen-env", fixture.Path(t, "snapshots/cuda-2.0-flexgen-1.3b_snapshot.pickle"), true, false, nil, []string{"NPUMON_PRODUCER=1"}},
+		{"npu-workspace", needFixture(t, "../../replay/testdata/npu_workspace.pickle"), false, false, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			runtimeDir(t)
@@ -199,7 +207,7 @@ func TestProducerAttachMatchesReplay(t *testing.T) {
 			}
 			// background polls every hour: the two at start, then one per step
 			begin := time.Now().UnixMicro()
-			p := startProducer(t, "1h", nil, args...)
+			p := startProducer(t, "1h", tc.env, args...)
 			p.await(t, "ready")
 			got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "2s")
 			done := p.await(t, "done")

@@ -8,6 +8,7 @@ Enable it with one line in the training script::
 or without editing the script::
 
     python -m npumon_producer [--interval 0.5] train.py ARGS...
+    NPUMON_PRODUCER=1 PYTHONPATH=.../python/autostart:.../python python train.py ARGS...
 
 It turns on the allocator's memory history
 (``torch_npu.npu.memory._record_memory_history`` or
