@@ -486,6 +486,7 @@ class Producer:
         self._mu = threading.RLock()
         self._stacks = _Stacks(self.stack_mode != "none")
         self._devs = {}
+        self._used = set()  # devices the job has memory on: the only ones asked for HBM figures
         self._clients = []
         self._mem = None
         self._time_base = wire.TIME_POLL_US
@@ -689,6 +690,7 @@ class Producer:
         for s in segs:
             by_dev.setdefault(int(s.get("device", 0)), []).append(s)
         devs = set(by_dev)
+        self._used |= devs
         for d, t in enumerate(traces):
             if t:
                 devs.add(d)
@@ -818,7 +820,7 @@ class Producer:
             with self._mu:
                 if not self._clients:
                     return
-                devs = self._devices(self._devs) if self._devinfo else []
+                devs = self._devices(self._used) if self._devinfo else []
                 b = bytearray()
                 wire.heartbeat(b, int(time.time() * 1e6), devs)
                 self._broadcast(bytes(b), droppable=False)
@@ -857,7 +859,8 @@ class Producer:
         ln.listen(16)
         self._listener = ln
         with self._mu:
-            self._devinfo = self._devices(self._devs)
+            # only devices the job uses: asking another one would create a context on it
+            self._devinfo = self._devices(self._used)
         threading.Thread(target=self._accept, args=(ln,), name="npumon-producer-accept", daemon=True).start()
 
     def _accept(self, ln):
