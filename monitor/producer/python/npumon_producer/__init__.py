@@ -31,6 +31,7 @@ Environment (each overrides the default; start()'s arguments override them):
 import atexit
 import collections
 import os
+import platform
 import socket
 import sys
 import threading
@@ -637,11 +638,14 @@ class Producer:
                 self._stop.wait(min(self.interval, 0.05))
             if self._stop.is_set():
                 return
+            ln = self._bind()  # before recording anything: another producer may be serving there
             self._enable()
             with self._mu:
                 self._poll_locked()  # the first state and where its trace ends
                 self._poll_locked()  # seals it: finds its snapshot entry
-            self._listen()
+                # only devices the job uses: asking another one would create a context on it
+                self._devinfo = self._devices(self._used)
+            threading.Thread(target=self._accept, args=(ln,), name="npumon-producer-accept", daemon=True).start()
             self._serving.set()
             last_hb = time.monotonic()
             while not self._stop.wait(self.interval):
@@ -695,11 +699,9 @@ class Producer:
             if t:
                 devs.add(d)
         cache = {}
-        out = bytearray()
         for d in sorted(devs | set(self._devs)):
             trace = traces[d] if d < len(traces) else []
-            dsegs = by_dev.get(d, [])
-            self._poll_dev(d, trace, dsegs, stamp, cache, out)
+            self._poll_dev(d, trace, by_dev.get(d, []), stamp, cache)
         self.polls += 1
         self.poll_s += t1 - t0
         self.work_s += time.perf_counter() - t1
@@ -746,7 +748,7 @@ class Producer:
         self._stacks_frame()
         self._broadcast(bytes(b))
 
-    def _poll_dev(self, d, trace, segs, stamp, cache, out):
+    def _poll_dev(self, d, trace, segs, stamp, cache):
         dev = self._devs.get(d)
         first_poll = dev is None
         if first_poll:
@@ -829,7 +831,9 @@ class Producer:
 
     # ---- serving ----
 
-    def _listen(self):
+    def _bind(self):
+        """The listening socket (clients wait in its backlog until the first
+        state is ready)."""
         fam, addr = parse_addr(self.address)
         if fam == "unix":
             d = os.path.dirname(addr)
@@ -858,10 +862,7 @@ class Producer:
             ln.bind(addr)
         ln.listen(16)
         self._listener = ln
-        with self._mu:
-            # only devices the job uses: asking another one would create a context on it
-            self._devinfo = self._devices(self._used)
-        threading.Thread(target=self._accept, args=(ln,), name="npumon-producer-accept", daemon=True).start()
+        return ln
 
     def _accept(self, ln):
         while not self._stop.is_set():
@@ -884,7 +885,6 @@ class Producer:
     def _hello(self):
         b = bytearray()
         clock = "poll:%dus" % int(round(self.interval * 1e6)) if self._time_base == wire.TIME_POLL_US else "realtime"
-        import platform
         wire.hello(b, self.pid, platform.node(), self.start_us, int(time.time() * 1e6), clock, self._time_base,
                    self._devinfo, self._settings)
         return b
