@@ -414,7 +414,9 @@ class _Client:
             if entries > 0 and self.lagging:
                 self.dropped += entries
                 return
-            if entries > 0 and self.qn + entries > self.limit:
+            if entries > 0 and self.qn > 0 and self.qn + entries > self.limit:
+                # (a batch bigger than the bound still enters an empty queue:
+                # a client that keeps up is never starved by one big poll)
                 self.lagging = True
                 self.drop_from.setdefault(device, first)
                 self.dropped += entries
