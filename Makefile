@@ -11,7 +11,7 @@ VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 
                  { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
                  echo "$(BASE_VERSION)")
 
-.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator fuzz lint docs crosscheck bench-data clean
+.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator bench-producer fuzz lint docs crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -50,6 +50,11 @@ bench:
 # reads), 6 runs on one core: what to run on a bare-metal or arm64 host.
 bench-allocator:
 	$(GO) test -run '^$$' -bench 'MallocFreePair|HistoryOverhead|Timestamp' -benchmem -cpu 1 -count 6 ./allocator/
+
+# The Python producer's CPU time per poll against the ring size (stand-in allocator, no torch).
+bench-producer:
+	PYTHONPATH=monitor/producer/python:monitor/producer/python/tests/standin python3 monitor/producer/python/tests/bench_producer.py 1000
+	PYTHONPATH=monitor/producer/python:monitor/producer/python/tests/standin python3 monitor/producer/python/tests/bench_producer.py 100
 
 # Every fuzz target for a short, fixed time.
 fuzz:

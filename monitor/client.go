@@ -36,6 +36,7 @@ type ClientStatus struct {
 	Hello   *Hello        // the producer's handshake (nil before the first)
 	Entries uint64        // entries received over all connections
 	Missed  uint64        // entries the producer reported dropped (GAP)
+	Gaps    int           // GAP records received, counted or of unknown size (missed 0)
 	Resyncs int           // fresh snapshots received after drops
 	Since   time.Time     // when State was entered
 }
@@ -180,6 +181,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 
 	stacks := map[uint64]allocator.StackID{}
 	var buf []allocator.TraceEntry
+	var sizeBuf []int64
 	haveSnap := false
 	for {
 		typ, p, err := next()
@@ -215,14 +217,15 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if !haveSnap {
 				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
 			}
-			dev, first, ents, err := decodeEntries(p, buf[:0])
+			dev, first, ents, sizes, err := decodeEntriesSized(p, buf[:0], sizeBuf[:0])
 			if err != nil {
 				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
 			}
-			buf = ents
+			buf, sizeBuf = ents, sizes
 			exp := c.expected[dev]
 			if first < exp { // overlap with what we have
-				ents = ents[min(exp-first, uint64(len(ents))):]
+				skip := min(exp-first, uint64(len(ents)))
+				ents, sizes = ents[skip:], sizes[skip:]
 				first = exp
 			} else if first > exp {
 				c.store.NoteGap(dev, int64(first-exp))
@@ -230,7 +233,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			for i := range ents {
 				ents[i].Frames = stacks[uint64(ents[i].Frames)]
 			}
-			c.store.Append(dev, ents)
+			c.store.AppendSized(dev, ents, sizes)
 			c.expected[dev] = first + uint64(len(ents))
 			n := uint64(len(ents))
 			c.mu.Lock()
@@ -258,11 +261,19 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err != nil {
 				return true, fmt.Errorf("protocol error: GAP: %w", err)
 			}
-			if nextSeq > c.expected[dev] {
+			switch {
+			case missed == 0: // an unknown number (the producer's source lost them)
+				c.store.NoteGap(dev, 0)
+				c.expected[dev] = max(c.expected[dev], nextSeq)
+				c.mu.Lock()
+				c.status.Gaps++
+				c.mu.Unlock()
+			case nextSeq > c.expected[dev]:
 				c.store.NoteGap(dev, int64(missed))
 				c.expected[dev] = nextSeq
 				c.mu.Lock()
 				c.status.Missed += missed
+				c.status.Gaps++
 				c.mu.Unlock()
 			}
 		case frameBye:

@@ -36,7 +36,7 @@ type DeviceInfo struct {
 // GapRecord marks entries a live producer dropped before this position.
 type GapRecord struct {
 	At     int64 // number of entries in the log when the gap was noted
-	Missed int64
+	Missed int64 // 0: an unknown number (the producer's own source lost them)
 }
 
 // Store is the time-indexed model every view queries: per device a log of
@@ -476,6 +476,28 @@ func (s *Store) Append(device int, entries []allocator.TraceEntry) {
 	s.changed()
 }
 
+// AppendSized is Append with, per entry, the rounded size of the block an
+// alloc entry created (blockSizes[i] > 0; a producer that can see its
+// allocator's blocks sends it): the block takes that size in the segment
+// map, as a capture's surviving blocks take the final state's. blockSizes
+// may be shorter than entries or nil.
+func (s *Store) AppendSized(device int, entries []allocator.TraceEntry, blockSizes []int64) {
+	if len(entries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	d := s.liveDev(device)
+	n := int64(len(d.recs))
+	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
+		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == allocator.ActionAlloc {
+			d.ov.blocks[n+int64(i)] = liveBlock{addr: e.Addr, size: bs, req: e.Size, frames: e.Frames}
+		}
+	}
+	d.appendEntries(entries, s.k, false)
+	s.mu.Unlock()
+	s.changed()
+}
+
 // Rebase replaces device's current state with segs (a fresh producer
 // snapshot after a gap): later queries see segs from the current position
 // on, and the byte series continue from its totals.
@@ -523,9 +545,10 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 	s.changed()
 }
 
-// NoteGap records that the producer dropped missed entries of device here.
+// NoteGap records that the producer dropped missed entries of device here;
+// missed 0 records a hole of unknown size.
 func (s *Store) NoteGap(device int, missed int64) {
-	if missed <= 0 {
+	if missed < 0 {
 		return
 	}
 	s.mu.Lock()

@@ -17,11 +17,20 @@ const (
 	// TimeSequence: the source has no timestamps; cursors are entry sequence
 	// numbers (0-based index into the device's trace).
 	TimeSequence
+	// TimePollUS is a wire producer's time base only (HELLO time_base 2):
+	// entry times are epoch µs, but the producer stamped each entry when it
+	// found it (a poll of the allocator's trace), not when it happened; the
+	// entry happened within Hello.Resolution before its time. A Store keeps
+	// such entries under TimeEpochUS.
+	TimePollUS
 )
 
 func (b TimeBase) String() string {
-	if b == TimeSequence {
+	switch b {
+	case TimeSequence:
 		return "sequence"
+	case TimePollUS:
+		return "poll_us"
 	}
 	return "epoch_us"
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
+	"time"
 
 	"github.com/npumon/npumon/allocator"
 )
@@ -40,6 +42,10 @@ const (
 	frameBye       = 8
 )
 
+// pollClockPrefix opens the clock string of a TimePollUS producer; the
+// resolution follows as a duration ("poll:100ms").
+const pollClockPrefix = "poll:"
+
 // actionUnknown marks an action sent by name.
 const actionUnknown = 0xFF
 
@@ -60,8 +66,12 @@ type Hello struct {
 	NowUS       int64 // producer wall clock when the HELLO was sent, epoch µs
 	ClockSource string
 	TimeBase    TimeBase
-	Devices     []DeviceInfo
-	Settings    *allocator.Settings
+	// Resolution is how long before its time an entry may have happened
+	// (TimePollUS only: the producer's poll interval). On the wire it is
+	// the clock string "poll:<duration>", e.g. "poll:100ms".
+	Resolution time.Duration
+	Devices    []DeviceInfo
+	Settings   *allocator.Settings
 }
 
 // ---- encoding ----
@@ -98,7 +108,11 @@ func encodeHello(e *enc, h *Hello) {
 	e.str(h.Host)
 	e.iv(h.StartUS)
 	e.iv(h.NowUS)
-	e.str(h.ClockSource)
+	clock := h.ClockSource
+	if h.TimeBase == TimePollUS && clock == "" {
+		clock = pollClockPrefix + h.Resolution.String()
+	}
+	e.str(clock)
 	e.u8(uint8(h.TimeBase))
 	e.uv(uint64(len(h.Devices)))
 	for _, d := range h.Devices {
@@ -187,6 +201,12 @@ func encodeAction(e *enc, a allocator.Action) {
 
 // encodeEntries writes one ENTRIES frame for entries first..first+len-1.
 func encodeEntries(e *enc, device int, first uint64, entries []allocator.TraceEntry) {
+	encodeEntriesSized(e, device, first, entries, nil)
+}
+
+// encodeEntriesSized is encodeEntries with, per entry, the allocated
+// block's rounded size (0: not known; nil: none known), sent as block_size.
+func encodeEntriesSized(e *enc, device int, first uint64, entries []allocator.TraceEntry, blockSizes []int64) {
 	off := e.frame(frameEntries)
 	e.iv(int64(device))
 	e.uv(first)
@@ -201,7 +221,11 @@ func encodeEntries(e *enc, device int, first uint64, entries []allocator.TraceEn
 		e.iv(t.TimeUS - last)
 		last = t.TimeUS
 		e.uv(uint64(t.Frames))
-		flags := b2u(t.HasPoolID) | b2u(t.CompileContext != "")<<1 | b2u(t.UserMetadata != "")<<2 | b2u(t.DeviceFree != 0)<<3
+		var bs int64
+		if i < len(blockSizes) {
+			bs = blockSizes[i]
+		}
+		flags := b2u(t.HasPoolID) | b2u(t.CompileContext != "")<<1 | b2u(t.UserMetadata != "")<<2 | b2u(t.DeviceFree != 0)<<3 | b2u(bs > 0)<<4
 		e.u8(flags)
 		if t.HasPoolID {
 			e.iv(t.PoolID[0])
@@ -215,6 +239,9 @@ func encodeEntries(e *enc, device int, first uint64, entries []allocator.TraceEn
 		}
 		if t.DeviceFree != 0 {
 			e.iv(t.DeviceFree)
+		}
+		if bs > 0 {
+			e.iv(bs)
 		}
 	}
 	e.end(off)
@@ -410,6 +437,14 @@ func decodeHello(p []byte) (*Hello, error) {
 	h.NowUS = d.iv("now_us")
 	h.ClockSource = d.str("clock")
 	h.TimeBase = TimeBase(d.u8("time_base"))
+	if h.TimeBase == TimePollUS && d.err == nil {
+		r, ok := strings.CutPrefix(h.ClockSource, pollClockPrefix)
+		res, err := time.ParseDuration(r)
+		if !ok || err != nil || res <= 0 {
+			d.fail("clock", fmt.Errorf("time_base 2 (poll) needs clock \"%s<duration>\", got %q", pollClockPrefix, h.ClockSource))
+		}
+		h.Resolution = res
+	}
 	n := d.count("devices", 5)
 	for i := 0; i < n && d.err == nil; i++ {
 		h.Devices = append(h.Devices, DeviceInfo{ID: int(d.iv("device.id")), Name: d.str("device.name"),
@@ -504,6 +539,13 @@ func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
 
 // decodeEntries decodes an ENTRIES frame, appending to out.
 func decodeEntries(p []byte, out []allocator.TraceEntry) (device int, first uint64, _ []allocator.TraceEntry, _ error) {
+	device, first, out, _, err := decodeEntriesSized(p, out, nil)
+	return device, first, out, err
+}
+
+// decodeEntriesSized is decodeEntries that also appends, per entry, its
+// block_size (0 when the producer did not send one) to sizes.
+func decodeEntriesSized(p []byte, out []allocator.TraceEntry, sizes []int64) (device int, first uint64, _ []allocator.TraceEntry, _ []int64, _ error) {
 	d := &dec{b: p}
 	device = int(d.iv("device"))
 	first = d.uv("first_seq")
@@ -540,9 +582,19 @@ func decodeEntries(p []byte, out []allocator.TraceEntry) (device int, first uint
 		if f&8 != 0 {
 			t.DeviceFree = d.iv("entry.device_free")
 		}
+		var bs int64
+		if f&16 != 0 {
+			if bs = d.iv("entry.block_size"); bs <= 0 && d.err == nil {
+				d.fail("entry.block_size", fmt.Errorf("block size %d is not positive", bs))
+			}
+		}
+		if f&^31 != 0 {
+			d.fail("entry.flags", fmt.Errorf("unknown flag bits %#x", f&^31))
+		}
 		out = append(out, t)
+		sizes = append(sizes, bs)
 	}
-	return device, first, out, d.done()
+	return device, first, out, sizes, d.done()
 }
 
 func decodeOps(p []byte) ([]Op, error) {

@@ -589,3 +589,81 @@ func TestWireSeveralClients(t *testing.T) {
 		t.Fatalf("the client that left has %d entries", leaver.st.Len(0))
 	}
 }
+
+// The additions a polling producer (monitor/producer/python) uses: a HELLO
+// whose entry times are poll times with their resolution, entries carrying
+// the rounded block size, and a GAP of unknown size.
+func TestWirePollingProducer(t *testing.T) {
+	seg := allocator.Segment{Device: 0, Address: 1 << 20, TotalSize: 2 << 20, IsLarge: true,
+		Blocks: []allocator.Block{{Address: 1 << 20, Size: 2 << 20}}}
+	ents := []allocator.TraceEntry{
+		{Action: allocator.ActionAlloc, Addr: 1 << 20, Size: 1000, TimeUS: 5},
+		{Action: allocator.ActionAlloc, Addr: 1<<20 + 1024, Size: 3000, TimeUS: 5},
+	}
+	path := fakeProducer(t, func(c net.Conn) {
+		e := &enc{}
+		encodeHello(e, &Hello{Version: ProtocolVersion, PID: 7, Host: "h", TimeBase: TimePollUS, Resolution: 250 * time.Millisecond})
+		encodeSnapshot(e, []allocator.Segment{seg}, map[int]uint64{0: 0})
+		encodeEntriesSized(e, 0, 0, ents, []int64{1024}) // the second block's size is not known
+		encodeGap(e, 0, 0, 2)
+		encodeEntries(e, 0, 2, []allocator.TraceEntry{{Action: allocator.ActionSnapshot, Size: 4000, TimeUS: 9}})
+		encodeBye(e, "done")
+		c.Write(e.b)
+	})
+	st := NewStore(StoreOptions{})
+	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true})
+	if err := cl.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "goodbye") {
+		t.Fatalf("Run = %v", err)
+	}
+	s := cl.Status()
+	if s.Hello == nil || s.Hello.TimeBase != TimePollUS || s.Hello.Resolution != 250*time.Millisecond ||
+		s.Hello.ClockSource != "poll:250ms" || s.Gaps != 1 || s.Missed != 0 || s.Entries != 3 {
+		t.Fatalf("status %+v hello %+v", s, s.Hello)
+	}
+	if g := st.Gaps(0); len(g) != 1 || g[0].Missed != 0 || g[0].At != 2 {
+		t.Fatalf("gaps %+v", g)
+	}
+	// the first block is 1024 bytes, the second as requested (3000)
+	sum := st.Summary(0, 1<<62)
+	if sum.ActiveBytes != 4000 || sum.TotalFreeBytes != 2<<20-1024-3000 || sum.Blocks != 2 {
+		t.Fatalf("summary %+v", sum)
+	}
+}
+
+// Broken additions are decode errors naming the field.
+func TestWirePollingProducerErrors(t *testing.T) {
+	entry := func(flags byte, extra ...byte) []byte {
+		e := &enc{}
+		off := e.frame(frameEntries)
+		e.iv(0)
+		e.uv(0)
+		e.uv(1)
+		e.u8(0)     // alloc
+		e.uv(4096)  // addr
+		e.iv(100)   // size
+		e.uv(0)     // stream
+		e.iv(0)     // time
+		e.uv(0)     // frames
+		e.u8(flags) // flags
+		e.b = append(e.b, extra...)
+		e.end(off)
+		return e.b[5:]
+	}
+	for name, c := range map[string]struct {
+		p    []byte
+		want string
+	}{
+		"zero block size":  {entry(16, 0), "entry.block_size"},
+		"negative":         {entry(16, 1), "entry.block_size"},
+		"unknown flag bit": {entry(32), "entry.flags"},
+	} {
+		if _, _, _, _, err := decodeEntriesSized(c.p, nil, nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	e := &enc{}
+	encodeHello(e, &Hello{Version: ProtocolVersion, TimeBase: TimePollUS, ClockSource: "realtime"})
+	if _, err := decodeHello(e.b[5:]); err == nil || !strings.Contains(err.Error(), "clock") {
+		t.Errorf("poll time base without a resolution: %v", err)
+	}
+}

@@ -25,8 +25,12 @@ func ClientConn(s monitor.ClientStatus) (ConnState, string) {
 	}
 	switch s.State {
 	case monitor.StateConnected:
-		if s.Hello != nil {
-			return ConnConnected, fmt.Sprintf("pid %d@%s", s.Hello.PID, s.Hello.Host)
+		if h := s.Hello; h != nil {
+			d := fmt.Sprintf("pid %d@%s", h.PID, h.Host)
+			if h.TimeBase == monitor.TimePollUS { // times are when the producer saw the entries
+				d += " · times ≈" + h.Resolution.String()
+			}
+			return ConnConnected, d
 		}
 		return ConnConnected, ""
 	case monitor.StateConnecting:

@@ -107,7 +107,12 @@ func (m *Model) headerLines() []string {
 		if s.OOMs > 0 {
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
 		}
-		if d := m.dropped(); d > 0 {
+		switch d, holes := m.dropped(); {
+		case holes > 0 && d == 0:
+			warn = append(warn, th.Warn.Render("entries dropped"))
+		case holes > 0: // some holes of unknown size
+			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d+ entries dropped", d)))
+		case d > 0:
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
 		}
 		parts = append(warn, parts...)

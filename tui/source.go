@@ -65,15 +65,18 @@ func (m *Model) hbm() (string, bool) {
 	return fmt.Sprintf("HBM %s / %s", theme.Bytes(info.HBMUsed), theme.Bytes(info.HBMTotal)), true
 }
 
-// dropped is the number of entries the producer dropped on this device.
-func (m *Model) dropped() int64 {
+// dropped is the number of entries the producer dropped on this device,
+// and the number of holes of unknown size.
+func (m *Model) dropped() (n int64, holes int) {
 	g, ok := m.o.Source.(gapSource)
 	if !ok {
-		return 0
+		return 0, 0
 	}
-	var n int64
 	for _, r := range g.Gaps(m.dev) {
 		n += r.Missed
+		if r.Missed == 0 {
+			holes++
+		}
 	}
-	return n
+	return n, holes
 }

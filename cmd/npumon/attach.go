@@ -117,13 +117,25 @@ type attachSummaryJSON struct {
 	ProducerPID   int    `json:"producer_pid,omitempty"`
 	Received      uint64 `json:"received_entries"`
 	MissedEntries uint64 `json:"missed_entries"`
+	// Gaps counts the producer's GAP records, those of unknown size too
+	// (a ring buffer that wrapped between two polls); Resyncs the fresh
+	// snapshots that followed. TimeResolutionUS is set when the producer
+	// stamps entries with its poll time: they happened up to that long
+	// before their time.
+	Gaps             int   `json:"gaps,omitempty"`
+	Resyncs          int   `json:"resyncs,omitempty"`
+	TimeResolutionUS int64 `json:"time_resolution_us,omitempty"`
 }
 
 func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.ClientStatus) error {
 	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s), Connection: st.State.String(),
 		Received: st.Entries, MissedEntries: st.Missed}
+	out.Gaps, out.Resyncs = st.Gaps, st.Resyncs
 	if st.Hello != nil {
 		out.ProducerPID = st.Hello.PID
+		if st.Hello.TimeBase == monitor.TimePollUS {
+			out.TimeResolutionUS = st.Hello.Resolution.Microseconds()
+		}
 	}
 	return writeJSON(w, out)
 }

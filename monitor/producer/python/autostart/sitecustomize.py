@@ -1,0 +1,36 @@
+"""Start npumon_producer in every Python process that has NPUMON_PRODUCER=1,
+without touching the training script:
+
+    PYTHONPATH=<npumon>/monitor/producer/python/autostart:<npumon>/monitor/producer/python \
+    NPUMON_PRODUCER=1 python train.py ...
+
+Processes that never initialise a device (a launcher, data workers) keep an
+idle producer thread that serves nothing. Any other sitecustomize on the path
+still runs.
+"""
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+
+def _chain():
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is not None and spec.loader is not None:
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+
+
+try:
+    if os.environ.get("NPUMON_PRODUCER", "") not in ("", "0"):
+        import npumon_producer
+
+        npumon_producer.start()
+except Exception as e:  # never in the job's way
+    sys.stderr.write("npumon_producer: autostart: %s\n" % e)
+try:
+    _chain()
+except Exception as e:
+    sys.stderr.write("npumon_producer: autostart: another sitecustomize failed: %s\n" % e)

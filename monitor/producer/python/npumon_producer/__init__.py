@@ -1,0 +1,1024 @@
+"""npumon_producer: serve a torch_npu (or torch CUDA) job's caching-allocator
+trace to `npumon attach <pid>`, live.
+
+Enable it with one line in the training script::
+
+    import npumon_producer; npumon_producer.start()
+
+or without editing the script::
+
+    python -m npumon_producer [--interval 0.5] train.py ARGS...
+    NPUMON_PRODUCER=1 PYTHONPATH=.../python/autostart:.../python python train.py ARGS...
+
+It turns on the allocator's memory history
+(``torch_npu.npu.memory._record_memory_history`` or
+``torch.cuda.memory._record_memory_history``), polls ``_snapshot()`` on a
+background daemon thread, and serves npumon's live wire protocol
+(docs/protocol.md) on the socket ``npumon attach <pid>`` looks for. Standard
+library only; nothing it does raises into the training loop. See
+docs/producer.md.
+
+Environment (each overrides the default; start()'s arguments override them):
+  NPUMON_PRODUCER_INTERVAL     poll interval, seconds or a duration ("100ms")
+  NPUMON_PRODUCER_MAX_ENTRIES  ring buffer size passed to _record_memory_history
+  NPUMON_PRODUCER_ADDR         unix:/path, /path, tcp:host:port or :port
+  NPUMON_PRODUCER_BACKEND      npu or cuda (default: whichever torch_npu / torch is loaded)
+  NPUMON_PRODUCER_QUEUE        per-client queue bound, in trace entries
+  NPUMON_PRODUCER_STACKS       python (default), all, or none (no Python stacks)
+  NPUMON_PRODUCER_SNDBUF       kernel send buffer per client, bytes (default: the system's)
+"""
+
+import atexit
+import collections
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+
+from . import wire
+
+__all__ = ["start", "stop", "poll", "stats", "Producer"]
+
+DEFAULT_INTERVAL = 0.5
+DEFAULT_MAX_ENTRIES = 16384
+DEFAULT_QUEUE = 1 << 16
+HEARTBEAT_S = 1.0
+RESYNC_S = 1.0
+ANCHOR = 32  # trace entries that identify where the previous poll's trace ended
+MAX_FRAME_ENTRIES = 32768
+
+_lock = threading.Lock()
+_producer = None
+
+
+def _log(msg):
+    try:
+        sys.stderr.write("npumon_producer: %s\n" % msg)
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def _duration(v):
+    """Seconds from a number or a duration string (100ms, 2s, 500us)."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    s = str(v).strip()
+    for suffix, scale in (("ms", 1e-3), ("us", 1e-6), ("µs", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if s.endswith(suffix):
+            return float(s[: -len(suffix)]) * scale
+    return float(s)
+
+
+def default_socket_path(pid=None):
+    """The socket `npumon attach <pid>` dials: $XDG_RUNTIME_DIR/npumon/<pid>.sock,
+    else <tmp>/npumon-<uid>/<pid>.sock (the rules of monitor.DefaultSocketPath)."""
+    pid = os.getpid() if pid is None else pid
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        d = os.path.join(xdg, "npumon")
+    else:
+        d = os.path.join(os.environ.get("TMPDIR") or "/tmp", "npumon-%d" % os.getuid())
+    return os.path.join(d, "%d.sock" % pid)
+
+
+def parse_addr(s):
+    """(family, address) from an address as npumon's flags take it."""
+    if not s:
+        return "unix", default_socket_path()
+    if s.startswith("unix:"):
+        return "unix", s[5:]
+    if s.startswith("tcp:"):
+        s = s[4:]
+    elif "/" in s:
+        return "unix", s
+    host, _, port = s.rpartition(":")
+    return "tcp", (host or "127.0.0.1", int(port))
+
+
+def _key(e):
+    return (e.get("action"), e.get("addr", 0), e.get("size", 0), e.get("stream", 0), e.get("time_us"))
+
+
+def _workspace_prefix(trace):
+    """Number of leading entries torch_npu prepends on every _snapshot(): one
+    workspace_snapshot, segment_alloc, alloc triple per workspace block."""
+    i, n = 0, len(trace)
+    while i + 2 < n and trace[i].get("action") == "workspace_snapshot":
+        i += 3
+    return i
+
+
+def find_tail(anchor, trace, start=0):
+    """Index in trace of the first entry newer than the previous poll's, or
+    None when the previous poll's newest entries are no longer in trace (the
+    ring buffer wrapped past them: entries were lost).
+
+    anchor holds the keys of the previous trace's last entries (oldest
+    first). The trace is scanned from its newest entry backwards, so the
+    cost is proportional to the new entries, not to the ring size; the
+    match with the fewest new entries wins."""
+    n = len(trace)
+    if not anchor:
+        return start
+    last = anchor[-1]
+    k = len(anchor)
+    j = n - 1
+    while j >= start:
+        if _key(trace[j]) == last:
+            lo = j - k + 1
+            ok = True
+            # compare the anchor against what the ring still holds before j
+            for a in range(k - 2, -1, -1):
+                t = lo + a
+                if t < start:
+                    break
+                if _key(trace[t]) != anchor[a]:
+                    ok = False
+                    break
+            if ok:
+                return j + 1
+        j -= 1
+    return None
+
+
+def find_mark(trace, lo, active):
+    """Index of the newest `snapshot` entry of size active in trace[lo:]."""
+    for j in range(len(trace) - 1, lo - 1, -1):
+        e = trace[j]
+        if e.get("action") == "snapshot" and e.get("size") == active:
+            return j
+    return None
+
+
+def align(anchor, trace, lo, mark, max_race=4096):
+    """How many entries right before trace[mark] are newer than the previous
+    trace, whose last entries' keys are anchor; None when the ring no longer
+    holds any of them (it wrapped: entries were lost)."""
+    k = len(anchor)
+    if k == 0:
+        return mark - lo
+    for r in range(0, min(max_race, mark - lo) + 1):
+        end = mark - r
+        if end - 1 < lo:
+            break
+        ok = True
+        for a in range(k - 1, -1, -1):
+            t = end - k + a
+            if t < lo:
+                break
+            if _key(trace[t]) != anchor[a]:
+                ok = False
+                break
+        if ok:
+            return r
+    return None
+
+
+class _Stacks:
+    """Producer-wide stack table: frames lists to ids, ids defined once."""
+
+    def __init__(self, enabled=True):
+        self.enabled = enabled
+        self.ids = {}
+        self.defs = []  # (id, frames) in id order
+        self.new = []
+
+    def id_of(self, frames, cache):
+        if not frames or not self.enabled:
+            return 0
+        k = id(frames)
+        sid = cache.get(k)
+        if sid is not None:
+            return sid
+        key = tuple((str(f.get("filename", "")), int(f.get("line", 0) or 0), str(f.get("name", ""))) for f in frames)
+        sid = self.ids.get(key)
+        if sid is None:
+            sid = len(self.defs) + 1
+            self.ids[key] = sid
+            self.defs.append((sid, key))
+            self.new.append((sid, key))
+        cache[k] = sid
+        return sid
+
+
+def _block_frames(blk):
+    fr = blk.get("frames")
+    if fr is None:
+        h = blk.get("history")
+        if h:
+            fr = h[0].get("frames")
+    return fr
+
+
+def _requested(blk):
+    r = blk.get("requested_size")
+    if r is None:
+        h = blk.get("history")
+        if h and "real_size" in h[0]:
+            return int(h[0]["real_size"])
+        return int(blk.get("size", 0))
+    return int(r)
+
+
+def encode_snapshot(b, segs, resume, stacks, cache):
+    """A SNAPSHOT frame: segs (torch segment dicts, any devices), resume
+    {device: seq}."""
+    off = wire.begin(b, wire.SNAPSHOT)
+    wire.uv(b, len(segs))
+    for s in segs:
+        wire.iv(b, int(s.get("device", 0)))
+        addr = int(s.get("address", 0))
+        wire.uv(b, addr)
+        wire.iv(b, int(s.get("total_size", 0)))
+        wire.uv(b, int(s.get("stream", 0)))
+        pool = s.get("segment_pool_id")
+        flags = (s.get("segment_type") == "large") | bool(s.get("is_expandable")) << 1 | (pool is not None) << 2
+        b.append(flags)
+        if pool is not None:
+            wire.iv(b, int(pool[0]))
+            wire.iv(b, int(pool[1]))
+        wire.uv(b, stacks.id_of(s.get("frames"), cache))
+        blocks = s.get("blocks") or []
+        wire.uv(b, len(blocks))
+        at = addr
+        for blk in blocks:
+            ba = blk.get("address")
+            ba = at if ba is None else int(ba)
+            size = int(blk.get("size", 0))
+            at = ba + size
+            wire.uv(b, ba)
+            wire.iv(b, size)
+            wire.iv(b, _requested(blk))
+            b.append(wire.STATES.get(blk.get("state"), 0))
+            wire.uv(b, stacks.id_of(_block_frames(blk), cache))
+    wire.uv(b, len(resume))
+    for d, r in sorted(resume.items()):
+        wire.iv(b, d)
+        wire.uv(b, r)
+    wire.end(b, off)
+
+
+_PREFIX_CACHE = {}
+
+
+def _prefix(key):
+    """Encoded action, addr, size and stream of an entry (cached: a training
+    loop repeats the same few thousand)."""
+    b = _PREFIX_CACHE.get(key)
+    if b is None:
+        act, addr, size, stream = key
+        out = bytearray()
+        code = wire.ACTIONS.get(act)
+        if code is None:
+            out.append(wire.ACTION_BY_NAME)
+            wire.string(out, str(act))
+        else:
+            out.append(code)
+        wire.uv(out, int(addr or 0))
+        wire.iv(out, int(size or 0))
+        wire.uv(out, int(stream or 0))
+        b = bytes(out)
+        if len(_PREFIX_CACHE) >= 1 << 16:
+            _PREFIX_CACHE.clear()
+        _PREFIX_CACHE[key] = b
+    return b
+
+
+def encode_entries(b, device, first, entries, stamp_us, stacks, cache, block_sizes=None):
+    """ENTRIES frames for entries (torch trace dicts) numbered from first.
+    Entries without time_us get stamp_us. block_sizes: {index: size}."""
+    uv, iv, small = wire.uv, wire.iv, wire._SMALL
+    id_of = stacks.id_of
+    i0 = 0
+    while i0 < len(entries):
+        chunk = entries[i0:i0 + MAX_FRAME_ENTRIES]
+        off = wire.begin(b, wire.ENTRIES)
+        iv(b, device)
+        uv(b, first + i0)
+        uv(b, len(chunk))
+        last = 0
+        for i, e in enumerate(chunk, i0):
+            get = e.get
+            b += _prefix((get("action"), get("addr", 0), get("size", 0), get("stream", 0)))
+            t = get("time_us")
+            if t is None:
+                t = stamp_us
+            d = t - last
+            if 0 <= d < 64:
+                b += small[d << 1]
+            else:
+                iv(b, d)
+            last = t
+            sid = id_of(get("frames"), cache)
+            if sid < 128:
+                b += small[sid]
+            else:
+                uv(b, sid)
+            pool = get("pool_id")
+            cc = get("compile_context")
+            um = get("user_metadata")
+            df = get("device_free")
+            bs = block_sizes.get(i, 0) if block_sizes else 0
+            if pool is None and not cc and not um and not df and not bs:
+                b += small[0]
+                continue
+            b.append((pool is not None) | bool(cc) << 1 | bool(um) << 2 | bool(df) << 3 | (bs > 0) << 4)
+            if pool is not None:
+                iv(b, int(pool[0]))
+                iv(b, int(pool[1]))
+            if cc:
+                wire.string(b, cc)
+            if um:
+                wire.string(b, um)
+            if df:
+                iv(b, int(df))
+            if bs > 0:
+                iv(b, bs)
+        wire.end(b, off)
+        i0 += len(chunk)
+
+
+def _block_sizes(entries, segs):
+    """{index: block size} for the alloc entries whose block is still live in
+    segs: the newest alloc/free event at a live block's address settles it."""
+    live = {}
+    for s in segs:
+        at = int(s.get("address", 0))
+        for blk in s.get("blocks") or []:
+            ba = blk.get("address")
+            ba = at if ba is None else int(ba)
+            size = int(blk.get("size", 0))
+            at = ba + size
+            if blk.get("state") != "inactive":
+                live[ba] = size
+    out = {}
+    if not live:
+        return out
+    for i in range(len(entries) - 1, -1, -1):
+        e = entries[i]
+        a = e.get("action")
+        if a in ("alloc", "free_completed", "free", "free_requested"):
+            addr = e.get("addr", 0)
+            size = live.pop(addr, None)
+            if size is not None and a == "alloc":
+                out[i] = size
+            elif size is not None and a == "free_requested":
+                live[addr] = size  # still the same block (pending free)
+            if not live:
+                break
+    return out
+
+
+class _Dev:
+    """Per-device trace bookkeeping."""
+
+    def __init__(self, dev):
+        self.dev = dev
+        self.seq = 0  # number of the next entry
+        self.anchor = []  # keys of the last entries of the previous trace
+        self.ws = None  # keys of the workspace prefix
+        self.pending = None  # (segs, active bytes) of the last poll: its snapshot entry not seen yet
+        self.sealed = None  # (segs, resume): a state with the exact number of the first entry it lacks
+        self.buffer = collections.deque()  # (first, count, frame bytes) published since sealed's resume
+        self.buffered = 0
+        self.need_resync = False
+        self.unsealed_polls = 0
+
+
+class _Client:
+    """One client: a bounded queue drained by its own writer thread, so a
+    slow reader never blocks the poll thread (docs/protocol.md, producer
+    rules). Queue items are (bytes, entries); entries -1 marks the BYE."""
+
+    def __init__(self, producer, sock, limit):
+        self.p = producer
+        self.sock = sock
+        self.limit = limit
+        self.cv = threading.Condition()
+        self.q = collections.deque()
+        self.qn = 0
+        self.lagging = False
+        self.drop_from = {}  # device -> first sequence number not delivered
+        self.dropped = 0
+        self.last_resync = 0.0
+        self.closed = False
+        self.thread = threading.Thread(target=self._run, name="npumon-producer-client", daemon=True)
+
+    def push(self, data, entries=0, device=None, first=0, droppable=True):
+        with self.cv:
+            if self.closed:
+                return
+            if entries > 0 and self.lagging:
+                self.dropped += entries
+                return
+            if entries > 0 and self.qn > 0 and self.qn + entries > self.limit:
+                # (a batch bigger than the bound still enters an empty queue:
+                # a client that keeps up is never starved by one big poll)
+                self.lagging = True
+                self.drop_from.setdefault(device, first)
+                self.dropped += entries
+                self.cv.notify()
+                return
+            if entries == 0 and self.lagging and droppable:
+                return  # a resync follows; GAPs and SNAPSHOTs before it are moot
+            self.q.append((data, entries))
+            if entries > 0:
+                self.qn += entries
+            self.cv.notify()
+
+    def close(self):
+        with self.cv:
+            self.closed = True
+            self.cv.notify()
+
+    def _run(self):
+        sock = self.sock
+        try:
+            while True:
+                with self.cv:
+                    while not self.q and not self.closed and not (self.lagging and self._may_resync()):
+                        self.cv.wait(0.25)
+                    items = list(self.q)
+                    self.q.clear()
+                    self.qn = 0
+                    lagging, closed = self.lagging, self.closed
+                bye = [d for d, n in items if n < 0]
+                data = b"".join(d for d, n in items if n >= 0)
+                if data:
+                    sock.sendall(data)
+                if lagging and (bye or closed or self._may_resync()):
+                    sock.sendall(self.p._resync(self))
+                if bye:
+                    sock.sendall(b"".join(bye))
+                    return
+                if closed and not items:
+                    return
+        except Exception:
+            pass
+        finally:
+            self.p._drop_client(self)
+            try:
+                sock.close()
+            except Exception:
+                pass
+
+    def _may_resync(self):
+        return time.monotonic() - self.last_resync >= RESYNC_S
+
+
+class Producer:
+    """One process's producer. Use start() / stop(); the methods never raise."""
+
+    def __init__(self, interval=None, max_entries=None, address=None, backend=None, record=True,
+                 queue_entries=None, stacks=None):
+        env = os.environ.get
+        self.interval = _duration(interval if interval is not None else env("NPUMON_PRODUCER_INTERVAL", DEFAULT_INTERVAL))
+        if self.interval <= 0:
+            self.interval = DEFAULT_INTERVAL
+        self.max_entries = int(max_entries if max_entries is not None else env("NPUMON_PRODUCER_MAX_ENTRIES", DEFAULT_MAX_ENTRIES))
+        self.address = address if address is not None else env("NPUMON_PRODUCER_ADDR", "")
+        self.backend = backend or env("NPUMON_PRODUCER_BACKEND", "")
+        self.record = record
+        self.queue = int(queue_entries if queue_entries is not None else env("NPUMON_PRODUCER_QUEUE", DEFAULT_QUEUE))
+        self.stack_mode = stacks or env("NPUMON_PRODUCER_STACKS", "python")
+        self.pid = os.getpid()
+        self.start_us = int(time.time() * 1e6)
+        self._mu = threading.RLock()
+        self._stacks = _Stacks(self.stack_mode != "none")
+        self._devs = {}
+        self._used = set()  # devices the job has memory on: the only ones asked for HBM figures
+        self._clients = []
+        self._mem = None
+        self._time_base = wire.TIME_POLL_US
+        self._devinfo = []
+        self._settings = None
+        self._listener = None
+        self._path = None
+        self._stop = threading.Event()
+        self._thread = None
+        self._serving = threading.Event()
+        self._failures = 0
+        self._forked = False
+        self.polls = 0
+        self.poll_s = 0.0  # time spent in _snapshot()
+        self.work_s = 0.0  # time spent on everything else of a poll
+        self.published = 0
+        self.overflows = 0
+        self.errors = 0
+
+    # ---- lifecycle ----
+
+    def start(self):
+        self._thread = threading.Thread(target=self._loop, name="npumon-producer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout=2.0):
+        if self._forked:
+            return
+        if self._stop.is_set():
+            return
+        try:
+            if self._serving.is_set():
+                with self._mu:
+                    try:
+                        self._poll_locked()
+                    except Exception as e:
+                        self._error("final poll", e)
+        finally:
+            self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self._shutdown(timeout)
+
+    def _shutdown(self, timeout):
+        with self._mu:
+            clients = list(self._clients)
+            b = bytearray()
+            wire.bye(b, "producer exiting")
+            for c in clients:
+                c.push(bytes(b), -1, droppable=False)
+                c.close()
+            ln, self._listener = self._listener, None
+        if ln is not None:
+            try:
+                ln.close()
+            except Exception:
+                pass
+        deadline = time.monotonic() + timeout
+        for c in clients:
+            c.thread.join(max(0.0, deadline - time.monotonic()))
+            try:
+                c.sock.close()
+            except Exception:
+                pass
+        if self._path:
+            try:
+                os.unlink(self._path)
+            except OSError:
+                pass
+            self._path = None
+
+    def _error(self, what, e):
+        self.errors += 1
+        if self.errors <= 5:
+            _log("%s: %s: %s" % (what, type(e).__name__, e))
+
+    # ---- backend ----
+
+    def _find_backend(self):
+        """The memory module once the job's torch_npu / torch device is
+        initialised (the producer never initialises a device itself)."""
+        want = self.backend
+        if want in ("", "npu"):
+            tn = sys.modules.get("torch_npu")
+            if tn is not None:
+                # the job may still be importing it: wait for is_initialized
+                npu = getattr(tn, "npu", None)
+                init = getattr(npu, "is_initialized", None)
+                if init is not None and init():
+                    import torch_npu.npu.memory as mem  # noqa: F401
+                    self._time_base = wire.TIME_POLL_US
+                    self._conf_key = "PYTORCH_NPU_ALLOC_CONF"
+                    self._npu = npu
+                    return sys.modules["torch_npu.npu.memory"]
+        if want in ("", "cuda"):
+            t = sys.modules.get("torch")
+            cuda = getattr(t, "cuda", None) if t is not None else None
+            if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+                import torch.cuda.memory as mem  # noqa: F401
+                # torch >= 2.2 records time_us itself
+                ver = str(getattr(t, "__version__", "0.0")).split(".")
+                try:
+                    new = (int(ver[0]), int(ver[1].split("+")[0])) >= (2, 2)
+                except (ValueError, IndexError):
+                    new = False
+                self._time_base = wire.TIME_EPOCH_US if new else wire.TIME_POLL_US
+                self._conf_key = "PYTORCH_CUDA_ALLOC_CONF"
+                self._npu = cuda
+                return sys.modules["torch.cuda.memory"]
+        return None
+
+    def _enable(self):
+        if not self.record:
+            return
+        stacks = "python" if self.stack_mode in ("python", "none") else "all"
+        context = None if self.stack_mode == "none" else "all"
+        self._mem._record_memory_history(enabled="all", context=context, stacks=stacks, max_entries=self.max_entries)
+
+    def _devices(self, devs):
+        out = []
+        mod = self._npu
+        for d in sorted(devs):
+            name, total, used = "", 0, 0
+            try:
+                name = str(mod.get_device_name(d))
+            except Exception:
+                pass
+            try:
+                free, total = mod.mem_get_info(d)
+                used = total - free
+            except Exception:
+                pass
+            out.append((d, name, int(total), int(used), 0))
+        return out
+
+    # ---- the poll thread ----
+
+    def _loop(self):
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._mem = self._find_backend()
+                except Exception as e:
+                    self._error("backend", e)
+                    return
+                if self._mem is not None:
+                    break
+                self._stop.wait(min(self.interval, 0.05))
+            if self._stop.is_set():
+                return
+            ln = self._bind()  # before recording anything: another producer may be serving there
+            self._enable()
+            with self._mu:
+                self._poll_locked()  # the first state and where its trace ends
+                self._poll_locked()  # seals it: finds its snapshot entry
+                # only devices the job uses: asking another one would create a context on it
+                self._devinfo = self._devices(self._used)
+            threading.Thread(target=self._accept, args=(ln,), name="npumon-producer-accept", daemon=True).start()
+            self._serving.set()
+            last_hb = time.monotonic()
+            while not self._stop.wait(self.interval):
+                try:
+                    with self._mu:
+                        if self._stop.is_set():
+                            break
+                        self._poll_locked()
+                    self._failures = 0
+                except Exception as e:
+                    self._failures += 1
+                    self._error("poll", e)
+                    if self._failures >= 10:
+                        _log("giving up after 10 failed polls")
+                        break
+                if time.monotonic() - last_hb >= HEARTBEAT_S:
+                    last_hb = time.monotonic()
+                    self._heartbeat()
+        except Exception as e:
+            self._error("producer thread", e)
+
+    def poll(self):
+        """Poll now (from any thread); False when not serving yet."""
+        if not self._serving.is_set() or self._stop.is_set():
+            return False
+        try:
+            with self._mu:
+                self._poll_locked()
+            return True
+        except Exception as e:
+            self._error("poll", e)
+            return False
+
+    def _poll_locked(self):
+        t0 = time.perf_counter()
+        stamp = int(time.time() * 1e6)
+        snap = self._mem._snapshot()
+        t1 = time.perf_counter()
+        if isinstance(snap, list):  # memory_snapshot() form: no traces
+            snap = {"segments": snap, "device_traces": []}
+        segs = snap.get("segments") or []
+        traces = snap.get("device_traces") or []
+        if self._settings is None and isinstance(snap.get("allocator_settings"), dict):
+            self._settings = dict(snap["allocator_settings"], conf_key=self._conf_key)
+        by_dev = {}
+        for s in segs:
+            by_dev.setdefault(int(s.get("device", 0)), []).append(s)
+        devs = set(by_dev)
+        self._used |= devs
+        for d, t in enumerate(traces):
+            if t:
+                devs.add(d)
+        cache = {}
+        for d in sorted(devs | set(self._devs)):
+            trace = traces[d] if d < len(traces) else []
+            self._poll_dev(d, trace, by_dev.get(d, []), stamp, cache)
+        self.polls += 1
+        self.poll_s += t1 - t0
+        self.work_s += time.perf_counter() - t1
+        return snap
+
+    def _broadcast(self, data, entries=0, device=None, first=0, droppable=True):
+        for c in self._clients:
+            c.push(data, entries, device, first, droppable)
+
+    def _stacks_frame(self):
+        if not self._stacks.new:
+            return
+        b = bytearray()
+        wire.stacks(b, self._stacks.new)
+        self._stacks.new = []
+        self._broadcast(bytes(b), droppable=False)
+
+    def _publish(self, dev, entries, stamp, cache, segs):
+        if not entries:
+            return
+        sizes = _block_sizes(entries, segs) if segs else None
+        b = bytearray()
+        encode_entries(b, dev.dev, dev.seq, entries, stamp, self._stacks, cache, sizes)
+        self._stacks_frame()
+        data = bytes(b)
+        first = dev.seq
+        dev.seq += len(entries)
+        self.published += len(entries)
+        self._broadcast(data, len(entries), dev.dev, first)
+        dev.buffer.append((first, len(entries), data))
+        dev.buffered += len(entries)
+
+    def _seal(self, dev, segs, resume):
+        dev.sealed = (segs, resume)
+        while dev.buffer and dev.buffer[0][0] < resume:
+            _, n, _ = dev.buffer.popleft()
+            dev.buffered -= n
+        dev.unsealed_polls = 0
+
+    def _resync_frame(self, dev, cache):
+        segs, resume = dev.sealed
+        b = bytearray()
+        encode_snapshot(b, segs, {dev.dev: resume}, self._stacks, cache)
+        self._stacks_frame()
+        self._broadcast(bytes(b))
+
+    def _poll_dev(self, d, trace, segs, stamp, cache):
+        dev = self._devs.get(d)
+        first_poll = dev is None
+        if first_poll:
+            dev = self._devs[d] = _Dev(d)
+        ws = _workspace_prefix(trace)
+        wskeys = [_key(e) for e in trace[:ws]]
+        if dev.ws is not None and wskeys != dev.ws:
+            dev.need_resync = True  # torch_npu's workspace changed: not in the trace
+        dev.ws = wskeys
+        active = 0
+        for s in segs:
+            active += int(s.get("active_size", 0))
+        n = len(trace)
+        anchor = dev.anchor
+        dev.anchor = [_key(e) for e in trace[max(ws, n - ANCHOR):]]
+        pending, dev.pending = dev.pending, (segs, active)
+        if first_poll:
+            # entries before the first snapshot are in its state: not published
+            if n == ws:
+                self._seal(dev, segs, 0)
+            return
+        # The last poll's own `snapshot` entry, recorded right after its
+        # segments under the allocator's lock: that state reflects exactly
+        # the entries before it. Newer entries follow it; entries recorded
+        # between the last poll's trace and its segments precede it.
+        mark = find_mark(trace, ws, pending[1]) if pending is not None else None
+        if mark is not None:
+            race = align(anchor, trace, ws, mark)
+            if race is None:
+                # the ring wrapped past the last poll's entries: an unknown number is lost
+                self._overflow(dev)
+                start = ws
+            else:
+                start = mark - race
+            self._publish(dev, trace[start:mark], stamp, cache, None)
+            self._seal(dev, pending[0], dev.seq)
+            if dev.need_resync:
+                self._resync_frame(dev, cache)
+                dev.need_resync = False
+            self._publish(dev, trace[mark:], stamp, cache, segs)
+            return
+        if n - ws >= self.max_entries > 0 or (anchor and n > ws and find_tail(anchor, trace, ws) is None):
+            # a full ring without the last poll's snapshot entry: it wrapped
+            # past it. The newest state, exact up to entries racing the
+            # snapshot call, repairs the clients at once.
+            self._overflow(dev)
+            self._publish(dev, trace[ws:], stamp, cache, segs)
+            self._seal(dev, segs, dev.seq)
+            self._resync_frame(dev, cache)
+            dev.need_resync = False
+            return
+        # no snapshot entries (history switched off, or state only): follow
+        # the ring by its last entries, and serve the newest state, exact up
+        # to entries racing the snapshot call
+        start = find_tail(anchor, trace, ws) if anchor else ws
+        self._publish(dev, trace[start:], stamp, cache, segs)
+        self._seal(dev, segs, dev.seq)
+        if dev.need_resync:
+            self._resync_frame(dev, cache)
+            dev.need_resync = False
+
+    def _overflow(self, dev):
+        self.overflows += 1
+        b = bytearray()
+        wire.gap(b, dev.dev, 0, dev.seq)
+        self._broadcast(bytes(b))
+        dev.need_resync = True
+
+    def _heartbeat(self):
+        try:
+            with self._mu:
+                if not self._clients:
+                    return
+                devs = self._devices(self._used) if self._devinfo else []
+                b = bytearray()
+                wire.heartbeat(b, int(time.time() * 1e6), devs)
+                self._broadcast(bytes(b), droppable=False)
+        except Exception as e:
+            self._error("heartbeat", e)
+
+    # ---- serving ----
+
+    def _bind(self):
+        """The listening socket (clients wait in its backlog until the first
+        state is ready)."""
+        fam, addr = parse_addr(self.address)
+        if fam == "unix":
+            d = os.path.dirname(addr)
+            if d:
+                os.makedirs(d, 0o700, exist_ok=True)
+            if os.path.exists(addr):
+                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                probe.settimeout(0.2)
+                try:
+                    probe.connect(addr)
+                    live = True
+                except OSError:
+                    live = False
+                finally:
+                    probe.close()
+                if live:
+                    raise RuntimeError("another producer is serving on %s" % addr)
+                os.unlink(addr)
+            ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            ln.bind(addr)
+            os.chmod(addr, 0o600)
+            self._path = addr
+        else:
+            ln = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET, socket.SOCK_STREAM)
+            ln.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            ln.bind(addr)
+        ln.listen(16)
+        self._listener = ln
+        return ln
+
+    def _accept(self, ln):
+        while not self._stop.is_set():
+            try:
+                conn, _ = ln.accept()
+            except Exception:
+                if self._stop.is_set() or self._listener is None:
+                    return
+                time.sleep(0.05)
+                continue
+            try:
+                self._join(conn)
+            except Exception as e:
+                self._error("client", e)
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+
+    def _hello(self):
+        b = bytearray()
+        clock = "poll:%dus" % int(round(self.interval * 1e6)) if self._time_base == wire.TIME_POLL_US else "realtime"
+        wire.hello(b, self.pid, platform.node(), self.start_us, int(time.time() * 1e6), clock, self._time_base,
+                   self._devinfo, self._settings)
+        return b
+
+    def _state(self, b, cache):
+        """STACKS, SNAPSHOT and the entries since it, for a joining client."""
+        segs, resume = [], {}
+        for d in sorted(self._devs):
+            dev = self._devs[d]
+            if dev.sealed is not None:
+                segs.extend(dev.sealed[0])
+                resume[d] = dev.sealed[1]
+        snap = bytearray()
+        encode_snapshot(snap, segs, resume, self._stacks, cache)
+        self._stacks.new = []  # the joining client gets every definition below; others at the next publish
+        if self._stacks.defs:
+            wire.stacks(b, self._stacks.defs)
+        b += snap
+        n = 0
+        for d in sorted(self._devs):
+            for _, cnt, data in self._devs[d].buffer:
+                b += data
+                n += cnt
+        return n
+
+    def _join(self, conn):
+        sndbuf = int(os.environ.get("NPUMON_PRODUCER_SNDBUF", "0") or 0)
+        if sndbuf > 0:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        c = _Client(self, conn, self.queue)
+        with self._mu:
+            b = self._hello()
+            self._state(b, {})
+            c.q.append((bytes(b), 0))
+            self._clients.append(c)
+        c.thread.start()
+        # a client never sends anything: bytes or EOF end its session
+        threading.Thread(target=self._watch, args=(c,), name="npumon-producer-watch", daemon=True).start()
+
+    def _watch(self, c):
+        try:
+            c.sock.recv(1)
+        except Exception:
+            pass
+        c.close()
+        try:
+            c.sock.shutdown(socket.SHUT_RDWR)
+        except Exception:
+            pass
+
+    def _drop_client(self, c):
+        with self._mu:
+            if c in self._clients:
+                self._clients.remove(c)
+
+    def _resync(self, c):
+        """The bytes that repair a client that fell behind: a GAP for what it
+        missed, a fresh SNAPSHOT and the entries since."""
+        with self._mu:
+            b = bytearray()
+            for d, first in sorted(c.drop_from.items()):
+                dev = self._devs.get(d)
+                if dev is not None and dev.sealed is not None and dev.sealed[1] > first:
+                    wire.gap(b, d, dev.sealed[1] - first, dev.sealed[1])
+            self._state(b, {})
+            with c.cv:
+                c.lagging = False
+                c.drop_from = {}
+                c.last_resync = time.monotonic()
+            return bytes(b)
+
+    def stats(self):
+        return {"polls": self.polls, "snapshot_s": self.poll_s, "work_s": self.work_s, "published": self.published,
+                "overflows": self.overflows, "clients": len(self._clients), "errors": self.errors,
+                "serving": self._serving.is_set(), "socket": self._path}
+
+
+def start(interval=None, max_entries=None, address=None, backend=None, record=True, queue_entries=None, stacks=None):
+    """Start serving this process's allocator trace; returns the Producer, or
+    None when it could not start (the reason goes to stderr). Never raises.
+    The first call wins; later calls return the running producer."""
+    global _producer
+    try:
+        with _lock:
+            if _producer is not None:
+                return _producer
+            p = Producer(interval, max_entries, address, backend, record, queue_entries, stacks)
+            p.start()
+            _producer = p
+            atexit.register(stop)
+            return p
+    except Exception as e:
+        _log("not started: %s: %s" % (type(e).__name__, e))
+        return None
+
+
+def stop(timeout=2.0):
+    """Take a last poll, say BYE to clients, remove the socket. Never raises."""
+    global _producer
+    try:
+        with _lock:
+            p, _producer = _producer, None
+        if p is not None:
+            p.stop(timeout)
+    except Exception as e:
+        _log("stop: %s: %s" % (type(e).__name__, e))
+
+
+def poll():
+    """Poll the allocator now instead of waiting for the interval."""
+    p = _producer
+    return p.poll() if p is not None else False
+
+
+def stats():
+    """Counters of the running producer (empty when none)."""
+    p = _producer
+    try:
+        return p.stats() if p is not None else {}
+    except Exception:
+        return {}
+
+
+def _after_fork():
+    # a forked child (a DataLoader worker) has no producer threads and must
+    # not remove the parent's socket at exit
+    global _producer
+    p = _producer
+    if p is not None:
+        p._forked = True
+    _producer = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -1,0 +1,126 @@
+"""Unit tests of npumon_producer (run by `make test` through cmd/npumon's
+TestProducerPython)."""
+import unittest
+
+import npumon_producer as p
+from npumon_producer import wire
+
+
+def ev(action, addr=0, size=0, **kw):
+    e = {"action": action, "addr": addr, "size": size, "stream": 7}
+    e.update(kw)
+    return e
+
+
+
+class TestTail(unittest.TestCase):
+    def test_mark_and_race(self):
+        prev = [ev("alloc", 16 * i, 100) for i in range(10)]
+        anchor = [p._key(e) for e in prev[-p.ANCHOR:]]
+        race = [ev("alloc", 999, 5)]
+        mark = ev("snapshot", 0, 12345)
+        new = [ev("free_completed", 16, 100)]
+        trace = prev + race + [mark] + new + [ev("snapshot", 0, 12245)]
+        m = p.find_mark(trace, 0, 12345)
+        self.assertEqual(m, 11)
+        self.assertEqual(p.align(anchor, trace, 0, m), 1)
+
+    def test_ring_wrapped_but_anchor_left(self):
+        # the ring keeps only the last 4 of the previous entries
+        prev = [ev("alloc", 16 * i, 100) for i in range(10)]
+        anchor = [p._key(e) for e in prev]
+        trace = prev[6:] + [ev("snapshot", 0, 1)] + [ev("alloc", 5000 + i, 1) for i in range(3)]
+        self.assertEqual(p.align(anchor, trace, 0, 4), 0)
+
+    def test_ring_wrapped_past_everything(self):
+        prev = [ev("alloc", 16 * i, 100) for i in range(10)]
+        anchor = [p._key(e) for e in prev]
+        trace = [ev("snapshot", 0, 1)] + [ev("alloc", 5000 + i, 1) for i in range(3)]
+        self.assertIsNone(p.align(anchor, trace, 0, 0))
+
+    def test_periodic_workload_is_cut_at_the_mark(self):
+        # a training loop repeats the same entries; the poll's own snapshot
+        # entry tells the copies apart
+        step = [ev("alloc", 64, 10), ev("alloc", 128, 10), ev("free_completed", 64, 10), ev("free_completed", 128, 10)]
+        prev = step * 5
+        anchor = [p._key(e) for e in prev[-p.ANCHOR:]]
+        trace = prev + [ev("snapshot", 0, 0)] + step * 3
+        m = p.find_mark(trace, 0, 0)
+        self.assertEqual((m, p.align(anchor, trace, 0, m)), (20, 0))
+
+    def test_find_tail_without_marks(self):
+        prev = [ev("alloc", i, 1, time_us=i) for i in range(50)]
+        anchor = [p._key(e) for e in prev[-p.ANCHOR:]]
+        trace = prev[20:] + [ev("alloc", 100 + i, 1, time_us=100 + i) for i in range(5)]
+        self.assertEqual(p.find_tail(anchor, trace), 30)
+        self.assertIsNone(p.find_tail(anchor, [ev("alloc", 1000, 1, time_us=1000)]))
+
+    def test_workspace_prefix(self):
+        t = [ev("workspace_snapshot", 1, 2), ev("segment_alloc", 1, 2), ev("alloc", 1, 2), ev("alloc", 9, 1)]
+        self.assertEqual(p._workspace_prefix(t), 3)
+        self.assertEqual(p._workspace_prefix(t[3:]), 0)
+
+    def test_block_sizes(self):
+        segs = [{"address": 0, "total_size": 4096, "blocks": [
+            {"size": 1024, "requested_size": 1000, "state": "active_allocated"},
+            {"size": 3072, "requested_size": 0, "state": "inactive"}]}]
+        ents = [ev("alloc", 0, 900), ev("free_completed", 0, 900), ev("alloc", 0, 1000), ev("alloc", 1024, 10),
+                ev("free_completed", 1024, 10)]
+        self.assertEqual(p._block_sizes(ents, segs), {2: 1024})
+
+
+class TestWire(unittest.TestCase):
+    def test_doc_example(self):
+        # docs/protocol.md, "Example": HELLO for pid 4242 on n1, then an empty SNAPSHOT
+        b = bytearray()
+        wire.hello(b, 4242, "n1", 0, 0, "realtime", 0, [])
+        p.encode_snapshot(b, [], {}, p._Stacks(), {})
+        want = bytes.fromhex("1c00000001 4e50554d4f4e 0100 9221 026e31 00 00 087265616c74696d65 00 00 00"
+                             " 0300000003 00 00".replace(" ", ""))
+        self.assertEqual(bytes(b), want)
+
+    def test_varints(self):
+        for v, h in [(0, "00"), (-1, "01"), (1, "02"), (300, "d804"), (-(2 ** 63), "ffffffffffffffffff01")]:
+            b = bytearray()
+            wire.iv(b, v)
+            self.assertEqual(b.hex(), h)
+        b = bytearray()
+        wire.uv(b, 2 ** 64 - 1)
+        self.assertEqual(b.hex(), "ffffffffffffffffff01")
+
+
+class BrokenMemory:
+    def _record_memory_history(self, **kw):
+        raise RuntimeError("no device")
+
+    def _snapshot(self):
+        raise RuntimeError("no device")
+
+
+class TestNeverRaises(unittest.TestCase):
+    def test_broken_backend(self):
+        prod = p.Producer(interval=0.01, address="unix:/nonexistent-dir/x/y.sock")
+        prod._find_backend = lambda: BrokenMemory()
+        prod.start()
+        prod._thread.join(2)
+        self.assertFalse(prod._thread.is_alive())
+        self.assertGreaterEqual(prod.errors, 1)
+        self.assertFalse(prod.poll())
+        prod.stop()
+        prod.stop()
+
+    def test_module_functions(self):
+        self.assertEqual(p.stats(), {})
+        self.assertFalse(p.poll())
+        p.stop()
+
+    def test_addresses(self):
+        self.assertEqual(p.parse_addr("unix:/a/b.sock"), ("unix", "/a/b.sock"))
+        self.assertEqual(p.parse_addr(":7787"), ("tcp", ("127.0.0.1", 7787)))
+        self.assertEqual(p.parse_addr("tcp:h:1"), ("tcp", ("h", 1)))
+        self.assertEqual(p._duration("100ms"), 0.1)
+        self.assertEqual(p._duration("2"), 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
