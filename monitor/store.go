@@ -702,22 +702,26 @@ func (s *Store) Ops(t0, t1 int64) []Op {
 	return out
 }
 
-// OpAt returns the innermost non-step op running at t (StartUS ≤ t < EndUS).
+// OpAt returns the op an entry at time t is attributed to: the innermost
+// non-step op whose interval contains t, ends included (replay.InnermostOp,
+// docs/timeline.md "Op attribution").
 func (s *Store) OpAt(t int64) (Op, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	i := sort.Search(len(s.ops), func(i int) bool { return s.opMaxEnd[i] > t })
-	var best Op
-	found := false
-	for ; i < len(s.ops) && s.ops[i].StartUS <= t; i++ {
-		o := s.ops[i]
-		if o.IsStep || o.EndUS <= t {
-			continue
-		}
-		// later start is more inner; equal start: shorter is inner
-		if !found || o.StartUS > best.StartUS || (o.StartUS == best.StartUS && o.EndUS < best.EndUS) {
-			best, found = o, true
-		}
+	if i := replay.InnermostOp(opTable{s.ops, s.opMaxEnd}, t); i >= 0 {
+		return s.ops[i], true
 	}
-	return best, found
+	return Op{}, false
 }
+
+// opTable is the Store's ops as replay.InnermostOp searches them.
+type opTable struct {
+	ops    []Op
+	maxEnd []int64
+}
+
+func (t opTable) Len() int           { return len(t.ops) }
+func (t opTable) Start(i int) int64  { return t.ops[i].StartUS }
+func (t opTable) End(i int) int64    { return t.ops[i].EndUS }
+func (t opTable) MaxEnd(i int) int64 { return t.maxEnd[i] }
+func (t opTable) Skip(i int) bool    { return t.ops[i].IsStep }

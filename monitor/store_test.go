@@ -379,6 +379,18 @@ func TestStoreOps(t *testing.T) {
 	if _, ok := st.OpAt(450); ok {
 		t.Fatal("OpAt(450) found an op outside every non-step op")
 	}
+	// ends are included: an entry at an op's last microsecond is its
+	if o, ok := st.OpAt(520); !ok || o.Name != "aten::add" {
+		t.Fatalf("OpAt(520) = %+v %v, want aten::add (inclusive end)", o, ok)
+	}
+	if o, ok := st.OpAt(300); !ok || o.Name != "aten::matmul" {
+		t.Fatalf("OpAt(300) = %+v %v, want aten::matmul (inclusive end of the inner op)", o, ok)
+	}
+	// a sibling starting where another ends takes the shared instant
+	st.AppendOps([]Op{{Name: "aten::mul", StartUS: 520, EndUS: 530}})
+	if o, ok := st.OpAt(520); !ok || o.Name != "aten::mul" {
+		t.Fatalf("OpAt(520) = %+v %v, want aten::mul (later start)", o, ok)
+	}
 	got := st.Ops(390, 510)
 	var names []string
 	for _, o := range got {

@@ -336,3 +336,18 @@ func (st *undoState) materialize() []allocator.Segment {
 	}
 	return segs
 }
+
+// BlockFrames is the stack a block was allocated from: its frames (torch
+// 2.1+, torch_npu), else the frames of its first history record (torch
+// 1.13 / 2.0 files, as PyTorch's viewer reads them).
+func BlockFrames(b *allocator.Block) allocator.StackID {
+	if b.Frames != allocator.NoStack {
+		return b.Frames
+	}
+	for _, h := range b.History {
+		if h.Frames != allocator.NoStack {
+			return h.Frames
+		}
+	}
+	return allocator.NoStack
+}

@@ -144,7 +144,7 @@ func (f *fakeSource) OpAt(t int64) (monitor.Op, bool) {
 	var best monitor.Op
 	ok := false
 	for _, o := range f.ops {
-		if !o.IsStep && o.StartUS <= t && t < o.EndUS && (!ok || o.StartUS >= best.StartUS) {
+		if !o.IsStep && replay.OpContains(o.StartUS, o.EndUS, t) && (!ok || replay.OpInner(o.StartUS, o.EndUS, best.StartUS, best.EndUS)) {
 			best, ok = o, true
 		}
 	}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/explain"
+)
+
+func init() {
+	subcommands = append(subcommands, newHoldersCmd, newDiffCmd, newExplainCmd)
+}
+
+// groupFlags are the grouping flags holders, diff and explain share.
+type groupFlags struct {
+	by      string
+	library string
+	device  int
+}
+
+func (gf *groupFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream or size")
+	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the file paths a call site skips")
+	f.IntVar(&gf.device, "device", 0, "device")
+}
+
+// grouper returns the configured grouping for d.
+func (gf *groupFlags) grouper(d *explain.Device) (*explain.Grouper, error) {
+	by, err := explain.ParseBy(gf.by)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--by: %w", err)}
+	}
+	g := d.Grouper(by)
+	if g.Library, err = gf.libraryRE(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (gf *groupFlags) libraryRE() (*regexp.Regexp, error) {
+	re, err := regexp.Compile(gf.library)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--library: %w", err)}
+	}
+	return re, nil
+}
+
+// openDevice decodes path and prepares one device.
+func openDevice(path string, dev int) (*explain.Device, error) {
+	c, err := replay.DecodeFile(path, replay.Options{})
+	if err != nil {
+		return nil, err
+	}
+	d, err := explain.NewDevice(c, dev, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (devices: %v)", path, err, c.Snapshot.Devices())
+	}
+	return d, nil
+}
+
+func newHoldersCmd() *cobra.Command {
+	var (
+		gf     groupFlags
+		at     string
+		top    int
+		asJSON bool
+	)
+	c := &cobra.Command{
+		Use:   "holders FILE [--at peak|end|oom[:N]|#I|TIME] [--by callsite|stack|op|stream|size] [--top N] [--json]",
+		Short: "Which code holds the memory: live allocations at a moment, grouped by call site",
+		Long: "holders lists the allocations live at one moment of a snapshot's trace (docs/explain.md),\n" +
+			"grouped by call site — the first stack frame outside PyTorch, torch_npu, site-packages and the\n" +
+			"Python standard library (--library changes the list) — or by whole stack, op, stream or size\n" +
+			"class, largest first: bytes, share of the active bytes, count, largest allocation and the\n" +
+			"oldest allocation's trace entry. --at: peak (the active peak, default), end, oom or oom:N\n" +
+			"(the N-th oom entry), #I (after entry I, -1 = the start) or an epoch time in µs.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if top < 0 {
+				return usageError{fmt.Errorf("--top must be ≥ 0, got %d", top)}
+			}
+			d, err := openDevice(args[0], gf.device)
+			if err != nil {
+				return err
+			}
+			g, err := gf.grouper(d)
+			if err != nil {
+				return err
+			}
+			h, err := d.Holders(at, g, top)
+			if err != nil {
+				return usageError{err}
+			}
+			if asJSON {
+				return writeJSON(c.OutOrStdout(), h)
+			}
+			return h.WriteText(c.OutOrStdout())
+		},
+	}
+	gf.register(c.Flags())
+	c.Flags().StringVar(&at, "at", "peak", "moment: peak, end, oom[:N], #INDEX or an epoch time in µs")
+	c.Flags().IntVar(&top, "top", 20, "show the N largest groups (0: all)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
+	return c
+}
+
+func newDiffCmd() *cobra.Command {
+	var (
+		gf       groupFlags
+		from, to string
+		top      int
+		asJSON   bool
+	)
+	c := &cobra.Command{
+		Use:   "diff FILE --from X --to Y | diff A.pickle B.pickle [--by …] [--json]",
+		Short: "What grew: live allocations of two moments (or two files of one job), group by group",
+		Long: "diff compares the live allocations at two moments of one snapshot (--from and --to take what\n" +
+			"holders --at takes; defaults start and end) or at the ends of two snapshots of the same job,\n" +
+			"group by group: bytes and counts at both, the change, and the allocations born and freed in\n" +
+			"between (within one file by address and birth entry; across files by address and size).\n" +
+			"Largest change first.",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageError{fmt.Errorf("%q takes FILE or A B, got %d argument(s)", c.CommandPath(), len(args))}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			by, err := explain.ParseBy(gf.by)
+			if err != nil {
+				return usageError{fmt.Errorf("--by: %w", err)}
+			}
+			lib, err := gf.libraryRE()
+			if err != nil {
+				return err
+			}
+			var out *explain.Diff
+			if len(args) == 1 {
+				d, err := openDevice(args[0], gf.device)
+				if err != nil {
+					return err
+				}
+				out, err = explain.DiffMoments(d, from, to, &explain.Grouper{By: by, Library: lib})
+				if err != nil {
+					return usageError{err}
+				}
+			} else {
+				if c.Flags().Changed("from") || c.Flags().Changed("to") {
+					return usageError{fmt.Errorf("--from and --to apply to one file; two files are compared at their ends")}
+				}
+				a, err := openDevice(args[0], gf.device)
+				if err != nil {
+					return err
+				}
+				b, err := openDevice(args[1], gf.device)
+				if err != nil {
+					return err
+				}
+				out = explain.DiffDevices(a, b, &explain.Grouper{By: by, Library: lib})
+			}
+			if top > 0 && len(out.Groups) > top {
+				out.Groups = out.Groups[:top]
+			}
+			if asJSON {
+				return writeJSON(c.OutOrStdout(), out)
+			}
+			return out.WriteText(c.OutOrStdout())
+		},
+	}
+	gf.register(c.Flags())
+	c.Flags().StringVar(&from, "from", "#-1", "first moment (as holders --at)")
+	c.Flags().StringVar(&to, "to", "end", "second moment")
+	c.Flags().IntVar(&top, "top", 20, "show the N largest changes (0: all)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
+	return c
+}
+
+func newExplainCmd() *cobra.Command {
+	var (
+		gf        groupFlags
+		top       int
+		confs     []string
+		noWhatIf  bool
+		deviceMem string
+		asJSON    bool
+	)
+	c := &cobra.Command{
+		Use:   "explain FILE [--json]",
+		Short: "Why it ran out: each oom explained (verdict, stack, holders, what-if) and leak suspects",
+		Long: "explain reads a snapshot and, per device, explains every oom entry (or, without one, the\n" +
+			"active peak): the request, the device's free bytes, reserved, allocated and cached-but-free\n" +
+			"bytes, the largest cached free block, a verdict — fragmentation (the bytes exist, no block is\n" +
+			"large enough) or shortage (allocated + request exceed reserved + device free) — the op and\n" +
+			"stack of the failing request, the top holders, and whether the recorded trace would fit\n" +
+			"with expandable_segments:True or a max_split_size_mb (replay/whatif; --conf replaces them).\n" +
+			"Leak suspects are the call sites whose live bytes at the end of each step (ProfilerStep#N\n" +
+			"annotations) keep growing, with the growth per step. See docs/explain.md.",
+		Args: exactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			by, err := explain.ParseBy(gf.by)
+			if err != nil {
+				return usageError{fmt.Errorf("--by: %w", err)}
+			}
+			lib, err := gf.libraryRE()
+			if err != nil {
+				return err
+			}
+			opts := explain.Options{By: by, Top: top, Confs: confs, NoWhatIf: noWhatIf,
+				Library: func(g *explain.Grouper) { g.Library = lib }}
+			if c.Flags().Changed("device") {
+				opts.Device = &gf.device
+			}
+			if deviceMem != "" {
+				n, err := replay.ParseSize(deviceMem)
+				if err != nil || n <= 0 {
+					return usageError{fmt.Errorf("--device-mem %q: want a size such as 64GiB", deviceMem)}
+				}
+				opts.DeviceMem = n
+			}
+			capt, err := replay.DecodeFile(args[0], replay.Options{})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			e, err := explain.Explain(ctx, capt, opts)
+			if err != nil {
+				return usageError{err}
+			}
+			if asJSON {
+				return writeJSON(c.OutOrStdout(), e)
+			}
+			return e.WriteText(c.OutOrStdout())
+		},
+	}
+	gf.register(c.Flags())
+	c.Flags().IntVar(&top, "top", 5, "top holders per oom")
+	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration to try (repeatable; default expandable_segments:True and a max_split_size_mb)")
+	c.Flags().BoolVar(&noWhatIf, "no-whatif", false, "skip the what-if simulation")
+	c.Flags().StringVar(&deviceMem, "device-mem", "", "simulated device memory for the what-if, e.g. 64GiB (default: from the file)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
+	return c
+}

@@ -1,0 +1,329 @@
+package explain
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
+)
+
+// Explanation is `npumon explain --json`.
+type Explanation struct {
+	Path    string              `json:"path"`
+	Devices []DeviceExplanation `json:"devices"`
+}
+
+// DeviceExplanation is one device's answer: every oom entry (or the peak
+// when there is none) explained, and the leak suspects across its steps.
+type DeviceExplanation struct {
+	Device       int           `json:"device"`
+	Steps        int           `json:"steps"` // step boundaries found
+	OOMs         []OOM         `json:"ooms"`
+	LeakSuspects []LeakSuspect `json:"leak_suspects"`
+	WhatIfNote   string        `json:"whatif_note,omitempty"` // why no what-if ran, when none did
+}
+
+// OOM explains one failed allocation (Kind "oom") or, in a trace without
+// one, the active peak (Kind "peak": no request failed, Verdict "none").
+type OOM struct {
+	Kind   string `json:"kind"`
+	Index  int    `json:"index"`
+	TimeUS *int64 `json:"time_us"`
+	// RequestedBytes is the oom entry's size (the rounded request); for a
+	// peak, the size of the allocation that reached it.
+	RequestedBytes int64 `json:"requested_bytes"`
+	// DeviceFreeBytes is what the device reported free (oom entries only).
+	DeviceFreeBytes        *int64 `json:"device_free_bytes"`
+	ReservedBytes          int64  `json:"reserved_bytes"`
+	AllocatedBytes         int64  `json:"allocated_bytes"`
+	CachedFreeBytes        int64  `json:"cached_free_bytes"`
+	LargestCachedFreeBytes int64  `json:"largest_cached_free_bytes"`
+	// Verdict: "shortage" when allocated + requested exceed reserved +
+	// device free (the device cannot give that much), else
+	// "fragmentation" (the bytes exist, no block or range is large
+	// enough); "none" for a peak.
+	Verdict    string      `json:"verdict"`
+	Op         string      `json:"op"`
+	Frames     []Frame     `json:"frames"`
+	TopHolders []Group     `json:"top_holders"`
+	WhatIf     []WhatIfRun `json:"whatif"`
+}
+
+// WhatIfRun is one configuration's answer for a device: does the recorded
+// trace, its oom requests included, run without an out-of-memory error?
+type WhatIfRun struct {
+	Conf              string `json:"conf"` // "baseline": the recording's own settings
+	Fits              bool   `json:"fits"`
+	PeakReservedBytes int64  `json:"peak_reserved_bytes"`
+}
+
+// Options tune Explain.
+type Options struct {
+	By    By  // leak suspects and top holders; "" = callsite
+	Top   int // top holders per oom; 0 = 5
+	Ops   []Op
+	Confs []string // alternatives; nil = DefaultConfs
+	// NoWhatIf skips the simulation.
+	NoWhatIf  bool
+	DeviceMem int64 // simulated device bytes for the what-if; 0 = from the file
+	Device    *int  // nil: every device
+	// MaxOOMs bounds the oom entries explained per device (each costs an
+	// undo walk); 0 = 16.
+	MaxOOMs int
+	Library func(*Grouper) // adjusts each grouper (e.g. a library regex)
+}
+
+// DefaultConfs are the alternatives tried for a failure of request bytes:
+// expandable segments, and a max_split_size_mb of half the request (at
+// least the allocator's minimum of 20) so that cached blocks that large
+// are never split by smaller requests.
+func DefaultConfs(request int64) []string {
+	mb := max(request/2/allocator.MiB, 20)
+	return []string{"expandable_segments:True", fmt.Sprintf("max_split_size_mb:%d", mb)}
+}
+
+// Explain answers for every device of c.
+func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation, error) {
+	if opts.By == "" {
+		opts.By = ByCallsite
+	}
+	if opts.Top <= 0 {
+		opts.Top = 5
+	}
+	if opts.MaxOOMs <= 0 {
+		opts.MaxOOMs = 16
+	}
+	devices := c.Snapshot.Devices()
+	if opts.Device != nil {
+		if !slices.Contains(devices, *opts.Device) {
+			return nil, fmt.Errorf("device %d is not in this snapshot (devices: %v)", *opts.Device, devices)
+		}
+		devices = []int{*opts.Device}
+	}
+	out := &Explanation{Path: c.Path, Devices: []DeviceExplanation{}}
+	var firstReq int64
+	for _, dev := range devices {
+		d, err := NewDevice(c, dev, opts.Ops)
+		if err != nil {
+			return nil, err
+		}
+		de := d.explain(opts)
+		if len(de.OOMs) > 0 && firstReq == 0 {
+			firstReq = de.OOMs[0].RequestedBytes
+		}
+		out.Devices = append(out.Devices, de)
+	}
+	if !opts.NoWhatIf && len(devices) > 0 {
+		confs := opts.Confs
+		if confs == nil {
+			confs = DefaultConfs(firstReq)
+		}
+		res, err := whatif.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices})
+		if err != nil {
+			for i := range out.Devices {
+				out.Devices[i].WhatIfNote = "what-if not run: " + err.Error()
+			}
+			return out, nil
+		}
+		for i := range out.Devices {
+			runs := whatIfRuns(&res.Devices[i])
+			for j := range out.Devices[i].OOMs {
+				out.Devices[i].OOMs[j].WhatIf = runs
+			}
+		}
+	}
+	return out, nil
+}
+
+func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
+	out := make([]WhatIfRun, 0, len(dr.Runs))
+	for _, r := range dr.Runs {
+		conf := r.Conf
+		if r.Name == "baseline" {
+			conf = "baseline"
+		}
+		out = append(out, WhatIfRun{Conf: conf, Fits: r.OOMs == 0 && r.FailedAllocs == 0, PeakReservedBytes: r.PeakReserved})
+	}
+	return out
+}
+
+// explain walks the trace once, stopping at each oom entry (or the peak)
+// and at each step boundary.
+func (d *Device) explain(opts Options) DeviceExplanation {
+	tl := d.Timeline
+	g := d.Grouper(opts.By)
+	if opts.Library != nil {
+		opts.Library(g)
+	}
+	de := DeviceExplanation{Device: tl.Device, OOMs: []OOM{}, LeakSuspects: []LeakSuspect{}}
+	kind := "oom"
+	stops := OOMIndices(tl)
+	if len(stops) > opts.MaxOOMs {
+		stops = stops[:opts.MaxOOMs]
+	}
+	if len(stops) == 0 {
+		kind, stops = "peak", []int{PeakIndex(tl)}
+	}
+	points := StepPoints(tl, d.Ops.Steps())
+	de.Steps = len(points)
+
+	w := NewWalker(tl)
+	var series []map[string]int64 // per step point: bytes per key
+	var rep map[string]Alloc      // at the last step point: each key's largest allocation
+	oi, pi := 0, 0
+	for oi < len(stops) || pi < len(points) {
+		next := -2
+		if oi < len(stops) {
+			next = stops[oi]
+		}
+		if pi < len(points) && (next == -2 || points[pi].Index < next) {
+			w.AdvanceTo(points[pi].Index)
+			var m map[string]int64
+			m, rep = keyBytes(g, w)
+			series = append(series, m)
+			pi++
+			continue
+		}
+		w.AdvanceTo(next)
+		de.OOMs = append(de.OOMs, d.explainAt(kind, next, g, w.Live(), opts.Top))
+		oi++
+	}
+	de.LeakSuspects = leakSuspects(points, series)
+	for i := range de.LeakSuspects {
+		ls := &de.LeakSuspects[i]
+		ls.Frames = g.Frames(rep[ls.Key].Frames)
+	}
+	return de
+}
+
+// keyBytes sums the walker's live bytes per group key and picks each
+// key's largest allocation.
+func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
+	m := map[string]int64{}
+	rep := map[string]Alloc{}
+	for _, a := range w.live {
+		k := g.Key(a)
+		m[k] += a.Size
+		if r, ok := rep[k]; !ok || cmpLargest(*a, r) < 0 {
+			rep[k] = *a
+		}
+	}
+	return m, rep
+}
+
+func (d *Device) explainAt(kind string, i int, g *Grouper, live []Alloc, top int) OOM {
+	tl := d.Timeline
+	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
+	f := FiguresAfter(tl, i)
+	o.ReservedBytes, o.AllocatedBytes, o.CachedFreeBytes, o.LargestCachedFreeBytes = f.Reserved, f.Allocated, f.CachedFree, f.LargestCachedFree
+	var active int64
+	for k := range live {
+		active += live[k].Size
+	}
+	if i >= 0 {
+		e := &tl.Entries[i]
+		o.RequestedBytes = e.Size
+		o.Frames = g.Frames(e.Frames)
+		o.Op = d.Ops.At(e.TimeUS)
+		if kind == "oom" {
+			free := e.DeviceFree
+			o.DeviceFreeBytes = &free
+			o.Verdict = "fragmentation"
+			if o.AllocatedBytes+o.RequestedBytes > o.ReservedBytes+free {
+				o.Verdict = "shortage"
+			}
+		}
+	}
+	o.TopHolders = g.Group(live, active)
+	if len(o.TopHolders) > top {
+		o.TopHolders = o.TopHolders[:top]
+	}
+	return o
+}
+
+// StepPoint is the state at the end of one step.
+type StepPoint struct {
+	Step   int64  `json:"step"`
+	Index  int    `json:"index"` // the last entry at or before the step's end
+	TimeUS *int64 `json:"time_us"`
+	Bytes  int64  `json:"bytes"` // the suspect's live bytes there
+}
+
+// StepPoints places each step's end on the trace (the last entry at or
+// before it); steps ending before the first entry or at the same entry as
+// the previous step are left out.
+func StepPoints(tl *replay.Timeline, steps []Op) []StepPoint {
+	var out []StepPoint
+	n := len(tl.Entries)
+	j := 0
+	for _, s := range steps {
+		for j < n && (tl.Entries[j].TimeUS == 0 || tl.Entries[j].TimeUS <= s.EndUS) {
+			j++
+		}
+		i := j - 1
+		if i < 0 || (len(out) > 0 && out[len(out)-1].Index >= i) {
+			continue
+		}
+		out = append(out, StepPoint{Step: s.Step, Index: i, TimeUS: timeOf(tl, i)})
+	}
+	return out
+}
+
+// LeakSuspect is a group whose live bytes at the end of each step keep
+// growing.
+type LeakSuspect struct {
+	Key                string      `json:"key"`
+	GrowthBytesPerStep int64       `json:"growth_bytes_per_step"`
+	Steps              []StepPoint `json:"steps"`
+	Frames             []Frame     `json:"frames"`
+}
+
+// MinLeakSteps is the fewest step ends a growth must span.
+const MinLeakSteps = 3
+
+// leakSuspects: for each group live at the last step end, the trailing
+// run of step ends over which its bytes never fall; a suspect when that
+// run spans at least MinLeakSteps ends, the bytes grow over it, and grow
+// at half of its steps or more. Growth per step is the run's growth over
+// its steps (integer bytes). Sorted by growth, descending, then key.
+func leakSuspects(points []StepPoint, series []map[string]int64) []LeakSuspect {
+	out := []LeakSuspect{}
+	k := len(series)
+	if k < MinLeakSteps {
+		return out
+	}
+	for key, last := range series[k-1] {
+		j := k - 1
+		for j > 0 && series[j-1][key] <= series[j][key] {
+			j--
+		}
+		run := k - j
+		if run < MinLeakSteps || last <= series[j][key] {
+			continue
+		}
+		ups := 0
+		for x := j + 1; x < k; x++ {
+			if series[x][key] > series[x-1][key] {
+				ups++
+			}
+		}
+		if 2*ups < run-1 {
+			continue
+		}
+		ls := LeakSuspect{Key: key, GrowthBytesPerStep: (last - series[j][key]) / int64(run-1)}
+		for x := j; x < k; x++ {
+			p := points[x]
+			p.Bytes = series[x][key]
+			ls.Steps = append(ls.Steps, p)
+		}
+		out = append(out, ls)
+	}
+	slices.SortFunc(out, func(a, b LeakSuspect) int {
+		return cmp.Or(cmp.Compare(b.GrowthBytesPerStep, a.GrowthBytesPerStep), cmp.Compare(a.Key, b.Key))
+	})
+	return out
+}

@@ -1,0 +1,244 @@
+package explain
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// By is what live allocations are grouped by.
+type By string
+
+// Groupings.
+const (
+	ByCallsite By = "callsite" // the first frame outside the library paths
+	ByStack    By = "stack"    // the whole stack
+	ByOp       By = "op"       // the op running when it was allocated
+	ByStream   By = "stream"
+	BySize     By = "size" // size class
+)
+
+// Bys lists every grouping, in the order help texts show them.
+var Bys = []By{ByCallsite, ByStack, ByOp, ByStream, BySize}
+
+// ParseBy returns the named grouping.
+func ParseBy(s string) (By, error) {
+	for _, b := range Bys {
+		if string(b) == s {
+			return b, nil
+		}
+	}
+	return "", fmt.Errorf("unknown grouping %q (want callsite, stack, op, stream or size)", s)
+}
+
+// DefaultLibraryPaths matches the frames a call site skips: PyTorch and
+// torch_npu, installed packages, the Python standard library and
+// interpreter internals, and native (C/C++) frames. Either path separator
+// is accepted (snapshots taken on Windows use backslashes).
+const DefaultLibraryPaths = `(^|[\\/])(torch|torch_npu|site-packages|dist-packages)[\\/]` +
+	`|[\\/][Ll]ib[\\/]python[0-9.]*[\\/]` +
+	`|[\\/]Lib[\\/][^\\/]+\.py$` +
+	`|^<[^>]*>$|^\?\?$|^$` +
+	`|\.(c|cc|cpp|cxx|h|hpp)$`
+
+var defaultLibrary = regexp.MustCompile(DefaultLibraryPaths)
+
+// Frame is a stack frame as the JSON outputs write it.
+type Frame struct {
+	Filename string `json:"filename"`
+	Line     int64  `json:"line"`
+	Name     string `json:"name"`
+}
+
+// Grouper groups live allocations.
+type Grouper struct {
+	By By
+	// Library matches the filenames a call site skips; nil: the default.
+	Library *regexp.Regexp
+	// Stack resolves stack ids (Snapshot.Stack or a Store's).
+	Stack func(allocator.StackID) allocator.Stack
+	// OpOf names the op an allocation born at a trace time belongs to
+	// ("" when none); nil: no ops.
+	OpOf func(timeUS int64) string
+}
+
+func (g *Grouper) library() *regexp.Regexp {
+	if g.Library != nil {
+		return g.Library
+	}
+	return defaultLibrary
+}
+
+// Callsite is the first frame (innermost first) outside the library
+// paths; when every frame is a library frame, the innermost one. ok is
+// false for an empty stack.
+func (g *Grouper) Callsite(st allocator.Stack) (allocator.Frame, bool) {
+	if len(st) == 0 {
+		return allocator.Frame{}, false
+	}
+	lib := g.library()
+	for _, f := range st {
+		if !lib.MatchString(f.Filename) {
+			return f, true
+		}
+	}
+	return st[0], true
+}
+
+// NoStackKey is the key of allocations recorded without a stack.
+const NoStackKey = "(no stack)"
+
+// FrameKey is how a frame reads in a group key: "name (file:line)".
+func FrameKey(f allocator.Frame) string {
+	return f.Name + " (" + f.Filename + ":" + strconv.FormatInt(f.Line, 10) + ")"
+}
+
+// sizeClasses are the upper bounds of the size classes (the small pool's
+// 1 MiB, torch's 10 MiB rounding step, then decades).
+var sizeClasses = []struct {
+	below int64
+	name  string
+}{
+	{1 << 20, "< 1 MiB"},
+	{10 << 20, "1-10 MiB"},
+	{100 << 20, "10-100 MiB"},
+	{1 << 30, "100 MiB-1 GiB"},
+	{10 << 30, "1-10 GiB"},
+}
+
+// SizeClass names the size class of n bytes.
+func SizeClass(n int64) string {
+	for _, c := range sizeClasses {
+		if n < c.below {
+			return c.name
+		}
+	}
+	return ">= 10 GiB"
+}
+
+// Key is the group a live allocation belongs to.
+func (g *Grouper) Key(a *Alloc) string {
+	switch g.By {
+	case ByStack:
+		st := g.stack(a.Frames)
+		if len(st) == 0 {
+			return NoStackKey
+		}
+		k := ""
+		for i, f := range st {
+			if i > 0 {
+				k += " < "
+			}
+			k += FrameKey(f)
+		}
+		return k
+	case ByOp:
+		if g.OpOf != nil && a.Born >= 0 {
+			if n := g.OpOf(a.BornTime); n != "" {
+				return n
+			}
+		}
+		return "(no op)"
+	case ByStream:
+		return "stream " + strconv.FormatUint(a.Stream, 10)
+	case BySize:
+		return SizeClass(a.Size)
+	}
+	f, ok := g.Callsite(g.stack(a.Frames))
+	if !ok {
+		return NoStackKey
+	}
+	return FrameKey(f)
+}
+
+func (g *Grouper) stack(id allocator.StackID) allocator.Stack {
+	if g.Stack == nil {
+		return nil
+	}
+	return g.Stack(id)
+}
+
+// Group is the live allocations sharing one key.
+type Group struct {
+	Key          string  `json:"key"`
+	Bytes        int64   `json:"bytes"`
+	Share        float64 `json:"share"` // of the moment's active bytes (0…1)
+	Count        int     `json:"count"`
+	LargestBytes int64   `json:"largest_bytes"`
+	// OldestIndex is the trace index of the group's oldest allocation (-1:
+	// live before the trace); OldestTimeUS its epoch µs, null when unknown.
+	OldestIndex  int     `json:"oldest_index"`
+	OldestTimeUS *int64  `json:"oldest_time_us"`
+	Frames       []Frame `json:"frames"` // the stack of the largest allocation, innermost first
+	// Allocs are the members, largest first (for the TUI's drill-down).
+	Allocs []Alloc `json:"-"`
+}
+
+// Group groups live allocations, sorted by bytes (descending), then key.
+// total is what Share divides by (the moment's active bytes); 0 uses Σ
+// sizes.
+func (g *Grouper) Group(live []Alloc, total int64) []Group {
+	idx := map[string]int{}
+	var out []Group
+	var sum int64
+	for i := range live {
+		a := &live[i]
+		sum += a.Size
+		k := g.Key(a)
+		j, ok := idx[k]
+		if !ok {
+			j = len(out)
+			idx[k] = j
+			out = append(out, Group{Key: k, OldestIndex: a.Born})
+		}
+		gr := &out[j]
+		gr.Bytes += a.Size
+		gr.Count++
+		gr.Allocs = append(gr.Allocs, *a)
+		gr.OldestIndex = min(gr.OldestIndex, a.Born)
+	}
+	if total == 0 {
+		total = sum
+	}
+	for i := range out {
+		gr := &out[i]
+		slices.SortStableFunc(gr.Allocs, cmpLargest)
+		big := &gr.Allocs[0]
+		gr.LargestBytes = big.Size
+		gr.Frames = g.Frames(big.Frames)
+		for j := range gr.Allocs {
+			if a := &gr.Allocs[j]; a.Born == gr.OldestIndex {
+				if a.BornTime != 0 {
+					gr.OldestTimeUS = &a.BornTime
+				}
+				break
+			}
+		}
+		if total != 0 {
+			gr.Share = float64(gr.Bytes) / float64(total)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Bytes, a.Bytes), cmp.Compare(a.Key, b.Key))
+	})
+	return out
+}
+
+// cmpLargest orders allocations largest first, then oldest, then by address.
+func cmpLargest(x, y Alloc) int {
+	return cmp.Or(cmp.Compare(y.Size, x.Size), cmp.Compare(x.Born, y.Born), cmp.Compare(x.Addr, y.Addr))
+}
+
+// Frames converts a stack to its JSON form (never nil).
+func (g *Grouper) Frames(id allocator.StackID) []Frame {
+	st := g.stack(id)
+	out := make([]Frame, len(st))
+	for i, f := range st {
+		out[i] = Frame{f.Filename, f.Line, f.Name}
+	}
+	return out
+}

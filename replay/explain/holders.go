@@ -1,0 +1,277 @@
+package explain
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+// Holders is `npumon holders --json`: the live allocations of one device at
+// one moment, grouped.
+type Holders struct {
+	Path   string `json:"path"`
+	Device int    `json:"device"`
+	At     Moment `json:"at"`
+	By     By     `json:"by"`
+	// ActiveBytes is Σ live allocation sizes (the active series at the
+	// moment, docs/timeline.md); every group's share is of it.
+	ActiveBytes int64 `json:"active_bytes"`
+	// AllocatedBytes is Σ size of the active_allocated blocks of the
+	// segment map at the moment (as `npumon stats --at-index` reports it).
+	AllocatedBytes int64   `json:"allocated_bytes"`
+	Allocations    int     `json:"allocations"`
+	Groups         []Group `json:"groups"`
+}
+
+// Device is one device of a capture, prepared for questions.
+type Device struct {
+	Capture  *replay.Capture
+	Timeline *replay.Timeline
+	Ops      *Ops // annotations of the file plus any given ops
+}
+
+// NewDevice prepares device dev of c; extra ops (from a profiler, say)
+// join the file's own annotations.
+func NewDevice(c *replay.Capture, dev int, extra []Op) (*Device, error) {
+	tl, err := replay.NewTimelineWithoutInitial(c.Snapshot, dev)
+	if err != nil {
+		return nil, err
+	}
+	ops := append(AnnotationOps(c.Snapshot, dev), extra...)
+	return &Device{Capture: c, Timeline: tl, Ops: NewOps(ops)}, nil
+}
+
+// Grouper returns a grouper for this device (its stacks and ops).
+func (d *Device) Grouper(by By) *Grouper {
+	return &Grouper{By: by, Stack: d.Capture.Snapshot.Stack, OpOf: d.Ops.At}
+}
+
+// Figures are the segment-map figures at a moment.
+type Figures struct {
+	Reserved, Allocated, CachedFree, LargestCachedFree int64
+}
+
+// FiguresAfter reads the segment map right after entry i (an O(n) undo
+// walk): reserved bytes from the reserved series, allocated, inactive
+// (cached free) and the largest inactive block from the blocks.
+func FiguresAfter(tl *replay.Timeline, i int) Figures {
+	var f Figures
+	f.Reserved = tl.ReservedAtStart
+	for j := 0; j <= i && j < len(tl.Entries); j++ {
+		f.Reserved += replay.ReservedDelta(&tl.Entries[j])
+	}
+	for _, s := range tl.StateAfter(i) {
+		for k := range s.Blocks {
+			b := &s.Blocks[k]
+			switch b.State {
+			case allocator.StateActiveAllocated:
+				f.Allocated += b.Size
+			case allocator.StateInactive:
+				f.CachedFree += b.Size
+				f.LargestCachedFree = max(f.LargestCachedFree, b.Size)
+			}
+		}
+	}
+	return f
+}
+
+// Holders groups the live allocations at the moment spec; top > 0 keeps
+// the largest top groups.
+func (d *Device) Holders(spec string, g *Grouper, top int) (*Holders, error) {
+	m, err := At(d.Timeline, spec)
+	if err != nil {
+		return nil, err
+	}
+	live := LiveAfter(d.Timeline, m.Index)
+	h := &Holders{Path: d.Capture.Path, Device: d.Timeline.Device, At: m, By: g.By, Allocations: len(live)}
+	for i := range live {
+		h.ActiveBytes += live[i].Size
+	}
+	h.AllocatedBytes = FiguresAfter(d.Timeline, m.Index).Allocated
+	h.Groups = g.Group(live, h.ActiveBytes)
+	if top > 0 && len(h.Groups) > top {
+		h.Groups = h.Groups[:top]
+	}
+	return h, nil
+}
+
+// Diff is `npumon diff --json`: group by group, what changed between two
+// moments of one file or the ends of two files of one job.
+type Diff struct {
+	From   DiffSide    `json:"from"`
+	To     DiffSide    `json:"to"`
+	By     By          `json:"by"`
+	Groups []DiffGroup `json:"groups"`
+}
+
+// DiffSide is one end of a diff.
+type DiffSide struct {
+	Path        string `json:"path"`
+	Device      int    `json:"device"`
+	At          Moment `json:"at"`
+	ActiveBytes int64  `json:"active_bytes"`
+	Allocations int    `json:"allocations"`
+}
+
+// DiffGroup is one group's change. Born are allocations live at To and
+// not at From, Freed those live at From and gone at To.
+type DiffGroup struct {
+	Key        string  `json:"key"`
+	BytesFrom  int64   `json:"bytes_from"`
+	BytesTo    int64   `json:"bytes_to"`
+	DeltaBytes int64   `json:"delta_bytes"`
+	CountFrom  int     `json:"count_from"`
+	CountTo    int     `json:"count_to"`
+	BornCount  int     `json:"born_count"`
+	BornBytes  int64   `json:"born_bytes"`
+	FreedCount int     `json:"freed_count"`
+	FreedBytes int64   `json:"freed_bytes"`
+	Frames     []Frame `json:"frames"`
+}
+
+// allocID identifies an allocation across two moments: in one trace by
+// address and birth entry; across two files by address and size (and
+// birth time when both know it).
+type allocID struct {
+	addr uint64
+	born int64
+	size int64
+}
+
+// DiffAllocs compares two live sets; sameTrace says both come from one
+// trace (birth indices comparable). Groups come sorted by |delta|
+// descending, then key.
+func DiffAllocs(g *Grouper, from, to []Alloc, sameTrace bool) []DiffGroup {
+	id := func(a *Alloc) allocID {
+		if sameTrace {
+			return allocID{a.Addr, int64(a.Born), 0}
+		}
+		return allocID{a.Addr, a.BornTime, a.Size}
+	}
+	inFrom := make(map[allocID]struct{}, len(from))
+	for i := range from {
+		inFrom[id(&from[i])] = struct{}{}
+	}
+	inTo := make(map[allocID]struct{}, len(to))
+	for i := range to {
+		inTo[id(&to[i])] = struct{}{}
+	}
+	idx := map[string]int{}
+	var out []DiffGroup
+	big := map[string]Alloc{}
+	get := func(a *Alloc) *DiffGroup {
+		k := g.Key(a)
+		j, ok := idx[k]
+		if !ok {
+			j = len(out)
+			idx[k] = j
+			out = append(out, DiffGroup{Key: k})
+		}
+		if b, ok := big[k]; !ok || cmpLargest(*a, b) < 0 {
+			big[k] = *a
+		}
+		return &out[j]
+	}
+	for i := range to {
+		a := &to[i]
+		gr := get(a)
+		gr.BytesTo += a.Size
+		gr.CountTo++
+		if _, ok := inFrom[id(a)]; !ok {
+			gr.BornCount++
+			gr.BornBytes += a.Size
+		}
+	}
+	for i := range from {
+		a := &from[i]
+		k := g.Key(a)
+		if _, ok := idx[k]; !ok {
+			get(a)
+		}
+		gr := &out[idx[k]]
+		gr.BytesFrom += a.Size
+		gr.CountFrom++
+		if _, ok := inTo[id(a)]; !ok {
+			gr.FreedCount++
+			gr.FreedBytes += a.Size
+		}
+	}
+	for i := range out {
+		gr := &out[i]
+		gr.DeltaBytes = gr.BytesTo - gr.BytesFrom
+		b := big[gr.Key]
+		gr.Frames = g.Frames(b.Frames)
+	}
+	slices.SortStableFunc(out, func(a, b DiffGroup) int {
+		return cmp.Or(cmp.Compare(abs(b.DeltaBytes), abs(a.DeltaBytes)), cmp.Compare(a.Key, b.Key))
+	})
+	return out
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// Side is one end of a diff: the live allocations at a moment.
+func (d *Device) Side(spec string) (DiffSide, []Alloc, error) {
+	m, err := At(d.Timeline, spec)
+	if err != nil {
+		return DiffSide{}, nil, err
+	}
+	live := LiveAfter(d.Timeline, m.Index)
+	s := DiffSide{Path: d.Capture.Path, Device: d.Timeline.Device, At: m, Allocations: len(live)}
+	for i := range live {
+		s.ActiveBytes += live[i].Size
+	}
+	return s, live, nil
+}
+
+// DiffMoments compares two moments of one device trace; g's stacks and ops
+// are the device's.
+func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
+	g.Stack, g.OpOf = d.Capture.Snapshot.Stack, d.Ops.At
+	fs, fl, err := d.Side(from)
+	if err != nil {
+		return nil, err
+	}
+	ts, tl, err := d.Side(to)
+	if err != nil {
+		return nil, err
+	}
+	return &Diff{From: fs, To: ts, By: g.By, Groups: DiffAllocs(g, fl, tl, true)}, nil
+}
+
+// DiffDevices compares the ends of two files of one job: their stacks are
+// interned into one table so that equal frames make equal keys.
+func DiffDevices(a, b *Device, g *Grouper) *Diff {
+	tab := allocator.NewStackTable()
+	side := func(d *Device) (DiffSide, []Alloc) {
+		s, live, _ := d.Side("end")
+		for i := range live {
+			live[i].Frames = tab.Intern(d.Capture.Snapshot.Stack(live[i].Frames))
+		}
+		return s, live
+	}
+	fs, fl := side(a)
+	ts, tl := side(b)
+	stacks := tab.Stacks()
+	g.Stack = func(id allocator.StackID) allocator.Stack {
+		if id <= 0 || int(id) >= len(stacks) {
+			return nil
+		}
+		return stacks[id]
+	}
+	// ops of either file are keyed by time; the later file's serve both
+	g.OpOf = func(t int64) string {
+		if n := b.Ops.At(t); n != "" {
+			return n
+		}
+		return a.Ops.At(t)
+	}
+	return &Diff{From: fs, To: ts, By: g.By, Groups: DiffAllocs(g, fl, tl, false)}
+}

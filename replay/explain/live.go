@@ -1,0 +1,106 @@
+package explain
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+// Alloc is one live allocation.
+type Alloc struct {
+	Addr    uint64
+	Size    int64 // bytes as the trace counts them (requested)
+	Frames  allocator.StackID
+	Stream  uint64
+	Pending bool // freed by the caller, still waiting on other streams
+	// Born is the trace index of the entry that allocated it, -1 for an
+	// allocation live before the trace; BornTime that entry's epoch µs (0
+	// when unknown).
+	Born     int
+	BornTime int64
+}
+
+// Walker replays one device trace forward, keeping the live allocations.
+type Walker struct {
+	tl   *replay.Timeline
+	live map[uint64]*Alloc
+	next int // entries applied
+}
+
+// NewWalker starts at the state before entry 0 (Timeline.Start).
+func NewWalker(tl *replay.Timeline) *Walker {
+	w := &Walker{tl: tl, live: make(map[uint64]*Alloc, len(tl.Start())+64)}
+	for _, s := range tl.Start() {
+		b := &s.Block
+		a := w.live[b.Address]
+		if a == nil {
+			a = &Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
+			w.live[b.Address] = a
+		}
+		a.Size += s.Size()
+		a.Frames = replay.BlockFrames(b)
+		a.Pending = b.State == allocator.StateActivePendingFree
+	}
+	return w
+}
+
+// Applied is the number of entries applied so far.
+func (w *Walker) Applied() int { return w.next }
+
+// AdvanceTo applies entries up to and including index i (the state "after
+// entry i"); an index already passed is a no-op.
+func (w *Walker) AdvanceTo(i int) {
+	i = min(i, len(w.tl.Entries)-1)
+	for ; w.next <= i; w.next++ {
+		w.apply(w.next)
+	}
+}
+
+// apply rolls one entry forward. Sizes add and subtract per address as
+// the active series does (Timeline.LiveAfter), so Σ sizes = active bytes.
+func (w *Walker) apply(i int) {
+	e := &w.tl.Entries[i]
+	switch e.Action {
+	case allocator.ActionAlloc:
+		a := w.live[e.Addr]
+		if a == nil {
+			a = &Alloc{Addr: e.Addr}
+			w.live[e.Addr] = a
+		}
+		a.Size += e.Size
+		a.Frames, a.Stream, a.Pending, a.Born, a.BornTime = e.Frames, e.Stream, false, i, e.TimeUS
+	case allocator.ActionFreeRequested:
+		if a := w.live[e.Addr]; a != nil {
+			a.Pending = true
+		}
+	case allocator.ActionFreeCompleted, allocator.ActionFree:
+		a := w.live[e.Addr]
+		if a == nil {
+			a = &Alloc{Addr: e.Addr, Frames: e.Frames, Stream: e.Stream, Born: i, BornTime: e.TimeUS}
+			w.live[e.Addr] = a
+		}
+		if a.Size -= e.Size; a.Size == 0 {
+			delete(w.live, e.Addr)
+		}
+	}
+}
+
+// Live returns the live allocations in address order (a fresh slice).
+func (w *Walker) Live() []Alloc {
+	out := make([]Alloc, 0, len(w.live))
+	for _, a := range w.live {
+		out = append(out, *a)
+	}
+	slices.SortFunc(out, func(x, y Alloc) int { return cmp.Compare(x.Addr, y.Addr) })
+	return out
+}
+
+// LiveAfter returns the live allocations right after entry i (-1: before
+// the first entry).
+func LiveAfter(tl *replay.Timeline, i int) []Alloc {
+	w := NewWalker(tl)
+	w.AdvanceTo(i)
+	return w.Live()
+}

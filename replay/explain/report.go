@@ -1,0 +1,140 @@
+package explain
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+func momentText(m Moment) string {
+	s := fmt.Sprintf("%s: after entry %d", m.Spec, m.Index)
+	if m.Index < 0 {
+		s = m.Spec + ": before the first entry"
+	}
+	if m.TimeUS != nil {
+		s += fmt.Sprintf(" (%d µs)", *m.TimeUS)
+	}
+	return s
+}
+
+func oldestText(g *Group) string {
+	if g.OldestIndex < 0 {
+		return "before trace"
+	}
+	return fmt.Sprintf("#%d", g.OldestIndex)
+}
+
+// WriteText prints the holders as a table.
+func (h *Holders) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "%s device %d, %s\n", h.Path, h.Device, momentText(h.At))
+	fmt.Fprintf(w, "%d live allocations, %s active, %s allocated; by %s\n\n", h.Allocations,
+		allocator.FormatSize(h.ActiveBytes), allocator.FormatSize(h.AllocatedBytes), h.By)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BYTES\tSHARE\tCOUNT\tLARGEST\tOLDEST\tGROUP")
+	for i := range h.Groups {
+		g := &h.Groups[i]
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%d\t%s\t%s\t%s\n", allocator.FormatSize(g.Bytes), 100*g.Share, g.Count,
+			allocator.FormatSize(g.LargestBytes), oldestText(g), g.Key)
+	}
+	return tw.Flush()
+}
+
+// WriteText prints the diff as a table.
+func (d *Diff) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "from %s device %d, %s: %s active\n", d.From.Path, d.From.Device, momentText(d.From.At), allocator.FormatSize(d.From.ActiveBytes))
+	fmt.Fprintf(w, "to   %s device %d, %s: %s active\n\n", d.To.Path, d.To.Device, momentText(d.To.At), allocator.FormatSize(d.To.ActiveBytes))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DELTA\tFROM\tTO\tCOUNT\tBORN\tFREED\tGROUP")
+	for _, g := range d.Groups {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d→%d\t%d\t%d\t%s\n", signed(g.DeltaBytes), allocator.FormatSize(g.BytesFrom),
+			allocator.FormatSize(g.BytesTo), g.CountFrom, g.CountTo, g.BornCount, g.FreedCount, g.Key)
+	}
+	return tw.Flush()
+}
+
+func signed(n int64) string {
+	if n < 0 {
+		return "-" + allocator.FormatSize(-n)
+	}
+	return "+" + allocator.FormatSize(n)
+}
+
+// WriteText prints the explanation.
+func (e *Explanation) WriteText(w io.Writer) error {
+	fmt.Fprintln(w, e.Path)
+	for _, d := range e.Devices {
+		fmt.Fprintf(w, "\ndevice %d\n", d.Device)
+		for _, o := range d.OOMs {
+			if o.Kind == "oom" {
+				fmt.Fprintf(w, "\n  out of memory at entry %d", o.Index)
+			} else {
+				fmt.Fprintf(w, "\n  no oom entry; the active peak, after entry %d", o.Index)
+			}
+			if o.TimeUS != nil {
+				fmt.Fprintf(w, " (%d µs)", *o.TimeUS)
+			}
+			fmt.Fprintln(w)
+			if o.Kind == "oom" {
+				fmt.Fprintf(w, "  verdict: %s\n", o.Verdict)
+			}
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "    requested\t%s\n", allocator.FormatSize(o.RequestedBytes))
+			if o.DeviceFreeBytes != nil {
+				fmt.Fprintf(tw, "    device free\t%s\n", allocator.FormatSize(*o.DeviceFreeBytes))
+			}
+			fmt.Fprintf(tw, "    reserved\t%s\n", allocator.FormatSize(o.ReservedBytes))
+			fmt.Fprintf(tw, "    allocated\t%s\n", allocator.FormatSize(o.AllocatedBytes))
+			fmt.Fprintf(tw, "    cached free\t%s (largest block %s)\n", allocator.FormatSize(o.CachedFreeBytes), allocator.FormatSize(o.LargestCachedFreeBytes))
+			if o.Op != "" {
+				fmt.Fprintf(tw, "    op\t%s\n", o.Op)
+			}
+			tw.Flush()
+			if len(o.Frames) > 0 {
+				fmt.Fprintln(w, "    stack:")
+				for _, f := range o.Frames {
+					fmt.Fprintf(w, "      %s\n", FormatFrame(allocator.Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}, 0))
+				}
+			}
+			if len(o.TopHolders) > 0 {
+				fmt.Fprintln(w, "    top holders:")
+				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				for i := range o.TopHolders {
+					g := &o.TopHolders[i]
+					fmt.Fprintf(tw, "      %s\t%.1f%%\t%d\t%s\n", allocator.FormatSize(g.Bytes), 100*g.Share, g.Count, g.Key)
+				}
+				tw.Flush()
+			}
+			if len(o.WhatIf) > 0 {
+				fmt.Fprintln(w, "    what if:")
+				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				for _, r := range o.WhatIf {
+					fits := "still fails"
+					if r.Fits {
+						fits = "fits"
+					}
+					fmt.Fprintf(tw, "      %s\t%s\tpeak reserved %s\n", r.Conf, fits, allocator.FormatSize(r.PeakReservedBytes))
+				}
+				tw.Flush()
+			}
+		}
+		if d.WhatIfNote != "" {
+			fmt.Fprintf(w, "  %s\n", d.WhatIfNote)
+		}
+		switch {
+		case d.Steps < MinLeakSteps:
+			fmt.Fprintf(w, "\n  leak suspects: %d step boundaries found (ProfilerStep#N), %d needed\n", d.Steps, MinLeakSteps)
+		case len(d.LeakSuspects) == 0:
+			fmt.Fprintf(w, "\n  leak suspects: none over %d steps\n", d.Steps)
+		default:
+			fmt.Fprintf(w, "\n  leak suspects over %d steps:\n", d.Steps)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			for _, l := range d.LeakSuspects {
+				fmt.Fprintf(tw, "    %s/step\tover %d steps\t%s\n", signed(l.GrowthBytesPerStep), len(l.Steps), l.Key)
+			}
+			tw.Flush()
+		}
+	}
+	return nil
+}
