@@ -183,7 +183,7 @@ type Group struct {
 // sizes.
 func (g *Grouper) Group(live []Alloc, total int64) []Group {
 	idx := map[string]int{}
-	var out []Group
+	out := []Group{}
 	var sum int64
 	for i := range live {
 		a := &live[i]

@@ -159,7 +159,7 @@ func DiffAllocs(g *Grouper, from, to []Alloc, sameTrace bool) []DiffGroup {
 		inTo[id(&to[i])] = struct{}{}
 	}
 	idx := map[string]int{}
-	var out []DiffGroup
+	out := []DiffGroup{}
 	big := map[string]Alloc{}
 	get := func(a *Alloc) *DiffGroup {
 		k := g.Key(a)

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Reference implementation of `npumon holders --json` and `npumon explain
+--json --no-whatif` (docs/explain.md) on top of Python's own pickle.load /
+json.load, written apart from npumon's Go code: the golden files are
+written by this script.
+
+    python3 ref_explain.py holders SNAPSHOT [--at peak|end] [--device N]
+    python3 ref_explain.py explain SNAPSHOT
+
+Paths are left empty; the Go test compares everything else. The what-if
+lists are empty here (the allocator simulation is tested in replay/whatif).
+"""
+import json
+import re
+import sys
+
+from ref_stats import load, requested, undo_state, with_addresses
+
+ALLOC_FAMILY = {"alloc", "free_requested", "free_completed", "free"}
+
+# docs/explain.md: the default library paths a call site skips.
+LIBRARY = re.compile(
+    r"(^|[\\/])(torch|torch_npu|site-packages|dist-packages)[\\/]"
+    r"|[\\/][Ll]ib[\\/]python[0-9.]*[\\/]"
+    r"|[\\/]Lib[\\/][^\\/]+\.py$"
+    r"|^<[^>]*>$|^\?\?$|^$"
+    r"|\.(c|cc|cpp|cxx|h|hpp)$")
+
+TOP_HOLDERS = 5
+MAX_OOMS = 16
+MIN_LEAK_STEPS = 3
+
+
+def frames_of(fr):
+    return [{"filename": f.get("filename", ""), "line": f.get("line", 0), "name": f.get("name", "")} for f in (fr or [])]
+
+
+def block_frames(b):
+    if b.get("frames"):
+        return b["frames"]
+    for h in b.get("history") or []:
+        if h.get("frames"):
+            return h["frames"]
+    return []
+
+
+class Live:
+    """Live allocations per address: size, frames, stream, pending, born, born_time."""
+
+    def __init__(self, segs, entries):
+        self.live = {}
+        seen = set()
+        for i, e in enumerate(entries):
+            if e["action"] not in ALLOC_FAMILY:
+                continue
+            a = e["addr"]
+            if a in seen:
+                continue
+            seen.add(a)
+            if e["action"] != "alloc":  # rule (a): allocated before the trace
+                self.add_start(a, e["size"], e.get("frames") or [], e.get("stream", 0),
+                               e["action"] == "free_completed")
+        for s in segs:  # rule (b): ghost blocks
+            for b in with_addresses(s):
+                if b["state"] != "inactive" and b["address"] not in seen:
+                    self.add_start(b["address"], requested(b), block_frames(b), s.get("stream", 0),
+                                   b["state"] == "active_pending_free")
+        self.entries = entries
+        self.applied = 0
+
+    def add_start(self, addr, size, fr, stream, pending):
+        a = self.live.setdefault(addr, {"addr": addr, "size": 0, "born": -1, "born_time": 0})
+        a["size"] += size
+        a.update(frames=fr, stream=stream, pending=pending)
+
+    def advance(self, upto):
+        while self.applied <= min(upto, len(self.entries) - 1):
+            i = self.applied
+            e = self.entries[i]
+            act = e["action"]
+            if act == "alloc":
+                a = self.live.setdefault(e["addr"], {"addr": e["addr"], "size": 0})
+                a["size"] += e["size"]
+                a.update(frames=e.get("frames") or [], stream=e.get("stream", 0), pending=False,
+                         born=i, born_time=e.get("time_us") or 0)
+            elif act == "free_requested":
+                if e["addr"] in self.live:
+                    self.live[e["addr"]]["pending"] = True
+            elif act in ("free_completed", "free"):
+                a = self.live.get(e["addr"])
+                if a is None:
+                    a = self.live[e["addr"]] = {"addr": e["addr"], "size": 0, "frames": e.get("frames") or [],
+                                                "stream": e.get("stream", 0), "pending": False,
+                                                "born": i, "born_time": e.get("time_us") or 0}
+                a["size"] -= e["size"]
+                if a["size"] == 0:
+                    del self.live[e["addr"]]
+            self.applied += 1
+
+    def allocs(self):
+        return [self.live[k] for k in sorted(self.live)]
+
+
+def frame_key(f):
+    return "%s (%s:%d)" % (f.get("name", ""), f.get("filename", ""), f.get("line", 0))
+
+
+def callsite_key(fr):
+    if not fr:
+        return "(no stack)"
+    for f in fr:
+        if not LIBRARY.search(f.get("filename", "")):
+            return frame_key(f)
+    return frame_key(fr[0])
+
+
+def largest_first(a):
+    return (-a["size"], a["born"], a["addr"])
+
+
+def group(allocs, total):
+    groups = {}
+    for a in allocs:
+        groups.setdefault(callsite_key(a["frames"]), []).append(a)
+    out = []
+    for k, members in groups.items():
+        members.sort(key=largest_first)
+        b = sum(a["size"] for a in members)
+        oldest = min(a["born"] for a in members)
+        first_oldest = next(a for a in members if a["born"] == oldest)
+        out.append({"key": k, "bytes": b, "share": (b / total) if total else 0, "count": len(members),
+                    "largest_bytes": members[0]["size"], "oldest_index": oldest,
+                    "oldest_time_us": first_oldest["born_time"] or None,
+                    "frames": frames_of(members[0]["frames"])})
+    out.sort(key=lambda g: (-g["bytes"], g["key"]))
+    return out
+
+
+def figures(segs, entries, i):
+    reserved = sum(s["total_size"] for s in segs)
+    for e in entries:
+        if e["action"] in ("segment_alloc", "segment_map"):
+            reserved -= e["size"]
+        elif e["action"] in ("segment_free", "segment_unmap"):
+            reserved += e["size"]
+    for e in entries[:i + 1]:
+        if e["action"] in ("segment_alloc", "segment_map"):
+            reserved += e["size"]
+        elif e["action"] in ("segment_free", "segment_unmap"):
+            reserved -= e["size"]
+    allocated = cached = largest = 0
+    for s in undo_state(segs, entries, i):
+        for b in s["blocks"]:
+            if b["state"] == "active_allocated":
+                allocated += b["size"]
+            elif b["state"] == "inactive":
+                cached += b["size"]
+                largest = max(largest, b["size"])
+    return reserved, allocated, cached, largest
+
+
+def peak_index(live_start, entries):
+    v = peak = live_start
+    at = -1
+    for i, e in enumerate(entries):
+        if e["action"] == "alloc":
+            v += e["size"]
+        elif e["action"] in ("free_completed", "free"):
+            v -= e["size"]
+        if v > peak:
+            peak, at = v, i
+    return at
+
+
+def time_of(entries, i):
+    if 0 <= i < len(entries) and entries[i].get("time_us"):
+        return entries[i]["time_us"]
+    return None
+
+
+def device_data(top, dev):
+    traces = top.get("device_traces") or []
+    entries = traces[dev] if dev < len(traces) else []
+    segs = [s for s in top["segments"] if s["device"] == dev]
+    return segs, entries
+
+
+def holders(top, dev, at):
+    segs, entries = device_data(top, dev)
+    lv = Live(segs, entries)
+    start_active = sum(a["size"] for a in lv.live.values())
+    i = len(entries) - 1 if at == "end" else peak_index(start_active, entries)
+    lv.advance(i)
+    allocs = lv.allocs()
+    active = sum(a["size"] for a in allocs)
+    return {"path": "", "device": dev, "at": {"spec": at, "index": i, "time_us": time_of(entries, i)},
+            "by": "callsite", "active_bytes": active, "allocated_bytes": figures(segs, entries, i)[1],
+            "allocations": len(allocs), "groups": group(allocs, active)}
+
+
+def annotation_ops(top, dev, entries):
+    edges = []
+    for a in top.get("external_annotations") or []:
+        if a.get("device") == dev and a.get("time_us"):
+            edges.append((a["time_us"], len(edges), a["name"], a["stage"] == "START"))
+    for e in entries:
+        if e["action"] == "user_defined" and e.get("time_us") and e.get("frames"):
+            f = e["frames"][0]
+            edges.append((e["time_us"], len(edges), f["filename"], f["name"] == "START"))
+    edges.sort()
+    opened, ops = {}, []
+    for t, _, name, start in edges:
+        if start:
+            opened.setdefault(name, []).append(t)
+        elif opened.get(name):
+            ops.append({"name": name, "start": opened[name].pop(), "end": t,
+                        "step": re.fullmatch(r"ProfilerStep#(-?\d+)", name)})
+    return ops
+
+
+def op_at(ops, t):
+    """Innermost non-step op with start <= t <= end: latest start, then earliest end, then first."""
+    if not t:
+        return ""
+    best = None
+    for o in sorted(ops, key=lambda o: (o["start"], -o["end"])):
+        if o["step"] or not (o["start"] <= t <= o["end"]):
+            continue
+        if best is None or o["start"] > best["start"] or (o["start"] == best["start"] and o["end"] < best["end"]):
+            best = o
+    return best["name"] if best else ""
+
+
+def step_points(entries, ops):
+    steps = sorted([o for o in ops if o["step"]], key=lambda o: o["end"])
+    out = []
+    for s in steps:
+        i = -1
+        for j, e in enumerate(entries):
+            if not e.get("time_us") or e["time_us"] <= s["end"]:
+                i = j
+            else:
+                break
+        if i < 0 or (out and out[-1]["index"] >= i):
+            continue
+        out.append({"step": int(s["step"].group(1)), "index": i, "time_us": time_of(entries, i), "bytes": 0})
+    return out
+
+
+def explain_device(top, dev):
+    segs, entries = device_data(top, dev)
+    ops = annotation_ops(top, dev, entries)
+    start_active = sum(a["size"] for a in Live(segs, entries).live.values())
+    ooms = [i for i, e in enumerate(entries) if e["action"] == "oom"][:MAX_OOMS]
+    kind = "oom"
+    if not ooms:
+        kind, ooms = "peak", [peak_index(start_active, entries)]
+    out = []
+    for i in ooms:
+        lv = Live(segs, entries)
+        lv.advance(i)
+        allocs = lv.allocs()
+        reserved, allocated, cached, largest = figures(segs, entries, i)
+        o = {"kind": kind, "index": i, "time_us": time_of(entries, i), "requested_bytes": 0,
+             "device_free_bytes": None, "reserved_bytes": reserved, "allocated_bytes": allocated,
+             "cached_free_bytes": cached, "largest_cached_free_bytes": largest, "verdict": "none",
+             "op": "", "frames": [], "whatif": []}
+        if i >= 0:
+            e = entries[i]
+            o["requested_bytes"] = e["size"]
+            o["frames"] = frames_of(e.get("frames"))
+            o["op"] = op_at(ops, e.get("time_us"))
+            if kind == "oom":
+                free = e.get("device_free", 0)
+                o["device_free_bytes"] = free
+                o["verdict"] = "shortage" if allocated + e["size"] > reserved + free else "fragmentation"
+        o["top_holders"] = group(allocs, sum(a["size"] for a in allocs))[:TOP_HOLDERS]
+        out.append(o)
+
+    points = step_points(entries, ops)
+    series = []
+    last_groups = {}
+    for p in points:
+        lv = Live(segs, entries)
+        lv.advance(p["index"])
+        sums = {}
+        for a in lv.allocs():
+            k = callsite_key(a["frames"])
+            sums[k] = sums.get(k, 0) + a["size"]
+        series.append(sums)
+        last_groups = {g["key"]: g for g in group(lv.allocs(), 0)}
+    suspects = []
+    k = len(series)
+    if k >= MIN_LEAK_STEPS:
+        for key in series[-1]:
+            b = [s.get(key, 0) for s in series]
+            j = k - 1
+            while j > 0 and b[j - 1] <= b[j]:
+                j -= 1
+            run = k - j
+            if run < MIN_LEAK_STEPS or b[-1] <= b[j]:
+                continue
+            ups = sum(1 for x in range(j + 1, k) if b[x] > b[x - 1])
+            if 2 * ups < run - 1:
+                continue
+            suspects.append({"key": key, "growth_bytes_per_step": (b[-1] - b[j]) // (run - 1),
+                             "steps": [dict(points[x], bytes=b[x]) for x in range(j, k)],
+                             "frames": last_groups[key]["frames"]})
+    suspects.sort(key=lambda s: (-s["growth_bytes_per_step"], s["key"]))
+    return {"device": dev, "steps": len(points), "ooms": out, "leak_suspects": suspects}
+
+
+def devices(top):
+    traces = top.get("device_traces") or []
+    n = max([len(traces)] + [s["device"] + 1 for s in top["segments"]])
+    return [d for d in range(n) if (d < len(traces) and traces[d]) or any(s["device"] == d for s in top["segments"])]
+
+
+def main():
+    cmd, path = sys.argv[1], sys.argv[2]
+    _, top = load(path)
+    if isinstance(top, list):
+        top = {"segments": top, "device_traces": []}
+    if cmd == "holders":
+        at = sys.argv[sys.argv.index("--at") + 1] if "--at" in sys.argv else "peak"
+        dev = int(sys.argv[sys.argv.index("--device") + 1]) if "--device" in sys.argv else 0
+        out = holders(top, dev, at)
+    else:
+        out = {"path": "", "devices": [explain_device(top, d) for d in devices(top)]}
+    json.dump(out, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
