@@ -279,7 +279,7 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Fram
 		}
 	}
 	if !found {
-		return 0, a.failMalloc(&p, size) // unlocks
+		return 0, a.failMalloc(&p, size, ctx) // unlocks
 	}
 	b := a.allocFoundBlock(&p, size, ctx)
 	a.mu.Unlock()
@@ -295,8 +295,9 @@ func (p *allocParams) fatal() error {
 }
 
 // failMalloc builds the OOM (or passes a device error through), records the
-// oom entry, unlocks and calls the OOM observers. a.mu held on entry.
-func (a *Allocator) failMalloc(p *allocParams, size int64) error {
+// oom entry with the failing request's stack (as torch's record_trace
+// does), unlocks and calls the OOM observers. a.mu held on entry.
+func (a *Allocator) failMalloc(p *allocParams, size int64, ctx StackID) error {
 	if err := p.fatal(); err != nil {
 		a.mu.Unlock()
 		return fmt.Errorf("allocator: %w", err)
@@ -320,7 +321,7 @@ func (a *Allocator) failMalloc(p *allocParams, size int64) error {
 		return e
 	}
 	a.stats.NumOOMs++
-	a.record(ActionOOM, uint64(free), p.size, p.stream, NoStack)
+	a.record(ActionOOM, uint64(free), p.size, p.stream, ctx)
 	e.msg = a.oomMessage(e)
 	limit := total
 	if a.fractionSet {

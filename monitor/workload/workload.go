@@ -146,6 +146,7 @@ type Workload struct {
 	setup     bool
 	stopped   bool
 	opSeq     int64
+	stepAnns  []allocator.Annotation // ProfilerStep#N ranges, newest last (bounded)
 	stepT     time.Duration // simulated duration of a step
 	phaseDur  [3]time.Duration
 
@@ -395,6 +396,7 @@ func (w *Workload) endStep(oom, recovered bool) {
 	end := w.clock.Now()
 	w.emit(monitor.Op{Name: fmt.Sprintf("ProfilerStep#%d", n), StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
 		Thread: uint64(w.pid), Seq: -1, Step: int64(n), IsStep: true})
+	w.noteStep(n, start.UnixMicro(), end.UnixMicro())
 	if w.rec != nil {
 		w.syncMemoryTracker()
 		if err := w.rec.Step(); err != nil {
@@ -403,7 +405,7 @@ func (w *Workload) endStep(oom, recovered bool) {
 	}
 	w.step++
 	if w.writer != nil && w.cfg.SnapshotEvery > 0 && w.step%w.cfg.SnapshotEvery == 0 {
-		w.writer.submit(w.snapshotPath(fmt.Sprintf("snapshot_%d_step%06d", w.pid, n)), w.ca.Snapshot())
+		w.writer.submit(w.snapshotPath(fmt.Sprintf("snapshot_%d_step%06d", w.pid, n)), w.snapshot())
 	}
 	if w.cfg.OnStep != nil {
 		w.cfg.OnStep(StepInfo{Step: n, StartUS: start.UnixMicro(), EndUS: end.UnixMicro(), OOM: oom,
@@ -441,7 +443,31 @@ func (w *Workload) onOOM(device int, allocSize, allowedOrTotal, deviceFree int64
 		return
 	}
 	name := fmt.Sprintf("oom_snapshot_%d_%s", w.pid, w.clock.Now().Format("20060102150405"))
-	w.writer.submit(w.snapshotPath(name), w.ca.Snapshot())
+	w.writer.submit(w.snapshotPath(name), w.snapshot())
+}
+
+// maxStepAnnotations bounds the step ranges a snapshot carries (the trace
+// ring holds far fewer steps).
+const maxStepAnnotations = 4096
+
+// noteStep records step n's range as the START / END annotations torch
+// (≥ 2.5) writes for the profiler's ProfilerStep#N record_function.
+func (w *Workload) noteStep(n int, start, end int64) {
+	if len(w.stepAnns) >= 2*maxStepAnnotations {
+		w.stepAnns = append(w.stepAnns[:0], w.stepAnns[2:]...)
+	}
+	name := fmt.Sprintf("ProfilerStep#%d", n)
+	dev := w.dev.Info().ID
+	w.stepAnns = append(w.stepAnns,
+		allocator.Annotation{Name: name, Stage: "START", Device: dev, TimeUS: start},
+		allocator.Annotation{Name: name, Stage: "END", Device: dev, TimeUS: end})
+}
+
+// snapshot is the allocator's snapshot with the step annotations so far.
+func (w *Workload) snapshot() *allocator.Snapshot {
+	s := w.ca.Snapshot()
+	s.ExternalAnnotations = append(s.ExternalAnnotations, w.stepAnns...)
+	return s
 }
 
 func (w *Workload) logf(format string, args ...any) {

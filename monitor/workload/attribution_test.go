@@ -1,0 +1,63 @@
+package workload
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+)
+
+// TestOOMAttribution runs the oom scenario as `npumon demo --scenario oom`
+// does (ops and allocator events into one live Store) and checks that the
+// oom entry, and the segment releases of its retry path, belong to
+// aten::cat (docs/timeline.md "Op attribution": inclusive ends) and that
+// the oom entry carries the failing request's stack (KVCache.append).
+func TestOOMAttribution(t *testing.T) {
+	store := monitor.NewStore(monitor.StoreOptions{})
+	w, err := New(Config{Scenario: OOM, Seed: 1, Layers: 2, DeviceMem: 2 << 30, Steps: 12, Start: start,
+		OnOp: func(o monitor.Op) { store.AppendOps([]monitor.Op{o}) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
+		monitor.SourceOptions{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	detach()
+	n := store.Len(0)
+	evs := store.Events(0, -1<<62, 1<<62, int(n))
+	if int64(len(evs)) != n || n == 0 {
+		t.Fatalf("%d events of %d", len(evs), n)
+	}
+	ooms := 0
+	for i, e := range evs {
+		if e.Action != allocator.ActionOOM {
+			continue
+		}
+		ooms++
+		op, ok := store.OpAt(e.Time)
+		if !ok || op.Name != "aten::cat" {
+			t.Errorf("oom entry %d at %d µs: op %q (found %v), want aten::cat", e.Seq, e.Time, op.Name, ok)
+		}
+		st := store.Stack(e.Frames)
+		if !slices.ContainsFunc(st, func(f allocator.Frame) bool { return f.Name == "KVCache.append" }) {
+			t.Errorf("oom entry %d: frames %v, want KVCache.append", e.Seq, st)
+		}
+		// the retry path: segment releases right before the oom entry
+		for j := i - 1; j >= 0 && evs[j].Action == allocator.ActionSegmentFree; j-- {
+			if op, ok := store.OpAt(evs[j].Time); !ok || op.Name != "aten::cat" {
+				t.Errorf("retry-path segment_free %d: op %q, want aten::cat", evs[j].Seq, op.Name)
+			}
+		}
+	}
+	if ooms == 0 {
+		t.Fatal("the oom scenario recorded no oom entry")
+	}
+}
