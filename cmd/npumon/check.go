@@ -14,14 +14,19 @@ func newCheckCmd() *cobra.Command {
 	var maxPeak, maxReserved string
 	var maxFrag float64
 	var noOOM bool
+	var baseline string
+	var maxGrowth float64
 	c := &cobra.Command{
-		Use:   "check FILE [--max-peak SIZE] [--max-reserved SIZE] [--max-fragmentation PCT] [--no-oom]",
+		Use:   "check FILE [--max-peak SIZE] [--max-reserved SIZE] [--max-fragmentation PCT] [--no-oom] [--baseline OLD --max-growth PCT]",
 		Short: "Gate CI on a memory snapshot: exit 0 when all limits hold, 1 with one line per violation",
 		Long: "check reads a memory snapshot and tests it against limits, per device:\n" +
 			"  --max-peak SIZE            peak active bytes (docs/timeline.md)\n" +
 			"  --max-reserved SIZE        peak reserved bytes\n" +
 			"  --max-fragmentation PCT    final inactive (cached, unused) bytes as a percentage of reserved\n" +
 			"  --no-oom                   no oom trace entries\n" +
+			"  --baseline OLD --max-growth PCT\n" +
+			"                             peak active and peak reserved bytes at most PCT% above those\n" +
+			"                             of OLD, a snapshot of the same job from an earlier run\n" +
 			"SIZE accepts IEC units (KiB, MiB, GiB, TiB and K, M, G, T: powers of 1024) and SI units\n" +
 			"(kB, MB, GB, TB: powers of 1000), exactly: 40GiB, 64GB, 1.5 GiB, 4096. Exit 0: all hold; 1: one\n" +
 			"line per violation; 2: the file could not be read.",
@@ -48,14 +53,28 @@ func newCheckCmd() *cobra.Command {
 				lim.MaxFragmentationPct, lim.HasMaxFragmentation = maxFrag, true
 			}
 			lim.NoOOM = noOOM
-			if !lim.HasMaxPeakActive && !lim.HasMaxPeakReserved && !lim.HasMaxFragmentation && !lim.NoOOM {
-				return usageError{fmt.Errorf("check needs at least one limit (--max-peak, --max-reserved, --max-fragmentation or --no-oom)")}
+			if !lim.HasMaxPeakActive && !lim.HasMaxPeakReserved && !lim.HasMaxFragmentation && !lim.NoOOM && baseline == "" {
+				return usageError{fmt.Errorf("check needs at least one limit (--max-peak, --max-reserved, --max-fragmentation, --no-oom or --baseline with --max-growth)")}
+			}
+			if (baseline == "") != !c.Flags().Changed("max-growth") {
+				return usageError{fmt.Errorf("--baseline and --max-growth go together")}
+			}
+			if maxGrowth < 0 {
+				return usageError{fmt.Errorf("--max-growth must not be negative, got %g", maxGrowth)}
 			}
 			st, err := replay.StatsFile(args[0], replay.StatsOptions{})
 			if err != nil {
 				return err
 			}
-			if v := replay.Check(st, lim); len(v) > 0 {
+			v := replay.Check(st, lim)
+			if baseline != "" {
+				base, err := replay.StatsFile(baseline, replay.StatsOptions{})
+				if err != nil {
+					return err
+				}
+				v = append(v, replay.CheckGrowth(st, base, maxGrowth)...)
+			}
+			if len(v) > 0 {
 				return exitError{code: exitFail, msg: strings.Join(v, "\n")}
 			}
 			return nil
@@ -65,5 +84,7 @@ func newCheckCmd() *cobra.Command {
 	c.Flags().StringVar(&maxReserved, "max-reserved", "", "largest allowed peak reserved bytes")
 	c.Flags().Float64Var(&maxFrag, "max-fragmentation", 0, "largest allowed inactive/reserved percentage")
 	c.Flags().BoolVar(&noOOM, "no-oom", false, "fail when the trace has oom entries")
+	c.Flags().StringVar(&baseline, "baseline", "", "an earlier snapshot of the same job to compare peaks with (with --max-growth)")
+	c.Flags().Float64Var(&maxGrowth, "max-growth", 0, "largest allowed growth of the peaks over --baseline, in percent")
 	return c
 }

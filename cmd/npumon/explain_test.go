@@ -1,0 +1,188 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/testdata/fixture"
+)
+
+const leakFile = "../../replay/testdata/leak_steps.pickle"
+
+func TestHoldersJSON(t *testing.T) {
+	var h explain.Holders
+	runJSON(t, &h, "holders", fixture2026(t), "--at", "peak", "--top", "3", "--json")
+	if h.At.Index != 1402 || h.At.TimeUS == nil || h.By != "callsite" || len(h.Groups) != 3 || h.ActiveBytes != 13923997700 {
+		t.Fatalf("holders = %+v", h)
+	}
+	for i, g := range h.Groups {
+		if i > 0 && g.Bytes > h.Groups[i-1].Bytes {
+			t.Errorf("groups not sorted by bytes: %+v", h.Groups)
+		}
+		if len(g.Frames) == 0 || strings.Contains(g.Key, "site-packages") {
+			t.Errorf("group %q: a call site outside the libraries with frames expected", g.Key)
+		}
+	}
+	// the raw keys the JSON promises
+	_, out, _ := captureRun(t, "holders", npuFile, "--at", "oom", "--by", "stream", "--json")
+	for _, k := range []string{`"path"`, `"device"`, `"at"`, `"index"`, `"time_us"`, `"by": "stream"`, `"allocated_bytes"`,
+		`"groups"`, `"key"`, `"bytes"`, `"count"`, `"largest_bytes"`, `"frames"`, `"filename"`, `"line"`, `"name"`} {
+		if !strings.Contains(out, k) {
+			t.Errorf("holders --json lacks %s:\n%s", k, out)
+		}
+	}
+	// the softmax frame is torch's (dist-packages); with no library paths it is the call site
+	code, out, _ := captureRun(t, "holders", leakFile, "--at", "peak")
+	if code != 0 || !strings.Contains(out, "Attention.forward (/job/model.py:58)") || strings.Contains(out, "softmax") {
+		t.Errorf("default library paths: exit %d\n%s", code, out)
+	}
+	code, out, _ = captureRun(t, "holders", leakFile, "--at", "peak", "--library", "^$")
+	if code != 0 || !strings.Contains(out, "softmax (/usr/lib/python3/dist-packages/torch/nn/functional.py:2140)") {
+		t.Errorf("--library: exit %d\n%s", code, out)
+	}
+}
+
+func TestHoldersErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"holders", leakFile, "--at", "oom:2"},
+		{"holders", leakFile, "--at", "#99999"},
+		{"holders", leakFile, "--at", "soon"},
+		{"holders", leakFile, "--by", "colour"},
+		{"holders", leakFile, "--library", "("},
+		{"holders", npuFile, "--at", "1700000000000000"},
+		{"holders", "../../replay/testdata/bad_truncated.pickle"},
+		{"holders", leakFile, "--device", "3"},
+		{"diff", leakFile, leakFile, "--from", "peak"},
+	} {
+		code, _, errOut := captureRun(t, args...)
+		if code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+func TestDiffJSON(t *testing.T) {
+	var d explain.Diff
+	runJSON(t, &d, "diff", leakFile, "--from", "#5", "--to", "end", "--json")
+	g := d.Groups[0]
+	if d.From.At.Index != 5 || d.To.At.Index != 35 || g.Key != "log_hidden_states (/job/train.py:71)" ||
+		g.BytesFrom != 1<<20 || g.BytesTo != 6<<20 || g.DeltaBytes != 5<<20 || g.CountFrom != 1 || g.CountTo != 6 ||
+		g.BornCount != 5 || g.FreedCount != 0 {
+		t.Fatalf("diff = %+v", d)
+	}
+	// two files of one job: the ends are compared
+	runJSON(t, &d, "diff", leakFile, leakFile, "--json")
+	for _, g := range d.Groups {
+		if g.DeltaBytes != 0 || g.BornCount != 0 || g.FreedCount != 0 {
+			t.Errorf("a file against itself: %+v", g)
+		}
+	}
+}
+
+func TestExplainJSON(t *testing.T) {
+	var e explain.Explanation
+	runJSON(t, &e, "explain", leakFile, "--json")
+	d := e.Devices[0]
+	o := d.OOMs[0]
+	if o.Kind != "oom" || o.Verdict != "fragmentation" || o.Op != "aten::cat" || o.RequestedBytes != 20<<20 ||
+		o.DeviceFreeBytes == nil || *o.DeviceFreeBytes != 2<<20 || o.LargestCachedFreeBytes != 10<<20 ||
+		len(o.TopHolders) == 0 || len(o.WhatIf) != 3 || o.WhatIf[0].Conf != "baseline" {
+		t.Fatalf("oom = %+v", o)
+	}
+	if !slices.ContainsFunc(o.Frames, func(f explain.Frame) bool { return f.Name == "KVCache.append" }) {
+		t.Errorf("frames %+v", o.Frames)
+	}
+	if len(d.LeakSuspects) != 1 || d.LeakSuspects[0].Key != "log_hidden_states (/job/train.py:71)" ||
+		d.LeakSuspects[0].GrowthBytesPerStep != 1<<20 || len(d.LeakSuspects[0].Steps) != 6 {
+		t.Errorf("leak suspects %+v", d.LeakSuspects)
+	}
+	code, out, _ := captureRun(t, "explain", leakFile, "--no-whatif")
+	if code != 0 || !strings.Contains(out, "verdict: fragmentation") || !strings.Contains(out, "log_hidden_states") {
+		t.Errorf("text: exit %d\n%s", code, out)
+	}
+}
+
+func TestCheckBaseline(t *testing.T) {
+	// the 2.0 capture holds 11 GiB at its peak, the 1.3b one 5.3 GiB
+	big := fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle")
+	small := fixture.Path(t, "snapshots/cuda-2.0-flexgen-1.3b_snapshot.pickle")
+	code, _, errOut := captureRun(t, "check", big, "--baseline", small, "--max-growth", "10")
+	if code != 1 || !strings.Contains(errOut, "peak active") || !strings.Contains(errOut, "--max-growth 10%") {
+		t.Errorf("grown: exit %d %q", code, errOut)
+	}
+	if code, _, errOut := captureRun(t, "check", small, "--baseline", big, "--max-growth", "10"); code != 0 {
+		t.Errorf("shrunk: exit %d %q", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"check", small, "--baseline", big},
+		{"check", small, "--max-growth", "5"},
+		{"check", small, "--baseline", "/nonexistent.pickle", "--max-growth", "5"},
+	} {
+		if code, _, errOut := captureRun(t, args...); code != 2 {
+			t.Errorf("%v: exit %d %q", args, code, errOut)
+		}
+	}
+}
+
+// demoOut runs `npumon demo` headless with --out and returns its snapshot
+// files, oldest first.
+func demoOut(t *testing.T, args ...string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	full := append([]string{"demo", "--out", dir, "--rate", "1000", "--layers", "2", "--headless", "1s"}, args...)
+	if code, _, errOut := captureRun(t, full...); code != 0 {
+		t.Fatalf("%v: exit %d %q", full, code, errOut)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pickle"))
+	if len(files) == 0 {
+		ents, _ := os.ReadDir(dir)
+		t.Fatalf("%v wrote no snapshot (%v)", full, ents)
+	}
+	slices.Sort(files)
+	return files
+}
+
+// TestExplainDemoLeak: the leak scenario's late snapshot names the leaking
+// call site first among the leak suspects.
+func TestExplainDemoLeak(t *testing.T) {
+	files := demoOut(t, "--scenario", "leak", "--steps", "30", "--snapshot-every", "10", "--device-mem", "4GiB")
+	var e explain.Explanation
+	runJSON(t, &e, "explain", files[len(files)-1], "--json", "--no-whatif")
+	ls := e.Devices[0].LeakSuspects
+	if e.Devices[0].Steps < 20 || len(ls) == 0 || ls[0].Key != "log_hidden_states (train.py:71)" || ls[0].GrowthBytesPerStep <= 0 {
+		t.Fatalf("steps %d, leak suspects %+v", e.Devices[0].Steps, ls)
+	}
+}
+
+// TestExplainDemoFragmentation: on a small device the fragmentation
+// scenario fails for fragmentation, and an alternative setting fits.
+func TestExplainDemoFragmentation(t *testing.T) {
+	files := demoOut(t, "--scenario", "fragmentation", "--steps", "30", "--snapshot-every", "0", "--device-mem", "512MiB", "--layers", "48")
+	var e explain.Explanation
+	runJSON(t, &e, "explain", files[0], "--json")
+	o := e.Devices[0].OOMs[0]
+	if o.Kind != "oom" || o.Verdict != "fragmentation" {
+		t.Fatalf("oom %+v", o)
+	}
+	fits := slices.ContainsFunc(o.WhatIf[1:], func(r explain.WhatIfRun) bool { return r.Fits })
+	if !fits {
+		t.Errorf("no alternative fits: %+v", o.WhatIf)
+	}
+}
+
+// TestExplainDemoOOM: the oom scenario's snapshot names KVCache.append as
+// the failing request's stack and as the top holder.
+func TestExplainDemoOOM(t *testing.T) {
+	files := demoOut(t, "--scenario", "oom", "--steps", "12", "--snapshot-every", "0", "--device-mem", "2GiB")
+	var e explain.Explanation
+	runJSON(t, &e, "explain", files[0], "--json", "--no-whatif")
+	o := e.Devices[0].OOMs[0]
+	if !slices.ContainsFunc(o.Frames, func(f explain.Frame) bool { return f.Name == "KVCache.append" }) ||
+		o.TopHolders[0].Key != "KVCache.append (cache.py:33)" {
+		t.Fatalf("oom %+v", o)
+	}
+}
