@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
 )
 
 // This file holds the segment map a device log implies at one position: the
@@ -22,6 +23,7 @@ type liveBlock struct {
 	req    int64
 	frames allocator.StackID
 	state  allocator.BlockState
+	born   int64 // sequence of the entry that allocated it; -1: before the log
 }
 
 // segState is the mutable segment map: segments by base address and live
@@ -198,13 +200,17 @@ func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (p
 			if o, ok := ov.blocks[seq]; ok {
 				b = o
 				b.state = allocator.StateActiveAllocated
+				if b.frames == allocator.NoStack {
+					b.frames = e.frames
+				}
 			}
 		}
+		b.born = seq
 		st.setBlock(b)
 	case allocator.ActionFreeRequested:
 		b, ok := st.getBlock(e.addr)
 		if !ok {
-			b = liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames}
+			b = liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames, born: seq}
 		} else if b.state == allocator.StateActivePendingFree {
 			return 0
 		}
@@ -395,9 +401,15 @@ func stateFromSegments(segs []allocator.Segment) *segState {
 		st.segs[s.Address] = s
 		for _, b := range segs[i].Blocks {
 			if b.State.Active() {
-				st.blocks[b.Address] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State}
+				st.blocks[b.Address] = initialBlock(&b)
 			}
 		}
 	}
 	return st
+}
+
+// initialBlock is a block live before the log: its stack from any schema
+// (replay.BlockFrames: frames, else the 2.0 / 1.13 history).
+func initialBlock(b *allocator.Block) liveBlock {
+	return liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b), state: b.State, born: -1}
 }

@@ -209,7 +209,7 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	for _, a := range tl.Start() { // Initial leaves out those outside its segments
 		b := &a.Block
 		if _, ok := d.head.blocks[b.Address]; !ok {
-			d.head.blocks[b.Address] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames, state: b.State}
+			d.head.blocks[b.Address] = initialBlock(b)
 		}
 	}
 	d.initActive = tl.ActiveAtStart
@@ -309,7 +309,7 @@ func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.Tra
 		case allocator.ActionAlloc, allocator.ActionFree, allocator.ActionFreeCompleted:
 			if b, ok := finalBlocks[e.Addr]; ok {
 				if e.Action == allocator.ActionAlloc {
-					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: b.Frames}
+					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b)}
 				}
 				delete(finalBlocks, e.Addr)
 			}

@@ -3,11 +3,13 @@ package monitor
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -623,5 +625,40 @@ func TestStoreStepsInsideOneMicrosecond(t *testing.T) {
 	}
 	if s := st.SummaryAtSeq(0, 1<<40); s.Applied != int64(len(tr)) {
 		t.Fatalf("position past the end applied %d", s.Applied)
+	}
+}
+
+// TestLiveAtSeqMatchesReplay: the Store's live allocations at every
+// position are replay/explain's (sizes, stacks, births) on a real capture.
+func TestLiveAtSeqMatchesReplay(t *testing.T) {
+	for _, name := range []string{"cuda-2026-assignment2-memory_snapshot.pickle", "cuda-2.0-flexgen-oom_snapshot.pickle"} {
+		c, err := replay.DecodeFile(fixture.Path(t, "snapshots/"+name), replay.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := NewStore(StoreOptions{CheckpointEvery: 64})
+		if err := st.IngestSnapshot(c.Snapshot); err != nil {
+			t.Fatal(err)
+		}
+		tl, err := replay.NewTimeline(c.Snapshot, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := explain.NewWalker(tl)
+		for n := int64(0); n <= st.Len(0); n += 97 {
+			w.AdvanceTo(int(n) - 1)
+			want := w.Live()
+			got := st.LiveAtSeq(0, n)
+			if len(got) != len(want) {
+				t.Fatalf("%s after %d entries: %d live, replay %d", name, n, len(got), len(want))
+			}
+			for i := range got {
+				g, r := got[i], want[i]
+				if g.Addr != r.Addr || g.Size != r.Size || g.Born != r.Born || g.BornTime != r.BornTime ||
+					!slices.Equal(st.Stack(g.Frames), c.Snapshot.Stack(r.Frames)) {
+					t.Fatalf("%s after %d entries, allocation %d: store %+v, replay %+v", name, n, i, g, r)
+				}
+			}
+		}
 	}
 }

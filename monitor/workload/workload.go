@@ -147,7 +147,7 @@ type Workload struct {
 	stopped   bool
 	opSeq     int64
 	stepAnns  []allocator.Annotation // ProfilerStep#N ranges, newest last (bounded)
-	stepT     time.Duration // simulated duration of a step
+	stepT     time.Duration          // simulated duration of a step
 	phaseDur  [3]time.Duration
 
 	rec       *profiler.Recorder

@@ -1,0 +1,49 @@
+package monitor
+
+import (
+	"sort"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay/explain"
+)
+
+// LiveAtSeq returns the live allocations of device after its first n
+// entries (n is clamped to [0, Len]), in address order, for the holders
+// view: each with its requested size, stack, stream (its segment's), state
+// and birth (the entry that allocated it; -1 before the log). Costs what a
+// StateAtSeq does: one checkpoint restore plus at most K entries.
+func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	n = d.clampPos(n)
+	cp := d.checkpointAt(n)
+	out := make([]explain.Alloc, 0, len(cp.blocks))
+	segs := cp.segs // sorted by address
+	for _, b := range cp.blocks {
+		a := explain.Alloc{Addr: b.addr, Size: liveSize(b), Frames: b.frames,
+			Pending: b.state == allocator.StateActivePendingFree, Born: int(b.born)}
+		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.addr }); i < len(segs) && segs[i].Address <= b.addr {
+			a.Stream = segs[i].Stream
+		}
+		if b.born >= 0 && b.born < int64(len(d.recs)) {
+			a.BornTime = d.recs[b.born].time
+			if d.base == TimeSequence {
+				a.BornTime = 0
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// OpName is the name of the op at t ("" when none): OpAt for a grouper.
+func (s *Store) OpName(t int64) string {
+	if op, ok := s.OpAt(t); ok {
+		return op.Name
+	}
+	return ""
+}
