@@ -30,6 +30,9 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 			a.Stream = segs[i].Stream
 		}
 		if b.born >= 0 && b.born < int64(len(d.recs)) {
+			// the trace's size, as the active series counts it (an
+			// allocation that survives carries the final block's sizes)
+			a.Size = d.recs[b.born].size
 			a.BornTime = d.recs[b.born].time
 			if d.base == TimeSequence {
 				a.BornTime = 0
@@ -46,4 +49,21 @@ func (s *Store) OpName(t int64) string {
 		return op.Name
 	}
 	return ""
+}
+
+// AnnotationOps are a capture's record_function ranges (external
+// annotations, torch 2.4's user_defined entries) as ops, so that a
+// snapshot alone attributes entries to them and marks its steps.
+func AnnotationOps(snap *allocator.Snapshot) []Op {
+	var out []Op
+	for _, dev := range snap.Devices() {
+		for _, a := range explain.AnnotationOps(snap, dev) {
+			op := Op{Name: a.Name, StartUS: a.StartUS, EndUS: a.EndUS, Seq: -1, Device: dev, Step: -1, IsStep: a.IsStep}
+			if a.IsStep {
+				op.Step = a.Step
+			}
+			out = append(out, op)
+		}
+	}
+	return out
 }

@@ -42,6 +42,7 @@ func LoadSnapshot(ctx context.Context, path string, store *Store, report func(Lo
 		if err := store.IngestSnapshot(capt.Snapshot); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		store.IngestOps(AnnotationOps(capt.Snapshot))
 		report(LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
 		return capt, nil
 	})

@@ -37,6 +37,9 @@ func (m *Model) hintLine() string {
 	if m.wiOpen {
 		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
 	}
+	if m.x.open() && m.hasData {
+		return th.Hint.Render(m.viewHint())
+	}
 	short := m.keys.ShortHelp()
 	if m.o.Captures != nil {
 		short = append([]key.Binding{m.keys.Captures}, short...)
@@ -87,6 +90,10 @@ func (m *Model) helpText() []string {
 		"Jump (t): 15:04:05.123 (local clock), +1.5s (from the first entry), #N (the state after entry " +
 			"index N, as the header's entry #N and stats count), or a raw cursor value. The segment map " +
 			"shows the state after every entry at or before the cursor.",
+		"Holders (h): the live allocations at the cursor grouped by call site (the first frame outside torch, " +
+			"torch_npu, site-packages and the Python library), stack, op, stream or size (b); enter lists a group's " +
+			"allocations, v shows a whole stack. m sets mark A: holders then show the change from A to the cursor. " +
+			"o lands on the next OOM's panel: verdict, figures, stack and top holders (docs/explain.md).",
 		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
 	}
 	if m.o.Devices != nil {

@@ -7,7 +7,6 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -59,6 +58,11 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	}
 	if m.wiOpen {
 		return m.onWhatIfKey(msg)
+	}
+	if m.x.open() && !m.loading && m.hasData {
+		if cmd, handled := m.onViewKey(msg); handled {
+			return cmd
+		}
 	}
 	if key.Matches(msg, k.Captures) {
 		if m.o.Captures == nil {
@@ -150,11 +154,13 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		m.jumpMatch(d)
 	case key.Matches(msg, k.NextOOM):
-		if c, ok := src.Next(m.dev, m.cursor, allocator.ActionOOM); ok {
-			m.setCursor(c)
-		} else {
-			m.statusErr = "no OOM after the cursor"
-		}
+		m.openOOM()
+	case key.Matches(msg, k.Holders):
+		m.openHolders()
+	case key.Matches(msg, k.Stack):
+		m.openStack()
+	case key.Matches(msg, k.Mark):
+		m.setMark()
 	case key.Matches(msg, k.Peak):
 		c, _ := src.Peak(m.dev)
 		m.setCursor(c)

@@ -12,6 +12,7 @@ type keyMap struct {
 	Filter, Device, Relative, Help, Back, Quit                                                  key.Binding
 	Captures, WhatIf, Devices                                                                   key.Binding
 	PageUp, PageDown, Home, EndList, NextMatch, PrevMatch                                       key.Binding
+	Holders, Stack, Mark, GroupBy                                                               key.Binding
 }
 
 func newKeyMap() keyMap {
@@ -28,7 +29,7 @@ func newKeyMap() keyMap {
 		Faster:    b([]string{"]"}, "]", "faster"),
 		Start:     b([]string{"g"}, "g", "start"),
 		End:       b([]string{"G"}, "G", "end"),
-		NextOOM:   b([]string{"o"}, "o", "next OOM"),
+		NextOOM:   b([]string{"o"}, "o", "next OOM: its panel"),
 		Peak:      b([]string{"p"}, "p", "peak"),
 		Jump:      b([]string{"t"}, "t", "jump to time"),
 		Follow:    b([]string{"f"}, "f", "follow live"),
@@ -62,6 +63,10 @@ func newKeyMap() keyMap {
 		NextMatch: b([]string{"n"}, "n", "next entry matching the filter"),
 		PrevMatch: b([]string{"N"}, "N", "previous match"),
 		Devices:   b([]string{"D"}, "D", "NPUs (npu-smi)"),
+		Holders:   b([]string{"h"}, "h", "holders: who holds memory"),
+		Stack:     b([]string{"v"}, "v", "view the whole stack"),
+		Mark:      b([]string{"m"}, "m", "mark A (holders: change)"),
+		GroupBy:   b([]string{"b"}, "b", "holders: group by"),
 	}
 }
 
@@ -77,5 +82,6 @@ func (k keyMap) FullHelp() [][]key.Binding {
 		{k.NextOOM, k.Peak, k.Jump, k.Follow, k.ZoomIn, k.ZoomOut, k.PanLeft, k.PanRight, k.ZoomReset},
 		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter},
 		{k.Sort, k.Filter, k.NextMatch, k.PrevMatch, k.Device, k.Relative, k.Captures, k.WhatIf, k.Devices, k.Help, k.Back, k.Quit},
+		{k.Holders, k.GroupBy, k.Mark, k.Stack},
 	}
 }

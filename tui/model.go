@@ -122,6 +122,7 @@ type Model struct {
 	wi        tuiwhatif.Model
 	wiOpen    bool // the what-if view (w) replaces the panes
 	dv        devView
+	x         explainUI // holders, stack and OOM views (explain.go)
 	input     inputMode
 	ti        textinput.Model
 	flt       *filter
@@ -160,7 +161,7 @@ func newModel(o Options) *Model {
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
-		wi: tuiwhatif.New(th),
+		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
 	m.help.ShowAll = true
 	if th.ASCII {

@@ -282,7 +282,7 @@ func TestSegmentBlockDetail(t *testing.T) {
 	}
 	m.Update(cmd())
 	v := m.View()
-	for _, want := range []string{"block 0x7f0000800000", "allocated at 2025-11-29 07:06:40.002 (entry 2)", "train.py:42:forward", "train.py:7:main"} {
+	for _, want := range []string{"block 0x7f0000800000", "allocated at 2025-11-29 07:06:40.002 (entry 2)", "forward  train.py:42", "main  train.py:7"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("detail lacks %q:\n%s", want, v)
 		}

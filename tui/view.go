@@ -116,6 +116,8 @@ func (m *Model) render() string {
 		lines = append(lines, m.pickerLines(body)...)
 	case m.wiOpen:
 		lines = append(lines, m.whatIfLines(body)...)
+	case m.x.open() && m.hasData && !m.loading:
+		lines = append(lines, m.viewLines(body)...)
 	case m.loading || m.loadErr != nil:
 		lines = append(lines, m.loadingLines(body)...)
 	case !m.hasData:
@@ -160,7 +162,7 @@ func (m *Model) bodyLines(body int) []string {
 	}
 	if seg.ok() {
 		c := []string{m.title(paneSegments, seg.w, compact, "sort: "+m.seg.SortName()+" (s)")}
-		detail := m.seg.Detail(m.o.Source.Stack, m.allocAtText())
+		detail := m.seg.Detail(m.o.Source.Stack, m.allocAtText(), seg.w)
 		c = append(c, strings.Split(m.seg.View(seg.w, seg.h-1, detail), "\n")...)
 		put(seg, c)
 	}

@@ -232,10 +232,7 @@ func (d *Device) explainAt(kind string, i int, g *Grouper, live []Alloc, top int
 		if kind == "oom" {
 			free := e.DeviceFree
 			o.DeviceFreeBytes = &free
-			o.Verdict = "fragmentation"
-			if o.AllocatedBytes+o.RequestedBytes > o.ReservedBytes+free {
-				o.Verdict = "shortage"
-			}
+			o.Verdict = Verdict(o.AllocatedBytes, o.RequestedBytes, o.ReservedBytes, free)
 		}
 	}
 	o.TopHolders = g.Group(live, active)
@@ -326,4 +323,14 @@ func leakSuspects(points []StepPoint, series []map[string]int64) []LeakSuspect {
 		return cmp.Or(cmp.Compare(b.GrowthBytesPerStep, a.GrowthBytesPerStep), cmp.Compare(a.Key, b.Key))
 	})
 	return out
+}
+
+// Verdict says why a request failed: "shortage" when allocated + requested
+// exceed reserved + device free (the device cannot give that much), else
+// "fragmentation" (the bytes exist, no block or range is large enough).
+func Verdict(allocated, requested, reserved, deviceFree int64) string {
+	if allocated+requested > reserved+deviceFree {
+		return "shortage"
+	}
+	return "fragmentation"
 }

@@ -388,8 +388,8 @@ func (m *Model) bar(s *allocator.Segment, n int, selected bool) (string, string)
 
 // Detail returns lines describing the selected segment or block: address,
 // sizes, stream, when it was allocated (allocAt, supplied by the caller) and
-// the stack frames.
-func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt string) []string {
+// the stack frames, each fitted to width cells.
+func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt string, width int) []string {
 	s := m.Segment()
 	if s == nil {
 		return nil
@@ -406,11 +406,11 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 		if allocAt != "" {
 			out = append(out, "allocated "+allocAt)
 		}
-		frames := StackLines(stack(b.Frames))
+		frames := StackLines(stack(b.Frames), width)
 		if len(frames) == 0 {
-			out = append(out, "no stack recorded for this block")
+			return append(out, "no stack recorded for this block")
 		}
-		return append(out, frames...)
+		return append(append(out, frames...), "v: the whole stack")
 	}
 	out = append(out,
 		fmt.Sprintf("segment 0x%x  size %s  stream %s  %s", s.Address, theme.Bytes(s.TotalSize), m.stream(s.Stream), kind),
@@ -418,7 +418,7 @@ func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt st
 	if s.HasPoolID {
 		out = append(out, fmt.Sprintf("pool (%d, %d)", s.PoolID[0], s.PoolID[1]))
 	}
-	if frames := StackLines(stack(s.Frames)); len(frames) > 0 {
+	if frames := StackLines(stack(s.Frames), width); len(frames) > 0 {
 		out = append(out, frames...)
 	}
 	out = append(out, "enter: select blocks")

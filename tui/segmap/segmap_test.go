@@ -91,9 +91,9 @@ func TestViewSizeAndDetail(t *testing.T) {
 		return allocator.Stack{{Filename: "a.py", Line: 3, Name: "f"}}
 	}
 	m.Enter()
-	d := m.Detail(stack, "at 12:00:00.000 (entry 3)")
+	d := m.Detail(stack, "at 12:00:00.000 (entry 3)", 70)
 	joined := strings.Join(d, "\n")
-	for _, want := range []string{"block 0x1f000000", "requested 3.00 MiB", "active_allocated", "allocated at 12:00:00.000", "a.py:3:f"} {
+	for _, want := range []string{"block 0x1f000000", "requested 3.00 MiB", "active_allocated", "allocated at 12:00:00.000", "f  a.py:3"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("detail lacks %q:\n%s", want, joined)
 		}
@@ -124,10 +124,15 @@ func TestStackLines(t *testing.T) {
 		f("loop.py", 5, "step"), f("loop.py", 5, "step"), f("loop.py", 5, "step"), f("loop.py", 5, "step"),
 		f("a.py", 1, "g"), f("a.py", 1, "g"),
 	}
-	got := strings.Join(StackLines(st), "|")
-	want := "model.py:10:forward|loop.py:5:step|<repeats 3 times>|a.py:1:g|a.py:1:g"
+	got := strings.Join(StackLines(st, 0), "|")
+	want := "forward  model.py:10|step  loop.py:5|<repeats 3 times>|g  a.py:1|g  a.py:1"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	// narrow: the path gives way from the left, the file and line stay
+	win := allocator.Stack{f(`D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, 39, "forward")}
+	if got := StackLines(win, 40)[0]; got != `forward  …\cs336_basics\model.py:39` {
+		t.Errorf("narrow frame %q", got)
 	}
 }
 

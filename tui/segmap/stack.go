@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay/explain"
 )
 
 // Frame filters of torch's memory_viz (docs/reference/snapshot-format.md §6.6):
@@ -30,14 +31,16 @@ func keepFrame(f allocator.Frame) bool {
 	return true
 }
 
-// StackLines formats a stack innermost first as "file:line:name", dropping
-// filtered frames and collapsing runs of three or more identical lines into
-// the first plus "<repeats N times>" (runs of two are kept).
-func StackLines(st allocator.Stack) []string {
+// StackLines formats a stack innermost first as "function  …/dir/file.py:line"
+// in at most width cells (the path shortened from the left, so the file and
+// line stay; width ≤ 0: whole), dropping filtered frames and collapsing runs
+// of three or more identical lines into the first plus "<repeats N times>"
+// (runs of two are kept).
+func StackLines(st allocator.Stack, width int) []string {
 	var lines []string
 	for _, f := range st {
 		if keepFrame(f) {
-			lines = append(lines, fmt.Sprintf("%s:%d:%s", f.Filename, f.Line, f.Name))
+			lines = append(lines, explain.FormatFrame(f, width))
 		}
 	}
 	var out []string

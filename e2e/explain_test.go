@@ -1,0 +1,83 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+)
+
+// TestTUIHoldersInTmux: in a replay, h lists the holders at the peak, enter
+// a group's allocations, v a whole stack; esc walks back; on a block of
+// the segment map v shows its stack too.
+func TestTUIHoldersInTmux(t *testing.T) {
+	bin := npumonBin(t)
+	snap := snapshotFixture(t, "cuda-2026-assignment2-memory_snapshot.pickle")
+	p := startTmux(t, 80, 24, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", snap)
+	p.waitFor("entry 5163/5163")
+	p.send("p")
+	p.waitFor("entry 1403/5163")
+	p.send("h")
+	p.waitFor("Holders by", "504 live allocations", "forward (…\\model.py:39)")
+	p.send("Enter")
+	p.waitFor("25 allocations of forward")
+	p.send("v")
+	p.waitFor("innermost first", "einsum", "forward  D:\\Dev")
+	p.send("Escape")
+	p.waitGone("innermost first")
+	p.send("Escape")
+	p.waitGone("25 allocations of")
+	p.send("b")
+	p.waitFor("Holders by stack")
+	p.send("Escape")
+	p.waitGone("Holders by")
+	p.send("2")
+	p.send("Enter")
+	p.waitFor("block 0xb03000000")
+	p.send("v")
+	p.waitFor("innermost first", "model.py:54")
+	p.send("Escape", "?")
+	p.waitFor("npumon keys", "next OOM: its panel")
+	p.send("Down", "Down", "Down")
+	p.waitFor("holders: group by", "mark A", "view the whole stack")
+	p.send("q")
+	p.waitFor("NPUMON_EXIT=0")
+}
+
+// TestTUIOOMPanelInTmux: o lands on an oom entry's panel: the verdict, the
+// op it belongs to (the snapshot's record_function ranges) and the failing
+// request's stack.
+func TestTUIOOMPanelInTmux(t *testing.T) {
+	bin := npumonBin(t)
+	snap, err := filepath.Abs("../replay/testdata/leak_steps.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startTmux(t, 120, 40, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", snap)
+	p.waitFor("entry 36/36")
+	p.send("g")
+	p.waitFor("entry 0/36")
+	p.send("o")
+	p.waitFor("Out of memory at entry 35", "fragmentation", "aten::cat", "KVCache.append  /job/cache.py:33", "log_hidden_states")
+	p.send("q")
+	p.waitFor("NPUMON_EXIT=0")
+}
+
+// TestDemoOOMPanelInTmux: live, the demo's oom scenario: o shows the OOM
+// attributed to aten::cat with the KVCache.append frame, and h the
+// holders, with the cache on top.
+func TestDemoOOMPanelInTmux(t *testing.T) {
+	bin := npumonBin(t)
+	p := startTmux(t, 120, 40, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "demo", "--scenario", "oom",
+		"--device-mem", "2GiB", "--layers", "2", "--rate", "200")
+	p.waitFor("OOM 2") // two OOMs recorded
+	p.send("Space")
+	p.waitFor("PAUSED")
+	p.send("g")
+	p.send("o")
+	p.waitFor("Out of memory at entry", "op                   aten::cat", "KVCache.append  cache.py:33")
+	p.send("h")
+	p.waitFor("Holders by", "KVCache.append (cache.py:33)")
+	p.send("q")
+	p.waitFor("NPUMON_EXIT=0")
+}

@@ -1,0 +1,590 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/tui/theme"
+)
+
+// This file holds the full-screen views that explain memory
+// (docs/explain.md): holders at the cursor (h), a group's allocations
+// (enter), the whole stack of a block, event, group or allocation (v), and
+// the OOM panel (o). Views stack: esc goes back one. Mark A (m) turns the
+// holders view into the change from the mark to the cursor.
+
+// holderSource is a Source that can list the live allocations at a
+// position (a *monitor.Store can).
+type holderSource interface {
+	LiveAtSeq(device int, n int64) []explain.Alloc
+	OpName(t int64) string
+}
+
+var _ holderSource = (*monitor.Store)(nil)
+
+type viewKind int
+
+const (
+	viewHolders viewKind = iota
+	viewAllocs           // the allocations of one holders group
+	viewStack            // one stack, full screen
+	viewOOM              // the OOM panel
+)
+
+// xview is one open view.
+type xview struct {
+	kind     viewKind
+	sel, top int
+	group    string          // viewAllocs: the group key
+	title    []string        // viewStack: what the stack belongs to
+	frames   allocator.Stack // viewStack
+	oom      *oomFacts       // viewOOM
+}
+
+// explainUI is the state of the explain views.
+type explainUI struct {
+	views []xview // open views, innermost last
+	by    explain.By
+
+	// holders at the cursor (recomputed when it moves)
+	at      int64 // position (entries applied) they are for; -1: none
+	dev     int
+	live    []explain.Alloc
+	groups  []explain.Group
+	diff    []explain.DiffGroup
+	active  int64
+	markN   int64 // mark A's position; -1: no mark
+	markDev int
+	markT   int64 // its cursor, for the title
+	markLv  []explain.Alloc
+}
+
+// oomFacts are what the OOM panel shows for one oom entry.
+type oomFacts struct {
+	seq                                  int64
+	time                                 int64
+	requested, free                      int64
+	reserved, allocated, cached, largest int64
+	verdict, op                          string
+	frames                               allocator.Stack
+	top                                  []explain.Group
+}
+
+func newExplainUI() explainUI { return explainUI{by: explain.ByCallsite, at: -1, markN: -1} }
+
+func (x *explainUI) open() bool { return len(x.views) > 0 }
+
+func (x *explainUI) top() *xview { return &x.views[len(x.views)-1] }
+
+func (x *explainUI) push(v xview) { x.views = append(x.views, v) }
+
+// position is the number of entries applied at the cursor.
+func (m *Model) position() int64 {
+	if m.pos >= 0 {
+		return m.pos
+	}
+	return m.sum.Applied
+}
+
+func (m *Model) grouper() *explain.Grouper {
+	g := &explain.Grouper{By: m.x.by, Stack: m.o.Source.Stack}
+	if hs, ok := m.o.Source.(holderSource); ok && m.base == monitor.TimeEpochUS {
+		g.OpOf = hs.OpName
+	}
+	return g
+}
+
+// refreshHolders recomputes the holders (and the change from mark A) at
+// the cursor when it moved.
+func (m *Model) refreshHolders(force bool) {
+	hs, ok := m.o.Source.(holderSource)
+	if !ok || m.dev < 0 {
+		return
+	}
+	n := m.position()
+	if !force && n == m.x.at && m.dev == m.x.dev {
+		return
+	}
+	x := &m.x
+	x.at, x.dev = n, m.dev
+	x.live = hs.LiveAtSeq(m.dev, n)
+	g := m.grouper()
+	x.active = 0
+	for i := range x.live {
+		x.active += x.live[i].Size
+	}
+	x.groups = g.Group(x.live, x.active)
+	x.diff = nil
+	if x.markN >= 0 && x.markDev == m.dev {
+		x.diff = explain.DiffAllocs(g, x.markLv, x.live, true)
+	}
+}
+
+// setMark sets mark A at the cursor, or clears it when it is already there.
+func (m *Model) setMark() {
+	hs, ok := m.o.Source.(holderSource)
+	if !ok || m.dev < 0 {
+		m.statusErr = "marks need a Store source"
+		return
+	}
+	n := m.position()
+	x := &m.x
+	if x.markN == n && x.markDev == m.dev {
+		x.markN, x.markLv = -1, nil
+		m.statusErr = "mark A cleared"
+	} else {
+		x.markN, x.markDev, x.markT = n, m.dev, m.cursor
+		x.markLv = hs.LiveAtSeq(m.dev, n)
+		m.statusErr = fmt.Sprintf("mark A set at entry %d: holders (h) show the change from it", n)
+	}
+	m.refreshHolders(true)
+}
+
+// openHolders opens the holders view at the cursor.
+func (m *Model) openHolders() {
+	if _, ok := m.o.Source.(holderSource); !ok || m.dev < 0 {
+		m.statusErr = "holders need a device trace"
+		return
+	}
+	m.x.views = []xview{{kind: viewHolders}}
+	m.refreshHolders(true)
+}
+
+// openStack opens the full-screen stack of what is selected: a group or
+// allocation in a view, else the selected block (segments pane) or the
+// event at the cursor.
+func (m *Model) openStack() {
+	src := m.o.Source
+	if m.x.open() {
+		v := m.x.top()
+		switch v.kind {
+		case viewHolders:
+			if k, a, ok := m.selectedGroupAlloc(v.sel); ok {
+				m.x.push(xview{kind: viewStack, title: []string{"group " + fitKey(k, m.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", theme.Bytes(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
+			}
+		case viewAllocs:
+			if al := m.groupAllocs(v.group); v.sel < len(al) {
+				a := al[v.sel]
+				m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, theme.Bytes(a.Size), bornText(a)), "group " + fitKey(v.group, m.w-6)}, frames: src.Stack(a.Frames)})
+			}
+		case viewOOM:
+			o := v.oom
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry %d", theme.Bytes(o.requested), o.seq)}, frames: o.frames})
+		}
+		return
+	}
+	switch m.focus {
+	case paneSegments:
+		s, b := m.seg.Segment(), m.seg.Block()
+		switch {
+		case b != nil:
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, theme.Bytes(b.Size), b.State)}, frames: src.Stack(b.Frames)})
+		case s != nil:
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, theme.Bytes(s.TotalSize))}, frames: src.Stack(s.Frames)})
+		}
+	default:
+		if m.evCur >= 0 && m.evCur < len(m.events) {
+			e := &m.events[m.evCur]
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry %d  %s  0x%x  %s", e.Seq, e.Action, e.Addr, theme.Bytes(e.Size))}, frames: src.Stack(e.Frames)})
+		} else {
+			m.statusErr = "no event at the cursor"
+		}
+	}
+}
+
+func bornText(a explain.Alloc) string {
+	if a.Born < 0 {
+		return "allocated before the trace"
+	}
+	return fmt.Sprintf("allocated at entry %d", a.Born)
+}
+
+// selectedGroupAlloc is the key and largest allocation of row i of the
+// holders view (groups, or the diff's groups with a mark).
+func (m *Model) selectedGroupAlloc(i int) (string, explain.Alloc, bool) {
+	key := ""
+	if m.x.diff != nil {
+		if i >= len(m.x.diff) {
+			return "", explain.Alloc{}, false
+		}
+		key = m.x.diff[i].Key
+	} else {
+		if i >= len(m.x.groups) {
+			return "", explain.Alloc{}, false
+		}
+		key = m.x.groups[i].Key
+	}
+	al := m.groupAllocs(key)
+	if len(al) == 0 {
+		return key, explain.Alloc{}, false
+	}
+	return key, al[0], true
+}
+
+// groupAllocs lists the live allocations of a group at the cursor, largest first.
+func (m *Model) groupAllocs(key string) []explain.Alloc {
+	for i := range m.x.groups {
+		if m.x.groups[i].Key == key {
+			return m.x.groups[i].Allocs
+		}
+	}
+	return nil
+}
+
+// openOOM moves to the next oom entry after the cursor and opens its panel.
+func (m *Model) openOOM() {
+	src := m.o.Source
+	c, ok := src.Next(m.dev, m.cursor, allocator.ActionOOM)
+	if !ok {
+		m.statusErr = "no OOM after the cursor"
+		return
+	}
+	m.setCursor(c)
+	var e *monitor.Event
+	evs := src.EventsAround(m.dev, c, 512, 0)
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Action == allocator.ActionOOM && evs[i].Time <= c {
+			e = &evs[i]
+			break
+		}
+	}
+	if e == nil {
+		return
+	}
+	if _, ok := src.(seqSource); ok {
+		m.pos = e.Seq + 1 // stand right after the oom entry
+		m.refreshCursor()
+	}
+	m.x.views = []xview{{kind: viewOOM, oom: m.oomFacts(e)}}
+}
+
+// oomFacts gathers the panel's figures at the state right after entry e.
+func (m *Model) oomFacts(e *monitor.Event) *oomFacts {
+	src := m.o.Source
+	f := &oomFacts{seq: e.Seq, time: e.Time, requested: e.Size, free: e.DeviceFree, frames: src.Stack(e.Frames)}
+	var st monitor.State
+	if ss, ok := src.(seqSource); ok {
+		st = ss.StateAtSeq(m.dev, e.Seq+1)
+	} else {
+		st = src.StateAt(m.dev, e.Time)
+	}
+	for _, s := range st.Segments {
+		f.reserved += s.TotalSize
+		for _, b := range s.Blocks {
+			switch b.State {
+			case allocator.StateActiveAllocated:
+				f.allocated += b.Size
+			case allocator.StateInactive:
+				f.cached += b.Size
+				f.largest = max(f.largest, b.Size)
+			}
+		}
+	}
+	f.verdict = explain.Verdict(f.allocated, f.requested, f.reserved, f.free)
+	if m.base == monitor.TimeEpochUS {
+		if op, ok := src.OpAt(e.Time); ok {
+			f.op = op.Name
+		}
+	}
+	if hs, ok := src.(holderSource); ok {
+		live := hs.LiveAtSeq(m.dev, e.Seq+1)
+		g := m.grouper()
+		f.top = g.Group(live, 0)
+		if len(f.top) > 5 {
+			f.top = f.top[:5]
+		}
+	}
+	return f
+}
+
+// onViewKey handles keys while a view is open; false: not handled (the
+// cursor keys fall through to the main handler).
+func (m *Model) onViewKey(msg tea.KeyMsg) (tea.Cmd, bool) {
+	k := m.keys
+	v := m.x.top()
+	rows := m.viewRows(v)
+	switch {
+	case key.Matches(msg, k.Back):
+		m.x.views = m.x.views[:len(m.x.views)-1]
+	case key.Matches(msg, k.Holders):
+		if v.kind == viewHolders {
+			m.x.views = nil
+		} else {
+			m.openHolders()
+		}
+	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
+		d := 1
+		if key.Matches(msg, k.Up) {
+			d = -1
+		}
+		v.sel = clampInt(v.sel+d, 0, max(0, rows-1))
+	case key.Matches(msg, k.PageUp), key.Matches(msg, k.PageDown):
+		d := max(1, m.h-8)
+		if key.Matches(msg, k.PageUp) {
+			d = -d
+		}
+		v.sel = clampInt(v.sel+d, 0, max(0, rows-1))
+	case key.Matches(msg, k.Enter):
+		switch v.kind {
+		case viewHolders:
+			if gk, _, ok := m.selectedGroupAlloc(v.sel); ok {
+				m.x.push(xview{kind: viewAllocs, group: gk})
+			}
+		case viewAllocs:
+			m.openStack()
+		}
+	case key.Matches(msg, k.Stack):
+		m.openStack()
+	case key.Matches(msg, k.GroupBy):
+		if v.kind == viewHolders {
+			i := 0
+			for j, b := range explain.Bys {
+				if b == m.x.by {
+					i = j
+				}
+			}
+			m.x.by = explain.Bys[(i+1)%len(explain.Bys)]
+			v.sel, v.top = 0, 0
+			m.refreshHolders(true)
+		}
+	case key.Matches(msg, k.Mark):
+		m.setMark()
+	case key.Matches(msg, k.Tab), key.Matches(msg, k.BackTab), key.Matches(msg, k.Pane1), key.Matches(msg, k.Pane2),
+		key.Matches(msg, k.Pane3), key.Matches(msg, k.Pane4):
+		m.x.views = nil
+		return nil, false // and switch panes
+	case key.Matches(msg, k.Prev), key.Matches(msg, k.Next), key.Matches(msg, k.BigPrev), key.Matches(msg, k.BigNext),
+		key.Matches(msg, k.Start), key.Matches(msg, k.End), key.Matches(msg, k.Peak), key.Matches(msg, k.Jump),
+		key.Matches(msg, k.Play), key.Matches(msg, k.Follow), key.Matches(msg, k.Device), key.Matches(msg, k.Relative),
+		key.Matches(msg, k.Slower), key.Matches(msg, k.Faster), key.Matches(msg, k.WhatIf), key.Matches(msg, k.NextOOM):
+		return nil, false // the cursor moves under the view
+	}
+	return nil, true
+}
+
+// viewRows is the number of selectable rows of v.
+func (m *Model) viewRows(v *xview) int {
+	switch v.kind {
+	case viewHolders:
+		if m.x.diff != nil {
+			return len(m.x.diff)
+		}
+		return len(m.x.groups)
+	case viewAllocs:
+		return len(m.groupAllocs(v.group))
+	case viewStack:
+		return len(v.frames)
+	}
+	return 0
+}
+
+// viewLines renders the innermost open view in the body's rows.
+func (m *Model) viewLines(body int) []string {
+	m.refreshHolders(false)
+	v := m.x.top()
+	var head, rows []string
+	switch v.kind {
+	case viewHolders:
+		head, rows = m.holdersLines()
+	case viewAllocs:
+		head, rows = m.allocLines(v.group)
+	case viewStack:
+		head, rows = m.stackLines(v)
+	case viewOOM:
+		return pad(m.oomLines(v.oom), body)
+	}
+	out := append([]string{}, head...)
+	n := max(1, body-len(head))
+	if v.kind == viewStack {
+		// a stack scrolls: sel is the first frame shown
+		v.sel = clampInt(v.sel, 0, max(0, len(rows)-n))
+		v.top = v.sel
+	} else {
+		if v.sel < v.top {
+			v.top = v.sel
+		}
+		if v.sel >= v.top+n {
+			v.top = v.sel - n + 1
+		}
+		v.top = clampInt(v.top, 0, max(0, len(rows)-n))
+	}
+	for i := v.top; i < len(rows) && i < v.top+n; i++ {
+		l := rows[i]
+		if v.kind != viewStack && i == v.sel {
+			l = m.th.Selected.Render(fit(m.th.G.Selected+" "+l, m.w))
+		} else {
+			l = "  " + l
+		}
+		out = append(out, l)
+	}
+	if len(rows) == 0 {
+		out = append(out, "  (none)")
+	}
+	return pad(out, body)
+}
+
+func pad(lines []string, n int) []string {
+	for len(lines) < n {
+		lines = append(lines, "")
+	}
+	return lines[:n]
+}
+
+func (m *Model) holdersLines() (head, rows []string) {
+	th, x := m.th, &m.x
+	title := fmt.Sprintf("Holders by %s · entry %d · %d live allocations, %s · %s", x.by, x.at, len(x.live),
+		theme.Bytes(x.active), m.timeFmt().full(m.cursor))
+	head = []string{th.Header.Render(fit(title, m.w))}
+	w := m.w - 2
+	if x.diff != nil {
+		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, entry %d) to the cursor · m clears the mark", m.timeFmt().full(x.markT), x.markN), m.w)),
+			th.Dim.Render(fit(fmt.Sprintf("  %10s %10s %10s %9s %6s %6s  %s", "DELTA", "MARK A", "CURSOR", "COUNT", "BORN", "FREED", "GROUP"), w)))
+		for _, g := range x.diff {
+			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", signedBytes(g.DeltaBytes), theme.Bytes(g.BytesFrom), theme.Bytes(g.BytesTo),
+				fmt.Sprintf("%d→%d", g.CountFrom, g.CountTo), g.BornCount, g.FreedCount)
+			rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
+		}
+		return head, rows
+	}
+	head = append(head, th.Dim.Render(fit("enter: its allocations · v: stack · m: mark A · b: group by · esc: back", m.w)),
+		th.Dim.Render(fit(fmt.Sprintf("  %10s %6s %6s %10s %8s  %s", "BYTES", "SHARE", "COUNT", "LARGEST", "OLDEST", "GROUP"), w)))
+	for i := range x.groups {
+		g := &x.groups[i]
+		oldest := "start"
+		if g.OldestIndex >= 0 {
+			oldest = fmt.Sprintf("#%d", g.OldestIndex)
+		}
+		r := fmt.Sprintf("%10s %5.1f%% %6d %10s %8s  ", theme.Bytes(g.Bytes), 100*g.Share, g.Count, theme.Bytes(g.LargestBytes), oldest)
+		rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
+	}
+	return head, rows
+}
+
+func signedBytes(n int64) string {
+	if n < 0 {
+		return "-" + theme.Bytes(-n)
+	}
+	return "+" + theme.Bytes(n)
+}
+
+func (m *Model) allocLines(group string) (head, rows []string) {
+	th := m.th
+	al := m.groupAllocs(group)
+	t := fmt.Sprintf("%d allocations of ", len(al))
+	head = []string{th.Header.Render(fit(t+fitKey(group, m.w-theme.Width(t)), m.w)),
+		th.Dim.Render(fit("enter or v: stack · esc: back", m.w)),
+		th.Dim.Render(fit(fmt.Sprintf("  %10s  %-18s %-9s %s", "BYTES", "ADDRESS", "STATE", "BORN"), m.w-2))}
+	for _, a := range al {
+		state := "allocated"
+		if a.Pending {
+			state = "pending"
+		}
+		born := "before the trace"
+		if a.Born >= 0 {
+			born = fmt.Sprintf("entry %d", a.Born)
+			if a.BornTime != 0 && m.base == monitor.TimeEpochUS {
+				born += " · " + m.timeFmt().full(a.BornTime)
+			}
+		}
+		rows = append(rows, fit(fmt.Sprintf("%10s  %-18s %-9s %s", theme.Bytes(a.Size), fmt.Sprintf("0x%x", a.Addr), state, born), m.w-2))
+	}
+	return head, rows
+}
+
+func (m *Model) stackLines(v *xview) (head, rows []string) {
+	th := m.th
+	head = []string{th.Header.Render(fit("Stack · innermost first · ↑/↓ pgup/pgdn scroll · esc: back", m.w))}
+	for _, t := range v.title {
+		head = append(head, fit(t, m.w))
+	}
+	head = append(head, th.Dim.Render(strings.Repeat(th.G.HBar, m.w)))
+	for i, f := range v.frames {
+		rows = append(rows, explain.FormatFrame(f, m.w-2-4)+"")
+		rows[i] = fmt.Sprintf("%2d  %s", i, rows[i])
+	}
+	if len(v.frames) == 0 {
+		rows = append(rows, "no stack recorded")
+	}
+	return head, rows
+}
+
+func (m *Model) oomLines(o *oomFacts) []string {
+	th := m.th
+	tf := m.timeFmt()
+	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry %d · %s", o.seq, tf.full(o.time)), m.w))}
+	verdict := th.Warn.Render(o.verdict)
+	why := "allocated + request exceed reserved + device free: the device cannot give that much"
+	if o.verdict == "fragmentation" {
+		why = "the bytes exist (cached free and device free) but no block or range is large enough"
+	}
+	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), m.w)) }
+	out = append(out, fit("  verdict              "+verdict+"  "+th.Dim.Render(why), m.w))
+	row("requested", theme.Bytes(o.requested))
+	row("device free", theme.Bytes(o.free))
+	row("reserved", theme.Bytes(o.reserved))
+	row("allocated", theme.Bytes(o.allocated))
+	row("cached free", fmt.Sprintf("%s (largest block %s)", theme.Bytes(o.cached), theme.Bytes(o.largest)))
+	op := o.op
+	if op == "" {
+		op = "—"
+	}
+	row("op", op)
+	out = append(out, "", th.Dim.Render(fit("the failing request's stack (v: whole stack)", m.w)))
+	frames := o.frames
+	if len(frames) > 4 {
+		frames = frames[:4]
+	}
+	for _, f := range frames {
+		out = append(out, "  "+explain.FormatFrame(f, m.w-2))
+	}
+	if len(o.frames) == 0 {
+		out = append(out, "  no stack recorded")
+	}
+	out = append(out, "", th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
+	for _, g := range o.top {
+		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", theme.Bytes(g.Bytes), 100*g.Share, g.Count)
+		out = append(out, r+fitKey(g.Key, m.w-theme.Width(r)))
+	}
+	hint := "w: what-if (other allocator settings) · o: next OOM · esc: back"
+	if m.o.WhatIf == nil {
+		hint = "o: next OOM · esc: back (what-if needs a snapshot file: npumon whatif / explain)"
+	}
+	return append(out, "", th.Dim.Render(fit(hint, m.w)))
+}
+
+// viewHint is the hint line while a view is open.
+func (m *Model) viewHint() string {
+	switch m.x.top().kind {
+	case viewStack:
+		return "↑/↓ scroll · esc back · q quits"
+	case viewOOM:
+		return "v stack · h holders · o next OOM · w what-if · esc back · q quits"
+	}
+	return "↑/↓ select · enter open · v stack · b group by · m mark A · ←/→ move · esc back · q quits"
+}
+
+// fitKey fits a group key in w cells: a call site's "name (path:line)"
+// keeps its name, file and line and gives up the path from the left;
+// anything else is cut at the right.
+func fitKey(k string, w int) string {
+	if theme.Width(k) <= w || w <= 0 {
+		return k
+	}
+	if i := strings.LastIndex(k, " ("); i > 0 && strings.HasSuffix(k, ")") && !strings.Contains(k, " < ") {
+		name, loc := k[:i], k[i+2:len(k)-1]
+		room := w - theme.Width(name) - 3
+		if minLoc := min(theme.Width(loc), 18); room < minLoc && w-3-minLoc >= 4 {
+			name, room = explain.TruncRight(name, w-3-minLoc), minLoc
+		}
+		if room >= 4 {
+			return name + " (" + explain.TruncLeft(loc, room) + ")"
+		}
+	}
+	return explain.TruncRight(k, w)
+}

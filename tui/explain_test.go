@@ -1,0 +1,130 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestHoldersView: h lists the live allocations at the cursor by call site
+// (Python interpreter frames skipped), enter lists a group's allocations,
+// v shows the whole stack, b regroups, esc goes back one view at a time.
+func TestHoldersView(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
+	press(m, "h")
+	v := m.View()
+	for _, want := range []string{"Holders by callsite", "3 live allocations", "forward (train.py:42)", "(no stack)", "10.0 MiB"} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("holders view lacks %q:\n%s", want, v)
+		}
+	}
+	checkFrame(t, v, 120, 40)
+	press(m, "enter")
+	if v = m.View(); !strings.Contains(v, "2 allocations of forward (train.py:42)") || !strings.Contains(v, "0x7f0000c00000") {
+		t.Fatalf("allocations of the group:\n%s", v)
+	}
+	press(m, "v")
+	if v = m.View(); !strings.Contains(v, "innermost first") || !strings.Contains(v, "forward  train.py:42") ||
+		!strings.Contains(v, "main  train.py:7") {
+		t.Fatalf("stack view:\n%s", v)
+	}
+	press(m, "esc", "esc")
+	press(m, "b")
+	if v = m.View(); !strings.Contains(v, "Holders by stack") {
+		t.Fatalf("b: %s", v)
+	}
+	press(m, "b")
+	if v = m.View(); !strings.Contains(v, "Holders by op") || !strings.Contains(v, "aten::matmul") || !strings.Contains(v, "aten::empty") {
+		t.Fatalf("by op:\n%s", v)
+	}
+	press(m, "esc")
+	if m.x.open() {
+		t.Fatal("esc left a view open")
+	}
+	// the holders follow the cursor
+	press(m, "g", "h")
+	if v = m.View(); !strings.Contains(v, "0 live allocations") {
+		t.Fatalf("holders at the start:\n%s", v)
+	}
+}
+
+// TestMarkShowsChange: m sets mark A; the holders view then shows the
+// change from the mark to the cursor with allocations born and freed.
+func TestMarkShowsChange(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
+	press(m, "g", "right", "right", "right") // after entry 2: 8 MiB + 4 MiB live
+	press(m, "m")
+	if !strings.Contains(m.View(), "mark A set") {
+		t.Fatalf("no mark note:\n%s", m.View())
+	}
+	press(m, "G", "h")
+	v := m.View()
+	for _, want := range []string{"change from mark A", "DELTA", "-2.00 MiB", "2→2", "0→1"} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("diff lacks %q:\n%s", want, v)
+		}
+	}
+	press(m, "m") // at the cursor, not the mark: moves the mark here
+	if v = m.View(); strings.Contains(v, "-2.00 MiB") {
+		t.Fatalf("mark not moved:\n%s", v)
+	}
+	press(m, "m") // again at the mark: cleared
+	if v = m.View(); strings.Contains(v, "change from mark A") {
+		t.Fatalf("mark not cleared:\n%s", v)
+	}
+}
+
+// TestOOMPanel: o lands on the next OOM and shows its panel.
+func TestOOMPanel(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
+	press(m, "g", "o")
+	v := m.View()
+	for _, want := range []string{"Out of memory at entry 7", "verdict", "shortage", "requested            64.0 MiB",
+		"device free          1.00 MiB", "reserved             22.0 MiB", "cached free", "top holders", "forward (train.py:42)"} {
+		if !strings.Contains(v, want) {
+			t.Fatalf("OOM panel lacks %q:\n%s", want, v)
+		}
+	}
+	if m.Summary().Applied != 8 {
+		t.Errorf("cursor after the oom entry: applied %d, want 8", m.Summary().Applied)
+	}
+	checkFrame(t, v, 120, 40)
+	press(m, "v")
+	if v = m.View(); !strings.Contains(v, "the failing request") {
+		t.Fatalf("stack of the failing request:\n%s", v)
+	}
+	press(m, "esc", "esc")
+	press(m, "o")
+	if !strings.Contains(m.View(), "no OOM after the cursor") {
+		t.Errorf("second o:\n%s", m.View())
+	}
+	// 80×24 fits
+	m = newSized(t, testOptions(smallWithOps(t)), 80, 24)
+	press(m, "g", "o")
+	checkFrame(t, m.View(), 80, 24)
+}
+
+// TestStackFromEvent: v on the events pane opens the stack of the entry at
+// the cursor; on a block, the block's.
+func TestStackFromEvent(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
+	press(m, "3", "g", "right", "right", "v")
+	if v := m.View(); !strings.Contains(v, "entry 1  alloc") || !strings.Contains(v, "forward  train.py:42") {
+		t.Fatalf("event stack:\n%s", m.View())
+	}
+	press(m, "esc", "2", "enter", "down", "v")
+	if v := m.View(); !strings.Contains(v, "block 0x7f0000800000") {
+		t.Fatalf("block stack:\n%s", v)
+	}
+}
+
+// TestHelpListsExplainKeys: ? names the new keys.
+func TestHelpListsExplainKeys(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 160, 48)
+	press(m, "?")
+	v := m.View()
+	for _, want := range []string{"holders: who holds memory", "mark A", "view the whole stack", "group by", "next OOM: its panel"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+}
