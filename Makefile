@@ -85,6 +85,7 @@ docs:
 bench-data:
 	@mkdir -p testdata/bench
 	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m.pickle 1000000
+	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m_oom.pickle 1000000 --oom
 
 # Optional: installs Debian's python3-torch (1.13, CPU) and compares `npumon stats` with
 # `python3 -m torch.cuda._memory_viz stats` on 1.13-form exports. Too heavy for CI.

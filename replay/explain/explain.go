@@ -54,7 +54,9 @@ type OOM struct {
 }
 
 // WhatIfRun is one configuration's answer for a device: does the recorded
-// trace, its oom requests included, run without an out-of-memory error?
+// trace, its oom requests included, run without an out-of-memory error? On
+// a device with oom entries the runs end at the last one explained: what
+// the program did after failing would not have happened had it fitted.
 type WhatIfRun struct {
 	Conf              string `json:"conf"` // "baseline": the recording's own settings
 	Fits              bool   `json:"fits"`
@@ -105,38 +107,89 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		devices = []int{*opts.Device}
 	}
 	out := &Explanation{Path: c.Path, Devices: []DeviceExplanation{}}
-	var firstReq int64
-	for _, dev := range devices {
-		d, err := NewDevice(c, dev, opts.Ops)
-		if err != nil {
-			return nil, err
-		}
-		de := d.explain(opts)
-		if len(de.OOMs) > 0 && firstReq == 0 {
-			firstReq = de.OOMs[0].RequestedBytes
-		}
-		out.Devices = append(out.Devices, de)
+	// The what-if runs (the costliest part) start first and overlap the
+	// per-device walks.
+	type simResult struct {
+		res *whatif.Result
+		err error
 	}
+	sim := make(chan simResult, 1)
 	if !opts.NoWhatIf && len(devices) > 0 {
 		confs := opts.Confs
 		if confs == nil {
-			confs = DefaultConfs(firstReq)
+			confs = DefaultConfs(firstRequest(c.Snapshot, devices))
 		}
-		res, err := whatif.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices})
-		if err != nil {
-			for i := range out.Devices {
-				out.Devices[i].WhatIfNote = "what-if not run: " + err.Error()
+		until := map[int]int{}
+		for _, dev := range devices {
+			if i := lastOOM(c.Snapshot, dev, opts.MaxOOMs); i >= 0 {
+				until[dev] = i
 			}
-			return out, nil
 		}
+		go func() {
+			res, err := whatif.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices, Until: until})
+			sim <- simResult{res, err}
+		}()
+	} else {
+		close(sim)
+	}
+	for _, dev := range devices {
+		d, err := NewDevice(c, dev, opts.Ops)
+		if err != nil {
+			<-sim
+			return nil, err
+		}
+		out.Devices = append(out.Devices, d.explain(opts))
+	}
+	r, ok := <-sim
+	switch {
+	case !ok:
+	case r.err != nil:
 		for i := range out.Devices {
-			runs := whatIfRuns(&res.Devices[i])
+			out.Devices[i].WhatIfNote = "what-if not run: " + r.err.Error()
+		}
+	default:
+		for i := range out.Devices {
+			runs := whatIfRuns(&r.res.Devices[i])
 			for j := range out.Devices[i].OOMs {
 				out.Devices[i].OOMs[j].WhatIf = runs
 			}
 		}
 	}
 	return out, nil
+}
+
+// lastOOM is the index of the last oom entry explained on dev (the
+// maxOOMs-th at most), -1 when there is none.
+func lastOOM(s *allocator.Snapshot, dev, maxOOMs int) int {
+	last, n := -1, 0
+	if dev < len(s.DeviceTraces) {
+		for i := range s.DeviceTraces[dev] {
+			if s.DeviceTraces[dev][i].Action == allocator.ActionOOM && n < maxOOMs {
+				last, n = i, n+1
+			}
+		}
+	}
+	return last
+}
+
+// firstRequest is the size of the first oom entry on the devices, else
+// of the allocation that reaches the first device's active peak.
+func firstRequest(s *allocator.Snapshot, devices []int) int64 {
+	for _, dev := range devices {
+		if dev < len(s.DeviceTraces) {
+			for i := range s.DeviceTraces[dev] {
+				if e := &s.DeviceTraces[dev][i]; e.Action == allocator.ActionOOM {
+					return e.Size
+				}
+			}
+		}
+	}
+	if tl, err := replay.NewTimelineWithoutInitial(s, devices[0]); err == nil {
+		if i := PeakIndex(tl); i >= 0 {
+			return tl.Entries[i].Size
+		}
+	}
+	return 0
 }
 
 func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {

@@ -64,6 +64,12 @@ type Grouper struct {
 	// OpOf names the op an allocation born at a trace time belongs to
 	// ("" when none); nil: no ops.
 	OpOf func(timeUS int64) string
+
+	// keys caches the call site / stack key of each stack id (stacks are
+	// shared, so a few hundred ids serve millions of allocations). A
+	// Grouper is not safe for concurrent use.
+	keys    map[allocator.StackID]string
+	keysFor By
 }
 
 func (g *Grouper) library() *regexp.Regexp {
@@ -123,17 +129,14 @@ func SizeClass(n int64) string {
 // Key is the group a live allocation belongs to.
 func (g *Grouper) Key(a *Alloc) string {
 	switch g.By {
-	case ByStack:
-		st := g.stack(a.Frames)
-		if len(st) == 0 {
-			return NoStackKey
+	case ByStack, ByCallsite:
+		if g.keys == nil || g.keysFor != g.By {
+			g.keys, g.keysFor = map[allocator.StackID]string{}, g.By
 		}
-		k := ""
-		for i, f := range st {
-			if i > 0 {
-				k += " < "
-			}
-			k += FrameKey(f)
+		k, ok := g.keys[a.Frames]
+		if !ok {
+			k = g.stackKey(a.Frames)
+			g.keys[a.Frames] = k
 		}
 		return k
 	case ByOp:
@@ -148,7 +151,27 @@ func (g *Grouper) Key(a *Alloc) string {
 	case BySize:
 		return SizeClass(a.Size)
 	}
-	f, ok := g.Callsite(g.stack(a.Frames))
+	return g.stackKey(a.Frames)
+}
+
+// stackKey is the call site or stack key of a stack id.
+func (g *Grouper) stackKey(id allocator.StackID) string {
+	switch g.By {
+	case ByStack:
+		st := g.stack(id)
+		if len(st) == 0 {
+			return NoStackKey
+		}
+		k := ""
+		for i, f := range st {
+			if i > 0 {
+				k += " < "
+			}
+			k += FrameKey(f)
+		}
+		return k
+	}
+	f, ok := g.Callsite(g.stack(id))
 	if !ok {
 		return NoStackKey
 	}

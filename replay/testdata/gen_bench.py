@@ -5,7 +5,10 @@ working set of live tensors, with time_us, compile_context, user_metadata
 and a few hundred shared stacks (as torch's symbolizer shares them), plus
 the matching final segments. Written by Python's pickle (protocol 4).
 
-    python3 gen_bench.py OUT.pickle [N]
+    python3 gen_bench.py OUT.pickle [N] [--oom]
+
+With --oom one oom entry (a request larger than any segment, the device
+nearly full) is inserted halfway through the trace.
 """
 import pickle
 import random
@@ -15,8 +18,9 @@ MiB = 1 << 20
 
 
 def main():
-    out = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    args = [a for a in sys.argv[1:] if a != "--oom"]
+    out = args[0]
+    n = int(args[1]) if len(args) > 1 else 1_000_000
     rnd = random.Random(42)
     files = ["/srv/train/model/layer%d.py" % i for i in range(40)] + \
             ["/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"]
@@ -70,7 +74,13 @@ def main():
         segments.append({"device": 0, "address": base, "total_size": seg_size, "allocated_size": alloc,
                          "active_size": alloc, "requested_size": alloc, "stream": 0, "segment_type": "large",
                          "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks})
-    snap = {"segments": segments, "device_traces": [trace[:n]], "allocator_settings": {
+    trace = trace[:n]
+    if "--oom" in sys.argv:
+        h = n // 2
+        trace.insert(h, {"action": "oom", "size": 2 * seg_size, "stream": 0, "time_us": trace[h - 1]["time_us"],
+                         "device_free": 64 * MiB, "compile_context": "N/A", "user_metadata": "",
+                         "frames": stacks[0]})
+    snap = {"segments": segments, "device_traces": [trace], "allocator_settings": {
         "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
         "expandable_segments": False, "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
         "pinned_use_cuda_host_register": False, "graph_capture_record_stream_reuse": False,

@@ -64,6 +64,7 @@ type input struct {
 	// inside marks the entries strictly inside a malloc: from its first
 	// segment event up to (not including) its alloc or oom entry.
 	inside []bool
+	until  int32 // the last entry simulated (Options.Until)
 }
 
 // buildInput turns a device's timeline into the operation sequence the
@@ -73,7 +74,7 @@ type input struct {
 // ascending.
 func buildInput(tl *replay.Timeline, empties []span) *input {
 	entries := tl.Entries
-	in := &input{device: tl.Device, entries: entries}
+	in := &input{device: tl.Device, entries: entries, until: 1<<31 - 1}
 	in.stats.Entries = len(entries)
 	n := len(entries)
 

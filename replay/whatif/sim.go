@@ -130,6 +130,9 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 			}
 		}
 		o := &in.ops[k]
+		if o.entry > in.until {
+			break
+		}
 		if o.entry >= 0 && !started {
 			st := a.Stats()
 			initAllocs, initFrees, started = st.NumDeviceAlloc, st.NumDeviceFree, true

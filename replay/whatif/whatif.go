@@ -57,6 +57,10 @@ type Options struct {
 	Devices []int
 	// Parallel bounds the runs in flight; 0 means GOMAXPROCS.
 	Parallel int
+	// Until, per device, ends each run after that trace entry (an oom
+	// being explained: what the program did after it failed would not
+	// have happened had it fitted); a device not in it runs to the end.
+	Until map[int]int
 }
 
 // Result is the what-if answer for one snapshot.
@@ -271,6 +275,9 @@ func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Fl
 			return nil, err
 		}
 		dr.Runs = make([]*Run, len(cfgs))
+		if u, ok := opts.Until[d]; ok {
+			dr.input.until = int32(min(max(u, -1), 1<<31-1))
+		}
 		res.Devices = append(res.Devices, *dr)
 	}
 

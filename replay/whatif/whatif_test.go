@@ -372,3 +372,25 @@ func TestWorkspaceBlocksAreExternal(t *testing.T) {
 		t.Errorf("expandable peak %d, final %d", e.PeakReserved, e.FinalReserved)
 	}
 }
+
+// TestUntil: a run told to stop after an entry ignores the rest of the
+// trace: its peak is the prefix's.
+func TestUntil(t *testing.T) {
+	s := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{{
+		{Action: allocator.ActionAlloc, Addr: 0x1000, Size: 4 << 20},
+		{Action: allocator.ActionFreeRequested, Addr: 0x1000, Size: 4 << 20},
+		{Action: allocator.ActionFreeCompleted, Addr: 0x1000, Size: 4 << 20},
+		{Action: allocator.ActionAlloc, Addr: 0x2000, Size: 64 << 20},
+	}}}
+	full, err := SimulateSnapshot(context.Background(), s, allocator.FlavourCUDA, Options{DeviceMem: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := SimulateSnapshot(context.Background(), s, allocator.FlavourCUDA, Options{DeviceMem: 1 << 30, Until: map[int]int{0: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, c := full.Devices[0].Runs[0].PeakReserved, cut.Devices[0].Runs[0].PeakReserved; c >= f || c == 0 {
+		t.Errorf("peak reserved: whole trace %d, until entry 2 %d", f, c)
+	}
+}

@@ -1,0 +1,64 @@
+package explain
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/npumon/npumon/replay"
+)
+
+// make bench-data writes both files (Python's pickle).
+const (
+	bench1M    = "../../testdata/bench/snapshot_1m.pickle"
+	bench1MOOM = "../../testdata/bench/snapshot_1m_oom.pickle"
+)
+
+func benchFile(b *testing.B, path string) {
+	b.Helper()
+	if _, err := os.Stat(path); err != nil {
+		b.Skip("run make bench-data first")
+	}
+}
+
+// BenchmarkStatsFile1MOOM is the baseline of BenchmarkExplain1MOOM: `npumon
+// stats` on the same file (streamed decode and fold).
+func BenchmarkStatsFile1MOOM(b *testing.B) {
+	benchFile(b, bench1MOOM)
+	for b.Loop() {
+		if _, err := replay.StatsFile(bench1MOOM, replay.StatsOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkExplain1MOOM is `npumon explain` on the 1,000,000-entry file with
+// one oom entry: decode, the walk, the undo walk at the oom, and the
+// what-if (baseline and the two default alternatives) overlapping them.
+func BenchmarkExplain1MOOM(b *testing.B) {
+	benchFile(b, bench1MOOM)
+	for b.Loop() {
+		c, err := replay.DecodeFile(bench1MOOM, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := Explain(context.Background(), c, Options{})
+		if err != nil || len(e.Devices[0].OOMs) != 1 || len(e.Devices[0].OOMs[0].WhatIf) != 3 {
+			b.Fatalf("%v %+v", err, e)
+		}
+	}
+}
+
+// BenchmarkExplain1MOOMNoWhatIf is explain --no-whatif.
+func BenchmarkExplain1MOOMNoWhatIf(b *testing.B) {
+	benchFile(b, bench1MOOM)
+	for b.Loop() {
+		c, err := replay.DecodeFile(bench1MOOM, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Explain(context.Background(), c, Options{NoWhatIf: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
