@@ -662,3 +662,31 @@ func TestLiveAtSeqMatchesReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryStacksReachTheState: in a torch 2.0 capture the blocks carry
+// their stacks in history[].frames only; the segment map's live blocks get
+// them (460 of the 463 blocks have one).
+func TestHistoryStacksReachTheState(t *testing.T) {
+	c, err := replay.DecodeFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"), replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(StoreOptions{})
+	if err := st.IngestSnapshot(c.Snapshot); err != nil {
+		t.Fatal(err)
+	}
+	with, live := 0, 0
+	for _, s := range st.StateAtSeq(0, st.Len(0)).Segments {
+		for _, b := range s.Blocks {
+			if b.State.Active() {
+				live++
+				if len(st.Stack(b.Frames)) > 0 {
+					with++
+				}
+			}
+		}
+	}
+	if live == 0 || with != live {
+		t.Errorf("%d of %d live blocks have a stack", with, live)
+	}
+}

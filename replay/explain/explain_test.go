@@ -1,0 +1,190 @@
+package explain
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
+)
+
+func TestFormatFrame(t *testing.T) {
+	f := allocator.Frame{Filename: `D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, Line: 39, Name: "forward"}
+	for _, c := range []struct {
+		w    int
+		want string
+	}{
+		{0, `forward  D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py:39`},
+		{200, `forward  D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py:39`},
+		{40, `forward  …\cs336_basics\model.py:39`},
+		{30, `forward  …\model.py:39`},
+		{24, `forward  …\model.py:39`},
+		{18, `fo…  …\model.py:39`},
+	} {
+		got := FormatFrame(f, c.w)
+		if got != c.want {
+			t.Errorf("width %d: %q, want %q", c.w, got, c.want)
+		}
+		if c.w > 0 && len([]rune(got)) > c.w {
+			t.Errorf("width %d: %q is %d runes", c.w, got, len([]rune(got)))
+		}
+	}
+	if got := TruncLeft("/a/b/c.py", 6); got != "…/c.py" {
+		t.Errorf("TruncLeft %q", got)
+	}
+	if got := TruncRight("abcdef", 4); got != "abc…" {
+		t.Errorf("TruncRight %q", got)
+	}
+}
+
+func TestCallsite(t *testing.T) {
+	fr := func(file string) allocator.Frame { return allocator.Frame{Filename: file, Line: 1, Name: "f"} }
+	g := &Grouper{}
+	for _, c := range []struct {
+		stack []string
+		want  string
+	}{
+		{[]string{"/usr/lib/python3/dist-packages/torch/nn/functional.py", "/job/model.py"}, "/job/model.py"},
+		{[]string{`C:\venv\Lib\site-packages\einops\einops.py`, `C:\job\train.py`}, `C:\job\train.py`},
+		{[]string{"torch/nn/modules/linear.py", "model.py"}, "model.py"},
+		{[]string{"torch_npu/npu/memory.py", "train.py"}, "train.py"},
+		{[]string{"<frozen runpy>", "/usr/lib/python3.11/runpy.py", `C:\Python311\Lib\runpy.py`, "??", "", "aten/src/ATen/native/X.cpp", "/job/x.py"}, "/job/x.py"},
+		{[]string{"/opt/torchvision/ops.py"}, "/opt/torchvision/ops.py"}, // torch as a prefix of another name is user code
+		{[]string{"torch/a.py", "torch/b.py"}, "torch/a.py"},               // only library frames: the innermost
+	} {
+		var st allocator.Stack
+		for _, f := range c.stack {
+			st = append(st, fr(f))
+		}
+		if got, _ := g.Callsite(st); got.Filename != c.want {
+			t.Errorf("%v: call site %q, want %q", c.stack, got.Filename, c.want)
+		}
+	}
+	g.Library = regexp.MustCompile(`^/job/model\.py$`)
+	if got, _ := g.Callsite(allocator.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Filename != "torch/x.py" {
+		t.Errorf("custom library: %q", got.Filename)
+	}
+	if _, ok := g.Callsite(nil); ok {
+		t.Error("empty stack has a call site")
+	}
+}
+
+func TestSizeClassAndParse(t *testing.T) {
+	for n, want := range map[int64]string{512: "< 1 MiB", 1 << 20: "1-10 MiB", 50 << 20: "10-100 MiB", 2 << 30: "1-10 GiB", 20 << 30: ">= 10 GiB"} {
+		if got := SizeClass(n); got != want {
+			t.Errorf("SizeClass(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if _, err := ParseBy("colour"); err == nil {
+		t.Error("ParseBy accepted colour")
+	}
+}
+
+func leakDevice(t *testing.T) *Device {
+	t.Helper()
+	c, err := replay.DecodeFile("../testdata/leak_steps.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestAt(t *testing.T) {
+	d := leakDevice(t)
+	for spec, want := range map[string]int{"end": 35, "": 35, "peak": 30, "oom": 35, "oom:1": 35, "#-1": -1, "#7": 7,
+		"1710000000000003": -1, "1710000000000005": 0, "1710000000000012": 1, "1710000000009999": 35} {
+		m, err := At(d.Timeline, spec)
+		if err != nil || m.Index != want {
+			t.Errorf("At(%q) = %+v, %v; want index %d", spec, m, err, want)
+		}
+	}
+	for _, bad := range []string{"oom:2", "oom:0", "oom:x", "#36", "#-2", "#x", "later"} {
+		if _, err := At(d.Timeline, bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("At(%q): %v", bad, err)
+		}
+	}
+}
+
+func TestAnnotationOpsAndSteps(t *testing.T) {
+	d := leakDevice(t)
+	steps := d.Ops.Steps()
+	if len(steps) != 6 || steps[0].Step != 1 || steps[5].Step != 6 {
+		t.Fatalf("steps %+v", steps)
+	}
+	pts := StepPoints(d.Timeline, steps)
+	if len(pts) != 6 {
+		t.Fatalf("step points %+v", pts)
+	}
+	// the softmax allocation is inside aten::softmax inside model.forward
+	e := &d.Timeline.Entries[2]
+	if e.Action != allocator.ActionAlloc || d.Ops.At(e.TimeUS) != "aten::softmax" {
+		t.Errorf("entry 2 (%s) in %q", e.Action, d.Ops.At(e.TimeUS))
+	}
+	// user_defined entries (torch 2.4) pair into ranges too
+	s := &allocator.Snapshot{Stacks: []allocator.Stack{nil,
+		{{Name: "START", Filename: "ProfilerStep#4"}}, {{Name: "END", Filename: "ProfilerStep#4"}}},
+		DeviceTraces: [][]allocator.TraceEntry{{
+			{Action: allocator.ActionUserDefined, Frames: 1, TimeUS: 10},
+			{Action: allocator.ActionUserDefined, Frames: 2, TimeUS: 20},
+			{Action: allocator.ActionUserDefined, Frames: 1, TimeUS: 30}, // never closed: dropped
+		}}}
+	ops := AnnotationOps(s, 0)
+	if len(ops) != 1 || !ops[0].IsStep || ops[0].Step != 4 || ops[0].StartUS != 10 || ops[0].EndUS != 20 {
+		t.Errorf("user_defined ranges %+v", ops)
+	}
+}
+
+func TestDiffDevices(t *testing.T) {
+	a, b := leakDevice(t), leakDevice(t)
+	d := DiffDevices(a, b, &Grouper{By: ByCallsite})
+	if len(d.Groups) != 2 {
+		t.Fatalf("groups %+v", d.Groups)
+	}
+	for _, g := range d.Groups {
+		if g.DeltaBytes != 0 || g.BornCount != 0 || g.FreedCount != 0 || len(g.Frames) == 0 {
+			t.Errorf("same file twice: %+v", g)
+		}
+	}
+	d2, err := DiffMoments(a, "#-1", "end", &Grouper{By: BySize})
+	if err != nil || len(d2.Groups) == 0 || d2.Groups[0].DeltaBytes <= 0 {
+		t.Fatalf("%v %+v", err, d2)
+	}
+}
+
+// TestExplainPeakWithoutOOM: without an oom entry the peak is explained.
+func TestExplainPeakWithoutOOM(t *testing.T) {
+	c, err := replay.DecodeFile("../testdata/cuda21_p4.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// drop the oom entry: the peak is explained instead
+	tr := c.Snapshot.DeviceTraces[0]
+	for i := range tr {
+		if tr[i].Action == allocator.ActionOOM {
+			tr[i].Action = allocator.ActionSnapshot
+		}
+	}
+	e, err := Explain(context.Background(), c, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.Devices[0].OOMs[0]
+	if o.Kind != "peak" || o.Verdict != "none" || o.DeviceFreeBytes != nil || len(o.WhatIf) != 3 || o.WhatIf[0].Conf != "baseline" {
+		t.Errorf("peak %+v", o)
+	}
+	if !o.WhatIf[0].Fits {
+		t.Errorf("the recording's own settings run its trace: %+v", o.WhatIf)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	if Verdict(10, 5, 12, 2) != "shortage" || Verdict(10, 5, 12, 3) != "fragmentation" {
+		t.Error("verdict boundary: allocated + requested > reserved + free is a shortage")
+	}
+}
