@@ -55,7 +55,7 @@ func TestInnermostOp(t *testing.T) {
 		t    int64
 		want [2]int64
 	}{
-		{50, [2]int64{-1, -1}},   // only the step
+		{50, [2]int64{-1, -1}},    // only the step
 		{100, [2]int64{100, 400}}, // start included
 		{160, [2]int64{150, 200}},
 		{200, [2]int64{150, 200}}, // end included

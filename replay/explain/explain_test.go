@@ -52,7 +52,7 @@ func TestCallsite(t *testing.T) {
 		{[]string{"torch_npu/npu/memory.py", "train.py"}, "train.py"},
 		{[]string{"<frozen runpy>", "/usr/lib/python3.11/runpy.py", `C:\Python311\Lib\runpy.py`, "??", "", "aten/src/ATen/native/X.cpp", "/job/x.py"}, "/job/x.py"},
 		{[]string{"/opt/torchvision/ops.py"}, "/opt/torchvision/ops.py"}, // torch as a prefix of another name is user code
-		{[]string{"torch/a.py", "torch/b.py"}, "torch/a.py"},               // only library frames: the innermost
+		{[]string{"torch/a.py", "torch/b.py"}, "torch/a.py"},             // only library frames: the innermost
 	} {
 		var st allocator.Stack
 		for _, f := range c.stack {
