@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
 )
@@ -20,15 +22,32 @@ func init() {
 
 // groupFlags are the grouping flags holders, diff and explain share.
 type groupFlags struct {
-	by      string
-	library string
-	device  int
+	by       string
+	library  string
+	device   int
+	profiler []string
 }
 
 func (gf *groupFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream or size")
 	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the file paths a call site skips")
 	f.IntVar(&gf.device, "device", 0, "device")
+	f.StringArrayVar(&gf.profiler, "profiler", nil, "a torch_npu profiler directory of the same job (repeatable): its ops and ProfilerStep#N steps join the file's own ranges")
+}
+
+// ops reads the ops of the --profiler directories.
+func (gf *groupFlags) ops() ([]explain.Op, error) {
+	var out []explain.Op
+	for _, dir := range gf.profiler {
+		d, err := profiler.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range monitor.ProfilerOps(d.Ops, nil) {
+			out = append(out, explain.Op{Name: o.Name, StartUS: o.StartUS, EndUS: o.EndUS, IsStep: o.IsStep, Step: o.Step})
+		}
+	}
+	return out, nil
 }
 
 // grouper returns the configured grouping for d.
@@ -52,13 +71,18 @@ func (gf *groupFlags) libraryRE() (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// openDevice decodes path and prepares one device.
-func openDevice(path string, dev int) (*explain.Device, error) {
+// openDevice decodes path and prepares one device with the --profiler ops.
+func (gf *groupFlags) openDevice(path string) (*explain.Device, error) {
+	ops, err := gf.ops()
+	if err != nil {
+		return nil, err
+	}
 	c, err := replay.DecodeFile(path, replay.Options{})
 	if err != nil {
 		return nil, err
 	}
-	d, err := explain.NewDevice(c, dev, nil)
+	dev := gf.device
+	d, err := explain.NewDevice(c, dev, ops)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (devices: %v)", path, err, c.Snapshot.Devices())
 	}
@@ -86,7 +110,7 @@ func newHoldersCmd() *cobra.Command {
 			if top < 0 {
 				return usageError{fmt.Errorf("--top must be ≥ 0, got %d", top)}
 			}
-			d, err := openDevice(args[0], gf.device)
+			d, err := gf.openDevice(args[0])
 			if err != nil {
 				return err
 			}
@@ -143,7 +167,7 @@ func newDiffCmd() *cobra.Command {
 			}
 			var out *explain.Diff
 			if len(args) == 1 {
-				d, err := openDevice(args[0], gf.device)
+				d, err := gf.openDevice(args[0])
 				if err != nil {
 					return err
 				}
@@ -155,11 +179,11 @@ func newDiffCmd() *cobra.Command {
 				if c.Flags().Changed("from") || c.Flags().Changed("to") {
 					return usageError{fmt.Errorf("--from and --to apply to one file; two files are compared at their ends")}
 				}
-				a, err := openDevice(args[0], gf.device)
+				a, err := gf.openDevice(args[0])
 				if err != nil {
 					return err
 				}
-				b, err := openDevice(args[1], gf.device)
+				b, err := gf.openDevice(args[1])
 				if err != nil {
 					return err
 				}
@@ -216,6 +240,9 @@ func newExplainCmd() *cobra.Command {
 				Library: func(g *explain.Grouper) { g.Library = lib }}
 			if c.Flags().Changed("device") {
 				opts.Device = &gf.device
+			}
+			if opts.Ops, err = gf.ops(); err != nil {
+				return err
 			}
 			if deviceMem != "" {
 				n, err := replay.ParseSize(deviceMem)

@@ -156,6 +156,23 @@ func TestExplainDemoLeak(t *testing.T) {
 	if e.Devices[0].Steps < 20 || len(ls) == 0 || ls[0].Key != "log_hidden_states (train.py:71)" || ls[0].GrowthBytesPerStep <= 0 {
 		t.Fatalf("steps %d, leak suspects %+v", e.Devices[0].Steps, ls)
 	}
+	// the profiler directories of the same run name the ops the leak was made in
+	args := []string{"holders", files[len(files)-1], "--at", "end", "--by", "op", "--json"}
+	dirs, _ := filepath.Glob(filepath.Join(filepath.Dir(files[0]), "*_ascend_pt"))
+	if len(dirs) == 0 {
+		t.Fatal("the demo wrote no profiler directory")
+	}
+	for _, d := range dirs {
+		args = append(args, "--profiler", d)
+	}
+	var h explain.Holders
+	runJSON(t, &h, args...)
+	if !slices.ContainsFunc(h.Groups, func(g explain.Group) bool { return g.Key == "aten::clone" }) {
+		t.Errorf("by op with --profiler: %+v", h.Groups)
+	}
+	if code, _, errOut := captureRun(t, "explain", files[0], "--profiler", "/nonexistent"); code != 2 || strings.Count(errOut, "\n") > 1 {
+		t.Errorf("bad --profiler: exit %d %q", code, errOut)
+	}
 }
 
 // TestExplainDemoFragmentation: on a small device the fragmentation
