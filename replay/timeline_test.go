@@ -2,10 +2,12 @@ package replay
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // timelineSnapshot is a device-0 history:
@@ -303,6 +305,26 @@ func TestTimelineFixturesConsistent(t *testing.T) {
 					t.Errorf("%s dev %d: Initial holds %+v at %#x, Start %+v", filepath.Base(f), dev, b, a.Block.Address, a.Block)
 				}
 			}
+		}
+	}
+}
+
+// TestStatesAfter: one backward walk gives what StateAfter gives at each
+// index.
+func TestStatesAfter(t *testing.T) {
+	c, err := DecodeFile(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := NewTimelineWithoutInitial(c.Snapshot, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := []int{-1, 0, 1402, 1402, 3000, len(tl.Entries) - 1}
+	got := tl.StatesAfter(idx)
+	for k, i := range idx {
+		if !reflect.DeepEqual(got[k], tl.StateAfter(i)) {
+			t.Errorf("state after %d differs", i)
 		}
 	}
 }

@@ -221,6 +221,7 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	if len(stops) == 0 {
 		kind, stops = "peak", []int{PeakIndex(tl)}
 	}
+	figs := FiguresAfterAll(tl, stops)
 	points := StepPoints(tl, d.Ops.Steps())
 	de.Steps = len(points)
 
@@ -242,7 +243,7 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 			continue
 		}
 		w.AdvanceTo(next)
-		de.OOMs = append(de.OOMs, d.explainAt(kind, next, g, w.Live(), opts.Top))
+		de.OOMs = append(de.OOMs, d.explainAt(kind, next, figs[oi], g, w.Live(), opts.Top))
 		oi++
 	}
 	de.LeakSuspects = leakSuspects(points, series)
@@ -268,10 +269,9 @@ func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
 	return m, rep
 }
 
-func (d *Device) explainAt(kind string, i int, g *Grouper, live []Alloc, top int) OOM {
+func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []Alloc, top int) OOM {
 	tl := d.Timeline
 	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
-	f := FiguresAfter(tl, i)
 	o.ReservedBytes, o.AllocatedBytes, o.CachedFreeBytes, o.LargestCachedFreeBytes = f.Reserved, f.Allocated, f.CachedFree, f.LargestCachedFree
 	var active int64
 	for k := range live {

@@ -57,12 +57,26 @@ type Figures struct {
 // walk): reserved bytes from the reserved series, allocated, inactive
 // (cached free) and the largest inactive block from the blocks.
 func FiguresAfter(tl *replay.Timeline, i int) Figures {
+	return figures(tl, i, tl.StateAfter(i))
+}
+
+// FiguresAfterAll is FiguresAfter for ascending entries, in one undo walk.
+func FiguresAfterAll(tl *replay.Timeline, idx []int) []Figures {
+	states := tl.StatesAfter(idx)
+	out := make([]Figures, len(idx))
+	for k, i := range idx {
+		out[k] = figures(tl, i, states[k])
+	}
+	return out
+}
+
+func figures(tl *replay.Timeline, i int, state []allocator.Segment) Figures {
 	var f Figures
 	f.Reserved = tl.ReservedAtStart
 	for j := 0; j <= i && j < len(tl.Entries); j++ {
 		f.Reserved += replay.ReservedDelta(&tl.Entries[j])
 	}
-	for _, s := range tl.StateAfter(i) {
+	for _, s := range state {
 		for k := range s.Blocks {
 			b := &s.Blocks[k]
 			switch b.State {
