@@ -410,6 +410,7 @@ func (m *Model) refreshData() {
 func (m *Model) startOver() {
 	m.hasData, m.pos, m.follow = false, -1, m.o.Live
 	m.zoomed, m.hlOp = false, false
+	m.x = newExplainUI() // views, mark and holders belong to the old data
 	m.tl.SetHighlight(0, 0, false)
 	m.refreshData()
 	m.dirty = true
