@@ -67,9 +67,12 @@ func (e *Explanation) WriteText(w io.Writer) error {
 	for _, d := range e.Devices {
 		fmt.Fprintf(w, "\ndevice %d\n", d.Device)
 		for _, o := range d.OOMs {
-			if o.Kind == "oom" {
+			switch {
+			case o.Kind == "oom":
 				fmt.Fprintf(w, "\n  out of memory at entry %d", o.Index)
-			} else {
+			case o.Index < 0:
+				fmt.Fprint(w, "\n  no oom entry; the active peak is the state before the first entry")
+			default:
 				fmt.Fprintf(w, "\n  no oom entry; the active peak, after entry %d", o.Index)
 			}
 			if o.TimeUS != nil {
@@ -80,7 +83,9 @@ func (e *Explanation) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "  verdict: %s\n", o.Verdict)
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "    requested\t%s\n", allocator.FormatSize(o.RequestedBytes))
+			if o.Index >= 0 {
+				fmt.Fprintf(tw, "    requested\t%s\n", allocator.FormatSize(o.RequestedBytes))
+			}
 			if o.DeviceFreeBytes != nil {
 				fmt.Fprintf(tw, "    device free\t%s\n", allocator.FormatSize(*o.DeviceFreeBytes))
 			}
