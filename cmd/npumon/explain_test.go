@@ -128,12 +128,13 @@ func TestCheckBaseline(t *testing.T) {
 	}
 }
 
-// demoOut runs `npumon demo` headless with --out and returns its snapshot
-// files, oldest first.
+// demoOut runs `npumon demo` headless with --out until its --steps are done
+// (a headless demo ends with its job) and returns its snapshot files,
+// oldest first.
 func demoOut(t *testing.T, args ...string) []string {
 	t.Helper()
 	dir := t.TempDir()
-	full := append([]string{"demo", "--out", dir, "--rate", "1000", "--layers", "2", "--headless", "1s"}, args...)
+	full := append([]string{"demo", "--out", dir, "--rate", "1000", "--layers", "2", "--headless", "2m"}, args...)
 	if code, _, errOut := captureRun(t, full...); code != 0 {
 		t.Fatalf("%v: exit %d %q", full, code, errOut)
 	}
