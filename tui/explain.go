@@ -237,10 +237,22 @@ func (m *Model) groupAllocs(key string) []explain.Alloc {
 	return nil
 }
 
-// openOOM moves to the next oom entry after the cursor and opens its panel.
+// prevSource can find the last entry of an action before a cursor (a
+// *monitor.Store can).
+type prevSource interface {
+	Prev(device int, cursor int64, action allocator.Action) (int64, bool)
+}
+
+// openOOM moves to the next oom entry after the cursor and opens its panel;
+// past the last one (a live view following the newest entry), to the last.
 func (m *Model) openOOM() {
 	src := m.o.Source
 	c, ok := src.Next(m.dev, m.cursor, allocator.ActionOOM)
+	if !ok && !m.x.open() {
+		if ps, isPrev := src.(prevSource); isPrev {
+			c, ok = ps.Prev(m.dev, m.cursor+1, allocator.ActionOOM)
+		}
+	}
 	if !ok {
 		m.statusErr = "no OOM after the cursor"
 		return

@@ -93,9 +93,13 @@ func TestOOMPanel(t *testing.T) {
 		t.Fatalf("stack of the failing request:\n%s", v)
 	}
 	press(m, "esc", "esc")
-	press(m, "o")
+	press(m, "G", "o") // past the last OOM (a live view following): the last one
+	if v = m.View(); !strings.Contains(v, "Out of memory at entry 7") {
+		t.Errorf("o past the last OOM:\n%s", v)
+	}
+	press(m, "o") // in the panel: there is no next one
 	if !strings.Contains(m.View(), "no OOM after the cursor") {
-		t.Errorf("second o:\n%s", m.View())
+		t.Errorf("o in the last OOM's panel:\n%s", m.View())
 	}
 	// 80×24 fits
 	m = newSized(t, testOptions(smallWithOps(t)), 80, 24)
