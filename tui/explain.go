@@ -517,8 +517,7 @@ func (m *Model) stackLines(v *xview) (head, rows []string) {
 	}
 	head = append(head, th.Dim.Render(strings.Repeat(th.G.HBar, m.w)))
 	for i, f := range v.frames {
-		rows = append(rows, explain.FormatFrame(f, m.w-2-4)+"")
-		rows[i] = fmt.Sprintf("%2d  %s", i, rows[i])
+		rows = append(rows, fmt.Sprintf("%2d  %s", i, explain.FormatFrame(f, m.w-2-4)))
 	}
 	if len(v.frames) == 0 {
 		rows = append(rows, "no stack recorded")
@@ -531,12 +530,12 @@ func (m *Model) oomLines(o *oomFacts) []string {
 	tf := m.timeFmt()
 	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry %d · %s", o.seq, tf.full(o.time)), m.w))}
 	verdict := th.Warn.Render(o.verdict)
-	why := "allocated + request exceed reserved + device free: the device cannot give that much"
+	why := "allocated + request > reserved + device free: the device cannot give that much"
 	if o.verdict == "fragmentation" {
-		why = "the bytes exist (cached free and device free) but no block or range is large enough"
+		why = "the bytes exist (cached or device free), no block or range is large enough"
 	}
 	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), m.w)) }
-	out = append(out, fit("  verdict              "+verdict+"  "+th.Dim.Render(why), m.w))
+	out = append(out, fit("  verdict              "+verdict, m.w), fit("                       "+th.Dim.Render(why), m.w))
 	row("requested", theme.Bytes(o.requested))
 	row("device free", theme.Bytes(o.free))
 	row("reserved", theme.Bytes(o.reserved))
@@ -576,6 +575,9 @@ func (m *Model) viewHint() string {
 	case viewStack:
 		return "↑/↓ scroll · esc back · q quits"
 	case viewOOM:
+		if m.o.WhatIf == nil {
+			return "v stack · h holders · o next OOM · esc back · q quits"
+		}
 		return "v stack · h holders · o next OOM · w what-if · esc back · q quits"
 	}
 	return "↑/↓ select · enter open · v stack · b group by · m mark A · ←/→ move · esc back · q quits"

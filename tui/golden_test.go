@@ -36,6 +36,8 @@ func TestGolden(t *testing.T) {
 			[]tea.KeyMsg{keyMsg("p"), keyMsg("2"), keyMsg("enter"), keyMsg("v")}, "model.py:54", nil},
 		{"160x48_block_stack", fixtureScreen, 160, 48,
 			[]tea.KeyMsg{keyMsg("p"), keyMsg("2"), keyMsg("enter"), keyMsg("v")}, "model.py:54", nil},
+		{"80x24_oom_panel", smallWithOps, 80, 24, []tea.KeyMsg{keyMsg("g"), keyMsg("o")}, "top holders", nil},
+		{"160x48_oom_panel", smallWithOps, 160, 48, []tea.KeyMsg{keyMsg("g"), keyMsg("o")}, "top holders", nil},
 		{"160x48_ops_selected", smallWithOps, 160, 48,
 			[]tea.KeyMsg{keyMsg("4"), keyMsg("down"), keyMsg("down"), keyMsg("enter")}, "op aten::matmul", nil},
 		{"80x24_help", fixtureScreen, 80, 24, []tea.KeyMsg{keyMsg("?")}, "npumon keys", nil},
@@ -46,7 +48,7 @@ func TestGolden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := fixtureOptions(tc.src(t))
-			if tc.src == nil || strings.Contains(tc.name, "ops") || strings.Contains(tc.name, "live") {
+			if tc.src == nil || strings.Contains(tc.name, "ops") || strings.Contains(tc.name, "live") || strings.Contains(tc.name, "oom") {
 				o.SourceName = "small.pickle"
 			}
 			if tc.opts != nil {
