@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestTUIHoldersInTmux: in a replay, h lists the holders at the peak, enter
@@ -38,8 +40,18 @@ func TestTUIHoldersInTmux(t *testing.T) {
 	p.waitFor("innermost first", "model.py:54")
 	p.send("Escape", "?")
 	p.waitFor("npumon keys", "next OOM: its panel")
-	p.send("End")
-	p.waitFor("holders: group by", "mark A", "view the whole stack")
+	// scroll the help down line by line until the explain keys are on the screen
+	for i := 0; ; i++ {
+		sc := p.capture()
+		if strings.Contains(sc, "holders: group by") && strings.Contains(sc, "mark A") && strings.Contains(sc, "view the whole stack") {
+			break
+		}
+		if i == 60 {
+			t.Fatalf("the help never showed the explain keys:\n%s", sc)
+		}
+		p.send("Down")
+		time.Sleep(50 * time.Millisecond)
+	}
 	p.send("q")
 	p.waitFor("NPUMON_EXIT=0")
 }
