@@ -373,7 +373,9 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 
 	a := startProducer(t, "20ms", env, "--fixture", cuda, "--cuda", "--clients", "1", "--steps", "4", "--manual", "--hold", "30")
 	a.await(t, "ready")
-	attached := attachAsync(t, "unix:"+sock, "--headless", "5s")
+	// attach must outlive a kill, a restart (a Python start-up on a loaded
+	// machine) and its reconnect backoff
+	attached := attachAsync(t, "unix:"+sock, "--headless", "12s")
 	a.await(t, "holding")
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()

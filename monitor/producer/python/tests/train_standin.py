@@ -66,7 +66,7 @@ def main():
         return
     say(ready=os.getpid(), socket=st().get("socket"))
     if a.clients:
-        wait(lambda: st().get("clients", 0) >= a.clients, 10, "clients")
+        wait(lambda: st().get("clients", 0) >= a.clients, 20, "clients")
         say(clients=st().get("clients"))
     for d in range(alloc.ndev):
         total = alloc.remaining(d)
