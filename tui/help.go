@@ -20,26 +20,23 @@ func (m *Model) hintLine() string {
 	if m.statusErr != "" {
 		return th.Warn.Render(m.statusErr)
 	}
-	if m.showHelp {
+	switch m.screen() {
+	case screenHelp:
 		if len(m.helpText()) > m.helpPage() {
 			return th.Hint.Render("↑/↓ pgup/pgdn scroll · ? or esc closes help · q quits")
 		}
 		return th.Hint.Render("? or esc closes help · q quits")
-	}
-	if m.devicesShown() {
+	case screenDevices:
 		return th.Hint.Render(m.devicesHint())
+	case screenPicker:
+		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
+	case screenWhatIf:
+		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
+	case screenView:
+		return th.Hint.Render(m.viewHint())
 	}
 	hl := m.help
 	hl.Width = m.w
-	if m.pick.shown {
-		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
-	}
-	if m.wiOpen {
-		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
-	}
-	if m.x.open() && m.hasData {
-		return th.Hint.Render(m.viewHint())
-	}
 	short := m.keys.ShortHelp()
 	if m.o.Captures != nil {
 		short = append([]key.Binding{m.keys.Captures}, short...)

@@ -22,44 +22,27 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.Close()
 		return tea.Quit
 	}
-	if m.showHelp {
-		switch {
-		case key.Matches(msg, k.Back, k.Help):
-			m.showHelp = false
-		case key.Matches(msg, k.Up):
-			m.helpTop--
-		case key.Matches(msg, k.Down):
-			m.helpTop++
-		case key.Matches(msg, k.PageUp):
-			m.helpTop -= m.helpPage()
-		case key.Matches(msg, k.PageDown), key.Matches(msg, k.Play):
-			m.helpTop += m.helpPage()
-		case key.Matches(msg, k.Home), key.Matches(msg, k.Start):
-			m.helpTop = 0
-		case key.Matches(msg, k.EndList), key.Matches(msg, k.End):
-			m.helpTop = len(m.helpText())
-		}
-		m.helpTop = clampInt(m.helpTop, 0, max(0, len(m.helpText())-m.helpPage()))
-		return nil
+	sc := m.screen()
+	if sc == screenHelp {
+		return m.onHelpKey(msg)
 	}
 	if key.Matches(msg, k.Help) {
 		m.showHelp, m.helpTop = true, 0
 		return nil
 	}
-	if m.devicesShown() {
+	if sc == screenDevices {
 		return m.onDevicesKey(msg)
 	}
 	if key.Matches(msg, k.Devices) {
 		m.toggleDevices()
 		return nil
 	}
-	if m.pick.shown {
+	switch sc {
+	case screenPicker:
 		return m.onPickerKey(msg)
-	}
-	if m.wiOpen {
+	case screenWhatIf:
 		return m.onWhatIfKey(msg)
-	}
-	if m.x.open() && !m.loading && m.hasData {
+	case screenView:
 		if cmd, handled := m.onViewKey(msg); handled {
 			return cmd
 		}
@@ -73,7 +56,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.refreshPicker()
 		return nil
 	}
-	if m.loading || !m.hasData {
+	if sc == screenLoading || sc == screenWaiting {
 		if key.Matches(msg, k.Back) {
 			return m.o.Back
 		}
@@ -222,6 +205,29 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 			m.statusErr = "s sorts the segments (2) or ops (4) pane"
 		}
 	}
+	return nil
+}
+
+// onHelpKey scrolls the help; ? and esc close it.
+func (m *Model) onHelpKey(msg tea.KeyMsg) tea.Cmd {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Back, k.Help):
+		m.showHelp = false
+	case key.Matches(msg, k.Up):
+		m.helpTop--
+	case key.Matches(msg, k.Down):
+		m.helpTop++
+	case key.Matches(msg, k.PageUp):
+		m.helpTop -= m.helpPage()
+	case key.Matches(msg, k.PageDown), key.Matches(msg, k.Play):
+		m.helpTop += m.helpPage()
+	case key.Matches(msg, k.Home), key.Matches(msg, k.Start):
+		m.helpTop = 0
+	case key.Matches(msg, k.EndList), key.Matches(msg, k.End):
+		m.helpTop = len(m.helpText())
+	}
+	m.helpTop = clampInt(m.helpTop, 0, max(0, len(m.helpText())-m.helpPage()))
 	return nil
 }
 

@@ -135,15 +135,15 @@ type Model struct {
 	evCur   int // index of the entry at the cursor in events, -1 none
 
 	// panes
-	tl      timeline.Model
-	seg     segmap.Model
-	allocAt string
-	allocK  uint64 // address the allocAt text is for
-	opSel   int
-	opTop   int
-	opSort  int
-	opView  []int // indices into ops, filtered and sorted
-	hlOp    bool
+	tl         timeline.Model
+	seg        segmap.Model
+	allocAt    string
+	allocK     uint64 // address the allocAt text is for
+	opSel      int
+	opDrawnTop int // the op table's first row as last drawn (for clicks)
+	opSort     int
+	opView     []int // indices into ops, filtered and sorted
+	hlOp       bool
 
 	frame string // cached View
 	dirty bool
@@ -267,7 +267,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case SetSourceMsg:
 		m.o.Source, m.o.SourceName, m.o.Live = msg.Source, msg.Name, msg.Live
 		m.playing, m.version, m.dev = false, 0, -1
-		m.opSel, m.opTop = 0, 0
+		m.opSel = 0
 		m.startOver()
 	case pickerOpenedMsg:
 		m.onPickerOpened(msg)

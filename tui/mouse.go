@@ -11,7 +11,7 @@ import (
 // that time; in a list it selects the row. The wheel zooms the timeline and
 // scrolls the other panes.
 func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
-	if m.showHelp || m.pick.shown || m.wiOpen || m.input != inputNone || m.loading || !m.hasData {
+	if m.screen() != screenPanes || m.input != inputNone {
 		return nil
 	}
 	_, tl, seg, ev, op := m.layout()
@@ -72,8 +72,8 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 			return m.allocAtCmd()
 		}
 	case paneOps:
-		// title and column header, then the rows from opTop
-		if i := m.opTop + msg.Y - op.y - 2; msg.Y-op.y >= 2 && i < len(m.opView) {
+		// title and column header, then the rows as last drawn
+		if i := m.opDrawnTop + msg.Y - op.y - 2; msg.Y-op.y >= 2 && i < len(m.opView) {
 			m.opSel = i
 		}
 	case paneEvents:

@@ -48,14 +48,12 @@ func (m *Model) opLines(w, h int) []string {
 		}
 		return append(lines, th.Dim.Render(msg))
 	}
-	if m.opSel < m.opTop {
-		m.opTop = m.opSel
-	}
-	if m.opSel >= m.opTop+rows {
-		m.opTop = m.opSel - rows + 1
-	}
-	m.opTop = clampInt(m.opTop, 0, max(0, len(m.opView)-rows))
-	for i := m.opTop; i < len(m.opView) && i < m.opTop+rows; i++ {
+	// The first row follows from the selection alone (kept mid-pane), so
+	// drawing changes no scroll state; opDrawnTop only lets a click find
+	// its row.
+	top := clampInt(m.opSel-rows/2, 0, max(0, len(m.opView)-rows))
+	m.opDrawnTop = top
+	for i := top; i < len(m.opView) && i < top+rows; i++ {
 		o := &m.ops[m.opView[i]]
 		mark := "  "
 		if i == m.opSel {

@@ -107,20 +107,20 @@ func (m *Model) render() string {
 	} else {
 		lines = append(lines, m.headerLines()...)
 	}
-	switch {
-	case m.showHelp:
+	switch m.screen() {
+	case screenHelp:
 		lines = append(lines, m.helpLines(body)...)
-	case m.devicesShown():
+	case screenDevices:
 		lines = append(lines, m.devicesLines(body)...)
-	case m.pick.shown:
+	case screenPicker:
 		lines = append(lines, m.pickerLines(body)...)
-	case m.wiOpen:
+	case screenWhatIf:
 		lines = append(lines, m.whatIfLines(body)...)
-	case m.x.open() && m.hasData && !m.loading:
+	case screenView:
 		lines = append(lines, m.viewLines(body)...)
-	case m.loading || m.loadErr != nil:
+	case screenLoading:
 		lines = append(lines, m.loadingLines(body)...)
-	case !m.hasData:
+	case screenWaiting:
 		lines = append(lines, centered(body, m.w, "waiting for data…")...)
 	default:
 		lines = append(lines, m.bodyLines(body)...)

@@ -19,14 +19,14 @@ import (
 
 // Model is the segment map pane state.
 type Model struct {
-	th     *theme.Theme
-	segs   []allocator.Segment // sorted by address
-	sel    int                 // selected segment index
-	blk    int                 // selected block index, -1 when selecting segments
-	top    int                 // first segment line shown
-	selAd  uint64              // address of the selected segment, kept across states
-	blkAd  uint64
-	bySize bool // largest segments first instead of address order
+	th       *theme.Theme
+	segs     []allocator.Segment // sorted by address
+	sel      int                 // selected segment index
+	blk      int                 // selected block index, -1 when selecting segments
+	drawnTop int                 // first segment line as last drawn (for clicks)
+	selAd    uint64              // address of the selected segment, kept across states
+	blkAd    uint64
+	bySize   bool // largest segments first instead of address order
 
 	// Stream names a stream in details (default: its id in decimal).
 	Stream func(uint64) string
@@ -142,10 +142,10 @@ func (m *Model) Move(d int) {
 // SelectRow selects the segment on list row i as last drawn (0 = the first
 // segment line under the legend); it reports whether a segment is there.
 func (m *Model) SelectRow(i int) bool {
-	if m.blk >= 0 || i < 0 || m.top+i >= len(m.segs) {
+	if m.blk >= 0 || i < 0 || m.drawnTop+i >= len(m.segs) {
 		return false
 	}
-	m.sel = m.top + i
+	m.sel = m.drawnTop + i
 	m.remember()
 	return true
 }
@@ -202,17 +202,15 @@ func (m *Model) View(w, h int, detail []string) string {
 		listRows-- // caret line under the selected segment
 	}
 	listRows = max(1, listRows)
-	if m.sel < m.top {
-		m.top = m.sel
-	}
-	if m.sel >= m.top+listRows {
-		m.top = m.sel - listRows + 1
-	}
-	m.top = clamp(m.top, 0, max(0, len(m.segs)-listRows))
+	// The first line follows from the selection alone (kept mid-pane), so
+	// drawing changes no scroll state; drawnTop only lets a click find its
+	// row.
+	top := clamp(m.sel-listRows/2, 0, max(0, len(m.segs)-listRows))
+	m.drawnTop = top
 	addrW := 14
 	sizeW := 9
 	barW := w - 2 - addrW - 1 - sizeW - 1
-	for i := m.top; i < len(m.segs) && i < m.top+listRows; i++ {
+	for i := top; i < len(m.segs) && i < top+listRows; i++ {
 		s := &m.segs[i]
 		mark := "  "
 		if i == m.sel {

@@ -1,0 +1,40 @@
+package tui
+
+// screen is what fills the body between the header and the hint line. One
+// function decides it, in one order of precedence, for Update (which keys
+// go where), View (what is drawn) and the hint line (which keys it lists).
+// A text prompt (/ or t) is not a screen: it takes the hint line over
+// whatever screen is up.
+type screen uint8
+
+const (
+	screenPanes   screen = iota // timeline, segments, events, ops
+	screenHelp                  // ? — over everything
+	screenDevices               // D — the host's devices
+	screenPicker                // c — a watched directory's captures
+	screenWhatIf                // w — other allocator settings
+	screenView                  // h, v, o — holders, a stack, the OOM panel
+	screenLoading               // a load in progress, or its error
+	screenWaiting               // a source with no data yet
+)
+
+// screen returns the screen shown now.
+func (m *Model) screen() screen {
+	switch {
+	case m.showHelp:
+		return screenHelp
+	case m.devicesShown():
+		return screenDevices
+	case m.pick.shown:
+		return screenPicker
+	case m.wiOpen:
+		return screenWhatIf
+	case m.x.open() && m.hasData && !m.loading:
+		return screenView
+	case m.loading || m.loadErr != nil:
+		return screenLoading
+	case !m.hasData:
+		return screenWaiting
+	}
+	return screenPanes
+}
