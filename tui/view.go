@@ -67,6 +67,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 
 // layoutPanes sizes the panes after a resize or a focus change.
 func (m *Model) layoutPanes() {
+	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
 	oldCols := m.tl.Columns()
 	m.tl.SetSize(tl.w, max(0, tl.h-1))

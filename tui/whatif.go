@@ -34,6 +34,7 @@ func (m *Model) openWhatIf() tea.Cmd {
 		opts.Devices = []int{m.dev}
 	}
 	m.wiOpen = true
+	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	m.wi.SetHint(false) // the hint line shows its keys
 	m.wi.XLabel = func(t, span int64) string {
 		tf := m.timeFmt()
@@ -67,6 +68,5 @@ func (m *Model) onWhatIfKey(msg tea.KeyMsg) tea.Cmd {
 
 // whatIfLines renders the what-if view in the body's rows.
 func (m *Model) whatIfLines(body int) []string {
-	m.wi.SetSize(m.w, body)
 	return strings.Split(m.wi.View(), "\n")
 }
