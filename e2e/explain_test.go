@@ -70,7 +70,7 @@ func TestTUIOOMPanelInTmux(t *testing.T) {
 	p.send("g")
 	p.waitFor("entry #–/36")
 	p.send("o")
-	p.waitFor("Out of memory at entry 35", "fragmentation", "aten::cat", "KVCache.append  /job/cache.py:33", "log_hidden_states")
+	p.waitFor("Out of memory at entry #35", "fragmentation", "aten::cat", "KVCache.append  /job/cache.py:33", "log_hidden_states")
 	p.send("q")
 	p.waitFor("NPUMON_EXIT=0")
 }

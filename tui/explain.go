@@ -141,7 +141,7 @@ func (m *Model) setMark() {
 	} else {
 		x.markN, x.markDev, x.markT = n, m.dev, m.cursor
 		x.markLv = hs.LiveAtSeq(m.dev, n)
-		m.statusErr = fmt.Sprintf("mark A set at entry %d: holders (h) show the change from it", n)
+		m.statusErr = fmt.Sprintf("mark A set at %s: holders (h) show the change from it", posText(n))
 	}
 	m.refreshHolders(true)
 }
@@ -175,7 +175,7 @@ func (m *Model) openStack() {
 			}
 		case viewOOM:
 			o := v.oom
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry %d", theme.Bytes(o.requested), o.seq)}, frames: o.frames})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry #%d", theme.Bytes(o.requested), o.seq)}, frames: o.frames})
 		}
 		return
 	}
@@ -191,7 +191,7 @@ func (m *Model) openStack() {
 	default:
 		if m.evCur >= 0 && m.evCur < len(m.events) {
 			e := &m.events[m.evCur]
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry %d  %s  0x%x  %s", e.Seq, e.Action, e.Addr, theme.Bytes(e.Size))}, frames: src.Stack(e.Frames)})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, e.Action, e.Addr, theme.Bytes(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.statusErr = "no event at the cursor"
 		}
@@ -202,7 +202,7 @@ func bornText(a explain.Alloc) string {
 	if a.Born < 0 {
 		return "allocated before the trace"
 	}
-	return fmt.Sprintf("allocated at entry %d", a.Born)
+	return fmt.Sprintf("allocated at entry #%d", a.Born)
 }
 
 // selectedGroupAlloc is the key and largest allocation of row i of the
@@ -450,12 +450,12 @@ func pad(lines []string, n int) []string {
 
 func (m *Model) holdersLines() (head, rows []string) {
 	th, x := m.th, &m.x
-	title := fmt.Sprintf("Holders by %s · entry %d · %d live allocations, %s · %s", x.by, x.at, len(x.live),
+	title := fmt.Sprintf("Holders by %s · %s · %d live allocations, %s · %s", x.by, posText(x.at), len(x.live),
 		theme.Bytes(x.active), m.timeFmt().full(m.cursor))
 	head = []string{th.Header.Render(fit(title, m.w))}
 	w := m.w - 2
 	if x.diff != nil {
-		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, entry %d) to the cursor · m clears the mark", m.timeFmt().full(x.markT), x.markN), m.w)),
+		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, %s) to the cursor · m clears the mark", m.timeFmt().full(x.markT), posText(x.markN)), m.w)),
 			th.Dim.Render(fit(fmt.Sprintf("  %10s %10s %10s %9s %6s %6s  %s", "DELTA", "MARK A", "CURSOR", "COUNT", "BORN", "FREED", "GROUP"), w)))
 		for _, g := range x.diff {
 			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", signedBytes(g.DeltaBytes), theme.Bytes(g.BytesFrom), theme.Bytes(g.BytesTo),
@@ -499,7 +499,7 @@ func (m *Model) allocLines(group string) (head, rows []string) {
 		}
 		born := "before the trace"
 		if a.Born >= 0 {
-			born = fmt.Sprintf("entry %d", a.Born)
+			born = fmt.Sprintf("#%d", a.Born)
 			if a.BornTime != 0 && m.base == monitor.TimeEpochUS {
 				born += " · " + m.timeFmt().full(a.BornTime)
 			}
@@ -528,7 +528,7 @@ func (m *Model) stackLines(v *xview) (head, rows []string) {
 func (m *Model) oomLines(o *oomFacts) []string {
 	th := m.th
 	tf := m.timeFmt()
-	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry %d · %s", o.seq, tf.full(o.time)), m.w))}
+	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, tf.full(o.time)), m.w))}
 	verdict := th.Warn.Render(o.verdict)
 	why := "allocated + request > reserved + device free: the device cannot give that much"
 	if o.verdict == "fragmentation" {
@@ -601,4 +601,13 @@ func fitKey(k string, w int) string {
 		}
 	}
 	return explain.TruncRight(k, w)
+}
+
+// posText names a position (entries applied) as the header does: the index
+// of the last entry applied, or the start.
+func posText(n int64) string {
+	if n <= 0 {
+		return "the start"
+	}
+	return fmt.Sprintf("entry #%d", n-1)
 }

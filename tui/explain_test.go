@@ -78,7 +78,7 @@ func TestOOMPanel(t *testing.T) {
 	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
 	press(m, "g", "o")
 	v := m.View()
-	for _, want := range []string{"Out of memory at entry 7", "verdict", "shortage", "requested            64.0 MiB",
+	for _, want := range []string{"Out of memory at entry #7", "verdict", "shortage", "requested            64.0 MiB",
 		"device free          1.00 MiB", "reserved             22.0 MiB", "cached free", "top holders", "forward (train.py:42)"} {
 		if !strings.Contains(v, want) {
 			t.Fatalf("OOM panel lacks %q:\n%s", want, v)
@@ -94,7 +94,7 @@ func TestOOMPanel(t *testing.T) {
 	}
 	press(m, "esc", "esc")
 	press(m, "G", "o") // past the last OOM (a live view following): the last one
-	if v = m.View(); !strings.Contains(v, "Out of memory at entry 7") {
+	if v = m.View(); !strings.Contains(v, "Out of memory at entry #7") {
 		t.Errorf("o past the last OOM:\n%s", v)
 	}
 	press(m, "o") // in the panel: there is no next one
@@ -112,7 +112,7 @@ func TestOOMPanel(t *testing.T) {
 func TestStackFromEvent(t *testing.T) {
 	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
 	press(m, "3", "g", "right", "right", "v")
-	if v := m.View(); !strings.Contains(v, "entry 1  alloc") || !strings.Contains(v, "forward  train.py:42") {
+	if v := m.View(); !strings.Contains(v, "entry #1  alloc") || !strings.Contains(v, "forward  train.py:42") {
 		t.Fatalf("event stack:\n%s", m.View())
 	}
 	press(m, "esc", "2", "enter", "down", "v")
