@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 var entryRe = regexp.MustCompile(`entry #(?:\d+|–)/(\d+)`)
@@ -96,10 +98,7 @@ func TestDemoFilesDecode(t *testing.T) {
 			t.Errorf("npumon stats %s: %v\n%s", filepath.Base(f), err, out)
 		}
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	script := `
 import pickle, sys
 for path in sys.argv[1:]:

@@ -139,9 +139,7 @@ func (p *tmuxPane) tmux(args ...string) *exec.Cmd {
 
 func startTmux(t *testing.T, w, h int, env []string, args ...string) *tmuxPane {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed")
-	}
+	fixture.Tool(t, "tmux", "tmux")
 	name := fmt.Sprintf("npumon-e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
 	var q []string
 	for _, a := range args {

@@ -17,23 +17,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // needTool finds a program a test cannot do without: missing, the test is
 // skipped on a developer's machine and fails in CI (CI=true), whose setup
 // installs it.
-func needTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not installed (apt-get install %s); CI must run this test", name, pkg)
-	}
-	t.Skipf("%s not installed (apt-get install %s)", name, pkg)
-	return ""
-}
+func needTool(t *testing.T, name, pkg string) string { return fixture.Tool(t, name, pkg) }
 
 // freePort returns a loopback port nothing listens on right now.
 func freePort(t *testing.T) int {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // fakeClock advances 1 µs per raw read; epoch = raw + a fixed offset.
@@ -285,10 +287,7 @@ func TestRoundTrip(t *testing.T) {
 // with an independent Python decoder using torch_npu's struct layouts, and
 // checks trace_view.json is valid JSON with torch_npu's ts strings.
 func TestRecorderOutputPythonDecode(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not installed")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	dir := t.TempDir()
 	r, _ := New(Config{Dir: dir, Clock: newFakeClock(), ProfileMemory: true, PID: 9, TID: 9, Schedule: &Schedule{Active: 2}})
 	r.Start()

@@ -43,10 +43,7 @@ func TestRoundTripVariants(t *testing.T) {
 // of the newest real fixture and finds the original content (the model
 // drops only empty user_metadata strings).
 func TestExportLoadsInPython(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	src := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	c := mustDecode(t, src)
 	out := filepath.Join(t.TempDir(), "export.pickle")
