@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // ASCEND_PROFILER_OUTPUT CSV readers (docs/reference/profiler-format.md §5).
@@ -215,7 +216,7 @@ func parseDevice(s string) int {
 
 // readCSV opens path and decodes it with decode, naming the file in errors.
 func readCSV[T any](path string, decode func(io.Reader, string) ([]T, error)) ([]T, error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // SQLite exports (docs/reference/profiler-format.md §7): torch_npu's
@@ -101,7 +103,7 @@ func ReadDB(path string) (*Data, error) {
 // checkSQLiteHeader checks the magic and reports whether the database is
 // in WAL mode (file format read/write versions 2, header bytes 18–19).
 func checkSQLiteHeader(path string) (wal bool, err error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return false, err
 	}

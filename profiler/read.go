@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // Directory names (docs/reference/profiler-format.md §1).
@@ -25,7 +27,7 @@ func ReadFrameworkFile(path string, out *Records) (pending int, err error) {
 	if k == KindUnknown {
 		return 0, fmt.Errorf("%s: not a FRAMEWORK file name", path)
 	}
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return 0, err
 	}
@@ -341,7 +343,7 @@ func (d *Data) mergeRawMemory(root string) error {
 
 // readTraceViewOps collects cpu_op slices and queue ranges from trace_view.json.
 func readTraceViewOps(path string, d *Data) error {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // Tailer follows FRAMEWORK files while torch_npu (or a Recorder) appends to
@@ -210,7 +212,7 @@ func (t *Tailer) pollDir(d *tailDir, b *TailBatch) error {
 
 // readNew feeds the bytes appended to path since the last read.
 func (t *Tailer) readNew(path string, f *tailFile, recs *Records) error {
-	fh, err := os.Open(path)
+	fh, err := safefile.Open(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return nil

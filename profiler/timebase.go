@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // TimeBase converts raw FRAMEWORK clock values to epoch nanoseconds
@@ -79,7 +81,7 @@ func findProfilerInfo(dir string) string {
 
 // ReadProfilerInfo parses a profiler_info*.json file.
 func ReadProfilerInfo(path string) (*ProfilerInfo, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxSmallFile)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +153,7 @@ func findHostDir(dir string) string {
 
 // readHostFreq reads CPU[0].Frequency (MHz) from PROF_*/host/info.json.
 func readHostFreq(path string) (float64, bool) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxSmallFile)
 	if err != nil {
 		return 0, false
 	}
@@ -169,7 +171,7 @@ func readHostFreq(path string) (float64, bool) {
 
 // readHostStartLog reads [Host] cntvct and clock_monotonic_raw.
 func readHostStartLog(path string) (cnt, mono int64, ok bool) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return 0, 0, false
 	}
@@ -210,7 +212,7 @@ func readHostStartLog(path string) (cnt, mono int64, ok bool) {
 // readStartInfoDiff reads collectionTimeBegin (epoch µs) and clockMonotonicRaw
 // (ns) from a CANN start_info file and returns their difference in ns.
 func readStartInfoDiff(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxSmallFile)
 	if err != nil {
 		return 0, false
 	}
@@ -261,3 +263,7 @@ func LiveTimeBase(dir string, sample int64) TimeBase {
 	}
 	return tb
 }
+
+// maxSmallFile caps the JSON side files (profiler_info, host info,
+// start_info) read whole: real ones are a few KiB.
+const maxSmallFile = 64 << 20

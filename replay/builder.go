@@ -169,6 +169,7 @@ type builder struct {
 	// (a million empty dicts, a frame list of a million memo references)
 	// fails instead of exhausting memory.
 	used, limit int64
+	maxMem      int64 // Options.MaxMemory: an absolute cap on limit (0: none)
 	overErr     error
 }
 
@@ -184,6 +185,12 @@ func (b *builder) charge(n int64) {
 	if b.used > b.limit && b.total < 0 && b.offset != nil {
 		// Unknown size: the budget follows the bytes read so far.
 		b.limit = max(b.limit, memBase+memPerByte*b.offset())
+		if b.maxMem > 0 {
+			b.limit = min(b.limit, b.maxMem)
+		}
+	}
+	if b.used > b.limit && b.overErr == nil && b.maxMem > 0 && b.limit == b.maxMem {
+		b.overErr = fmt.Errorf("decoding would need more than the %d MiB memory limit set for it", b.limit>>20)
 	}
 	if b.used > b.limit && b.overErr == nil {
 		b.overErr = fmt.Errorf("decoding would need more than %d MiB for this input (%d bytes per input byte); not a memory snapshot shape", b.limit>>20, memPerByte)
@@ -194,6 +201,9 @@ func (b *builder) charge(n int64) {
 // budget then grows with the bytes read, see charge).
 func (b *builder) setLimit(size int64) {
 	b.limit = memBase + memPerByte*max(size, 0)
+	if b.maxMem > 0 {
+		b.limit = min(b.limit, b.maxMem)
+	}
 }
 
 func newBuilder() *builder {

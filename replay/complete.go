@@ -1,41 +1,47 @@
 package replay
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"syscall"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
-// CheckComplete tells cheaply whether a snapshot file looks completely
-// written: a pickle must end with the STOP opcode, a JSON file must parse to
-// a snapshot shape (a dict with "segments", or a list). It never blocks on a
-// FIFO or device named like a snapshot. Directory watchers call it before
-// the full decode.
+// CheckComplete tells whether a snapshot file is completely written,
+// without decoding it: a pickle's opcode stream is walked (each opcode's
+// argument skipped by its length) and must end with STOP exactly at the
+// end of the file; a JSON file must parse to a snapshot shape (a dict
+// with "segments", or a list). A file cut anywhere — even right after a
+// byte that happens to be STOP — fails. It never blocks on a FIFO or
+// device named like a snapshot. Directory watchers call it before the
+// full decode.
 func CheckComplete(p string) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := safefile.Open(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s: not a regular file", p)
+	if err != nil {
+		return err
 	}
-	head := make([]byte, 2)
-	if _, err := io.ReadFull(f, head); err != nil {
+	r := bufio.NewReaderSize(f, 1<<16)
+	head, err := r.Peek(2)
+	if err != nil {
 		return fmt.Errorf("%s: too short for a snapshot", p)
 	}
 	if head[0] == opProto {
-		last := make([]byte, 1)
-		if _, err := f.ReadAt(last, fi.Size()-1); err != nil || last[0] != '.' {
-			return fmt.Errorf("%s: pickle does not end with STOP (still being written?)", p)
+		if err := skimPickle(r, fi.Size()); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
 		}
 		return nil
 	}
-	b, err := os.ReadFile(p)
+	b, err := io.ReadAll(r)
 	if err != nil {
 		return err
 	}
@@ -47,9 +53,9 @@ func CheckComplete(p string) error {
 		Segments json.RawMessage `json:"segments"`
 	}
 	if b[0] == '[' {
-		var v []json.RawMessage
-		if err := json.Unmarshal(b, &v); err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+		if !json.Valid(b) {
+			var v []json.RawMessage
+			return fmt.Errorf("%s: %w", p, json.Unmarshal(b, &v))
 		}
 		return nil
 	}
@@ -60,4 +66,75 @@ func CheckComplete(p string) error {
 		return fmt.Errorf("%s: JSON without \"segments\": not a snapshot", p)
 	}
 	return nil
+}
+
+// errIncomplete is a pickle whose opcode stream does not reach STOP at
+// the end of the file.
+var errIncomplete = errors.New("pickle does not end with STOP (still being written?)")
+
+// skimPickle walks the opcodes of a pickle of size bytes from r without
+// building anything.
+func skimPickle(r *bufio.Reader, size int64) error {
+	var off int64
+	skip := func(n int64) error {
+		if n < 0 || n > size-off {
+			return errIncomplete
+		}
+		if _, err := r.Discard(int(n)); err != nil {
+			return errIncomplete
+		}
+		off += n
+		return nil
+	}
+	// lenArg reads a w-byte little-endian length and skips that many bytes.
+	lenArg := func(w int) error {
+		var b [8]byte
+		if _, err := io.ReadFull(r, b[:w]); err != nil {
+			return errIncomplete
+		}
+		off += int64(w)
+		n := binary.LittleEndian.Uint64(b[:])
+		if n > uint64(size) {
+			return errIncomplete
+		}
+		return skip(int64(n))
+	}
+	for {
+		op, err := r.ReadByte()
+		if err != nil {
+			return errIncomplete
+		}
+		at := off
+		off++
+		var serr error
+		switch op {
+		case opStop:
+			if off != size {
+				return fmt.Errorf("offset %d: STOP with %d bytes after it", at, size-off)
+			}
+			return nil
+		case opMark, opPop, opPopMark, opNone, opAppend, opAppends, opEmptyDict, opDict, opEmptyList, opList,
+			opEmptyTuple, opTuple, opSetItem, opSetItems, opTuple1, opTuple2, opTuple3, opNewTrue, opNewFalse,
+			opMemoize, 0x8f, 0x90, 0x91, '2':
+		case opBinInt1, opBinGet, opBinPut, opProto:
+			serr = skip(1)
+		case opBinInt2:
+			serr = skip(2)
+		case opBinInt, opLongBinGet, opLongBinPut:
+			serr = skip(4)
+		case opBinFloat, opFrame:
+			serr = skip(8)
+		case opShortBinString, opShortBinBytes, opShortBinUni, opLong1:
+			serr = lenArg(1)
+		case opBinString, opBinBytes, opBinUnicode, opLong4:
+			serr = lenArg(4)
+		case opBinUnicode8, opBinBytes8, opByteArray8:
+			serr = lenArg(8)
+		default:
+			return fmt.Errorf("offset %d: opcode 0x%02x is not one a memory snapshot uses", at, op)
+		}
+		if serr != nil {
+			return serr
+		}
+	}
 }

@@ -46,3 +46,34 @@ func TestCheckComplete(t *testing.T) {
 		}
 	}
 }
+
+// A writer cut off right after a byte that happens to be STOP ('.') left
+// an incomplete pickle; the opcode walk tells, the last byte cannot.
+func TestCheckCompleteCutAtDot(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"cuda-2.0-flexgen-oom_snapshot.pickle", "cuda-2026-assignment2-memory_snapshot.pickle"} {
+		full, err := os.ReadFile(fixture.Path(t, "snapshots/"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, full, 0o644)
+		if err := CheckComplete(p); err != nil {
+			t.Fatalf("%s: complete fixture refused: %v", name, err)
+		}
+		cuts := 0
+		for i := 1; i < len(full)-1 && cuts < 50; i++ {
+			if full[i-1] != '.' {
+				continue
+			}
+			cuts++
+			os.WriteFile(p, full[:i], 0o644)
+			if err := CheckComplete(p); err == nil {
+				t.Fatalf("%s cut at %d (after a '.') passed as complete", name, i)
+			}
+		}
+		if cuts == 0 {
+			t.Fatalf("%s: no '.' byte to cut after", name)
+		}
+	}
+}

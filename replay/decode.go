@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // Capture is one decoded snapshot file.
@@ -29,6 +29,13 @@ type Options struct {
 	// Progress, when set, is called from the decoding goroutine every few
 	// MiB with the bytes read so far and the total size (-1 when unknown).
 	Progress func(done, total int64)
+	// MaxFileSize refuses a file larger than this many bytes before
+	// anything is read (DecodeFile; 0: no limit).
+	MaxFileSize int64
+	// MaxMemory caps the decoder's memory budget (which otherwise grows
+	// with the input's size) at this many bytes; past it decoding fails
+	// with an error instead of allocating more (0: no cap).
+	MaxMemory int64
 }
 
 // ErrNotSnapshot is wrapped by errors for input that is not a memory
@@ -49,17 +56,17 @@ func decodeFileStreaming(path string) (*Capture, []*traceAcc, error) {
 }
 
 func decodeFile(path string, opts Options, stream bool) (*Capture, []*traceAcc, error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
 	size := int64(-1)
 	if fi, err := f.Stat(); err == nil {
-		if fi.IsDir() {
-			return nil, nil, fmt.Errorf("%s: is a directory, not a snapshot file", path)
-		}
 		size = fi.Size()
+	}
+	if opts.MaxFileSize > 0 && size > opts.MaxFileSize {
+		return nil, nil, fmt.Errorf("%s: %s, over the %s limit for a snapshot here", path, allocator.FormatSize(size), allocator.FormatSize(opts.MaxFileSize))
 	}
 	c, accs, err := decode(f, size, opts, stream)
 	if err != nil {
@@ -89,6 +96,7 @@ func decodeFormat(r io.Reader, size int64, opts Options, stream bool) (*Capture,
 	b.stream = stream
 	in := newByteReader(r, size, opts.Progress)
 	b.offset, b.total = in.offset, size
+	b.maxMem = opts.MaxMemory
 	b.setLimit(size)
 	// Skip leading whitespace (JSON may have it; a pickle never starts with it).
 	for {

@@ -479,7 +479,32 @@ type jsonEmitter struct {
 	first []bool // per open container: no item written yet
 	isKey bool   // the next value follows a key
 	buf   []byte
+
+	// dry run (JSONSize): cw counts the bytes; each stack is rendered once
+	// and later references only add its size.
+	cw    *countWriter
+	sizes map[allocator.StackID]int64
 }
+
+// JSONSize is the exact size in bytes of WriteJSON's output for s, found
+// without writing it: each distinct stack's frames are rendered once. JSON
+// has no references, so a stack shared by many blocks and entries (a pickle
+// memoizes it) is written out at each one; a small pickle can expand to a
+// JSON many times its size, which callers check here first.
+func JSONSize(s *allocator.Snapshot, schema ExportSchema) int64 {
+	cw := &countWriter{}
+	j := &jsonEmitter{w: bufio.NewWriterSize(cw, 1<<16), snap: s, first: []bool{true}, cw: cw, sizes: map[allocator.StackID]int64{}}
+	writeSnapshot(j, s, schema)
+	j.w.WriteByte('\n')
+	j.w.Flush()
+	return cw.n
+}
+
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func (j *jsonEmitter) pos() int64 { return j.cw.n + int64(j.w.Buffered()) }
 
 func (j *jsonEmitter) sep() {
 	if j.isKey {
@@ -545,6 +570,21 @@ func (j *jsonEmitter) pair(p allocator.PoolID) {
 	j.endList()
 }
 func (j *jsonEmitter) stack(id allocator.StackID) {
+	if j.sizes != nil {
+		if n, ok := j.sizes[id]; ok {
+			j.sep()
+			j.cw.n += n
+			return
+		}
+		j.sep()
+		start := j.pos()
+		j.w.WriteByte('[')
+		j.first = append(j.first, true)
+		writeFrames(j, j.snap.Stack(id))
+		j.endList()
+		j.sizes[id] = j.pos() - start
+		return
+	}
 	j.beginList()
 	writeFrames(j, j.snap.Stack(id))
 	j.endList()

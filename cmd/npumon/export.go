@@ -1,23 +1,37 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
+	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
 
 func init() { subcommands = append(subcommands, newExportCmd) }
 
+// defaultExportMax caps export's output: JSON repeats a stack at every
+// reference a pickle shares, so a small pickle can expand enormously.
+const defaultExportMax = 4 << 30
+
 func newExportCmd() *cobra.Command {
 	var to, schema, out string
+	maxSize := sizeFlag(defaultExportMax)
 	c := &cobra.Command{
 		Use:   "export FILE --to pickle|json [--schema 1.13] -o OUT",
 		Short: "Rewrite a memory snapshot as a protocol-4 pickle or JSON",
 		Long: "export reads any snapshot npumon reads and writes the torch 2.x dict schema (with time_us\n" +
 			"when known) as a protocol-4 pickle that Python's pickle and PyTorch's memory viewer load, or\n" +
 			"as JSON of the same shape. --schema 1.13 writes the bare list of segments that torch 1.13's\n" +
-			"`python3 -m torch.cuda._memory_viz stats` reads (no traces).",
+			"`python3 -m torch.cuda._memory_viz stats` reads (no traces).\n\n" +
+			"OUT is written through a temporary file in its directory (random name, created exclusively)\n" +
+			"renamed into place when complete: an error or an interrupt leaves nothing behind. JSON has no\n" +
+			"shared references, so every stack is written out at each block and entry that names it;\n" +
+			"an output that would pass --max-size (default 4GiB) is refused before anything is written.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			sch, err := replay.ParseExportSchema(schema)
@@ -35,15 +49,24 @@ func newExportCmd() *cobra.Command {
 			if out == "" {
 				return usageError{fmt.Errorf("-o OUT is required")}
 			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			capt, err := replay.DecodeFile(args[0], replay.Options{})
 			if err != nil {
 				return err
 			}
-			return replay.WriteFile(out, capt.Snapshot, write, sch)
+			if to == "json" {
+				if n := replay.JSONSize(capt.Snapshot, sch); n > int64(maxSize) {
+					return fmt.Errorf("%s: the JSON would be %s (stacks repeated at each of their references; the pickle shares them), over --max-size %s; nothing written",
+						out, allocator.FormatSize(n), allocator.FormatSize(int64(maxSize)))
+				}
+			}
+			return replay.WriteFileWith(out, capt.Snapshot, write, sch, replay.WriteOptions{Context: ctx, MaxBytes: int64(maxSize)})
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "output format: pickle or json (required)")
 	c.Flags().StringVar(&schema, "schema", "", "1.13 for the torch 1.13 bare list of segments")
 	c.Flags().StringVarP(&out, "output", "o", "", "output file (required)")
+	c.Flags().Var(&maxSize, "max-size", "refuse to write more than this (e.g. 512MiB, 8GiB)")
 	return c
 }
