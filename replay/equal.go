@@ -1,0 +1,63 @@
+package replay
+
+import (
+	"reflect"
+	"slices"
+
+	"github.com/npumon/npumon/allocator"
+)
+
+// SameModel reports whether two snapshots hold the same model. Stack ids
+// are table indexes, numbered in the order a decoder first meets each
+// distinct stack, so they are not part of the model: an export round trip
+// writes segments before traces and may renumber them. Two snapshots are
+// the same when everything else is equal and every block, history record,
+// segment and trace entry names a stack with the same frames.
+func SameModel(a, b *allocator.Snapshot) bool {
+	return reflect.DeepEqual(canonical(a), canonical(b))
+}
+
+// canonical is a copy of s with stack ids renumbered in a fixed walk
+// order (segments, their blocks and histories, then traces) and the stack
+// table reordered to match.
+func canonical(s *allocator.Snapshot) *allocator.Snapshot {
+	out := &allocator.Snapshot{Settings: s.Settings, ExternalAnnotations: s.ExternalAnnotations, Stacks: []allocator.Stack{nil}}
+	ids := map[allocator.StackID]allocator.StackID{}
+	m := func(id allocator.StackID) allocator.StackID {
+		st := s.Stack(id)
+		if len(st) == 0 {
+			return allocator.NoStack
+		}
+		n, ok := ids[id]
+		if !ok {
+			n = allocator.StackID(len(out.Stacks))
+			ids[id] = n
+			out.Stacks = append(out.Stacks, st)
+		}
+		return n
+	}
+	out.Segments = slices.Clone(s.Segments)
+	for i := range out.Segments {
+		sg := &out.Segments[i]
+		sg.Frames = m(sg.Frames)
+		sg.Blocks = slices.Clone(sg.Blocks)
+		for j := range sg.Blocks {
+			bl := &sg.Blocks[j]
+			bl.Frames = m(bl.Frames)
+			bl.History = slices.Clone(bl.History)
+			for k := range bl.History {
+				bl.History[k].Frames = m(bl.History[k].Frames)
+			}
+		}
+	}
+	if s.DeviceTraces != nil {
+		out.DeviceTraces = make([][]allocator.TraceEntry, len(s.DeviceTraces))
+	}
+	for d, tr := range s.DeviceTraces {
+		out.DeviceTraces[d] = slices.Clone(tr)
+		for i := range out.DeviceTraces[d] {
+			out.DeviceTraces[d][i].Frames = m(out.DeviceTraces[d][i].Frames)
+		}
+	}
+	return out
+}
