@@ -1,11 +1,13 @@
 package monitor
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -54,7 +56,61 @@ type ClientOptions struct {
 	// Silence is how long the producer may send nothing (heartbeats
 	// included) before the connection counts as dead (default 10 s).
 	Silence time.Duration
+	// ExpectPID, for a Unix socket, is the process that must be at the
+	// other end, run by this user (checked with SO_PEERCRED before
+	// anything is read); 0: no check. ResolveAddr sets Addr.PID for an
+	// address given as a pid.
+	ExpectPID int
+	// Limits bound what a producer can make this client hold.
+	Limits ClientLimits
 }
+
+// ClientLimits bound what a producer can make a client hold; a producer
+// that goes past one ends the session with an error naming it (a
+// LimitError), and the client stops there, keeping what it has. Zero
+// fields take the defaults.
+type ClientLimits struct {
+	Devices     int   // distinct devices, with ids in [0, MaxDeviceID) (default 64)
+	Streams     int   // distinct streams per device (default 1024)
+	Stacks      int   // distinct stacks (default 1<<20)
+	StackFrames int   // frames in one stack (default 1024)
+	Strings     int   // distinct compile_context and user_metadata values (default 65536)
+	Entries     int64 // trace entries kept, over all connections (default DefaultMaxEntries)
+}
+
+// MaxDeviceID bounds device ids on the wire (they index per-device tables).
+const MaxDeviceID = 1 << 10
+
+// DefaultMaxEntries is the entries a Client keeps by default: about 1 GiB
+// of Store (see BENCHMARKS.md, Safety limits).
+const DefaultMaxEntries = 8 << 20
+
+func (l ClientLimits) withDefaults() ClientLimits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.Devices, 64)
+	def(&l.Streams, 1024)
+	def(&l.Stacks, 1<<20)
+	def(&l.StackFrames, 1024)
+	def(&l.Strings, 1<<16)
+	if l.Entries <= 0 {
+		l.Entries = DefaultMaxEntries
+	}
+	return l
+}
+
+// LimitError is a producer going past one of a client's ClientLimits.
+type LimitError struct{ What string }
+
+func (e *LimitError) Error() string { return "limit reached: " + e.What }
+
+// PeerError is a Unix socket whose peer is not the process asked for.
+type PeerError struct{ Msg string }
+
+func (e *PeerError) Error() string { return e.Msg }
 
 // Client connects to a producer and feeds a Store.
 type Client struct {
@@ -68,6 +124,14 @@ type Client struct {
 	// per producer: sequence bookkeeping survives a reconnect to the same one
 	expected map[int]uint64
 	producer string
+
+	// what the Store holds, against opts.Limits (kept over reconnects,
+	// as the Store keeps it)
+	devices  map[int]bool
+	streams  map[int]map[uint64]bool
+	strs     map[string]bool
+	maxStack allocator.StackID
+	stored   int64
 }
 
 // NewClient returns a client for network ("unix" or "tcp") and address
@@ -82,7 +146,9 @@ func NewClient(network, address string, store *Store, opts ClientOptions) *Clien
 	if opts.Silence <= 0 {
 		opts.Silence = 10 * time.Second
 	}
-	return &Client{network: network, address: address, store: store, opts: opts, expected: map[int]uint64{}}
+	opts.Limits = opts.Limits.withDefaults()
+	return &Client{network: network, address: address, store: store, opts: opts, expected: map[int]uint64{},
+		devices: map[int]bool{}, streams: map[int]map[uint64]bool{}, strs: map[string]bool{}}
 }
 
 // Status returns the current status.
@@ -121,7 +187,8 @@ func (c *Client) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		c.set(func(s *ClientStatus) { s.State = StateDisconnected; s.Err = err })
-		if c.opts.NoReconnect {
+		var le *LimitError
+		if c.opts.NoReconnect || errors.As(err, &le) {
 			c.set(func(s *ClientStatus) { s.State = StateClosed })
 			return err
 		}
@@ -151,13 +218,36 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	if c.opts.ExpectPID > 0 && c.network == "unix" {
+		if err := checkPeer(conn, c.opts.ExpectPID); err != nil {
+			return false, err
+		}
+	}
 
-	fr := &frameReader{r: conn}
+	fr := &frameReader{r: bufio.NewReaderSize(conn, 64<<10)}
+	var pendingOps []Op
+	flushOps := func() {
+		if len(pendingOps) > 0 {
+			c.store.AppendOps(pendingOps)
+			pendingOps = pendingOps[:0]
+		}
+	}
+	defer flushOps()
 	next := func() (byte, []byte, error) {
+		// OPS are handed to the Store in batches: before the read would
+		// wait for the network, or once many are held
+		if fr.r.(*bufio.Reader).Buffered() < 5 || len(pendingOps) >= 1<<16 {
+			flushOps()
+		}
 		conn.SetReadDeadline(time.Now().Add(c.opts.Silence))
 		typ, p, err := fr.next()
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			err = fmt.Errorf("producer silent for %v", c.opts.Silence)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			if fr.partial > 0 {
+				err = fmt.Errorf("producer stalled for %v inside a frame (%d bytes of it received); the connection is still open", c.opts.Silence, fr.partial)
+			} else {
+				err = fmt.Errorf("producer silent for %v (no data, not even heartbeats); the connection is still open", c.opts.Silence)
+			}
 		}
 		return typ, p, err
 	}
@@ -171,6 +261,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 	hello, err := decodeHello(p)
 	if err != nil {
 		return false, fmt.Errorf("protocol error: HELLO: %w", err)
+	}
+	if err := c.checkHello(hello); err != nil {
+		return false, err
 	}
 	id := fmt.Sprintf("%s/%d/%d", hello.Host, hello.PID, hello.StartUS)
 	same := id == c.producer
@@ -193,17 +286,30 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		}
 		switch typ {
 		case frameStacks:
-			ws, err := decodeStacks(p)
+			ws, err := decodeStacks(p, c.opts.Limits.StackFrames)
 			if err != nil {
 				return haveSnap, fmt.Errorf("protocol error: STACKS: %w", err)
 			}
+			if len(stacks)+len(ws) > 2*c.opts.Limits.Stacks {
+				return haveSnap, &LimitError{fmt.Sprintf("the producer defined more than %d stack ids", 2*c.opts.Limits.Stacks)}
+			}
 			for _, w := range ws {
-				stacks[w.id] = c.store.InternStack(w.frames)
+				id := c.store.InternStack(w.frames)
+				if id > c.maxStack {
+					if int(id) > c.opts.Limits.Stacks {
+						return haveSnap, &LimitError{fmt.Sprintf("more than %d distinct stacks", c.opts.Limits.Stacks)}
+					}
+					c.maxStack = id
+				}
+				stacks[w.id] = id
 			}
 		case frameSnapshot:
 			segs, resume, err := decodeSnapshot(p)
 			if err != nil {
 				return haveSnap, fmt.Errorf("protocol error: SNAPSHOT: %w", err)
+			}
+			if err := c.checkSnapshot(segs, resume); err != nil {
+				return haveSnap, err
 			}
 			remapSnapshot(&allocator.Snapshot{Segments: segs}, func(id allocator.StackID) allocator.StackID { return stacks[uint64(id)] })
 			if haveSnap {
@@ -222,6 +328,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
 			}
 			buf, sizeBuf = ents, sizes
+			if err := c.checkEntries(dev, ents); err != nil {
+				return true, err
+			}
 			exp := c.expected[dev]
 			if first < exp { // overlap with what we have
 				skip := min(exp-first, uint64(len(ents)))
@@ -234,6 +343,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 				ents[i].Frames = stacks[uint64(ents[i].Frames)]
 			}
 			c.store.AppendSized(dev, ents, sizes)
+			c.stored += int64(len(ents))
 			c.expected[dev] = first + uint64(len(ents))
 			n := uint64(len(ents))
 			c.mu.Lock()
@@ -244,11 +354,16 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err != nil {
 				return true, fmt.Errorf("protocol error: OPS: %w", err)
 			}
-			c.store.AppendOps(ops)
+			pendingOps = append(pendingOps, ops...)
 		case frameHeartbeat:
 			_, devs, err := decodeHeartbeat(p)
 			if err != nil {
 				return true, fmt.Errorf("protocol error: HEARTBEAT: %w", err)
+			}
+			for _, di := range devs {
+				if err := c.checkDevice(di.ID); err != nil {
+					return true, err
+				}
 			}
 			for _, di := range devs {
 				if old, ok := c.store.DeviceInfo(di.ID); ok {
@@ -260,6 +375,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			dev, missed, nextSeq, err := decodeGap(p)
 			if err != nil {
 				return true, fmt.Errorf("protocol error: GAP: %w", err)
+			}
+			if err := c.checkDevice(dev); err != nil {
+				return true, err
 			}
 			switch {
 			case missed == 0: // an unknown number (the producer's source lost them)
@@ -349,4 +467,114 @@ func (c *Client) resync(segs []allocator.Segment, resume map[int]uint64) {
 	c.mu.Lock()
 	c.status.Resyncs++
 	c.mu.Unlock()
+}
+
+// checkPeer verifies that the process at the other end of a Unix socket
+// is pid, run by this user: a socket in a directory another user could
+// write to, or a recycled pid, must not feed this client.
+func checkPeer(conn net.Conn, pid int) error {
+	ppid, puid, err := peerCred(conn)
+	if err != nil {
+		return &PeerError{fmt.Sprintf("cannot verify the producer behind the socket: %v", err)}
+	}
+	if puid != os.Getuid() {
+		return &PeerError{fmt.Sprintf("the socket for pid %d is served by uid %d, not by this user (uid %d): refusing it", pid, puid, os.Getuid())}
+	}
+	if ppid != pid {
+		return &PeerError{fmt.Sprintf("the socket for pid %d is served by pid %d: refusing it", pid, ppid)}
+	}
+	return nil
+}
+
+// checkDevice admits a device id within the limits.
+func (c *Client) checkDevice(id int) error {
+	if c.devices[id] {
+		return nil
+	}
+	if id < 0 || id >= MaxDeviceID {
+		return fmt.Errorf("protocol error: device id %d out of range (0..%d)", id, MaxDeviceID-1)
+	}
+	if len(c.devices) >= c.opts.Limits.Devices {
+		return &LimitError{fmt.Sprintf("more than %d devices", c.opts.Limits.Devices)}
+	}
+	c.devices[id] = true
+	return nil
+}
+
+func (c *Client) checkHello(h *Hello) error {
+	if len(h.Devices) > c.opts.Limits.Devices {
+		return &LimitError{fmt.Sprintf("HELLO lists %d devices, more than %d", len(h.Devices), c.opts.Limits.Devices)}
+	}
+	for _, d := range h.Devices {
+		if err := c.checkDevice(d.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) checkSnapshot(segs []allocator.Segment, resume map[int]uint64) error {
+	for i := range segs {
+		if err := c.checkDevice(segs[i].Device); err != nil {
+			return err
+		}
+		if err := c.checkStream(segs[i].Device, segs[i].Stream); err != nil {
+			return err
+		}
+	}
+	for d := range resume {
+		if err := c.checkDevice(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) checkStream(dev int, stream uint64) error {
+	m := c.streams[dev]
+	if m[stream] {
+		return nil
+	}
+	if m == nil {
+		m = map[uint64]bool{}
+		c.streams[dev] = m
+	}
+	if len(m) >= c.opts.Limits.Streams {
+		return &LimitError{fmt.Sprintf("more than %d streams on device %d", c.opts.Limits.Streams, dev)}
+	}
+	m[stream] = true
+	return nil
+}
+
+func (c *Client) checkString(s string) error {
+	if s == "" || c.strs[s] {
+		return nil
+	}
+	if len(c.strs) >= c.opts.Limits.Strings {
+		return &LimitError{fmt.Sprintf("more than %d distinct compile_context/user_metadata values", c.opts.Limits.Strings)}
+	}
+	c.strs[s] = true
+	return nil
+}
+
+func (c *Client) checkEntries(dev int, ents []allocator.TraceEntry) error {
+	if err := c.checkDevice(dev); err != nil {
+		return err
+	}
+	if c.stored+int64(len(ents)) > c.opts.Limits.Entries {
+		return &LimitError{fmt.Sprintf("%d entries kept, the most this client keeps (raise it with --max-entries)", c.stored)}
+	}
+	for i := range ents {
+		t := &ents[i]
+		if err := c.checkStream(dev, t.Stream); err != nil {
+			return err
+		}
+		if err := c.checkString(t.CompileContext); err != nil {
+			return err
+		}
+		if err := c.checkString(t.UserMetadata); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/npumon/npumon/allocator"
@@ -31,8 +32,10 @@ type ServerOptions struct {
 	Stack func(allocator.StackID) allocator.Stack
 	// Devices reports current device information for heartbeats (optional).
 	Devices func() []DeviceInfo
-	// QueueEntries bounds each client's queue (default 65536 entries);
-	// beyond it entries are dropped for that client and a GAP follows.
+	// QueueEntries bounds the entries (and ops) the server holds for
+	// clients that have not sent them yet, shared by all clients (default
+	// 65536). A client that falls further behind loses the oldest: a GAP
+	// follows, then a fresh snapshot (ResyncInterval).
 	QueueEntries int
 	// Heartbeat is the heartbeat interval (default 1 s).
 	Heartbeat time.Duration
@@ -40,6 +43,20 @@ type ServerOptions struct {
 	// SNAPSHOT (from Snapshot) repairs its state, at most once per interval
 	// (default 1 s; negative: never).
 	ResyncInterval time.Duration
+	// MaxClients caps the clients served at once (default 16); one more
+	// gets a BYE saying so and is closed.
+	MaxClients int
+	// WriteTimeout: a client that takes longer than this to accept one
+	// write (it stopped reading) is disconnected (default 5 s).
+	WriteTimeout time.Duration
+	// ClientBuffer is the most bytes encoded for a client before they are
+	// written to it (default 256 KiB), besides one snapshot or stack frame.
+	ClientBuffer int
+	// Logf receives one line per notable event: a client dropped for
+	// stalling, entries dropped for a slow client, a refused client, a
+	// warning about the listening address. Default: standard error, with
+	// an "npumon: " prefix. Use func(string, ...any) {} for silence.
+	Logf func(format string, args ...any)
 }
 
 // ServerStats are a Server's counters.
@@ -47,11 +64,15 @@ type ServerStats struct {
 	Clients   int
 	Published uint64 // entries handed to Publish
 	Dropped   uint64 // entry copies dropped for slow clients (summed over clients)
+	Refused   uint64 // connections refused over MaxClients
+	Stalled   uint64 // clients disconnected for not reading (WriteTimeout)
 }
 
 // Server serves an allocator's trace to npumon clients. Publish never
-// blocks on a client: each client has a bounded queue drained by its own
-// goroutine.
+// waits for a client: entries are copied once into a bounded queue shared
+// by all clients, each of which sends from it on its own goroutine at its
+// own pace; a client that falls behind the queue loses the oldest entries
+// (a GAP follows), and one that stops reading is disconnected.
 type Server struct {
 	ln   net.Listener
 	opts ServerOptions
@@ -59,17 +80,55 @@ type Server struct {
 	pubMu   sync.Mutex // orders Publish calls: sequence numbers and queue order
 	seq     map[int]uint64
 	clients map[*serverClient]struct{}
+	q       recQueue
 
 	published atomic.Uint64
 	dropped   atomic.Uint64
+	refused   atomic.Uint64
+	stalled   atomic.Uint64
 	closed    chan struct{}
+	closeBy   atomic.Int64 // unix ns: the deadline for goodbyes, once closing
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 	start     int64
+	nextID    atomic.Uint64
+}
+
+// record is one item of the shared queue: entries of a device (first is
+// the sequence number of entries[0]), a loss upstream (gapNext > 0: the
+// device's sequence jumps to gapNext), or ops.
+type record struct {
+	device  int
+	first   uint64
+	entries []allocator.TraceEntry
+	gapNext uint64
+	ops     []Op
+}
+
+func (r *record) size() int { return max(len(r.entries)+len(r.ops), 1) }
+
+// recQueue is the shared queue: recs[h:] are records base.. in order.
+type recQueue struct {
+	recs []record
+	h    int
+	base uint64 // index of recs[h]
+	held int    // size() summed over recs[h:]
+}
+
+func (q *recQueue) end() uint64 { return q.base + uint64(len(q.recs)-q.h) }
+
+func (q *recQueue) at(i uint64) *record { return &q.recs[q.h+int(i-q.base)] }
+
+// cursor is a client's position in the queue: record rec, its first off
+// entries (or ops) already taken.
+type cursor struct {
+	rec uint64
+	off int
 }
 
 // DefaultSocketDir is where producers put their Unix sockets:
-// $XDG_RUNTIME_DIR/npumon, else <tmp>/npumon-<uid>.
+// $XDG_RUNTIME_DIR/npumon, else <tmp>/npumon-<uid>. Listen and a client
+// attaching by pid check it (CheckSocketDir) before using it.
 func DefaultSocketDir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "npumon")
@@ -87,9 +146,13 @@ func DefaultSocketPath(pid int) string {
 const DefaultTCPAddr = "127.0.0.1:7787"
 
 // Listen opens a producer endpoint: network "unix" (the socket file gets
-// mode 0600 in a 0700 directory; a stale socket is replaced) or "tcp"
-// (an address without a host means loopback).
+// mode 0600 in a 0700 directory; the default directory must be this user's
+// with mode 0700; a stale socket is replaced, anything else at the path is
+// left alone and refused) or "tcp" (an address without a host means
+// loopback; any other host gets a warning through Logf, since the stream
+// carries stack frames: file and function names).
 func Listen(network, address string, opts ServerOptions) (*Server, error) {
+	opts = serverDefaults(opts)
 	var ln net.Listener
 	var err error
 	switch network {
@@ -97,15 +160,8 @@ func Listen(network, address string, opts ServerOptions) (*Server, error) {
 		if address == "" {
 			address = DefaultSocketPath(os.Getpid())
 		}
-		if err := os.MkdirAll(filepath.Dir(address), 0o700); err != nil {
+		if err := prepareSocketPath(address); err != nil {
 			return nil, fmt.Errorf("monitor: listen %s: %w", address, err)
-		}
-		if _, err := os.Stat(address); err == nil {
-			if c, err := net.DialTimeout("unix", address, 200*time.Millisecond); err == nil {
-				c.Close()
-				return nil, fmt.Errorf("monitor: listen %s: another producer is serving there", address)
-			}
-			os.Remove(address)
 		}
 		ln, err = net.Listen("unix", address)
 		if err == nil {
@@ -119,6 +175,9 @@ func Listen(network, address string, opts ServerOptions) (*Server, error) {
 			address = net.JoinHostPort("127.0.0.1", port)
 		}
 		ln, err = net.Listen(network, address)
+		if err == nil && !IsLoopback(ln.Addr()) {
+			opts.Logf("warning: serving on %s, reachable from other hosts; the stream carries stack frames (file and function names) and is neither authenticated nor encrypted (docs/protocol.md, Security)", ln.Addr())
+		}
 	default:
 		return nil, fmt.Errorf("monitor: listen: unsupported network %q (unix or tcp)", network)
 	}
@@ -131,8 +190,66 @@ func Listen(network, address string, opts ServerOptions) (*Server, error) {
 	return Serve(ln, opts), nil
 }
 
-// Serve serves clients accepted from ln until Close.
-func Serve(ln net.Listener, opts ServerOptions) *Server {
+// IsLoopback reports whether a listening address is reachable only from
+// this host (a Unix socket, or TCP on a loopback address).
+func IsLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	}
+	return false
+}
+
+// prepareSocketPath makes the directory of a socket path ready and clears
+// a stale socket there. Only a socket nobody answers on is removed.
+func prepareSocketPath(address string) error {
+	dir := filepath.Dir(address)
+	if filepath.Clean(dir) == filepath.Clean(DefaultSocketDir()) {
+		if err := CheckSocketDir(dir, true); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(address)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%s exists and is not a socket (%s); not replacing it", address, describeMode(fi.Mode()))
+	}
+	c, err := net.DialTimeout("unix", address, 500*time.Millisecond)
+	if err == nil {
+		c.Close()
+		return errors.New("another producer is serving there")
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%s: cannot tell whether the socket is in use (%v); not replacing it", address, err)
+	}
+	if err := os.Remove(address); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing the stale socket: %w", err)
+	}
+	return nil
+}
+
+func describeMode(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m.IsRegular():
+		return "a regular file"
+	case m&os.ModeSymlink != 0:
+		return "a symlink"
+	}
+	return m.Type().String()
+}
+
+func serverDefaults(opts ServerOptions) ServerOptions {
 	if opts.QueueEntries <= 0 {
 		opts.QueueEntries = 1 << 16
 	}
@@ -142,6 +259,24 @@ func Serve(ln net.Listener, opts ServerOptions) *Server {
 	if opts.ResyncInterval == 0 {
 		opts.ResyncInterval = time.Second
 	}
+	if opts.MaxClients <= 0 {
+		opts.MaxClients = 16
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 5 * time.Second
+	}
+	if opts.ClientBuffer <= 0 {
+		opts.ClientBuffer = 256 << 10
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "npumon: "+f+"\n", a...) }
+	}
+	return opts
+}
+
+// Serve serves clients accepted from ln until Close.
+func Serve(ln net.Listener, opts ServerOptions) *Server {
+	opts = serverDefaults(opts)
 	s := &Server{ln: ln, opts: opts, seq: map[int]uint64{}, clients: map[*serverClient]struct{}{},
 		closed: make(chan struct{}), start: time.Now().UnixMicro()}
 	s.wg.Add(1)
@@ -152,20 +287,42 @@ func Serve(ln net.Listener, opts ServerOptions) *Server {
 // Addr is the listening address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
+// closeGrace bounds Close: clients get this long to take their BYE; then
+// their connections are closed under them.
+const closeGrace = time.Second
+
 // Close stops accepting, says BYE to clients and closes their connections.
+// It returns within about 1.5 s however the clients behave.
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		by := time.Now().Add(closeGrace)
+		s.closeBy.Store(by.UnixNano())
 		close(s.closed)
 		err = s.ln.Close()
 		s.pubMu.Lock()
 		for c := range s.clients {
-			// a client that stopped reading gets a second to take the BYE
-			c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+			c.conn.SetWriteDeadline(by)
 			c.wakeUp()
 		}
 		s.pubMu.Unlock()
-		s.wg.Wait()
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(closeGrace + 250*time.Millisecond):
+			// a client goroutine is stuck outside a write (e.g. waiting
+			// for a snapshot): close the connections under them
+			s.pubMu.Lock()
+			for c := range s.clients {
+				c.conn.Close()
+			}
+			s.pubMu.Unlock()
+			select {
+			case <-done:
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
 		if u, ok := s.ln.Addr().(*net.UnixAddr); ok {
 			os.Remove(u.Name)
 		}
@@ -178,7 +335,8 @@ func (s *Server) Stats() ServerStats {
 	s.pubMu.Lock()
 	n := len(s.clients)
 	s.pubMu.Unlock()
-	return ServerStats{Clients: n, Published: s.published.Load(), Dropped: s.dropped.Load()}
+	return ServerStats{Clients: n, Published: s.published.Load(), Dropped: s.dropped.Load(),
+		Refused: s.refused.Load(), Stalled: s.stalled.Load()}
 }
 
 // Published returns the number of entries published for device so far,
@@ -189,9 +347,13 @@ func (s *Server) Published(device int) uint64 {
 	return s.seq[device]
 }
 
-// Publish hands entries of device to every client. It never blocks on a
-// client: a full queue drops the entries for that client (a GAP record
-// follows). entries may be reused after Publish returns.
+// maxRecord caps the entries merged into one queue record, so that
+// eviction frees memory in small steps.
+const maxRecord = 4096
+
+// Publish hands entries of device to every client. It never waits for a
+// client: the entries are copied once into the shared queue. entries may
+// be reused after Publish returns.
 func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 	if len(entries) == 0 {
 		return
@@ -199,10 +361,23 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 	s.pubMu.Lock()
 	first := s.seq[device]
 	s.seq[device] = first + uint64(len(entries))
-	for c := range s.clients {
-		if !c.push(device, first, entries) {
-			s.dropped.Add(uint64(len(entries)))
+	if len(s.clients) > 0 {
+		q := &s.q
+		if n := len(q.recs); n > q.h {
+			last := &q.recs[n-1]
+			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= maxRecord {
+				// clients hold this record's slice with its old length:
+				// appending never changes what they see
+				last.entries = append(last.entries, entries...)
+				q.held += len(entries)
+				s.trimLocked()
+				s.wakeAllLocked()
+				s.pubMu.Unlock()
+				s.published.Add(uint64(len(entries)))
+				return
+			}
 		}
+		s.pushLocked(record{device: device, first: first, entries: append(make([]allocator.TraceEntry, 0, min(max(len(entries), 64), maxRecord)), entries...)})
 	}
 	s.pubMu.Unlock()
 	s.published.Add(uint64(len(entries)))
@@ -217,34 +392,76 @@ func (s *Server) PublishGap(device int, missed uint64) {
 	}
 	s.pubMu.Lock()
 	s.seq[device] += missed
-	next := s.seq[device]
-	for c := range s.clients {
-		c.mu.Lock()
-		g := c.missed[device]
-		g.missed += missed
-		g.next = next
-		c.missed[device] = g
-		c.mu.Unlock()
-		c.wakeUp()
+	if len(s.clients) > 0 {
+		s.pushLocked(record{device: device, gapNext: s.seq[device]})
 	}
 	s.pubMu.Unlock()
 }
 
-// PublishOps hands profiler ops to every client (dropped for a client
-// whose queue is full).
+// PublishOps hands profiler ops to every client.
 func (s *Server) PublishOps(ops []Op) {
 	if len(ops) == 0 {
 		return
 	}
 	s.pubMu.Lock()
-	for c := range s.clients {
-		c.pushOps(ops)
+	if len(s.clients) > 0 {
+		s.pushLocked(record{ops: slices.Clone(ops)})
 	}
 	s.pubMu.Unlock()
 }
 
+func (s *Server) pushLocked(r record) {
+	q := &s.q
+	if q.h > 0 && q.h >= len(q.recs)/2 {
+		n := copy(q.recs, q.recs[q.h:])
+		clear(q.recs[n:])
+		q.recs, q.h = q.recs[:n], 0
+	}
+	q.recs = append(q.recs, r)
+	q.held += r.size()
+	s.trimLocked()
+	s.wakeAllLocked()
+}
+
+// trimLocked drops the oldest records while the queue holds too much; a
+// client that had not taken them yet loses them (counted, and a GAP is
+// sent to it).
+func (s *Server) trimLocked() {
+	q := &s.q
+	for q.held > s.opts.QueueEntries && len(q.recs)-q.h > 1 {
+		r := &q.recs[q.h]
+		for c := range s.clients {
+			if c.cur.rec != q.base {
+				continue
+			}
+			if r.entries != nil {
+				if n := len(r.entries) - c.cur.off; n > 0 {
+					c.lost[r.device] = max(c.lost[r.device], r.first+uint64(len(r.entries)))
+					c.dropped += uint64(n)
+					s.dropped.Add(uint64(n))
+				}
+			} else if r.gapNext > 0 {
+				c.lost[r.device] = max(c.lost[r.device], r.gapNext)
+			}
+			c.cur = cursor{rec: q.base + 1}
+		}
+		q.held -= r.size()
+		*r = record{}
+		q.h++
+		q.base++
+	}
+}
+
+func (s *Server) wakeAllLocked() {
+	for c := range s.clients {
+		c.wakeUp()
+	}
+}
+
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
+	var lastRefusedLog time.Time
+	var refusedSince uint64
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
@@ -260,36 +477,50 @@ func (s *Server) acceptLoop() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		c := &serverClient{conn: conn, limit: s.opts.QueueEntries, wake: make(chan struct{}, 1), missed: map[int]gapInfo{}, sent: map[allocator.StackID]bool{}}
+		s.pubMu.Lock()
+		full := len(s.clients) >= s.opts.MaxClients
+		var c *serverClient
+		if !full {
+			c = &serverClient{id: s.nextID.Add(1), conn: conn, wake: make(chan struct{}, 1), lost: map[int]uint64{},
+				sent: map[allocator.StackID]bool{}, cur: cursor{rec: s.q.end()}}
+			// registered before its snapshot is taken, so that nothing
+			// published after it is missed; what it reflects is trimmed
+			s.clients[c] = struct{}{}
+		}
+		s.pubMu.Unlock()
+		if full {
+			s.refused.Add(1)
+			refusedSince++
+			e := &enc{}
+			encodeBye(e, fmt.Sprintf("too many clients (%d); try again later", s.opts.MaxClients))
+			conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			conn.Write(e.b)
+			conn.Close()
+			if time.Since(lastRefusedLog) > 5*time.Second {
+				s.opts.Logf("refused %d client(s): %d already connected (MaxClients)", refusedSince, s.opts.MaxClients)
+				lastRefusedLog, refusedSince = time.Now(), 0
+			}
+			continue
+		}
 		s.wg.Add(1)
 		go s.serveClient(c)
 	}
 }
 
-// gapInfo is a run of entries dropped for one client.
-type gapInfo struct{ missed, next uint64 }
-
-// qitem is an ENTRIES batch or (gap.missed > 0) a GAP record.
-type qitem struct {
-	device  int
-	first   uint64
-	entries []allocator.TraceEntry
-	gap     gapInfo
-}
-
 type serverClient struct {
-	conn  net.Conn
-	limit int
-	wake  chan struct{}
+	id   uint64
+	conn net.Conn
+	wake chan struct{}
 
-	mu     sync.Mutex
-	q      []qitem
-	qn     int // entries in q
-	ops    []Op
-	missed map[int]gapInfo // drops not yet queued as GAP items
-	dead   bool
+	// guarded by Server.pubMu
+	cur     cursor
+	lost    map[int]uint64 // per device: a sequence number up to which entries were dropped
+	dropped uint64
 
-	sent map[allocator.StackID]bool // writer goroutine only
+	// writer goroutine only
+	sent   map[allocator.StackID]bool
+	want   map[int]uint64 // per device: the next sequence number the client expects
+	gapped bool           // a GAP was sent and no snapshot has repaired it yet
 }
 
 func (c *serverClient) wakeUp() {
@@ -297,68 +528,6 @@ func (c *serverClient) wakeUp() {
 	case c.wake <- struct{}{}:
 	default:
 	}
-}
-
-// push queues entries; false when they were dropped.
-func (c *serverClient) push(device int, first uint64, entries []allocator.TraceEntry) bool {
-	c.mu.Lock()
-	if c.dead {
-		c.mu.Unlock()
-		return true
-	}
-	if c.qn+len(entries) > c.limit {
-		g := c.missed[device]
-		g.missed += uint64(len(entries))
-		g.next = first + uint64(len(entries))
-		c.missed[device] = g
-		c.mu.Unlock()
-		return false
-	}
-	c.flushMissedLocked()
-	if n := len(c.q); n > 0 && c.q[n-1].gap.missed == 0 && c.q[n-1].device == device &&
-		c.q[n-1].first+uint64(len(c.q[n-1].entries)) == first {
-		c.q[n-1].entries = append(c.q[n-1].entries, entries...)
-	} else {
-		c.q = append(c.q, qitem{device: device, first: first, entries: append(make([]allocator.TraceEntry, 0, max(len(entries), 64)), entries...)})
-	}
-	c.qn += len(entries)
-	c.mu.Unlock()
-	c.wakeUp()
-	return true
-}
-
-func (c *serverClient) flushMissedLocked() {
-	if len(c.missed) == 0 {
-		return
-	}
-	devs := make([]int, 0, len(c.missed))
-	for d := range c.missed {
-		devs = append(devs, d)
-	}
-	slices.Sort(devs)
-	for _, d := range devs {
-		c.q = append(c.q, qitem{device: d, gap: c.missed[d]})
-	}
-	clear(c.missed)
-}
-
-func (c *serverClient) pushOps(ops []Op) {
-	c.mu.Lock()
-	if !c.dead && len(c.ops)+len(ops) <= c.limit {
-		c.ops = append(c.ops, ops...)
-	}
-	c.mu.Unlock()
-	c.wakeUp()
-}
-
-// take swaps out everything queued (including pending gaps).
-func (c *serverClient) take() ([]qitem, []Op) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.flushMissedLocked()
-	q, ops := c.q, c.ops
-	c.q, c.ops, c.qn = nil, nil, 0
-	return q, ops
 }
 
 func (s *Server) hello() Hello {
@@ -380,22 +549,16 @@ func (s *Server) hello() Hello {
 	return h
 }
 
+// errStalled is a client that did not take a write within WriteTimeout.
+var errStalled = errors.New("stalled")
+
 func (s *Server) serveClient(c *serverClient) {
 	defer s.wg.Done()
 	defer c.conn.Close()
-	// Register before taking the snapshot, so that nothing published after
-	// it is missed; what it already reflects is trimmed below.
-	s.pubMu.Lock()
-	s.clients[c] = struct{}{}
-	s.pubMu.Unlock()
 	defer func() {
 		s.pubMu.Lock()
 		delete(s.clients, c)
 		s.pubMu.Unlock()
-		c.mu.Lock()
-		c.dead = true
-		c.q, c.ops = nil, nil
-		c.mu.Unlock()
 	}()
 	// A client never sends anything: bytes or EOF end the session.
 	go func() {
@@ -407,20 +570,22 @@ func (s *Server) serveClient(c *serverClient) {
 	e := &enc{}
 	h := s.hello()
 	encodeHello(e, &h)
-	resume := s.encodeState(c, e)
-	if !c.write(e) {
+	c.want = s.encodeState(c, e)
+	if err := s.write(c, e, true); err != nil {
 		return
 	}
 	tick := time.NewTicker(s.opts.Heartbeat)
 	defer tick.Stop()
-	var gapped bool // a GAP was sent and no snapshot has repaired it yet
 	lastSync := time.Now()
+	var lastDropLog time.Time
+	var loggedDrops uint64
 	for {
 		select {
 		case <-s.closed:
-			s.flush(c, e, resume)
-			encodeBye(e, "producer closing")
-			c.write(e)
+			if s.flush(c, e) == nil {
+				encodeBye(e, "producer closing")
+				s.write(c, e, true)
+			}
 			return
 		case <-tick.C:
 			var devs []DeviceInfo
@@ -428,23 +593,38 @@ func (s *Server) serveClient(c *serverClient) {
 				devs = s.opts.Devices()
 			}
 			encodeHeartbeat(e, time.Now().UnixMicro(), devs)
-			if !c.write(e) {
+			if s.write(c, e, true) != nil {
 				return
 			}
 		case <-c.wake:
 		}
-		g, ok := s.flush(c, e, resume)
-		if !ok {
+		g, err := s.flushGaps(c, e)
+		if err == nil {
+			err = s.flush(c, e)
+		}
+		if err != nil {
 			return
 		}
-		gapped = gapped || g
+		c.gapped = c.gapped || g
+		if g {
+			s.pubMu.Lock()
+			d := c.dropped
+			s.pubMu.Unlock()
+			if time.Since(lastDropLog) > 5*time.Second {
+				s.opts.Logf("client #%d fell behind: %d entries dropped for it so far (GAP sent)", c.id, d-loggedDrops)
+				lastDropLog, loggedDrops = time.Now(), d
+			}
+		}
 		// after drops, a fresh snapshot makes the client's state exact again
-		if gapped && s.opts.Snapshot != nil && s.opts.ResyncInterval >= 0 && time.Since(lastSync) >= s.opts.ResyncInterval {
-			resume = s.encodeState(c, e)
-			if !c.write(e) {
+		if c.gapped && s.opts.Snapshot != nil && s.opts.ResyncInterval >= 0 && time.Since(lastSync) >= s.opts.ResyncInterval {
+			resume := s.encodeState(c, e)
+			for d, n := range resume {
+				c.want[d] = n
+			}
+			if s.write(c, e, true) != nil {
 				return
 			}
-			gapped, lastSync = false, time.Now()
+			c.gapped, lastSync = false, time.Now()
 		}
 	}
 }
@@ -494,43 +674,126 @@ func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 		}
 	}
 	encodeSnapshot(e, segs, resume)
-	return resume
+	out := make(map[int]uint64, len(resume))
+	for d, n := range resume {
+		out[d] = n
+	}
+	return out
 }
 
-// flush encodes and writes everything queued for c; gapped reports a GAP.
-func (s *Server) flush(c *serverClient, e *enc, resume map[int]uint64) (gapped, ok bool) {
-	q, ops := c.take()
-	for _, it := range q {
-		if it.gap.missed > 0 {
-			encodeGap(e, it.device, it.gap.missed, it.gap.next)
+// flushGaps sends a GAP for each device whose entries were dropped for c.
+func (s *Server) flushGaps(c *serverClient, e *enc) (gapped bool, err error) {
+	s.pubMu.Lock()
+	if len(c.lost) == 0 {
+		s.pubMu.Unlock()
+		return false, nil
+	}
+	lost := make(map[int]uint64, len(c.lost))
+	for d, n := range c.lost {
+		lost[d] = n
+	}
+	clear(c.lost)
+	s.pubMu.Unlock()
+	devs := make([]int, 0, len(lost))
+	for d := range lost {
+		devs = append(devs, d)
+	}
+	slices.Sort(devs)
+	for _, d := range devs {
+		if next := lost[d]; next > c.want[d] {
+			encodeGap(e, d, next-c.want[d], next)
+			c.want[d] = next
 			gapped = true
-			continue
 		}
-		ents, first := it.entries, it.first
-		if r := resume[it.device]; first < r { // already in the snapshot
-			skip := min(r-first, uint64(len(ents)))
-			ents, first = ents[skip:], first+skip
+	}
+	return gapped, s.write(c, e, false)
+}
+
+// takeChunk is how many entries a client takes from the queue at a time:
+// what it holds while writing them is bounded by it.
+const takeChunk = 8192
+
+// take returns the records (or parts of them) after c's cursor, up to
+// about takeChunk entries, and advances the cursor.
+func (s *Server) take(c *serverClient, out []record) []record {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	q := &s.q
+	if c.cur.rec < q.base {
+		c.cur = cursor{rec: q.base}
+	}
+	n := 0
+	for c.cur.rec < q.end() && n < takeChunk {
+		r := q.at(c.cur.rec)
+		switch {
+		case r.entries != nil:
+			part := r.entries[c.cur.off:min(len(r.entries), c.cur.off+takeChunk-n)]
+			if len(part) > 0 {
+				out = append(out, record{device: r.device, first: r.first + uint64(c.cur.off), entries: part})
+			}
+			n += len(part)
+			c.cur.off += len(part)
+			if c.cur.off < len(r.entries) {
+				return out // the rest next time (or the record grows)
+			}
+			if c.cur.rec+1 == q.end() {
+				return out // the newest record may still grow: stay on it
+			}
+		case r.ops != nil:
+			out = append(out, record{ops: r.ops})
+			n += len(r.ops)
+		default:
+			out = append(out, *r)
 		}
-		if len(ents) == 0 {
-			continue
+		c.cur = cursor{rec: c.cur.rec + 1}
+	}
+	return out
+}
+
+// flush encodes and writes what the queue holds for c.
+func (s *Server) flush(c *serverClient, e *enc) error {
+	var recs []record
+	for {
+		recs = s.take(c, recs[:0])
+		if len(recs) == 0 {
+			return s.write(c, e, true)
 		}
-		s.newStacks(c, e, ents)
-		// keep frames well under MaxFrame
-		for len(ents) > 0 {
-			n := min(len(ents), 32768)
-			encodeEntries(e, it.device, first, ents[:n])
-			ents, first = ents[n:], first+uint64(n)
-			if len(e.b) > 1<<20 && !c.write(e) {
-				return gapped, false
+		for _, r := range recs {
+			switch {
+			case r.gapNext > 0:
+				if r.gapNext > c.want[r.device] {
+					encodeGap(e, r.device, r.gapNext-c.want[r.device], r.gapNext)
+					c.want[r.device] = r.gapNext
+				}
+			case r.ops != nil:
+				for ops := r.ops; len(ops) > 0; {
+					n := min(len(ops), 8192)
+					encodeOps(e, ops[:n])
+					ops = ops[n:]
+				}
+			default:
+				ents, first := r.entries, r.first
+				if w := c.want[r.device]; first < w { // already in the snapshot
+					skip := min(w-first, uint64(len(ents)))
+					ents, first = ents[skip:], first+skip
+				} else if first > w {
+					// entries dropped for c before it took them
+					encodeGap(e, r.device, first-w, first)
+					c.gapped = true
+				}
+				if len(ents) == 0 {
+					continue
+				}
+				s.newStacks(c, e, ents)
+				encodeEntries(e, r.device, first, ents)
+				c.want[r.device] = first + uint64(len(ents))
+			}
+			if err := s.write(c, e, false); err != nil {
+				return err
 			}
 		}
+		clear(recs) // drop references to the queue's slices
 	}
-	for len(ops) > 0 {
-		n := min(len(ops), 8192)
-		encodeOps(e, ops[:n])
-		ops = ops[n:]
-	}
-	return gapped, c.write(e)
 }
 
 // newStacks writes a STACKS frame for stack ids c has not seen yet.
@@ -553,16 +816,33 @@ func (s *Server) newStacks(c *serverClient, e *enc, ents []allocator.TraceEntry)
 	}
 }
 
-// write sends and resets the buffer; false when the client is gone.
-func (c *serverClient) write(e *enc) bool {
-	if len(e.b) == 0 {
-		return true
+// write sends the buffer when it holds ClientBuffer bytes or more (or
+// always, with force) and resets it. Each write must finish within
+// WriteTimeout (or by the close deadline, once closing); a client that
+// does not take it is disconnected.
+func (s *Server) write(c *serverClient, e *enc, force bool) error {
+	if len(e.b) == 0 || !force && len(e.b) < s.opts.ClientBuffer {
+		return nil
 	}
+	dl := time.Now().Add(s.opts.WriteTimeout)
+	if by := s.closeBy.Load(); by != 0 && time.Unix(0, by).Before(dl) {
+		dl = time.Unix(0, by)
+	}
+	c.conn.SetWriteDeadline(dl)
 	_, err := c.conn.Write(e.b)
-	if cap(e.b) > 8<<20 {
+	if cap(e.b) > 4*s.opts.ClientBuffer {
 		e.b = nil
 	} else {
 		e.b = e.b[:0]
 	}
-	return err == nil
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() && s.closeBy.Load() == 0 {
+			s.stalled.Add(1)
+			s.opts.Logf("client #%d disconnected: it took no data for %v", c.id, s.opts.WriteTimeout)
+			return errStalled
+		}
+		return err
+	}
+	return nil
 }

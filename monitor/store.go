@@ -650,15 +650,31 @@ func (s *Store) AppendOps(ops []Op) {
 	if len(ops) == 0 {
 		return
 	}
+	if !slices.IsSortedFunc(ops, cmpOp) {
+		ops = slices.Clone(ops)
+		slices.SortStableFunc(ops, cmpOp)
+	}
 	s.mu.Lock()
 	from := len(s.ops)
-	s.ops = append(s.ops, ops...)
-	if !slices.IsSortedFunc(s.ops[max(0, from-1):], cmpOp) {
-		// find where the new ops land and re-sort from there
-		first := minOp(ops)
-		lo := sort.Search(from, func(i int) bool { return cmpOp(s.ops[i], first) > 0 })
-		slices.SortStableFunc(s.ops[lo:], cmpOp)
+	if from > 0 && cmpOp(s.ops[from-1], ops[0]) > 0 {
+		// merge, back to front, with the ops they land among: linear in
+		// those and the new ones (ops arriving in reverse time order cost
+		// no re-sort of everything before them)
+		lo := sort.Search(from, func(i int) bool { return cmpOp(s.ops[i], ops[0]) > 0 })
+		s.ops = slices.Grow(s.ops, len(ops))[:from+len(ops)]
+		i, j := from-1, len(ops)-1
+		for k := len(s.ops) - 1; j >= 0; k-- {
+			if i >= lo && cmpOp(s.ops[i], ops[j]) > 0 {
+				s.ops[k] = s.ops[i]
+				i--
+			} else {
+				s.ops[k] = ops[j]
+				j--
+			}
+		}
 		from = lo
+	} else {
+		s.ops = append(s.ops, ops...)
 	}
 	s.opMaxEnd = s.opMaxEnd[:from]
 	for i := from; i < len(s.ops); i++ {
@@ -675,16 +691,6 @@ func (s *Store) AppendOps(ops []Op) {
 func cmpOp(a, b Op) int {
 	// Outer (longer) first among ops that start together.
 	return cmp.Or(cmp.Compare(a.StartUS, b.StartUS), cmp.Compare(b.EndUS, a.EndUS))
-}
-
-func minOp(ops []Op) Op {
-	m := ops[0]
-	for _, o := range ops[1:] {
-		if cmpOp(o, m) < 0 {
-			m = o
-		}
-	}
-	return m
 }
 
 // Ops returns the ops overlapping [t0, t1), ordered by start.

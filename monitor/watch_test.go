@@ -119,7 +119,7 @@ func TestWatchUndecodableAndUnreadable(t *testing.T) {
 	junk := filepath.Join(dir, "junk.pickle")
 	os.WriteFile(junk, []byte("\x80\x04this is not finished"), 0o644)
 	e := nextEvent(t, w, kind(WatchError))
-	if e.Path != junk || !strings.Contains(e.Err.Error(), "STOP") {
+	if e.Path != junk || !strings.Contains(e.Err.Error(), "not a complete snapshot") {
 		t.Fatalf("junk: %+v", e)
 	}
 	if os.Getuid() != 0 { // root reads anything

@@ -383,6 +383,28 @@ func (d *dec) count(field string, minSize int) int {
 	return int(n)
 }
 
+// countMax is count with a cap of its own: per-frame limits that keep what
+// one frame can make the decoder allocate small.
+func (d *dec) countMax(field string, minSize, limit int) int {
+	n := d.count(field, minSize)
+	if n > limit {
+		d.fail(field, fmt.Errorf("count %d over the limit of %d per frame", n, limit))
+		return 0
+	}
+	return n
+}
+
+// Per-frame limits (a producer sends far less: ENTRIES of at most 32768
+// entries, OPS of 8192 ops).
+const (
+	maxFrameEntries  = 1 << 16
+	maxFrameOps      = 1 << 16
+	maxFrameStacks   = 1 << 16
+	maxFrameFrames   = 1 << 21 // frames over all stacks of one STACKS frame
+	maxFrameSegments = 1 << 18
+	maxFrameBlocks   = 1 << 21 // blocks over all segments of one SNAPSHOT
+)
+
 func (d *dec) done() error {
 	if d.err == nil && d.off != len(d.b) {
 		d.err = fmt.Errorf("%d trailing bytes in frame", len(d.b)-d.off)
@@ -392,17 +414,25 @@ func (d *dec) done() error {
 
 // frameReader reads frames from a stream, reusing one buffer.
 type frameReader struct {
-	r   io.Reader
-	hdr [5]byte
-	buf []byte
-	off int64 // stream offset of the next frame
+	r       io.Reader
+	hdr     [5]byte
+	buf     []byte
+	off     int64 // stream offset of the next frame
+	partial int   // after an error: bytes of the unfinished frame received
 }
 
-// next returns the next frame's type and payload (valid until the next call).
+// next returns the next frame's type and payload (valid until the next
+// call). A read error other than the end of the stream (a timeout) is
+// wrapped, not reported as a close.
 func (fr *frameReader) next() (byte, []byte, error) {
-	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+	fr.partial = 0
+	if m, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		fr.partial = m
 		if err == io.ErrUnexpectedEOF {
 			return 0, nil, fmt.Errorf("stream offset %d: connection closed inside a frame header", fr.off)
+		}
+		if m > 0 {
+			return 0, nil, fmt.Errorf("stream offset %d: inside a frame header: %w", fr.off, err)
 		}
 		return 0, nil, err
 	}
@@ -415,8 +445,12 @@ func (fr *frameReader) next() (byte, []byte, error) {
 		fr.buf = make([]byte, n-1)
 	}
 	fr.buf = fr.buf[:n-1]
-	if _, err := io.ReadFull(fr.r, fr.buf); err != nil {
-		return 0, nil, fmt.Errorf("stream offset %d: connection closed inside a frame (type %d, %d bytes): %w", fr.off, typ, n, io.ErrUnexpectedEOF)
+	if m, err := io.ReadFull(fr.r, fr.buf); err != nil {
+		fr.partial = 5 + m
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return 0, nil, fmt.Errorf("stream offset %d: connection closed inside a frame (type %d, %d bytes): %w", fr.off, typ, n, io.ErrUnexpectedEOF)
+		}
+		return 0, nil, fmt.Errorf("stream offset %d: inside a frame (type %d, %d of %d bytes): %w", fr.off, typ, 5+m, 4+n, err)
 	}
 	fr.off += 4 + int64(n)
 	return typ, fr.buf, nil
@@ -445,7 +479,7 @@ func decodeHello(p []byte) (*Hello, error) {
 		}
 		h.Resolution = res
 	}
-	n := d.count("devices", 5)
+	n := d.countMax("devices", 5, MaxDeviceID)
 	for i := 0; i < n && d.err == nil; i++ {
 		h.Devices = append(h.Devices, DeviceInfo{ID: int(d.iv("device.id")), Name: d.str("device.name"),
 			HBMTotal: d.iv("device.hbm_total"), HBMUsed: d.iv("device.hbm_used"), Streams: int(d.uv("device.streams"))})
@@ -478,13 +512,20 @@ type wireStack struct {
 	frames allocator.Stack
 }
 
-func decodeStacks(p []byte) ([]wireStack, error) {
+// decodeStacks decodes a STACKS frame; a stack may have at most maxDepth
+// frames.
+func decodeStacks(p []byte, maxDepth int) ([]wireStack, error) {
 	d := &dec{b: p}
-	n := d.count("stacks", 2)
+	n := d.countMax("stacks", 2, maxFrameStacks)
 	out := make([]wireStack, 0, n)
+	total := 0
 	for i := 0; i < n && d.err == nil; i++ {
 		ws := wireStack{id: d.uv("stack.id")}
-		m := d.count("stack.frames", 3)
+		m := d.countMax("stack.frames", 3, maxDepth)
+		if total += m; total > maxFrameFrames {
+			d.fail("stack.frames", fmt.Errorf("more than %d frames in one STACKS frame", maxFrameFrames))
+			break
+		}
 		ws.frames = make(allocator.Stack, 0, m)
 		for j := 0; j < m && d.err == nil; j++ {
 			ws.frames = append(ws.frames, allocator.Frame{Filename: d.str("frame.filename"), Line: d.iv("frame.line"), Name: d.str("frame.name")})
@@ -496,8 +537,9 @@ func decodeStacks(p []byte) ([]wireStack, error) {
 
 func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
 	d := &dec{b: p}
-	n := d.count("segments", 7)
+	n := d.countMax("segments", 7, maxFrameSegments)
 	segs := make([]allocator.Segment, 0, n)
+	blocks := 0
 	for i := 0; i < n && d.err == nil; i++ {
 		s := allocator.Segment{Device: int(d.iv("segment.device")), Address: d.uv("segment.address"),
 			TotalSize: d.iv("segment.total_size"), Stream: d.uv("segment.stream")}
@@ -508,6 +550,10 @@ func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
 		}
 		s.Frames = allocator.StackID(d.uv("segment.frames"))
 		m := d.count("segment.blocks", 5)
+		if blocks += m; blocks > maxFrameBlocks {
+			d.fail("segment.blocks", fmt.Errorf("more than %d blocks in one SNAPSHOT", maxFrameBlocks))
+			break
+		}
 		s.Blocks = make([]allocator.Block, 0, m)
 		for j := 0; j < m && d.err == nil; j++ {
 			b := allocator.Block{Address: d.uv("block.address"), Size: d.iv("block.size"), RequestedSize: d.iv("block.requested_size")}
@@ -528,7 +574,7 @@ func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
 		}
 		segs = append(segs, s)
 	}
-	m := d.count("resume", 2)
+	m := d.countMax("resume", 2, MaxDeviceID)
 	resume := make(map[int]uint64, m)
 	for i := 0; i < m && d.err == nil; i++ {
 		dev := int(d.iv("resume.device"))
@@ -549,7 +595,7 @@ func decodeEntriesSized(p []byte, out []allocator.TraceEntry, sizes []int64) (de
 	d := &dec{b: p}
 	device = int(d.iv("device"))
 	first = d.uv("first_seq")
-	n := d.count("entries", 7)
+	n := d.countMax("entries", 7, maxFrameEntries)
 	var last int64
 	for i := 0; i < n && d.err == nil; i++ {
 		var t allocator.TraceEntry
@@ -599,7 +645,7 @@ func decodeEntriesSized(p []byte, out []allocator.TraceEntry, sizes []int64) (de
 
 func decodeOps(p []byte) ([]Op, error) {
 	d := &dec{b: p}
-	n := d.count("ops", 10)
+	n := d.countMax("ops", 10, maxFrameOps)
 	out := make([]Op, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		out = append(out, Op{Name: d.str("op.name"), StartUS: d.iv("op.start_us"), EndUS: d.iv("op.end_us"),
@@ -612,7 +658,7 @@ func decodeOps(p []byte) ([]Op, error) {
 func decodeHeartbeat(p []byte) (int64, []DeviceInfo, error) {
 	d := &dec{b: p}
 	now := d.iv("now_us")
-	n := d.count("devices", 3)
+	n := d.countMax("devices", 3, MaxDeviceID)
 	devs := make([]DeviceInfo, 0, n)
 	for i := 0; i < n && d.err == nil; i++ {
 		devs = append(devs, DeviceInfo{ID: int(d.iv("device.id")), HBMTotal: d.iv("device.hbm_total"), HBMUsed: d.iv("device.hbm_used")})

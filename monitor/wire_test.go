@@ -448,7 +448,7 @@ func FuzzWireDecode(f *testing.F) {
 			case frameHello:
 				decodeHello(p)
 			case frameStacks:
-				decodeStacks(p)
+				decodeStacks(p, 1024)
 			case frameSnapshot:
 				decodeSnapshot(p)
 			case frameEntries:
