@@ -92,6 +92,34 @@ type Server struct {
 	wg        sync.WaitGroup
 	start     int64
 	nextID    atomic.Uint64
+	logCh     chan string // lines for opts.Logf, written by their own goroutine
+}
+
+// logf hands a line to the logging goroutine without waiting: a blocked
+// stderr must not stall Publish. Lines beyond the buffer are lost.
+func (s *Server) logf(format string, args ...any) {
+	select {
+	case s.logCh <- fmt.Sprintf(format, args...):
+	default:
+	}
+}
+
+func (s *Server) logLoop() {
+	for {
+		select {
+		case l := <-s.logCh:
+			s.opts.Logf("%s", l)
+		case <-s.closed:
+			for {
+				select {
+				case l := <-s.logCh:
+					s.opts.Logf("%s", l)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
 // record is one item of the shared queue: entries of a device (first is
@@ -176,7 +204,7 @@ func Listen(network, address string, opts ServerOptions) (*Server, error) {
 		}
 		ln, err = net.Listen(network, address)
 		if err == nil && !IsLoopback(ln.Addr()) {
-			opts.Logf("warning: serving on %s, reachable from other hosts; the stream carries stack frames (file and function names) and is neither authenticated nor encrypted (docs/protocol.md, Security)", ln.Addr())
+			opts.Logf("warning: serving on %s (%s), reachable from other hosts; the stream carries stack frames (file and function names) and is neither authenticated nor encrypted (docs/protocol.md, Security)", address, ln.Addr())
 		}
 	default:
 		return nil, fmt.Errorf("monitor: listen: unsupported network %q (unix or tcp)", network)
@@ -278,7 +306,8 @@ func serverDefaults(opts ServerOptions) ServerOptions {
 func Serve(ln net.Listener, opts ServerOptions) *Server {
 	opts = serverDefaults(opts)
 	s := &Server{ln: ln, opts: opts, seq: map[int]uint64{}, clients: map[*serverClient]struct{}{},
-		closed: make(chan struct{}), start: time.Now().UnixMicro()}
+		closed: make(chan struct{}), start: time.Now().UnixMicro(), logCh: make(chan string, 64)}
+	go s.logLoop()
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s
@@ -439,6 +468,10 @@ func (s *Server) trimLocked() {
 					c.lost[r.device] = max(c.lost[r.device], r.first+uint64(len(r.entries)))
 					c.dropped += uint64(n)
 					s.dropped.Add(uint64(n))
+					if now := time.Now(); now.Sub(c.lastDropLog) > 5*time.Second {
+						s.logf("client #%d fell behind: %d entries dropped for it (a GAP tells it)", c.id, c.dropped-c.loggedDrops)
+						c.lastDropLog, c.loggedDrops = now, c.dropped
+					}
 				}
 			} else if r.gapNext > 0 {
 				c.lost[r.device] = max(c.lost[r.device], r.gapNext)
@@ -497,7 +530,7 @@ func (s *Server) acceptLoop() {
 			conn.Write(e.b)
 			conn.Close()
 			if time.Since(lastRefusedLog) > 5*time.Second {
-				s.opts.Logf("refused %d client(s): %d already connected (MaxClients)", refusedSince, s.opts.MaxClients)
+				s.logf("refused %d client(s): %d already connected (MaxClients)", refusedSince, s.opts.MaxClients)
 				lastRefusedLog, refusedSince = time.Now(), 0
 			}
 			continue
@@ -514,8 +547,10 @@ type serverClient struct {
 
 	// guarded by Server.pubMu
 	cur     cursor
-	lost    map[int]uint64 // per device: a sequence number up to which entries were dropped
-	dropped uint64
+	lost        map[int]uint64 // per device: a sequence number up to which entries were dropped
+	dropped     uint64
+	lastDropLog time.Time
+	loggedDrops uint64
 
 	// writer goroutine only
 	sent   map[allocator.StackID]bool
@@ -577,8 +612,6 @@ func (s *Server) serveClient(c *serverClient) {
 	tick := time.NewTicker(s.opts.Heartbeat)
 	defer tick.Stop()
 	lastSync := time.Now()
-	var lastDropLog time.Time
-	var loggedDrops uint64
 	for {
 		select {
 		case <-s.closed:
@@ -606,15 +639,6 @@ func (s *Server) serveClient(c *serverClient) {
 			return
 		}
 		c.gapped = c.gapped || g
-		if g {
-			s.pubMu.Lock()
-			d := c.dropped
-			s.pubMu.Unlock()
-			if time.Since(lastDropLog) > 5*time.Second {
-				s.opts.Logf("client #%d fell behind: %d entries dropped for it so far (GAP sent)", c.id, d-loggedDrops)
-				lastDropLog, loggedDrops = time.Now(), d
-			}
-		}
 		// after drops, a fresh snapshot makes the client's state exact again
 		if c.gapped && s.opts.Snapshot != nil && s.opts.ResyncInterval >= 0 && time.Since(lastSync) >= s.opts.ResyncInterval {
 			resume := s.encodeState(c, e)
@@ -758,7 +782,9 @@ func (s *Server) flush(c *serverClient, e *enc) error {
 		if len(recs) == 0 {
 			return s.write(c, e, true)
 		}
-		for _, r := range recs {
+		for i := range recs {
+			r := recs[i]
+			recs[i] = record{} // not pinned by this client while its write waits
 			switch {
 			case r.gapNext > 0:
 				if r.gapNext > c.want[r.device] {
@@ -792,7 +818,6 @@ func (s *Server) flush(c *serverClient, e *enc) error {
 				return err
 			}
 		}
-		clear(recs) // drop references to the queue's slices
 	}
 }
 
@@ -839,7 +864,7 @@ func (s *Server) write(c *serverClient, e *enc, force bool) error {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() && s.closeBy.Load() == 0 {
 			s.stalled.Add(1)
-			s.opts.Logf("client #%d disconnected: it took no data for %v", c.id, s.opts.WriteTimeout)
+			s.logf("client #%d disconnected: it took no data for %v", c.id, s.opts.WriteTimeout)
 			return errStalled
 		}
 		return err
