@@ -107,7 +107,8 @@ type LimitError struct{ What string }
 
 func (e *LimitError) Error() string { return "limit reached: " + e.What }
 
-// PeerError is a Unix socket whose peer is not the process asked for.
+// PeerError is a Unix socket whose peer is not the process asked for (or
+// whose directory is not safe); the client does not retry it.
 type PeerError struct{ Msg string }
 
 func (e *PeerError) Error() string { return e.Msg }
@@ -188,7 +189,8 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		c.set(func(s *ClientStatus) { s.State = StateDisconnected; s.Err = err })
 		var le *LimitError
-		if c.opts.NoReconnect || errors.As(err, &le) {
+		var pe *PeerError
+		if c.opts.NoReconnect || errors.As(err, &le) || errors.As(err, &pe) {
 			c.set(func(s *ClientStatus) { s.State = StateClosed })
 			return err
 		}

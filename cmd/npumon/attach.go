@@ -22,12 +22,17 @@ import (
 
 func init() { subcommands = append(subcommands, newAttachCmd) }
 
+// clientExitWait bounds how long attach waits for its connections to wind
+// down after the UI ends.
+const clientExitWait = 2 * time.Second
+
 func newAttachCmd() *cobra.Command {
 	var (
-		ascii    bool
-		headless time.Duration
-		device   int
-		mf       metricsFlag
+		ascii      bool
+		headless   time.Duration
+		device     int
+		mf         metricsFlag
+		maxEntries int64
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
@@ -39,10 +44,15 @@ func newAttachCmd() *cobra.Command {
 			"a process serving on its default socket. When the process goes away the header says\n" +
 			"\"disconnected\", then \"reconnecting\"; the data seen so far stays, and a restarted\n" +
 			"process is picked up again. With --headless DURATION nothing is drawn: it streams for\n" +
-			"DURATION and prints the summary at the newest entry as JSON.\n" +
+			"DURATION and prints the summary at the newest entry as JSON; it exits 1 with the reason\n" +
+			"when it never connected or the connection was refused for good.\n" +
 			"Several addresses (or a glob of socket paths, e.g. 'unix:/tmp/npumon/*.sock') show the\n" +
 			"ranks overview live (docs/ranks.md), one row per process numbered 0… in argument order:\n" +
-			"the wire protocol carries no rank.",
+			"the wire protocol carries no rank.\n\n" +
+			"Attaching by pid checks that the socket directory is yours with mode 0700 and that the\n" +
+			"process at the other end of the socket is that pid, run by you. What a producer can make\n" +
+			"attach hold is bounded (docs/protocol.md, Security): past --max-entries it stops\n" +
+			"receiving and keeps what it has.",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("%q needs an address", c.CommandPath())}
@@ -54,29 +64,48 @@ func newAttachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			lim := monitor.ClientLimits{Entries: maxEntries}
 			if len(addrs) > 1 {
-				return attachRanks(c.OutOrStdout(), c.ErrOrStderr(), addrs, ascii, headless, &mf)
+				return attachRanks(c.OutOrStdout(), c.ErrOrStderr(), addrs, ascii, headless, &mf, lim)
 			}
-			network, addr, err := monitor.ParseAddr(addrs[0], -1)
+			a, err := resolveAttachAddr(addrs[0])
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// after the first signal, a second one ends the process at once
+			go func() { <-ctx.Done(); stop() }()
 			store := monitor.NewStore(monitor.StoreOptions{})
-			client := monitor.NewClient(network, addr, store, monitor.ClientOptions{})
+			client := monitor.NewClient(a.Network, a.Address, store, monitor.ClientOptions{ExpectPID: a.PID, Limits: lim})
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
-			go func() { client.Run(cctx); close(done) }()
-			defer func() { cancel(); <-done }()
+			// a client that stops for good (refused peer, limit reached)
+			// ends a headless run early
+			hctx, hcancel := context.WithCancel(ctx)
+			defer hcancel()
+			go func() {
+				client.Run(cctx)
+				close(done)
+				if headless > 0 {
+					hcancel()
+				}
+			}()
+			defer func() {
+				cancel()
+				select {
+				case <-done:
+				case <-time.After(clientExitWait):
+				}
+			}()
 			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon attach", clientTarget(store, client))
 			if err != nil {
 				return err
 			}
 			defer stopMetrics()
-			name := network + ":" + addr
-			if network == "unix" { // the header has room for the socket's name, not its directory
-				name = "unix:" + filepath.Base(addr)
+			name := a.String()
+			if a.Network == "unix" { // the header has room for the socket's name, not its directory
+				name = "unix:" + filepath.Base(a.Address)
 			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
 				ConnState: func() (tui.ConnState, string) { return tui.ClientConn(client.Status()) }}
@@ -92,11 +121,15 @@ func newAttachCmd() *cobra.Command {
 				return 0
 			}
 			if headless > 0 {
-				m, err := tui.RunHeadless(ctx, opts, headless)
-				if err != nil {
+				m, err := tui.RunHeadless(hctx, opts, headless)
+				if err != nil && hctx.Err() == nil {
 					return err
 				}
-				return writeAttachSummary(c.OutOrStdout(), name, m.Summary(), client.Status())
+				st := client.Status()
+				if err := writeAttachSummary(c.OutOrStdout(), name, m.Summary(), st); err != nil {
+					return err
+				}
+				return attachFailure(addrs[0], st, ctx)
 			}
 			return tui.Run(ctx, opts)
 		},
@@ -106,8 +139,43 @@ func newAttachCmd() *cobra.Command {
 	f.IntVar(&device, "device", 0, "device to show first")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
+	f.Int64Var(&maxEntries, "max-entries", monitor.DefaultMaxEntries, "keep at most this many trace entries per process (about 220 bytes of memory each)")
 	mf.register(f)
 	return c
+}
+
+// resolveAttachAddr reads an attach address; one given as a pid must be in
+// a socket directory that is this user's with mode 0700.
+func resolveAttachAddr(s string) (monitor.Addr, error) {
+	a, err := monitor.ResolveAddr(s, -1)
+	if err != nil {
+		return a, usageError{err}
+	}
+	if a.PID > 0 {
+		if err := monitor.CheckSocketDir(filepath.Dir(a.Address), false); err != nil {
+			return a, fmt.Errorf("attach %s: %w", s, err)
+		}
+	}
+	return a, nil
+}
+
+// attachFailure is a headless attach's exit: an error (exit 1, with the
+// reason) when it never connected, or the client stopped for good.
+func attachFailure(addr string, st monitor.ClientStatus, ctx context.Context) error {
+	if ctx.Err() != nil {
+		return nil // interrupted: the summary is what was asked for
+	}
+	reason := "no answer"
+	if st.Err != nil {
+		reason = st.Err.Error()
+	}
+	switch {
+	case st.Hello == nil:
+		return exitError{code: exitFail, msg: fmt.Sprintf("npumon: attach %s: never connected: %s", addr, reason)}
+	case st.State == monitor.StateClosed && st.Err != nil:
+		return exitError{code: exitFail, msg: fmt.Sprintf("npumon: attach %s: stopped: %s", addr, reason)}
+	}
+	return nil
 }
 
 // attachSummaryJSON is replay's summary plus the connection's state.
@@ -125,12 +193,17 @@ type attachSummaryJSON struct {
 	Gaps             int   `json:"gaps,omitempty"`
 	Resyncs          int   `json:"resyncs,omitempty"`
 	TimeResolutionUS int64 `json:"time_resolution_us,omitempty"`
+	// Error is why the last connection ended or failed.
+	Error string `json:"error,omitempty"`
 }
 
 func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.ClientStatus) error {
 	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s), Connection: st.State.String(),
 		Received: st.Entries, MissedEntries: st.Missed}
 	out.Gaps, out.Resyncs = st.Gaps, st.Resyncs
+	if st.Err != nil {
+		out.Error = st.Err.Error()
+	}
 	if st.Hello != nil {
 		out.ProducerPID = st.Hello.PID
 		if st.Hello.TimeBase == monitor.TimePollUS {
@@ -166,26 +239,35 @@ func expandAddrs(args []string) ([]string, error) {
 
 // attachRanks attaches to several producers and shows them in the ranks
 // overview, numbered in argument order.
-func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag) error {
+func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag, lim monitor.ClientLimits) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { <-ctx.Done(); stop() }() // a second signal ends the process at once
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
+	defer func() {
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(clientExitWait):
+		}
+	}()
 	var rs []rankview.Rank
 	var targets []metrics.Target
 	for i, a := range addrs {
-		network, addr, err := monitor.ParseAddr(a, -1)
+		ad, err := resolveAttachAddr(a)
 		if err != nil {
-			return usageError{err}
+			return err
 		}
 		store := monitor.NewStore(monitor.StoreOptions{})
-		client := monitor.NewClient(network, addr, store, monitor.ClientOptions{})
+		client := monitor.NewClient(ad.Network, ad.Address, store, monitor.ClientOptions{ExpectPID: ad.PID, Limits: lim})
 		wg.Add(1)
 		go func() { defer wg.Done(); client.Run(cctx) }()
-		name := network + ":" + addr
-		if network == "unix" {
-			name = "unix:" + filepath.Base(addr)
+		name := ad.String()
+		if ad.Network == "unix" {
+			name = "unix:" + filepath.Base(ad.Address)
 		}
 		rs = append(rs, rankview.Rank{Rank: i, Name: name, Store: store})
 		targets = append(targets, clientTarget(store, client))

@@ -54,11 +54,18 @@ func TestAttachHeadless(t *testing.T) {
 }
 
 // TestAttachNothingListening: with no producer the headless run still
-// ends, reporting a connection that never came up.
+// ends, prints the summary, and exits 1 with the reason.
 func TestAttachNothingListening(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	code, out, errOut := captureRun(t, "attach", "unix:"+sock, "--headless", "300ms")
+	if code != exitFail || !strings.Contains(errOut, "never connected") || !strings.Contains(errOut, "no such file") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
 	var s attachSummaryJSON
-	runJSON(t, &s, "attach", "unix:"+filepath.Join(t.TempDir(), "none.sock"), "--headless", "300ms")
-	if s.Connection == "connected" || s.Entries != 0 {
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if s.Connection == "connected" || s.Entries != 0 || !strings.Contains(s.Error, "no such file") {
 		t.Fatalf("summary %+v", s)
 	}
 }

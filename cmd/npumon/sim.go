@@ -60,7 +60,7 @@ func newSimCmd() *cobra.Command {
 				return usageError{err}
 			}
 			srv, stopServer, err := monitor.ServeAllocators(network, addr, []*allocator.Allocator{w.Allocator()},
-				monitor.ServerOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+				monitor.ServerOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }, Logf: cfg.Logf})
 			if err != nil {
 				w.Close()
 				return err
