@@ -546,7 +546,7 @@ type serverClient struct {
 	wake chan struct{}
 
 	// guarded by Server.pubMu
-	cur     cursor
+	cur         cursor
 	lost        map[int]uint64 // per device: a sequence number up to which entries were dropped
 	dropped     uint64
 	lastDropLog time.Time
