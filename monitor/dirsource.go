@@ -41,7 +41,16 @@ type DirOptions struct {
 	// Pick opens this capture instead — its 1-based index in arrival
 	// order, or its file name — and stays on it (Follow is then off).
 	Pick string
+	// MaxBytes: snapshot files larger than this are listed with an error
+	// and not opened (default DefaultWatchMaxBytes).
+	MaxBytes int64
+	// MaxMemory caps the memory decoding one snapshot may take (default
+	// DefaultWatchMaxMemory); a file that would need more is not opened.
+	MaxMemory int64
 }
+
+// DefaultWatchMaxMemory is the decoding budget of one snapshot in a watch.
+const DefaultWatchMaxMemory = 4 << 30
 
 // DirSource feeds a Store from a watched directory: the open capture's
 // memory data, and the ops of every profiler directory, tailed while they
@@ -52,6 +61,7 @@ type DirSource struct {
 	follow bool       // open each new snapshot as it lands (Open changes it)
 	auto   bool       // Follow as asked
 	pick   string     // DirOptions.Pick
+	limits replay.Options
 	openMu sync.Mutex // one capture is opened at a time (watch loop or Open)
 
 	w      *Watcher
@@ -62,7 +72,8 @@ type DirSource struct {
 
 	mu       sync.Mutex
 	captures []Capture
-	open     string // the capture shown
+	byPath   map[string]int // index into captures
+	open     string         // the capture shown
 	ops      int
 	errs     []string
 }
@@ -70,7 +81,14 @@ type DirSource struct {
 // NewDirSource returns a source for dir feeding store; Start starts it.
 func NewDirSource(dir string, store *Store, o DirOptions) *DirSource {
 	follow := o.Follow && o.Pick == ""
-	return &DirSource{dir: dir, store: store, follow: follow, auto: follow, pick: o.Pick}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultWatchMaxBytes
+	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = DefaultWatchMaxMemory
+	}
+	return &DirSource{dir: dir, store: store, follow: follow, auto: follow, pick: o.Pick, byPath: map[string]int{},
+		limits: replay.Options{MaxFileSize: o.MaxBytes, MaxMemory: o.MaxMemory}}
 }
 
 // ScanDir calls fn with each capture already in dir, oldest first, and
@@ -81,26 +99,21 @@ func ScanDir(dir string, fn func(Capture) error) error {
 		return err
 	}
 	defer w.Close()
-	// The initial scan reports what exists; it is done once the events
-	// stop coming for a moment.
+	// The initial scan reports what exists, then says it is over.
 	n := 0
-	for {
-		select {
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if c, ok := captureOf(ev); ok {
-				n++
-				c.Index = n
-				if err := fn(c); err != nil {
-					return err
-				}
-			}
-		case <-time.After(300 * time.Millisecond):
+	for ev := range w.Events {
+		if ev.Kind == WatchScanDone {
 			return nil
 		}
+		if c, ok := captureOf(ev); ok {
+			n++
+			c.Index = n
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
 	}
+	return nil
 }
 
 func captureOf(ev WatchEvent) (Capture, bool) {
@@ -141,7 +154,7 @@ func treeSize(dir string) int64 {
 
 // Start watches the directory until ctx ends or Stop is called.
 func (d *DirSource) Start(ctx context.Context) error {
-	w, err := Watch(d.dir, WatchOptions{})
+	w, err := Watch(d.dir, WatchOptions{MaxBytes: d.limits.MaxFileSize})
 	if err != nil {
 		return err
 	}
@@ -172,25 +185,23 @@ func (d *DirSource) Stop() {
 
 // loop handles watch events and polls the profiler tail. Existing
 // snapshots come first (the scan); the newest of them is opened once the
-// scan is over, later ones as they land (with follow).
+// scan is over, later ones as they land (with follow). Snapshots that land
+// while others wait in the queue are not opened one by one: only the
+// newest, once the queue is drained.
 func (d *DirSource) loop(ctx context.Context) {
 	defer close(d.done)
-	var newestExisting string
-	scanOver := time.NewTimer(300 * time.Millisecond)
+	var newestExisting, toOpen string
 	poll := time.NewTicker(250 * time.Millisecond)
 	defer poll.Stop()
 	d.pollTail()
 	for {
+		if toOpen != "" && len(d.w.Events) == 0 {
+			d.openSnapshot(toOpen)
+			toOpen = ""
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-scanOver.C:
-			switch {
-			case d.pick != "" && d.Current() == "":
-				d.note(fmt.Sprintf("--open %s: no such snapshot in %s (yet)", d.pick, d.dir))
-			case newestExisting != "" && d.Current() == "":
-				d.openSnapshot(newestExisting)
-			}
 		case <-poll.C:
 			d.pollTail()
 		case ev, ok := <-d.w.Events:
@@ -202,6 +213,13 @@ func (d *DirSource) loop(ctx context.Context) {
 				c = d.addCapture(cc)
 			}
 			switch ev.Kind {
+			case WatchScanDone:
+				switch {
+				case d.pick != "" && d.Current() == "":
+					d.note(fmt.Sprintf("--open %s: no such snapshot in %s (yet)", d.pick, d.dir))
+				case newestExisting != "" && d.Current() == "" && toOpen == "":
+					toOpen = newestExisting
+				}
 			case WatchSnapshot:
 				switch {
 				case d.pick != "":
@@ -211,7 +229,7 @@ func (d *DirSource) loop(ctx context.Context) {
 				case ev.Existing:
 					newestExisting = ev.Path
 				case d.Following() || d.Current() == "":
-					d.openSnapshot(ev.Path)
+					toOpen = ev.Path
 				}
 			case WatchProfilerDir, WatchFrameworkGrow, WatchAnalyseDone:
 				d.pollTail()
@@ -220,6 +238,9 @@ func (d *DirSource) loop(ctx context.Context) {
 				}
 			case WatchRemoved:
 				d.update(ev.Path, func(c *Capture) { c.Error = "removed" })
+				if toOpen == ev.Path {
+					toOpen = ""
+				}
 			case WatchError:
 				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
 			}
@@ -239,13 +260,12 @@ func (d *DirSource) Current() string {
 func (d *DirSource) addCapture(c Capture) Capture {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i := range d.captures {
-		if d.captures[i].Path == c.Path {
-			d.captures[i].Size, d.captures[i].Error = c.Size, ""
-			return d.captures[i]
-		}
+	if i, ok := d.byPath[c.Path]; ok {
+		d.captures[i].Size, d.captures[i].Error = c.Size, ""
+		return d.captures[i]
 	}
 	c.Index = len(d.captures) + 1
+	d.byPath[c.Path] = len(d.captures)
 	d.captures = append(d.captures, c)
 	return c
 }
@@ -254,10 +274,8 @@ func (d *DirSource) addCapture(c Capture) Capture {
 func (d *DirSource) update(path string, fn func(*Capture)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for i := range d.captures {
-		if d.captures[i].Path == path {
-			fn(&d.captures[i])
-		}
+	if i, ok := d.byPath[path]; ok {
+		fn(&d.captures[i])
 	}
 }
 
@@ -275,7 +293,7 @@ func (d *DirSource) openSnapshot(path string) {
 func (d *DirSource) openCapture(path, kind string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
-	if err := ingestCapture(d.store, path, kind); err != nil {
+	if err := ingestCapture(d.store, path, kind, d.limits); err != nil {
 		d.update(path, func(c *Capture) { c.Error = err.Error() })
 		return err
 	}
@@ -287,9 +305,9 @@ func (d *DirSource) openCapture(path, kind string) error {
 }
 
 // ingestCapture reads the capture at path into store's memory data.
-func ingestCapture(store *Store, path, kind string) error {
+func ingestCapture(store *Store, path, kind string, limits replay.Options) error {
 	if kind == CaptureSnapshot {
-		c, err := replay.DecodeFile(path, replay.Options{})
+		c, err := replay.DecodeFile(path, limits)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -35,6 +36,9 @@ const (
 	// WatchError: something could not be read (unreadable or undecodable
 	// file, vanished directory). Never fatal: watching goes on.
 	WatchError
+	// WatchScanDone: the initial scan is over; every Existing event came
+	// before it.
+	WatchScanDone
 )
 
 func (k WatchKind) String() string {
@@ -51,6 +55,8 @@ func (k WatchKind) String() string {
 		return "removed"
 	case WatchError:
 		return "error"
+	case WatchScanDone:
+		return "scan_done"
 	}
 	return "unknown"
 }
@@ -77,7 +83,15 @@ type WatchOptions struct {
 	// GiveUp is how long a settled file may fail Check before a WatchError
 	// reports it (default 10 × Settle); it is retried when it changes.
 	GiveUp time.Duration
+	// MaxBytes: a snapshot file larger than this is reported as a
+	// WatchError (once per size) and never checked or opened (default
+	// DefaultWatchMaxBytes).
+	MaxBytes int64
 }
+
+// DefaultWatchMaxBytes is the largest snapshot file a watch opens by
+// default.
+const DefaultWatchMaxBytes = 1 << 30
 
 // Watcher watches one directory. Events is closed after Close.
 type Watcher struct {
@@ -107,6 +121,7 @@ type candidate struct {
 	since    time.Time // last change
 	failed   bool      // Check failed since the last change
 	reported bool      // WatchError sent for the current version
+	tooBig   bool      // over MaxBytes: reported, not checked
 }
 
 // Watch starts watching dir (not recursively: snapshot files in dir, and
@@ -129,6 +144,9 @@ func Watch(dir string, opts WatchOptions) (*Watcher, error) {
 	}
 	if opts.Check == nil {
 		opts.Check = replay.CheckComplete
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultWatchMaxBytes
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -171,6 +189,9 @@ func (w *Watcher) emit(e WatchEvent) bool {
 func (w *Watcher) loop() {
 	defer w.wg.Done()
 	w.scanRoot(true)
+	if !w.emit(WatchEvent{Kind: WatchScanDone, Path: w.dir}) {
+		return
+	}
 	tick := time.NewTicker(max(w.opts.Settle/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -185,6 +206,12 @@ func (w *Watcher) loop() {
 		case err, ok := <-w.fs.Errors:
 			if !ok {
 				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// the kernel dropped events (files arrived faster than
+				// they were read): look at everything again
+				w.scanRoot(false)
+				continue
 			}
 			w.emit(WatchEvent{Kind: WatchError, Path: w.dir, Err: err})
 		case <-tick.C:
@@ -223,7 +250,7 @@ func (w *Watcher) scanRoot(existing bool) {
 		p := filepath.Join(w.dir, e.Name())
 		if e.IsDir() {
 			w.dirAppeared(p, existing)
-		} else if isSnapshotName(e.Name()) {
+		} else if isSnapshotName(e.Name()) && !w.reported[p] {
 			w.candidate(p, existing)
 		}
 	}
@@ -255,12 +282,20 @@ func (w *Watcher) candidate(p string, existing bool) {
 		}
 	}
 	if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
-		c.size, c.mod, c.since, c.failed, c.reported = fi.Size(), fi.ModTime(), time.Now(), false, false
+		c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
 	}
 }
 
 // settle checks a candidate whose size has been stable long enough.
 func (w *Watcher) settle(p string, c *candidate, existing bool) {
+	if c.size > w.opts.MaxBytes {
+		if !c.tooBig {
+			c.tooBig = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: fmt.Errorf("%s: %s, over the %s limit for a snapshot here (watch --max-size); not opened",
+				p, allocator.FormatSize(c.size), allocator.FormatSize(w.opts.MaxBytes))})
+		}
+		return
+	}
 	if c.failed || time.Since(c.since) < w.opts.Settle {
 		if c.failed && !c.reported && time.Since(c.since) >= w.opts.GiveUp {
 			c.reported = true
@@ -437,7 +472,7 @@ func (w *Watcher) tick() {
 			continue
 		}
 		if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
-			c.size, c.mod, c.since, c.failed, c.reported = fi.Size(), fi.ModTime(), time.Now(), false, false
+			c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
 			continue
 		}
 		w.settle(p, c, false)

@@ -30,6 +30,7 @@ func newWatchCmd() *cobra.Command {
 		list     bool
 		open     string
 		mf       metricsFlag
+		maxSize  = sizeFlag(monitor.DefaultWatchMaxBytes)
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
@@ -71,7 +72,7 @@ func newWatchCmd() *cobra.Command {
 				}
 			}
 			store := monitor.NewStore(monitor.StoreOptions{})
-			wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: follow, Pick: open})
+			wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: follow, Pick: open, MaxBytes: int64(maxSize)})
 			if err := wd.Start(ctx); err != nil {
 				return err
 			}
@@ -104,6 +105,7 @@ func newWatchCmd() *cobra.Command {
 	f.BoolVar(&follow, "follow", true, "open each new capture as it lands (false: stay on the newest at start)")
 	f.BoolVar(&list, "list", false, "print the captures found in DIR in arrival order and exit")
 	f.StringVar(&open, "open", "", "open this snapshot (index from --list, or file name) and stay on it")
+	f.Var(&maxSize, "max-size", "snapshot files larger than this are listed with an error, not opened")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(f)
