@@ -81,9 +81,9 @@ type ClientLimits struct {
 // MaxDeviceID bounds device ids on the wire (they index per-device tables).
 const MaxDeviceID = 1 << 10
 
-// DefaultMaxEntries is the entries a Client keeps by default: about 1 GiB
-// of Store (see BENCHMARKS.md, Safety limits).
-const DefaultMaxEntries = 8 << 20
+// DefaultMaxEntries is the entries a Client keeps by default: an attach
+// holding them peaks near 0.9 GiB RSS (see BENCHMARKS.md, Safety limits).
+const DefaultMaxEntries = 4 << 20
 
 func (l ClientLimits) withDefaults() ClientLimits {
 	def := func(v *int, d int) {

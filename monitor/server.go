@@ -406,7 +406,9 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 				return
 			}
 		}
-		s.pushLocked(record{device: device, first: first, entries: append(make([]allocator.TraceEntry, 0, min(max(len(entries), 64), maxRecord)), entries...)})
+		// full size at once: entries published one by one fill it
+		// without regrowing
+		s.pushLocked(record{device: device, first: first, entries: append(make([]allocator.TraceEntry, 0, max(len(entries), maxRecord)), entries...)})
 	}
 	s.pubMu.Unlock()
 	s.published.Add(uint64(len(entries)))
@@ -485,9 +487,14 @@ func (s *Server) trimLocked() {
 	}
 }
 
+// wakeAllLocked wakes the clients waiting for data; a busy one takes the
+// new records when it comes back to the queue anyway.
 func (s *Server) wakeAllLocked() {
 	for c := range s.clients {
-		c.wakeUp()
+		if c.idle {
+			c.idle = false
+			c.wakeUp()
+		}
 	}
 }
 
@@ -515,7 +522,7 @@ func (s *Server) acceptLoop() {
 		var c *serverClient
 		if !full {
 			c = &serverClient{id: s.nextID.Add(1), conn: conn, wake: make(chan struct{}, 1), lost: map[int]uint64{},
-				sent: map[allocator.StackID]bool{}, cur: cursor{rec: s.q.end()}}
+				sent: map[allocator.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true}
 			// registered before its snapshot is taken, so that nothing
 			// published after it is missed; what it reflects is trimmed
 			s.clients[c] = struct{}{}
@@ -551,6 +558,7 @@ type serverClient struct {
 	dropped     uint64
 	lastDropLog time.Time
 	loggedDrops uint64
+	idle        bool // took everything there was: Publish wakes it
 
 	// writer goroutine only
 	sent   map[allocator.StackID]bool
@@ -747,6 +755,7 @@ func (s *Server) take(c *serverClient, out []record) []record {
 		c.cur = cursor{rec: q.base}
 	}
 	n := 0
+	defer func() { c.idle = len(out) == 0 }()
 	for c.cur.rec < q.end() && n < takeChunk {
 		r := q.at(c.cur.rec)
 		switch {

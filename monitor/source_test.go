@@ -184,7 +184,7 @@ func benchServeMallocFree(b *testing.B, stalled int) {
 	dir, _ := filepathTemp()
 	defer removeAll(dir)
 	path := dir + "/s.sock"
-	srv, stop, err := ServeAllocators("unix", path, allocs, ServerOptions{QueueEntries: 4096})
+	srv, stop, err := ServeAllocators("unix", path, allocs, ServerOptions{QueueEntries: 4096, Logf: func(string, ...any) {}})
 	if err != nil {
 		b.Fatal(err)
 	}
