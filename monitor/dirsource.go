@@ -58,9 +58,9 @@ const DefaultWatchMaxMemory = 4 << 30
 type DirSource struct {
 	dir    string
 	store  *Store
-	follow bool       // open each new snapshot as it lands (Open changes it)
-	auto   bool       // Follow as asked
-	pick   string     // DirOptions.Pick
+	follow bool   // open each new snapshot as it lands (Open changes it)
+	auto   bool   // Follow as asked
+	pick   string // DirOptions.Pick
 	limits replay.Options
 	openMu sync.Mutex // one capture is opened at a time (watch loop or Open)
 
