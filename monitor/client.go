@@ -246,9 +246,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			if fr.partial > 0 {
-				err = fmt.Errorf("producer stalled for %v inside a frame (%d bytes of it received); the connection is still open", c.opts.Silence, fr.partial)
+				err = fmt.Errorf("producer stalled for %v inside a frame (%d bytes of it received); npumon hung up", c.opts.Silence, fr.partial)
 			} else {
-				err = fmt.Errorf("producer silent for %v (no data, not even heartbeats); the connection is still open", c.opts.Silence)
+				err = fmt.Errorf("producer silent for %v (not even a heartbeat); npumon hung up", c.opts.Silence)
 			}
 		}
 		return typ, p, err

@@ -160,8 +160,8 @@ func TestHostileLimits(t *testing.T) {
 	}
 }
 
-// A producer that stops sending in the middle of a frame has stalled; the
-// connection is still open, and the error says so (not "closed").
+// A producer that stops sending in the middle of a frame has stalled: it
+// did not close the connection, and the error says so (not "closed").
 func TestHostileStallIsNotAClose(t *testing.T) {
 	e := &enc{}
 	encodeEntries(e, 0, 0, testEntries(50, 3))
