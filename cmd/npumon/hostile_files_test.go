@@ -62,7 +62,7 @@ func TestCommandsRefuseFIFO(t *testing.T) {
 	for _, args := range [][]string{
 		{"stats", fifo},
 		{"stats", "--json", fifo},
-		{"check", fifo},
+		{"check", "--no-oom", fifo},
 		{"export", fifo, "--to", "json", "-o", filepath.Join(dir, "o.json")},
 		{"whatif", fifo},
 		{"replay", "--headless", "1s", fifo},
