@@ -141,7 +141,19 @@ func encodeHello(e *enc, h *Hello) {
 	e.end(off)
 }
 
+// stacksPerFrame keeps STACKS frames far below MaxFrame and the clients'
+// per-frame limits: encodeStacks writes one frame per this many stacks.
+const stacksPerFrame = 512
+
 func encodeStacks(e *enc, ids []allocator.StackID, stacks []allocator.Stack) {
+	for len(ids) > stacksPerFrame {
+		encodeStacksFrame(e, ids[:stacksPerFrame], stacks[:stacksPerFrame])
+		ids, stacks = ids[stacksPerFrame:], stacks[stacksPerFrame:]
+	}
+	encodeStacksFrame(e, ids, stacks)
+}
+
+func encodeStacksFrame(e *enc, ids []allocator.StackID, stacks []allocator.Stack) {
 	off := e.frame(frameStacks)
 	e.uv(uint64(len(ids)))
 	for i, id := range ids {
@@ -400,9 +412,10 @@ const (
 	maxFrameEntries  = 1 << 16
 	maxFrameOps      = 1 << 16
 	maxFrameStacks   = 1 << 16
-	maxFrameFrames   = 1 << 21 // frames over all stacks of one STACKS frame
+	maxFrameFrames   = 1 << 20 // frames over all stacks of one STACKS frame
 	maxFrameSegments = 1 << 18
-	maxFrameBlocks   = 1 << 21 // blocks over all segments of one SNAPSHOT
+	maxFrameBlocks   = 1 << 20 // blocks over all segments of one SNAPSHOT
+	maxRoundupKeys   = 1 << 10 // roundup_power2_divisions entries in a HELLO
 )
 
 func (d *dec) done() error {
@@ -494,7 +507,7 @@ func decodeHello(p []byte) (*Hello, error) {
 		s.ExpandableSegments, s.ReleaseLockOnMalloc = f&1 != 0, f&2 != 0
 		s.PinnedUseHostRegister, s.GraphCaptureRecordStreamReuse = f&4 != 0, f&8 != 0
 		s.PinnedNumRegisterThreads = d.iv("settings.pinned_threads")
-		if m := d.count("settings.roundup", 2); m > 0 {
+		if m := d.countMax("settings.roundup", 2, maxRoundupKeys); m > 0 {
 			s.RoundupPower2Divisions = make(map[int64]int64, m)
 			for i := 0; i < m; i++ {
 				k := d.iv("roundup.key")
