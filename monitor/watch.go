@@ -466,6 +466,12 @@ func (w *Watcher) tick() {
 		return
 	}
 	for p, c := range w.pending {
+		if c.tooBig || c.failed && c.reported {
+			// given up on until it changes: its fsnotify events (or a
+			// rescan) bring it back, so thousands of such files cost no
+			// stat per tick
+			continue
+		}
 		fi, err := os.Stat(p)
 		if err != nil || !fi.Mode().IsRegular() {
 			delete(w.pending, p)
