@@ -411,8 +411,8 @@ func (d *dec) countMax(field string, minSize, limit int) int {
 const (
 	maxFrameEntries  = 1 << 16
 	maxFrameOps      = 1 << 16
-	maxFrameStacks   = 1 << 16
-	maxFrameFrames   = 1 << 20 // frames over all stacks of one STACKS frame
+	maxFrameStacks   = 1 << 19 // a first STACKS frame may define every stack of a trace
+	maxFrameFrames   = 1 << 21 // frames over all stacks of one STACKS frame
 	maxFrameSegments = 1 << 18
 	maxFrameBlocks   = 1 << 20 // blocks over all segments of one SNAPSHOT
 	maxRoundupKeys   = 1 << 10 // roundup_power2_divisions entries in a HELLO
