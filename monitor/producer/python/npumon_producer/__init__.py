@@ -33,6 +33,7 @@ import collections
 import os
 import platform
 import socket
+import stat
 import sys
 import threading
 import time
@@ -82,6 +83,57 @@ def default_socket_path(pid=None):
     else:
         d = os.path.join(os.environ.get("TMPDIR") or "/tmp", "npumon-%d" % os.getuid())
     return os.path.join(d, "%d.sock" % pid)
+
+
+def check_socket_dir(d, create=True):
+    """The rules of monitor.CheckSocketDir: the socket directory must be a
+    real directory owned by this user with mode 0700, so that no other local
+    user can have planted it (or a socket in it)."""
+    if create:
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+    st = os.lstat(d)
+    fix = "remove it or set XDG_RUNTIME_DIR"
+    if not stat.S_ISDIR(st.st_mode):
+        raise RuntimeError("socket directory %s is not a directory; %s" % (d, fix))
+    if st.st_uid != os.getuid():
+        raise RuntimeError("socket directory %s belongs to uid %d, not to this user (uid %d): refusing to use it; %s"
+                           % (d, st.st_uid, os.getuid(), fix))
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        raise RuntimeError("socket directory %s has mode %04o, want 0700: refusing to use it; chmod 700 it, %s"
+                           % (d, stat.S_IMODE(st.st_mode), fix))
+
+
+def prepare_socket_path(addr):
+    """Make a socket path's directory ready and clear a stale socket there
+    (the rules of monitor.Listen): only a socket nobody accepts on is
+    removed; a live one, or anything that is not a socket, is refused and
+    left alone."""
+    d = os.path.dirname(addr)
+    if d and os.path.normpath(d) == os.path.normpath(os.path.dirname(default_socket_path())):
+        check_socket_dir(d)
+    elif d:
+        os.makedirs(d, 0o700, exist_ok=True)
+    try:
+        st = os.lstat(addr)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise RuntimeError("%s exists and is not a socket; not replacing it" % addr)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(0.5)
+    try:
+        probe.connect(addr)
+    except ConnectionRefusedError:
+        os.unlink(addr)  # stale: nobody listens
+        return
+    except OSError as e:
+        raise RuntimeError("%s: cannot tell whether the socket is in use (%s); not replacing it" % (addr, e))
+    finally:
+        probe.close()
+    raise RuntimeError("another producer is serving on %s" % addr)
 
 
 def parse_addr(s):
@@ -838,22 +890,7 @@ class Producer:
         state is ready)."""
         fam, addr = parse_addr(self.address)
         if fam == "unix":
-            d = os.path.dirname(addr)
-            if d:
-                os.makedirs(d, 0o700, exist_ok=True)
-            if os.path.exists(addr):
-                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                probe.settimeout(0.2)
-                try:
-                    probe.connect(addr)
-                    live = True
-                except OSError:
-                    live = False
-                finally:
-                    probe.close()
-                if live:
-                    raise RuntimeError("another producer is serving on %s" % addr)
-                os.unlink(addr)
+            prepare_socket_path(addr)
             ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             ln.bind(addr)
             os.chmod(addr, 0o600)

@@ -1,5 +1,8 @@
 """Unit tests of npumon_producer (run by `make test` through cmd/npumon's
 TestProducerPython)."""
+import os
+import socket
+import tempfile
 import unittest
 
 import npumon_producer as p
@@ -124,3 +127,50 @@ class TestNeverRaises(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestSocketPath(unittest.TestCase):
+    """The rules of monitor.Listen and monitor.CheckSocketDir."""
+
+    def test_only_stale_sockets_are_replaced(self):
+        with tempfile.TemporaryDirectory() as d:
+            f = os.path.join(d, "notes.txt")
+            with open(f, "w") as fh:
+                fh.write("keep me")
+            sub = os.path.join(d, "empty")
+            os.mkdir(sub)
+            for path in (f, sub):
+                with self.assertRaisesRegex(RuntimeError, "not a socket"):
+                    p.prepare_socket_path(path)
+            self.assertEqual(open(f).read(), "keep me")
+            self.assertTrue(os.path.isdir(sub))
+            sock = os.path.join(d, "s.sock")
+            live = socket.socket(socket.AF_UNIX)
+            live.bind(sock)
+            live.listen(1)
+            with self.assertRaisesRegex(RuntimeError, "another producer"):
+                p.prepare_socket_path(sock)
+            live.close()  # the file stays: a stale socket
+            p.prepare_socket_path(sock)
+            self.assertFalse(os.path.exists(sock))
+
+    def test_socket_dir_must_be_ours_0700(self):
+        with tempfile.TemporaryDirectory() as base:
+            good = os.path.join(base, "new")
+            p.check_socket_dir(good)
+            self.assertEqual(os.stat(good).st_mode & 0o777, 0o700)
+            loose = os.path.join(base, "loose")
+            os.mkdir(loose)
+            os.chmod(loose, 0o777)
+            with self.assertRaisesRegex(RuntimeError, "mode 0777"):
+                p.check_socket_dir(loose)
+            link = os.path.join(base, "link")
+            os.symlink(good, link)
+            with self.assertRaisesRegex(RuntimeError, "not a directory"):
+                p.check_socket_dir(link)
+            if os.getuid() == 0:
+                other = os.path.join(base, "other")
+                os.mkdir(other, 0o700)
+                os.chown(other, 12345, 12345)
+                with self.assertRaisesRegex(RuntimeError, "belongs to uid 12345"):
+                    p.check_socket_dir(other)
