@@ -7,10 +7,10 @@ import (
 )
 
 // TestMetricsFlagLoopback: --metrics :0 listens on the loopback address and
-// says so, with no warning.
+// says so, with no warning. (Nothing serves the socket: attach exits 1.)
 func TestMetricsFlagLoopback(t *testing.T) {
 	code, _, errOut := captureRun(t, "attach", "unix:"+filepath.Join(t.TempDir(), "none.sock"), "--headless", "200ms", "--metrics", ":0")
-	if code != 0 || !strings.Contains(errOut, "npumon attach: metrics on http://127.0.0.1:") || strings.Contains(errOut, "warning") {
+	if code != exitFail || !strings.Contains(errOut, "npumon attach: metrics on http://127.0.0.1:") || strings.Contains(errOut, "warning") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 }
@@ -19,7 +19,7 @@ func TestMetricsFlagLoopback(t *testing.T) {
 // a warning.
 func TestMetricsFlagExposed(t *testing.T) {
 	code, _, errOut := captureRun(t, "attach", "unix:"+filepath.Join(t.TempDir(), "none.sock"), "--headless", "200ms", "--metrics", "0.0.0.0:0")
-	if code != 0 || !strings.Contains(errOut, "npumon attach: warning: metrics on 0.0.0.0:") ||
+	if code != exitFail || !strings.Contains(errOut, "npumon attach: warning: metrics on 0.0.0.0:") ||
 		!strings.Contains(errOut, "reachable from other hosts") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
