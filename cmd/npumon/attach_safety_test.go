@@ -59,7 +59,7 @@ func TestAttachHeadlessDeadlineDuringHandshake(t *testing.T) {
 	trickler(t, sock)
 	start := time.Now()
 	code, _, errOut := captureRun(t, "attach", "unix:"+sock, "--headless", "500ms")
-	if d := time.Since(start); d > 8*time.Second {
+	if d := time.Since(start); d > 30*time.Second { // a hang detector: the run takes ~0.5 s
 		t.Fatalf("headless 500ms took %v", d)
 	}
 	if code != exitFail || !strings.Contains(errOut, "never connected") {
@@ -85,7 +85,7 @@ func TestAttachInterruptDuringHandshake(t *testing.T) {
 	syscall.Kill(os.Getpid(), syscall.SIGINT)
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("attach ignored SIGINT during the handshake")
 	}
 }
@@ -129,7 +129,7 @@ func TestAttachByPIDChecks(t *testing.T) {
 	if code != exitFail || !strings.Contains(errOut, "served by pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("impostor socket: exit %d, stderr %q", code, errOut)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	if d := time.Since(start); d > 30*time.Second { // a hang detector, not a timing bound
 		t.Fatalf("a refused peer still ran the whole headless time (%v)", d)
 	}
 }
