@@ -125,7 +125,7 @@ func TestAttachByPIDChecks(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	code, _, errOut = captureRun(t, "attach", strconv.Itoa(pid), "--headless", "20s")
+	code, _, errOut = captureRun(t, "attach", strconv.Itoa(pid), "--headless", "5m")
 	if code != exitFail || !strings.Contains(errOut, "served by pid "+strconv.Itoa(os.Getpid())) {
 		t.Fatalf("impostor socket: exit %d, stderr %q", code, errOut)
 	}
