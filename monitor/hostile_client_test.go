@@ -91,7 +91,7 @@ func TestHostileStuckClients(t *testing.T) {
 	}
 	start := time.Now()
 	srv.Close()
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 4*time.Second { // Close gives up after 1.5 s; the slack is for a loaded machine
 		t.Fatalf("Close took %v", d)
 	}
 }
@@ -113,7 +113,7 @@ func TestHostileShutdownWithStuckClients(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // their writes are blocked now
 	start := time.Now()
 	srv.Close()
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 4*time.Second { // Close gives up after 1.5 s; the slack is for a loaded machine
 		t.Fatalf("Close took %v with stuck clients", d)
 	}
 }
