@@ -65,6 +65,9 @@ func TestCommandsRefuseFIFO(t *testing.T) {
 		{"check", "--no-oom", fifo},
 		{"export", fifo, "--to", "json", "-o", filepath.Join(dir, "o.json")},
 		{"whatif", fifo},
+		{"holders", fifo},
+		{"explain", fifo},
+		{"diff", fifo, fifo},
 		{"replay", "--headless", "1s", fifo},
 	} {
 		done := make(chan string, 1)
