@@ -156,10 +156,7 @@ func TestDirSourceManyNew(t *testing.T) {
 // An existing 21 MB JSON snapshot opens (its check takes longer than the
 // old fixed scan pause).
 func TestDirSourceLargeExistingJSON(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed to generate the snapshot")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	dir := t.TempDir()
 	p := filepath.Join(dir, "big.json")
 	src := `import json, sys

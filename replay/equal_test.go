@@ -7,16 +7,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // A capture whose traces come before its segments meets its stacks in the
 // other order than the export, which writes segments first: the round
 // trip renumbers the stack ids, and SameModel (frame contents) still holds.
 func TestRoundTripRenumbersStacks(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed to generate the test pickle")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	p := filepath.Join(t.TempDir(), "traces_first.pickle")
 	src := `import pickle, sys
 a = [{'filename': 'a.py', 'line': 1, 'name': 'fa'}]

@@ -8,15 +8,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // pyPickle runs a Python snippet that pickles `snap` (protocol 4) to path.
 func pyPickle(t *testing.T, path, body string) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("python3 is needed to generate test pickles")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	src := "import pickle, sys\n" + body + "\nwith open(sys.argv[1], 'wb') as f:\n    pickle.dump(snap, f, protocol=4)\n"
 	if out, err := exec.Command(py, "-c", src, path).CombinedOutput(); err != nil {
 		t.Fatalf("python: %v\n%s", err, out)
