@@ -398,16 +398,15 @@ func (p *pickleEmitter) rawInt(v int64) {
 	}
 }
 
+// uint writes an address or stream handle. A value above 2^63−1 is written
+// as the int64 with the same 64 bits (an 8-byte LONG1, negative to Python):
+// that is how torch's own dumps carry such values (its C++ side casts
+// addresses and stream handles to int64_t), PyTorch's memory viewer reads
+// LONG1 of at most 8 bytes only, and npumon's decoder reads a negative
+// address or stream back as the same uint64. No value is ever written as a
+// 9-byte long.
 func (p *pickleEmitter) uint(v uint64) {
-	if v <= math.MaxInt64 {
-		p.int(int64(v))
-		return
-	}
-	p.item()
-	var b [9]byte
-	binary.LittleEndian.PutUint64(b[:8], v)
-	p.w.Write([]byte{opLong1, 9})
-	p.w.Write(b[:])
+	p.int(int64(v))
 }
 
 func (p *pickleEmitter) str(s string) {
