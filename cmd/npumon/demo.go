@@ -152,11 +152,18 @@ func (wf *workloadFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&wf.out, "out", "", "write snapshot pickles and profiler directories here")
 	f.IntVar(&wf.snapshotEvery, "snapshot-every", 10, "with --out: a snapshot pickle every N steps (0: only on OOM)")
 	f.IntVar(&wf.steps, "steps", 0, "stop the job after N steps (0: run until interrupted)")
-	f.StringVar(&wf.allocConf, "alloc-conf", os.Getenv("PYTORCH_NPU_ALLOC_CONF"), "allocator settings (PYTORCH_NPU_ALLOC_CONF syntax)")
+	f.StringVar(&wf.allocConf, "alloc-conf", "", "allocator settings (PYTORCH_NPU_ALLOC_CONF syntax; default: $PYTORCH_NPU_ALLOC_CONF or its alias $PYTORCH_ALLOC_CONF)")
 }
 
 // config turns the flags into a paced workload configuration.
 func (wf *workloadFlags) config() (workload.Config, error) {
+	if wf.allocConf == "" {
+		conf, _, err := allocator.EnvConf(os.LookupEnv)
+		if err != nil {
+			return workload.Config{}, usageError{err}
+		}
+		wf.allocConf = conf
+	}
 	sc, err := workload.ParseScenario(wf.scenario)
 	if err != nil {
 		return workload.Config{}, usageError{err}

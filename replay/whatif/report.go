@@ -56,8 +56,12 @@ func (d *DeviceResult) FidelityLine() string {
 	s := fmt.Sprintf("baseline fidelity: reserved curve max |Δ| %s, mean |Δ| %s over %d points (%.2f%% of the recorded peak); peak Δ %s, final Δ %s",
 		allocator.FormatSize(f.MaxAbsDiff), allocator.FormatSize(int64(f.MeanAbsDiff+0.5)), f.Points, 100*f.Relative,
 		signedSize(f.PeakDiff), signedSize(f.FinalDiff))
-	if !f.RecordedSegmentEvents {
-		s += " (the trace has no segment events, so the recorded curve is flat at the final reserved bytes: trust the final Δ)"
+	switch {
+	case !f.RecordedSegmentEvents:
+		s += " (the trace has no segment events, so the recorded curve is flat at the final reserved bytes: trust only the final Δ)"
+	case !f.CurvePinned:
+		s += fmt.Sprintf(" (the trace has only %d segment events where the baseline needed %d, so the recorded curve between them is not pinned: trust only the final Δ)",
+			d.Recorded.SegmentAllocs+d.Recorded.SegmentFrees, d.Runs[0].SegmentAllocs+d.Runs[0].SegmentFrees)
 	}
 	return s
 }

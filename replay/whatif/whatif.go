@@ -170,6 +170,18 @@ type Fidelity struct {
 	// events: the recorded curve is then flat at the final reserved bytes
 	// and the comparison mostly measures that.
 	RecordedSegmentEvents bool `json:"recorded_segment_events"`
+	// CurvePinned is false when the recorded segment events are too few
+	// to pin the recorded curve between the start and the end: none at
+	// all, or fewer than half as many as the baseline needed (the trace
+	// lost some — a late start, a ring buffer that dropped the oldest, a
+	// skip_actions filter). Only FinalDiff is then trustworthy.
+	CurvePinned bool `json:"curve_pinned"`
+}
+
+// curvePinned is Fidelity.CurvePinned for recorded and simulated counts
+// of segment events.
+func curvePinned(recorded, simulated int64) bool {
+	return recorded > 0 && 2*recorded >= simulated
 }
 
 // At returns the curve's value after entry i.
@@ -190,30 +202,60 @@ func At(c []Point, i int) int64 {
 }
 
 // BaselineConfig returns the configuration the recording ran with: the
-// file's allocator_settings when present, else the flavour's defaults,
-// and a line saying which.
+// file's allocator_settings when present, else the flavour's defaults, and
+// a line saying which. segment_map / segment_unmap entries are written only
+// by expandable segments, so a trace that has them turns expandable
+// segments on in the baseline whatever the settings say (torch_npu files
+// have no allocator_settings at all); the line says so.
 func BaselineConfig(s *allocator.Snapshot, f allocator.Flavour) (allocator.Config, string) {
 	cfg := allocator.DefaultConfig(f)
+	maps := segmentMapEvents(s)
 	st := s.Settings
+	var src string
 	if st == nil {
-		return cfg, "defaults (the file has no allocator_settings)"
+		src = "defaults (the file has no allocator_settings)"
+	} else {
+		cfg.Raw = st.Conf
+		if st.MaxSplitSize >= 0 {
+			cfg.MaxSplitSize = st.MaxSplitSize
+		}
+		cfg.GCThreshold = st.GarbageCollectionThreshold
+		cfg.ExpandableSegments = st.ExpandableSegments
+		for mib, div := range st.RoundupPower2Divisions {
+			if mib > 0 {
+				cfg.RoundupDivisions[min(bits.Len64(uint64(mib))-1, 15)] = div
+			}
+		}
+		key := st.ConfKey
+		if key == "" {
+			key = cfg.ConfKey()
+		}
+		src = fmt.Sprintf("the file's allocator_settings (%s=%q)", key, st.Conf)
 	}
-	cfg.Raw = st.Conf
-	if st.MaxSplitSize >= 0 {
-		cfg.MaxSplitSize = st.MaxSplitSize
+	if maps > 0 && !cfg.ExpandableSegments {
+		cfg.ExpandableSegments = true
+		if cfg.Raw == "" {
+			cfg.Raw = "expandable_segments:True"
+		} else {
+			cfg.Raw += ",expandable_segments:True"
+		}
+		src += fmt.Sprintf(", with expandable_segments:True because the trace has %d segment_map/segment_unmap entries (only expandable segments write them)", maps)
 	}
-	cfg.GCThreshold = st.GarbageCollectionThreshold
-	cfg.ExpandableSegments = st.ExpandableSegments
-	for mib, div := range st.RoundupPower2Divisions {
-		if mib > 0 {
-			cfg.RoundupDivisions[min(bits.Len64(uint64(mib))-1, 15)] = div
+	return cfg, src
+}
+
+// segmentMapEvents counts the segment_map and segment_unmap entries of
+// every device trace.
+func segmentMapEvents(s *allocator.Snapshot) int {
+	n := 0
+	for _, tr := range s.DeviceTraces {
+		for i := range tr {
+			if a := tr[i].Action; a == allocator.ActionSegmentMap || a == allocator.ActionSegmentUnmap {
+				n++
+			}
 		}
 	}
-	key := st.ConfKey
-	if key == "" {
-		key = cfg.ConfKey()
-	}
-	return cfg, fmt.Sprintf("the file's allocator_settings (%s=%q)", key, st.Conf)
+	return n
 }
 
 // FileFlavour is the flavour a capture's allocator had: torch_npu files are
@@ -319,7 +361,9 @@ func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Fl
 		rec := dr.Recorded.Reserved
 		dr.Fidelity.PeakDiff = dr.Runs[0].PeakReserved - dr.Recorded.PeakReserved
 		dr.Fidelity.FinalDiff = dr.Runs[0].FinalReserved - rec[len(rec)-1].Bytes
-		dr.Fidelity.RecordedSegmentEvents = dr.Recorded.SegmentAllocs+dr.Recorded.SegmentFrees > 0
+		recEvents := int64(dr.Recorded.SegmentAllocs + dr.Recorded.SegmentFrees)
+		dr.Fidelity.RecordedSegmentEvents = recEvents > 0
+		dr.Fidelity.CurvePinned = curvePinned(recEvents, dr.Runs[0].SegmentAllocs+dr.Runs[0].SegmentFrees)
 		dr.input = nil
 	}
 	return res, nil

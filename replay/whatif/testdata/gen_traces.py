@@ -22,6 +22,11 @@ are known:
   workspace.pickle      torch_npu style with the synthetic workspace_snapshot,
       segment_alloc, alloc triple torch_npu prepends for a workspace allocator
       block (8 MiB), then a 4 MiB request in a 20 MiB segment, freed.
+  expandable.pickle     torch_npu style with expandable segments (segment_map,
+      no allocator_settings): a 40 MiB request maps two 20 MiB pages and is
+      freed; a 20 MiB request reuses the front; a 40 MiB request then takes the
+      free 20 MiB tail and one more mapped page. Reserved peaks at 60 MiB;
+      classic segments would need 80 MiB (a second 40 MiB segment).
 
 Run: python3 gen_traces.py  (writes the .pickle files next to this script).
 """
@@ -169,8 +174,27 @@ def workspace():
     dump("workspace.pickle", {"segments": segs, "device_traces": [tr]})
 
 
+def expandable():
+    S = 0xFFFF_A000_1000
+    B = 0x12C0_0000_0000  # the stream's expandable segment (large pool)
+    tr = [
+        entry("segment_map", B, 40 * MiB, S),
+        entry("alloc", B, 40 * MiB - 32, S),
+        entry("free_requested", B, 40 * MiB - 32, S),
+        entry("free_completed", B, 40 * MiB - 32, S),
+        entry("alloc", B, 20 * MiB - 32, S),
+        entry("segment_map", B + 40 * MiB, 20 * MiB, S),
+        entry("alloc", B + 20 * MiB, 40 * MiB - 32, S),
+    ]
+    seg = segment(B, 60 * MiB, S, [(20 * MiB, 20 * MiB - 32, "active_allocated"),
+                                   (40 * MiB, 40 * MiB - 32, "active_allocated")])
+    seg["is_expandable"] = True
+    dump("expandable.pickle", {"segments": [seg], "device_traces": [tr]})
+
+
 if __name__ == "__main__":
     fragmentation()
     max_split()
     deferred()
     workspace()
+    expandable()
