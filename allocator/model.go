@@ -265,6 +265,9 @@ type Snapshot struct {
 	Segments            []Segment
 	DeviceTraces        [][]TraceEntry // index = device ordinal, oldest first
 	Settings            *Settings      // nil when the source has none
+	// TorchNPU is true for a dump written by torch_npu (its round_size
+	// pads requests by 32 bytes); the decoder decides it from the content.
+	TorchNPU bool
 	ExternalAnnotations []Annotation
 	// Stacks is the interned stack table; Stacks[NoStack] is empty.
 	Stacks []Stack

@@ -90,3 +90,10 @@ func (c *Config) expandablePageSize(small bool) int64 {
 }
 
 func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
+
+// RoundSize is round_size: the block size the allocator hands out for a
+// request of size bytes before any unsplit remainder (torch_npu's 32-byte
+// pad when Pad32, the 512-byte minimum and roundup_power2_divisions). A
+// block is never smaller; it is larger only when the free block it came
+// from was not split.
+func (c *Config) RoundSize(size int64) int64 { return c.roundSize(size) }

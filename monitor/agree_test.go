@@ -93,11 +93,12 @@ func TestStoreAgreesWithStats(t *testing.T) {
 					a := at.Devices[0]
 					s := st.Summary(dev, cursorAfter(st, dev, i))
 					if s.Segments != a.Segments || s.ReservedBytes != a.ReservedBytes || s.ActiveBytes != a.ActiveBytes ||
-						s.LargestFreeBlock != a.LargestFreeBlockBytes || s.Blocks != a.Blocks {
-						t.Fatalf("device %d after entry %d: segments %d reserved %d active %d largest free %d blocks %d;\n"+
-							"stats: segments %d reserved %d active %d largest free %d blocks %d", dev, i,
-							s.Segments, s.ReservedBytes, s.ActiveBytes, s.LargestFreeBlock, s.Blocks,
-							a.Segments, a.ReservedBytes, a.ActiveBytes, a.LargestFreeBlockBytes, a.Blocks)
+						s.LargestFreeBlock != a.LargestFreeBlockBytes || s.Blocks != a.Blocks || s.LiveBlocks != a.LiveBlocks ||
+						s.TotalFreeBytes != a.InactiveBytes || s.Fragmentation != a.FreeFragmentation {
+						t.Fatalf("device %d after entry %d: segments %d reserved %d active %d largest free %d blocks %d live %d inactive %d;\n"+
+							"stats: segments %d reserved %d active %d largest free %d blocks %d live %d inactive %d", dev, i,
+							s.Segments, s.ReservedBytes, s.ActiveBytes, s.LargestFreeBlock, s.Blocks, s.LiveBlocks, s.TotalFreeBytes,
+							a.Segments, a.ReservedBytes, a.ActiveBytes, a.LargestFreeBlockBytes, a.Blocks, a.LiveBlocks, a.InactiveBytes)
 					}
 				}
 			}

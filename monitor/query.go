@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
 )
 
 // Queries. Cursor semantics: the state AFTER every entry with Time ≤ cursor;
@@ -88,7 +89,9 @@ func (d *devLog) event(j int64) Event {
 type measured struct {
 	cp            *checkpoint // the state measured (cp.at == the cursor's position)
 	segs, live    int         // live counts every live block, even outside all segments
+	tiles         int         // blocks tiling the segments: live ones inside them and the gaps
 	free, largest int64
+	allocated     int64 // Σ block sizes of active_allocated blocks inside the segments
 }
 
 // checkpointAt returns the segment map after n entries as a sorted
@@ -132,7 +135,7 @@ func (d *devLog) measureAt(n int64) measured {
 		return m
 	}
 	m = measured{cp: cp, live: len(cp.blocks)}
-	m.segs, m.free, m.largest = measure(cp.segs, cp.blocks)
+	m.segs, m.tiles, m.free, m.largest, m.allocated = measure(cp.segs, cp.blocks)
 	d.remember(m)
 	return m
 }
@@ -352,12 +355,12 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
 	m := d.measureAt(n)
 	sum.Segments = m.segs
-	sum.Blocks = m.live
+	sum.Blocks, sum.LiveBlocks = m.tiles, m.live
+	sum.MapAllocatedBytes = m.allocated
 	sum.TotalFreeBytes, sum.LargestFreeBlock = m.free, m.largest
-	if sum.TotalFreeBytes > 0 {
-		sum.Fragmentation = 1 - float64(sum.LargestFreeBlock)/float64(sum.TotalFreeBytes)
-	}
+	sum.Fragmentation = replay.FreeFragmentation(sum.LargestFreeBlock, sum.TotalFreeBytes)
 	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(&d.active, d.initActive, n)
+	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()
 	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
 	sum.PeakAllocatedBytes, _ = d.peak(&d.allocated, d.initAllocated, n)
 	sum.OOMs = countBelow(d.byAction[allocator.ActionOOM], n)

@@ -188,6 +188,17 @@ type entryView struct {
 type overrides struct {
 	blocks map[int64]liveBlock
 	segs   map[int64]allocator.Segment
+	// round is the block size of a request that does not survive
+	// (replay.SizeRounder of the capture); nil keeps the requested size.
+	round func(int64) int64
+}
+
+// blockSize is the size a block for a request of n bytes gets.
+func (ov *overrides) blockSize(n int64) int64 {
+	if ov == nil || ov.round == nil {
+		return n
+	}
+	return ov.round(n)
 }
 
 // apply rolls the state forward over one entry (sequence seq) and returns the
@@ -195,7 +206,7 @@ type overrides struct {
 func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (pendingDelta int64) {
 	switch e.action {
 	case allocator.ActionAlloc:
-		b := liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames, state: allocator.StateActiveAllocated}
+		b := liveBlock{addr: e.addr, size: ov.blockSize(e.size), req: e.size, frames: e.frames, state: allocator.StateActiveAllocated}
 		if ov != nil {
 			if o, ok := ov.blocks[seq]; ok {
 				b = o
@@ -210,7 +221,7 @@ func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (p
 	case allocator.ActionFreeRequested:
 		b, ok := st.getBlock(e.addr)
 		if !ok {
-			b = liveBlock{addr: e.addr, size: e.size, req: e.size, frames: e.frames, born: seq}
+			b = liveBlock{addr: e.addr, size: ov.blockSize(e.size), req: e.size, frames: e.frames, born: seq}
 		} else if b.state == allocator.StateActivePendingFree {
 			return 0
 		}
@@ -357,11 +368,13 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 }
 
 // measure walks segments and blocks exactly as build does and returns
-// only what Summary needs — the number of segments build keeps and the
-// total and largest free range — without building anything.
-func measure(segs []allocator.Segment, blocks []liveBlock) (n int, free, largest int64) {
+// only what Summary needs — the number of segments build keeps, the number
+// of blocks tiling them (live and inactive), the total and largest free
+// range and Σ active_allocated block sizes — without building anything.
+func measure(segs []allocator.Segment, blocks []liveBlock) (n, tiles int, free, largest, allocated int64) {
 	bi := 0
 	gap := func(size int64) {
+		tiles++
 		free += size
 		largest = max(largest, size)
 	}
@@ -377,6 +390,10 @@ func measure(segs []allocator.Segment, blocks []liveBlock) (n int, free, largest
 		for bi < len(blocks) && blocks[bi].addr < end {
 			b := blocks[bi]
 			bi++
+			tiles++
+			if b.state == allocator.StateActiveAllocated {
+				allocated += b.size
+			}
 			if b.addr > cur {
 				gap(int64(b.addr - cur))
 			}
@@ -388,7 +405,7 @@ func measure(segs []allocator.Segment, blocks []liveBlock) (n int, free, largest
 			gap(int64(end - cur))
 		}
 	}
-	return n, free, largest
+	return n, tiles, free, largest, allocated
 }
 
 // stateFromSegments loads segments (with blocks) as a mutable state,

@@ -98,24 +98,33 @@ type Series struct {
 
 // Summary describes a device at a cursor.
 type Summary struct {
-	Device             int
-	TimeBase           TimeBase
-	Cursor             int64
-	Applied            int64
-	Entries            int64 // total entries in the log
-	FirstTime          int64
-	LastTime           int64
-	ActiveBytes        int64
-	AllocatedBytes     int64
-	ReservedBytes      int64
-	Segments           int
-	Blocks             int // live allocations (as `npumon stats` counts them)
-	LargestFreeBlock   int64
-	TotalFreeBytes     int64   // Σ free ranges (gaps) of the segment map at the cursor
-	Fragmentation      float64 // 1 − largest free / total free; 0 when nothing is free
-	PeakActiveBytes    int64   // peak so far (up to the cursor)
-	PeakActiveTime     int64
-	PeakReservedBytes  int64
+	Device      int
+	TimeBase    TimeBase
+	Cursor      int64
+	Applied     int64
+	Entries     int64 // total entries in the log
+	FirstTime   int64
+	LastTime    int64
+	ActiveBytes int64
+	// AllocatedBytes is the allocated series: active bytes less pending
+	// frees, in the trace's unit (requested bytes), or the allocated
+	// bytes a profiler's memory records state.
+	AllocatedBytes int64
+	// MapAllocatedBytes is Σ block size of the active_allocated blocks of
+	// the segment map at the cursor (rounded sizes: allocated_bytes).
+	MapAllocatedBytes int64
+	ReservedBytes     int64
+	Segments          int
+	Blocks            int // blocks tiling the segments, inactive ones included (as `npumon stats` counts them)
+	LiveBlocks        int // live allocations (as `npumon stats` counts them)
+	LargestFreeBlock  int64
+	TotalFreeBytes    int64   // Σ free ranges (gaps) of the segment map at the cursor: inactive_bytes
+	Fragmentation     float64 // free_fragmentation: 1 − largest free / total free; 0 when nothing is free
+	PeakActiveBytes   int64   // peak so far (up to the cursor)
+	PeakActiveTime    int64
+	PeakActiveAtStart bool // the peak is the state before the first entry (PeakActiveTime is then no entry's time)
+	PeakReservedBytes int64
+	// PeakAllocatedBytes is the peak of the allocated series (its unit).
 	PeakAllocatedBytes int64
 	OOMs               int
 	Dropped            int64 // entries a live producer dropped (gap records) up to the cursor

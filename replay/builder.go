@@ -160,7 +160,8 @@ type builder struct {
 	strs    map[string]string
 
 	// schema evidence
-	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawTime, sawSettings, sawStream bool
+	evidence string // why schema decided as it did
+	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawCUDAConf, sawTime, sawSettings, sawStream, sawStreamZero bool
 
 	accs []*traceAcc // streaming: per device, nil where the trace was empty
 
@@ -493,6 +494,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		case "stream":
 			e.Stream, err = b.u64(d, key, v)
 			b.sawStream = b.sawStream || e.Stream != 0
+			b.sawStreamZero = b.sawStreamZero || (err == nil && e.Stream == 0)
 		case "device_free":
 			e.DeviceFree, err = b.i64(d, key, v)
 		case "time_us":
@@ -582,6 +584,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		case "stream":
 			s.Stream, err = b.u64(d, key, v)
 			b.sawStream = b.sawStream || s.Stream != 0
+			b.sawStreamZero = b.sawStreamZero || (err == nil && s.Stream == 0)
 		case "segment_type":
 			var t string
 			if t, err = b.str(d, key, v); err == nil {
@@ -858,7 +861,7 @@ func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
 			return nil, "", fmt.Errorf("%w: top-level %w", ErrNotSnapshot, err)
 		}
 		snap.Segments = top.l.segs
-		schema = SchemaTorch113
+		schema, b.evidence = SchemaTorch113, "a bare list of segments (the torch 1.13 layout)"
 	case kDict:
 		d := top.d
 		if top.gen != d.gen {
@@ -891,7 +894,7 @@ func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
 			}
 			snap.Settings = st
 		}
-		schema = b.schema()
+		schema, b.evidence = b.schema(b.stacks.Stacks())
 	default:
 		return nil, "", fmt.Errorf("%w: the top-level value is a %s, not a dict or a list of segments", ErrNotSnapshot, top.k)
 	}
@@ -907,18 +910,77 @@ const (
 	SchemaTorchNPU = "torch_npu"
 )
 
-// schema classifies a dict snapshot from what the decoder saw.
-func (b *builder) schema() string {
+// schema classifies a dict snapshot from what the decoder saw and says
+// which evidence decided, strongest first: torch_npu-only actions and
+// settings keys; frames inside torch_npu or inside torch's CUDA code; the
+// torch 2.0 layout; time_us and allocator_settings (torch_npu writes
+// neither); stream 0 (CUDA's default stream; torch_npu's streams are
+// aclrtStream handles); and last, weakly, non-zero streams alone.
+func (b *builder) schema(stacks []allocator.Stack) (string, string) {
+	npu, cuda := frameEvidence(stacks)
 	switch {
-	case b.sawWorkspace || b.sawNPUConf:
-		return SchemaTorchNPU
+	case b.sawWorkspace:
+		return SchemaTorchNPU, "workspace_snapshot entries (torch_npu's workspace triples)"
+	case b.sawNPUConf:
+		return SchemaTorchNPU, "allocator_settings names PYTORCH_NPU_ALLOC_CONF"
+	case npu > cuda:
+		return SchemaTorchNPU, fmt.Sprintf("%d frames inside torch_npu (%d inside torch's CUDA code)", npu, cuda)
 	case b.sawHistory || b.sawNoAddr:
-		return SchemaTorch20
-	case !b.sawTime && !b.sawSettings && b.sawStream:
-		// torch_npu never records time_us and its streams are real handles.
-		return SchemaTorchNPU
+		return SchemaTorch20, "blocks carry history / no address (the torch 2.0 layout)"
+	case b.sawCUDAConf:
+		return SchemaTorch21, "allocator_settings names PYTORCH_CUDA_ALLOC_CONF"
+	case cuda > npu:
+		return SchemaTorch21, fmt.Sprintf("%d frames inside torch's CUDA code (%d inside torch_npu)", cuda, npu)
+	case b.sawTime:
+		return SchemaTorch21, "trace entries carry time_us (torch_npu records none)"
+	case b.sawSettings:
+		return SchemaTorch21, "allocator_settings present (torch_npu writes none)"
+	case b.sawStreamZero:
+		return SchemaTorch21, "stream 0 is CUDA's default stream (torch_npu's streams are aclrtStream handles)"
+	case b.sawStream:
+		return SchemaTorchNPU, "only non-zero stream handles, and nothing else decides (weak evidence)"
 	}
-	return SchemaTorch21
+	return SchemaTorch21, "nothing decides: PyTorch's CUDA layout assumed"
+}
+
+// frameEvidence counts the distinct frames that lie inside torch_npu and
+// inside torch's CUDA code (Python files or C++ symbols).
+func frameEvidence(stacks []allocator.Stack) (npu, cuda int) {
+	seen := make(map[allocator.Frame]struct{})
+	for _, st := range stacks {
+		for _, f := range st {
+			if _, ok := seen[f]; ok {
+				continue
+			}
+			seen[f] = struct{}{}
+			switch {
+			case isNPUFrame(f):
+				npu++
+			case isCUDAFrame(f):
+				cuda++
+			}
+		}
+	}
+	return npu, cuda
+}
+
+func isNPUFrame(f allocator.Frame) bool {
+	for _, m := range []string{"torch_npu", "c10_npu", "NPUCachingAllocator", "at_npu::", "aclrt"} {
+		if strings.Contains(f.Filename, m) || strings.Contains(f.Name, m) {
+			return true
+		}
+	}
+	return false
+}
+
+func isCUDAFrame(f allocator.Frame) bool {
+	name := strings.ReplaceAll(f.Filename, "\\", "/")
+	for _, m := range []string{"torch/cuda/", "c10/cuda/", "libc10_cuda", "libtorch_cuda", "CUDACachingAllocator", "c10::cuda::", "cudaMalloc"} {
+		if strings.Contains(name, m) || strings.Contains(f.Name, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // settings converts the allocator_settings plain dict.
@@ -939,6 +1001,8 @@ func (b *builder) settings(d *dict) (*allocator.Settings, error) {
 			st.ConfKey, st.Conf = key, v.s
 			if strings.Contains(key, "NPU") {
 				b.sawNPUConf = true
+			} else if strings.Contains(key, "CUDA") || strings.Contains(key, "HIP") {
+				b.sawCUDAConf = true
 			}
 		case key == "max_split_size":
 			x, ok := v.int64()

@@ -15,6 +15,9 @@ type Capture struct {
 	Path     string // the file it came from ("" for Decode without a name)
 	Format   string // FormatPickle or FormatJSON
 	Schema   string // SchemaTorch113, SchemaTorch20, SchemaTorch21 or SchemaTorchNPU
+	// SchemaEvidence says what in the file decided Schema (torch_npu or
+	// PyTorch's CUDA allocator, and which layout).
+	SchemaEvidence string
 	Snapshot *allocator.Snapshot
 }
 
@@ -112,18 +115,22 @@ func decodeFormat(r io.Reader, size int64, opts Options, stream bool) (*Capture,
 			continue
 		}
 		switch {
-		case c == opProto:
-			snap, schema, err := decodePickle(in, b)
+		case c == opProto || c == '{' || c == '[':
+			var snap *allocator.Snapshot
+			var schema, format string
+			var err error
+			if c == opProto {
+				format = FormatPickle
+				snap, schema, err = decodePickle(in, b)
+			} else {
+				format = FormatJSON
+				snap, schema, err = decodeJSON(in, b)
+			}
 			if err != nil {
 				return nil, nil, err
 			}
-			return &Capture{Format: FormatPickle, Schema: schema, Snapshot: snap}, b.accs, nil
-		case c == '{' || c == '[':
-			snap, schema, err := decodeJSON(in, b)
-			if err != nil {
-				return nil, nil, err
-			}
-			return &Capture{Format: FormatJSON, Schema: schema, Snapshot: snap}, b.accs, nil
+			snap.TorchNPU = schema == SchemaTorchNPU
+			return &Capture{Format: format, Schema: schema, SchemaEvidence: b.evidence, Snapshot: snap}, b.accs, nil
 		}
 		if strings.IndexByte("(}]cld", c) >= 0 {
 			return nil, nil, fmt.Errorf("offset %d: a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read", in.offset())

@@ -15,40 +15,55 @@ import (
 // Stats is the summary `npumon stats` prints; its JSON form is the
 // command's --json output (sizes in bytes, times in epoch µs or null).
 type Stats struct {
-	Path          string        `json:"path"`
-	Kind          string        `json:"kind"` // always "snapshot"
-	Format        string        `json:"format"`
-	Schema        string        `json:"schema"`
-	HasTimestamps bool          `json:"has_timestamps"`
-	AtIndex       *int          `json:"at_index,omitempty"` // set with --at-index
-	Devices       []DeviceStats `json:"devices"`
+	Path           string        `json:"path"`
+	Kind           string        `json:"kind"` // always "snapshot"
+	Format         string        `json:"format"`
+	Schema         string        `json:"schema"`
+	SchemaEvidence string        `json:"schema_evidence"` // what in the file decided schema
+	HasTimestamps  bool          `json:"has_timestamps"`
+	AtIndex        *int          `json:"at_index,omitempty"` // set with --at-index
+	Devices        []DeviceStats `json:"devices"`
 }
 
-// DeviceStats are one device's figures. Without an index they describe the
-// final state; with one, Segments, Blocks, ReservedBytes, ActiveBytes,
-// AllocatedBytes, RequestedBytes, InactiveBytes and LargestFreeBlockBytes
-// describe the moment right after that trace entry (docs/timeline.md).
+// DeviceStats are one device's figures (docs/json.md defines each name).
+// Without an index they describe the final state; with one, the segment
+// map figures (Segments … FreeFragmentation) and ActiveBytes describe the
+// moment right after that trace entry (docs/timeline.md).
 type DeviceStats struct {
-	Device                int            `json:"device"`
-	Segments              int            `json:"segments"`
-	Blocks                int            `json:"blocks"`
-	ReservedBytes         int64          `json:"reserved_bytes"`
-	AllocatedBytes        int64          `json:"allocated_bytes"`
-	ActiveBytes           int64          `json:"active_bytes"`
-	RequestedBytes        int64          `json:"requested_bytes"`
-	InactiveBytes         int64          `json:"inactive_bytes"`
-	LargestFreeBlockBytes int64          `json:"largest_free_block_bytes"`
-	TraceEntries          int            `json:"trace_entries"`
-	Actions               map[string]int `json:"actions"`
-	FirstTimeUS           *int64         `json:"first_time_us"`
-	LastTimeUS            *int64         `json:"last_time_us"`
-	ActiveBytesAtStart    int64          `json:"active_bytes_at_start"`
-	PeakActiveBytes       int64          `json:"peak_active_bytes"`
-	PeakActiveIndex       int            `json:"peak_active_index"`
-	PeakActiveTimeUS      *int64         `json:"peak_active_time_us"`
-	ReservedBytesAtStart  int64          `json:"reserved_bytes_at_start"`
-	PeakReservedBytes     int64          `json:"peak_reserved_bytes"`
-	OOMEvents             int            `json:"oom_events"`
+	Device int `json:"device"`
+	// Segments and Blocks count the segment map: every block tiling the
+	// segments, inactive ones included.
+	Segments int `json:"segments"`
+	Blocks   int `json:"blocks"`
+	// LiveBlocks counts the live allocations (active_allocated and
+	// active_pending_free).
+	LiveBlocks    int   `json:"live_blocks"`
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// AllocatedBytes is Σ block size (rounded, as the allocator holds
+	// them) of active_allocated blocks; EstimatedBlocks of the live
+	// blocks have a size re-created as round_size(requested).
+	AllocatedBytes  int64 `json:"allocated_bytes"`
+	EstimatedBlocks int   `json:"estimated_blocks"`
+	// ActiveBytes is the active series: Σ requested bytes of the live
+	// allocations (pending frees included).
+	ActiveBytes           int64 `json:"active_bytes"`
+	RequestedBytes        int64 `json:"requested_bytes"`
+	InactiveBytes         int64 `json:"inactive_bytes"`
+	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
+	// FreeFragmentation is 1 − largest free block / inactive bytes (0
+	// when nothing is free).
+	FreeFragmentation    float64        `json:"free_fragmentation"`
+	TraceEntries         int            `json:"trace_entries"`
+	Actions              map[string]int `json:"actions"`
+	FirstTimeUS          *int64         `json:"first_time_us"`
+	LastTimeUS           *int64         `json:"last_time_us"`
+	ActiveBytesAtStart   int64          `json:"active_bytes_at_start"`
+	PeakActiveBytes      int64          `json:"peak_active_bytes"`
+	PeakActiveIndex      int            `json:"peak_active_index"`
+	PeakActiveTimeUS     *int64         `json:"peak_active_time_us"`
+	ReservedBytesAtStart int64          `json:"reserved_bytes_at_start"`
+	PeakReservedBytes    int64          `json:"peak_reserved_bytes"`
+	OOMEvents            int            `json:"oom_events"`
 }
 
 // StatsOptions select what ComputeStats reports.
@@ -60,7 +75,7 @@ type StatsOptions struct {
 // ComputeStats summarises a capture per device.
 func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 	s := c.Snapshot
-	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema,
+	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema, SchemaEvidence: c.SchemaEvidence,
 		HasTimestamps: s.HasTimestamps(), AtIndex: opts.AtIndex, Devices: []DeviceStats{}}
 	devices, err := selectDevices(s.Devices(), opts.Device)
 	if err != nil {
@@ -97,10 +112,12 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *De
 	final := deviceSegments(s, dev)
 	ds := acc.stats(dev, final, hasTime)
 	if atIndex != nil {
-		t := timelineOf(dev, entries, final, acc) // acc's fold serves it too
+		t := timelineOf(dev, entries, final, acc, SizeRounder(s)) // acc's fold serves it too
 		i := min(*atIndex, len(entries)-1)
-		segmentFigures(ds, t.StateAfter(i))
-		ds.Blocks, ds.ActiveBytes = t.LiveAfter(i)
+		segs, est := t.StateAfterEstimated(i)
+		segmentFigures(ds, segs)
+		ds.EstimatedBlocks = est
+		ds.LiveBlocks, ds.ActiveBytes = t.LiveAfter(i)
 		ds.ReservedBytes = ds.ReservedBytesAtStart
 		for j := 0; j <= i; j++ {
 			ds.ReservedBytes += ReservedDelta(&entries[j])
@@ -191,8 +208,11 @@ func freedState(a allocator.Action) allocator.BlockState {
 // allocations live before the first entry, in address order — (a) every
 // address whose first alloc-family entry frees it, (b) every active final
 // block the trace never names. The slice is the caller's.
-func (a *traceAcc) liveAtStart(final []allocator.Segment) []StartAlloc {
+func (a *traceAcc) liveAtStart(final []allocator.Segment, round func(int64) int64) []StartAlloc {
 	live := slices.Clone(a.firstFreed)
+	for i := range live { // (a): the trace knows the requested size only
+		live[i].Block.Size = round(live[i].Block.RequestedSize)
+	}
 	for i := range final {
 		for j := range final[i].Blocks {
 			b := &final[i].Blocks[j]
@@ -210,7 +230,7 @@ func (a *traceAcc) liveAtStart(final []allocator.Segment) []StartAlloc {
 
 // activeAtStart is the active series' start value: Σ liveAtStart.
 func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
-	return sumLive(a.liveAtStart(final))
+	return sumLive(a.liveAtStart(final, func(n int64) int64 { return n }))
 }
 
 func sumLive(live []StartAlloc) int64 {
@@ -225,11 +245,8 @@ func sumLive(live []StartAlloc) int64 {
 func (a *traceAcc) stats(dev int, final []allocator.Segment, hasTime bool) *DeviceStats {
 	ds := &DeviceStats{Device: dev, Actions: map[string]int{}, TraceEntries: a.n}
 	segmentFigures(ds, final)
-	ds.Blocks = 0
-	for i := range final {
-		ds.Blocks += len(final[i].Blocks)
-	}
 	ds.ActiveBytesAtStart = a.activeAtStart(final)
+	ds.ActiveBytes = ds.ActiveBytesAtStart + a.active // the active series' end
 	ds.ReservedBytesAtStart = ds.ReservedBytes - a.reserved
 	ds.PeakActiveBytes = ds.ActiveBytesAtStart + a.peakActive
 	ds.PeakActiveIndex = a.peakIndex
@@ -271,7 +288,7 @@ func StatsFile(path string, opts StatsOptions) (*Stats, error) {
 	for _, a := range accs {
 		hasTime = hasTime || (a != nil && a.firstTime != 0)
 	}
-	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema,
+	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema, SchemaEvidence: c.SchemaEvidence,
 		HasTimestamps: hasTime, Devices: []DeviceStats{}}
 	devices, err := selectDevices(streamDevices(s, accs), opts.Device)
 	if err != nil {
@@ -322,31 +339,45 @@ func selectDevices(devices []int, want *int) ([]int, error) {
 // segmentFigures fills the segment-derived figures from a segment list.
 func segmentFigures(ds *DeviceStats, segs []allocator.Segment) {
 	ds.Segments = len(segs)
-	ds.ReservedBytes, ds.AllocatedBytes, ds.ActiveBytes, ds.RequestedBytes, ds.InactiveBytes, ds.LargestFreeBlockBytes = 0, 0, 0, 0, 0, 0
+	ds.Blocks, ds.LiveBlocks = 0, 0
+	ds.ReservedBytes, ds.AllocatedBytes, ds.RequestedBytes, ds.InactiveBytes, ds.LargestFreeBlockBytes = 0, 0, 0, 0, 0
 	for i := range segs {
 		ds.ReservedBytes += segs[i].TotalSize
+		ds.Blocks += len(segs[i].Blocks)
 		for j := range segs[i].Blocks {
 			b := &segs[i].Blocks[j]
 			switch b.State {
 			case allocator.StateActiveAllocated:
 				ds.AllocatedBytes += b.Size
-				ds.ActiveBytes += b.Size
 				ds.RequestedBytes += b.RequestedSize
+				ds.LiveBlocks++
 			case allocator.StateActivePendingFree:
-				ds.ActiveBytes += b.Size
+				ds.LiveBlocks++
 			case allocator.StateInactive:
 				ds.InactiveBytes += b.Size
 				ds.LargestFreeBlockBytes = max(ds.LargestFreeBlockBytes, b.Size)
 			}
 		}
 	}
+	ds.FreeFragmentation = FreeFragmentation(ds.LargestFreeBlockBytes, ds.InactiveBytes)
+}
+
+// FreeFragmentation is 1 − largest free block / total free bytes: how
+// scattered the free space of the segment map is (0: one free block, or
+// nothing free). It is the one formula behind every free_fragmentation
+// figure (docs/json.md).
+func FreeFragmentation(largest, free int64) float64 {
+	if free <= 0 {
+		return 0
+	}
+	return 1 - float64(largest)/float64(free)
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // WriteText prints the stats as a readable table.
 func (st *Stats) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "%s: %s snapshot, %s", st.Path, st.Format, st.Schema)
+	fmt.Fprintf(w, "%s: %s snapshot, %s (%s)", st.Path, st.Format, st.Schema, st.SchemaEvidence)
 	if !st.HasTimestamps {
 		fmt.Fprint(w, ", no timestamps (indexed by entry)")
 	}
@@ -359,13 +390,18 @@ func (st *Stats) WriteText(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		row := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, value) }
 		row("segments", fmt.Sprint(d.Segments))
-		row("blocks", fmt.Sprint(d.Blocks))
+		row("blocks", fmt.Sprintf("%d (%d live)", d.Blocks, d.LiveBlocks))
 		row("reserved", FormatBytes(d.ReservedBytes))
-		row("allocated", FormatBytes(d.AllocatedBytes))
-		row("active", FormatBytes(d.ActiveBytes))
+		alloc := FormatBytes(d.AllocatedBytes)
+		if d.EstimatedBlocks > 0 {
+			alloc += fmt.Sprintf(", estimate: %d block sizes are round_size(requested)", d.EstimatedBlocks)
+		}
+		row("allocated", alloc)
+		row("active (requested)", FormatBytes(d.ActiveBytes))
 		row("requested", FormatBytes(d.RequestedBytes))
 		row("inactive", FormatBytes(d.InactiveBytes))
 		row("largest free block", FormatBytes(d.LargestFreeBlockBytes))
+		row("free fragmentation", fmt.Sprintf("%.1f%% (1 − largest free / inactive)", 100*d.FreeFragmentation))
 		row("trace entries", fmt.Sprint(d.TraceEntries))
 		if len(d.Actions) > 0 {
 			names := make([]string, 0, len(d.Actions))

@@ -21,7 +21,35 @@ type Timeline struct {
 
 	final []allocator.Segment // the device's final segments, shared with the snapshot
 	start []StartAlloc        // live allocations before entry 0 (traceAcc.liveAtStart)
+	round func(int64) int64   // block size of a request (SizeRounder)
 }
+
+// SizeRounder returns the block size the snapshot's allocator gives a
+// request: round_size with the file's roundup_power2_divisions and, for a
+// torch_npu dump, the 32-byte pad. Blocks the trace re-creates (it records
+// requested sizes only) get this size; it is exact unless the allocator
+// left a free block unsplit (docs/timeline.md).
+func SizeRounder(s *allocator.Snapshot) func(int64) int64 {
+	f := allocator.FlavourCUDA
+	if s != nil && s.TorchNPU {
+		f = allocator.FlavourNPU
+	}
+	var st *allocator.Settings
+	if s != nil {
+		st = s.Settings
+	}
+	cfg := allocator.ConfigFromSettings(st, f)
+	return func(n int64) int64 {
+		if n <= 0 {
+			return n
+		}
+		return cfg.RoundSize(n)
+	}
+}
+
+// Round is the block size the timeline gives a request of n bytes
+// (SizeRounder of its snapshot).
+func (t *Timeline) Round(n int64) int64 { return t.round(n) }
 
 // NewTimeline reads device's trace and final segments out of s. It fails only
 // for a device the snapshot does not mention.
@@ -55,7 +83,7 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 	for i := range entries {
 		acc.add(&entries[i])
 	}
-	t := timelineOf(device, entries, final, acc)
+	t := timelineOf(device, entries, final, acc, SizeRounder(s))
 	if withInitial {
 		t.Initial = t.StateAfter(-1)
 	}
@@ -63,8 +91,8 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 }
 
 // timelineOf is the Timeline (without Initial) of a trace acc has folded.
-func timelineOf(device int, entries []allocator.TraceEntry, final []allocator.Segment, acc *traceAcc) *Timeline {
-	t := &Timeline{Device: device, Entries: entries, final: final, start: acc.liveAtStart(final)}
+func timelineOf(device int, entries []allocator.TraceEntry, final []allocator.Segment, acc *traceAcc, round func(int64) int64) *Timeline {
+	t := &Timeline{Device: device, Entries: entries, final: final, start: acc.liveAtStart(final, round), round: round}
 	var reserved int64
 	for i := range final {
 		reserved += final[i].TotalSize
@@ -160,28 +188,49 @@ func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
 // for stats --at-index and as the oracle in tests. The result is a fresh
 // copy the caller owns.
 func (t *Timeline) StateAfter(i int) []allocator.Segment {
+	segs, _ := t.StateAfterEstimated(i)
+	return segs
+}
+
+// StateAfterEstimated is StateAfter plus the number of live blocks in the
+// segments whose size is round_size of the requested size (the trace
+// re-created them) rather than a block size the file records.
+func (t *Timeline) StateAfterEstimated(i int) ([]allocator.Segment, int) {
 	if i < -1 {
 		i = -1
 	}
-	st := newUndoState(t.final)
+	st := newUndoState(t.final, t.round)
 	for j := len(t.Entries) - 1; j > i; j-- {
 		st.undo(&t.Entries[j], t.Device)
 	}
-	return st.materialize()
+	segs := st.materialize()
+	n := 0
+	for k := range segs {
+		for _, b := range segs[k].Blocks {
+			if b.State.Active() && st.estimated[b.Address] {
+				n++
+			}
+		}
+	}
+	return segs, n
 }
 
 // undoState is the mutable state of the backwards walk: segments by base
 // address and live (active) blocks by address. Inactive blocks are not kept;
 // they are the gaps, re-tiled by materialize.
 type undoState struct {
-	segs   map[uint64]*allocator.Segment
-	blocks map[uint64]*allocator.Block
+	segs      map[uint64]*allocator.Segment
+	blocks    map[uint64]*allocator.Block
+	estimated map[uint64]bool // live blocks re-created from an entry (size = round(requested))
+	round     func(int64) int64
 }
 
-func newUndoState(final []allocator.Segment) *undoState {
+func newUndoState(final []allocator.Segment, round func(int64) int64) *undoState {
 	st := &undoState{
-		segs:   make(map[uint64]*allocator.Segment, len(final)),
-		blocks: make(map[uint64]*allocator.Block),
+		segs:      make(map[uint64]*allocator.Segment, len(final)),
+		blocks:    make(map[uint64]*allocator.Block),
+		estimated: make(map[uint64]bool),
+		round:     round,
 	}
 	for i := range final {
 		s := final[i]
@@ -208,16 +257,17 @@ func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 	switch e.Action {
 	case allocator.ActionAlloc:
 		delete(st.blocks, e.Addr)
+		delete(st.estimated, e.Addr)
 	case allocator.ActionFreeCompleted:
-		st.blocks[e.Addr] = entryBlock(e, allocator.StateActivePendingFree)
+		st.recreate(e, allocator.StateActivePendingFree)
 	case allocator.ActionFreeRequested:
 		if b, ok := st.blocks[e.Addr]; ok {
 			b.State = allocator.StateActiveAllocated
 		} else {
-			st.blocks[e.Addr] = entryBlock(e, allocator.StateActiveAllocated)
+			st.recreate(e, allocator.StateActiveAllocated)
 		}
 	case allocator.ActionFree:
-		st.blocks[e.Addr] = entryBlock(e, allocator.StateActiveAllocated)
+		st.recreate(e, allocator.StateActiveAllocated)
 	case allocator.ActionSegmentAlloc:
 		delete(st.segs, e.Addr)
 	case allocator.ActionSegmentFree:
@@ -229,7 +279,18 @@ func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 	}
 }
 
-// entryBlock is the live block a free entry describes, re-created in state.
+// recreate puts back the live block a free entry describes, its size
+// round(requested).
+func (st *undoState) recreate(e *allocator.TraceEntry, state allocator.BlockState) {
+	b := entryBlock(e, state)
+	b.Size = st.round(e.Size)
+	st.blocks[e.Addr] = b
+	st.estimated[e.Addr] = true
+}
+
+// entryBlock is the live block a free entry describes, re-created in state
+// with the requested size as both sizes (callers that know the rounding
+// replace Size).
 func entryBlock(e *allocator.TraceEntry, state allocator.BlockState) *allocator.Block {
 	return &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size, State: state, Frames: e.Frames}
 }

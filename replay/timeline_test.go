@@ -73,8 +73,8 @@ func TestTimelineStart(t *testing.T) {
 	}{
 		{0x10000, 1024, allocator.StateActiveAllocated},
 		{0x10400, 0x400, allocator.StateInactive},
-		{0x10800, 300, allocator.StateActiveAllocated},
-		{0x10800 + 300, 8192 - 0x800 - 300, allocator.StateInactive},
+		{0x10800, 512, allocator.StateActiveAllocated}, // round_size(300): the trace has requested sizes only
+		{0x10800 + 512, 8192 - 0x800 - 512, allocator.StateInactive},
 	}
 	if len(a.Blocks) != len(want) {
 		t.Fatalf("segment A blocks = %+v", a.Blocks)
@@ -217,8 +217,8 @@ func TestTimelineStartAllocs(t *testing.T) {
 		stream       uint64
 	}{
 		{0x10000, 1024, 1000, allocator.StateActiveAllocated, 7}, // ghost (b): the final block
-		{0x10800, 300, 300, allocator.StateActiveAllocated, 7},   // (a) by free_requested
-		{0x10c00, 64, 64, allocator.StateActivePendingFree, 9},   // (a) by free_completed
+		{0x10800, 512, 300, allocator.StateActiveAllocated, 7},   // (a) by free_requested; round_size(300)
+		{0x10c00, 512, 64, allocator.StateActivePendingFree, 9},  // (a) by free_completed; round_size(64)
 	}
 	got := tl.Start()
 	if len(got) != len(want) {

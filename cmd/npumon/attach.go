@@ -198,7 +198,7 @@ type attachSummaryJSON struct {
 }
 
 func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.ClientStatus) error {
-	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s), Connection: st.State.String(),
+	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s, summaryAttach), Connection: st.State.String(),
 		Received: st.Entries, MissedEntries: st.Missed}
 	out.Gaps, out.Resyncs = st.Gaps, st.Resyncs
 	if st.Err != nil {

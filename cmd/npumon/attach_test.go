@@ -47,7 +47,7 @@ func TestAttachHeadless(t *testing.T) {
 		t.Errorf("connection %+v", s)
 	}
 	if s.ReservedBytes != st.ReservedBytes[0].Current || s.ActiveBytes != st.RequestedBytes[0].Current ||
-		int64(s.Segments) != st.Segment[0].Current {
+		s.Segments == nil || int64(*s.Segments) != st.Segment[0].Current || s.PeakScope != "since attach" {
 		t.Errorf("attach saw reserved %d active %d segments %d; allocator has %d %d %d", s.ReservedBytes, s.ActiveBytes,
 			s.Segments, st.ReservedBytes[0].Current, st.RequestedBytes[0].Current, st.Segment[0].Current)
 	}

@@ -107,7 +107,7 @@ func newDemoCmd() *cobra.Command {
 				return werr
 			}
 			if m != nil {
-				return writeReplaySummary(c.OutOrStdout(), name, m.Summary())
+				return writeReplaySummary(c.OutOrStdout(), name, m.Summary(), summaryTrace)
 			}
 			return nil
 		},

@@ -38,7 +38,7 @@ func TestDemoHeadless(t *testing.T) {
 	var s replaySummaryJSON
 	runJSON(t, &s, "demo", "--headless", "700ms", "--rate", "20", "--layers", "2", "--device-mem", "16GiB")
 	if !strings.HasPrefix(s.Source, "demo · steady · pid ") || s.TimeBase != "epoch_us" || s.Entries < 1000 ||
-		s.Applied == 0 || s.Applied > s.Entries || s.ReservedBytes <= 0 || s.Segments == 0 || s.PeakActiveBytes < s.ActiveBytes {
+		s.Applied == 0 || s.Applied > s.Entries || s.ReservedBytes <= 0 || s.Segments == nil || *s.Segments == 0 || s.PeakActiveBytes < s.ActiveBytes {
 		t.Fatalf("summary %+v", s)
 	}
 }

@@ -120,7 +120,11 @@ func newReplayCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return writeReplaySummary(c.OutOrStdout(), path, m.Summary())
+				kind := summaryTrace
+				if !snapshot {
+					kind = summaryProfiler
+				}
+				return writeReplaySummary(c.OutOrStdout(), path, m.Summary(), kind)
 			}
 			return tui.Run(ctx, opts)
 		},
@@ -137,44 +141,81 @@ func newReplayCmd() *cobra.Command {
 	return c
 }
 
-// replaySummaryJSON is the --headless output.
+// replaySummaryJSON is the --headless output of every TUI command; each
+// name means what it means in `npumon stats --json` (docs/json.md). Times
+// (cursor, first_time, last_time, peak_active_time) are in time_base units.
+// Figures of the segment map are null for a source without one (profiler
+// data).
 type replaySummaryJSON struct {
-	Source            string  `json:"source"`
-	Device            int     `json:"device"`
-	TimeBase          string  `json:"time_base"`
-	Cursor            int64   `json:"cursor"`
-	Applied           int64   `json:"applied"`
-	Entries           int64   `json:"entries"`
-	FirstTime         int64   `json:"first_time"`
-	LastTime          int64   `json:"last_time"`
-	ActiveBytes       int64   `json:"active_bytes"`
-	AllocatedBytes    int64   `json:"allocated_bytes"`
-	ReservedBytes     int64   `json:"reserved_bytes"`
-	Segments          int     `json:"segments"`
-	Blocks            int     `json:"blocks"`
-	LargestFreeBlock  int64   `json:"largest_free_block"`
-	TotalFreeBytes    int64   `json:"total_free_bytes"`
-	Fragmentation     float64 `json:"fragmentation"`
-	PeakActiveBytes   int64   `json:"peak_active_bytes"`
-	PeakActiveTime    int64   `json:"peak_active_time"`
-	PeakReservedBytes int64   `json:"peak_reserved_bytes"`
-	OOMs              int     `json:"ooms"`
+	Source    string `json:"source"`
+	Device    int    `json:"device"`
+	TimeBase  string `json:"time_base"`
+	Cursor    int64  `json:"cursor"`
+	Applied   int64  `json:"applied"`
+	Entries   int64  `json:"entries"`
+	FirstTime int64  `json:"first_time"`
+	LastTime  int64  `json:"last_time"`
+	// ActiveBytes is the active series (requested bytes of live allocations).
+	ActiveBytes int64 `json:"active_bytes"`
+	// AllocatedBytes is Σ rounded block sizes of active_allocated blocks
+	// (the segment map's), or the allocated bytes profiler records state.
+	AllocatedBytes *int64 `json:"allocated_bytes"`
+	// RequestedBytes is Σ requested bytes of allocated (not pending-free)
+	// allocations; null for profiler records, which carry no requests.
+	RequestedBytes        *int64   `json:"requested_bytes"`
+	ReservedBytes         int64    `json:"reserved_bytes"`
+	Segments              *int     `json:"segments"`
+	Blocks                *int     `json:"blocks"`
+	LiveBlocks            *int     `json:"live_blocks"`
+	LargestFreeBlockBytes *int64   `json:"largest_free_block_bytes"`
+	InactiveBytes         *int64   `json:"inactive_bytes"`
+	FreeFragmentation     *float64 `json:"free_fragmentation"`
+	PeakActiveBytes       int64    `json:"peak_active_bytes"`
+	// PeakActiveTime is null when the peak is the state before the first entry.
+	PeakActiveTime    *int64 `json:"peak_active_time"`
+	PeakReservedBytes int64  `json:"peak_reserved_bytes"`
+	// PeakScope says what the peaks cover: "capture" (everything the source
+	// holds) or "since attach" (only what a live client has seen).
+	PeakScope string `json:"peak_scope"`
+	OOMs      int    `json:"ooms"`
 }
 
-func writeReplaySummary(w io.Writer, path string, s monitor.Summary) error {
-	return writeJSON(w, replaySummary(path, s))
+// summaryKind says what a summary's source holds.
+type summaryKind int
+
+const (
+	summaryTrace    summaryKind = iota // a snapshot or live trace: a segment map
+	summaryProfiler                    // profiler records: totals only, no segment map
+	summaryAttach                      // a live client: a segment map, peaks since attach
+)
+
+func writeReplaySummary(w io.Writer, path string, s monitor.Summary, kind summaryKind) error {
+	return writeJSON(w, replaySummary(path, s, kind))
 }
 
-// replaySummary fills replay's --headless JSON from a Summary, so that every
+// replaySummary fills the --headless JSON from a Summary, so that every
 // TUI command prints the same fields.
-func replaySummary(source string, s monitor.Summary) replaySummaryJSON {
-	return replaySummaryJSON{
+func replaySummary(source string, s monitor.Summary, kind summaryKind) replaySummaryJSON {
+	out := replaySummaryJSON{
 		Source: source, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
 		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,
-		AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes, Segments: s.Segments, Blocks: s.Blocks,
-		LargestFreeBlock: s.LargestFreeBlock, TotalFreeBytes: s.TotalFreeBytes, Fragmentation: s.Fragmentation,
-		PeakActiveBytes: s.PeakActiveBytes, PeakActiveTime: s.PeakActiveTime, PeakReservedBytes: s.PeakReservedBytes, OOMs: s.OOMs,
+		ReservedBytes: s.ReservedBytes, PeakActiveBytes: s.PeakActiveBytes, PeakReservedBytes: s.PeakReservedBytes,
+		OOMs: s.OOMs, PeakScope: "capture",
 	}
+	if !s.PeakActiveAtStart {
+		out.PeakActiveTime = &s.PeakActiveTime
+	}
+	if kind == summaryProfiler {
+		out.AllocatedBytes = &s.AllocatedBytes
+		return out
+	}
+	if kind == summaryAttach {
+		out.PeakScope = "since attach"
+	}
+	out.AllocatedBytes, out.RequestedBytes = &s.MapAllocatedBytes, &s.AllocatedBytes
+	out.Segments, out.Blocks, out.LiveBlocks = &s.Segments, &s.Blocks, &s.LiveBlocks
+	out.LargestFreeBlockBytes, out.InactiveBytes, out.FreeFragmentation = &s.LargestFreeBlock, &s.TotalFreeBytes, &s.Fragmentation
+	return out
 }
 
 // checkSpeed refuses a replay speed outside the range the UI's [ and ] keys

@@ -122,7 +122,13 @@ type watchSummaryJSON struct {
 }
 
 func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.Summary) error {
-	out := watchSummaryJSON{replaySummaryJSON: replaySummary(dir, s), Open: d.Current(),
+	kind := summaryTrace
+	for _, c := range d.List() {
+		if c.Path == d.Current() && c.Kind == monitor.CaptureProfiler {
+			kind = summaryProfiler
+		}
+	}
+	out := watchSummaryJSON{replaySummaryJSON: replaySummary(dir, s, kind), Open: d.Current(),
 		Captures: d.List(), Ops: d.Ops(), Errors: d.Errors()}
 	return writeJSON(w, out)
 }

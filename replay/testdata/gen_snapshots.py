@@ -124,10 +124,12 @@ def npu():
     ev("segment_alloc", ws, 8 * MiB, STACK_A)
     ev("alloc", ws, 8 * MiB, STACK_A)
     ev("segment_alloc", base, 20 * MiB, STACK_B)
-    ev("alloc", base, 6 * MiB, STACK_B)
-    ev("alloc", base + 6 * MiB, 2 * MiB, STACK_A)
-    ev("free_requested", base, 6 * MiB, STACK_B)
-    ev("free_completed", base, 6 * MiB, STACK_B)
+    # torch_npu pads every request by 32 bytes before rounding: a 6 MiB block
+    # is a request of 6 MiB - 32.
+    ev("alloc", base, 6 * MiB - 32, STACK_B)
+    ev("alloc", base + 6 * MiB, 2 * MiB - 32, STACK_A)
+    ev("free_requested", base, 6 * MiB - 32, STACK_B)
+    ev("free_completed", base, 6 * MiB - 32, STACK_B)
     ev("segment_map", base + 20 * MiB, 2 * MiB)
     ev("segment_unmap", base + 20 * MiB, 2 * MiB)
     ev("oom", 0, 40 * MiB)
@@ -140,10 +142,10 @@ def npu():
          "is_expandable": False, "frames": STACK_A,
          "blocks": [{"address": ws, "size": 8 * MiB, "requested_size": 8 * MiB, "state": "active_allocated", "frames": STACK_A}]},
         {"device": 0, "address": base, "total_size": 20 * MiB, "allocated_size": 2 * MiB, "active_size": 2 * MiB,
-         "requested_size": 2 * MiB, "stream": stream, "segment_pool_id": (0, 0), "segment_type": "large",
+         "requested_size": 2 * MiB - 32, "stream": stream, "segment_pool_id": (0, 0), "segment_type": "large",
          "is_expandable": False, "frames": STACK_B,
          "blocks": [{"address": base, "size": 6 * MiB, "requested_size": 0, "state": "inactive", "frames": []},
-                    {"address": base + 6 * MiB, "size": 2 * MiB, "requested_size": 2 * MiB, "state": "active_allocated", "frames": STACK_A},
+                    {"address": base + 6 * MiB, "size": 2 * MiB, "requested_size": 2 * MiB - 32, "state": "active_allocated", "frames": STACK_A},
                     {"address": base + 8 * MiB, "size": 12 * MiB, "requested_size": 0, "state": "inactive", "frames": []}]},
     ]
     return {"segments": segments, "device_traces": [trace]}

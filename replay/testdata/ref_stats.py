@@ -43,25 +43,104 @@ def with_addresses(seg):
     return out
 
 
+NPU_MARKS = ("torch_npu", "c10_npu", "NPUCachingAllocator", "at_npu::", "aclrt")
+CUDA_MARKS = ("torch/cuda/", "c10/cuda/", "libc10_cuda", "libtorch_cuda", "CUDACachingAllocator", "c10::cuda::", "cudaMalloc")
+
+
+def all_frames(top):
+    for s in top["segments"]:
+        yield from s.get("frames") or []
+        for b in s["blocks"]:
+            yield from b.get("frames") or []
+            for h in b.get("history") or []:
+                yield from h.get("frames") or []
+    for tr in top.get("device_traces", []):
+        for e in tr:
+            yield from e.get("frames") or []
+
+
+def frame_evidence(top):
+    npu = cuda = 0
+    seen = set()
+    for f in all_frames(top):
+        key = (f.get("filename", ""), f.get("line", 0), f.get("name", ""))
+        if key in seen:
+            continue
+        seen.add(key)
+        fn, name = key[0], key[2]
+        if any(m in fn or m in name for m in NPU_MARKS):
+            npu += 1
+        elif any(m in fn.replace("\\", "/") or m in name for m in CUDA_MARKS):
+            cuda += 1
+    return npu, cuda
+
+
 def schema_of(top, fmt):
+    """Schema and the evidence that decided it, strongest first."""
     if isinstance(top, list):
-        return "torch-1.13"
+        return "torch-1.13", "a bare list of segments (the torch 1.13 layout)"
     traces = [e for tr in top.get("device_traces", []) for e in tr]
     blocks = [b for s in top["segments"] for b in s["blocks"]]
     settings = top.get("allocator_settings")
-    if any(e["action"] == "workspace_snapshot" for e in traces) or (settings and "PYTORCH_NPU_ALLOC_CONF" in settings):
-        return "torch_npu"
+    keys = [k for k in (settings or {}) if k.endswith("_ALLOC_CONF")]
+    npu, cuda = frame_evidence(top)
+    streams = [s["stream"] for s in top["segments"] if "stream" in s] + [e["stream"] for e in traces if "stream" in e]
+    if any(e["action"] == "workspace_snapshot" for e in traces):
+        return "torch_npu", "workspace_snapshot entries (torch_npu's workspace triples)"
+    if any("NPU" in k for k in keys):
+        return "torch_npu", "allocator_settings names PYTORCH_NPU_ALLOC_CONF"
+    if npu > cuda:
+        return "torch_npu", "%d frames inside torch_npu (%d inside torch's CUDA code)" % (npu, cuda)
     if any(b.get("history") for b in blocks) or any("address" not in b for b in blocks):
-        return "torch-2.0"
-    streams = [s.get("stream", 0) for s in top["segments"]] + [e.get("stream", 0) for e in traces]
-    if not any("time_us" in e for e in traces) and not settings and any(streams):
-        return "torch_npu"
-    return "torch-2.1+"
+        return "torch-2.0", "blocks carry history / no address (the torch 2.0 layout)"
+    if any("CUDA" in k or "HIP" in k for k in keys):
+        return "torch-2.1+", "allocator_settings names PYTORCH_CUDA_ALLOC_CONF"
+    if cuda > npu:
+        return "torch-2.1+", "%d frames inside torch's CUDA code (%d inside torch_npu)" % (cuda, npu)
+    if any(e.get("time_us") is not None for e in traces):
+        return "torch-2.1+", "trace entries carry time_us (torch_npu records none)"
+    if settings is not None:
+        return "torch-2.1+", "allocator_settings present (torch_npu writes none)"
+    if any(x == 0 for x in streams):
+        return "torch-2.1+", "stream 0 is CUDA's default stream (torch_npu's streams are aclrtStream handles)"
+    if any(streams):
+        return "torch_npu", "only non-zero stream handles, and nothing else decides (weak evidence)"
+    return "torch-2.1+", "nothing decides: PyTorch's CUDA layout assumed"
 
 
-def undo_state(final_segs, entries, upto):
+def rounder(top, npu):
+    """round_size of the file's allocator (docs/reference/allocator-semantics.md §1)."""
+    div = [0] * 16
+    settings = top.get("allocator_settings") or {}
+    for k, v in (settings.get("roundup_power2_divisions") or {}).items():
+        mib = int(k)
+        if mib > 0:
+            div[min(mib.bit_length() - 1, 15)] = v
+
+    def round_size(n):
+        if n <= 0:
+            return n
+        if npu:
+            n += 32
+        if n < 512:
+            return 512
+        d = div[min(max(n.bit_length() - 1 - 20, 0), 15)]
+        if d > 1 and n > 512 * d:
+            if n & (n - 1) == 0:
+                return n
+            floor2 = 1 << (n.bit_length() - 1)
+            step = floor2 >> (d.bit_length() - 1)
+            if step == 0:
+                return floor2 << 1
+            return (n + step - 1) // step * step
+        return (n + 511) // 512 * 512
+    return round_size
+
+
+def undo_state(final_segs, entries, upto, rnd):
     """Segments and live blocks after entry `upto`, undoing later entries
-    (docs/reference/snapshot-format.md §6.5)."""
+    (docs/reference/snapshot-format.md §6.5); re-created blocks are
+    round_size(requested) and marked estimated."""
     segs = {s["address"]: dict(s) for s in final_segs}
     blocks = {}
     for s in final_segs:
@@ -73,14 +152,14 @@ def undo_state(final_segs, entries, upto):
         if act == "alloc":
             blocks.pop(a, None)
         elif act == "free_completed":
-            blocks[a] = {"address": a, "size": n, "requested_size": n, "state": "active_pending_free"}
+            blocks[a] = {"address": a, "size": rnd(n), "requested_size": n, "state": "active_pending_free", "est": True}
         elif act == "free_requested":
             if a in blocks:
                 blocks[a]["state"] = "active_allocated"
             else:
-                blocks[a] = {"address": a, "size": n, "requested_size": n, "state": "active_allocated"}
+                blocks[a] = {"address": a, "size": rnd(n), "requested_size": n, "state": "active_allocated", "est": True}
         elif act == "free":
-            blocks[a] = {"address": a, "size": n, "requested_size": n, "state": "active_allocated"}
+            blocks[a] = {"address": a, "size": rnd(n), "requested_size": n, "state": "active_allocated", "est": True}
         elif act == "segment_alloc":
             segs.pop(a, None)
         elif act == "segment_free":
@@ -127,26 +206,27 @@ def undo_state(final_segs, entries, upto):
 
 def seg_figures(d, segs):
     d["segments"] = len(segs)
+    d["blocks"] = sum(len(s["blocks"]) for s in segs)
+    d["live_blocks"] = sum(1 for s in segs for b in s["blocks"] if b["state"] != "inactive")
+    d["estimated_blocks"] = sum(1 for s in segs for b in s["blocks"] if b["state"] != "inactive" and b.get("est"))
     d["reserved_bytes"] = sum(s["total_size"] for s in segs)
-    d["allocated_bytes"] = d["active_bytes"] = d["requested_bytes"] = d["inactive_bytes"] = 0
+    d["allocated_bytes"] = d["requested_bytes"] = d["inactive_bytes"] = 0
     d["largest_free_block_bytes"] = 0
     for s in segs:
         for b in s["blocks"]:
             if b["state"] == "active_allocated":
                 d["allocated_bytes"] += b["size"]
-                d["active_bytes"] += b["size"]
                 d["requested_bytes"] += b.get("requested_size") or 0
-            elif b["state"] == "active_pending_free":
-                d["active_bytes"] += b["size"]
-            else:
+            elif b["state"] == "inactive":
                 d["inactive_bytes"] += b["size"]
                 d["largest_free_block_bytes"] = max(d["largest_free_block_bytes"], b["size"])
+    free = d["inactive_bytes"]
+    d["free_fragmentation"] = 1 - d["largest_free_block_bytes"] / free if free > 0 else 0
 
 
-def device_stats(dev, segs, entries, has_time, at_index):
+def device_stats(dev, segs, entries, has_time, at_index, rnd):
     d = {"device": dev}
     seg_figures(d, [{"total_size": s["total_size"], "blocks": with_addresses(s)} for s in segs])
-    d["blocks"] = sum(len(s["blocks"]) for s in segs)
     d["trace_entries"] = len(entries)
     actions = {}
     for e in entries:
@@ -200,13 +280,14 @@ def device_stats(dev, segs, entries, has_time, at_index):
             at_active, at_reserved = active, reserved
     if at_index is not None and at_index >= len(entries):
         at_active, at_reserved = active, reserved  # a shorter trace: its final state
+    d["active_bytes"] = active  # the active series' end
     d["peak_active_bytes"], d["peak_active_index"] = peak, peak_i
     d["peak_active_time_us"] = entries[peak_i].get("time_us") if (has_time and peak_i >= 0) else None
     d["peak_reserved_bytes"] = rpeak
     d["oom_events"] = actions.get("oom", 0)
     if at_index is not None:
-        seg_figures(d, undo_state(segs, entries, at_index))
-        d["blocks"], d["active_bytes"], d["reserved_bytes"] = len(at_live), at_active, at_reserved
+        seg_figures(d, undo_state(segs, entries, at_index, rnd))
+        d["live_blocks"], d["active_bytes"], d["reserved_bytes"] = len(at_live), at_active, at_reserved
     return d
 
 
@@ -214,7 +295,8 @@ def main():
     path = sys.argv[1]
     at_index = int(sys.argv[sys.argv.index("--at-index") + 1]) if "--at-index" in sys.argv else None
     fmt, top = load(path)
-    schema = schema_of(top, fmt)
+    schema, evidence = schema_of(top, fmt)
+    rnd = rounder(top if isinstance(top, dict) else {}, schema == "torch_npu")
     if isinstance(top, list):
         top = {"segments": top, "device_traces": []}
     traces = top.get("device_traces") or []
@@ -222,11 +304,12 @@ def main():
     n = max([len(traces)] + [s["device"] + 1 for s in top["segments"]])
     devices = [d for d in range(n)
                if (d < len(traces) and traces[d]) or any(s["device"] == d for s in top["segments"])]
-    out = {"path": "", "kind": "snapshot", "format": fmt, "schema": schema, "has_timestamps": has_time}
+    out = {"path": "", "kind": "snapshot", "format": fmt, "schema": schema, "schema_evidence": evidence,
+           "has_timestamps": has_time}
     if at_index is not None:
         out["at_index"] = at_index
     out["devices"] = [device_stats(d, [s for s in top["segments"] if s["device"] == d],
-                                   traces[d] if d < len(traces) else [], has_time, at_index)
+                                   traces[d] if d < len(traces) else [], has_time, at_index, rnd)
                       for d in devices]
     json.dump(out, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")

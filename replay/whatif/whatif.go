@@ -26,7 +26,6 @@ package whatif
 import (
 	"context"
 	"fmt"
-	"math/bits"
 	"runtime"
 	"sync"
 
@@ -208,24 +207,13 @@ func At(c []Point, i int) int64 {
 // segments on in the baseline whatever the settings say (torch_npu files
 // have no allocator_settings at all); the line says so.
 func BaselineConfig(s *allocator.Snapshot, f allocator.Flavour) (allocator.Config, string) {
-	cfg := allocator.DefaultConfig(f)
+	cfg := allocator.ConfigFromSettings(s.Settings, f)
 	maps := segmentMapEvents(s)
 	st := s.Settings
 	var src string
 	if st == nil {
 		src = "defaults (the file has no allocator_settings)"
 	} else {
-		cfg.Raw = st.Conf
-		if st.MaxSplitSize >= 0 {
-			cfg.MaxSplitSize = st.MaxSplitSize
-		}
-		cfg.GCThreshold = st.GarbageCollectionThreshold
-		cfg.ExpandableSegments = st.ExpandableSegments
-		for mib, div := range st.RoundupPower2Divisions {
-			if mib > 0 {
-				cfg.RoundupDivisions[min(bits.Len64(uint64(mib))-1, 15)] = div
-			}
-		}
 		key := st.ConfKey
 		if key == "" {
 			key = cfg.ConfKey()
