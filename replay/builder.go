@@ -160,7 +160,7 @@ type builder struct {
 	strs    map[string]string
 
 	// schema evidence
-	evidence string // why schema decided as it did
+	evidence                                                                                                     string // why schema decided as it did
 	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawCUDAConf, sawTime, sawSettings, sawStream, sawStreamZero bool
 
 	accs []*traceAcc // streaming: per device, nil where the trace was empty

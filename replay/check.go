@@ -11,18 +11,22 @@ import (
 type CheckLimits struct {
 	MaxPeakActive, MaxPeakReserved       int64
 	HasMaxPeakActive, HasMaxPeakReserved bool
-	MaxFragmentationPct                  float64 // final inactive bytes / reserved bytes × 100
-	HasMaxFragmentation                  bool
+	MaxInactivePct                       float64 // final inactive_fraction × 100
+	HasMaxInactive                       bool
+	MaxFreeFragmentationPct              float64 // final free_fragmentation × 100
+	HasMaxFreeFragmentation              bool
 	NoOOM                                bool
 }
 
-// Fragmentation is the share of a device's reserved memory that is cached
-// but unused (inactive), in percent; 0 when nothing is reserved.
-func Fragmentation(d *DeviceStats) float64 {
+// InactiveFraction is the share of a device's reserved memory that is
+// cached but unused: inactive bytes / reserved bytes (0 when nothing is
+// reserved). JSON and flags call it inactive_fraction; it is not the
+// free_fragmentation of the segment map (FreeFragmentation).
+func InactiveFraction(d *DeviceStats) float64 {
 	if d.ReservedBytes == 0 {
 		return 0
 	}
-	return 100 * float64(d.InactiveBytes) / float64(d.ReservedBytes)
+	return float64(d.InactiveBytes) / float64(d.ReservedBytes)
 }
 
 // Check returns one line per violated limit, nil when all hold.
@@ -36,9 +40,13 @@ func Check(st *Stats, lim CheckLimits) []string {
 		if lim.HasMaxPeakReserved && d.PeakReservedBytes > lim.MaxPeakReserved {
 			out = append(out, fmt.Sprintf("device %d: peak reserved %s exceeds --max-reserved %s", d.Device, FormatBytes(d.PeakReservedBytes), FormatBytes(lim.MaxPeakReserved)))
 		}
-		if f := Fragmentation(d); lim.HasMaxFragmentation && f > lim.MaxFragmentationPct {
-			got, max := percentApart(f, lim.MaxFragmentationPct)
-			out = append(out, fmt.Sprintf("device %d: fragmentation %s%% (inactive %s of reserved %s) exceeds --max-fragmentation %s%%", d.Device, got, FormatBytes(d.InactiveBytes), FormatBytes(d.ReservedBytes), max))
+		if f := 100 * InactiveFraction(d); lim.HasMaxInactive && f > lim.MaxInactivePct {
+			got, max := percentApart(f, lim.MaxInactivePct)
+			out = append(out, fmt.Sprintf("device %d: inactive fraction %s%% (inactive %s of reserved %s) exceeds --max-inactive-pct %s%%", d.Device, got, FormatBytes(d.InactiveBytes), FormatBytes(d.ReservedBytes), max))
+		}
+		if f := 100 * d.FreeFragmentation; lim.HasMaxFreeFragmentation && f > lim.MaxFreeFragmentationPct {
+			got, max := percentApart(f, lim.MaxFreeFragmentationPct)
+			out = append(out, fmt.Sprintf("device %d: free fragmentation %s%% (largest free block %s of inactive %s) exceeds --max-free-fragmentation %s%%", d.Device, got, FormatBytes(d.LargestFreeBlockBytes), FormatBytes(d.InactiveBytes), max))
 		}
 		if lim.NoOOM && d.OOMEvents > 0 {
 			out = append(out, fmt.Sprintf("device %d: %d oom event(s) in the trace (--no-oom)", d.Device, d.OOMEvents))

@@ -12,13 +12,13 @@ import (
 
 // Capture is one decoded snapshot file.
 type Capture struct {
-	Path     string // the file it came from ("" for Decode without a name)
-	Format   string // FormatPickle or FormatJSON
-	Schema   string // SchemaTorch113, SchemaTorch20, SchemaTorch21 or SchemaTorchNPU
+	Path   string // the file it came from ("" for Decode without a name)
+	Format string // FormatPickle or FormatJSON
+	Schema string // SchemaTorch113, SchemaTorch20, SchemaTorch21 or SchemaTorchNPU
 	// SchemaEvidence says what in the file decided Schema (torch_npu or
 	// PyTorch's CUDA allocator, and which layout).
 	SchemaEvidence string
-	Snapshot *allocator.Snapshot
+	Snapshot       *allocator.Snapshot
 }
 
 // Formats reported by Capture.Format.

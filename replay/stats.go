@@ -52,7 +52,10 @@ type DeviceStats struct {
 	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
 	// FreeFragmentation is 1 − largest free block / inactive bytes (0
 	// when nothing is free).
-	FreeFragmentation    float64        `json:"free_fragmentation"`
+	FreeFragmentation float64 `json:"free_fragmentation"`
+	// InactiveFraction is inactive bytes / reserved bytes (0 when nothing
+	// is reserved): the share of reserved memory cached but unused.
+	InactiveFraction     float64        `json:"inactive_fraction"`
 	TraceEntries         int            `json:"trace_entries"`
 	Actions              map[string]int `json:"actions"`
 	FirstTimeUS          *int64         `json:"first_time_us"`
@@ -360,6 +363,7 @@ func segmentFigures(ds *DeviceStats, segs []allocator.Segment) {
 		}
 	}
 	ds.FreeFragmentation = FreeFragmentation(ds.LargestFreeBlockBytes, ds.InactiveBytes)
+	ds.InactiveFraction = InactiveFraction(ds)
 }
 
 // FreeFragmentation is 1 − largest free block / total free bytes: how
@@ -402,6 +406,7 @@ func (st *Stats) WriteText(w io.Writer) error {
 		row("inactive", FormatBytes(d.InactiveBytes))
 		row("largest free block", FormatBytes(d.LargestFreeBlockBytes))
 		row("free fragmentation", fmt.Sprintf("%.1f%% (1 − largest free / inactive)", 100*d.FreeFragmentation))
+		row("inactive fraction", fmt.Sprintf("%.1f%% (inactive / reserved)", 100*d.InactiveFraction))
 		row("trace entries", fmt.Sprint(d.TraceEntries))
 		if len(d.Actions) > 0 {
 			names := make([]string, 0, len(d.Actions))

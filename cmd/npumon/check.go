@@ -12,17 +12,20 @@ func init() { subcommands = append(subcommands, newCheckCmd) }
 
 func newCheckCmd() *cobra.Command {
 	var maxPeak, maxReserved string
-	var maxFrag float64
+	var maxInactive, maxFreeFrag float64
 	var noOOM bool
 	var baseline string
 	var maxGrowth float64
 	c := &cobra.Command{
-		Use:   "check FILE [--max-peak SIZE] [--max-reserved SIZE] [--max-fragmentation PCT] [--no-oom] [--baseline OLD --max-growth PCT]",
+		Use:   "check FILE [--max-peak SIZE] [--max-reserved SIZE] [--max-inactive-pct PCT] [--max-free-fragmentation PCT] [--no-oom] [--baseline OLD --max-growth PCT]",
 		Short: "Gate CI on a memory snapshot: exit 0 when all limits hold, 1 with one line per violation",
 		Long: "check reads a memory snapshot and tests it against limits, per device:\n" +
 			"  --max-peak SIZE            peak active bytes (docs/timeline.md)\n" +
 			"  --max-reserved SIZE        peak reserved bytes\n" +
-			"  --max-fragmentation PCT    final inactive (cached, unused) bytes as a percentage of reserved\n" +
+			"  --max-inactive-pct PCT     final inactive_fraction: inactive (cached, unused) bytes as a\n" +
+			"                             percentage of reserved (--max-fragmentation is its old name)\n" +
+			"  --max-free-fragmentation PCT  final free_fragmentation: 1 − largest free block / inactive\n" +
+			"                             bytes, as a percentage (docs/json.md)\n" +
 			"  --no-oom                   no oom trace entries\n" +
 			"  --baseline OLD --max-growth PCT\n" +
 			"                             peak active and peak reserved bytes at most PCT% above those\n" +
@@ -46,15 +49,29 @@ func newCheckCmd() *cobra.Command {
 				}
 				lim.HasMaxPeakReserved = true
 			}
-			if c.Flags().Changed("max-fragmentation") {
-				if maxFrag < 0 || maxFrag > 100 {
-					return usageError{fmt.Errorf("--max-fragmentation must be a percentage between 0 and 100, got %g", maxFrag)}
+			pct := func(name string, v float64) (float64, bool, error) {
+				if !c.Flags().Changed(name) {
+					return 0, false, nil
 				}
-				lim.MaxFragmentationPct, lim.HasMaxFragmentation = maxFrag, true
+				if v < 0 || v > 100 {
+					return 0, false, usageError{fmt.Errorf("--%s must be a percentage between 0 and 100, got %g", name, v)}
+				}
+				return v, true, nil
+			}
+			if lim.MaxInactivePct, lim.HasMaxInactive, err = pct("max-inactive-pct", maxInactive); err != nil {
+				return err
+			}
+			if !lim.HasMaxInactive {
+				if lim.MaxInactivePct, lim.HasMaxInactive, err = pct("max-fragmentation", maxInactive); err != nil {
+					return err
+				}
+			}
+			if lim.MaxFreeFragmentationPct, lim.HasMaxFreeFragmentation, err = pct("max-free-fragmentation", maxFreeFrag); err != nil {
+				return err
 			}
 			lim.NoOOM = noOOM
-			if !lim.HasMaxPeakActive && !lim.HasMaxPeakReserved && !lim.HasMaxFragmentation && !lim.NoOOM && baseline == "" {
-				return usageError{fmt.Errorf("check needs at least one limit (--max-peak, --max-reserved, --max-fragmentation, --no-oom or --baseline with --max-growth)")}
+			if !lim.HasMaxPeakActive && !lim.HasMaxPeakReserved && !lim.HasMaxInactive && !lim.HasMaxFreeFragmentation && !lim.NoOOM && baseline == "" {
+				return usageError{fmt.Errorf("check needs at least one limit (--max-peak, --max-reserved, --max-inactive-pct, --max-free-fragmentation, --no-oom or --baseline with --max-growth)")}
 			}
 			if (baseline == "") != !c.Flags().Changed("max-growth") {
 				return usageError{fmt.Errorf("--baseline and --max-growth go together")}
@@ -82,7 +99,10 @@ func newCheckCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&maxPeak, "max-peak", "", "largest allowed peak active bytes (e.g. 40GiB)")
 	c.Flags().StringVar(&maxReserved, "max-reserved", "", "largest allowed peak reserved bytes")
-	c.Flags().Float64Var(&maxFrag, "max-fragmentation", 0, "largest allowed inactive/reserved percentage")
+	c.Flags().Float64Var(&maxInactive, "max-inactive-pct", 0, "largest allowed inactive_fraction (inactive/reserved) in percent")
+	c.Flags().Float64Var(&maxInactive, "max-fragmentation", 0, "old name of --max-inactive-pct")
+	_ = c.Flags().MarkDeprecated("max-fragmentation", "it means inactive/reserved: use --max-inactive-pct (or --max-free-fragmentation for 1 − largest free / inactive)")
+	c.Flags().Float64Var(&maxFreeFrag, "max-free-fragmentation", 0, "largest allowed free_fragmentation (1 − largest free block / inactive) in percent")
 	c.Flags().BoolVar(&noOOM, "no-oom", false, "fail when the trace has oom entries")
 	c.Flags().StringVar(&baseline, "baseline", "", "an earlier snapshot of the same job to compare peaks with (with --max-growth)")
 	c.Flags().Float64Var(&maxGrowth, "max-growth", 0, "largest allowed growth of the peaks over --baseline, in percent")

@@ -93,10 +93,25 @@ func TestCheck(t *testing.T) {
 	if code != 0 {
 		t.Errorf("limits that hold: exit %d %q", code, errOut)
 	}
-	code, _, errOut = captureRun(t, "check", fixture2026(t), "--max-peak", "10GiB", "--max-fragmentation", "50")
+	code, _, errOut = captureRun(t, "check", fixture2026(t), "--max-peak", "10GiB", "--max-inactive-pct", "50")
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "peak active") || !strings.Contains(lines[1], "fragmentation 90.3%") {
+	if code != 1 || len(lines) != 2 || !strings.Contains(lines[0], "peak active") || !strings.Contains(lines[1], "inactive fraction 90.3%") {
 		t.Errorf("violations: exit %d, %q", code, errOut)
+	}
+	// Each fragmentation formula has its own flag and its own words.
+	for _, tc := range []struct {
+		name, flag, want string
+	}{
+		{"inactive fraction", "--max-inactive-pct", "inactive fraction 90.3% (inactive"},
+		{"old name of the inactive fraction", "--max-fragmentation", "inactive fraction 90.3% (inactive"},
+		{"free fragmentation", "--max-free-fragmentation", "free fragmentation 97.4% (largest free block"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := captureRun(t, "check", fixture2026(t), tc.flag, "50")
+			if code != 1 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("%s 50: exit %d, %q; want 1 and %q", tc.flag, code, errOut, tc.want)
+			}
+		})
 	}
 	code, _, errOut = captureRun(t, "check", npuFile, "--no-oom")
 	if code != 1 || !strings.Contains(errOut, "1 oom event") {
@@ -105,6 +120,7 @@ func TestCheck(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", fixture2026(t), "--max-peak", "lots"},
 		{"check", fixture2026(t), "--max-fragmentation", "120"},
+		{"check", fixture2026(t), "--max-free-fragmentation", "-1"},
 		{"check", "../../replay/testdata/bad_global.pickle"},
 	} {
 		if code, _, errOut := captureRun(t, args...); code != 2 {

@@ -222,6 +222,7 @@ def seg_figures(d, segs):
                 d["largest_free_block_bytes"] = max(d["largest_free_block_bytes"], b["size"])
     free = d["inactive_bytes"]
     d["free_fragmentation"] = 1 - d["largest_free_block_bytes"] / free if free > 0 else 0
+    d["inactive_fraction"] = free / d["reserved_bytes"] if d["reserved_bytes"] else 0
 
 
 def device_stats(dev, segs, entries, has_time, at_index, rnd):

@@ -10,7 +10,7 @@ import (
 )
 
 // Columns are the headings of Table.
-var Columns = []string{"run", "peak reserved", "peak allocated", "segments +/-", "frag. at peak", "retries", "OOM"}
+var Columns = []string{"run", "peak reserved", "peak allocated", "segments +/-", "cached free at peak", "retries", "OOM"}
 
 // Table returns one row per run, the recorded trace first, with the
 // figures as the text report and the TUI show them.
@@ -25,7 +25,7 @@ func (d *DeviceResult) Table() [][]string {
 		rows = append(rows, []string{
 			r.Name, allocator.FormatSize(r.PeakReserved), allocator.FormatSize(r.PeakAllocated),
 			fmt.Sprintf("%d/%d", r.SegmentAllocs, r.SegmentFrees),
-			fmt.Sprintf("%s (%.1f%%)", allocator.FormatSize(r.FragmentationAtPeak), 100*r.FragmentationRatio),
+			fmt.Sprintf("%s (%.1f%%)", allocator.FormatSize(r.CachedFreeAtPeak), 100*r.CachedFreeFraction),
 			fmt.Sprint(r.AllocRetries), oomCell(r.FirstOOM, r.OOMs, r.RecordedOOMsFit),
 		})
 	}

@@ -89,7 +89,7 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 		allocated = st.AllocatedBytes[allocator.StatAll].Current + external
 		if r > run.PeakReserved {
 			run.PeakReserved, run.PeakIndex = r, int(entry)
-			run.FragmentationAtPeak = r - allocated
+			run.CachedFreeAtPeak = r - allocated
 		}
 		if r == reserved {
 			return
@@ -211,7 +211,7 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 	run.AllocRetries = st.NumAllocRetries
 	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current + external
 	if run.PeakReserved > 0 {
-		run.FragmentationRatio = float64(run.FragmentationAtPeak) / float64(run.PeakReserved)
+		run.CachedFreeFraction = float64(run.CachedFreeAtPeak) / float64(run.PeakReserved)
 	}
 	return run, nil
 }

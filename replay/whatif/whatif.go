@@ -118,16 +118,18 @@ type Run struct {
 	// segment_unmap, as the trace would show them.
 	SegmentAllocs int64 `json:"segment_allocs"`
 	SegmentFrees  int64 `json:"segment_frees"`
-	// FragmentationAtPeak is reserved − allocated bytes when reserved
-	// first reaches its peak; FragmentationRatio is that over the peak.
-	FragmentationAtPeak int64   `json:"fragmentation_at_peak"`
-	FragmentationRatio  float64 `json:"fragmentation_ratio"`
-	AllocRetries        int64   `json:"alloc_retries"`
-	OOMs                int     `json:"ooms"`
-	FirstOOM            *OOM    `json:"first_oom"`
-	FailedAllocs        int     `json:"failed_allocs"`     // recorded allocations this run could not make
-	RecordedOOMsFit     int     `json:"recorded_ooms_fit"` // recorded oom requests that fit here
-	Reserved            []Point `json:"reserved"`
+	// CachedFreeAtPeak is reserved − allocated bytes when reserved first
+	// reaches its peak (memory cached but not handed out);
+	// CachedFreeFraction is that over the peak. Neither is the segment
+	// map's free_fragmentation (docs/json.md).
+	CachedFreeAtPeak   int64   `json:"cached_free_bytes_at_peak"`
+	CachedFreeFraction float64 `json:"cached_free_fraction_at_peak"`
+	AllocRetries       int64   `json:"alloc_retries"`
+	OOMs               int     `json:"ooms"`
+	FirstOOM           *OOM    `json:"first_oom"`
+	FailedAllocs       int     `json:"failed_allocs"`     // recorded allocations this run could not make
+	RecordedOOMsFit    int     `json:"recorded_ooms_fit"` // recorded oom requests that fit here
+	Reserved           []Point `json:"reserved"`
 }
 
 // OOM locates an out-of-memory failure.

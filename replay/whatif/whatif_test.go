@@ -74,8 +74,8 @@ func TestFragmentationOOMsWithoutExpandableSegments(t *testing.T) {
 	}
 	// The peak is reached by the 10th 90 MiB segment (entry 18), all of it
 	// allocated; at the OOM only a third is.
-	if base.PeakReserved != 900*MiB || base.PeakIndex != 18 || base.FragmentationAtPeak != 0 {
-		t.Errorf("baseline peak %d at %d, fragmentation %d", base.PeakReserved, base.PeakIndex, base.FragmentationAtPeak)
+	if base.PeakReserved != 900*MiB || base.PeakIndex != 18 || base.CachedFreeAtPeak != 0 {
+		t.Errorf("baseline peak %d at %d, fragmentation %d", base.PeakReserved, base.PeakIndex, base.CachedFreeAtPeak)
 	}
 	if base.FirstOOM.Reserved != 900*MiB || base.FirstOOM.Allocated != 300*MiB {
 		t.Errorf("at the OOM: reserved %d, allocated %d", base.FirstOOM.Reserved, base.FirstOOM.Allocated)
@@ -198,8 +198,8 @@ func TestFixtureFidelity(t *testing.T) {
 				allocator.FormatSize(f.MaxAbsDiff), allocator.FormatSize(int64(f.MeanAbsDiff)), 100*f.Relative, f.RecordedSegmentEvents)
 			for _, r := range d.Runs[1:] {
 				t.Logf("    %-26s peak %s, fragmentation at peak %s (%.1f%%), segments +%d/-%d, OOMs %d",
-					r.Name, allocator.FormatSize(r.PeakReserved), allocator.FormatSize(r.FragmentationAtPeak),
-					100*r.FragmentationRatio, r.SegmentAllocs, r.SegmentFrees, r.OOMs)
+					r.Name, allocator.FormatSize(r.PeakReserved), allocator.FormatSize(r.CachedFreeAtPeak),
+					100*r.CachedFreeFraction, r.SegmentAllocs, r.SegmentFrees, r.OOMs)
 			}
 			// The final reserved bytes are known exactly; the baseline must
 			// land within 20% of them.

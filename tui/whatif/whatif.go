@@ -386,7 +386,7 @@ func valueAt(pts []whatif.Point, i int) float64 {
 // right of the priority list until they fit.
 func (m *Model) table(c *theme.Canvas, rows [][]string, top, n int) {
 	th := m.th
-	// Priority order of whatif.Columns: run, peak reserved, OOM, frag,
+	// Priority order of whatif.Columns: run, peak reserved, OOM, cached free at peak,
 	// segments, peak allocated, retries.
 	prio := []int{0, 1, 6, 4, 3, 2, 5}
 	widths := make([]int, len(whatif.Columns))
