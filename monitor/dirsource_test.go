@@ -96,9 +96,19 @@ func TestDirSourcePicker(t *testing.T) {
 	if err := os.Remove(filepath.Join(path, "FRAMEWORK", "torch.memory_usage")); err != nil {
 		t.Fatal(err)
 	}
+	// without raw records the analysed memory_record totals are the data
+	if err := wd.Open(path); err != nil || store.Len(0) == 0 || store.Len(0) == newest {
+		t.Fatalf("open %s with analysed totals only: %v, %d entries", path, err, store.Len(0))
+	}
+	if err := os.Remove(filepath.Join(path, "ASCEND_PROFILER_OUTPUT", "memory_record.csv")); err != nil {
+		t.Fatal(err)
+	}
+	if err := wd.Open(list[snaps[1]].Path); err != nil {
+		t.Fatal(err)
+	}
 	err = wd.Open(path)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "no memory records") {
-		t.Fatalf("open %s without its raw memory records: %v", path, err)
+		t.Fatalf("open %s without any memory records: %v", path, err)
 	}
 	if l := wd.List(); openOf(l) != snaps[1] || l[prof].Error == "" || store.Len(0) != newest {
 		t.Fatalf("after a failed open: %+v", l)

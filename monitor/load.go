@@ -52,21 +52,46 @@ func LoadSnapshot(ctx context.Context, path string, store *Store, report func(Lo
 // at path into store (IngestProfiler), reporting progress; like
 // LoadSnapshot it returns at once when ctx ends.
 func LoadProfiler(ctx context.Context, path string, store *Store, report func(LoadProgress)) error {
-	_, err := untilDone(ctx, func() (struct{}, error) {
+	_, err := LoadProfilerData(ctx, path, store, report)
+	return err
+}
+
+// LoadProfilerData is LoadProfiler returning what was read, so a caller
+// can say what the data holds (NoBlockTrace).
+func LoadProfilerData(ctx context.Context, path string, store *Store, report func(LoadProgress)) (*profiler.Data, error) {
+	return untilDone(ctx, func() (*profiler.Data, error) {
 		report(LoadProgress{Stage: "reading profiler data"})
 		d, err := profiler.ReadDir(path)
 		if err != nil {
-			return struct{}{}, err
+			return nil, err
 		}
 		err = IngestProfiler(store, d, func(n int64) {
 			report(LoadProgress{Stage: "indexing", EntriesTotal: n})
 		})
 		if err != nil {
-			err = fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return struct{}{}, err
+		return d, nil
 	})
-	return err
+}
+
+// NoBlockTrace is the line a view shows for profiler data whose memory
+// records name no block (analysed output): its timeline has the totals the
+// records state and the ops, and no segment map. "" when there is a
+// block-level trace.
+func NoBlockTrace(d *profiler.Data) string {
+	if d == nil {
+		return ""
+	}
+	for i := range d.Memory {
+		if d.Memory[i].Ptr != 0 {
+			return ""
+		}
+	}
+	if len(d.Memory) == 0 {
+		return "no memory records: ops only"
+	}
+	return "no block-level trace: memory_record totals only"
 }
 
 // untilDone runs fn in its own goroutine and returns its result, or

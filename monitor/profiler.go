@@ -19,8 +19,27 @@ func IngestProfiler(store *Store, d *profiler.Data, indexing func(entries int64)
 	if _, err := IngestProfilerMemory(store, d, indexing); err != nil {
 		return err
 	}
-	store.IngestOps(ProfilerOps(d.Ops, d.OpMemDeltas()))
+	ops := ProfilerOps(d.Ops, d.OpMemDeltas())
+	if len(ops) == 0 {
+		// analysed output whose ops carry no times (operator_details.csv):
+		// the device kernels are what has a place on the time axis
+		ops = KernelOps(d.Kernels)
+	}
+	store.IngestOps(ops)
 	return nil
+}
+
+// KernelOps converts device kernels (kernel_details.csv, the TASK table)
+// to Store ops on their device's time axis.
+func KernelOps(ks []profiler.Kernel) []Op {
+	out := make([]Op, 0, len(ks))
+	for i := range ks {
+		k := &ks[i]
+		start := k.StartNS / 1000
+		out = append(out, Op{Name: k.Name, StartUS: start, EndUS: start + max(k.DurNS/1000, 0), Seq: -1,
+			Device: k.Device, Step: k.Step})
+	}
+	return out
 }
 
 // IngestProfilerMemory makes the memory records of d that carry a pointer
@@ -31,6 +50,10 @@ func IngestProfiler(store *Store, d *profiler.Data, indexing func(entries int64)
 // output alone has only totals, and then nothing is ingested (0 entries).
 func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries int64)) (entries int64, err error) {
 	snap, stated := profilerMemory(d)
+	if len(snap.DeviceTraces) == 0 {
+		// analysed output without pointers: the totals alone, as series
+		snap, stated = profilerTotals(d)
+	}
 	for _, tr := range snap.DeviceTraces {
 		entries += int64(len(tr))
 	}
@@ -44,6 +67,48 @@ func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries 
 		return 0, err
 	}
 	return entries, nil
+}
+
+// ActionMemoryRecord is the action of the entries profilerTotals makes:
+// one per memory record that states a device's totals but names no block.
+// It changes no segment and no block; the series take the totals it
+// states.
+var ActionMemoryRecord = allocator.ParseAction("memory_record")
+
+// profilerTotals turns the memory records of analysed output, which carry
+// totals but no pointers (memory_record.csv, MEMORY_RECORD without
+// addresses), into one memory_record entry per record of the component
+// npumon reads (profiler.PreferredComponent) with the totals it states.
+// A record without an active column counts its allocated total as active.
+// There is no block-level trace: the segment map stays empty.
+func profilerTotals(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
+	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
+	var devs []deviceTotals
+	for dev, rows := range profiler.PreferredComponent(d) {
+		if dev > maxProfilerDevice {
+			continue
+		}
+		for len(snap.DeviceTraces) <= dev {
+			snap.DeviceTraces = append(snap.DeviceTraces, nil)
+			devs = append(devs, deviceTotals{ok: true})
+		}
+		t := &devs[dev]
+		last := int64(-1 << 62)
+		for _, m := range rows {
+			after := totals{Allocated: m.Allocated, Reserved: m.Reserved, Active: m.Active}
+			if !m.HasActive {
+				after.Active = m.Allocated
+			}
+			if len(t.after) == 0 {
+				t.init = after
+			}
+			tus := max(m.TimeUS(), last) // keep times non-decreasing
+			last = tus
+			t.after = append(t.after, after)
+			snap.DeviceTraces[dev] = append(snap.DeviceTraces[dev], allocator.TraceEntry{Action: ActionMemoryRecord, TimeUS: tus, Size: after.Allocated})
+		}
+	}
+	return snap, devs
 }
 
 // ProfilerOps converts the timed ops among ops to Store ops; deltas, if

@@ -123,10 +123,12 @@ func ReadDir(path string) (*Data, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		if strings.HasSuffix(path, ".db") {
-			return ReadDB(path)
+		// A file is read by its content: an SQLite export whatever its
+		// name, else a trace_view.json (ReadTraceViewFile says if not).
+		if _, err := checkSQLiteHeader(path); err == nil || strings.HasSuffix(path, ".db") {
+			return ReadDB(path) // a .db that is no database: ReadDB says so
 		}
-		return nil, fmt.Errorf("%s: not a directory or .db file", path)
+		return ReadTraceViewFile(path)
 	}
 	root, base := path, filepath.Base(filepath.Clean(path))
 	switch {
@@ -339,6 +341,21 @@ func (d *Data) mergeRawMemory(root string) error {
 	}
 	d.Memory = append(kept, memoryFromRecords(recs.Memory, &tb)...)
 	return nil
+}
+
+// ReadTraceViewFile reads a trace_view.json given on its own (Source
+// SourceAnalysed): its cpu_op slices are the ops and its enqueue/dequeue
+// ranges the queue. It holds no memory records.
+func ReadTraceViewFile(path string) (*Data, error) {
+	d := &Data{Path: path, Source: SourceAnalysed, Complete: true}
+	err := readTraceViewOps(path, d)
+	if errors.Is(err, ErrTruncatedTrace) {
+		d.Warnings = append(d.Warnings, err.Error())
+	} else if err != nil {
+		return nil, err
+	}
+	d.finishOps()
+	return d, nil
 }
 
 // readTraceViewOps collects cpu_op slices and queue ranges from trace_view.json.

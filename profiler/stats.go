@@ -45,6 +45,33 @@ const TopOpsN = 10
 // models; other components only when a device has no PTA rows.
 var componentPreference = []string{CompPTA, CompPTAGE, CompGE, CompWorkspace, CompAPP}
 
+// PreferredComponent returns, per device, the memory records of the
+// component npumon reads a device's totals from (componentPreference), in
+// time order as d holds them.
+func PreferredComponent(d *Data) map[int][]*MemoryRecord {
+	byDev := map[int]map[string][]*MemoryRecord{}
+	for i := range d.Memory {
+		m := &d.Memory[i]
+		if m.Device < 0 {
+			continue
+		}
+		if byDev[m.Device] == nil {
+			byDev[m.Device] = map[string][]*MemoryRecord{}
+		}
+		byDev[m.Device][m.Component] = append(byDev[m.Device][m.Component], m)
+	}
+	out := make(map[int][]*MemoryRecord, len(byDev))
+	for dev, comps := range byDev {
+		for _, c := range componentPreference {
+			if rows := comps[c]; len(rows) > 0 {
+				out[dev] = rows
+				break
+			}
+		}
+	}
+	return out
+}
+
 // ComputeStats summarises d. ProfilerStep#N markers are steps, not ops:
 // they are left out of ops and top_ops.
 func ComputeStats(path string, d *Data) Stats {
@@ -101,24 +128,7 @@ func ComputeStats(path string, d *Data) Stats {
 		s.TopOps = s.TopOps[:TopOpsN]
 	}
 
-	byDev := map[int]map[string][]*MemoryRecord{}
-	for i := range d.Memory {
-		m := &d.Memory[i]
-		if m.Device < 0 {
-			continue
-		}
-		if byDev[m.Device] == nil {
-			byDev[m.Device] = map[string][]*MemoryRecord{}
-		}
-		byDev[m.Device][m.Component] = append(byDev[m.Device][m.Component], m)
-	}
-	for dev, comps := range byDev {
-		var rows []*MemoryRecord
-		for _, c := range componentPreference {
-			if rows = comps[c]; len(rows) > 0 {
-				break
-			}
-		}
+	for dev, rows := range PreferredComponent(d) {
 		ds := DeviceStat{Device: dev}
 		for _, m := range rows {
 			ds.PeakReservedBytes = max(ds.PeakReservedBytes, m.Reserved)
@@ -143,7 +153,7 @@ func ComputeStats(path string, d *Data) Stats {
 // WriteStatsText prints s for people.
 func WriteStatsText(w io.Writer, s *Stats, d *Data) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: profiler directory (%s", s.Path, d.Source)
+	fmt.Fprintf(&b, "%s: profiler data (%s", s.Path, d.Source)
 	switch {
 	case d.Complete:
 		b.WriteString(", complete)\n")

@@ -169,6 +169,14 @@ func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
 	}
 	st := f.StateAt(d, cursor)
 	s.Segments = len(st.Segments)
+	for _, seg := range st.Segments {
+		for _, b := range seg.Blocks {
+			s.Blocks++
+			if b.State == allocator.StateActiveAllocated {
+				s.MapAllocatedBytes += b.Size
+			}
+		}
+	}
 	for _, g := range st.Gaps {
 		s.TotalFreeBytes += g.Size
 		s.LargestFreeBlock = max(s.LargestFreeBlock, g.Size)

@@ -84,22 +84,34 @@ func (m *Model) headerLines() []string {
 		l2 = th.Dim.Render("loading…")
 	case m.hasData:
 		s := m.sum
+		// The words mean what they mean in the JSON (docs/json.md):
+		// allocated is the segment map's block sizes where there is one,
+		// free frag is 1 − largest free / inactive ("—" without a segment
+		// map), and a live client's peaks cover only what it has seen.
+		alloc, frag := s.AllocatedBytes, "—"
+		if s.Segments > 0 {
+			alloc, frag = s.MapAllocatedBytes, fmt.Sprintf("%.0f%%", s.Fragmentation*100)
+		}
+		peak := "peak "
+		if m.o.ConnState != nil {
+			peak = "peak since attach "
+		}
 		parts := []string{
-			"allocated " + theme.Bytes(s.AllocatedBytes),
+			"allocated " + theme.Bytes(alloc),
 			"reserved " + theme.Bytes(s.ReservedBytes),
 			"active " + theme.Bytes(s.ActiveBytes),
-			"peak " + theme.Bytes(s.PeakActiveBytes),
-			fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
+			peak + theme.Bytes(s.PeakActiveBytes),
+			"free frag " + frag,
 			entryText(s.Applied, m.n),
 		}
 		if m.w < 120 {
 			parts = []string{
 				entryText(s.Applied, m.n),
-				"alloc " + theme.Bytes(s.AllocatedBytes),
+				"alloc " + theme.Bytes(alloc),
 				"resv " + theme.Bytes(s.ReservedBytes),
 				"act " + theme.Bytes(s.ActiveBytes),
-				fmt.Sprintf("frag %.0f%%", s.Fragmentation*100),
-				"peak " + theme.Bytes(s.PeakActiveBytes),
+				"free frag " + frag,
+				peak + theme.Bytes(s.PeakActiveBytes),
 			}
 		}
 		// Warnings go first so a narrow terminal never hides them.
@@ -114,6 +126,11 @@ func (m *Model) headerLines() []string {
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d+ entries dropped", d)))
 		case d > 0:
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
+		}
+		if m.o.Note != nil {
+			if n := m.o.Note(); n != "" {
+				warn = append(warn, th.Warn.Render(n))
+			}
 		}
 		parts = append(warn, parts...)
 		if hbm, ok := m.hbm(); ok {

@@ -50,6 +50,9 @@ type Options struct {
 	Relative bool
 	// Tick is the poll/redraw interval (default 100ms: at most ~10 redraws/s).
 	Tick time.Duration
+	// Note, when set, is polled for a line the header shows before the
+	// figures (e.g. that a source has no block-level trace); "" shows none.
+	Note func() string
 	// ConnState, when set, is polled every tick for the header (live sources).
 	ConnState func() (ConnState, string)
 	// Captures, when set, is a watched directory's captures: key c shows

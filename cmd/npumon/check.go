@@ -79,6 +79,9 @@ func newCheckCmd() *cobra.Command {
 			if maxGrowth < 0 {
 				return usageError{fmt.Errorf("--max-growth must not be negative, got %g", maxGrowth)}
 			}
+			if err := requireSnapshot(args[0], "check"); err != nil {
+				return err
+			}
 			st, err := replay.StatsFile(args[0], replay.StatsOptions{})
 			if err != nil {
 				return err

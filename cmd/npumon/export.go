@@ -51,6 +51,9 @@ func newExportCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if err := requireSnapshot(args[0], "export"); err != nil {
+				return err
+			}
 			capt, err := replay.DecodeFile(args[0], replay.Options{})
 			if err != nil {
 				return err

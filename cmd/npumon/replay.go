@@ -14,7 +14,6 @@ import (
 
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
-	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/rankview"
@@ -70,14 +69,22 @@ func newReplayCmd() *cobra.Command {
 				capt.Store(c)
 				return err
 			}
+			// Loading runs behind the UI; what cannot be read is refused up front.
+			in, err := classifyInput(path)
+			if err != nil {
+				return err
+			}
+			if !in.Kind.Snapshot() && !in.Kind.Profiler() {
+				return unreadable(in)
+			}
 			snapshot := true
-			if profiler.IsInput(path) {
-				// Loading runs behind the UI; refuse a plain directory up front.
-				if st.IsDir() && !profiler.IsProfilerPath(path) && len(profiler.FindProfilerDirs(path)) == 0 {
-					return fmt.Errorf("%s: is a directory but not a torch_npu profiler directory (no FRAMEWORK/ or ASCEND_PROFILER_OUTPUT/)", path)
-				}
+			var note atomic.Value // the line for data without a block-level trace
+			note.Store("")
+			if in.Kind.Profiler() {
 				load = func(ctx context.Context, report func(tui.Progress)) error {
-					return monitor.LoadProfiler(ctx, path, store, report)
+					d, err := monitor.LoadProfilerData(ctx, path, store, report)
+					note.Store(monitor.NoBlockTrace(d))
+					return err
 				}
 				snapshot = false
 			}
@@ -105,6 +112,7 @@ func newReplayCmd() *cobra.Command {
 				Speed:      speed,
 				Play:       play,
 				Relative:   relative,
+				Note:       func() string { return note.Load().(string) },
 			}
 			if snapshot {
 				opts.WhatIf, opts.WhatIfConfs = capt.Load, confs
@@ -124,7 +132,9 @@ func newReplayCmd() *cobra.Command {
 				if !snapshot {
 					kind = summaryProfiler
 				}
-				return writeReplaySummary(c.OutOrStdout(), path, m.Summary(), kind)
+				out := replaySummary(path, m.Summary(), kind)
+				out.Note = note.Load().(string)
+				return writeJSON(c.OutOrStdout(), out)
 			}
 			return tui.Run(ctx, opts)
 		},
@@ -178,6 +188,8 @@ type replaySummaryJSON struct {
 	// holds) or "since attach" (only what a live client has seen).
 	PeakScope string `json:"peak_scope"`
 	OOMs      int    `json:"ooms"`
+	// Note says what a source lacks (e.g. no block-level trace).
+	Note string `json:"note,omitempty"`
 }
 
 // summaryKind says what a summary's source holds.

@@ -63,7 +63,7 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay"}, 2, "takes 1 argument"},
 		{[]string{"replay", "--headless", "10ms", filepath.Join(dir, "missing.pickle")}, 2, "missing.pickle: no such file"},
 		{[]string{"replay", "--headless", "10ms", bad}, 2, "bad.pickle: offset"},
-		{[]string{"replay", "--headless", "10ms", dir}, 2, "not a torch_npu profiler directory"},
+		{[]string{"replay", "--headless", "10ms", dir}, 2, "not a profiler directory"},
 		{[]string{"replay", "--speed", "0", bad}, 2, "--speed must be between"},
 	} {
 		code, _, errOut := captureRun(t, c.args...)
@@ -82,10 +82,12 @@ func TestReplayProfilerDirectory(t *testing.T) {
 	if s.Entries != 36 || s.Applied != 36 || s.PeakActiveBytes != 5<<20 || s.ActiveBytes != 0 || s.TimeBase != "epoch_us" {
 		t.Fatalf("summary %+v", s)
 	}
-	// Analysed output without raw records: ops only, no device log.
+	// Analysed output without raw records: the totals its memory records
+	// state are the series, one memory_record entry each, and the summary
+	// says there is no block-level trace (TestReplayAnalysedProfilerHeadless).
 	csv := fixture.Path(t, "ascend_profiler/msinsight_rank0")
-	if s := headlessSummary(t, "--headless", "50ms", csv); s.Entries != 0 {
-		t.Fatalf("analysed output should have no trace: %+v", s)
+	if s := headlessSummary(t, "--headless", "50ms", csv); s.Entries != 3 || s.Note == "" || s.Segments != nil {
+		t.Fatalf("analysed output: %+v", s)
 	}
 }
 
@@ -119,10 +121,12 @@ func TestReplayAnalysedProfilerDirectory(t *testing.T) {
 	}
 }
 
-// A profiler SQLite export opens by its file name too, not as a snapshot.
+// A profiler SQLite export opens as profiler data, not as a snapshot: its
+// MEMORY_RECORD rows name no block, so their totals are the series.
 func TestReplayProfilerDB(t *testing.T) {
 	db := needFixture(t, "../../profiler/testdata/db/ascend_pytorch_profiler_0.db")
-	if s := headlessSummary(t, "--headless", "50ms", db); s.TimeBase != "epoch_us" || s.Entries != 0 {
+	if s := headlessSummary(t, "--headless", "50ms", db); s.TimeBase != "epoch_us" || s.Entries != 2 ||
+		s.ReservedBytes != 20<<20 || !strings.Contains(s.Note, "no block-level trace") {
 		t.Fatalf("summary %+v", s)
 	}
 }

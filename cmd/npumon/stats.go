@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/npumon/npumon/monitor/ranks"
-	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
@@ -22,7 +21,8 @@ func newStatsCmd() *cobra.Command {
 			"from torch 1.13 on) and prints per device: segments, blocks, reserved / allocated / active /\n" +
 			"requested / inactive bytes, the largest free block, trace actions, the active-bytes peak and\n" +
 			"the reserved peak (docs/timeline.md). --at-index I describes the moment right after trace\n" +
-			"entry I (0-based; -1 is the start). A directory is read as profiler output.",
+			"entry I (0-based; -1 is the start). Profiler output (a directory, its SQLite export or a\n" +
+			"trace_view.json) is recognised by its content and summarised as profiler data.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
@@ -45,8 +45,15 @@ func newStatsCmd() *cobra.Command {
 					return rs.writeText(c.OutOrStdout())
 				}
 			}
-			if profiler.IsInput(path) {
+			in, err := classifyInput(path)
+			if err != nil {
+				return err
+			}
+			switch {
+			case in.Kind.Profiler():
 				return statsProfiler(path, asJSON, c.OutOrStdout())
+			case !in.Kind.Snapshot():
+				return unreadable(in)
 			}
 			var opts replay.StatsOptions
 			if c.Flags().Changed("device") {

@@ -37,7 +37,7 @@ func TestStatsProfilerDirText(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"profiler directory (analysed", "ops       710 (1 steps)", "aten::item", "2024-01-02 02:11:51"} {
+	for _, want := range []string{"profiler data (analysed", "ops       710 (1 steps)", "aten::item", "2024-01-02 02:11:51"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -74,7 +74,7 @@ func TestStatsProfilerDBDir(t *testing.T) {
 		t.Errorf("device %v", dev)
 	}
 	code, out, errOut := captureRun(t, "stats", dir)
-	if code != 0 || !strings.Contains(out, "profiler directory (db, no analyse.done)") || !strings.Contains(out, "aclrtMemcpy") {
+	if code != 0 || !strings.Contains(out, "profiler data (db, no analyse.done)") || !strings.Contains(out, "aclrtMemcpy") {
 		t.Errorf("text: exit %d %s%s", code, out, errOut)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "msprof_0.db"), []byte("not sqlite"), 0o644); err != nil {

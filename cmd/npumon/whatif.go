@@ -64,6 +64,9 @@ func newWhatifCmd() *cobra.Command {
 			if c.Flags().Changed("device") {
 				opts.Devices = []int{device}
 			}
+			if err := requireSnapshot(args[0], "whatif"); err != nil {
+				return err
+			}
 			capt, err := replay.DecodeFile(args[0], replay.Options{})
 			if err != nil {
 				return err

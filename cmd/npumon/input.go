@@ -1,0 +1,27 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/npumon/npumon/replay/classify"
+)
+
+// classifyInput decides what path is by its content (replay/classify), the
+// one way every command reads its argument.
+func classifyInput(path string) (classify.Input, error) {
+	return classify.Path(path)
+}
+
+// requireSnapshot is the check of the commands that read snapshot files
+// only (check, whatif, export): anything else is refused with one line
+// naming what the path is.
+func requireSnapshot(path, cmd string) error {
+	in, err := classifyInput(path)
+	if err != nil {
+		return err
+	}
+	return in.SnapshotOnly(cmd)
+}
+
+// unreadable is the error for an input no command reads.
+func unreadable(in classify.Input) error { return errors.New(in.Describe()) }
