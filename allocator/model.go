@@ -262,12 +262,12 @@ type Settings struct {
 
 // Snapshot is a full memory snapshot: final segments plus per-device traces.
 type Snapshot struct {
-	Segments            []Segment
-	DeviceTraces        [][]TraceEntry // index = device ordinal, oldest first
-	Settings            *Settings      // nil when the source has none
+	Segments     []Segment
+	DeviceTraces [][]TraceEntry // index = device ordinal, oldest first
+	Settings     *Settings      // nil when the source has none
 	// TorchNPU is true for a dump written by torch_npu (its round_size
 	// pads requests by 32 bytes); the decoder decides it from the content.
-	TorchNPU bool
+	TorchNPU            bool
 	ExternalAnnotations []Annotation
 	// Stacks is the interned stack table; Stacks[NoStack] is empty.
 	Stacks []Stack
