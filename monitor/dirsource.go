@@ -2,16 +2,20 @@ package monitor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
 )
 
 // Capture kinds.
@@ -73,6 +77,8 @@ type DirSource struct {
 	mu       sync.Mutex
 	captures []Capture
 	byPath   map[string]int // index into captures
+	held     bool           // the user works in the open capture: new ones do not replace it
+	newWhile int            // snapshots that landed while held
 	open     string         // the capture shown
 	ops      int
 	errs     []string
@@ -99,21 +105,27 @@ func ScanDir(dir string, fn func(Capture) error) error {
 		return err
 	}
 	defer w.Close()
-	// The initial scan reports what exists, then says it is over.
-	n := 0
-	for ev := range w.Events {
-		if ev.Kind == WatchScanDone {
-			return nil
-		}
-		if c, ok := captureOf(ev); ok {
-			n++
-			c.Index = n
+	// The initial scan reports what exists, then says it is over; the
+	// captures are listed in arrival order once it is.
+	var found []Capture
+	emit := func() error {
+		byArrival(found)
+		for _, c := range found {
 			if err := fn(c); err != nil {
 				return err
 			}
 		}
+		return nil
 	}
-	return nil
+	for ev := range w.Events {
+		if ev.Kind == WatchScanDone {
+			return emit()
+		}
+		if c, ok := captureOf(ev); ok {
+			found = append(found, c)
+		}
+	}
+	return emit()
 }
 
 func captureOf(ev WatchEvent) (Capture, bool) {
@@ -123,6 +135,14 @@ func captureOf(ev WatchEvent) (Capture, bool) {
 		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
 	case WatchProfilerDir:
 		c = Capture{Kind: CaptureProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+	case WatchError:
+		// a file that never became a readable snapshot (truncated by a
+		// crashed job, garbage) is listed with its one-line error
+		st, err := os.Stat(ev.Path)
+		if err != nil || !st.Mode().IsRegular() || ev.Err == nil {
+			return Capture{}, false
+		}
+		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
 	default:
 		return Capture{}, false
 	}
@@ -136,6 +156,24 @@ func captureOf(ev WatchEvent) (Capture, bool) {
 		}
 	}
 	return c, true
+}
+
+// oneLine keeps the first line of an error message.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// byArrival orders captures by arrival (modification time for those found
+// by the scan), keeping the scan's order among equal times, and numbers
+// them from 1.
+func byArrival(cs []Capture) {
+	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Arrived.Before(cs[j].Arrived) })
+	for i := range cs {
+		cs[i].Index = i + 1
+	}
 }
 
 // treeSize is the size of the files under dir (a profiler directory).
@@ -191,6 +229,7 @@ func (d *DirSource) Stop() {
 func (d *DirSource) loop(ctx context.Context) {
 	defer close(d.done)
 	var newestExisting, toOpen string
+	var newestTime time.Time
 	poll := time.NewTicker(250 * time.Millisecond)
 	defer poll.Stop()
 	d.pollTail()
@@ -214,22 +253,38 @@ func (d *DirSource) loop(ctx context.Context) {
 			}
 			switch ev.Kind {
 			case WatchScanDone:
+				if d.pick != "" && d.Current() == "" {
+					// indexes of existing captures are final once the scan is over
+					for _, c := range d.List() {
+						if c.Kind == CaptureSnapshot && c.Error == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+							d.openSnapshot(c.Path)
+							break
+						}
+					}
+				}
 				switch {
 				case d.pick != "" && d.Current() == "":
 					d.note(fmt.Sprintf("--open %s: no such snapshot in %s (yet)", d.pick, d.dir))
-				case newestExisting != "" && d.Current() == "" && toOpen == "":
+				case d.pick == "" && newestExisting != "" && d.Current() == "" && toOpen == "":
 					toOpen = newestExisting
 				}
 			case WatchSnapshot:
 				switch {
 				case d.pick != "":
-					if d.Current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+					if !ev.Existing && d.Current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
 						d.openSnapshot(ev.Path)
 					}
 				case ev.Existing:
-					newestExisting = ev.Path
-				case d.Following() || d.Current() == "":
+					// the newest by modification time, whatever the scan order
+					if newestExisting == "" || c.Arrived.After(newestTime) {
+						newestExisting, newestTime = ev.Path, c.Arrived
+					}
+				case d.Current() == "" && toOpen == "":
 					toOpen = ev.Path
+				case d.Following():
+					if !d.holding() {
+						toOpen = ev.Path
+					}
 				}
 			case WatchProfilerDir, WatchFrameworkGrow, WatchAnalyseDone:
 				d.pollTail()
@@ -261,12 +316,21 @@ func (d *DirSource) addCapture(c Capture) Capture {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[c.Path]; ok {
-		d.captures[i].Size, d.captures[i].Error = c.Size, ""
+		d.captures[i].Size, d.captures[i].Error = c.Size, c.Error
 		return d.captures[i]
 	}
 	c.Index = len(d.captures) + 1
 	d.byPath[c.Path] = len(d.captures)
 	d.captures = append(d.captures, c)
+	if c.Existing {
+		// the scan reports in directory order: keep the list in arrival
+		// (modification time) order
+		byArrival(d.captures)
+		for i := range d.captures {
+			d.byPath[d.captures[i].Path] = i
+		}
+		c = d.captures[d.byPath[c.Path]]
+	}
 	return c
 }
 
@@ -306,6 +370,19 @@ func (d *DirSource) openCapture(path, kind string) error {
 
 // ingestCapture reads the capture at path into store's memory data.
 func ingestCapture(store *Store, path, kind string, limits replay.Options) error {
+	if kind == CaptureSnapshot {
+		// a file is read by its content, as every command reads it
+		in, err := classify.Path(path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case in.Kind.Profiler():
+			kind = CaptureProfiler
+		case !in.Kind.Snapshot():
+			return errors.New(in.Describe())
+		}
+	}
 	if kind == CaptureSnapshot {
 		c, err := replay.DecodeFile(path, limits)
 		if err != nil {
@@ -383,6 +460,55 @@ func (d *DirSource) note(msg string) {
 	if len(d.errs) < 100 {
 		d.errs = append(d.errs, msg)
 	}
+}
+
+// SetHold holds the open capture while the user works in it (paused, a
+// block selected, the what-if view open): snapshots that land meanwhile
+// are listed and counted (NewCaptures) but not opened. Releasing the hold
+// does not open anything; FollowNewest does.
+func (d *DirSource) SetHold(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held = on
+}
+
+// holding reports whether a following source holds its capture now; a
+// snapshot landing meanwhile is counted.
+func (d *DirSource) holding() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held {
+		d.newWhile++
+	}
+	return d.held
+}
+
+// NewCaptures is the number of snapshots that landed while the open one
+// was held.
+func (d *DirSource) NewCaptures() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.newWhile
+}
+
+// FollowNewest opens the newest readable snapshot (when it is not open
+// already) and follows new ones again; the held count starts over.
+func (d *DirSource) FollowNewest() error {
+	d.mu.Lock()
+	newest := ""
+	for _, c := range d.captures {
+		if c.Kind == CaptureSnapshot && c.Error == "" {
+			newest = c.Path
+		}
+	}
+	d.held, d.newWhile = false, 0
+	d.follow = true
+	open := d.open
+	d.mu.Unlock()
+	if newest == "" || newest == open {
+		return nil
+	}
+	return d.openCapture(newest, CaptureSnapshot)
 }
 
 // Following reports whether new snapshots are opened as they land.

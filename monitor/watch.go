@@ -315,6 +315,12 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 	}
 	if err := w.opts.Check(p); err != nil {
 		c.failed = true
+		if existing && !c.reported {
+			// found at start and already stable: nobody is writing it,
+			// so it is reported now (the picker lists it with the error)
+			c.reported = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
+		}
 		return
 	}
 	delete(w.pending, p)

@@ -127,6 +127,9 @@ func (m *Model) headerLines() []string {
 		case d > 0:
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("%d entries dropped", d)))
 		}
+		if n := m.newCapturesNote(); n != "" {
+			warn = append(warn, th.Warn.Render(n))
+		}
 		if m.o.Note != nil {
 			if n := m.o.Note(); n != "" {
 				warn = append(warn, th.Warn.Render(n))

@@ -102,6 +102,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		m.follow = true
 		m.setCursor(m.last)
+		if m.o.Captures != nil {
+			return m.followNewest()
+		}
 	case key.Matches(msg, k.Prev):
 		m.stepEvent(-1)
 	case key.Matches(msg, k.Next):

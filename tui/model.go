@@ -322,6 +322,7 @@ func (m *Model) onTick(now time.Time) {
 		m.dirty = true // progress text
 		return
 	}
+	m.syncHold()
 	if m.refreshPicker() {
 		m.dirty = true // new captures, or another one opened
 	}

@@ -38,9 +38,12 @@ func newWatchCmd() *cobra.Command {
 		Short: "Show the memory snapshots and profiler runs landing in a directory",
 		Long: "watch follows a directory where a job dumps memory snapshots (_dump_snapshot pickles,\n" +
 			"oom_snapshot_*.pickle, their JSON exports) and writes torch_npu profiler directories\n" +
-			"(*_ascend_pt). Captures are kept in arrival order; the newest one is opened and, with\n" +
-			"--follow (the default), each new one replaces it as it lands. c shows the capture picker:\n" +
-			"every capture with its arrival time and size, new ones appearing live; enter opens one\n" +
+			"(*_ascend_pt). Captures are kept in arrival order (modification time for those already\n" +
+			"there); the newest one is opened and, with --follow (the default), each new one replaces it\n" +
+			"as it lands — except while you work in the view (paused, a block selected, the what-if\n" +
+			"view open): then the open capture stays, the header counts the new ones and f opens the\n" +
+			"newest and follows again. c shows the capture picker: every capture with its arrival time\n" +
+			"and size (one that cannot be read, with its error), new ones appearing live; enter opens one\n" +
 			"(choosing the newest keeps following, an older one stays put). Profiler ops are read from\n" +
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
 			"--list prints the captures found so far in arrival order and exits; --open N (the index\n" +

@@ -1,0 +1,74 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/monitor"
+)
+
+// holdingCaptures is dirCaptures with the hold a watched directory offers.
+type holdingCaptures struct {
+	dirCaptures
+	held     bool
+	newCount int
+	followed int
+}
+
+func (h *holdingCaptures) SetHold(on bool)  { h.mu.Lock(); h.held = on; h.mu.Unlock() }
+func (h *holdingCaptures) NewCaptures() int { h.mu.Lock(); defer h.mu.Unlock(); return h.newCount }
+func (h *holdingCaptures) FollowNewest() error {
+	h.mu.Lock()
+	h.followed++
+	h.newCount = 0
+	newest := h.list[len(h.list)-1].Path
+	h.mu.Unlock()
+	return h.Open(newest)
+}
+
+// TestWorkingHoldsTheCapture: pausing holds the open capture, the header
+// says how many captures landed meanwhile, and f opens the newest and
+// follows again.
+func TestWorkingHoldsTheCapture(t *testing.T) {
+	store := monitor.NewStore(monitor.StoreOptions{})
+	caps := &holdingCaptures{dirCaptures: dirCaptures{store: store, snaps: map[string]*allocator.Snapshot{}}}
+	caps.add("/dumps/snapshot_1.pickle", smallSnapshot(true), fixedNow)
+	if err := caps.Open("/dumps/snapshot_1.pickle"); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(store)
+	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
+	m := newSized(t, o, 160, 30)
+	tick := func() { m.Update(tickMsg(fixedNow)) }
+	tick()
+	if caps.held {
+		t.Fatal("held while following")
+	}
+	press(m, " ") // pause
+	tick()
+	if !caps.held {
+		t.Fatal("pausing does not hold the open capture")
+	}
+	caps.add("/dumps/snapshot_2.pickle", smallSnapshot(true), fixedNow)
+	caps.add("/dumps/snapshot_3.pickle", smallSnapshot(true), fixedNow)
+	caps.mu.Lock()
+	caps.newCount = 2
+	caps.mu.Unlock()
+	tick()
+	if v := m.View(); !strings.Contains(v, "2 new captures (f follows)") {
+		t.Fatalf("header lacks the count of new captures:\n%s", v)
+	}
+	cmd := press(m, "f")
+	if cmd == nil {
+		t.Fatal("f in a watched directory opens nothing")
+	}
+	m.Update(cmd())
+	tick()
+	if caps.followed != 1 || caps.held || !m.follow {
+		t.Errorf("after f: followed %d, held %v, following %v", caps.followed, caps.held, m.follow)
+	}
+	if v := m.View(); strings.Contains(v, "new capture") || !strings.Contains(v, "snapshot_3.pickle") {
+		t.Errorf("after f the header should name the newest capture and no count:\n%s", v)
+	}
+}
