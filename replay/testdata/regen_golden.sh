@@ -6,7 +6,8 @@ python3 gen_explain.py .
 F=../../testdata/fixtures/snapshots
 mkdir -p golden
 for f in $F/*.pickle cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
-         npu_workspace.pickle torch113_list.pickle torch113_list.json wide_addr.pickle leak_steps.pickle; do
+         npu_workspace.pickle torch113_list.pickle torch113_list.json wide_addr.pickle leak_steps.pickle \
+         flavour_cuda21_sidestream.pickle flavour_cuda21_sideonly.pickle flavour_npu_frames.pickle flavour_npu_streams.pickle; do
   python3 ref_stats.py "$f" > "golden/$(basename "$f").stats.json"
 done
 python3 ref_stats.py $F/cuda-2026-assignment2-memory_snapshot.pickle --at-index 1402 > golden/cuda-2026-assignment2-memory_snapshot.pickle.at1402.stats.json

@@ -78,3 +78,15 @@ func TestFinalDeltaCaveat(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDASideStreamRunsCUDA: a CUDA torch 2.1 dump with a side stream is
+// re-simulated with the CUDA allocator (no 32-byte pad, paged device).
+func TestCUDASideStreamRunsCUDA(t *testing.T) {
+	res, err := Simulate(context.Background(), load(t, "../testdata/flavour_cuda21_sidestream.pickle"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Flavour != allocator.FlavourCUDA.String() || res.Placement != "paged" {
+		t.Errorf("flavour %s placement %s, want cuda / paged", res.Flavour, res.Placement)
+	}
+}
