@@ -203,43 +203,38 @@ func (t *Timeline) StateAfterEstimated(i int) ([]allocator.Segment, int) {
 	for j := len(t.Entries) - 1; j > i; j-- {
 		st.undo(&t.Entries[j], t.Device)
 	}
-	segs := st.materialize()
-	n := 0
-	for k := range segs {
-		for _, b := range segs[k].Blocks {
-			if b.State.Active() && st.estimated[b.Address] {
-				n++
-			}
-		}
-	}
-	return segs, n
+	return st.materialize()
 }
 
 // undoState is the mutable state of the backwards walk: segments by base
 // address and live (active) blocks by address. Inactive blocks are not kept;
 // they are the gaps, re-tiled by materialize.
 type undoState struct {
-	segs      map[uint64]*allocator.Segment
-	blocks    map[uint64]*allocator.Block
-	estimated map[uint64]bool // live blocks re-created from an entry (size = round(requested))
-	round     func(int64) int64
+	segs   map[uint64]*allocator.Segment
+	blocks map[uint64]*undoBlock
+	round  func(int64) int64
+}
+
+// undoBlock is a live block of the backwards walk; est marks one re-created
+// from an entry (its size round(requested), not a recorded size).
+type undoBlock struct {
+	allocator.Block
+	est bool
 }
 
 func newUndoState(final []allocator.Segment, round func(int64) int64) *undoState {
 	st := &undoState{
-		segs:      make(map[uint64]*allocator.Segment, len(final)),
-		blocks:    make(map[uint64]*allocator.Block),
-		estimated: make(map[uint64]bool),
-		round:     round,
+		segs:   make(map[uint64]*allocator.Segment, len(final)),
+		blocks: make(map[uint64]*undoBlock),
+		round:  round,
 	}
 	for i := range final {
 		s := final[i]
 		s.Blocks = nil
 		st.segs[s.Address] = &s
 		for j := range final[i].Blocks {
-			b := final[i].Blocks[j]
-			if b.State.Active() {
-				st.blocks[b.Address] = &b
+			if b := final[i].Blocks[j]; b.State.Active() {
+				st.blocks[b.Address] = &undoBlock{Block: b}
 			}
 		}
 	}
@@ -257,7 +252,6 @@ func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 	switch e.Action {
 	case allocator.ActionAlloc:
 		delete(st.blocks, e.Addr)
-		delete(st.estimated, e.Addr)
 	case allocator.ActionFreeCompleted:
 		st.recreate(e, allocator.StateActivePendingFree)
 	case allocator.ActionFreeRequested:
@@ -282,10 +276,8 @@ func (st *undoState) undo(e *allocator.TraceEntry, device int) {
 // recreate puts back the live block a free entry describes, its size
 // round(requested).
 func (st *undoState) recreate(e *allocator.TraceEntry, state allocator.BlockState) {
-	b := entryBlock(e, state)
-	b.Size = st.round(e.Size)
-	st.blocks[e.Addr] = b
-	st.estimated[e.Addr] = true
+	st.blocks[e.Addr] = &undoBlock{Block: allocator.Block{Address: e.Addr, Size: st.round(e.Size), RequestedSize: e.Size,
+		State: state, Frames: e.Frames}, est: true}
 }
 
 // entryBlock is the live block a free entry describes, re-created in state
@@ -354,14 +346,16 @@ func (st *undoState) remap(e *allocator.TraceEntry, device int) {
 
 // materialize returns the segments sorted by address, each tiled by its
 // live blocks and inactive blocks filling the gaps. Live blocks outside
-// every segment are dropped.
-func (st *undoState) materialize() []allocator.Segment {
+// every segment are dropped. It also returns how many of the placed live
+// blocks were re-created from an entry (sizes round(requested)).
+func (st *undoState) materialize() ([]allocator.Segment, int) {
+	est := 0
 	segs := make([]allocator.Segment, 0, len(st.segs))
 	for _, s := range st.segs {
 		segs = append(segs, *s)
 	}
 	sort.Slice(segs, func(a, b int) bool { return segs[a].Address < segs[b].Address })
-	blocks := make([]*allocator.Block, 0, len(st.blocks))
+	blocks := make([]*undoBlock, 0, len(st.blocks))
 	for _, b := range st.blocks {
 		blocks = append(blocks, b)
 	}
@@ -376,7 +370,10 @@ func (st *undoState) materialize() []allocator.Segment {
 		}
 		cur, end := s.Address, s.End()
 		for bi < len(blocks) && blocks[bi].Address < end {
-			b := *blocks[bi]
+			b := blocks[bi].Block
+			if blocks[bi].est {
+				est++
+			}
 			bi++
 			if b.Address > cur {
 				s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(b.Address - cur)})
@@ -395,7 +392,7 @@ func (st *undoState) materialize() []allocator.Segment {
 			s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
 		}
 	}
-	return segs
+	return segs, est
 }
 
 // BlockFrames is the stack a block was allocated from: its frames (torch
