@@ -32,6 +32,9 @@ type ServerOptions struct {
 	Stack func(allocator.StackID) allocator.Stack
 	// Devices reports current device information for heartbeats (optional).
 	Devices func() []DeviceInfo
+	// Peaks reports the producer's own peaks per device since it started,
+	// sent in every HELLO (optional).
+	Peaks func() []DevicePeak
 	// QueueEntries bounds the entries (and ops) the server holds for
 	// clients that have not sent them yet, shared by all clients (default
 	// 65536). A client that falls further behind loses the oldest: a GAP
@@ -588,6 +591,9 @@ func (s *Server) hello() Hello {
 	}
 	if h.ClockSource == "" {
 		h.ClockSource = "realtime"
+	}
+	if s.opts.Peaks != nil {
+		h.Peaks = s.opts.Peaks()
 	}
 	return h
 }

@@ -287,6 +287,18 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 	if opts.Hello.Settings == nil {
 		opts.Hello.Settings = allocs[0].Config().Settings()
 	}
+	if opts.Peaks == nil {
+		opts.Peaks = func() []DevicePeak {
+			out := make([]DevicePeak, 0, len(allocs))
+			for _, a := range allocs {
+				st := a.Stats()
+				out = append(out, DevicePeak{Device: a.Device(),
+					ActiveBytes:   st.RequestedBytes[allocator.StatAll].Peak,
+					ReservedBytes: st.ReservedBytes[allocator.StatAll].Peak})
+			}
+			return out
+		}
+	}
 	srv, err = Listen(network, address, opts)
 	if err != nil {
 		return nil, nil, err

@@ -72,6 +72,17 @@ type Hello struct {
 	Resolution time.Duration
 	Devices    []DeviceInfo
 	Settings   *allocator.Settings
+	// Peaks are the producer's own peaks since it started, per device,
+	// when it sends them (an optional trailing HELLO field): a client that
+	// attaches late sees only what happens after it, these cover the rest.
+	Peaks []DevicePeak
+}
+
+// DevicePeak is a producer's peak figures for one device since it started.
+type DevicePeak struct {
+	Device        int
+	ActiveBytes   int64 // peak of the active series (requested bytes of live allocations)
+	ReservedBytes int64 // peak reserved bytes
 }
 
 // ---- encoding ----
@@ -137,6 +148,14 @@ func encodeHello(e *enc, h *Hello) {
 		}
 	} else {
 		e.u8(0)
+	}
+	if len(h.Peaks) > 0 { // optional: absent when the producer has none
+		e.uv(uint64(len(h.Peaks)))
+		for _, p := range h.Peaks {
+			e.iv(int64(p.Device))
+			e.iv(p.ActiveBytes)
+			e.iv(p.ReservedBytes)
+		}
 	}
 	e.end(off)
 }
@@ -515,6 +534,12 @@ func decodeHello(p []byte) (*Hello, error) {
 			}
 		}
 		h.Settings = s
+	}
+	if d.err == nil && d.off < len(d.b) {
+		n := d.count("peaks", 3)
+		for i := 0; i < n && d.err == nil; i++ {
+			h.Peaks = append(h.Peaks, DevicePeak{Device: int(d.iv("peak.device")), ActiveBytes: d.iv("peak.active"), ReservedBytes: d.iv("peak.reserved")})
+		}
 	}
 	return h, d.done()
 }

@@ -209,6 +209,7 @@ func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.
 		if st.Hello.TimeBase == monitor.TimePollUS {
 			out.TimeResolutionUS = st.Hello.Resolution.Microseconds()
 		}
+		producerPeaks(&out.replaySummaryJSON, s.Device, st.Hello.Peaks)
 	}
 	return writeJSON(w, out)
 }
@@ -285,4 +286,20 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 		return writeRanksSummary(out, strings.Join(addrs, " "), rs)
 	}
 	return rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("%d processes", len(addrs)), Ranks: rs, Live: true, ASCII: ascii})
+}
+
+// producerPeaks takes the producer's own peaks (sent in its HELLO) for the
+// device: the peaks then cover the whole process ("process"), not only what
+// happened since attach. A peak from the HELLO has no entry time.
+func producerPeaks(out *replaySummaryJSON, device int, peaks []monitor.DevicePeak) {
+	for _, p := range peaks {
+		if p.Device != device {
+			continue
+		}
+		if p.ActiveBytes > out.PeakActiveBytes {
+			out.PeakActiveBytes, out.PeakActiveTime = p.ActiveBytes, nil
+		}
+		out.PeakReservedBytes = max(out.PeakReservedBytes, p.ReservedBytes)
+		out.PeakScope = "process"
+	}
 }
