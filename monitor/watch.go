@@ -315,9 +315,10 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 	}
 	if err := w.opts.Check(p); err != nil {
 		c.failed = true
-		if existing && !c.reported {
-			// found at start and already stable: nobody is writing it,
-			// so it is reported now (the picker lists it with the error)
+		if existing && !c.reported && time.Since(c.mod) >= w.opts.GiveUp {
+			// found at start, untouched for longer than GiveUp: nobody is
+			// writing it, so it is reported now (the picker lists it with
+			// its error); a fresh one waits as a new file would
 			c.reported = true
 			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
 		}
