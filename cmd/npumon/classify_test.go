@@ -33,7 +33,7 @@ func TestInputsByContent(t *testing.T) {
 		{"trace_view.json is profiler ops", []string{"stats", tv}, 0, "ops       710"},
 		{"trace_view.json json", []string{"stats", "--json", tv}, 0, `"kind": "profiler"`},
 		{"whatif refuses trace_view.json", []string{"whatif", tv}, 2, "not a memory snapshot"},
-		{"check refuses a db", []string{"check", db}, 2, "profiler SQLite export, not a memory snapshot"},
+		{"check refuses a db", []string{"check", "--no-oom", db}, 2, "profiler SQLite export, not a memory snapshot"},
 		{"export refuses a db", []string{"export", db, "--to", "json", "-o", filepath.Join(t.TempDir(), "x.json")}, 2, "not a memory snapshot"},
 		{"replay refuses a plain directory", []string{"replay", "--headless", "10ms", t.TempDir()}, 2, "not a profiler directory"},
 	} {

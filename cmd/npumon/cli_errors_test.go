@@ -76,9 +76,9 @@ func TestCheckSizeUnitsAndLimits(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "check needs at least one limit") {
 		t.Errorf("check without limits: exit %d, %q", code, errOut)
 	}
-	// A fragmentation violation shows the digits that tell it from its limit.
-	code, _, errOut = captureRun(t, "check", fixture2026(t), "--max-fragmentation", "90.28")
-	if code != exitFail || !strings.Contains(errOut, "fragmentation 90.284% ") || !strings.Contains(errOut, "exceeds --max-fragmentation 90.280%") {
+	// An inactive-fraction violation shows the digits that tell it from its limit.
+	code, _, errOut = captureRun(t, "check", fixture2026(t), "--max-inactive-pct", "90.28")
+	if code != exitFail || !strings.Contains(errOut, "inactive fraction 90.284% ") || !strings.Contains(errOut, "exceeds --max-inactive-pct 90.280%") {
 		t.Errorf("fragmentation violation: exit %d, %q", code, errOut)
 	}
 }

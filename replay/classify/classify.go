@@ -126,7 +126,7 @@ func Content(head []byte) (Kind, string) {
 		}
 		return SnapshotJSON, ""
 	}
-	return Unknown, fmt.Sprintf("starts with byte 0x%02x: neither a snapshot (pickle protocol 2–5 or JSON), a Chrome trace nor an SQLite database", b[0])
+	return Unknown, fmt.Sprintf("not a memory snapshot: offset %d: starts with byte 0x%02x, neither a pickle (protocol 2–5), JSON, a Chrome trace nor an SQLite database", len(head)-len(b), b[0])
 }
 
 // firstObject returns the text of the first JSON object in b, up to its
