@@ -27,7 +27,7 @@ func newWhatifCmd() *cobra.Command {
 		Long: "whatif replays each device's recorded allocation sequence through the caching allocator, once\n" +
 			"with the file's own settings (allocator_settings, else the defaults) and once per --conf\n" +
 			"(PYTORCH_NPU_ALLOC_CONF syntax; PYTORCH_CUDA_ALLOC_CONF for CUDA files), and reports peak\n" +
-			"reserved / allocated, segments, fragmentation at the peak, retries, OOMs and how closely the\n" +
+			"reserved / allocated, segments, cached free bytes at the peak, retries, OOMs and how closely the\n" +
 			"baseline follows the recorded reserved curve. The device size is --device-mem, else derived\n" +
 			"from an oom entry, else the recorded peak plus 12.5% headroom; the report says which.\n" +
 			"empty_cache calls are inferred from segment releases outside a malloc.",
