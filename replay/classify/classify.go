@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/npumon/npumon/profiler"
 )
@@ -164,6 +163,3 @@ func (in Input) whyOr() string {
 	}
 	return in.Kind.String()
 }
-
-// Base is the file or directory name, for headers.
-func (in Input) Base() string { return filepath.Base(filepath.Clean(in.Path)) }

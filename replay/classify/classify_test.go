@@ -68,3 +68,18 @@ func TestPathByContent(t *testing.T) {
 		t.Error("a missing path classified without error")
 	}
 }
+
+// FuzzContent: any bytes classify without a panic, and a kind npumon does
+// not read always says why.
+func FuzzContent(f *testing.F) {
+	for _, seed := range [][]byte{nil, []byte("SQLite format 3\x00"), []byte(`[{"ph":"X"}]`), []byte(`{"segments":[]}`),
+		[]byte("\x80\x04}."), []byte(" \n{\"traceEvents\":[]}"), []byte("\xef\xbb\xbf["), []byte("(lp0")} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, why := Content(b)
+		if k == Unknown && why == "" {
+			t.Errorf("%q: unknown without a reason", b)
+		}
+	})
+}
