@@ -285,7 +285,14 @@ func liveSize(b liveBlock) int64 {
 // captureOverrides finds the allocs and segment_allocs whose object survives
 // to the end of the trace and gives them the final state's attributes.
 func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) overrides {
-	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}, round: replay.SizeRounder(snap)}
+	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+	if len(entries) > 0 {
+		// a file's trace: blocks it re-creates are round_size(requested),
+		// as replay's undo makes them. A live producer's SNAPSHOT has no
+		// trace, and the entries appended after it keep their requested
+		// sizes (the Store does not know the producer's rounding).
+		ov.round = replay.SizeRounder(snap)
+	}
 	finalSegs := map[uint64]*allocator.Segment{}
 	finalBlocks := map[uint64]*allocator.Block{}
 	for i := range snap.Segments {

@@ -625,7 +625,7 @@ func TestWirePollingProducer(t *testing.T) {
 	}
 	// the first block is 1024 bytes, the second as requested (3000)
 	sum := st.Summary(0, 1<<62)
-	if sum.ActiveBytes != 4000 || sum.TotalFreeBytes != 2<<20-1024-3000 || sum.Blocks != 2 {
+	if sum.ActiveBytes != 4000 || sum.TotalFreeBytes != 2<<20-1024-3000 || sum.LiveBlocks != 2 || sum.Blocks != 3 {
 		t.Fatalf("summary %+v", sum)
 	}
 }

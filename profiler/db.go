@@ -43,16 +43,6 @@ const (
 // sqliteMagic opens every SQLite 3 database file.
 const sqliteMagic = "SQLite format 3\x00"
 
-// IsInput reports whether path should be read as profiler output rather
-// than as a memory snapshot file: any directory, or a profiler SQLite export.
-// It is the one place the commands make that call.
-func IsInput(path string) bool {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return true
-	}
-	return IsDBName(filepath.Base(path))
-}
-
 // IsDBName reports whether a file name is one of the SQLite exports ReadDir
 // reads: ascend_pytorch_profiler[_{rank}].db or msprof_*.db.
 func IsDBName(name string) bool {

@@ -69,10 +69,6 @@ func newReplayCmd() *cobra.Command {
 				capt.Store(c)
 				return err
 			}
-			st, err := os.Stat(path)
-			if err != nil {
-				return err
-			}
 			// Loading runs behind the UI; what cannot be read is refused up front.
 			in, err := classifyInput(path)
 			if err != nil {

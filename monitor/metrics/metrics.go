@@ -174,7 +174,7 @@ func (c *Collector) collect(t *Target, ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(largestFreeBlockRatio, prometheus.GaugeValue, ratio, lv...)
 		gauge(segments, int64(s.Segments))
-		gauge(liveBlocks, int64(s.Blocks))
+		gauge(liveBlocks, int64(s.LiveBlocks))
 		counter(ooms, int64(s.OOMs))
 		// A live connection counts per process; with one device it is that
 		// device's count, with several the Store's per-device count is used.
