@@ -212,6 +212,14 @@ func (d *devLog) state(cursor, n int64) State {
 		m.free += g.Size
 		m.largest = max(m.largest, g.Size)
 	}
+	for i := range st.Segments {
+		m.tiles += len(st.Segments[i].Blocks)
+		for j := range st.Segments[i].Blocks {
+			if b := &st.Segments[i].Blocks[j]; b.State == allocator.StateActiveAllocated {
+				m.allocated += b.Size
+			}
+		}
+	}
 	d.remember(m)
 	return st
 }

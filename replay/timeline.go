@@ -414,14 +414,14 @@ func BlockFrames(b *allocator.Block) allocator.StackID {
 // out[k] is the state right after entry idx[k]. idx must be ascending.
 func (t *Timeline) StatesAfter(idx []int) [][]allocator.Segment {
 	out := make([][]allocator.Segment, len(idx))
-	st := newUndoState(t.final)
+	st := newUndoState(t.final, t.round)
 	j := len(t.Entries) - 1
 	for k := len(idx) - 1; k >= 0; k-- {
 		i := max(idx[k], -1)
 		for ; j > i; j-- {
 			st.undo(&t.Entries[j], t.Device)
 		}
-		out[k] = st.materialize()
+		out[k], _ = st.materialize()
 	}
 	return out
 }

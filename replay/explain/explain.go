@@ -40,8 +40,8 @@ type OOM struct {
 	DeviceFreeBytes        *int64 `json:"device_free_bytes"`
 	ReservedBytes          int64  `json:"reserved_bytes"`
 	AllocatedBytes         int64  `json:"allocated_bytes"`
-	CachedFreeBytes        int64  `json:"cached_free_bytes"`
-	LargestCachedFreeBytes int64  `json:"largest_cached_free_bytes"`
+	CachedFreeBytes        int64  `json:"inactive_bytes"`
+	LargestCachedFreeBytes int64  `json:"largest_free_block_bytes"`
 	// Verdict: "shortage" when allocated + requested exceed reserved +
 	// device free (the device cannot give that much), else
 	// "fragmentation" (the bytes exist, no block or range is large

@@ -14,7 +14,7 @@ import json
 import re
 import sys
 
-from ref_stats import load, requested, undo_state, with_addresses
+from ref_stats import load, requested, rounder, schema_of, undo_state, with_addresses
 
 ALLOC_FAMILY = {"alloc", "free_requested", "free_completed", "free"}
 
@@ -137,6 +137,7 @@ def group(allocs, total):
 
 
 def figures(segs, entries, i):
+    rnd = ROUND[0]
     reserved = sum(s["total_size"] for s in segs)
     for e in entries:
         if e["action"] in ("segment_alloc", "segment_map"):
@@ -149,7 +150,7 @@ def figures(segs, entries, i):
         elif e["action"] in ("segment_free", "segment_unmap"):
             reserved -= e["size"]
     allocated = cached = largest = 0
-    for s in undo_state(segs, entries, i):
+    for s in undo_state(segs, entries, i, rnd):
         for b in s["blocks"]:
             if b["state"] == "active_allocated":
                 allocated += b["size"]
@@ -263,7 +264,7 @@ def explain_device(top, dev):
         reserved, allocated, cached, largest = figures(segs, entries, i)
         o = {"kind": kind, "index": i, "time_us": time_of(entries, i), "requested_bytes": 0,
              "device_free_bytes": None, "reserved_bytes": reserved, "allocated_bytes": allocated,
-             "cached_free_bytes": cached, "largest_cached_free_bytes": largest, "verdict": "none",
+             "inactive_bytes": cached, "largest_free_block_bytes": largest, "verdict": "none",
              "op": "", "frames": [], "whatif": []}
         if i >= 0:
             e = entries[i]
@@ -316,9 +317,16 @@ def devices(top):
     return [d for d in range(n) if (d < len(traces) and traces[d]) or any(s["device"] == d for s in top["segments"])]
 
 
+# the file's round_size (ref_stats.rounder), set by main: blocks the undo
+# re-creates are round_size(requested), as in ref_stats
+ROUND = [lambda n: n]
+
+
 def main():
     cmd, path = sys.argv[1], sys.argv[2]
-    _, top = load(path)
+    fmt, top = load(path)
+    schema, _ = schema_of(top, fmt)
+    ROUND[0] = rounder(top if isinstance(top, dict) else {}, schema == "torch_npu")
     if isinstance(top, list):
         top = {"segments": top, "device_traces": []}
     if cmd == "holders":
