@@ -167,13 +167,20 @@ func oneLine(s string) string {
 }
 
 // byArrival orders captures by arrival (modification time for those found
-// by the scan), keeping the scan's order among equal times, and numbers
-// them from 1.
+// by the scan; equal times by name) and numbers them from 1.
 func byArrival(cs []Capture) {
-	sort.SliceStable(cs, func(i, j int) bool { return cs[i].Arrived.Before(cs[j].Arrived) })
+	sort.SliceStable(cs, func(i, j int) bool { return arrivedBefore(&cs[i], &cs[j]) })
 	for i := range cs {
 		cs[i].Index = i + 1
 	}
+}
+
+// arrivedBefore orders two captures by arrival time, then by path.
+func arrivedBefore(a, b *Capture) bool {
+	if !a.Arrived.Equal(b.Arrived) {
+		return a.Arrived.Before(b.Arrived)
+	}
+	return a.Path < b.Path
 }
 
 // treeSize is the size of the files under dir (a profiler directory).
@@ -253,6 +260,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			}
 			switch ev.Kind {
 			case WatchScanDone:
+				d.sortScanned()
 				if d.pick != "" && d.Current() == "" {
 					// indexes of existing captures are final once the scan is over
 					for _, c := range d.List() {
@@ -276,7 +284,7 @@ func (d *DirSource) loop(ctx context.Context) {
 					}
 				case ev.Existing:
 					// the newest by modification time, whatever the scan order
-					if newestExisting == "" || c.Arrived.After(newestTime) {
+					if newestExisting == "" || arrivedBefore(&Capture{Path: newestExisting, Arrived: newestTime}, &c) {
 						newestExisting, newestTime = ev.Path, c.Arrived
 					}
 				case d.Current() == "" && toOpen == "":
@@ -322,16 +330,18 @@ func (d *DirSource) addCapture(c Capture) Capture {
 	c.Index = len(d.captures) + 1
 	d.byPath[c.Path] = len(d.captures)
 	d.captures = append(d.captures, c)
-	if c.Existing {
-		// the scan reports in directory order: keep the list in arrival
-		// (modification time) order
-		byArrival(d.captures)
-		for i := range d.captures {
-			d.byPath[d.captures[i].Path] = i
-		}
-		c = d.captures[d.byPath[c.Path]]
-	}
 	return c
+}
+
+// sortScanned puts the captures in arrival order once the scan (which
+// reports in directory order) is over, and renumbers them.
+func (d *DirSource) sortScanned() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	byArrival(d.captures)
+	for i := range d.captures {
+		d.byPath[d.captures[i].Path] = i
+	}
 }
 
 // update changes the capture at path, if there is one.
