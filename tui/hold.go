@@ -16,10 +16,11 @@ type holder interface {
 }
 
 // working reports whether the user is working in the open capture: paused
-// (not following the newest data), a block selected in the segment map, or
-// the what-if view open.
+// (not following the newest data), a block selected in the segment map, the
+// what-if view or an explain view (holders, a stack, the OOM panel) open, or
+// mark A set.
 func (m *Model) working() bool {
-	return (m.o.Live && !m.follow) || m.seg.InBlocks() || m.wiOpen
+	return (m.o.Live && !m.follow) || m.seg.InBlocks() || m.wiOpen || m.x.open() || m.x.markN >= 0
 }
 
 // syncHold tells a watched directory whether to hold the open capture.

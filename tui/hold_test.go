@@ -71,4 +71,20 @@ func TestWorkingHoldsTheCapture(t *testing.T) {
 	if v := m.View(); strings.Contains(v, "new capture") || !strings.Contains(v, "snapshot_3.pickle") {
 		t.Errorf("after f the header should name the newest capture and no count:\n%s", v)
 	}
+	// Mark A set, or holders open, hold it too, while following.
+	press(m, "m")
+	tick()
+	if !caps.held {
+		t.Error("mark A does not hold the open capture")
+	}
+	press(m, "m") // clears the mark
+	tick()
+	if caps.held {
+		t.Error("held after the mark was cleared")
+	}
+	press(m, "h")
+	tick()
+	if !caps.held {
+		t.Error("the holders view does not hold the open capture")
+	}
 }
