@@ -67,13 +67,15 @@ var (
 	activeBytes = desc("npumon_active_bytes",
 		"Bytes of the live allocations at the newest trace entry, pending frees included, sized as the trace records them (requested sizes).")
 	allocatedBytes = desc("npumon_allocated_bytes",
-		"Bytes of the live allocations at the newest trace entry that are not waiting on a pending free (active minus pending-free bytes).")
+		"Bytes of the allocated blocks at the newest trace entry, rounded block sizes (JSON allocated_bytes).")
+	requestedBytes = desc("npumon_requested_bytes",
+		"Bytes of the live allocations at the newest trace entry that are not waiting on a pending free, as requested (JSON requested_bytes).")
 	reservedBytes = desc("npumon_reserved_bytes",
 		"Bytes of device memory the caching allocator holds in segments at the newest trace entry.")
 	peakActiveBytes = desc("npumon_peak_active_bytes",
 		"Largest npumon_active_bytes over the trace so far.")
-	peakAllocatedBytes = desc("npumon_peak_allocated_bytes",
-		"Largest npumon_allocated_bytes over the trace so far.")
+	peakRequestedBytes = desc("npumon_peak_requested_bytes",
+		"Largest npumon_requested_bytes over the trace so far.")
 	peakReservedBytes = desc("npumon_peak_reserved_bytes",
 		"Largest npumon_reserved_bytes over the trace so far.")
 	cachedFreeBytes = desc("npumon_cached_free_bytes",
@@ -161,10 +163,11 @@ func (c *Collector) collect(t *Target, ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
 		}
 		gauge(activeBytes, s.ActiveBytes)
-		gauge(allocatedBytes, s.AllocatedBytes)
+		gauge(allocatedBytes, s.MapAllocatedBytes)
+		gauge(requestedBytes, s.AllocatedBytes)
 		gauge(reservedBytes, s.ReservedBytes)
 		gauge(peakActiveBytes, s.PeakActiveBytes)
-		gauge(peakAllocatedBytes, s.PeakAllocatedBytes)
+		gauge(peakRequestedBytes, s.PeakAllocatedBytes)
 		gauge(peakReservedBytes, s.PeakReservedBytes)
 		gauge(cachedFreeBytes, s.TotalFreeBytes)
 		gauge(largestFreeBlockBytes, s.LargestFreeBlock)

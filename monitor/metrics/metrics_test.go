@@ -32,9 +32,10 @@ func captureExposition(rank, pid string) string {
 	return strings.NewReplacer("L", l).Replace(`
 npumon_active_bytes L 5.767168e+06
 npumon_allocated_bytes L 2.62144e+06
+npumon_requested_bytes L 2.62144e+06
 npumon_reserved_bytes L 1.048576e+07
 npumon_peak_active_bytes L 5.767168e+06
-npumon_peak_allocated_bytes L 5.767168e+06
+npumon_peak_requested_bytes L 5.767168e+06
 npumon_peak_reserved_bytes L 1.048576e+07
 npumon_cached_free_bytes L 4.718592e+06
 npumon_largest_free_block_bytes L 2.097152e+06

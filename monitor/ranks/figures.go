@@ -5,8 +5,9 @@ import (
 )
 
 // Figures are one rank's memory figures, from its Store: at the newest
-// entry, and the peaks over the whole trace (the Store's active, allocated
-// and reserved series, docs/timeline.md).
+// entry, and the peaks over the whole trace (the Store's active, requested
+// and reserved series, docs/timeline.md); allocated_bytes is rounded block
+// sizes as everywhere (docs/json.md).
 type Figures struct {
 	Rank               int              `json:"rank"`
 	Device             int              `json:"device"`
@@ -16,7 +17,7 @@ type Figures struct {
 	AllocatedBytes     int64            `json:"allocated_bytes"`
 	ReservedBytes      int64            `json:"reserved_bytes"`
 	PeakActiveBytes    int64            `json:"peak_active_bytes"`
-	PeakAllocatedBytes int64            `json:"peak_allocated_bytes"`
+	PeakRequestedBytes int64            `json:"peak_requested_bytes"`
 	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
 	PeakActiveTime     int64            `json:"peak_active_time"` // cursor of the active peak (epoch µs, or entry index)
 	OOMs               int              `json:"ooms"`
@@ -43,8 +44,8 @@ func FromStore(rank int, st *monitor.Store) (f Figures, ok bool) {
 	}
 	s := st.SummaryAtSeq(dev, st.Len(dev))
 	return Figures{Rank: rank, Device: dev, Entries: s.Entries, TimeBase: s.TimeBase,
-		ActiveBytes: s.ActiveBytes, AllocatedBytes: s.AllocatedBytes, ReservedBytes: s.ReservedBytes,
-		PeakActiveBytes: s.PeakActiveBytes, PeakAllocatedBytes: s.PeakAllocatedBytes,
+		ActiveBytes: s.ActiveBytes, AllocatedBytes: s.MapAllocatedBytes, ReservedBytes: s.ReservedBytes,
+		PeakActiveBytes: s.PeakActiveBytes, PeakRequestedBytes: s.PeakAllocatedBytes,
 		PeakReservedBytes: s.PeakReservedBytes, PeakActiveTime: s.PeakActiveTime, OOMs: s.OOMs}, true
 }
 
@@ -89,14 +90,14 @@ func Compare(figs []Figures) []Imbalance {
 	for i, f := range figs {
 		ranks[i] = f.Rank
 		res = append(res, f.PeakReservedBytes)
-		alloc = append(alloc, f.PeakAllocatedBytes)
+		alloc = append(alloc, f.PeakRequestedBytes)
 		act = append(act, f.PeakActiveBytes)
 	}
 	var out []Imbalance
 	for _, c := range []struct {
 		name string
 		v    []int64
-	}{{"peak_reserved_bytes", res}, {"peak_allocated_bytes", alloc}, {"peak_active_bytes", act}} {
+	}{{"peak_reserved_bytes", res}, {"peak_requested_bytes", alloc}, {"peak_active_bytes", act}} {
 		if im, ok := ImbalanceOf(c.name, ranks, c.v); ok {
 			out = append(out, im)
 		}

@@ -137,7 +137,7 @@ func TestFiguresAndCompare(t *testing.T) {
 		}
 		w := want[i]
 		if f.Rank != w.Rank || f.Device != w.Device || f.PeakReservedBytes != w.PeakReservedBytes || f.PeakActiveBytes != w.PeakActiveBytes ||
-			f.PeakAllocatedBytes != w.PeakActiveBytes || f.ReservedBytes != w.ReservedBytes || f.ActiveBytes != w.ActiveBytes ||
+			f.PeakRequestedBytes != w.PeakActiveBytes || f.ReservedBytes != w.ReservedBytes || f.ActiveBytes != w.ActiveBytes ||
 			f.AllocatedBytes != w.AllocatedBytes || f.OOMs != w.OOMs || f.PeakActiveTime != 1_700_000_000_000_000+int64(i)*1000+20 {
 			t.Errorf("rank %d: %+v, want %+v", m.Rank, f, w)
 		}
@@ -146,7 +146,7 @@ func TestFiguresAndCompare(t *testing.T) {
 	ims := Compare(figs)
 	wantIm := []Imbalance{
 		{Figure: "peak_reserved_bytes", MaxRank: 1, MaxBytes: 40 * MiB, MinRank: 0, MinBytes: 20 * MiB, Ratio: 2},
-		{Figure: "peak_allocated_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
+		{Figure: "peak_requested_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
 		{Figure: "peak_active_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
 	}
 	if len(ims) != len(wantIm) {

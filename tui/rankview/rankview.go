@@ -363,7 +363,7 @@ func (m *Model) overview() []string {
 	var scale int64
 	for i, f := range m.figs {
 		if m.have[i] {
-			scale = max(scale, f.PeakReservedBytes, f.PeakActiveBytes, f.PeakAllocatedBytes, f.ReservedBytes)
+			scale = max(scale, f.PeakReservedBytes, f.PeakActiveBytes, f.PeakRequestedBytes, f.ReservedBytes)
 		}
 	}
 	g := th.G
@@ -448,8 +448,8 @@ func (m *Model) rankLines(i, barW int, scale int64, styled func(*lipgloss.Style,
 	at := fmt.Sprintf("%*s", colTime, m.timeOf(f))
 	now := first + "now  " + m.bar(barW, scale, f.AllocatedBytes, f.ActiveBytes, f.ReservedBytes) + " " +
 		num(f.AllocatedBytes) + num(f.ActiveBytes) + num(f.ReservedBytes) + oom
-	peak := second + "peak " + m.bar(barW, scale, f.PeakAllocatedBytes, f.PeakActiveBytes, f.PeakReservedBytes) + " " +
-		num(f.PeakAllocatedBytes) + num(f.PeakActiveBytes) + num(f.PeakReservedBytes) + fmt.Sprintf("%*s", colOOM, "") + at
+	peak := second + "peak " + m.bar(barW, scale, f.PeakRequestedBytes, f.PeakActiveBytes, f.PeakReservedBytes) + " " +
+		num(f.PeakRequestedBytes) + num(f.PeakActiveBytes) + num(f.PeakReservedBytes) + fmt.Sprintf("%*s", colOOM, "") + at
 	if i == m.sel {
 		now = styled(&th.Key, now)
 	}

@@ -104,7 +104,7 @@ func TestOverviewFigures(t *testing.T) {
 	}
 	v := m.View()
 	checkFrame(t, v, 80, 24)
-	for _, want := range []string{"3 ranks", "peak max/min: reserved 2.00× (rank 1 / rank 0)", "allocated 3.00×",
+	for _, want := range []string{"3 ranks", "peak max/min: reserved 2.00× (rank 1 / rank 0)", "requested 3.00×",
 		"one scale: 0 … 40.0 MiB", "✗ 1", "22:13:20.001"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("overview lacks %q:\n%s", want, v)
