@@ -74,6 +74,9 @@ type DirSource struct {
 	done   chan struct{}
 	once   sync.Once
 
+	ready     chan struct{} // closed once the scan is over and its capture is open (Ready)
+	readyOnce sync.Once
+
 	mu       sync.Mutex
 	captures []Capture
 	byPath   map[string]int // index into captures
@@ -93,7 +96,7 @@ func NewDirSource(dir string, store *Store, o DirOptions) *DirSource {
 	if o.MaxMemory <= 0 {
 		o.MaxMemory = DefaultWatchMaxMemory
 	}
-	return &DirSource{dir: dir, store: store, follow: follow, auto: follow, pick: o.Pick, byPath: map[string]int{},
+	return &DirSource{dir: dir, store: store, follow: follow, auto: follow, pick: o.Pick, byPath: map[string]int{}, ready: make(chan struct{}),
 		limits: replay.Options{MaxFileSize: o.MaxBytes, MaxMemory: o.MaxMemory}}
 }
 
@@ -235,8 +238,10 @@ func (d *DirSource) Stop() {
 // newest, once the queue is drained.
 func (d *DirSource) loop(ctx context.Context) {
 	defer close(d.done)
+	defer d.readyOnce.Do(func() { close(d.ready) }) // a watch that ends early is as ready as it gets
 	var newestExisting, toOpen string
 	var newestTime time.Time
+	scanned := false // the scan is over; ready once toOpen is opened
 	poll := time.NewTicker(250 * time.Millisecond)
 	defer poll.Stop()
 	d.pollTail()
@@ -244,6 +249,9 @@ func (d *DirSource) loop(ctx context.Context) {
 		if toOpen != "" && len(d.w.Events) == 0 {
 			d.openSnapshot(toOpen)
 			toOpen = ""
+		}
+		if scanned && toOpen == "" {
+			d.readyOnce.Do(func() { close(d.ready) })
 		}
 		select {
 		case <-ctx.Done():
@@ -276,6 +284,7 @@ func (d *DirSource) loop(ctx context.Context) {
 				case d.pick == "" && newestExisting != "" && d.Current() == "" && toOpen == "":
 					toOpen = newestExisting
 				}
+				scanned = true
 			case WatchSnapshot:
 				switch {
 				case d.pick != "":
@@ -310,6 +319,11 @@ func (d *DirSource) loop(ctx context.Context) {
 		}
 	}
 }
+
+// Ready is closed once the directory's initial scan is over and the capture
+// it chose (the newest, or --open's) has been opened or has failed to open,
+// so a headless run's time counts from there, not from the first read.
+func (d *DirSource) Ready() <-chan struct{} { return d.ready }
 
 // Current is the path of the capture shown, "" before one is opened.
 func (d *DirSource) Current() string {

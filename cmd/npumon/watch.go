@@ -93,6 +93,12 @@ func newWatchCmd() *cobra.Command {
 			defer stopFeed()
 			opts.Devices = feed
 			if headless > 0 {
+				// The window counts from the scan's capture being open, as
+				// replay's counts from the end of loading.
+				select {
+				case <-wd.Ready():
+				case <-ctx.Done():
+				}
 				m, err := tui.RunHeadless(ctx, opts, headless)
 				if err != nil {
 					return err
