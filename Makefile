@@ -81,10 +81,15 @@ lint:
 docs:
 	$(GO) test -count=1 -run '^TestDocsCurrent$$' ./cmd/npumon/ -args -update-docs
 
-# The 1,000,000-entry snapshot the replay benchmarks read (Python's pickle writes it).
+# The 1,000,000-entry snapshots the replay benchmarks read (Python's pickle writes them):
+# "distinct" is shaped like real dumps (a frames list per allocation), the shared shape
+# (snapshot_1m.pickle, and the one with an oom entry) refers to 400 shared stack lists.
+# Optional, not made here: the 10M case (860 MB),
+#   python3 replay/testdata/gen_bench.py testdata/bench/snapshot_10m_distinct.pickle 10000000 distinct
 bench-data:
 	@mkdir -p testdata/bench
-	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m.pickle 1000000
+	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m.pickle 1000000 shared
+	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m_distinct.pickle 1000000 distinct
 	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m_oom.pickle 1000000 --oom
 
 # Optional: installs Debian's python3-torch (1.13, CPU) and compares `npumon stats` with

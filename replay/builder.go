@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,6 +76,7 @@ type dict struct {
 	gen     uint32
 	seen    uint32
 	memoRow uint32 // 1 + the memo row holding this dict, 0 if none
+	fid     uint32 // frame dicts: 1 + the builder's frame id once placed, 0 if not (yet)
 	pend    []kv   // pairs before the kind is known; all pairs of plain dicts
 
 	// The payload of the dict's kind, allocated by decide and kept across
@@ -122,9 +125,10 @@ type list struct {
 	interned  bool
 	noAddr    bool // some block had no "address"
 	stack     allocator.StackID
-	frames    []allocator.Frame
-	pending   []val // dicts of unknown kind waiting for the list's kind
-	*listMore       // set by setKind for every kind but frame, empty and plain lists
+	memoRow   uint32   // 1 + the memo row holding this list, 0 if none
+	fids      []uint32 // frame lists: the builder's frame ids (1-based), until interned
+	pending   []val    // dicts of unknown kind waiting for the list's kind
+	*listMore          // set by setKind for every kind but frame, empty and plain lists
 }
 
 // listMore holds the element slices of the rarer list kinds, so the many
@@ -158,6 +162,15 @@ type builder struct {
 	free    []*dict
 	actions map[string]allocator.Action
 	strs    map[string]string
+
+	// Frames are interned twice over: each distinct frame gets an id
+	// (frameIDs, frameTab), and each distinct sequence of ids a StackID
+	// (stackOf, keyed by the ids' bytes), so a frames list costs 4 bytes a
+	// frame while it fills and is looked up without touching its strings.
+	frameIDs map[allocator.Frame]uint32
+	frameTab []allocator.Frame
+	stackOf  map[string]allocator.StackID
+	key      []byte
 
 	// schema evidence
 	evidence                                                                                                     string // why schema decided as it did
@@ -209,9 +222,12 @@ func (b *builder) setLimit(size int64) {
 
 func newBuilder() *builder {
 	return &builder{
-		stacks:  allocator.NewStackTable(),
-		actions: make(map[string]allocator.Action),
-		strs:    make(map[string]string),
+		stacks:   allocator.NewStackTable(),
+		actions:  make(map[string]allocator.Action),
+		strs:     make(map[string]string),
+		frameIDs: make(map[allocator.Frame]uint32),
+		frameTab: []allocator.Frame{{}},
+		stackOf:  make(map[string]allocator.StackID),
 	}
 }
 
@@ -441,12 +457,16 @@ func (b *builder) pool(d *dict, key string, v val) (allocator.PoolID, error) {
 	return allocator.PoolID{}, fieldError(d, key, "a (int, int) tuple", v)
 }
 
-// frames interns a frames list.
+// frames interns a frames list. Once interned, the list's memo row gives
+// way to its stack id (memo.interned): the list itself is no longer kept.
 func (b *builder) frames(d *dict, key string, v val) (allocator.StackID, error) {
-	if v.k == kNone {
+	switch v.k {
+	case kNone:
 		return allocator.NoStack, nil
-	}
-	if v.k != kList {
+	case kStack:
+		return allocator.StackID(v.n), nil
+	case kList:
+	default:
 		return 0, fieldError(d, key, "a list of frames", v)
 	}
 	l := v.l
@@ -454,13 +474,58 @@ func (b *builder) frames(d *dict, key string, v val) (allocator.StackID, error) 
 		return 0, fmt.Errorf("%s key %q: %w", d.kind, key, err)
 	}
 	if !l.interned {
-		l.stack = b.stacks.Intern(l.frames)
+		l.stack = b.internStack(l.fids)
 		l.interned = true
+		l.fids = nil
+	}
+	if l.memoRow != 0 && b.memo != nil {
+		b.memo.interned(l)
 	}
 	return l.stack, nil
 }
 
+// frameID returns the id of a frame dict's content (1-based), cached on
+// the dict until the dict changes.
+func (b *builder) frameID(d *dict) uint32 {
+	if d.fid != 0 {
+		return d.fid
+	}
+	id, ok := b.frameIDs[*d.fr]
+	if !ok {
+		id = uint32(len(b.frameTab))
+		b.frameTab = append(b.frameTab, *d.fr)
+		b.frameIDs[*d.fr] = id
+	}
+	d.fid = id
+	return id
+}
+
+// internStack returns the StackID of a sequence of frame ids.
+func (b *builder) internStack(fids []uint32) allocator.StackID {
+	if len(fids) == 0 {
+		return allocator.NoStack
+	}
+	k := b.key[:0]
+	for _, f := range fids {
+		k = binary.LittleEndian.AppendUint32(k, f)
+	}
+	b.key = k
+	if id, ok := b.stackOf[string(k)]; ok {
+		return id
+	}
+	frames := make([]allocator.Frame, len(fids))
+	for i, f := range fids {
+		frames[i] = b.frameTab[f]
+	}
+	id := b.stacks.Intern(frames)
+	b.stackOf[string(k)] = id
+	return id
+}
+
 func (b *builder) listOf(d *dict, key string, v val, k listKind) (*list, error) {
+	if v.k == kStack {
+		v = v.asList()
+	}
 	if v.k == kNone {
 		l := &list{}
 		l.setKind(k)
@@ -516,6 +581,7 @@ func (b *builder) set(d *dict, key string, v val) (err error) {
 		}
 	case dFrame:
 		f := d.fr
+		d.fid = 0
 		switch key {
 		case "filename":
 			f.Filename, err = b.str(d, key, v)
@@ -657,6 +723,9 @@ func (b *builder) ensureList(l *list, k listKind) error {
 // appendItems adds elements to a list.
 func (b *builder) appendItems(l *list, items []val) error {
 	for i := range items {
+		if i == 1 && l.kind == lFrames && !l.interned {
+			l.fids = slices.Grow(l.fids, len(items)-1) // one allocation per APPENDS batch
+		}
 		if err := b.appendOne(l, items[i]); err != nil {
 			return fmt.Errorf("list item %d: %w", l.length(), err)
 		}
@@ -665,7 +734,7 @@ func (b *builder) appendItems(l *list, items []val) error {
 }
 
 func (l *list) length() int {
-	n := len(l.frames) + len(l.pending)
+	n := len(l.fids) + len(l.pending)
 	if m := l.listMore; m != nil {
 		n += len(m.segs) + len(m.blocks) + len(m.hist) + len(m.entries) + len(m.lists) + len(m.anns)
 		if m.acc != nil {
@@ -676,6 +745,9 @@ func (l *list) length() int {
 }
 
 func (b *builder) appendOne(l *list, v val) error {
+	if v.k == kStack {
+		v = v.asList()
+	}
 	switch v.k {
 	case kDict:
 		d := v.d
@@ -747,8 +819,11 @@ func (b *builder) place(l *list, d *dict) error {
 	}
 	switch d.kind {
 	case dFrame:
-		// Frame dicts are shared through the memo: copied, never recycled.
-		l.frames = append(l.frames, *d.fr)
+		// Frame dicts are shared through the memo: never recycled.
+		if l.interned {
+			return nil // an interned list no longer changes (as before, its stack is fixed)
+		}
+		l.fids = append(l.fids, b.frameID(d))
 		return nil
 	case dTrace:
 		if b.stream {
@@ -855,6 +930,7 @@ func (b *builder) finishSegment(d *dict) allocator.Segment {
 func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
 	snap := &allocator.Snapshot{}
 	schema := ""
+	top = top.asList()
 	switch top.k {
 	case kList:
 		if err := b.ensureList(top.l, lSegments); err != nil {

@@ -101,9 +101,10 @@ const (
 	kDict
 	kList
 	kMark
+	kStack // a frames list already interned: n holds its StackID
 )
 
-var kindNames = [...]string{"None", "bool", "int", "int", "float", "str", "bytes", "tuple", "tuple", "dict", "list", "mark"}
+var kindNames = [...]string{"None", "bool", "int", "int", "float", "str", "bytes", "tuple", "tuple", "dict", "list", "mark", "list"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -117,6 +118,16 @@ type val struct {
 	d   *dict
 	l   *list
 	gen uint32
+}
+
+// asList turns an interned frames list (kStack) back into a list value for
+// the rare uses other than a "frames" key; the list is already interned, so
+// it behaves as the original list did after interning.
+func (v val) asList() val {
+	if v.k != kStack {
+		return v
+	}
+	return val{k: kList, l: &list{kind: lFrames, interned: true, stack: allocator.StackID(v.n)}}
 }
 
 func (v val) int64() (int64, bool) {
@@ -159,13 +170,17 @@ type decoder struct {
 	opOff int64 // offset of the current opcode
 }
 
-// memo maps memo indexes to values. Index slots are 4 bytes; values live in
-// a table whose rows are reused once a recycled dict's row is released, so
-// the per-entry dicts a snapshot memoizes cost no memory after placement.
-// A row remembers its slot: a stale slot (its dict already placed) is
-// caught instead of reading another value.
+// memo maps memo indexes to values. A snapshot memoizes every dict and
+// list it writes (millions), so the table is kept compact: index slots are
+// 4 bytes in fixed pages (growing never copies the table), and a slot holds
+// either a row of the value table or, once a frames list has been interned,
+// the list's stack id itself, so the list and its row are released. Rows are
+// reused once released (placed trace-entry dicts, interned frames lists), so
+// the rows kept follow the values still reachable, not the pickle's objects.
+// A row remembers its slot: a stale slot (its dict already placed) is caught
+// instead of reading another value.
 type memo struct {
-	slots []uint32 // memo index → 1 + row, 0 = never stored
+	pages [][]uint32 // memo index → slot: 0 never stored; stackSlot|id; else 1 + row
 	rows  []memoRow
 	free  []uint32
 	count uint64 // MEMOIZE's next index
@@ -176,7 +191,29 @@ type memoRow struct {
 	slot uint32
 }
 
-const freeRow = ^uint32(0)
+const (
+	freeRow   = ^uint32(0)
+	memoShift = 14 // 16 Ki slots (64 KiB) per page
+	memoPage  = 1 << memoShift
+	stackSlot = 1 << 31 // slot holds an interned frames list's StackID
+)
+
+// slot returns index i's slot, nil when its page does not exist.
+func (m *memo) slot(i uint64) *uint32 {
+	if p := i >> memoShift; p < uint64(len(m.pages)) && m.pages[p] != nil {
+		return &m.pages[p][i&(memoPage-1)]
+	}
+	return nil
+}
+
+// newPages reports how many pages put(i) will allocate.
+func (m *memo) newPages(i uint64) int {
+	p := i >> memoShift
+	if p >= uint64(len(m.pages)) || m.pages[p] == nil {
+		return 1
+	}
+	return 0
+}
 
 func (m *memo) put(i uint64, v val, limit int64) error {
 	if i >= maxMemo || int64(i) > limit {
@@ -185,10 +222,15 @@ func (m *memo) put(i uint64, v val, limit int64) error {
 	if i >= m.count {
 		m.count = i + 1
 	}
-	for uint64(len(m.slots)) <= i {
-		m.slots = append(m.slots, 0)
+	p := i >> memoShift
+	for uint64(len(m.pages)) <= p {
+		m.pages = append(m.pages, nil)
 	}
-	if r := m.slots[i]; r != 0 && m.rows[r-1].slot == uint32(i) {
+	if m.pages[p] == nil {
+		m.pages[p] = make([]uint32, memoPage)
+	}
+	sl := &m.pages[p][i&(memoPage-1)]
+	if r := *sl; r != 0 && r&stackSlot == 0 && m.rows[r-1].slot == uint32(i) {
 		m.release(r)
 	}
 	var row uint32
@@ -200,9 +242,12 @@ func (m *memo) put(i uint64, v val, limit int64) error {
 		row = uint32(len(m.rows))
 		m.rows = append(m.rows, memoRow{v: v, slot: uint32(i)})
 	}
-	m.slots[i] = row + 1
-	if v.k == kDict {
+	*sl = row + 1
+	switch v.k {
+	case kDict:
 		v.d.memoRow = row + 1
+	case kList:
+		v.l.memoRow = row + 1
 	}
 	return nil
 }
@@ -213,19 +258,46 @@ func (m *memo) release(r uint32) {
 	m.free = append(m.free, r-1)
 }
 
-func (m *memo) get(i uint64) (*val, error) {
-	if i >= uint64(len(m.slots)) || m.slots[i] == 0 {
-		return nil, fmt.Errorf("memo index %d was never stored", i)
+// interned replaces the memo row of frames list l, now interned, with its
+// stack id: later references get the id, and the list is no longer kept.
+func (m *memo) interned(l *list) {
+	r := l.memoRow
+	l.memoRow = 0
+	if r == 0 || m.rows[r-1].v.l != l {
+		return
 	}
-	row := &m.rows[m.slots[i]-1]
+	i := uint64(m.rows[r-1].slot)
+	if sl := m.slot(i); sl != nil && *sl == r {
+		*sl = stackSlot | uint32(l.stack)
+	}
+	m.release(r)
+}
+
+func (m *memo) get(i uint64) (val, error) {
+	sl := m.slot(i)
+	if sl == nil || *sl == 0 {
+		return val{}, fmt.Errorf("memo index %d was never stored", i)
+	}
+	if r := *sl; r&stackSlot != 0 {
+		return val{k: kStack, n: uint64(r &^ stackSlot)}, nil
+	}
+	row := &m.rows[*sl-1]
 	if row.slot != uint32(i) || (row.v.k == kDict && row.v.d.gen != row.v.gen) {
-		return nil, fmt.Errorf("memo index %d refers to a dict that was already placed in its list; shared entries are not a memory snapshot shape", i)
+		return val{}, fmt.Errorf("memo index %d refers to a dict that was already placed in its list; shared entries are not a memory snapshot shape", i)
 	}
-	return &row.v, nil
+	return row.v, nil
 }
 
 // get pushes memo entry i (BINGET, LONG_BINGET: the most frequent opcodes).
 func (d *decoder) get(i uint64) error {
+	// Fast path: a live row, copied straight onto the stack.
+	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack) < maxStackDepth {
+		row := &d.memo.rows[*sl-1]
+		if row.slot == uint32(i) && (row.v.k != kDict || row.v.d.gen == row.v.gen) {
+			d.stack = append(d.stack, row.v)
+			return nil
+		}
+	}
 	v, err := d.memo.get(i)
 	if err != nil {
 		return err
@@ -233,7 +305,7 @@ func (d *decoder) get(i uint64) error {
 	if len(d.stack) >= maxStackDepth {
 		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
 	}
-	d.stack = append(d.stack, *v)
+	d.stack = append(d.stack, v)
 	return nil
 }
 
@@ -430,6 +502,9 @@ func (d *decoder) run() (val, error) {
 			if v, err = d.pop(); err == nil {
 				var t *val
 				if t, err = d.top(); err == nil {
+					if t.k == kStack {
+						*t = t.asList()
+					}
 					if t.k != kList {
 						return val{}, fmt.Errorf("APPEND to a %s", t.k)
 					}
@@ -441,6 +516,9 @@ func (d *decoder) run() (val, error) {
 			if items, err = d.popMark(); err == nil {
 				var t *val
 				if t, err = d.top(); err == nil {
+					if t.k == kStack {
+						*t = t.asList()
+					}
 					if t.k != kList {
 						return val{}, fmt.Errorf("APPENDS to a %s", t.k)
 					}
@@ -556,8 +634,8 @@ func (d *decoder) line() (string, error) {
 }
 
 func (d *decoder) memoPut(i uint64, v val) error {
-	if int(i) >= len(d.memo.slots) {
-		d.b.charge(4 * (int64(i) + 1 - int64(len(d.memo.slots))))
+	if i < maxMemo && d.memo.newPages(i) > 0 {
+		d.b.charge(4 * memoPage)
 	}
 	if len(d.memo.free) == 0 {
 		d.b.charge(64)

@@ -154,18 +154,17 @@ type traceAcc struct {
 	peakReserved        int64
 	firstTime, lastTime int64
 	firstFreed          []StartAlloc        // timeline rule (a): addresses first seen freed, in trace order
-	seen                map[uint64]struct{} // addresses named by alloc/free-family events
+	seen                addrSet             // addresses named by alloc/free-family events
 }
 
 func newTraceAcc() *traceAcc {
-	return &traceAcc{peakIndex: -1, seen: make(map[uint64]struct{})}
+	return &traceAcc{peakIndex: -1}
 }
 
 func (a *traceAcc) add(e *allocator.TraceEntry) {
 	a.counts[e.Action]++
 	if e.Action.IsAllocFamily() {
-		if _, ok := a.seen[e.Addr]; !ok {
-			a.seen[e.Addr] = struct{}{}
+		if a.seen.add(e.Addr) {
 			if e.Action != allocator.ActionAlloc {
 				a.firstFreed = append(a.firstFreed, StartAlloc{*entryBlock(e, freedState(e.Action)), e.Stream})
 			}
@@ -222,7 +221,7 @@ func (a *traceAcc) liveAtStart(final []allocator.Segment, round func(int64) int6
 			if !b.State.Active() {
 				continue
 			}
-			if _, ok := a.seen[b.Address]; !ok {
+			if !a.seen.has(b.Address) {
 				live = append(live, StartAlloc{*b, final[i].Stream})
 			}
 		}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Side by side, alternating, in one run: `npumon stats FILE` (wall, user, peak
 # RSS) against CPython's C-accelerated pickle.load of the same file.
-#   sh replay/testdata/bench_vs_python.sh bin/npumon testdata/bench/snapshot_1m.pickle [runs]
+#   sh replay/testdata/bench_vs_python.sh bin/npumon testdata/bench/snapshot_1m_distinct.pickle [runs]
 set -e
 BIN=$1; FILE=$2; RUNS=${3:-5}
 PY='import pickle,sys

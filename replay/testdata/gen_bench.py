@@ -2,10 +2,18 @@
 """Generate a large, realistic memory snapshot for the replay benchmarks:
 N trace entries as alloc / free_requested / free_completed runs over a
 working set of live tensors, with time_us, compile_context, user_metadata
-and a few hundred shared stacks (as torch's symbolizer shares them), plus
-the matching final segments. Written by Python's pickle (protocol 4).
+and stacks, plus the matching final segments. Written by Python's pickle
+(protocol 4).
 
-    python3 gen_bench.py OUT.pickle [N] [--oom]
+    python3 gen_bench.py OUT.pickle [N] [SHAPE] [--oom]
+
+SHAPE "distinct" is shaped like real dumps: every alloc and
+every free_requested has a frames list object of its own (free_completed
+shares its free_requested's list), built from a pool of shared frame dicts;
+about 60 % of the lists are empty. In the repository's 2026 CUDA fixture,
+5,163 entries hold 3,442 distinct frames lists of 83 frame dicts, and these
+proportions follow it. SHAPE "shared" (the default) is the older case: every
+entry refers to one of 400 stack lists, so the pickle memoizes each list once.
 
 With --oom one oom entry (a request larger than any segment, the device
 nearly full) is inserted halfway through the trace.
@@ -21,16 +29,35 @@ def main():
     args = [a for a in sys.argv[1:] if a != "--oom"]
     out = args[0]
     n = int(args[1]) if len(args) > 1 else 1_000_000
+    shape = args[2] if len(args) > 2 else "shared"
+    if shape not in ("distinct", "shared"):
+        sys.exit("SHAPE is distinct or shared, not %r" % shape)
+    distinct = shape == "distinct"
     rnd = random.Random(42)
     files = ["/srv/train/model/layer%d.py" % i for i in range(40)] + \
             ["/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"]
     names = ["forward", "_call_impl", "_wrapped_call_impl", "matmul", "attention", "mlp",
              "backward", "step", "train_step", "<module>"]
     stacks = []
-    for _ in range(400):
-        depth = rnd.randint(6, 16)
-        stacks.append([{"filename": rnd.choice(files), "line": rnd.randint(1, 2000), "name": rnd.choice(names)}
-                       for _ in range(depth)])
+    if distinct:
+        # Frame dicts are shared objects (torch's symbolizer dedups frames);
+        # the lists holding them are not.
+        pool = [{"filename": rnd.choice(files), "line": rnd.randint(1, 2000), "name": rnd.choice(names)}
+                for _ in range(200)]
+        for _ in range(400):
+            stacks.append([rnd.choice(pool) for _ in range(rnd.randint(6, 16))])
+    else:
+        for _ in range(400):
+            depth = rnd.randint(6, 16)
+            stacks.append([{"filename": rnd.choice(files), "line": rnd.randint(1, 2000), "name": rnd.choice(names)}
+                           for _ in range(depth)])
+
+    def frames_for(p_nonempty):
+        if not distinct:
+            return rnd.choice(stacks)
+        if rnd.random() < p_nonempty:
+            return list(rnd.choice(stacks))
+        return []
 
     seg_base = 0x7F0000000000
     n_segs = 256
@@ -47,12 +74,14 @@ def main():
         t += rnd.randint(1, 40)
         if addr in live:
             size, fr = live.pop(addr)
+            if distinct:
+                fr = frames_for(0.22)  # free events carry the freeing stack
             for act in ("free_requested", "free_completed"):
                 trace.append({"action": act, "addr": addr, "size": size, "stream": 0, "time_us": t,
                               "compile_context": "N/A", "user_metadata": "", "frames": fr})
         else:
             size = rnd.randint(1, slot // 512) * 512
-            fr = rnd.choice(stacks)
+            fr = frames_for(0.38)
             live[addr] = (size, fr)
             trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0, "time_us": t,
                           "compile_context": "N/A", "user_metadata": "", "frames": fr})
