@@ -153,8 +153,8 @@ type traceAcc struct {
 	peakTime            int64
 	peakReserved        int64
 	firstTime, lastTime int64
-	firstFreed          []StartAlloc        // timeline rule (a): addresses first seen freed, in trace order
-	seen                addrSet             // addresses named by alloc/free-family events
+	firstFreed          []StartAlloc // timeline rule (a): addresses first seen freed, in trace order
+	seen                addrSet      // addresses named by alloc/free-family events
 }
 
 func newTraceAcc() *traceAcc {
