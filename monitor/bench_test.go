@@ -282,14 +282,16 @@ func BenchmarkSeriesNaive(b *testing.B) {
 	c0 := cpuNow()
 	defer func() { reportCPU(b, c0, 0, "") }()
 	for i := 0; i < b.N; i++ {
-		v := d.active.v
+		v := &d.active.v
 		out := make([]MinMax, 200)
 		for c := range out {
-			lo, hi := c*len(v)/200, (c+1)*len(v)/200
-			m := MinMax{v[lo], v[lo]}
-			for _, x := range v[lo:hi] {
-				m.Min, m.Max = min(m.Min, x), max(m.Max, x)
-			}
+			lo, hi := c*v.Len()/200, (c+1)*v.Len()/200
+			m := MinMax{v.at(lo), v.at(lo)}
+			v.each(lo, hi, func(p []int64) {
+				for _, x := range p {
+					m.Min, m.Max = min(m.Min, x), max(m.Max, x)
+				}
+			})
 			out[c] = m
 		}
 	}

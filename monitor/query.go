@@ -34,10 +34,10 @@ func (s *Store) Bounds(device int) (first, last int64) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d := s.devs[device]
-	if d == nil || len(d.recs) == 0 {
+	if d == nil || d.recs.Len() == 0 {
 		return 0, 0
 	}
-	return d.recs[0].time, d.recs[len(d.recs)-1].time
+	return d.recs.ptr(0).time, d.recs.last().time
 }
 
 // Len returns the number of entries in device's log.
@@ -45,29 +45,29 @@ func (s *Store) Len(device int) int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if d := s.devs[device]; d != nil {
-		return int64(len(d.recs))
+		return int64(d.recs.Len())
 	}
 	return 0
 }
 
 // applied returns the number of entries with time ≤ cursor.
 func (d *devLog) applied(cursor int64) int64 {
-	return int64(sort.Search(len(d.recs), func(i int) bool { return d.recs[i].time > cursor }))
+	return int64(d.recs.search(func(r *rec) bool { return r.time > cursor }))
 }
 
 // lowerBound returns the first index ≥ from whose time is ≥ t.
 func (d *devLog) lowerBound(from int, t int64) int {
-	return from + sort.Search(len(d.recs)-from, func(i int) bool { return d.recs[from+i].time >= t })
+	return d.recs.searchFrom(from, func(r *rec) bool { return r.time >= t })
 }
 
 func (d *devLog) view(j int64) entryView {
-	r := &d.recs[j]
+	r := d.recs.ptr(int(j))
 	a := &d.attrs.list[r.attr]
 	return entryView{action: r.action, addr: r.addr, size: r.size, stream: a.stream, frames: r.frames, pool: a.pool, hasPID: a.hasPool}
 }
 
 func (d *devLog) event(j int64) Event {
-	r := &d.recs[j]
+	r := d.recs.ptr(int(j))
 	a := &d.attrs.list[r.attr]
 	e := Event{Seq: j, Time: r.time, TraceEntry: allocator.TraceEntry{
 		Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames,
@@ -190,7 +190,7 @@ func (s *Store) StateAtSeq(device int, n int64) State {
 
 // clampPos keeps a position inside the log.
 func (d *devLog) clampPos(n int64) int64 {
-	return min(max(n, 0), int64(len(d.recs)))
+	return min(max(n, 0), int64(d.recs.Len()))
 }
 
 // cursorOf is the time cursor of position n: the time of its last applied
@@ -199,7 +199,7 @@ func (d *devLog) cursorOf(n int64) int64 {
 	if n <= 0 {
 		return d.beforeFirst()
 	}
-	return d.recs[n-1].time
+	return d.recs.ptr(int(n - 1)).time
 }
 
 func (d *devLog) state(cursor, n int64) State {
@@ -229,7 +229,7 @@ func valueAt(sr *series, init int64, n int64) int64 {
 	if n <= 0 {
 		return init
 	}
-	return sr.v[n-1]
+	return sr.at(int(n - 1))
 }
 
 // Series returns per-column extremes of the active, allocated and reserved
@@ -319,7 +319,7 @@ func (s *Store) EventsAroundSeq(device int, n int64, before, after int) []Event 
 
 func (d *devLog) eventsAround(n int64, before, after int) []Event {
 	i := max(0, n-int64(max(before, 0)))
-	j := min(int64(len(d.recs)), n+int64(max(after, 0)))
+	j := min(int64(d.recs.Len()), n+int64(max(after, 0)))
 	out := make([]Event, 0, j-i)
 	for k := i; k < j; k++ {
 		out = append(out, d.event(k))
@@ -354,9 +354,9 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	sum := Summary{Device: d.id, Cursor: cursor}
 	sum.TimeBase = d.base
 	sum.Applied = n
-	sum.Entries = int64(len(d.recs))
-	if len(d.recs) > 0 {
-		sum.FirstTime, sum.LastTime = d.recs[0].time, d.recs[len(d.recs)-1].time
+	sum.Entries = int64(d.recs.Len())
+	if d.recs.Len() > 0 {
+		sum.FirstTime, sum.LastTime = d.recs.ptr(0).time, d.recs.last().time
 	}
 	sum.ActiveBytes = valueAt(&d.active, d.initActive, n)
 	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
@@ -371,7 +371,7 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()
 	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
 	sum.PeakAllocatedBytes, _ = d.peak(&d.allocated, d.initAllocated, n)
-	sum.OOMs = countBelow(d.byAction[allocator.ActionOOM], n)
+	sum.OOMs = countBelow(&d.byAction[allocator.ActionOOM], n)
 	for _, g := range d.gaps {
 		if g.At <= n {
 			sum.Dropped += g.Missed
@@ -382,10 +382,10 @@ func (d *devLog) summary(cursor, n int64) Summary {
 
 // beforeFirst is the cursor of the initial state.
 func (d *devLog) beforeFirst() int64 {
-	if len(d.recs) == 0 || d.base == TimeSequence {
+	if d.recs.Len() == 0 || d.base == TimeSequence {
 		return -1
 	}
-	return d.recs[0].time - 1
+	return d.recs.ptr(0).time - 1
 }
 
 // peak returns the largest value over the first n entries (and the initial
@@ -396,14 +396,14 @@ func (d *devLog) peak(sr *series, init int64, n int64) (int64, int64) {
 	if mm, ok := sr.extremes(0, int(n)); ok && mm.Max > best {
 		best = mm.Max
 		if i := sr.firstAtLeast(0, int(n), best); i >= 0 {
-			at = d.recs[i].time
+			at = d.recs.ptr(i).time
 		}
 	}
 	return best, at
 }
 
-func countBelow(seqs []int64, n int64) int {
-	return sort.Search(len(seqs), func(i int) bool { return seqs[i] >= n })
+func countBelow(seqs *chunked[int64], n int64) int {
+	return seqs.search(func(s *int64) bool { return *s >= n })
 }
 
 // Peak returns the cursor where device's active bytes first reach their
@@ -415,7 +415,7 @@ func (s *Store) Peak(device int) (cursor int64, activeBytes int64) {
 	if d == nil {
 		return 0, 0
 	}
-	v, at := d.peak(&d.active, d.initActive, int64(len(d.recs)))
+	v, at := d.peak(&d.active, d.initActive, int64(d.recs.Len()))
 	return at, v
 }
 
@@ -427,13 +427,13 @@ func (s *Store) Next(device int, cursor int64, action allocator.Action) (int64, 
 	if d == nil {
 		return 0, false
 	}
-	seqs := d.byAction[action]
+	seqs := &d.byAction[action]
 	n := d.applied(cursor)
-	k := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= n })
-	if k == len(seqs) {
+	k := countBelow(seqs, n)
+	if k == seqs.Len() {
 		return 0, false
 	}
-	return d.recs[seqs[k]].time, true
+	return d.recs.ptr(int(seqs.at(k))).time, true
 }
 
 // Prev returns the time of the last entry of action strictly before cursor.
@@ -444,13 +444,13 @@ func (s *Store) Prev(device int, cursor int64, action allocator.Action) (int64, 
 	if d == nil {
 		return 0, false
 	}
-	seqs := d.byAction[action]
+	seqs := &d.byAction[action]
 	m := int64(d.lowerBound(0, cursor))
-	k := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= m }) - 1
+	k := countBelow(seqs, m) - 1
 	if k < 0 {
 		return 0, false
 	}
-	return d.recs[seqs[k]].time, true
+	return d.recs.ptr(int(seqs.at(k))).time, true
 }
 
 // NextEvent returns the time of the first entry strictly after cursor.
@@ -462,10 +462,10 @@ func (s *Store) NextEvent(device int, cursor int64) (int64, bool) {
 		return 0, false
 	}
 	n := d.applied(cursor)
-	if n >= int64(len(d.recs)) {
+	if n >= int64(d.recs.Len()) {
 		return 0, false
 	}
-	return d.recs[n].time, true
+	return d.recs.ptr(int(n)).time, true
 }
 
 // PrevEvent returns the time of the last entry strictly before cursor.
@@ -480,7 +480,7 @@ func (s *Store) PrevEvent(device int, cursor int64) (int64, bool) {
 	if m == 0 {
 		return 0, false
 	}
-	return d.recs[m-1].time, true
+	return d.recs.ptr(m - 1).time, true
 }
 
 // Streams returns the streams of device's trace in order of first appearance
@@ -489,7 +489,7 @@ func (s *Store) Streams(device int) []uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d := s.devs[device]
-	if d == nil || len(d.recs) == 0 {
+	if d == nil || d.recs.Len() == 0 {
 		return nil
 	}
 	// attrs.list is in order of first appearance, but for list[0], the

@@ -83,7 +83,7 @@ type rec struct {
 type devLog struct {
 	id   int
 	base TimeBase
-	recs []rec
+	recs chunked[rec]
 
 	// values right after each entry; init* before entry 0.
 	active, allocated, reserved           series
@@ -93,7 +93,7 @@ type devLog struct {
 	cps      []*checkpoint // cps[0].at == 0; sorted by at
 	head     *segState
 	ov       overrides
-	byAction [256][]int64 // seqs per action
+	byAction [256]chunked[int64] // seqs per action
 	attrs    *attrTable
 	gaps     []GapRecord
 	missed   int64
@@ -224,18 +224,20 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	d.initAllocated = d.initActive - pend
 	d.cps = []*checkpoint{d.head.freeze(0)}
 	n := len(entries)
-	d.recs = make([]rec, 0, n)
-	d.active.v, d.allocated.v, d.reserved.v = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	d.recs.reserve(n)
+	d.active.v.reserve(n)
+	d.allocated.v.reserve(n)
+	d.reserved.v.reserve(n)
 	for a, c := range pre.counts {
-		if c > 0 {
-			d.byAction[allocator.Action(a)] = make([]int64, 0, c)
-		}
+		d.byAction[allocator.Action(a)].reserve(c)
 	}
 	d.appendEntries(tl.Entries, s.k, true)
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.init.Allocated, stated.init.Reserved, stated.init.Active
 		for i, t := range stated.after {
-			d.allocated.v[i], d.reserved.v[i], d.active.v[i] = t.Allocated, t.Reserved, t.Active
+			d.allocated.set(i, t.Allocated)
+			d.reserved.set(i, t.Reserved)
+			d.active.set(i, t.Active)
 		}
 	}
 	d.active.reindex()
@@ -371,16 +373,14 @@ func attrOf(e *allocator.TraceEntry) attr {
 func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool) {
 	at := d.attrs
 	var last int64
-	if n := len(d.recs); n > 0 {
-		last = d.recs[n-1].time
-	}
 	act, res := d.initActive, d.initReserv
-	if n := len(d.recs); n > 0 {
-		act, res = d.active.v[n-1], d.reserved.v[n-1]
+	if n := d.recs.Len(); n > 0 {
+		last = d.recs.at(n - 1).time
+		act, res = d.active.at(n-1), d.reserved.at(n-1)
 	}
 	for i := range entries {
 		e := &entries[i]
-		seq := int64(len(d.recs))
+		seq := int64(d.recs.Len())
 		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
 		if e.Action == allocator.ActionOOM {
 			r.addr = uint64(e.DeviceFree)
@@ -391,7 +391,7 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 			r.time = max(e.TimeUS, last) // keep times non-decreasing
 			last = r.time
 		}
-		d.recs = append(d.recs, r)
+		d.recs.append(r)
 		v := entryView{action: e.Action, addr: e.Addr, size: e.Size, stream: e.Stream, frames: e.Frames, pool: e.PoolID, hasPID: e.HasPoolID}
 		d.pending += d.head.apply(&v, seq, d.id, &d.ov)
 		act += replay.ActiveDelta(e)
@@ -405,7 +405,7 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 			d.allocated.append(act - d.pending)
 			d.reserved.append(res)
 		}
-		d.byAction[e.Action] = append(d.byAction[e.Action], seq)
+		d.byAction[e.Action].append(seq)
 		if (seq+1)%int64(k) == 0 {
 			d.cps = append(d.cps, d.head.dump(seq+1))
 		}
@@ -455,13 +455,13 @@ func (s *Store) StartLive(initial *allocator.Snapshot, devices []DeviceInfo) err
 	for _, di := range devices {
 		s.info[di.ID] = di
 		d := s.liveDev(di.ID)
-		if len(d.recs) == 0 {
+		if d.recs.Len() == 0 {
 			d.base = TimeEpochUS
 		}
 	}
 	if initial != nil {
 		for _, id := range initial.Devices() {
-			if d := s.devs[id]; d != nil && len(d.recs) == 0 {
+			if d := s.devs[id]; d != nil && d.recs.Len() == 0 {
 				d.base = TimeEpochUS
 			}
 		}
@@ -494,7 +494,7 @@ func (s *Store) AppendSized(device int, entries []allocator.TraceEntry, blockSiz
 	}
 	s.mu.Lock()
 	d := s.liveDev(device)
-	n := int64(len(d.recs))
+	n := int64(d.recs.Len())
 	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
 		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == allocator.ActionAlloc {
 			d.ov.blocks[n+int64(i)] = liveBlock{addr: e.Addr, size: bs, req: e.Size, frames: e.Frames}
@@ -533,7 +533,7 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 		res += sg.TotalSize
 	}
 	d.pending = pend
-	n := int64(len(d.recs))
+	n := int64(d.recs.Len())
 	cp := d.head.freeze(n)
 	if last := len(d.cps) - 1; d.cps[last].at == n {
 		d.cps[last] = cp
@@ -544,7 +544,9 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 		d.initActive, d.initAllocated, d.initReserv = act, act-pend, res
 	} else {
 		// the series are per entry; the new totals apply from the last entry on
-		d.active.v[n-1], d.allocated.v[n-1], d.reserved.v[n-1] = act, act-pend, res
+		d.active.set(int(n-1), act)
+		d.allocated.set(int(n-1), act-pend)
+		d.reserved.set(int(n-1), res)
 		d.active.refresh(int(n - 1))
 		d.allocated.refresh(int(n - 1))
 		d.reserved.refresh(int(n - 1))
@@ -560,7 +562,7 @@ func (s *Store) NoteGap(device int, missed int64) {
 	}
 	s.mu.Lock()
 	d := s.liveDev(device)
-	d.gaps = append(d.gaps, GapRecord{At: int64(len(d.recs)), Missed: missed})
+	d.gaps = append(d.gaps, GapRecord{At: int64(d.recs.Len()), Missed: missed})
 	d.missed += missed
 	s.mu.Unlock()
 	s.changed()
