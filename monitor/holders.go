@@ -29,11 +29,12 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.addr }); i < len(segs) && segs[i].Address <= b.addr {
 			a.Stream = segs[i].Stream
 		}
-		if b.born >= 0 && b.born < int64(len(d.recs)) {
+		if b.born >= 0 && b.born < int64(d.recs.Len()) {
 			// the trace's size, as the active series counts it (an
 			// allocation that survives carries the final block's sizes)
-			a.Size = d.recs[b.born].size
-			a.BornTime = d.recs[b.born].time
+			r := d.recs.ptr(int(b.born))
+			a.Size = r.size
+			a.BornTime = r.time
 			if d.base == TimeSequence {
 				a.BornTime = 0
 			}

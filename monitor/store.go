@@ -55,6 +55,8 @@ type Store struct {
 
 	ops      []Op    // sorted by StartUS
 	opMaxEnd []int64 // prefix max of EndUS over ops
+	opsVer   uint64  // AppendOps calls so far
+	opsEdits [opsEditRing]opsEdit
 
 	annotations []allocator.Annotation
 	info        map[int]DeviceInfo
@@ -685,6 +687,8 @@ func (s *Store) AppendOps(ops []Op) {
 	} else {
 		s.ops = append(s.ops, ops...)
 	}
+	s.opsVer++
+	s.opsEdits[s.opsVer%opsEditRing] = opsEdit{s.opsVer, from}
 	s.opMaxEnd = s.opMaxEnd[:from]
 	for i := from; i < len(s.ops); i++ {
 		m := s.ops[i].EndUS
@@ -695,6 +699,38 @@ func (s *Store) AppendOps(ops []Op) {
 	}
 	s.mu.Unlock()
 	s.changed()
+}
+
+// opsEdit records the lowest op index an AppendOps call changed.
+type opsEdit struct {
+	ver  uint64
+	from int
+}
+
+// opsEditRing is how many AppendOps calls OpsSince can answer incrementally.
+const opsEditRing = 64
+
+// OpsSince returns what changed in the start-ordered op list since ver, a
+// version an earlier call returned (0: nothing known): the ops from index
+// from on, which replace the caller's ops from that index, and the current
+// version. A reader that keeps up copies only the new ops; one that fell
+// more than 64 appends behind gets the whole list (from = 0).
+func (s *Store) OpsSince(ver uint64) (ops []Op, from int, now uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now = s.opsVer
+	switch {
+	case ver == now:
+		return nil, len(s.ops), now
+	case ver == 0 || ver > now || now-ver > opsEditRing:
+		from = 0
+	default:
+		from = len(s.ops)
+		for v := ver + 1; v <= now; v++ {
+			from = min(from, s.opsEdits[v%opsEditRing].from)
+		}
+	}
+	return slices.Clone(s.ops[from:]), from, now
 }
 
 func cmpOp(a, b Op) int {

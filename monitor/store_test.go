@@ -2,6 +2,8 @@ package monitor
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -688,5 +690,51 @@ func TestHistoryStacksReachTheState(t *testing.T) {
 	}
 	if live == 0 || with != live {
 		t.Errorf("%d of %d live blocks have a stack", with, live)
+	}
+}
+
+// TestStoreOpsSince: a reader applying OpsSince's answers to its own copy
+// always holds what Ops returns, whether it reads after every append, every
+// few, or falls more than the edit ring behind; late, out-of-order ops
+// included.
+func TestStoreOpsSince(t *testing.T) {
+	st := NewStore(StoreOptions{})
+	r := rand.New(rand.NewPCG(7, 7))
+	type reader struct {
+		every int
+		ver   uint64
+		ops   []Op
+	}
+	readers := []*reader{{every: 1}, {every: 5}, {every: 100}}
+	next := int64(0)
+	for call := 1; call <= 400; call++ {
+		var batch []Op
+		for range 1 + r.IntN(4) {
+			start := next
+			if r.IntN(4) == 0 {
+				start -= r.Int64N(50) // late
+			}
+			batch = append(batch, Op{Name: "op", StartUS: start, EndUS: start + r.Int64N(30), Seq: int64(call)})
+			next += 10
+		}
+		st.AppendOps(batch)
+		want := st.Ops(math.MinInt64, math.MaxInt64)
+		for _, rd := range readers {
+			if call%rd.every != 0 {
+				continue
+			}
+			ops, from, ver := st.OpsSince(rd.ver)
+			if from > len(rd.ops) {
+				t.Fatalf("call %d: from %d beyond the reader's %d ops", call, from, len(rd.ops))
+			}
+			rd.ops = append(rd.ops[:from], ops...)
+			rd.ver = ver
+			if !reflect.DeepEqual(rd.ops, want) {
+				t.Fatalf("call %d, reader every %d: %d ops, want %d", call, rd.every, len(rd.ops), len(want))
+			}
+		}
+	}
+	if ops, from, _ := st.OpsSince(readers[0].ver); len(ops) != 0 || from != len(readers[0].ops) {
+		t.Fatalf("an up-to-date reader got %d ops from %d", len(ops), from)
 	}
 }

@@ -94,6 +94,7 @@ type Model struct {
 	hasData   bool
 	ops       []monitor.Op // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
+	opsVer    uint64       // the Source's op version m.ops holds (opsSince)
 	conn      ConnState
 	connNote  string
 	statusErr string
@@ -368,7 +369,7 @@ func (m *Model) refreshData() {
 	}
 	m.version = src.Version()
 	m.devices = src.Devices()
-	m.refreshOps()
+	m.updateOpView(m.refreshOps())
 	if len(m.devices) == 0 && len(m.ops) == 0 {
 		m.hasData = false
 		m.dirty = true
@@ -386,7 +387,6 @@ func (m *Model) refreshData() {
 	}
 	m.seg.Stream = m.streams.describe
 	m.readBounds()
-	m.rebuildOpView()
 	switch {
 	case !wasData && !m.o.Live:
 		// A replay opens at the end (the state the file was dumped in),

@@ -10,24 +10,67 @@ import (
 
 var opSortNames = []string{"start", "duration", "mem delta", "name"}
 
-func (m *Model) rebuildOpView() {
-	m.opView = m.opView[:0]
-	for i := range m.ops {
-		if m.flt.matchOp(&m.ops[i]) {
-			m.opView = append(m.opView, i)
-		}
-	}
-	ops := m.ops
+func (m *Model) rebuildOpView() { m.updateOpView(0) }
+
+// opLess orders the op table by the chosen column (ties: start order).
+func (m *Model) opLess(a, b int) bool {
+	x, y := &m.ops[a], &m.ops[b]
 	switch m.opSort {
 	case 1:
-		sort.SliceStable(m.opView, func(a, b int) bool {
-			return ops[m.opView[a]].EndUS-ops[m.opView[a]].StartUS > ops[m.opView[b]].EndUS-ops[m.opView[b]].StartUS
-		})
+		return x.EndUS-x.StartUS > y.EndUS-y.StartUS
 	case 2:
-		sort.SliceStable(m.opView, func(a, b int) bool { return ops[m.opView[a]].MemDelta > ops[m.opView[b]].MemDelta })
+		return x.MemDelta > y.MemDelta
 	case 3:
-		sort.SliceStable(m.opView, func(a, b int) bool { return ops[m.opView[a]].Name < ops[m.opView[b]].Name })
+		return x.Name < y.Name
 	}
+	return false
+}
+
+// updateOpView brings the op table up to date after the ops from index
+// from on changed (0: everything). In start order only the new ops are
+// filtered; sorted by another column, the new ops are sorted and merged in.
+func (m *Model) updateOpView(from int) {
+	kept := m.opView[:0]
+	if from > 0 {
+		if m.opSort == 0 {
+			// start order: the view is ascending, cut it at from
+			k := sort.SearchInts(m.opView, from)
+			kept = m.opView[:k]
+		} else {
+			for _, i := range m.opView {
+				if i < from {
+					kept = append(kept, i)
+				}
+			}
+		}
+	}
+	n := len(kept)
+	for i := from; i < len(m.ops); i++ {
+		if m.flt.matchOp(&m.ops[i]) {
+			kept = append(kept, i)
+		}
+	}
+	if m.opSort != 0 && len(kept) > n {
+		added := kept[n:]
+		sort.SliceStable(added, func(a, b int) bool { return m.opLess(added[a], added[b]) })
+		if n > 0 {
+			// stable merge: on ties the older (lower-index) op comes first
+			merged := make([]int, 0, len(kept))
+			i, j := 0, n
+			for i < n && j < len(kept) {
+				if m.opLess(kept[j], kept[i]) {
+					merged = append(merged, kept[j])
+					j++
+				} else {
+					merged = append(merged, kept[i])
+					i++
+				}
+			}
+			merged = append(append(merged, kept[i:n]...), kept[j:]...)
+			kept = merged
+		}
+	}
+	m.opView = kept
 	m.opSel = clampInt(m.opSel, 0, len(m.opView)-1)
 }
 
@@ -72,27 +115,29 @@ func (m *Model) opLines(w, h int) []string {
 	return lines
 }
 
-// opsMargin is how far out of start order live ops may arrive (µs): the
-// live refresh re-reads the ops that start within it of the newest one.
-const opsMargin = 10_000_000
+// opsSince is a Source that reports what changed in its op list since a
+// version (*monitor.Store): the op table then follows a live source by
+// copying only new ops.
+type opsSince interface {
+	OpsSince(ver uint64) (ops []monitor.Op, from int, now uint64)
+}
 
-// refreshOps re-reads the ops. A live source grows for hours, so only the
-// tail is fetched again; a replay reads them once.
-func (m *Model) refreshOps() {
-	src := m.o.Source
-	if !m.o.Live || len(m.ops) == 0 {
-		m.ops = src.Ops(minInt64, maxInt64)
-		return
+// refreshOps brings m.ops up to date and returns the lowest index that
+// changed (len(m.ops) when nothing did). A live source grows for hours: with
+// opsSince only what changed is copied; other sources are re-read whole.
+func (m *Model) refreshOps() int {
+	src, ok := m.o.Source.(opsSince)
+	if !ok {
+		m.ops = m.o.Source.Ops(minInt64, maxInt64)
+		return 0
 	}
-	t0 := m.ops[len(m.ops)-1].StartUS - opsMargin // m.ops is in start order
-	k := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS >= t0 })
-	kept := m.ops[:k:k] // appending must not overwrite what opView indexes
-	for _, o := range src.Ops(t0, maxInt64) {
-		if o.StartUS >= t0 {
-			kept = append(kept, o)
-		}
+	ops, from, ver := src.OpsSince(m.opsVer)
+	if from > len(m.ops) { // not the copy the version stands for: start afresh
+		ops, from, ver = src.OpsSince(0)
 	}
-	m.ops = kept
+	m.opsVer = ver
+	m.ops = append(m.ops[:from], ops...)
+	return from
 }
 
 // followOp selects the op at the cursor in the op table, so the table
