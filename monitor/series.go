@@ -3,7 +3,8 @@ package monitor
 // series is one byte series (value right after each entry) with a
 // min/max pyramid: level L holds the extremes of fanout^L consecutive
 // values, so the extremes of any range cost O(fanout · levels) instead of
-// O(range). Appending updates one item per level. Values and levels are
+// O(range). Appending updates the items covering the new value, from the
+// bottom up to the first that already spans it. Values and levels are
 // chunked: a growing series is never copied.
 type series struct {
 	v      chunked[int64]
@@ -23,6 +24,9 @@ func (s *series) append(x int64) {
 			s.levels[l].append(MinMax{x, x})
 		} else {
 			m := s.levels[l].ptr(k)
+			if x >= m.Min && x <= m.Max {
+				return // the item did not change, so neither do those above it
+			}
 			m.Min = min(m.Min, x)
 			m.Max = max(m.Max, x)
 		}
