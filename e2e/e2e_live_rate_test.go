@@ -58,6 +58,8 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	for srv.Stats().Clients == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	var self0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
 	const seg = uint64(0x7f0000000000)
 	const slots = 256
 	batch := make([]allocator.TraceEntry, 1024)
@@ -92,6 +94,9 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 		sent += n
 	}
 	elapsed := time.Since(start)
+	var self1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	prodCPU := time.Duration(self1.Utime.Nano() + self1.Stime.Nano() - self0.Utime.Nano() - self0.Stime.Nano())
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("attach: %v\n%s", err, stderr.String())
 	}
@@ -110,7 +115,7 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	b.ReportMetric(float64(sum.Missed), "missed")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(max(sum.Received, 1)), "attach-cpu-ns/entry")
 	b.ReportMetric(float64(ru.Maxrss)*1024/float64(max(sum.Received, 1)), "attach-maxrss-B/entry")
-	fmt.Printf("live: published %d in %v (%.0f/s), attach received %d, missed %d, server dropped %d, attach CPU %v (%.0f ns/entry), maxrss %d MB\n",
+	fmt.Printf("live: published %d in %v (%.0f/s), attach received %d, missed %d, server dropped %d, attach CPU %v (%.0f ns/entry), maxrss %d MB; producer CPU %v\n",
 		sent+1, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), sum.Received, sum.Missed, srv.Stats().Dropped,
-		cpu.Round(time.Millisecond), float64(cpu.Nanoseconds())/float64(max(sum.Received, 1)), ru.Maxrss>>10)
+		cpu.Round(time.Millisecond), float64(cpu.Nanoseconds())/float64(max(sum.Received, 1)), ru.Maxrss>>10, prodCPU.Round(time.Millisecond))
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -127,8 +126,24 @@ type list struct {
 	stack     allocator.StackID
 	memoRow   uint32   // 1 + the memo row holding this list, 0 if none
 	fids      []uint32 // frame lists: the builder's frame ids (1-based), until interned
-	pending   []val    // dicts of unknown kind waiting for the list's kind
-	*listMore          // set by setKind for every kind but frame, empty and plain lists
+	*listMore          // set by setKind for every kind but frame, empty and plain lists, and for pending
+}
+
+// pendingItems are the dicts of unknown kind waiting for the list's kind.
+func (l *list) pendingItems() []val {
+	if l.listMore == nil {
+		return nil
+	}
+	return l.pending
+}
+
+// takePending removes and returns the waiting dicts.
+func (l *list) takePending() []val {
+	p := l.pendingItems()
+	if p != nil {
+		l.pending = nil
+	}
+	return p
 }
 
 // listMore holds the element slices of the rarer list kinds, so the many
@@ -140,6 +155,7 @@ type listMore struct {
 	entries  []allocator.TraceEntry
 	lists    []*list
 	anns     []allocator.Annotation
+	pending  []val     // dicts of unknown kind waiting for the list's kind
 	acc      *traceAcc // streaming: the entries' running figures, entries not kept
 	firstOff int64     // file offset where the list's entries began (capacity estimate)
 }
@@ -167,6 +183,8 @@ type builder struct {
 	// (frameIDs, frameTab), and each distinct sequence of ids a StackID
 	// (stackOf, keyed by the ids' bytes), so a frames list costs 4 bytes a
 	// frame while it fills and is looked up without touching its strings.
+	listSlab []list
+	fidArena []uint32
 	frameIDs map[allocator.Frame]uint32
 	frameTab []allocator.Frame
 	stackOf  map[string]allocator.StackID
@@ -259,9 +277,29 @@ func (b *builder) newDict() val {
 	return val{k: kDict, d: d, gen: d.gen}
 }
 
+// newList hands out lists from slabs: a snapshot makes one list per trace
+// entry's frames, and most die as soon as they are interned.
 func (b *builder) newList() *list {
 	b.charge(listBytes)
-	return &list{}
+	if len(b.listSlab) == 0 {
+		b.listSlab = make([]list, 256)
+	}
+	l := &b.listSlab[0]
+	b.listSlab = b.listSlab[1:]
+	return l
+}
+
+// fidSpace returns fids with room for n more ids, carved from a shared
+// arena (a frames list is filled by one APPENDS and dropped once interned).
+func (b *builder) fidSpace(fids []uint32, n int) []uint32 {
+	need := len(fids) + n
+	if len(b.fidArena) < need {
+		b.fidArena = make([]uint32, max(1<<16, need))
+	}
+	out := b.fidArena[:len(fids):need]
+	copy(out, fids)
+	b.fidArena = b.fidArena[need:]
+	return out
 }
 
 // Approximate heap sizes charged against the budget.
@@ -713,9 +751,7 @@ func (b *builder) ensureList(l *list, k listKind) error {
 			return fmt.Errorf("want a list of %s dicts, got a list of %s", k, l.scalar)
 		}
 		l.setKind(k)
-		pending := l.pending
-		l.pending = nil
-		return b.appendItems(l, pending)
+		return b.appendItems(l, l.takePending())
 	}
 	return fmt.Errorf("want a list of %ss, got a list of %ss", k, l.kind)
 }
@@ -723,8 +759,8 @@ func (b *builder) ensureList(l *list, k listKind) error {
 // appendItems adds elements to a list.
 func (b *builder) appendItems(l *list, items []val) error {
 	for i := range items {
-		if i == 1 && l.kind == lFrames && !l.interned {
-			l.fids = slices.Grow(l.fids, len(items)-1) // one allocation per APPENDS batch
+		if i == 1 && l.kind == lFrames && !l.interned && cap(l.fids)-len(l.fids) < len(items)-1 {
+			l.fids = b.fidSpace(l.fids, len(items)-1)
 		}
 		if err := b.appendOne(l, items[i]); err != nil {
 			return fmt.Errorf("list item %d: %w", l.length(), err)
@@ -734,7 +770,7 @@ func (b *builder) appendItems(l *list, items []val) error {
 }
 
 func (l *list) length() int {
-	n := len(l.fids) + len(l.pending)
+	n := len(l.fids) + len(l.pendingItems())
 	if m := l.listMore; m != nil {
 		n += len(m.segs) + len(m.blocks) + len(m.hist) + len(m.entries) + len(m.lists) + len(m.anns)
 		if m.acc != nil {
@@ -756,12 +792,14 @@ func (b *builder) appendOne(l *list, v val) error {
 		}
 		if l.kind == lUnknown {
 			if d.kind == dUnknown {
+				if l.listMore == nil {
+					l.listMore = &listMore{}
+				}
 				l.pending = append(l.pending, v)
 				return nil
 			}
 			l.setKind(listOfDict[d.kind])
-			if pending := l.pending; len(pending) > 0 {
-				l.pending = nil
+			if pending := l.takePending(); len(pending) > 0 {
 				if err := b.appendItems(l, pending); err != nil {
 					return err
 				}
@@ -769,7 +807,7 @@ func (b *builder) appendOne(l *list, v val) error {
 		}
 		return b.place(l, d)
 	case kList:
-		if l.kind == lUnknown && l.scalar == kNone && len(l.pending) == 0 {
+		if l.kind == lUnknown && l.scalar == kNone && len(l.pendingItems()) == 0 {
 			l.setKind(lTraceLists)
 		}
 		if l.kind != lTraceLists {
@@ -790,7 +828,7 @@ func (b *builder) appendOne(l *list, v val) error {
 			if l.scalar == kNone {
 				l.scalar = v.k
 			}
-			if len(l.pending) == 0 {
+			if len(l.pendingItems()) == 0 {
 				l.setKind(lPlain)
 			}
 			return nil
