@@ -95,6 +95,7 @@ type Model struct {
 	ops       []monitor.Op // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
 	opsVer    uint64       // the Source's op version m.ops holds (opsSince)
+	steps     []int        // indices of the step ops (IsStep) in m.ops
 	conn      ConnState
 	connNote  string
 	statusErr string
@@ -505,12 +506,10 @@ func (m *Model) refreshWindow() {
 		t = nt
 	}
 	if m.base == monitor.TimeEpochUS {
-		// m.ops is in start order: scan only the window's ops
-		i := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS >= m.win0 })
-		for ; i < len(m.ops) && m.ops[i].StartUS < m.win1; i++ {
-			if m.ops[i].IsStep {
-				marks = append(marks, timeline.Marker{T: m.ops[i].StartUS, Kind: timeline.MarkStep})
-			}
+		// m.steps is in start order: visit only the window's step ops
+		i := sort.Search(len(m.steps), func(i int) bool { return m.ops[m.steps[i]].StartUS >= m.win0 })
+		for ; i < len(m.steps) && m.ops[m.steps[i]].StartUS < m.win1; i++ {
+			marks = append(marks, timeline.Marker{T: m.ops[m.steps[i]].StartUS, Kind: timeline.MarkStep})
 		}
 	}
 	m.tl.Origin = m.first

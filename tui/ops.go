@@ -122,10 +122,23 @@ type opsSince interface {
 	OpsSince(ver uint64) (ops []monitor.Op, from int, now uint64)
 }
 
-// refreshOps brings m.ops up to date and returns the lowest index that
-// changed (len(m.ops) when nothing did). A live source grows for hours: with
-// opsSince only what changed is copied; other sources are re-read whole.
+// refreshOps brings m.ops (and the step index) up to date and returns the
+// lowest index that changed (len(m.ops) when nothing did).
 func (m *Model) refreshOps() int {
+	from := m.readOps()
+	m.steps = m.steps[:sort.SearchInts(m.steps, from)]
+	for i := from; i < len(m.ops); i++ {
+		if m.ops[i].IsStep {
+			m.steps = append(m.steps, i)
+		}
+	}
+	return from
+}
+
+// readOps brings m.ops up to date and returns the lowest index that
+// changed. A live source grows for hours: with opsSince only what changed
+// is copied; other sources are re-read whole.
+func (m *Model) readOps() int {
 	src, ok := m.o.Source.(opsSince)
 	if !ok {
 		m.ops = m.o.Source.Ops(minInt64, maxInt64)

@@ -11,9 +11,9 @@ import (
 )
 
 // TestOpsFollowLiveStore: on a live Store receiving ops (some late and out
-// of start order), the op list and the op table, refreshed incrementally
-// every tick, equal a from-scratch read and rebuild, in every sort order and
-// with a filter.
+// of start order), the op list, the step index and the op table, refreshed
+// incrementally every tick, equal a from-scratch read and rebuild, in every
+// sort order and with a filter.
 func TestOpsFollowLiveStore(t *testing.T) {
 	for sortBy := range opSortNames {
 		for _, flt := range []string{"", "matmul|add"} {
@@ -39,7 +39,7 @@ func TestOpsFollowLiveStore(t *testing.T) {
 							start -= r.Int64N(40_000_000) // late, beyond any margin
 						}
 						batch = append(batch, monitor.Op{Name: names[r.IntN(len(names))], StartUS: start,
-							EndUS: start + r.Int64N(5000), MemDelta: r.Int64N(3) << 20, Seq: int64(tick)})
+							EndUS: start + r.Int64N(5000), MemDelta: r.Int64N(3) << 20, Seq: int64(tick), IsStep: r.IntN(8) == 0})
 						next += 1000
 					}
 					st.AppendOps(batch)
@@ -47,6 +47,15 @@ func TestOpsFollowLiveStore(t *testing.T) {
 					want := st.Ops(minInt64, maxInt64)
 					if !reflect.DeepEqual(m.ops, want) {
 						t.Fatalf("tick %d: %d ops, want %d", tick, len(m.ops), len(want))
+					}
+					var steps []int
+					for i := range want {
+						if want[i].IsStep {
+							steps = append(steps, i)
+						}
+					}
+					if !reflect.DeepEqual(m.steps, steps) && (len(steps) > 0 || len(m.steps) > 0) {
+						t.Fatalf("tick %d: step index %v\nwant %v", tick, m.steps, steps)
 					}
 					var view []int
 					for i := range want {
