@@ -38,9 +38,6 @@ func (s *series) append(x int64) {
 	}
 }
 
-// len is the number of values.
-func (s *series) len() int { return s.v.Len() }
-
 // at is value i.
 func (s *series) at(i int) int64 { return s.v.at(i) }
 
