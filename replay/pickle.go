@@ -112,12 +112,12 @@ func (k kind) String() string { return kindNames[k] }
 // against a recycled dict builder being reached through the memo.
 type val struct {
 	k   kind
+	gen uint32 // beside k: the value is 56 bytes, not 64
 	n   uint64
 	m   uint64
 	s   string
 	d   *dict
 	l   *list
-	gen uint32
 }
 
 // asList turns an interned frames list (kStack) back into a list value for
