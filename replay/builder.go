@@ -360,7 +360,7 @@ func (b *builder) setItems(dv val, items []val) error {
 		return fmt.Errorf("a dict is filled after it was placed elsewhere")
 	}
 	for i := 0; i < len(items); i += 2 {
-		k, v := items[i], items[i+1]
+		k, v := &items[i], &items[i+1]
 		if d.kind == dUnknown {
 			if k.k == kStr {
 				if kk := kindForKey(k.s); kk != dUnknown {
@@ -376,7 +376,7 @@ func (b *builder) setItems(dv val, items []val) error {
 			if len(d.pend) >= 1<<16 {
 				return fmt.Errorf("plain dict with more than %d keys", 1<<16)
 			}
-			d.pend = append(d.pend, kv{k, v})
+			d.pend = append(d.pend, kv{*k, *v})
 			continue
 		}
 		if k.k != kStr {
@@ -427,11 +427,12 @@ func (b *builder) decide(d *dict, k dictKind) error {
 	}
 	pend := d.pend
 	d.pend = d.pend[:0]
-	for _, p := range pend {
+	for i := range pend {
+		p := &pend[i]
 		if p.k.k != kStr {
 			return fmt.Errorf("%s dict has a %s key; keys are strings", d.kind, p.k.k)
 		}
-		if err := b.set(d, p.k.s, p.v); err != nil {
+		if err := b.set(d, p.k.s, &p.v); err != nil {
 			return err
 		}
 	}
@@ -440,11 +441,11 @@ func (b *builder) decide(d *dict, k dictKind) error {
 }
 
 // fieldError names the dict kind, key and the type mismatch.
-func fieldError(d *dict, key, want string, v val) error {
+func fieldError(d *dict, key, want string, v *val) error {
 	return fmt.Errorf("%s key %q: want %s, got %s", d.kind, key, want, v.k)
 }
 
-func (b *builder) i64(d *dict, key string, v val) (int64, error) {
+func (b *builder) i64(d *dict, key string, v *val) (int64, error) {
 	if x, ok := v.int64(); ok {
 		return x, nil
 	}
@@ -455,7 +456,7 @@ func (b *builder) i64(d *dict, key string, v val) (int64, error) {
 }
 
 // device reads a device ordinal (0 … maxDevices-1).
-func (b *builder) device(d *dict, key string, v val) (int, error) {
+func (b *builder) device(d *dict, key string, v *val) (int, error) {
 	x, err := b.i64(d, key, v)
 	if err == nil && (x < 0 || x >= maxDevices) {
 		return 0, fmt.Errorf("%s key %q: %d is not a device ordinal", d.kind, key, x)
@@ -463,14 +464,14 @@ func (b *builder) device(d *dict, key string, v val) (int, error) {
 	return int(x), err
 }
 
-func (b *builder) u64(d *dict, key string, v val) (uint64, error) {
+func (b *builder) u64(d *dict, key string, v *val) (uint64, error) {
 	if x, ok := v.uint64(); ok {
 		return x, nil
 	}
 	return 0, fieldError(d, key, "int", v)
 }
 
-func (b *builder) str(d *dict, key string, v val) (string, error) {
+func (b *builder) str(d *dict, key string, v *val) (string, error) {
 	if v.k == kStr {
 		return v.s, nil
 	}
@@ -480,7 +481,7 @@ func (b *builder) str(d *dict, key string, v val) (string, error) {
 	return "", fieldError(d, key, "str", v)
 }
 
-func (b *builder) boolean(d *dict, key string, v val) (bool, error) {
+func (b *builder) boolean(d *dict, key string, v *val) (bool, error) {
 	switch v.k {
 	case kBool, kInt:
 		return v.n != 0, nil
@@ -488,7 +489,7 @@ func (b *builder) boolean(d *dict, key string, v val) (bool, error) {
 	return false, fieldError(d, key, "bool", v)
 }
 
-func (b *builder) pool(d *dict, key string, v val) (allocator.PoolID, error) {
+func (b *builder) pool(d *dict, key string, v *val) (allocator.PoolID, error) {
 	if v.k == kPair {
 		return allocator.PoolID{int64(v.n), int64(v.m)}, nil
 	}
@@ -497,7 +498,7 @@ func (b *builder) pool(d *dict, key string, v val) (allocator.PoolID, error) {
 
 // frames interns a frames list. Once interned, the list's memo row gives
 // way to its stack id (memo.interned): the list itself is no longer kept.
-func (b *builder) frames(d *dict, key string, v val) (allocator.StackID, error) {
+func (b *builder) frames(d *dict, key string, v *val) (allocator.StackID, error) {
 	switch v.k {
 	case kNone:
 		return allocator.NoStack, nil
@@ -560,9 +561,10 @@ func (b *builder) internStack(fids []uint32) allocator.StackID {
 	return id
 }
 
-func (b *builder) listOf(d *dict, key string, v val, k listKind) (*list, error) {
+func (b *builder) listOf(d *dict, key string, v *val, k listKind) (*list, error) {
 	if v.k == kStack {
-		v = v.asList()
+		l := v.asList()
+		v = &l
 	}
 	if v.k == kNone {
 		l := &list{}
@@ -580,7 +582,7 @@ func (b *builder) listOf(d *dict, key string, v val, k listKind) (*list, error) 
 
 // set stores one field of a dict whose kind is known. Unknown keys are
 // ignored: newer producers add fields.
-func (b *builder) set(d *dict, key string, v val) (err error) {
+func (b *builder) set(d *dict, key string, v *val) (err error) {
 	switch d.kind {
 	case dTrace:
 		e := d.te
