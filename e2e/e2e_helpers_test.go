@@ -107,7 +107,7 @@ func runJSON(t *testing.T, bin string, v any, args ...string) {
 
 // npumonBin returns the binary under test: $NPUMON_BIN (make test-e2e sets
 // it) or a fresh build.
-func npumonBin(t *testing.T) string {
+func npumonBin(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("NPUMON_BIN"); b != "" {
 		abs, err := filepath.Abs(b)

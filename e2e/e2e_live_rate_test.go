@@ -34,7 +34,7 @@ var (
 //
 //	go test -tags e2e -run '^$' -bench LiveAttach -benchtime 1x ./e2e/ -live-rate 1000000 -live-for 60s
 func BenchmarkLiveAttach(b *testing.B) {
-	bin := npumonBin(&testing.T{})
+	bin := npumonBin(b)
 	for b.Loop() {
 		runLiveAttach(b, bin, *liveRate, *liveSeconds)
 	}
