@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -209,6 +210,17 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 }
 
+// readFrame is one frame read ahead of its processing.
+type readFrame struct {
+	typ byte
+	p   []byte
+	err error
+}
+
+// readAhead bounds the frames read but not yet processed (each at most
+// 32,768 entries as a server sends them).
+const readAhead = 64
+
 // session runs one connection; connected reports whether the handshake
 // completed.
 func (c *Client) session(ctx context.Context) (connected bool, err error) {
@@ -235,12 +247,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		}
 	}
 	defer flushOps()
+	// next reads a frame; after the handshake only the read-ahead
+	// goroutine calls it.
 	next := func() (byte, []byte, error) {
-		// OPS are handed to the Store in batches: before the read would
-		// wait for the network, or once many are held
-		if fr.r.(*bufio.Reader).Buffered() < 5 || len(pendingOps) >= 1<<16 {
-			flushOps()
-		}
 		conn.SetReadDeadline(time.Now().Add(c.opts.Silence))
 		typ, p, err := fr.next()
 		var ne net.Error
@@ -278,8 +287,37 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 	var buf []allocator.TraceEntry
 	var sizeBuf []int64
 	haveSnap := false
+	// Frames are read ahead by their own goroutine, so the socket keeps
+	// draining while a batch is stored (and while queries hold the Store):
+	// the producer's bounded queue then absorbs only what this process
+	// cannot take at all. At most readAhead frames wait here.
+	frames := make(chan readFrame, readAhead)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			typ, p, err := next()
+			if err == nil {
+				p = bytes.Clone(p) // next reuses its buffer
+			}
+			select {
+			case frames <- readFrame{typ, p, err}:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		typ, p, err := next()
+		// OPS are handed to the Store in batches: before waiting for the
+		// next frame, or once many are held
+		if len(frames) == 0 || len(pendingOps) >= 1<<16 {
+			flushOps()
+		}
+		f := <-frames
+		typ, p, err := f.typ, f.p, f.err
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("producer closed the connection")
