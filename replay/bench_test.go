@@ -88,12 +88,9 @@ func BenchmarkStatsFile1M(b *testing.B) {
 
 // BenchmarkPythonPickleLoad1M is the baseline: CPython's C-accelerated
 // pickle.load of the same file in a child process (interpreter start-up
-// included, as for `npumon stats`). Skipped without python3.
+// included, as for `npumon stats`).
 func BenchmarkPythonPickleLoad1M(b *testing.B) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		b.Skip("no python3")
-	}
+	py := fixture.Tool(b, "python3", "python3")
 	eachBenchFile(b, func(b *testing.B, path string) {
 		for b.Loop() {
 			cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", path)

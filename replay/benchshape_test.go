@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestBenchShapesMatchReference: the benchmark generator's two shapes
@@ -14,10 +16,7 @@ import (
 // the Python reference (ref_stats.py over pickle.load), streamed and in
 // memory, and the same interned stacks either way.
 func TestBenchShapesMatchReference(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	for _, shape := range []string{"distinct", "shared"} {
 		t.Run(shape, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), shape+".pickle")

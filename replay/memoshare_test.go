@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestSharedFramesLists: a frames list the pickle memoizes once and refers
@@ -12,10 +14,7 @@ import (
 // one stack; the same list object reused as another kind of list is a
 // clear error, whichever use comes first. Python's pickle writes the input.
 func TestSharedFramesLists(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
+	py := fixture.Tool(t, "python3", "python3")
 	gen := func(t *testing.T, expr string) []byte {
 		t.Helper()
 		src := "import pickle,sys\nF={'filename':'a.py','line':3,'name':'f'}\nL=[F,{'filename':'b.py','line':4,'name':'g'}]\nE=[]\n" +
