@@ -212,9 +212,10 @@ func (c *Client) Run(ctx context.Context) error {
 
 // readFrame is one frame read ahead of its processing.
 type readFrame struct {
-	typ byte
-	p   []byte
-	err error
+	typ  byte
+	p    []byte
+	err  error
+	more bool // the next frame's header was already buffered (no network wait)
 }
 
 // readAhead bounds the frames read but not yet processed (each at most
@@ -300,8 +301,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err == nil {
 				p = bytes.Clone(p) // next reuses its buffer
 			}
+			more := fr.r.(*bufio.Reader).Buffered() >= 5
 			select {
-			case frames <- readFrame{typ, p, err}:
+			case frames <- readFrame{typ, p, err, more}:
 			case <-quit:
 				return
 			}
@@ -310,13 +312,15 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			}
 		}
 	}()
+	more := true
 	for {
-		// OPS are handed to the Store in batches: before waiting for the
-		// next frame, or once many are held
-		if len(frames) == 0 || len(pendingOps) >= 1<<16 {
+		// OPS are handed to the Store in batches: where the reading had
+		// to wait for the network after the last frame, or once many are held
+		if !more || len(pendingOps) >= 1<<16 {
 			flushOps()
 		}
 		f := <-frames
+		more = f.more
 		typ, p, err := f.typ, f.p, f.err
 		if err != nil {
 			if errors.Is(err, io.EOF) {
