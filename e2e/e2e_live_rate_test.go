@@ -49,7 +49,10 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	defer srv.Close()
 	// attach counts --headless from its first data: give it the whole run
 	// plus a margin to drain, then it prints the summary.
-	cmd := exec.Command(bin, "attach", "unix:"+sock, "--headless", (d + 3*time.Second).String())
+	// --max-entries: room for the whole run (the default bounds a session to 4 Mi entries).
+	limit := int(float64(rate)*d.Seconds()*1.1) + 1<<20
+	cmd := exec.Command(bin, "attach", "unix:"+sock, "--headless", (d + 3*time.Second).String(),
+		"--max-entries", fmt.Sprint(limit))
 	var out, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Start(); err != nil {
