@@ -376,8 +376,15 @@ func (m *Model) moveSelection(d int) tea.Cmd {
 		return m.allocAtCmd()
 	case paneOps:
 		m.opSel = clampInt(m.opSel+d, 0, len(m.opView)-1)
-	case paneEvents, paneTimeline:
-		// the event list follows the cursor: moving the selection moves time
+	case paneEvents:
+		// the event list follows the cursor: moving the selection moves
+		// time, from match to match while a filter is on
+		if m.flt != nil {
+			m.jumpMatch(d)
+		} else {
+			m.stepEvent(d)
+		}
+	case paneTimeline:
 		m.stepEvent(d)
 	}
 	return nil

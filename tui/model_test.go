@@ -728,6 +728,15 @@ func TestFilterMatchesNextPrev(t *testing.T) {
 			t.Fatalf("N: want %s:\n%s", want, v)
 		}
 	}
+	// In the events pane ↓/↑ go from match to match too.
+	press(m, "3", "down")
+	if v := m.View(); !strings.Contains(v, "entry #2/9") {
+		t.Fatalf("↓ in the events pane with a filter:\n%s", v)
+	}
+	press(m, "down", "up")
+	if v := m.View(); !strings.Contains(v, "entry #2/9") {
+		t.Fatalf("↓↑ in the events pane with a filter:\n%s", v)
+	}
 }
 
 // TestListPaging: PgDn/PgUp/Home/End page and jump in the segment and op
