@@ -70,18 +70,7 @@ func (c *chunked[T]) each(i, j int, fn func([]T)) {
 
 // search returns the smallest index i in [0, n) for which f(&element i) is
 // true, assuming f is false then true over the sequence (sort.Search), or n.
-func (c *chunked[T]) search(f func(*T) bool) int {
-	lo, hi := 0, c.n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if !f(c.ptr(m)) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
-}
+func (c *chunked[T]) search(f func(*T) bool) int { return c.searchFrom(0, f) }
 
 // searchFrom is search over [from, n).
 func (c *chunked[T]) searchFrom(from int, f func(*T) bool) int {
