@@ -220,8 +220,10 @@ func (w *Watcher) loop() {
 	}
 }
 
-// isSnapshotName reports whether a file in the root may be a snapshot.
-func isSnapshotName(name string) bool {
+// IsSnapshotName reports whether a file in a watched directory may be a
+// memory snapshot: *.pickle, *.pkl, *.json, oom_snapshot_* (ranks of a job
+// are found by the same rule).
+func IsSnapshotName(name string) bool {
 	if strings.HasPrefix(name, ".") {
 		return false // editors' and atomic writers' temporaries
 	}
@@ -250,7 +252,7 @@ func (w *Watcher) scanRoot(existing bool) {
 		p := filepath.Join(w.dir, e.Name())
 		if e.IsDir() {
 			w.dirAppeared(p, existing)
-		} else if isSnapshotName(e.Name()) && !w.reported[p] {
+		} else if IsSnapshotName(e.Name()) && !w.reported[p] {
 			w.candidate(p, existing)
 		}
 	}
@@ -415,7 +417,7 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 			w.dirAppeared(p, false)
 		}
 	case parent == w.dir:
-		if isSnapshotName(filepath.Base(p)) {
+		if IsSnapshotName(filepath.Base(p)) {
 			if w.reported[p] && ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Write) {
 				return
 			}

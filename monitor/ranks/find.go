@@ -12,8 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 
+	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -50,22 +50,6 @@ func rankInName(name string) (int, bool) {
 	}
 	n, err := strconv.Atoi(m[1])
 	return n, err == nil
-}
-
-// IsSnapshotName reports whether a file name is one npumon reads as a
-// memory snapshot (as watch does): *.pickle, *.pkl, *.json, oom_snapshot_*.
-func IsSnapshotName(name string) bool {
-	if strings.HasPrefix(name, ".") {
-		return false
-	}
-	if strings.HasPrefix(name, "oom_snapshot_") {
-		return true
-	}
-	switch strings.ToLower(filepath.Ext(name)) {
-	case ".pickle", ".pkl", ".json":
-		return true
-	}
-	return false
 }
 
 // Find returns the ranks held in dir, by rank, or nil when dir does not
@@ -131,7 +115,7 @@ func Find(dir string) ([]Member, error) {
 			}
 			continue
 		}
-		if r, ok := rankInName(name); ok && IsSnapshotName(name) {
+		if r, ok := rankInName(name); ok && monitor.IsSnapshotName(name) {
 			add(Member{Rank: r, Path: p, Kind: KindSnapshot, Rule: "name"})
 		}
 	}
@@ -154,7 +138,7 @@ func inRankDir(dir string) (Member, bool) {
 	var best string
 	var bestT int64
 	for _, e := range ents {
-		if e.IsDir() || !IsSnapshotName(e.Name()) {
+		if e.IsDir() || !monitor.IsSnapshotName(e.Name()) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
