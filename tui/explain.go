@@ -286,18 +286,8 @@ func (m *Model) oomFacts(e *monitor.Event) *oomFacts {
 	} else {
 		st = src.StateAt(m.dev, e.Time)
 	}
-	for _, s := range st.Segments {
-		f.reserved += s.TotalSize
-		for _, b := range s.Blocks {
-			switch b.State {
-			case allocator.StateActiveAllocated:
-				f.allocated += b.Size
-			case allocator.StateInactive:
-				f.cached += b.Size
-				f.largest = max(f.largest, b.Size)
-			}
-		}
-	}
+	fig := explain.StateFigures(st.Segments)
+	f.reserved, f.allocated, f.cached, f.largest = fig.Reserved, fig.Allocated, fig.CachedFree, fig.LargestCachedFree
 	f.verdict = explain.Verdict(f.allocated, f.requested, f.reserved, f.free)
 	if m.base == monitor.TimeEpochUS {
 		if op, ok := src.OpAt(e.Time); ok {

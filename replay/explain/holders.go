@@ -71,12 +71,22 @@ func FiguresAfterAll(tl *replay.Timeline, idx []int) []Figures {
 }
 
 func figures(tl *replay.Timeline, i int, state []allocator.Segment) Figures {
-	var f Figures
+	f := StateFigures(state)
 	f.Reserved = tl.ReservedAtStart
 	for j := 0; j <= i && j < len(tl.Entries); j++ {
 		f.Reserved += replay.ReservedDelta(&tl.Entries[j])
 	}
+	return f
+}
+
+// StateFigures reads a segment map: reserved bytes (Σ segment sizes),
+// allocated (active_allocated blocks), cached free (inactive blocks) and the
+// largest inactive block. The OOM figures of explain and of the TUI's OOM
+// panel both come from here.
+func StateFigures(state []allocator.Segment) Figures {
+	var f Figures
 	for _, s := range state {
+		f.Reserved += s.TotalSize
 		for k := range s.Blocks {
 			b := &s.Blocks[k]
 			switch b.State {
