@@ -448,7 +448,7 @@ func (m *Model) holdersLines() (head, rows []string) {
 		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, %s) to the cursor · m clears the mark", m.timeFmt().full(x.markT), posText(x.markN)), m.w)),
 			th.Dim.Render(fit(fmt.Sprintf("  %10s %10s %10s %9s %6s %6s  %s", "DELTA", "MARK A", "CURSOR", "COUNT", "BORN", "FREED", "GROUP"), w)))
 		for _, g := range x.diff {
-			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", signedBytes(g.DeltaBytes), theme.Bytes(g.BytesFrom), theme.Bytes(g.BytesTo),
+			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", fmtDelta(g.DeltaBytes), theme.Bytes(g.BytesFrom), theme.Bytes(g.BytesTo),
 				fmt.Sprintf("%d→%d", g.CountFrom, g.CountTo), g.BornCount, g.FreedCount)
 			rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
 		}
@@ -466,13 +466,6 @@ func (m *Model) holdersLines() (head, rows []string) {
 		rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
 	}
 	return head, rows
-}
-
-func signedBytes(n int64) string {
-	if n < 0 {
-		return "-" + theme.Bytes(-n)
-	}
-	return "+" + theme.Bytes(n)
 }
 
 func (m *Model) allocLines(group string) (head, rows []string) {
