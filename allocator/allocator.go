@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Allocator is a caching allocator for one device. All methods are safe for
@@ -15,8 +17,8 @@ type Allocator struct {
 	mu      sync.Mutex
 	dev     *acl.Device
 	device  int
-	cfg     Config
-	flavour Flavour // cfg.Flavour, immutable: readable without the lock
+	cfg     config.Config
+	flavour config.Flavour // cfg.Flavour, immutable: readable without the lock
 	clk     *approxClock
 	now     func() int64
 
@@ -46,7 +48,7 @@ type Allocator struct {
 	level    RecordContext
 	ring     ring
 	stackMu  sync.RWMutex
-	stacks   *StackTable
+	stacks   *snapshot.StackTable
 	trackers []*tracker
 
 	oomObservers []oomObserver
@@ -102,13 +104,13 @@ func (e *OOMError) Error() string { return e.msg }
 func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 
 // New returns an allocator on dev. A zero Config means DefaultConfig(FlavourNPU).
-func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
+func New(dev *acl.Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 	if dev == nil {
 		return nil, errors.New("allocator: nil device")
 	}
 	if cfg.MaxSplitSize == 0 {
 		raw, f := cfg.Raw, cfg.Flavour
-		cfg = DefaultConfig(f)
+		cfg = config.DefaultConfig(f)
 		cfg.Raw = raw
 	}
 	_, total, err := dev.GetMemInfo(acl.MemHBM)
@@ -119,7 +121,7 @@ func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
 		dev: dev, device: dev.ID(), cfg: cfg, flavour: cfg.Flavour, deviceTotal: total,
 		small:  blockPool{small: true},
 		events: make(map[acl.Stream][]pendingEvent),
-		stacks: NewStackTable(),
+		stacks: snapshot.NewStackTable(),
 	}
 	a.ring.reset(1)
 	for _, o := range opts {
@@ -130,10 +132,10 @@ func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
 	}
 	a.now = a.clk.read
 	a.stats.MaxSplitSize = cfg.MaxSplitSize
-	if cfg.MaxSplitSize == Unlimited {
+	if cfg.MaxSplitSize == config.Unlimited {
 		a.stats.MaxSplitSize = -1
 	}
-	if cfg.Flavour == FlavourNPU {
+	if cfg.Flavour == config.FlavourNPU {
 		if cfg.MemoryFraction < 1 {
 			a.setFraction(cfg.MemoryFraction)
 		}
@@ -155,7 +157,7 @@ func New(dev *acl.Device, cfg Config, opts ...Option) (*Allocator, error) {
 func (a *Allocator) Device() int { return a.device }
 
 // Config returns the configuration in effect.
-func (a *Allocator) Config() Config {
+func (a *Allocator) Config() config.Config {
 	a.lock()
 	defer a.mu.Unlock()
 	return a.cfg
@@ -176,7 +178,7 @@ func (a *Allocator) warnOnce(w string) {
 
 // Stack resolves a StackID of a trace entry or block; safe to call from a
 // tracker.
-func (a *Allocator) Stack(id StackID) Stack {
+func (a *Allocator) Stack(id snapshot.StackID) snapshot.Stack {
 	a.stackMu.RLock()
 	defer a.stackMu.RUnlock()
 	st := a.stacks.Stacks()
@@ -187,9 +189,9 @@ func (a *Allocator) Stack(id StackID) Stack {
 }
 
 // intern returns the context of frames at the level at which it is kept.
-func (a *Allocator) intern(frames []Frame, need RecordContext) StackID {
+func (a *Allocator) intern(frames []snapshot.Frame, need RecordContext) snapshot.StackID {
 	if len(frames) == 0 || a.level < need {
-		return NoStack
+		return snapshot.NoStack
 	}
 	a.stackMu.Lock()
 	defer a.stackMu.Unlock()
@@ -231,32 +233,32 @@ func (a *Allocator) Malloc(size int64, stream acl.Stream) (uint64, error) {
 
 // MallocWithStack is Malloc with the caller's stack (innermost first), kept
 // according to the RecordHistory context.
-func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Frame) (uint64, error) {
+func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []snapshot.Frame) (uint64, error) {
 	if size <= 0 {
 		if size < 0 {
 			return 0, fmt.Errorf("allocator: negative size %d", size)
 		}
 		return 0, nil
 	}
-	if size >= oneExaBytes {
+	if size >= config.OneExaBytes {
 		kind := "NPU"
-		if a.flavour == FlavourCUDA {
+		if a.flavour == config.FlavourCUDA {
 			kind = "CUDA"
 		}
 		return 0, &OOMError{Device: a.device, RequestedSize: size, msg: kind + " out of memory. Tried to allocate more than 1EB memory."}
 	}
 	a.lock()
 	ctx := a.intern(frames, RecordState)
-	lazy := a.cfg.Flavour == FlavourNPU && a.cfg.MultiStreamLazyReclaim
+	lazy := a.cfg.Flavour == config.FlavourNPU && a.cfg.MultiStreamLazyReclaim
 	if !lazy || a.pendingEvents > 512 {
 		a.processEvents(ctx)
 	}
-	rounded := a.cfg.roundSize(size)
+	rounded := a.cfg.RoundSize(size)
 	p := allocParams{size: rounded, stream: stream, pool: &a.large}
-	if rounded <= kSmallSize {
+	if rounded <= config.SmallSize {
 		p.pool = &a.small
 	}
-	p.allocSize = a.cfg.allocationSize(rounded)
+	p.allocSize = a.cfg.AllocationSize(rounded)
 
 	found := a.getFreeBlock(&p)
 	if !found && lazy {
@@ -270,7 +272,7 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []Fram
 		found = a.allocBlock(&p, false, ctx) ||
 			(p.fatal() == nil && !p.rejected && a.releaseAvailableCached(&p, ctx) && a.allocBlock(&p, false, ctx))
 		if !found && p.fatal() == nil && !p.rejected {
-			if a.cfg.Flavour == FlavourNPU {
+			if a.cfg.Flavour == config.FlavourNPU {
 				// "Get a block from the existing pool failed. Try to free
 				// cached blocks and reallocate. This error log can be ignored."
 				a.syncDevice()
@@ -297,7 +299,7 @@ func (p *allocParams) fatal() error {
 // failMalloc builds the OOM (or passes a device error through), records the
 // oom entry with the failing request's stack (as torch's record_trace
 // does), unlocks and calls the OOM observers. a.mu held on entry.
-func (a *Allocator) failMalloc(p *allocParams, size int64, ctx StackID) error {
+func (a *Allocator) failMalloc(p *allocParams, size int64, ctx snapshot.StackID) error {
 	if err := p.fatal(); err != nil {
 		a.mu.Unlock()
 		return fmt.Errorf("allocator: %w", err)
@@ -321,7 +323,7 @@ func (a *Allocator) failMalloc(p *allocParams, size int64, ctx StackID) error {
 		return e
 	}
 	a.stats.NumOOMs++
-	a.record(ActionOOM, uint64(free), p.size, p.stream, ctx)
+	a.record(snapshot.ActionOOM, uint64(free), p.size, p.stream, ctx)
 	e.msg = a.oomMessage(e)
 	limit := total
 	if a.fractionSet {
@@ -340,7 +342,7 @@ func (a *Allocator) oomMessage(e *OOMError) string {
 	if e.AllowedSet {
 		allowed = FormatSize(e.Allowed) + " allowed; "
 	}
-	if a.cfg.Flavour == FlavourCUDA {
+	if a.cfg.Flavour == config.FlavourCUDA {
 		return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "+
 			"%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. "+
 			"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
@@ -415,19 +417,19 @@ func (a *Allocator) getFreeBlock(p *allocParams) bool {
 func (a *Allocator) shouldSplit(b *block, size int64) bool {
 	remaining := b.size - size
 	if b.pool.small || a.cfg.ExpandableSegments {
-		return remaining >= kMinBlockSize
+		return remaining >= config.MinBlockSize
 	}
-	return size < a.cfg.MaxSplitSize && remaining > kSmallSize
+	return size < a.cfg.MaxSplitSize && remaining > config.SmallSize
 }
 
 // allocFoundBlock is alloc_found_block: optional NPU base-address
 // alignment, the split (front part is handed out), stats and the trace.
-func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *block {
+func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.StackID) *block {
 	b := p.block
 	pool := b.pool
 	size := p.size
-	if a.cfg.Flavour == FlavourNPU && a.cfg.ExpandableSegments && size >= kSmallBuffer && a.cfg.BaseAddrAlignedKB != 0 {
-		al := uint64(a.cfg.BaseAddrAlignedKB * KiB)
+	if a.cfg.Flavour == config.FlavourNPU && a.cfg.ExpandableSegments && size >= config.SmallBuffer && a.cfg.BaseAddrAlignedKB != 0 {
+		al := uint64(a.cfg.BaseAddrAlignedKB * config.KiB)
 		aligned := (b.ptr + al - 1) / al * al
 		if off := int64(aligned - b.ptr); off > 0 && off+size <= b.size {
 			lead := a.newBlock(b.ptr, off, b.stream, pool, true, b.expandable)
@@ -459,7 +461,7 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx StackID) *bl
 	b.allocated = true
 	b.requested = orig
 	b.frames = ctx
-	a.record(ActionAlloc, b.ptr, orig, b.stream, ctx)
+	a.record(snapshot.ActionAlloc, b.ptr, orig, b.stream, ctx)
 	a.active.put(b.ptr, b)
 	stat(&a.stats.Allocation, pool, 1)
 	stat(&a.stats.AllocatedBytes, pool, b.size)
@@ -478,7 +480,7 @@ func (a *Allocator) Free(ptr uint64) error { return a.FreeWithStack(ptr, nil) }
 
 // FreeWithStack is Free with the caller's stack (kept at RecordAll).
 // Freeing address 0 does nothing.
-func (a *Allocator) FreeWithStack(ptr uint64, frames []Frame) error {
+func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	if ptr == 0 {
 		return nil
 	}
@@ -490,7 +492,7 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []Frame) error {
 	}
 	ctx := a.intern(frames, RecordAll)
 	b.allocated = false
-	a.record(ActionFreeRequested, b.ptr, b.requested, b.stream, ctx)
+	a.record(snapshot.ActionFreeRequested, b.ptr, b.requested, b.stream, ctx)
 	stat(&a.stats.Allocation, b.pool, -1)
 	stat(&a.stats.AllocatedBytes, b.pool, -b.size)
 	if b.size >= a.cfg.MaxSplitSize {
@@ -532,7 +534,7 @@ func (a *Allocator) RecordStream(ptr uint64, s acl.Stream) error {
 	if b == nil || !b.allocated {
 		return fmt.Errorf("allocator: %w: %#x: no allocated block", ErrInvalidPointer, ptr)
 	}
-	if a.cfg.Flavour == FlavourCUDA && s == b.stream {
+	if a.cfg.Flavour == config.FlavourCUDA && s == b.stream {
 		return nil
 	}
 	if !slices.Contains(b.streamUses, s) {
@@ -561,7 +563,7 @@ func (a *Allocator) insertEvents(b *block) {
 		a.pendingEvents++
 	}
 	if b.eventCount == 0 {
-		a.freeBlock(b, NoStack)
+		a.freeBlock(b, snapshot.NoStack)
 	}
 }
 
@@ -585,7 +587,7 @@ func (a *Allocator) sortedEventStreams() []acl.Stream {
 
 // processEvents is process_events: per stream, complete events in order up
 // to the first that is not ready.
-func (a *Allocator) processEvents(ctx StackID) {
+func (a *Allocator) processEvents(ctx snapshot.StackID) {
 	if a.pendingEvents == 0 {
 		return
 	}
@@ -609,7 +611,7 @@ func (a *Allocator) processEvents(ctx StackID) {
 	}
 }
 
-func (a *Allocator) completeEvent(pe pendingEvent, ctx StackID) {
+func (a *Allocator) completeEvent(pe pendingEvent, ctx snapshot.StackID) {
 	a.freeEvents = append(a.freeEvents, pe.ev)
 	a.pendingEvents--
 	pe.b.eventCount--
@@ -620,7 +622,7 @@ func (a *Allocator) completeEvent(pe pendingEvent, ctx StackID) {
 
 // synchronizeAndFreeEvents waits for every pending event and frees the
 // blocks.
-func (a *Allocator) synchronizeAndFreeEvents(ctx StackID) {
+func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
 	a.stats.NumSyncAllStreams++
 	for _, s := range a.sortedEventStreams() {
 		for _, pe := range a.events[s] {
@@ -634,9 +636,9 @@ func (a *Allocator) synchronizeAndFreeEvents(ctx StackID) {
 
 // freeBlock is free_block: the block returns to its pool, merged with free
 // neighbours.
-func (a *Allocator) freeBlock(b *block, ctx StackID) {
-	a.record(ActionFreeCompleted, b.ptr, b.requested, b.stream, ctx)
-	b.frames = NoStack
+func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
+	a.record(snapshot.ActionFreeCompleted, b.ptr, b.requested, b.stream, ctx)
+	b.frames = snapshot.NoStack
 	pool := b.pool
 	origSize := b.size
 	a.active.del(b.ptr)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // cpuClock reads the process's user+system CPU time. The development
@@ -34,7 +36,7 @@ func benchAllocator(b *testing.B, conf string) (*Allocator, acl.Stream) {
 	b.Helper()
 	rt := acl.NewRuntime(acl.Config{})
 	dev, _ := rt.Device(0)
-	cfg, err := ParseConfig(conf)
+	cfg, err := config.ParseConfig(conf)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,13 +94,13 @@ func BenchmarkMallocFreePair(b *testing.B) {
 	b.Run("history=on,tracker", func(b *testing.B) {
 		a, s := benchAllocator(b, "")
 		a.RecordHistory(true, RecordAll, 1<<16)
-		defer a.AttachTracker(func(int, TraceEntry) {})()
+		defer a.AttachTracker(func(int, snapshot.TraceEntry) {})()
 		benchPair(b, a, s)
 	})
 	b.Run("history=on,stack", func(b *testing.B) {
 		a, s := benchAllocator(b, "")
 		a.RecordHistory(true, RecordAll, 1<<16)
-		frames := []Frame{{"model.py", 10, "forward"}, {"train.py", 3, "main"}}
+		frames := []snapshot.Frame{{Filename: "model.py", Line: 10, Name: "forward"}, {Filename: "train.py", Line: 3, Name: "main"}}
 		loop(b, func() {
 			p, _ := a.MallocWithStack(8192, s, frames)
 			_ = a.Free(p)

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // block is a contiguous piece of a segment
@@ -21,8 +22,8 @@ type block struct {
 	eventCount int
 	gcCount    int64
 	expandable *expandableSegment
-	frames     StackID // context_when_allocated
-	segFrames  StackID // context_when_segment_allocated
+	frames     snapshot.StackID // context_when_allocated
+	segFrames  snapshot.StackID // context_when_segment_allocated
 }
 
 func (b *block) isSplit() bool { return b.prev != nil || b.next != nil }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // testEnv is one simulated device on a manual clock with an allocator.
@@ -32,11 +34,11 @@ func newEnv(t *testing.T, conf string, cuda bool, hbm int64, opts ...Option) *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg Config
+	var cfg config.Config
 	if cuda {
-		cfg, err = ParseCUDAConfig(conf)
+		cfg, err = config.ParseCUDAConfig(conf)
 	} else {
-		cfg, err = ParseConfig(conf)
+		cfg, err = config.ParseConfig(conf)
 	}
 	if err != nil {
 		t.Fatalf("config %q: %v", conf, err)
@@ -76,10 +78,10 @@ func (e *testEnv) free(p uint64) {
 
 // trace returns the recorded trace without the entries of the snapshots
 // taken to read it.
-func (e *testEnv) trace() []TraceEntry {
-	var out []TraceEntry
+func (e *testEnv) trace() []snapshot.TraceEntry {
+	var out []snapshot.TraceEntry
 	for _, te := range e.a.Snapshot().DeviceTraces[0] {
-		if te.Action != ActionSnapshot {
+		if te.Action != snapshot.ActionSnapshot {
 			out = append(out, te)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // RecordContext is how much stack context is kept (torch RecordContext).
@@ -24,8 +25,8 @@ type rawEntry struct {
 	addr   uint64 // oom: device free bytes
 	size   int64
 	stream acl.Stream
-	frames StackID
-	action Action
+	frames snapshot.StackID
+	action snapshot.Action
 }
 
 // ring is TraceEntryRingBuffer: append until full, then overwrite the
@@ -87,7 +88,7 @@ func WithDropHandler(fn func(dropped uint64)) TrackerOption {
 // allocator only appends to a bounded buffer under the tracker's mutex, so
 // a slow or blocked callback costs drops, never allocator latency.
 type tracker struct {
-	fn     func(device int, e TraceEntry)
+	fn     func(device int, e snapshot.TraceEntry)
 	onDrop func(uint64)
 	limit  int
 
@@ -158,7 +159,7 @@ func (t *tracker) run(a *Allocator) {
 // reported through WithDropHandler. detach stops recording for fn, waits
 // until the buffered entries are delivered and returns; it must not be
 // called from fn itself.
-func (a *Allocator) AttachTracker(fn func(device int, e TraceEntry), opts ...TrackerOption) (detach func()) {
+func (a *Allocator) AttachTracker(fn func(device int, e snapshot.TraceEntry), opts ...TrackerOption) (detach func()) {
 	t := a.newTracker(fn, opts)
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
@@ -166,7 +167,7 @@ func (a *Allocator) AttachTracker(fn func(device int, e TraceEntry), opts ...Tra
 	return a.detacher(t)
 }
 
-func (a *Allocator) newTracker(fn func(device int, e TraceEntry), opts []TrackerOption) *tracker {
+func (a *Allocator) newTracker(fn func(device int, e snapshot.TraceEntry), opts []TrackerOption) *tracker {
 	t := &tracker{fn: fn, limit: DefaultTrackerBuffer, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	for _, o := range opts {
 		o(t)
@@ -242,12 +243,12 @@ func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries in
 
 // record is record_trace: nothing unless history is on or a tracker is
 // attached. a.mu held.
-func (a *Allocator) record(action Action, addr uint64, size int64, stream acl.Stream, ctx StackID) {
+func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
 	if !a.history && len(a.trackers) == 0 {
 		return
 	}
 	if a.level < RecordAlloc {
-		ctx = NoStack
+		ctx = snapshot.NoStack
 	}
 	t := a.stamp()
 	if len(a.trackers) == 0 { // history only: write in place
@@ -268,9 +269,9 @@ func (a *Allocator) record(action Action, addr uint64, size int64, stream acl.St
 }
 
 // convert turns a raw entry into the snapshot model.
-func (a *Allocator) convert(e rawEntry, c converter) TraceEntry {
-	te := TraceEntry{Action: e.action, Size: e.size, Stream: uint64(e.stream), Frames: e.frames, TimeUS: c.micros(e.tick)}
-	if e.action == ActionOOM {
+func (a *Allocator) convert(e rawEntry, c converter) snapshot.TraceEntry {
+	te := snapshot.TraceEntry{Action: e.action, Size: e.size, Stream: uint64(e.stream), Frames: e.frames, TimeUS: c.micros(e.tick)}
+	if e.action == snapshot.ActionOOM {
 		te.DeviceFree = int64(e.addr)
 	} else {
 		te.Addr = e.addr

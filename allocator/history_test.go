@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 func TestRingBufferKeepsNewestOldestFirst(t *testing.T) {
@@ -64,7 +66,7 @@ func TestTraceTimesFollowInjectedClock(t *testing.T) {
 func TestTraceTimesFromCalibratedTicks(t *testing.T) {
 	rt := acl.NewRuntime(acl.Config{})
 	dev, _ := rt.Device(0)
-	a, err := New(dev, Config{})
+	a, err := New(dev, config.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +128,8 @@ func TestConverterRecoversLinearClock(t *testing.T) {
 }
 
 func TestStacksByRecordContext(t *testing.T) {
-	frames := []Frame{{Filename: "model.py", Line: 42, Name: "forward"}, {Filename: "train.py", Line: 7, Name: "main"}}
-	freeFrames := []Frame{{Filename: "train.py", Line: 9, Name: "step"}}
+	frames := []snapshot.Frame{{Filename: "model.py", Line: 42, Name: "forward"}, {Filename: "train.py", Line: 7, Name: "main"}}
+	freeFrames := []snapshot.Frame{{Filename: "train.py", Line: 9, Name: "step"}}
 	for _, tt := range []struct {
 		ctx                       RecordContext
 		block, alloc, segment, fr bool
@@ -145,7 +147,7 @@ func TestStacksByRecordContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		snap := e.a.Snapshot()
-		if got := snap.Stack(snap.Segments[0].Blocks[0].Frames); (len(got) > 0) != tt.block || (tt.block && !slices.Equal(got, Stack(frames))) {
+		if got := snap.Stack(snap.Segments[0].Blocks[0].Frames); (len(got) > 0) != tt.block || (tt.block && !slices.Equal(got, snapshot.Stack(frames))) {
 			t.Errorf("ctx %d: block frames %v", tt.ctx, got)
 		}
 		tr := snap.DeviceTraces[0]
@@ -163,7 +165,7 @@ func TestStacksByRecordContext(t *testing.T) {
 		if got := snap.Stack(tr[3].Frames); (len(got) > 0) != tt.fr || (tt.fr && got[0] != freeFrames[0]) {
 			t.Errorf("ctx %d: free_requested frames %v", tt.ctx, got)
 		}
-		if b := snap.Segments[0].Blocks[0]; b.Frames != NoStack {
+		if b := snap.Segments[0].Blocks[0]; b.Frames != snapshot.NoStack {
 			t.Errorf("ctx %d: freed block keeps frames", tt.ctx)
 		}
 	}
@@ -174,8 +176,8 @@ func TestTrackerSeesEveryEntryWithTime(t *testing.T) {
 	s := e.stream()
 	e.a.RecordHistory(false, RecordNever, 1) // trackers work without history
 	var mu sync.Mutex
-	var got []TraceEntry
-	detach := e.a.AttachTracker(func(dev int, te TraceEntry) {
+	var got []snapshot.TraceEntry
+	detach := e.a.AttachTracker(func(dev int, te snapshot.TraceEntry) {
 		if dev != 0 {
 			t.Errorf("device %d", dev)
 		}
@@ -202,7 +204,7 @@ func TestSlowTrackerDoesNotStallAllocation(t *testing.T) {
 	s := e.stream()
 	release := make(chan struct{})
 	var delivered, dropped atomic.Int64
-	detach := e.a.AttachTracker(func(int, TraceEntry) {
+	detach := e.a.AttachTracker(func(int, snapshot.TraceEntry) {
 		<-release // a tracker stuck until released
 		delivered.Add(1)
 	}, WithTrackerBuffer(8), WithDropHandler(func(n uint64) { dropped.Add(int64(n)) }))
@@ -239,7 +241,7 @@ func TestSlowTrackerDoesNotStallAllocation(t *testing.T) {
 func TestConcurrentUseWithTracker(t *testing.T) {
 	e := newEnv(t, "", false, 0)
 	var n atomic.Int64
-	detach := e.a.AttachTracker(func(int, TraceEntry) { n.Add(1) })
+	detach := e.a.AttachTracker(func(int, snapshot.TraceEntry) { n.Add(1) })
 	streams := []acl.Stream{e.stream(), e.stream(), e.stream(), e.stream()}
 	var wg sync.WaitGroup
 	for _, s := range streams {
@@ -280,18 +282,18 @@ func TestSnapshotAndTrackHasNoGapOrDuplicate(t *testing.T) {
 	s := e.stream()
 	p := e.malloc(1000, s)
 	var mu sync.Mutex
-	var got []TraceEntry
-	snap, detach := e.a.SnapshotAndTrack(func(_ int, te TraceEntry) {
+	var got []snapshot.TraceEntry
+	snap, detach := e.a.SnapshotAndTrack(func(_ int, te snapshot.TraceEntry) {
 		mu.Lock()
 		got = append(got, te)
 		mu.Unlock()
 	})
 	e.free(p)
 	detach()
-	if n := len(snap.Segments); n != 1 || snap.Segments[0].Blocks[0].State != StateActiveAllocated {
+	if n := len(snap.Segments); n != 1 || snap.Segments[0].Blocks[0].State != snapshot.StateActiveAllocated {
 		t.Fatalf("snapshot %+v", snap.Segments)
 	}
-	if tr := snap.DeviceTraces[0]; tr[len(tr)-1].Action != ActionSnapshot {
+	if tr := snap.DeviceTraces[0]; tr[len(tr)-1].Action != snapshot.ActionSnapshot {
 		t.Fatalf("snapshot trace ends with %s", tr[len(tr)-1].Action)
 	}
 	wantSeq(t, got, "free_requested 1000", "free_completed 1000")

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // checkInvariants verifies, on a fresh Snapshot, that blocks tile every
 // segment, live blocks never overlap, Stats() equals the sums over the
 // snapshot and reserved bytes equal what acl reports as used.
-func checkInvariants(t *testing.T, e *testEnv, live map[uint64]int64, where string) *Snapshot {
+func checkInvariants(t *testing.T, e *testEnv, live map[uint64]int64, where string) *snapshot.Snapshot {
 	t.Helper()
 	checkPoolOrder(t, e.a, where)
 	s := e.a.Snapshot()
@@ -33,7 +35,7 @@ func checkInvariants(t *testing.T, e *testEnv, live map[uint64]int64, where stri
 			k = StatLarge
 		}
 		for j, b := range seg.Blocks {
-			if j > 0 && b.State == StateInactive && seg.Blocks[j-1].State == StateInactive {
+			if j > 0 && b.State == snapshot.StateInactive && seg.Blocks[j-1].State == snapshot.StateInactive {
 				t.Fatalf("%s: segment %#x: adjacent free blocks at %#x were not merged", where, seg.Address, b.Address)
 			}
 			if b.Address != addr {
@@ -46,19 +48,19 @@ func checkInvariants(t *testing.T, e *testEnv, live map[uint64]int64, where stri
 			total += b.Size
 			for _, i := range []int{StatAll, k} {
 				switch b.State {
-				case StateActiveAllocated:
+				case snapshot.StateActiveAllocated:
 					sum[i].nAlloc++
 					sum[i].nActive++
-				case StateActivePendingFree:
+				case snapshot.StateActivePendingFree:
 					sum[i].nActive++
-				case StateInactive:
+				case snapshot.StateInactive:
 					if !seg.IsExpandable && len(seg.Blocks) > 1 {
 						sum[i].inSplit++
 						sum[i].inSplitBytes += b.Size
 					}
 				}
 			}
-			if b.State == StateActiveAllocated {
+			if b.State == snapshot.StateActiveAllocated {
 				alloc += b.Size
 				if want, ok := live[b.Address]; !ok || want != b.RequestedSize {
 					t.Fatalf("%s: allocated block %#x requested %d, caller holds %d (%v)", where, b.Address, b.RequestedSize, want, ok)
@@ -119,36 +121,36 @@ type replayState struct {
 	pages    map[uint64]bool     // mapped 2 MiB granules of expandable segments
 }
 
-func replayTrace(t *testing.T, tr []TraceEntry) replayState {
+func replayTrace(t *testing.T, tr []snapshot.TraceEntry) replayState {
 	r := replayState{blocks: map[uint64][2]int64{}, segments: map[uint64]int64{}, pages: map[uint64]bool{}}
 	g := uint64(acl.Granularity)
 	for i, e := range tr {
 		switch e.Action {
-		case ActionAlloc:
+		case snapshot.ActionAlloc:
 			if _, ok := r.blocks[e.Addr]; ok {
 				t.Fatalf("replay %d: alloc of live %#x", i, e.Addr)
 			}
-			r.blocks[e.Addr] = [2]int64{e.Size, int64(StateActiveAllocated)}
-		case ActionFreeRequested:
-			r.blocks[e.Addr] = [2]int64{e.Size, int64(StateActivePendingFree)}
-		case ActionFreeCompleted:
+			r.blocks[e.Addr] = [2]int64{e.Size, int64(snapshot.StateActiveAllocated)}
+		case snapshot.ActionFreeRequested:
+			r.blocks[e.Addr] = [2]int64{e.Size, int64(snapshot.StateActivePendingFree)}
+		case snapshot.ActionFreeCompleted:
 			if _, ok := r.blocks[e.Addr]; !ok {
 				t.Fatalf("replay %d: free_completed of unknown %#x", i, e.Addr)
 			}
 			delete(r.blocks, e.Addr)
-		case ActionSegmentAlloc:
+		case snapshot.ActionSegmentAlloc:
 			r.segments[e.Addr] = e.Size
-		case ActionSegmentFree:
+		case snapshot.ActionSegmentFree:
 			if r.segments[e.Addr] != e.Size {
 				t.Fatalf("replay %d: segment_free %#x size %d, allocated %d", i, e.Addr, e.Size, r.segments[e.Addr])
 			}
 			delete(r.segments, e.Addr)
-		case ActionSegmentMap, ActionSegmentUnmap:
+		case snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap:
 			for p := e.Addr; p < e.Addr+uint64(e.Size); p += g {
-				if r.pages[p] == (e.Action == ActionSegmentMap) {
+				if r.pages[p] == (e.Action == snapshot.ActionSegmentMap) {
 					t.Fatalf("replay %d: %s of page %#x in wrong state", i, e.Action, p)
 				}
-				r.pages[p] = e.Action == ActionSegmentMap
+				r.pages[p] = e.Action == snapshot.ActionSegmentMap
 				if !r.pages[p] {
 					delete(r.pages, p)
 				}
@@ -182,7 +184,7 @@ func checkPoolOrder(t *testing.T, a *Allocator, where string) {
 	}
 }
 
-func checkReplay(t *testing.T, s *Snapshot) {
+func checkReplay(t *testing.T, s *snapshot.Snapshot) {
 	t.Helper()
 	r := replayTrace(t, s.DeviceTraces[0])
 	blocks := map[uint64][2]int64{}
@@ -247,7 +249,7 @@ func TestPropertyRandomOps(t *testing.T) {
 var propertySeeds = uint64(2)
 
 func runRandomOps(t *testing.T, conf string, cuda bool, seed uint64, steps int) {
-	e := newEnv(t, conf, cuda, 256*MiB)
+	e := newEnv(t, conf, cuda, 256*config.MiB)
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	streams := []acl.Stream{e.stream(), e.stream(), e.stream()}
 	live := map[uint64]int64{}
@@ -260,11 +262,11 @@ func runRandomOps(t *testing.T, conf string, cuda bool, seed uint64, steps int) 
 			var size int64
 			switch r := rng.IntN(10); {
 			case r < 5:
-				size = rng.Int64N(kSmallSize + 64)
+				size = rng.Int64N(config.SmallSize + 64)
 			case r < 8:
-				size = kSmallSize + rng.Int64N(9*MiB)
+				size = config.SmallSize + rng.Int64N(9*config.MiB)
 			default:
-				size = 10*MiB + rng.Int64N(50*MiB)
+				size = 10*config.MiB + rng.Int64N(50*config.MiB)
 			}
 			s := streams[rng.IntN(len(streams))]
 			p, err := e.a.Malloc(size, s)
@@ -332,7 +334,7 @@ func runRandomOps(t *testing.T, conf string, cuda bool, seed uint64, steps int) 
 		snap := checkInvariants(t, e, live, where)
 		for _, seg := range snap.Segments {
 			for _, b := range seg.Blocks {
-				if b.State == StateActivePendingFree {
+				if b.State == snapshot.StateActivePendingFree {
 					pendingSeen++
 				}
 			}
@@ -361,7 +363,7 @@ func FuzzOps(f *testing.F) {
 			return
 		}
 		ci := int(data[0]) % len(confs)
-		e := newEnv(t, confs[ci], data[0]&0x80 != 0, 128*MiB)
+		e := newEnv(t, confs[ci], data[0]&0x80 != 0, 128*config.MiB)
 		streams := []acl.Stream{e.stream(), e.stream()}
 		live := map[uint64]int64{}
 		var ptrs []uint64

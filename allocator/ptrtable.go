@@ -1,5 +1,7 @@
 package allocator
 
+import "math/bits"
+
 // ptrTable maps the address of an active block to the block: an
 // open-addressing hash table with linear probing and backward-shift
 // deletion. Free needs this lookup on every call; the table costs a
@@ -79,7 +81,7 @@ func (t *ptrTable) grow() {
 	size := max(64, 2*len(t.keys))
 	old, oldVals := t.keys, t.vals
 	t.keys, t.vals, t.n = make([]uint64, size), make([]*block, size), 0
-	t.shift = uint(64 - log2Floor(uint64(size)))
+	t.shift = uint(64 - (bits.Len64(uint64(size)) - 1))
 	for i, k := range old {
 		if k != 0 {
 			t.put(k, oldVals[i])

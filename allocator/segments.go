@@ -4,11 +4,13 @@ import (
 	"fmt"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // allocBlock is alloc_block: a new device segment (or expandable mapping)
 // for p, under the fraction limit.
-func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx StackID) bool {
+func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx snapshot.StackID) bool {
 	size := p.allocSize
 	if isRetry {
 		a.stats.NumAllocRetries++
@@ -17,7 +19,7 @@ func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx StackID) bool {
 		p.err = acl.ErrMemoryAllocation
 		return false
 	}
-	if a.cfg.Flavour == FlavourNPU && a.cfg.ThrowOnMallocOOM &&
+	if a.cfg.Flavour == config.FlavourNPU && a.cfg.ThrowOnMallocOOM &&
 		float64(a.totalAllocated+size) > a.cfg.MemoryFraction*float64(a.deviceTotal) {
 		a.stats.NumOOMRejections++
 		p.rejected = true
@@ -57,14 +59,14 @@ func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx StackID) bool {
 		a.stats.OversizeSegments.increase(1)
 	}
 	a.stats.NumDeviceAlloc++
-	a.record(ActionSegmentAlloc, ptr, size, p.stream, ctx)
+	a.record(snapshot.ActionSegmentAlloc, ptr, size, p.stream, ctx)
 	p.block = b
 	return true
 }
 
 // releaseBlock is release_block: an unsplit cached segment goes back to the
 // device.
-func (a *Allocator) releaseBlock(b *block, ctx StackID) {
+func (a *Allocator) releaseBlock(b *block, ctx snapshot.StackID) {
 	a.setFault(a.dev.Free(b.ptr))
 	a.totalAllocated -= b.size
 	stat(&a.stats.Segment, b.pool, -1)
@@ -73,7 +75,7 @@ func (a *Allocator) releaseBlock(b *block, ctx StackID) {
 		a.stats.OversizeSegments.decrease(1)
 	}
 	a.stats.NumDeviceFree++
-	a.record(ActionSegmentFree, b.ptr, b.size, b.stream, ctx)
+	a.record(snapshot.ActionSegmentFree, b.ptr, b.size, b.stream, ctx)
 	b.pool.erase(b)
 	a.recycle(b)
 }
@@ -81,12 +83,12 @@ func (a *Allocator) releaseBlock(b *block, ctx StackID) {
 // releaseAvailableCached is release_available_cached_blocks: free oversize
 // cached segments of the request's pool and stream, the smallest one that
 // covers max(request, max_split_size), else the largest ones downward.
-func (a *Allocator) releaseAvailableCached(p *allocParams, ctx StackID) bool {
+func (a *Allocator) releaseAvailableCached(p *allocParams, ctx snapshot.StackID) bool {
 	maxSplit := a.cfg.MaxSplitSize
-	if maxSplit == Unlimited {
+	if maxSplit == config.Unlimited {
 		return false
 	}
-	if a.cfg.Flavour == FlavourNPU {
+	if a.cfg.Flavour == config.FlavourNPU {
 		a.syncDevice()
 	}
 	pool := p.pool
@@ -127,14 +129,14 @@ func (a *Allocator) releaseAvailableCached(p *allocParams, ctx StackID) bool {
 
 // releaseCachedBlocks is release_cached_blocks: wait for pending frees,
 // then give every unsplit cached segment and free expandable page back.
-func (a *Allocator) releaseCachedBlocks(ctx StackID) bool {
+func (a *Allocator) releaseCachedBlocks(ctx snapshot.StackID) bool {
 	a.synchronizeAndFreeEvents(ctx)
 	a.releaseBlocks(&a.large, ctx)
 	a.releaseBlocks(&a.small, ctx)
 	return true
 }
 
-func (a *Allocator) releaseBlocks(pool *blockPool, ctx StackID) {
+func (a *Allocator) releaseBlocks(pool *blockPool, ctx snapshot.StackID) {
 	var release, unmap []*block
 	for _, b := range pool.blocks {
 		switch {
@@ -155,7 +157,7 @@ func (a *Allocator) releaseBlocks(pool *blockPool, ctx StackID) {
 // garbageCollect is garbage_collect_cached_blocks: release unsplit large
 // cached segments older than the average until reserved memory is back
 // under the threshold.
-func (a *Allocator) garbageCollect(ctx StackID) {
+func (a *Allocator) garbageCollect(ctx snapshot.StackID) {
 	threshold := int64(a.cfg.GCThreshold * float64(a.allowedMax))
 	if a.totalAllocated <= threshold {
 		return
@@ -172,7 +174,7 @@ func (a *Allocator) garbageCollect(ctx StackID) {
 	if n == 0 {
 		return
 	}
-	if a.cfg.Flavour == FlavourNPU {
+	if a.cfg.Flavour == config.FlavourNPU {
 		a.syncDevice()
 	}
 	var reclaimed int64
@@ -201,7 +203,7 @@ func (a *Allocator) garbageCollect(ctx StackID) {
 func (a *Allocator) EmptyCache() error {
 	a.lock()
 	defer a.mu.Unlock()
-	a.releaseCachedBlocks(NoStack)
+	a.releaseCachedBlocks(snapshot.NoStack)
 	return a.takeFault()
 }
 
@@ -210,7 +212,7 @@ func (a *Allocator) EmptyCache() error {
 // sets a limit for any value.
 func (a *Allocator) SetMemoryFraction(f float64) error {
 	if f < 0 || f > 1 || f != f {
-		return cfgErr("invalid fraction:%g. Please set within [0, 1].", f)
+		return config.Errorf("invalid fraction:%g. Please set within [0, 1].", f)
 	}
 	a.lock()
 	defer a.mu.Unlock()
@@ -220,7 +222,7 @@ func (a *Allocator) SetMemoryFraction(f float64) error {
 
 func (a *Allocator) setFraction(f float64) {
 	a.allowedMax = int64(f * float64(a.deviceTotal))
-	a.fractionSet = a.cfg.Flavour == FlavourCUDA || f < 1
+	a.fractionSet = a.cfg.Flavour == config.FlavourCUDA || f < 1
 }
 
 // SetAllocatorSettings changes settings at run time the way
@@ -233,15 +235,11 @@ func (a *Allocator) setFraction(f float64) {
 func (a *Allocator) SetAllocatorSettings(conf string) error {
 	a.lock()
 	defer a.mu.Unlock()
-	allowed := runtimeKeys
-	if a.cfg.Flavour == FlavourCUDA {
-		allowed = nil
-	}
-	c, err := a.cfg.parse(conf, allowed)
+	c, err := a.cfg.Update(conf)
 	if err != nil {
 		return err
 	}
-	if c.MemoryFraction != a.cfg.MemoryFraction && c.Flavour == FlavourNPU {
+	if c.MemoryFraction != a.cfg.MemoryFraction && c.Flavour == config.FlavourNPU {
 		a.setFraction(c.MemoryFraction)
 	}
 	a.cfg = c
@@ -279,8 +277,8 @@ func (a *Allocator) findExpandableBlock(p *allocParams) (*block, error) {
 			return c, nil
 		}
 	}
-	page := a.cfg.expandablePageSize(pool.small)
-	vaSize := roundUp(a.deviceTotal+a.deviceTotal/8, page)
+	page := a.cfg.ExpandablePageSize(pool.small)
+	vaSize := config.RoundUp(a.deviceTotal+a.deviceTotal/8, page)
 	va, err := a.dev.ReserveMemAddress(vaSize, 0, 0, 1)
 	if err != nil {
 		return nil, err
@@ -324,7 +322,7 @@ func (a *Allocator) unmapPages(es *expandableSegment, ptr uint64, size int64) (u
 	if begin >= end {
 		return ptr, 0
 	}
-	if a.cfg.Flavour == FlavourNPU {
+	if a.cfg.Flavour == config.FlavourNPU {
 		a.syncDevice()
 	}
 	for i := begin; i < end; i++ {
@@ -336,7 +334,7 @@ func (a *Allocator) unmapPages(es *expandableSegment, ptr uint64, size int64) (u
 }
 
 // mapBlock is map_block: map the first size bytes of an unmapped block.
-func (a *Allocator) mapBlock(b *block, size int64, ctx StackID) (bool, error) {
+func (a *Allocator) mapBlock(b *block, size int64, ctx snapshot.StackID) (bool, error) {
 	ptr, n, err := a.mapPages(b.expandable, b.ptr, size)
 	if n == 0 {
 		return false, err
@@ -356,15 +354,15 @@ func (a *Allocator) mapBlock(b *block, size int64, ctx StackID) (bool, error) {
 	a.totalAllocated += n
 	stat(&a.stats.ReservedBytes, pool, n)
 	a.stats.NumDeviceAlloc++
-	a.record(ActionSegmentMap, ptr, n, b.stream, ctx)
-	if b.prev == nil && b.segFrames == NoStack {
+	a.record(snapshot.ActionSegmentMap, ptr, n, b.stream, ctx)
+	if b.prev == nil && b.segFrames == snapshot.NoStack {
 		b.segFrames = ctx
 	}
 	return true, nil
 }
 
 // tryAllocateExpandable is try_allocate_expandable_block.
-func (a *Allocator) tryAllocateExpandable(p *allocParams, ctx StackID) *block {
+func (a *Allocator) tryAllocateExpandable(p *allocParams, ctx snapshot.StackID) *block {
 	c, err := a.findExpandableBlock(p)
 	if err != nil {
 		p.err = err
@@ -393,7 +391,7 @@ func (a *Allocator) tryAllocateExpandable(p *allocParams, ctx StackID) *block {
 
 // unmapBlock is unmap_block: unmap the whole free pages of a cached
 // expandable block, keeping the slivers before and after as free blocks.
-func (a *Allocator) unmapBlock(b *block, ctx StackID) {
+func (a *Allocator) unmapBlock(b *block, ctx snapshot.StackID) {
 	ptr, n := a.unmapPages(b.expandable, b.ptr, b.size)
 	if n == 0 {
 		return
@@ -418,8 +416,8 @@ func (a *Allocator) unmapBlock(b *block, ctx StackID) {
 	a.totalAllocated -= n
 	stat(&a.stats.ReservedBytes, pool, -n)
 	a.stats.NumDeviceFree++
-	if ctx == NoStack {
+	if ctx == snapshot.NoStack {
 		ctx = b.segFrames
 	}
-	a.record(ActionSegmentUnmap, ptr, n, b.stream, ctx)
+	a.record(snapshot.ActionSegmentUnmap, ptr, n, b.stream, ctx)
 }

@@ -3,6 +3,8 @@ package allocator
 import (
 	"cmp"
 	"slices"
+
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Snapshot returns the allocator state in the torch snapshot model: the
@@ -10,7 +12,7 @@ import (
 // expandable segment) sorted by address with their blocks, this device's
 // trace (oldest first, ending with the snapshot entry when history is on)
 // with epoch-µs times, the stack table and the settings.
-func (a *Allocator) Snapshot() *Snapshot {
+func (a *Allocator) Snapshot() *snapshot.Snapshot {
 	conv := a.clk.converter() // calibrate outside the lock
 	a.lock()
 	defer a.mu.Unlock()
@@ -21,7 +23,7 @@ func (a *Allocator) Snapshot() *Snapshot {
 // sees exactly the entries recorded after the snapshot's state (not its
 // snapshot entry), so a live view can start from the snapshot without a gap
 // or a duplicate. See AttachTracker for the tracker contract.
-func (a *Allocator) SnapshotAndTrack(fn func(device int, e TraceEntry), opts ...TrackerOption) (*Snapshot, func()) {
+func (a *Allocator) SnapshotAndTrack(fn func(device int, e snapshot.TraceEntry), opts ...TrackerOption) (*snapshot.Snapshot, func()) {
 	conv := a.clk.converter()
 	t := a.newTracker(fn, opts)
 	a.lock()
@@ -31,26 +33,26 @@ func (a *Allocator) SnapshotAndTrack(fn func(device int, e TraceEntry), opts ...
 	return s, a.detacher(t)
 }
 
-func (a *Allocator) snapshotLocked(conv converter) *Snapshot {
-	s := &Snapshot{Settings: a.cfg.Settings()}
+func (a *Allocator) snapshotLocked(conv converter) *snapshot.Snapshot {
+	s := &snapshot.Snapshot{Settings: a.cfg.Settings()}
 	var totalActive int64
 	seen := func(b *block) bool { return b.prev != nil && b.prev.mapped }
 	addSegment := func(head *block) {
-		seg := Segment{
+		seg := snapshot.Segment{
 			Device: a.device, Address: head.ptr, Stream: uint64(head.stream),
 			IsLarge: !head.pool.small, IsExpandable: head.expandable != nil,
 			HasPoolID: true, // segment_pool_id (0, 0): the default pool
 			Frames:    head.segFrames,
 		}
 		for b := head; b != nil && b.mapped; b = b.next {
-			blk := Block{Address: b.ptr, Size: b.size, State: StateInactive}
+			blk := snapshot.Block{Address: b.ptr, Size: b.size, State: snapshot.StateInactive}
 			seg.TotalSize += b.size
 			switch {
 			case b.allocated:
-				blk.State = StateActiveAllocated
+				blk.State = snapshot.StateActiveAllocated
 				seg.AllocatedSize += b.size
 			case b.eventCount > 0:
-				blk.State = StateActivePendingFree
+				blk.State = snapshot.StateActivePendingFree
 			}
 			if blk.State.Active() {
 				blk.RequestedSize = b.requested
@@ -75,15 +77,15 @@ func (a *Allocator) snapshotLocked(conv converter) *Snapshot {
 			addSegment(b)
 		}
 	})
-	slices.SortFunc(s.Segments, func(x, y Segment) int { return cmp.Compare(x.Address, y.Address) })
-	a.record(ActionSnapshot, 0, totalActive, 0, NoStack)
+	slices.SortFunc(s.Segments, func(x, y snapshot.Segment) int { return cmp.Compare(x.Address, y.Address) })
+	a.record(snapshot.ActionSnapshot, 0, totalActive, 0, snapshot.NoStack)
 
-	s.DeviceTraces = make([][]TraceEntry, a.device+1)
+	s.DeviceTraces = make([][]snapshot.TraceEntry, a.device+1)
 	raw := a.ring.entries()
 	if !a.history {
 		raw = nil
 	}
-	tr := make([]TraceEntry, len(raw))
+	tr := make([]snapshot.TraceEntry, len(raw))
 	var last int64
 	for i := range raw {
 		tr[i] = a.convert(raw[i], conv)

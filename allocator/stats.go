@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/npumon/npumon/allocator/config"
 )
 
 // Stat is one torch memory statistic
@@ -230,12 +232,12 @@ func summaryCount(n int64) string {
 }
 
 // summaryText renders stats in the spirit of torch.cuda.memory_summary().
-func summaryText(s Stats, device int, flavour Flavour) string {
+func summaryText(s Stats, device int, flavour config.Flavour) string {
 	var b strings.Builder
 	line := strings.Repeat("=", 75) + "\n"
 	thin := strings.Repeat("-", 75) + "\n"
 	kind := "NPU"
-	if flavour == FlavourCUDA {
+	if flavour == config.FlavourCUDA {
 		kind = "CUDA"
 	}
 	b.WriteString(line)

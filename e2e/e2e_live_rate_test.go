@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -65,10 +65,10 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
 	const seg = uint64(0x7f0000000000)
 	const slots = 256
-	batch := make([]allocator.TraceEntry, 1024)
+	batch := make([]snapshot.TraceEntry, 1024)
 	state := make([]uint8, slots) // 0 free, 1 allocated, 2 free requested
 	var k uint32 = 1
-	srv.Publish(0, []allocator.TraceEntry{{Action: allocator.ActionSegmentAlloc, Addr: seg, Size: slots << 20, TimeUS: time.Now().UnixMicro()}})
+	srv.Publish(0, []snapshot.TraceEntry{{Action: snapshot.ActionSegmentAlloc, Addr: seg, Size: slots << 20, TimeUS: time.Now().UnixMicro()}})
 	start := time.Now()
 	sent := 0
 	for time.Since(start) < d {
@@ -82,14 +82,14 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 		for i := range batch[:n] {
 			k = k*1664525 + 1013904223 // an LCG picks the slot
 			s := int(k>>8) % slots
-			e := allocator.TraceEntry{Addr: seg + uint64(s)<<20, Size: 512 << 10, Stream: 1, TimeUS: now, Frames: allocator.StackID(1 + s%7)}
+			e := snapshot.TraceEntry{Addr: seg + uint64(s)<<20, Size: 512 << 10, Stream: 1, TimeUS: now, Frames: snapshot.StackID(1 + s%7)}
 			switch state[s] {
 			case 0:
-				e.Action, state[s] = allocator.ActionAlloc, 1
+				e.Action, state[s] = snapshot.ActionAlloc, 1
 			case 1:
-				e.Action, state[s] = allocator.ActionFreeRequested, 2
+				e.Action, state[s] = snapshot.ActionFreeRequested, 2
 			default:
-				e.Action, state[s] = allocator.ActionFreeCompleted, 0
+				e.Action, state[s] = snapshot.ActionFreeCompleted, 0
 			}
 			batch[i] = e
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -18,7 +18,7 @@ import (
 // (64 large with 2 MiB slots, 192 small with 128 KiB slots) holding about
 // 2,000 live blocks: allocs and free_requested/free_completed pairs with
 // shared stacks and increasing epoch times.
-func benchCapture(n int) *allocator.Snapshot {
+func benchCapture(n int) *snapshot.Snapshot {
 	r := rand.New(rand.NewPCG(42, 42))
 	type seg struct {
 		addr       uint64
@@ -33,29 +33,29 @@ func benchCapture(n int) *allocator.Snapshot {
 		}
 		segs = append(segs, s)
 	}
-	tr := make([]allocator.TraceEntry, 0, n)
+	tr := make([]snapshot.TraceEntry, 0, n)
 	t := int64(1_760_000_000_000_000)
 	for len(tr) < n {
 		s := segs[r.IntN(len(segs))]
 		a := s.addr + uint64(r.Int64N(s.size/s.slot)*s.slot)
 		t += 1 + r.Int64N(20)
-		fr := allocator.StackID(1 + r.IntN(50))
+		fr := snapshot.StackID(1 + r.IntN(50))
 		if req, ok := s.live[a]; ok {
-			tr = append(tr, allocator.TraceEntry{Action: allocator.ActionFreeRequested, Addr: a, Size: req, Stream: 1, TimeUS: t, Frames: fr},
-				allocator.TraceEntry{Action: allocator.ActionFreeCompleted, Addr: a, Size: req, Stream: 1, TimeUS: t + 1, Frames: fr})
+			tr = append(tr, snapshot.TraceEntry{Action: snapshot.ActionFreeRequested, Addr: a, Size: req, Stream: 1, TimeUS: t, Frames: fr},
+				snapshot.TraceEntry{Action: snapshot.ActionFreeCompleted, Addr: a, Size: req, Stream: 1, TimeUS: t + 1, Frames: fr})
 			delete(s.live, a)
 		} else if len(s.live)*2 < int(s.size/s.slot) || r.IntN(2) == 0 {
 			req := s.slot - r.Int64N(s.slot/2)
-			tr = append(tr, allocator.TraceEntry{Action: allocator.ActionAlloc, Addr: a, Size: req, Stream: 1, TimeUS: t, Frames: fr})
+			tr = append(tr, snapshot.TraceEntry{Action: snapshot.ActionAlloc, Addr: a, Size: req, Stream: 1, TimeUS: t, Frames: fr})
 			s.live[a] = req
 		}
 	}
 	tr = tr[:n]
-	stacks := []allocator.Stack{nil}
+	stacks := []snapshot.Stack{nil}
 	for i := 1; i <= 50; i++ {
-		stacks = append(stacks, allocator.Stack{{Filename: "model.py", Line: int64(i), Name: "forward"}, {Filename: "train.py", Line: 7, Name: "step"}})
+		stacks = append(stacks, snapshot.Stack{{Filename: "model.py", Line: int64(i), Name: "forward"}, {Filename: "train.py", Line: 7, Name: "step"}})
 	}
-	snap := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{tr}, Stacks: stacks}
+	snap := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{tr}, Stacks: stacks}
 	// the final state: replay the (possibly cut) trace over empty segments
 	final := map[uint64]map[uint64][2]int64{} // seg → addr → {size, requested}; state via pending
 	pending := map[uint64]bool{}
@@ -66,17 +66,17 @@ func benchCapture(n int) *allocator.Snapshot {
 	for _, e := range tr {
 		s := segOf(e.Addr)
 		switch e.Action {
-		case allocator.ActionAlloc:
+		case snapshot.ActionAlloc:
 			final[s.addr][e.Addr] = [2]int64{s.slot, e.Size}
-		case allocator.ActionFreeRequested:
+		case snapshot.ActionFreeRequested:
 			pending[e.Addr] = true
-		case allocator.ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			delete(final[s.addr], e.Addr)
 			delete(pending, e.Addr)
 		}
 	}
 	for _, s := range segs {
-		out := allocator.Segment{Address: s.addr, TotalSize: s.size, Stream: 1, IsLarge: s.size > 2<<20}
+		out := snapshot.Segment{Address: s.addr, TotalSize: s.size, Stream: 1, IsLarge: s.size > 2<<20}
 		var addrs []uint64
 		for a := range final[s.addr] {
 			addrs = append(addrs, a)
@@ -86,17 +86,17 @@ func benchCapture(n int) *allocator.Snapshot {
 		for _, a := range addrs {
 			b := final[s.addr][a]
 			if a > cur {
-				out.Blocks = append(out.Blocks, allocator.Block{Address: cur, Size: int64(a - cur)})
+				out.Blocks = append(out.Blocks, snapshot.Block{Address: cur, Size: int64(a - cur)})
 			}
-			st := allocator.StateActiveAllocated
+			st := snapshot.StateActiveAllocated
 			if pending[a] {
-				st = allocator.StateActivePendingFree
+				st = snapshot.StateActivePendingFree
 			}
-			out.Blocks = append(out.Blocks, allocator.Block{Address: a, Size: b[0], RequestedSize: b[1], State: st})
+			out.Blocks = append(out.Blocks, snapshot.Block{Address: a, Size: b[0], RequestedSize: b[1], State: st})
 			cur = a + uint64(b[0])
 		}
 		if end := s.addr + uint64(s.size); cur < end {
-			out.Blocks = append(out.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
+			out.Blocks = append(out.Blocks, snapshot.Block{Address: cur, Size: int64(end - cur)})
 		}
 		snap.Segments = append(snap.Segments, out)
 	}
@@ -107,11 +107,11 @@ const benchEntries = 1_000_000
 
 var benchOnce struct {
 	sync.Once
-	snap *allocator.Snapshot
+	snap *snapshot.Snapshot
 	st   *Store
 }
 
-func benchStore(b *testing.B) (*allocator.Snapshot, *Store) {
+func benchStore(b *testing.B) (*snapshot.Snapshot, *Store) {
 	benchOnce.Do(func() {
 		benchOnce.snap = benchCapture(benchEntries)
 		benchOnce.st = NewStore(StoreOptions{})
@@ -156,7 +156,7 @@ func BenchmarkStoreIngest(b *testing.B) {
 	d := st.devs[0]
 	var cp uint64
 	for _, c := range d.cps {
-		cp += uint64(cap(c.segs))*uint64(unsafe.Sizeof(allocator.Segment{})) + uint64(cap(c.blocks))*32
+		cp += uint64(cap(c.segs))*uint64(unsafe.Sizeof(snapshot.Segment{})) + uint64(cap(c.blocks))*32
 	}
 	b.ReportMetric(float64(total-cp)/benchEntries, "B/entry")
 	b.ReportMetric(float64(cp)/(1<<20), "checkpoint-MiB")
@@ -234,7 +234,7 @@ func BenchmarkStoreAppend(b *testing.B) {
 	tr := snap.DeviceTraces[0]
 	st := NewStore(StoreOptions{})
 	tl, _ := replay.NewTimeline(snap, 0)
-	st.StartLive(&allocator.Snapshot{Segments: tl.Initial}, nil)
+	st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil)
 	b.ResetTimer()
 	c0 := cpuNow()
 	for i := 0; i < b.N; i += 256 {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // ClientState is where a Client is.
@@ -132,7 +132,7 @@ type Client struct {
 	devices  map[int]bool
 	streams  map[int]map[uint64]bool
 	strs     map[string]bool
-	maxStack allocator.StackID
+	maxStack snapshot.StackID
 	stored   int64
 }
 
@@ -284,8 +284,8 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		clear(c.expected)
 	}
 
-	stacks := map[uint64]allocator.StackID{}
-	var buf []allocator.TraceEntry
+	stacks := map[uint64]snapshot.StackID{}
+	var buf []snapshot.TraceEntry
 	var sizeBuf []int64
 	haveSnap := false
 	// Frames are read ahead by their own goroutine, so the socket keeps
@@ -355,7 +355,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err := c.checkSnapshot(segs, resume); err != nil {
 				return haveSnap, err
 			}
-			remapSnapshot(&allocator.Snapshot{Segments: segs}, func(id allocator.StackID) allocator.StackID { return stacks[uint64(id)] })
+			remapSnapshot(&snapshot.Snapshot{Segments: segs}, func(id snapshot.StackID) snapshot.StackID { return stacks[uint64(id)] })
 			if haveSnap {
 				c.resync(segs, resume)
 				continue
@@ -367,7 +367,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if !haveSnap {
 				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
 			}
-			dev, first, ents, sizes, err := decodeEntriesSized(p, buf[:0], sizeBuf[:0])
+			dev, first, ents, sizes, err := decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions())
 			if err != nil {
 				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
 			}
@@ -457,7 +457,7 @@ func handshakeErr(err error) error {
 // startSession installs the producer's snapshot: a fresh Store starts live
 // from it; a Store that already holds logs (a reconnect) is rebased so that
 // its history stays, with a gap for what was missed in between.
-func (c *Client) startSession(h *Hello, segs []allocator.Segment, resume map[int]uint64, same bool) {
+func (c *Client) startSession(h *Hello, segs []snapshot.Segment, resume map[int]uint64, same bool) {
 	devs := map[int]bool{}
 	for _, d := range h.Devices {
 		devs[d.ID] = true
@@ -475,7 +475,7 @@ func (c *Client) startSession(h *Hello, segs []allocator.Segment, resume map[int
 		}
 	}
 	if fresh {
-		c.store.StartLive(&allocator.Snapshot{Segments: segs}, h.Devices)
+		c.store.StartLive(&snapshot.Snapshot{Segments: segs}, h.Devices)
 	} else {
 		for d := range devs {
 			if same && resume[d] > c.expected[d] {
@@ -494,7 +494,7 @@ func (c *Client) startSession(h *Hello, segs []allocator.Segment, resume map[int
 
 // resync installs a mid-stream SNAPSHOT (sent after drops): the devices'
 // state is replaced from here on; the GAP records already mark the hole.
-func (c *Client) resync(segs []allocator.Segment, resume map[int]uint64) {
+func (c *Client) resync(segs []snapshot.Segment, resume map[int]uint64) {
 	devs := map[int]bool{}
 	for i := range segs {
 		devs[segs[i].Device] = true
@@ -557,7 +557,7 @@ func (c *Client) checkHello(h *Hello) error {
 	return nil
 }
 
-func (c *Client) checkSnapshot(segs []allocator.Segment, resume map[int]uint64) error {
+func (c *Client) checkSnapshot(segs []snapshot.Segment, resume map[int]uint64) error {
 	for i := range segs {
 		if err := c.checkDevice(segs[i].Device); err != nil {
 			return err
@@ -601,7 +601,7 @@ func (c *Client) checkString(s string) error {
 	return nil
 }
 
-func (c *Client) checkEntries(dev int, ents []allocator.TraceEntry) error {
+func (c *Client) checkEntries(dev int, ents []snapshot.TraceEntry) error {
 	if err := c.checkDevice(dev); err != nil {
 		return err
 	}

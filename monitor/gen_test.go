@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // genCapture simulates a small caching allocator and returns a consistent
@@ -12,11 +12,11 @@ import (
 // predates the trace (ghost blocks, segments), some frees stay pending, and
 // segments come and go. Block sizes are rounded slots, trace sizes are the
 // requested bytes, as in real files.
-func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
+func genCapture(seed uint64, n int, withTime bool) *snapshot.Snapshot {
 	r := rand.New(rand.NewPCG(seed, 7))
 	type blk struct {
 		size, req int64
-		state     allocator.BlockState
+		state     snapshot.BlockState
 	}
 	type seg struct {
 		addr   uint64
@@ -61,14 +61,14 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 		s := newSeg(i == 0)
 		for j := 0; j < 3; j++ {
 			if a, ok := freeSlot(s); ok {
-				s.blocks[a] = &blk{size: s.slot, req: s.slot - r.Int64N(s.slot/2), state: allocator.StateActiveAllocated}
+				s.blocks[a] = &blk{size: s.slot, req: s.slot - r.Int64N(s.slot/2), state: snapshot.StateActiveAllocated}
 			}
 		}
 	}
-	var tr []allocator.TraceEntry
+	var tr []snapshot.TraceEntry
 	t := int64(1_700_000_000_000_000)
-	emit := func(a allocator.Action, addr uint64, size int64, stream uint64) {
-		e := allocator.TraceEntry{Action: a, Addr: addr, Size: size, Stream: stream, Frames: allocator.StackID(1 + r.IntN(3))}
+	emit := func(a snapshot.Action, addr uint64, size int64, stream uint64) {
+		e := snapshot.TraceEntry{Action: a, Addr: addr, Size: size, Stream: stream, Frames: snapshot.StackID(1 + r.IntN(3))}
 		if withTime {
 			t += 1 + r.Int64N(50)
 			e.TimeUS = t
@@ -79,12 +79,12 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 		switch x := r.IntN(100); {
 		case x < 4:
 			s := newSeg(r.IntN(3) == 0)
-			emit(allocator.ActionSegmentAlloc, s.addr, s.size, s.stream)
+			emit(snapshot.ActionSegmentAlloc, s.addr, s.size, s.stream)
 		case x < 7:
 			s := pick()
 			if s != nil && len(s.blocks) == 0 {
 				delete(segs, s.addr)
-				emit(allocator.ActionSegmentFree, s.addr, s.size, s.stream)
+				emit(snapshot.ActionSegmentFree, s.addr, s.size, s.stream)
 			}
 		case x < 50:
 			s := pick()
@@ -92,9 +92,9 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 				continue
 			}
 			if a, ok := freeSlot(s); ok {
-				b := &blk{size: s.slot, req: s.slot - r.Int64N(s.slot/2), state: allocator.StateActiveAllocated}
+				b := &blk{size: s.slot, req: s.slot - r.Int64N(s.slot/2), state: snapshot.StateActiveAllocated}
 				s.blocks[a] = b
-				emit(allocator.ActionAlloc, a, b.req, s.stream)
+				emit(snapshot.ActionAlloc, a, b.req, s.stream)
 			}
 		case x < 98:
 			s := pick()
@@ -102,21 +102,21 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 				continue
 			}
 			for a, b := range s.blocks {
-				if b.state == allocator.StateActiveAllocated {
-					emit(allocator.ActionFreeRequested, a, b.req, s.stream)
-					b.state = allocator.StateActivePendingFree
+				if b.state == snapshot.StateActiveAllocated {
+					emit(snapshot.ActionFreeRequested, a, b.req, s.stream)
+					b.state = snapshot.StateActivePendingFree
 					if r.IntN(5) != 0 {
-						emit(allocator.ActionFreeCompleted, a, b.req, s.stream)
+						emit(snapshot.ActionFreeCompleted, a, b.req, s.stream)
 						delete(s.blocks, a)
 					}
 				} else if r.IntN(2) == 0 {
-					emit(allocator.ActionFreeCompleted, a, b.req, s.stream)
+					emit(snapshot.ActionFreeCompleted, a, b.req, s.stream)
 					delete(s.blocks, a)
 				}
 				break
 			}
 		default:
-			e := allocator.TraceEntry{Action: allocator.ActionOOM, Size: 1 << 30, DeviceFree: 12345}
+			e := snapshot.TraceEntry{Action: snapshot.ActionOOM, Size: 1 << 30, DeviceFree: 12345}
 			if withTime {
 				t++
 				e.TimeUS = t
@@ -124,7 +124,7 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 			tr = append(tr, e)
 		}
 	}
-	snap := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{tr}, Stacks: []allocator.Stack{nil,
+	snap := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{tr}, Stacks: []snapshot.Stack{nil,
 		{{Filename: "a.py", Line: 1, Name: "f"}}, {{Filename: "b.py", Line: 2, Name: "g"}}, {{Filename: "c.py", Line: 3, Name: "h"}}}}
 	addrs := make([]uint64, 0, len(segs))
 	for a := range segs {
@@ -133,7 +133,7 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 	slices.Sort(addrs)
 	for _, a := range addrs {
 		s := segs[a]
-		out := allocator.Segment{Device: 0, Address: a, TotalSize: s.size, Stream: s.stream, IsLarge: s.size > 2<<20}
+		out := snapshot.Segment{Device: 0, Address: a, TotalSize: s.size, Stream: s.stream, IsLarge: s.size > 2<<20}
 		cur := a
 		keys := make([]uint64, 0, len(s.blocks))
 		for k := range s.blocks {
@@ -143,17 +143,17 @@ func genCapture(seed uint64, n int, withTime bool) *allocator.Snapshot {
 		for _, k := range keys {
 			b := s.blocks[k]
 			if k > cur {
-				out.Blocks = append(out.Blocks, allocator.Block{Address: cur, Size: int64(k - cur)})
+				out.Blocks = append(out.Blocks, snapshot.Block{Address: cur, Size: int64(k - cur)})
 			}
-			out.Blocks = append(out.Blocks, allocator.Block{Address: k, Size: b.size, RequestedSize: b.req, State: b.state})
+			out.Blocks = append(out.Blocks, snapshot.Block{Address: k, Size: b.size, RequestedSize: b.req, State: b.state})
 			out.ActiveSize += b.size
-			if b.state == allocator.StateActiveAllocated {
+			if b.state == snapshot.StateActiveAllocated {
 				out.AllocatedSize += b.size
 			}
 			cur = k + uint64(b.size)
 		}
 		if end := a + uint64(s.size); cur < end {
-			out.Blocks = append(out.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
+			out.Blocks = append(out.Blocks, snapshot.Block{Address: cur, Size: int64(end - cur)})
 		}
 		snap.Segments = append(snap.Segments, out)
 	}

@@ -3,7 +3,7 @@ package monitor
 import (
 	"sort"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/explain"
 )
 
@@ -25,7 +25,7 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 	segs := cp.segs // sorted by address
 	for _, b := range cp.blocks {
 		a := explain.Alloc{Addr: b.addr, Size: liveSize(b), Frames: b.frames,
-			Pending: b.state == allocator.StateActivePendingFree, Born: int(b.born)}
+			Pending: b.state == snapshot.StateActivePendingFree, Born: int(b.born)}
 		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.addr }); i < len(segs) && segs[i].Address <= b.addr {
 			a.Stream = segs[i].Stream
 		}
@@ -55,7 +55,7 @@ func (s *Store) OpName(t int64) string {
 // AnnotationOps are a capture's record_function ranges (external
 // annotations, torch 2.4's user_defined entries) as ops, so that a
 // snapshot alone attributes entries to them and marks its steps.
-func AnnotationOps(snap *allocator.Snapshot) []Op {
+func AnnotationOps(snap *snapshot.Snapshot) []Op {
 	var out []Op
 	for _, dev := range snap.Devices() {
 		for _, a := range explain.AnnotationOps(snap, dev) {

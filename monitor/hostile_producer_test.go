@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Hostile producers: whatever a producer sends, a client holds bounded
@@ -130,9 +130,9 @@ func TestHostileLimits(t *testing.T) {
 			encodeEntries(e, dev, 0, ents)
 		}
 	}
-	deep := make(allocator.Stack, 2000)
+	deep := make(snapshot.Stack, 2000)
 	for i := range deep {
-		deep[i] = allocator.Frame{Filename: "f.py", Line: int64(i), Name: "g"}
+		deep[i] = snapshot.Frame{Filename: "f.py", Line: int64(i), Name: "g"}
 	}
 	for name, c := range map[string]struct {
 		data []byte
@@ -149,7 +149,7 @@ func TestHostileLimits(t *testing.T) {
 			encodeHeartbeat(e, 0, hb)
 		}), "more than 64 devices"},
 		"streams":    {frames(entriesOn(0, 2000)), "more than 1024 streams"},
-		"deep stack": {frames(func(e *enc) { encodeStacks(e, []allocator.StackID{1}, []allocator.Stack{deep}) }), "over the limit of 1024"},
+		"deep stack": {frames(func(e *enc) { encodeStacks(e, []snapshot.StackID{1}, []snapshot.Stack{deep}) }), "over the limit of 1024"},
 		"ops":        {frames(func(e *enc) { encodeOps(e, make([]Op, maxFrameOps+1)) }), "over the limit"},
 	} {
 		path := fakeProducer(t, func(conn net.Conn) { conn.Write(c.data); time.Sleep(time.Second) })

@@ -1,7 +1,7 @@
 package monitor
 
 import (
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -69,20 +69,14 @@ func IngestProfilerMemory(store *Store, d *profiler.Data, indexing func(entries 
 	return entries, nil
 }
 
-// ActionMemoryRecord is the action of the entries profilerTotals makes:
-// one per memory record that states a device's totals but names no block.
-// It changes no segment and no block; the series take the totals it
-// states.
-var ActionMemoryRecord = allocator.ParseAction("memory_record")
-
 // profilerTotals turns the memory records of analysed output, which carry
 // totals but no pointers (memory_record.csv, MEMORY_RECORD without
 // addresses), into one memory_record entry per record of the component
 // npumon reads (profiler.PreferredComponent) with the totals it states.
 // A record without an active column counts its allocated total as active.
 // There is no block-level trace: the segment map stays empty.
-func profilerTotals(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
-	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
+func profilerTotals(d *profiler.Data) (*snapshot.Snapshot, []deviceTotals) {
+	snap := &snapshot.Snapshot{Stacks: []snapshot.Stack{nil}}
 	var devs []deviceTotals
 	for dev, rows := range profiler.PreferredComponent(d) {
 		if dev > maxProfilerDevice {
@@ -105,7 +99,7 @@ func profilerTotals(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 			tus := max(m.TimeUS(), last) // keep times non-decreasing
 			last = tus
 			t.after = append(t.after, after)
-			snap.DeviceTraces[dev] = append(snap.DeviceTraces[dev], allocator.TraceEntry{Action: ActionMemoryRecord, TimeUS: tus, Size: after.Allocated})
+			snap.DeviceTraces[dev] = append(snap.DeviceTraces[dev], snapshot.TraceEntry{Action: snapshot.ActionMemoryRecord, TimeUS: tus, Size: after.Allocated})
 		}
 	}
 	return snap, devs
@@ -142,7 +136,7 @@ const maxProfilerDevice = 1024
 // BLOCK_FREE), and collects the totals the records state. The records
 // carry no segments, so the segment map stays empty; the blocks allocated
 // before the first record are not in the trace, but they are in the totals.
-func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
+func profilerMemory(d *profiler.Data) (*snapshot.Snapshot, []deviceTotals) {
 	blockFree := false
 	for i := range d.Memory {
 		if d.Memory[i].Kind == profiler.MemoryBlockFree {
@@ -150,7 +144,7 @@ func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 			break
 		}
 	}
-	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
+	snap := &snapshot.Snapshot{Stacks: []snapshot.Stack{nil}}
 	var devs []deviceTotals
 	sizes := map[uint64]int64{} // live pointer → allocated size
 	for i := range d.Memory {
@@ -158,19 +152,19 @@ func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 		if m.Component != profiler.CompPTA || m.Ptr == 0 || m.Device < 0 || m.Device > maxProfilerDevice {
 			continue
 		}
-		e := allocator.TraceEntry{Addr: m.Ptr, Stream: uint64(max(m.Stream, 0)), TimeUS: m.TimeNS / 1000}
+		e := snapshot.TraceEntry{Addr: m.Ptr, Stream: uint64(max(m.Stream, 0)), TimeUS: m.TimeNS / 1000}
 		switch {
 		case m.Kind == profiler.MemoryMalloc && m.AllocSize > 0:
-			e.Action, e.Size = allocator.ActionAlloc, m.AllocSize
+			e.Action, e.Size = snapshot.ActionAlloc, m.AllocSize
 			sizes[m.Ptr] = m.AllocSize
 		case m.Kind == profiler.MemoryFree:
-			e.Action, e.Size = allocator.ActionFreeRequested, sizes[m.Ptr]
+			e.Action, e.Size = snapshot.ActionFreeRequested, sizes[m.Ptr]
 			if !blockFree {
-				e.Action = allocator.ActionFree
+				e.Action = snapshot.ActionFree
 				delete(sizes, m.Ptr)
 			}
 		case m.Kind == profiler.MemoryBlockFree:
-			e.Action, e.Size = allocator.ActionFreeCompleted, sizes[m.Ptr]
+			e.Action, e.Size = snapshot.ActionFreeCompleted, sizes[m.Ptr]
 			delete(sizes, m.Ptr)
 		default:
 			continue
@@ -188,15 +182,15 @@ func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
 			// before the first record: its totals less its own change
 			t.init = after
 			switch e.Action {
-			case allocator.ActionAlloc:
+			case snapshot.ActionAlloc:
 				t.init.Allocated -= e.Size
 				t.init.Active -= e.Size
-			case allocator.ActionFree:
+			case snapshot.ActionFree:
 				t.init.Allocated += e.Size
 				t.init.Active += e.Size
-			case allocator.ActionFreeRequested:
+			case snapshot.ActionFreeRequested:
 				t.init.Allocated += e.Size
-			case allocator.ActionFreeCompleted:
+			case snapshot.ActionFreeCompleted:
 				t.init.Active += e.Size
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -84,13 +84,13 @@ func TestProfilerTraceActions(t *testing.T) {
 	if len(tr) != 1 || len(tr[0]) != 2 {
 		t.Fatalf("traces %+v", tr)
 	}
-	if e := tr[0][1]; e.Action != allocator.ActionFree || e.Size != 512 || e.TimeUS != 2 {
+	if e := tr[0][1]; e.Action != snapshot.ActionFree || e.Size != 512 || e.TimeUS != 2 {
 		t.Fatalf("free entry %+v", e)
 	}
 	d.Memory = append(d.Memory[:2], rec(profiler.MemoryBlockFree, 0x100, -512, 2500))
 	snap, _ = profilerMemory(d)
 	tr = snap.DeviceTraces
-	if len(tr[0]) != 3 || tr[0][1].Action != allocator.ActionFreeRequested || tr[0][2].Action != allocator.ActionFreeCompleted || tr[0][2].Size != 512 {
+	if len(tr[0]) != 3 || tr[0][1].Action != snapshot.ActionFreeRequested || tr[0][2].Action != snapshot.ActionFreeCompleted || tr[0][2].Size != 512 {
 		t.Fatalf("traces %+v", tr[0])
 	}
 }

@@ -3,7 +3,7 @@ package monitor
 import (
 	"sort"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -66,14 +66,15 @@ func (d *devLog) view(j int64) entryView {
 	return entryView{action: r.action, addr: r.addr, size: r.size, stream: a.stream, frames: r.frames, pool: a.pool, hasPID: a.hasPool}
 }
 
-func (d *devLog) event(j int64) Event {
+func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
 	r := d.recs.ptr(int(j))
 	a := &d.attrs.list[r.attr]
-	e := Event{Seq: j, Time: r.time, TraceEntry: allocator.TraceEntry{
+	e := Event{Seq: j, Time: r.time, TraceEntry: snapshot.TraceEntry{
 		Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames,
 		PoolID: a.pool, HasPoolID: a.hasPool, CompileContext: a.compileContext, UserMetadata: a.userMetadata,
 	}}
-	if r.action == allocator.ActionOOM {
+	e.ActionName = actions.Name(r.action)
+	if r.action == snapshot.ActionOOM {
 		e.Addr, e.DeviceFree = 0, int64(r.addr)
 	}
 	if d.base == TimeEpochUS {
@@ -215,7 +216,7 @@ func (d *devLog) state(cursor, n int64) State {
 	for i := range st.Segments {
 		m.tiles += len(st.Segments[i].Blocks)
 		for j := range st.Segments[i].Blocks {
-			if b := &st.Segments[i].Blocks[j]; b.State == allocator.StateActiveAllocated {
+			if b := &st.Segments[i].Blocks[j]; b.State == snapshot.StateActiveAllocated {
 				m.allocated += b.Size
 			}
 		}
@@ -288,7 +289,7 @@ func (s *Store) Events(device int, t0, t1 int64, limit int) []Event {
 	}
 	out := make([]Event, 0, j-i)
 	for k := i; k < j; k++ {
-		out = append(out, d.event(int64(k)))
+		out = append(out, d.event(int64(k), s.actions))
 	}
 	return out
 }
@@ -302,7 +303,7 @@ func (s *Store) EventsAround(device int, cursor int64, before, after int) []Even
 	if d == nil {
 		return nil
 	}
-	return d.eventsAround(d.applied(cursor), before, after)
+	return d.eventsAround(d.applied(cursor), before, after, s.actions)
 }
 
 // EventsAroundSeq is EventsAround at position n (see StateAtSeq): up to
@@ -314,15 +315,15 @@ func (s *Store) EventsAroundSeq(device int, n int64, before, after int) []Event 
 	if d == nil {
 		return nil
 	}
-	return d.eventsAround(d.clampPos(n), before, after)
+	return d.eventsAround(d.clampPos(n), before, after, s.actions)
 }
 
-func (d *devLog) eventsAround(n int64, before, after int) []Event {
+func (d *devLog) eventsAround(n int64, before, after int, actions *snapshot.ActionTable) []Event {
 	i := max(0, n-int64(max(before, 0)))
 	j := min(int64(d.recs.Len()), n+int64(max(after, 0)))
 	out := make([]Event, 0, j-i)
 	for k := i; k < j; k++ {
-		out = append(out, d.event(k))
+		out = append(out, d.event(k, actions))
 	}
 	return out
 }
@@ -371,7 +372,7 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()
 	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
 	sum.PeakAllocatedBytes, _ = d.peak(&d.allocated, d.initAllocated, n)
-	sum.OOMs = countBelow(&d.byAction[allocator.ActionOOM], n)
+	sum.OOMs = countBelow(&d.byAction[snapshot.ActionOOM], n)
 	for _, g := range d.gaps {
 		if g.At <= n {
 			sum.Dropped += g.Missed
@@ -420,7 +421,7 @@ func (s *Store) Peak(device int) (cursor int64, activeBytes int64) {
 }
 
 // Next returns the time of the first entry of action strictly after cursor.
-func (s *Store) Next(device int, cursor int64, action allocator.Action) (int64, bool) {
+func (s *Store) Next(device int, cursor int64, action snapshot.Action) (int64, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d := s.devs[device]
@@ -437,7 +438,7 @@ func (s *Store) Next(device int, cursor int64, action allocator.Action) (int64, 
 }
 
 // Prev returns the time of the last entry of action strictly before cursor.
-func (s *Store) Prev(device int, cursor int64, action allocator.Action) (int64, bool) {
+func (s *Store) Prev(device int, cursor int64, action snapshot.Action) (int64, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d := s.devs[device]

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // ServerOptions configure the producer side of the wire protocol.
@@ -25,11 +25,14 @@ type ServerOptions struct {
 	// state does not reflect; entries before it are not sent to that
 	// client. A nil map means "everything published so far". Nil Snapshot:
 	// clients start from an empty state.
-	Snapshot func() (*allocator.Snapshot, map[int]uint64)
+	Snapshot func() (*snapshot.Snapshot, map[int]uint64)
 	// Stack resolves the StackIDs of published entries (sent once per
 	// client in STACKS frames). Must be safe for concurrent use. Nil: stack
 	// ids are sent without frames.
-	Stack func(allocator.StackID) allocator.Stack
+	Stack func(snapshot.StackID) snapshot.Stack
+	// Actions names the published entries' actions beyond the known ones
+	// (nil: there are none; such an entry is sent as "other").
+	Actions *snapshot.ActionTable
 	// Devices reports current device information for heartbeats (optional).
 	Devices func() []DeviceInfo
 	// Peaks reports the producer's own peaks per device since it started,
@@ -131,7 +134,7 @@ func (s *Server) logLoop() {
 type record struct {
 	device  int
 	first   uint64
-	entries []allocator.TraceEntry
+	entries []snapshot.TraceEntry
 	gapNext uint64
 	ops     []Op
 }
@@ -386,7 +389,7 @@ const maxRecord = 4096
 // Publish hands entries of device to every client. It never waits for a
 // client: the entries are copied once into the shared queue. entries may
 // be reused after Publish returns.
-func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
+func (s *Server) Publish(device int, entries []snapshot.TraceEntry) {
 	if len(entries) == 0 {
 		return
 	}
@@ -411,7 +414,7 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 		}
 		// full size at once: entries published one by one fill it
 		// without regrowing
-		s.pushLocked(record{device: device, first: first, entries: append(make([]allocator.TraceEntry, 0, max(len(entries), maxRecord)), entries...)})
+		s.pushLocked(record{device: device, first: first, entries: append(make([]snapshot.TraceEntry, 0, max(len(entries), maxRecord)), entries...)})
 	}
 	s.pubMu.Unlock()
 	s.published.Add(uint64(len(entries)))
@@ -525,7 +528,7 @@ func (s *Server) acceptLoop() {
 		var c *serverClient
 		if !full {
 			c = &serverClient{id: s.nextID.Add(1), conn: conn, wake: make(chan struct{}, 1), lost: map[int]uint64{},
-				sent: map[allocator.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true}
+				sent: map[snapshot.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true}
 			// registered before its snapshot is taken, so that nothing
 			// published after it is missed; what it reflects is trimmed
 			s.clients[c] = struct{}{}
@@ -564,7 +567,7 @@ type serverClient struct {
 	idle        bool // took everything there was: Publish wakes it
 
 	// writer goroutine only
-	sent   map[allocator.StackID]bool
+	sent   map[snapshot.StackID]bool
 	want   map[int]uint64 // per device: the next sequence number the client expects
 	gapped bool           // a GAP was sent and no snapshot has repaired it yet
 }
@@ -616,7 +619,7 @@ func (s *Server) serveClient(c *serverClient) {
 		c.conn.Close()
 	}()
 
-	e := &enc{}
+	e := &enc{actions: s.opts.Actions}
 	h := s.hello()
 	encodeHello(e, &h)
 	c.want = s.encodeState(c, e)
@@ -670,7 +673,7 @@ func (s *Server) serveClient(c *serverClient) {
 // encodeState encodes the producer's state (STACKS and SNAPSHOT) for c and
 // returns, per device, the first sequence number it does not reflect.
 func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
-	var snap *allocator.Snapshot
+	var snap *snapshot.Snapshot
 	var resume map[int]uint64
 	if s.opts.Snapshot != nil {
 		snap, resume = s.opts.Snapshot()
@@ -683,16 +686,16 @@ func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 		}
 		s.pubMu.Unlock()
 	}
-	var segs []allocator.Segment
+	var segs []snapshot.Segment
 	if snap != nil {
 		segs = snap.Segments
-		var ids []allocator.StackID
-		var stacks []allocator.Stack
-		add := func(id allocator.StackID) {
+		var ids []snapshot.StackID
+		var stacks []snapshot.Stack
+		add := func(id snapshot.StackID) {
 			if id <= 0 || c.sent[id] {
 				return
 			}
-			var st allocator.Stack
+			var st snapshot.Stack
 			if int(id) < len(snap.Stacks) {
 				st = snap.Stacks[id]
 			} else if s.opts.Stack != nil {
@@ -837,12 +840,12 @@ func (s *Server) flush(c *serverClient, e *enc) error {
 }
 
 // newStacks writes a STACKS frame for stack ids c has not seen yet.
-func (s *Server) newStacks(c *serverClient, e *enc, ents []allocator.TraceEntry) {
+func (s *Server) newStacks(c *serverClient, e *enc, ents []snapshot.TraceEntry) {
 	if s.opts.Stack == nil {
 		return
 	}
-	var ids []allocator.StackID
-	var stacks []allocator.Stack
+	var ids []snapshot.StackID
+	var stacks []snapshot.Stack
 	for i := range ents {
 		id := ents[i].Frames
 		if id <= 0 || c.sent[id] {

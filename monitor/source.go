@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // In-process sources: allocators of this process feeding a Store directly
@@ -35,7 +36,7 @@ type SourceOptions struct {
 // tracker; past it the cut is approximate.
 const markerTimeout = 2 * time.Second
 
-// cut waits for the snapshot entry of one allocator.Snapshot call.
+// cut waits for the snapshot entry of one snapshot.Snapshot call.
 type cut struct {
 	mu   sync.Mutex
 	want int64       // total active bytes of the awaited snapshot; -1: none awaited
@@ -63,7 +64,7 @@ func (c *cut) expect(total int64) {
 // snapshot takes a's snapshot and waits for its entry to come through
 // the tracker: pos is the position right after it; ok is false when the
 // wait timed out (the cut is then approximate).
-func (c *cut) snapshot(a *allocator.Allocator) (snap *allocator.Snapshot, pos uint64, ok bool) {
+func (c *cut) snapshot(a *allocator.Allocator) (snap *snapshot.Snapshot, pos uint64, ok bool) {
 	ch := c.arm()
 	snap = a.Snapshot()
 	c.expect(totalActive(snap))
@@ -88,7 +89,7 @@ func (c *cut) seen(size int64, pos uint64) bool {
 	return true
 }
 
-func totalActive(s *allocator.Snapshot) int64 {
+func totalActive(s *snapshot.Snapshot) int64 {
 	var n int64
 	for i := range s.Segments {
 		n += s.Segments[i].ActiveSize
@@ -112,16 +113,16 @@ func AttachAllocators(store *Store, allocs []*allocator.Allocator, opts SourceOp
 	var detaches []func()
 	stop := make(chan struct{})
 	ready := make(chan struct{})
-	merged := &allocator.Snapshot{}
+	merged := &snapshot.Snapshot{}
 	for _, a := range allocs {
 		dev := a.Device()
 		c := &cut{want: -1}
 		synced := false
-		var stackMap map[allocator.StackID]allocator.StackID
-		fn := func(device int, e allocator.TraceEntry) {
+		var stackMap map[snapshot.StackID]snapshot.StackID
+		fn := func(device int, e snapshot.TraceEntry) {
 			if !synced {
 				// before the cut: already in the snapshot
-				synced = e.Action == allocator.ActionSnapshot && c.seen(e.Size, 0)
+				synced = e.Action == snapshot.ActionSnapshot && c.seen(e.Size, 0)
 				return
 			}
 			<-ready
@@ -133,16 +134,16 @@ func AttachAllocators(store *Store, allocs []*allocator.Allocator, opts SourceOp
 				}
 				e.Frames = id
 			}
-			store.Append(device, []allocator.TraceEntry{e})
+			store.Append(device, []snapshot.TraceEntry{e})
 		}
 		detaches = append(detaches, a.AttachTracker(fn, allocator.WithTrackerBuffer(opts.Buffer),
 			allocator.WithDropHandler(func(n uint64) { store.NoteGap(dev, int64(n)) })))
 		snap, _, _ := c.snapshot(a)
-		stackMap = map[allocator.StackID]allocator.StackID{}
+		stackMap = map[snapshot.StackID]snapshot.StackID{}
 		// one table for all allocators: re-intern this one's stacks
-		remapSnapshot(snap, func(id allocator.StackID) allocator.StackID {
+		remapSnapshot(snap, func(id snapshot.StackID) snapshot.StackID {
 			if id <= 0 || int(id) >= len(snap.Stacks) {
-				return allocator.NoStack
+				return snapshot.NoStack
 			}
 			n, ok := stackMap[id]
 			if !ok {
@@ -202,7 +203,7 @@ func AttachAllocators(store *Store, allocs []*allocator.Allocator, opts SourceOp
 
 // remapSnapshot rewrites every stack id in s (segments, blocks, traces) and
 // drops its stack table.
-func remapSnapshot(s *allocator.Snapshot, m func(allocator.StackID) allocator.StackID) {
+func remapSnapshot(s *snapshot.Snapshot, m func(snapshot.StackID) snapshot.StackID) {
 	for i := range s.Segments {
 		sg := &s.Segments[i]
 		sg.Frames = m(sg.Frames)
@@ -228,15 +229,15 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 	}
 	// one producer stack table across allocators
 	var stMu sync.Mutex
-	table := allocator.NewStackTable()
+	table := snapshot.NewStackTable()
 	type key struct {
 		a  int
-		id allocator.StackID
+		id snapshot.StackID
 	}
-	ids := map[key]allocator.StackID{}
-	intern := func(ai int, id allocator.StackID, st func() allocator.Stack) allocator.StackID {
+	ids := map[key]snapshot.StackID{}
+	intern := func(ai int, id snapshot.StackID, st func() snapshot.Stack) snapshot.StackID {
 		if id <= 0 {
-			return allocator.NoStack
+			return snapshot.NoStack
 		}
 		stMu.Lock()
 		defer stMu.Unlock()
@@ -247,7 +248,7 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 		ids[key{ai, id}] = n
 		return n
 	}
-	opts.Stack = func(id allocator.StackID) allocator.Stack {
+	opts.Stack = func(id snapshot.StackID) snapshot.Stack {
 		stMu.Lock()
 		defer stMu.Unlock()
 		if st := table.Stacks(); id > 0 && int(id) < len(st) {
@@ -262,11 +263,11 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 	var snapMu sync.Mutex // one snapshot round at a time
 	var srvp *Server
 	ready := make(chan struct{})
-	opts.Snapshot = func() (*allocator.Snapshot, map[int]uint64) {
+	opts.Snapshot = func() (*snapshot.Snapshot, map[int]uint64) {
 		<-ready
 		snapMu.Lock()
 		defer snapMu.Unlock()
-		merged := &allocator.Snapshot{}
+		merged := &snapshot.Snapshot{}
 		resume := map[int]uint64{}
 		for ai, a := range allocs {
 			snap, pos, ok := cuts[ai].snapshot(a)
@@ -274,8 +275,8 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 				pos = srvp.Published(a.Device())
 			}
 			resume[a.Device()] = pos
-			remapSnapshot(snap, func(id allocator.StackID) allocator.StackID {
-				return intern(ai, id, func() allocator.Stack { return snap.Stack(id) })
+			remapSnapshot(snap, func(id snapshot.StackID) snapshot.StackID {
+				return intern(ai, id, func() snapshot.Stack { return snap.Stack(id) })
 			})
 			merged.Segments = append(merged.Segments, snap.Segments...)
 			if merged.Settings == nil {
@@ -308,10 +309,10 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 	var detaches []func()
 	for ai, a := range allocs {
 		dev := a.Device()
-		fn := func(device int, e allocator.TraceEntry) {
-			e.Frames = intern(ai, e.Frames, func() allocator.Stack { return a.Stack(e.Frames) })
-			srv.Publish(device, []allocator.TraceEntry{e})
-			if e.Action == allocator.ActionSnapshot {
+		fn := func(device int, e snapshot.TraceEntry) {
+			e.Frames = intern(ai, e.Frames, func() snapshot.Stack { return a.Stack(e.Frames) })
+			srv.Publish(device, []snapshot.TraceEntry{e})
+			if e.Action == snapshot.ActionSnapshot {
 				cuts[ai].seen(e.Size, srv.Published(device))
 			}
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 func newAllocators(t testing.TB, n int) ([]*allocator.Allocator, *acl.Runtime) {
@@ -23,7 +25,7 @@ func newAllocators(t testing.TB, n int) ([]*allocator.Allocator, *acl.Runtime) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := allocator.New(dev, allocator.DefaultConfig(allocator.FlavourNPU))
+		a, err := allocator.New(dev, config.DefaultConfig(config.FlavourNPU))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,13 +41,13 @@ func churn(t testing.TB, a *allocator.Allocator, seed uint64, ops int) []uint64 
 	for i := 0; i < ops; i++ {
 		if len(live) > 0 && r.IntN(3) == 0 {
 			k := r.IntN(len(live))
-			if err := a.FreeWithStack(live[k], []allocator.Frame{{Filename: "free.py", Line: int64(k % 5), Name: "f"}}); err != nil {
+			if err := a.FreeWithStack(live[k], []snapshot.Frame{{Filename: "free.py", Line: int64(k % 5), Name: "f"}}); err != nil {
 				t.Fatal(err)
 			}
 			live = append(live[:k], live[k+1:]...)
 			continue
 		}
-		p, err := a.MallocWithStack(int64(512+r.IntN(8<<20)), 0, []allocator.Frame{{Filename: "train.py", Line: int64(i % 7), Name: "step"}})
+		p, err := a.MallocWithStack(int64(512+r.IntN(8<<20)), 0, []snapshot.Frame{{Filename: "train.py", Line: int64(i % 7), Name: "step"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +57,7 @@ func churn(t testing.TB, a *allocator.Allocator, seed uint64, ops int) []uint64 
 }
 
 // liveBlocks lists (address, requested size, state) of live blocks.
-func liveBlocks(segs []allocator.Segment) [][3]int64 {
+func liveBlocks(segs []snapshot.Segment) [][3]int64 {
 	var out [][3]int64
 	for _, s := range segs {
 		for _, b := range s.Blocks {
@@ -107,7 +109,7 @@ func TestAttachAllocators(t *testing.T) {
 		}
 		for _, e := range st.Events(i, -1<<62, 1<<62, 0) {
 			// device 0 records context (stacks); device 1 does not
-			if i == 0 && e.Action == allocator.ActionAlloc && len(st.Stack(e.Frames)) == 0 {
+			if i == 0 && e.Action == snapshot.ActionAlloc && len(st.Stack(e.Frames)) == 0 {
 				t.Fatalf("device %d: alloc without its stack", i)
 			}
 		}
@@ -144,7 +146,7 @@ func TestServeAllocators(t *testing.T) {
 	want := allocs[0].Snapshot() // its marker is the last entry
 	waitFor(t, "caught up", func() bool {
 		evs := st.EventsAround(0, 1<<62, 1, 0)
-		return len(evs) == 1 && evs[0].Action == allocator.ActionSnapshot && evs[0].Size == totalActive(want)
+		return len(evs) == 1 && evs[0].Action == snapshot.ActionSnapshot && evs[0].Size == totalActive(want)
 	})
 	got := st.StateAt(0, 1<<62)
 	if !reflect.DeepEqual(liveBlocks(got.Segments), liveBlocks(want.Segments)) {
@@ -162,12 +164,12 @@ func TestServeAllocators(t *testing.T) {
 	}
 	for _, e := range st.Events(0, -1<<62, 1<<62, 0) {
 		switch e.Action {
-		case allocator.ActionAlloc:
+		case snapshot.ActionAlloc:
 			if live[e.Addr] {
 				t.Fatalf("entry %d: alloc of live %#x (duplicated across the cut)", e.Seq, e.Addr)
 			}
 			live[e.Addr] = true
-		case allocator.ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			if !live[e.Addr] {
 				t.Fatalf("entry %d: free of unknown %#x (lost across the cut)", e.Seq, e.Addr)
 			}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -21,8 +21,8 @@ type liveBlock struct {
 	addr   uint64
 	size   int64
 	req    int64
-	frames allocator.StackID
-	state  allocator.BlockState
+	frames snapshot.StackID
+	state  snapshot.BlockState
 	born   int64 // sequence of the entry that allocated it; -1: before the log
 }
 
@@ -31,19 +31,19 @@ type liveBlock struct {
 // sorted blocks, read-only, with blocks holding only what changed since
 // and gone the base blocks removed since.
 type segState struct {
-	segs   map[uint64]allocator.Segment // Blocks always nil
+	segs   map[uint64]snapshot.Segment // Blocks always nil
 	blocks map[uint64]liveBlock
 	base   []liveBlock
 	gone   map[uint64]struct{}
 	// baseSegs are the checkpoint's sorted segments while segs is nil (no
 	// segment entry applied yet); the common query never copies them.
-	baseSegs []allocator.Segment
+	baseSegs []snapshot.Segment
 }
 
 // segMap returns segs, building it from baseSegs on first use.
-func (st *segState) segMap() map[uint64]allocator.Segment {
+func (st *segState) segMap() map[uint64]snapshot.Segment {
 	if st.segs == nil {
-		st.segs = make(map[uint64]allocator.Segment, len(st.baseSegs)+4)
+		st.segs = make(map[uint64]snapshot.Segment, len(st.baseSegs)+4)
 		for _, s := range st.baseSegs {
 			st.segs[s.Address] = s
 		}
@@ -84,14 +84,14 @@ func (st *segState) delBlock(addr uint64) {
 }
 
 func newSegState() *segState {
-	return &segState{segs: map[uint64]allocator.Segment{}, blocks: map[uint64]liveBlock{}}
+	return &segState{segs: map[uint64]snapshot.Segment{}, blocks: map[uint64]liveBlock{}}
 }
 
 // checkpoint is a frozen segment map right after `at` entries. Ingest
 // leaves it unsorted; the first query that needs it sorts it (once).
 type checkpoint struct {
 	at     int64
-	segs   []allocator.Segment // Blocks nil
+	segs   []snapshot.Segment // Blocks nil
 	blocks []liveBlock
 	sorted sync.Once
 }
@@ -104,7 +104,7 @@ func (st *segState) freeze(at int64) *checkpoint {
 	if st.base == nil {
 		cp.sort()
 	} else if st.segs != nil {
-		slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmp.Compare(a.Address, b.Address) })
+		slices.SortFunc(cp.segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
 	}
 	cp.sorted.Do(func() {})
 	return cp
@@ -117,7 +117,7 @@ func (st *segState) dump(at int64) *checkpoint {
 	if st.segs == nil {
 		cp.segs = st.baseSegs // sorted, shared read-only
 	} else {
-		cp.segs = make([]allocator.Segment, 0, len(st.segs))
+		cp.segs = make([]snapshot.Segment, 0, len(st.segs))
 		for _, s := range st.segs {
 			cp.segs = append(cp.segs, s)
 		}
@@ -156,7 +156,7 @@ func (st *segState) dump(at int64) *checkpoint {
 }
 
 func (cp *checkpoint) sort() {
-	slices.SortFunc(cp.segs, func(a, b allocator.Segment) int { return cmp.Compare(a.Address, b.Address) })
+	slices.SortFunc(cp.segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
 	slices.SortFunc(cp.blocks, func(a, b liveBlock) int { return cmp.Compare(a.addr, b.addr) })
 }
 
@@ -173,12 +173,12 @@ func (cp *checkpoint) thaw() *segState {
 
 // entryView is what applying an entry needs, from a TraceEntry or a stored rec.
 type entryView struct {
-	action allocator.Action
+	action snapshot.Action
 	addr   uint64
 	size   int64
 	stream uint64
-	frames allocator.StackID
-	pool   allocator.PoolID
+	frames snapshot.StackID
+	pool   snapshot.PoolID
 	hasPID bool
 }
 
@@ -187,7 +187,7 @@ type entryView struct {
 // rounded block sizes and segment kinds. Keyed by entry sequence number.
 type overrides struct {
 	blocks map[int64]liveBlock
-	segs   map[int64]allocator.Segment
+	segs   map[int64]snapshot.Segment
 	// round is the block size of a request that does not survive
 	// (replay.SizeRounder of the capture); nil keeps the requested size.
 	round func(int64) int64
@@ -205,37 +205,37 @@ func (ov *overrides) blockSize(n int64) int64 {
 // change in pending-free bytes (allocated = active − pending).
 func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (pendingDelta int64) {
 	switch e.action {
-	case allocator.ActionAlloc:
-		b := liveBlock{addr: e.addr, size: ov.blockSize(e.size), req: e.size, frames: e.frames, state: allocator.StateActiveAllocated}
+	case snapshot.ActionAlloc:
+		b := liveBlock{addr: e.addr, size: ov.blockSize(e.size), req: e.size, frames: e.frames, state: snapshot.StateActiveAllocated}
 		if ov != nil {
 			if o, ok := ov.blocks[seq]; ok {
 				b = o
-				b.state = allocator.StateActiveAllocated
-				if b.frames == allocator.NoStack {
+				b.state = snapshot.StateActiveAllocated
+				if b.frames == snapshot.NoStack {
 					b.frames = e.frames
 				}
 			}
 		}
 		b.born = seq
 		st.setBlock(b)
-	case allocator.ActionFreeRequested:
+	case snapshot.ActionFreeRequested:
 		b, ok := st.getBlock(e.addr)
 		if !ok {
 			b = liveBlock{addr: e.addr, size: ov.blockSize(e.size), req: e.size, frames: e.frames, born: seq}
-		} else if b.state == allocator.StateActivePendingFree {
+		} else if b.state == snapshot.StateActivePendingFree {
 			return 0
 		}
-		b.state = allocator.StateActivePendingFree
+		b.state = snapshot.StateActivePendingFree
 		st.setBlock(b)
 		return e.size
-	case allocator.ActionFreeCompleted, allocator.ActionFree:
+	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 		if b, ok := st.getBlock(e.addr); ok {
 			st.delBlock(e.addr)
-			if b.state == allocator.StateActivePendingFree {
+			if b.state == snapshot.StateActivePendingFree {
 				return -e.size
 			}
 		}
-	case allocator.ActionSegmentAlloc:
+	case snapshot.ActionSegmentAlloc:
 		s := newSegment(e, device, false)
 		if ov != nil {
 			if o, ok := ov.segs[seq]; ok {
@@ -244,11 +244,11 @@ func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (p
 			}
 		}
 		st.segMap()[e.addr] = s
-	case allocator.ActionSegmentFree:
+	case snapshot.ActionSegmentFree:
 		delete(st.segMap(), e.addr)
-	case allocator.ActionSegmentMap:
+	case snapshot.ActionSegmentMap:
 		st.mapRange(e, device)
-	case allocator.ActionSegmentUnmap:
+	case snapshot.ActionSegmentUnmap:
 		st.unmapRange(e.addr, e.size)
 	}
 	return 0
@@ -258,8 +258,8 @@ func (st *segState) apply(e *entryView, seq int64, device int, ov *overrides) (p
 // "small": the small pool allocates 2 MiB segments.
 const smallSegmentMax = 2 << 20
 
-func newSegment(e *entryView, device int, expandable bool) allocator.Segment {
-	return allocator.Segment{
+func newSegment(e *entryView, device int, expandable bool) snapshot.Segment {
+	return snapshot.Segment{
 		Device: device, Address: e.addr, TotalSize: e.size, Stream: e.stream,
 		IsLarge: e.size > smallSegmentMax, PoolID: e.pool, HasPoolID: e.hasPID,
 		IsExpandable: expandable, Frames: e.frames,
@@ -318,8 +318,8 @@ func (st *segState) unmapRange(addr uint64, size int64) {
 // build materializes a sorted segment/block list into a State: each segment
 // tiled by its live blocks and inactive blocks filling the gaps. Live blocks
 // outside every segment are dropped (as replay's StateAfter does).
-func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocator.Segment, []Gap) {
-	out := make([]allocator.Segment, 0, len(segs))
+func build(device int, segs []snapshot.Segment, blocks []liveBlock) ([]snapshot.Segment, []Gap) {
+	out := make([]snapshot.Segment, 0, len(segs))
 	for _, s := range segs {
 		// a hostile or broken source can describe empty, negative or
 		// address-wrapping segments: they hold nothing and are left out
@@ -330,7 +330,7 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 	var gaps []Gap
 	// every block in a segment brings at most one gap before it, and each
 	// segment one gap at its end: one backing array holds all of them
-	all := make([]allocator.Block, 0, 2*len(blocks)+len(out))
+	all := make([]snapshot.Block, 0, 2*len(blocks)+len(out))
 	bi := 0
 	for si := range out {
 		s := &out[si]
@@ -345,13 +345,13 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 			b := blocks[bi]
 			bi++
 			if b.addr > cur {
-				all = append(all, allocator.Block{Address: cur, Size: int64(b.addr - cur)})
+				all = append(all, snapshot.Block{Address: cur, Size: int64(b.addr - cur)})
 				gaps = append(gaps, Gap{Address: cur, Size: int64(b.addr - cur)})
 			}
-			all = append(all, allocator.Block{Address: b.addr, Size: b.size, RequestedSize: b.req, State: b.state, Frames: b.frames})
+			all = append(all, snapshot.Block{Address: b.addr, Size: b.size, RequestedSize: b.req, State: b.state, Frames: b.frames})
 			s.ActiveSize += b.size
 			s.RequestedSize += b.req
-			if b.state == allocator.StateActiveAllocated {
+			if b.state == snapshot.StateActiveAllocated {
 				s.AllocatedSize += b.size
 			}
 			if bEnd := b.addr + uint64(b.size); bEnd > cur {
@@ -359,7 +359,7 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 			}
 		}
 		if cur < end {
-			all = append(all, allocator.Block{Address: cur, Size: int64(end - cur)})
+			all = append(all, snapshot.Block{Address: cur, Size: int64(end - cur)})
 			gaps = append(gaps, Gap{Address: cur, Size: int64(end - cur)})
 		}
 		s.Blocks = all[from:len(all):len(all)]
@@ -371,7 +371,7 @@ func build(device int, segs []allocator.Segment, blocks []liveBlock) ([]allocato
 // only what Summary needs — the number of segments build keeps, the number
 // of blocks tiling them (live and inactive), the total and largest free
 // range and Σ active_allocated block sizes — without building anything.
-func measure(segs []allocator.Segment, blocks []liveBlock) (n, tiles int, free, largest, allocated int64) {
+func measure(segs []snapshot.Segment, blocks []liveBlock) (n, tiles int, free, largest, allocated int64) {
 	bi := 0
 	gap := func(size int64) {
 		tiles++
@@ -391,7 +391,7 @@ func measure(segs []allocator.Segment, blocks []liveBlock) (n, tiles int, free, 
 			b := blocks[bi]
 			bi++
 			tiles++
-			if b.state == allocator.StateActiveAllocated {
+			if b.state == snapshot.StateActiveAllocated {
 				allocated += b.size
 			}
 			if b.addr > cur {
@@ -410,7 +410,7 @@ func measure(segs []allocator.Segment, blocks []liveBlock) (n, tiles int, free, 
 
 // stateFromSegments loads segments (with blocks) as a mutable state,
 // keeping only live blocks.
-func stateFromSegments(segs []allocator.Segment) *segState {
+func stateFromSegments(segs []snapshot.Segment) *segState {
 	st := newSegState()
 	for i := range segs {
 		s := segs[i]
@@ -427,6 +427,6 @@ func stateFromSegments(segs []allocator.Segment) *segState {
 
 // initialBlock is a block live before the log: its stack from any schema
 // (replay.BlockFrames: frames, else the 2.0 / 1.13 history).
-func initialBlock(b *allocator.Block) liveBlock {
+func initialBlock(b *snapshot.Block) liveBlock {
 	return liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b), state: b.State, born: -1}
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -50,22 +50,25 @@ type Store struct {
 	devs map[int]*devLog
 	ids  []int // device ids, ascending
 
-	stacks   []allocator.Stack
-	stackIdx map[string]allocator.StackID // built lazily by InternStack
+	stacks   []snapshot.Stack
+	stackIdx map[string]snapshot.StackID // built lazily by InternStack
+	// actions names the entries' actions beyond the known ones: the
+	// ingested capture's table, or the one live sources decode into.
+	actions *snapshot.ActionTable
 
 	ops      []Op    // sorted by StartUS
 	opMaxEnd []int64 // prefix max of EndUS over ops
 	opsVer   uint64  // AppendOps calls so far
 	opsEdits [opsEditRing]opsEdit
 
-	annotations []allocator.Annotation
+	annotations []snapshot.Annotation
 	info        map[int]DeviceInfo
 }
 
 // attr holds the rarely varying fields of an entry, interned per Store.
 type attr struct {
 	stream         uint64
-	pool           allocator.PoolID
+	pool           snapshot.PoolID
 	hasPool        bool
 	compileContext string
 	userMetadata   string
@@ -76,9 +79,9 @@ type rec struct {
 	time   int64
 	addr   uint64
 	size   int64
-	frames allocator.StackID
+	frames snapshot.StackID
 	attr   uint32
-	action allocator.Action
+	action snapshot.Action
 }
 
 // devLog is one device's log.
@@ -114,12 +117,24 @@ func NewStore(opts StoreOptions) *Store {
 		k = DefaultCheckpointEvery
 	}
 	return &Store{
-		k:      k,
-		devs:   map[int]*devLog{},
-		stacks: []allocator.Stack{nil},
-		info:   map[int]DeviceInfo{},
+		k:       k,
+		devs:    map[int]*devLog{},
+		stacks:  []snapshot.Stack{nil},
+		info:    map[int]DeviceInfo{},
+		actions: snapshot.NewActionTable(),
 	}
 }
+
+// Actions returns the table that names this Store's actions beyond the
+// known ones; live sources register the names they decode in it.
+func (s *Store) Actions() *snapshot.ActionTable {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.actions
+}
+
+// ActionName returns the serialized name of an action of this Store.
+func (s *Store) ActionName(a snapshot.Action) string { return s.Actions().Name(a) }
 
 func (s *Store) changed() { s.ver.Add(1) }
 
@@ -134,11 +149,11 @@ func (s *Store) Version() uint64 { return s.ver.Load() }
 // A snapshot with a stack table replaces the Store's table (its ids are
 // used as they are); one without keeps it (ids already from InternStack).
 // The snapshot must not be modified afterwards.
-func (s *Store) IngestSnapshot(snap *allocator.Snapshot) error { return s.ingest(snap, nil) }
+func (s *Store) IngestSnapshot(snap *snapshot.Snapshot) error { return s.ingest(snap, nil) }
 
 // ingest is IngestSnapshot; stated, if not nil, holds per device the byte
 // totals the source states itself, which replace those the trace yields.
-func (s *Store) ingest(snap *allocator.Snapshot, stated []deviceTotals) error {
+func (s *Store) ingest(snap *snapshot.Snapshot, stated []deviceTotals) error {
 	if snap == nil {
 		return fmt.Errorf("monitor: ingest: no snapshot")
 	}
@@ -171,10 +186,13 @@ func (s *Store) ingest(snap *allocator.Snapshot, stated []deviceTotals) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(snap.Stacks) > 1 {
-		s.stacks = append([]allocator.Stack{nil}, snap.Stacks[1:]...)
+		s.stacks = append([]snapshot.Stack{nil}, snap.Stacks[1:]...)
 		s.stackIdx = nil
 	} // else: ids are already this Store's (live sources intern via InternStack)
-	s.annotations = append([]allocator.Annotation(nil), snap.ExternalAnnotations...)
+	if snap.Actions != nil {
+		s.actions = snap.Actions // codes are the capture's, like its stack ids
+	}
+	s.annotations = append([]snapshot.Annotation(nil), snap.ExternalAnnotations...)
 	for _, b := range logs {
 		s.putDev(b.d) // checkpoints are sorted by the first query that needs each
 	}
@@ -184,8 +202,8 @@ func (s *Store) ingest(snap *allocator.Snapshot, stated []deviceTotals) error {
 
 // buildCapture indexes one device of a capture; stated, if not nil, gives
 // its byte series.
-func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTotals) (*devLog, error) {
-	var entries []allocator.TraceEntry
+func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *deviceTotals) (*devLog, error) {
+	var entries []snapshot.TraceEntry
 	if dev < len(snap.DeviceTraces) {
 		entries = snap.DeviceTraces[dev]
 	}
@@ -218,7 +236,7 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	d.initReserv = tl.ReservedAtStart
 	var pend int64
 	for _, b := range d.head.blocks {
-		if b.state == allocator.StateActivePendingFree {
+		if b.state == snapshot.StateActivePendingFree {
 			pend += liveSize(b)
 		}
 	}
@@ -231,7 +249,7 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	d.allocated.v.reserve(n)
 	d.reserved.v.reserve(n)
 	for a, c := range pre.counts {
-		d.byAction[allocator.Action(a)].reserve(c)
+		d.byAction[snapshot.Action(a)].reserve(c)
 	}
 	d.appendEntries(tl.Entries, s.k, true)
 	if stated != nil {
@@ -269,7 +287,7 @@ type prepass struct {
 	hasTime bool
 }
 
-func scanCapture(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) prepass {
+func scanCapture(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) prepass {
 	var p prepass
 	for i := range entries {
 		p.counts[entries[i].Action]++
@@ -288,8 +306,8 @@ func liveSize(b liveBlock) int64 {
 
 // captureOverrides finds the allocs and segment_allocs whose object survives
 // to the end of the trace and gives them the final state's attributes.
-func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) overrides {
-	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) overrides {
+	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]snapshot.Segment{}}
 	if len(entries) > 0 {
 		// a file's trace: blocks it re-creates are round_size(requested),
 		// as replay's undo makes them. A live producer's SNAPSHOT has no
@@ -297,8 +315,8 @@ func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.Tra
 		// sizes (the Store does not know the producer's rounding).
 		ov.round = replay.SizeRounder(snap)
 	}
-	finalSegs := map[uint64]*allocator.Segment{}
-	finalBlocks := map[uint64]*allocator.Block{}
+	finalSegs := map[uint64]*snapshot.Segment{}
+	finalBlocks := map[uint64]*snapshot.Block{}
 	for i := range snap.Segments {
 		sg := &snap.Segments[i]
 		if sg.Device != dev {
@@ -317,16 +335,16 @@ func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.Tra
 	for i := len(entries) - 1; i >= 0 && len(finalBlocks)+len(finalSegs) > 0; i-- {
 		e := &entries[i]
 		switch e.Action {
-		case allocator.ActionAlloc, allocator.ActionFree, allocator.ActionFreeCompleted:
+		case snapshot.ActionAlloc, snapshot.ActionFree, snapshot.ActionFreeCompleted:
 			if b, ok := finalBlocks[e.Addr]; ok {
-				if e.Action == allocator.ActionAlloc {
+				if e.Action == snapshot.ActionAlloc {
 					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b)}
 				}
 				delete(finalBlocks, e.Addr)
 			}
-		case allocator.ActionSegmentAlloc, allocator.ActionSegmentFree:
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree:
 			if sg, ok := finalSegs[e.Addr]; ok {
-				if e.Action == allocator.ActionSegmentAlloc {
+				if e.Action == snapshot.ActionSegmentAlloc {
 					c := *sg
 					c.Blocks = nil
 					ov.segs[int64(i)] = c
@@ -366,13 +384,13 @@ func (t *attrTable) intern(a attr) uint32 {
 	return id
 }
 
-func attrOf(e *allocator.TraceEntry) attr {
+func attrOf(e *snapshot.TraceEntry) attr {
 	return attr{stream: e.Stream, pool: e.PoolID, hasPool: e.HasPoolID, compileContext: e.CompileContext, userMetadata: e.UserMetadata}
 }
 
 // appendEntries indexes entries at the end of the log. bulk (a whole
 // capture) builds the series pyramids once at the end.
-func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool) {
+func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) {
 	at := d.attrs
 	var last int64
 	act, res := d.initActive, d.initReserv
@@ -384,7 +402,7 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 		e := &entries[i]
 		seq := int64(d.recs.Len())
 		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
-		if e.Action == allocator.ActionOOM {
+		if e.Action == snapshot.ActionOOM {
 			r.addr = uint64(e.DeviceFree)
 		}
 		if d.base == TimeSequence {
@@ -416,7 +434,7 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 
 func newDevLog(id int, base TimeBase) *devLog {
 	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: newSegState()}
-	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]snapshot.Segment{}}
 	return d
 }
 
@@ -446,7 +464,7 @@ func (s *Store) liveDev(id int) *devLog {
 // capture); devices describes the hardware. Later entries come via Append.
 // Calling it again (a reconnect) replaces the logs of the devices initial
 // holds and keeps the others.
-func (s *Store) StartLive(initial *allocator.Snapshot, devices []DeviceInfo) error {
+func (s *Store) StartLive(initial *snapshot.Snapshot, devices []DeviceInfo) error {
 	if initial != nil {
 		if err := s.IngestSnapshot(initial); err != nil {
 			return err
@@ -475,7 +493,7 @@ func (s *Store) StartLive(initial *allocator.Snapshot, devices []DeviceInfo) err
 // Append adds live entries (TimeUS in epoch µs) to device's log. Frames ids
 // must be ids of this Store's stack table (see InternStack). Safe while
 // queries run.
-func (s *Store) Append(device int, entries []allocator.TraceEntry) {
+func (s *Store) Append(device int, entries []snapshot.TraceEntry) {
 	if len(entries) == 0 {
 		return
 	}
@@ -490,7 +508,7 @@ func (s *Store) Append(device int, entries []allocator.TraceEntry) {
 // allocator's blocks sends it): the block takes that size in the segment
 // map, as a capture's surviving blocks take the final state's. blockSizes
 // may be shorter than entries or nil.
-func (s *Store) AppendSized(device int, entries []allocator.TraceEntry, blockSizes []int64) {
+func (s *Store) AppendSized(device int, entries []snapshot.TraceEntry, blockSizes []int64) {
 	if len(entries) == 0 {
 		return
 	}
@@ -498,7 +516,7 @@ func (s *Store) AppendSized(device int, entries []allocator.TraceEntry, blockSiz
 	d := s.liveDev(device)
 	n := int64(d.recs.Len())
 	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
-		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == allocator.ActionAlloc {
+		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == snapshot.ActionAlloc {
 			d.ov.blocks[n+int64(i)] = liveBlock{addr: e.Addr, size: bs, req: e.Size, frames: e.Frames}
 		}
 	}
@@ -510,11 +528,11 @@ func (s *Store) AppendSized(device int, entries []allocator.TraceEntry, blockSiz
 // Rebase replaces device's current state with segs (a fresh producer
 // snapshot after a gap): later queries see segs from the current position
 // on, and the byte series continue from its totals.
-func (s *Store) Rebase(device int, segs []allocator.Segment) {
+func (s *Store) Rebase(device int, segs []snapshot.Segment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.liveDev(device)
-	var mine []allocator.Segment
+	var mine []snapshot.Segment
 	for i := range segs {
 		if segs[i].Device == device {
 			mine = append(mine, segs[i])
@@ -527,7 +545,7 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 	var act, pend, res int64
 	for _, b := range d.head.blocks {
 		act += liveSize(b)
-		if b.state == allocator.StateActivePendingFree {
+		if b.state == snapshot.StateActivePendingFree {
 			pend += liveSize(b)
 		}
 	}
@@ -598,29 +616,29 @@ func (s *Store) DeviceInfo(device int) (DeviceInfo, bool) {
 
 // InternStack adds a stack to the Store's table (live sources) and returns
 // its id; identical stacks share one id.
-func (s *Store) InternStack(st allocator.Stack) allocator.StackID {
+func (s *Store) InternStack(st snapshot.Stack) snapshot.StackID {
 	if len(st) == 0 {
-		return allocator.NoStack
+		return snapshot.NoStack
 	}
 	key := stackKey(st)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stackIdx == nil {
-		s.stackIdx = make(map[string]allocator.StackID, len(s.stacks))
+		s.stackIdx = make(map[string]snapshot.StackID, len(s.stacks))
 		for i := 1; i < len(s.stacks); i++ {
-			s.stackIdx[stackKey(s.stacks[i])] = allocator.StackID(i)
+			s.stackIdx[stackKey(s.stacks[i])] = snapshot.StackID(i)
 		}
 	}
 	if id, ok := s.stackIdx[key]; ok {
 		return id
 	}
-	id := allocator.StackID(len(s.stacks))
+	id := snapshot.StackID(len(s.stacks))
 	s.stacks = append(s.stacks, slices.Clone(st))
 	s.stackIdx[key] = id
 	return id
 }
 
-func stackKey(st allocator.Stack) string {
+func stackKey(st snapshot.Stack) string {
 	var b []byte
 	for _, f := range st {
 		b = append(b, f.Filename...)
@@ -635,7 +653,7 @@ func stackKey(st allocator.Stack) string {
 
 // Stack returns the frames of id (nil for NoStack or an unknown id). The
 // frames are shared and must not be modified.
-func (s *Store) Stack(id allocator.StackID) allocator.Stack {
+func (s *Store) Stack(id snapshot.StackID) snapshot.Stack {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if id <= 0 || int(id) >= len(s.stacks) {
@@ -645,7 +663,7 @@ func (s *Store) Stack(id allocator.StackID) allocator.Stack {
 }
 
 // Annotations returns the capture's external annotations (step markers).
-func (s *Store) Annotations() []allocator.Annotation {
+func (s *Store) Annotations() []snapshot.Annotation {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return slices.Clone(s.annotations)

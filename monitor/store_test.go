@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/testdata/fixture"
@@ -21,10 +21,10 @@ type segKey struct {
 	Addr   uint64
 	Size   int64
 	Stream uint64
-	Live   []allocator.Block
+	Live   []snapshot.Block
 }
 
-func keysOf(segs []allocator.Segment) []segKey {
+func keysOf(segs []snapshot.Segment) []segKey {
 	out := make([]segKey, 0, len(segs))
 	for _, s := range segs {
 		k := segKey{Addr: s.Address, Size: s.TotalSize, Stream: s.Stream}
@@ -32,7 +32,7 @@ func keysOf(segs []allocator.Segment) []segKey {
 		for _, b := range s.Blocks {
 			tiled += b.Size
 			if b.State.Active() {
-				k.Live = append(k.Live, allocator.Block{Address: b.Address, Size: b.Size, RequestedSize: b.RequestedSize, State: b.State})
+				k.Live = append(k.Live, snapshot.Block{Address: b.Address, Size: b.Size, RequestedSize: b.RequestedSize, State: b.State})
 			}
 		}
 		out = append(out, k)
@@ -55,7 +55,7 @@ func cursorAfter(st *Store, dev int, i int) int64 {
 
 // checkAgreement compares every Store answer that the timeline defines with
 // replay's oracle, after every entry.
-func checkAgreement(t *testing.T, snap *allocator.Snapshot, k int) {
+func checkAgreement(t *testing.T, snap *snapshot.Snapshot, k int) {
 	t.Helper()
 	st := NewStore(StoreOptions{CheckpointEvery: k})
 	if err := st.IngestSnapshot(snap); err != nil {
@@ -195,7 +195,7 @@ func TestStoreSeriesAndPeak(t *testing.T) {
 	}
 	var ooms int
 	for _, e := range tl.Entries {
-		if e.Action == allocator.ActionOOM {
+		if e.Action == snapshot.ActionOOM {
 			ooms++
 		}
 	}
@@ -211,7 +211,7 @@ func TestStoreJumps(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := snap.DeviceTraces[0]
-	for _, a := range []allocator.Action{allocator.ActionOOM, allocator.ActionSegmentAlloc, allocator.ActionSegmentFree} {
+	for _, a := range []snapshot.Action{snapshot.ActionOOM, snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree} {
 		// walk forward from the start and backward from the end
 		var want []int64
 		for i, e := range tr {
@@ -266,7 +266,7 @@ func TestStoreLiveConcurrent(t *testing.T) {
 	tr := snap.DeviceTraces[0]
 	// live: start from the state before the trace, then append the trace
 	tl, _ := replay.NewTimeline(snap, 0)
-	initial := &allocator.Snapshot{Segments: tl.Initial, Stacks: snap.Stacks}
+	initial := &snapshot.Snapshot{Segments: tl.Initial, Stacks: snap.Stacks}
 	st := NewStore(StoreOptions{CheckpointEvery: 64})
 	if err := st.StartLive(initial, []DeviceInfo{{ID: 0, Name: "sim", HBMTotal: 64 << 30}}); err != nil {
 		t.Fatal(err)
@@ -333,20 +333,20 @@ func TestStoreLiveConcurrent(t *testing.T) {
 func TestStoreGapAndRebase(t *testing.T) {
 	st := NewStore(StoreOptions{CheckpointEvery: 4})
 	st.StartLive(nil, []DeviceInfo{{ID: 1}})
-	e := func(a allocator.Action, addr uint64, size, tm int64) allocator.TraceEntry {
-		return allocator.TraceEntry{Action: a, Addr: addr, Size: size, TimeUS: tm}
+	e := func(a snapshot.Action, addr uint64, size, tm int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size, TimeUS: tm}
 	}
-	st.Append(1, []allocator.TraceEntry{
-		e(allocator.ActionSegmentAlloc, 0x1000, 4096, 10),
-		e(allocator.ActionAlloc, 0x1000, 100, 11),
+	st.Append(1, []snapshot.TraceEntry{
+		e(snapshot.ActionSegmentAlloc, 0x1000, 4096, 10),
+		e(snapshot.ActionAlloc, 0x1000, 100, 11),
 	})
 	st.NoteGap(1, 7)
-	seg := allocator.Segment{Device: 1, Address: 0x1000, TotalSize: 8192, Blocks: []allocator.Block{
-		{Address: 0x1000, Size: 512, RequestedSize: 500, State: allocator.StateActiveAllocated},
+	seg := snapshot.Segment{Device: 1, Address: 0x1000, TotalSize: 8192, Blocks: []snapshot.Block{
+		{Address: 0x1000, Size: 512, RequestedSize: 500, State: snapshot.StateActiveAllocated},
 		{Address: 0x1200, Size: 7680},
 	}}
-	st.Rebase(1, []allocator.Segment{seg})
-	st.Append(1, []allocator.TraceEntry{e(allocator.ActionAlloc, 0x1400, 300, 12)})
+	st.Rebase(1, []snapshot.Segment{seg})
+	st.Append(1, []snapshot.TraceEntry{e(snapshot.ActionAlloc, 0x1400, 300, 12)})
 	sum := st.Summary(1, 100)
 	if sum.Dropped != 7 || sum.ReservedBytes != 8192 || sum.ActiveBytes != 800 {
 		t.Fatalf("summary after rebase: %+v", sum)
@@ -466,8 +466,8 @@ func FuzzStoreLive(f *testing.F) {
 				t.Fatalf("fragmentation %v", sum.Fragmentation)
 			}
 			st.EventsAround(0, c, 3, 3)
-			st.Next(0, c, allocator.ActionOOM)
-			st.Prev(0, c, allocator.ActionSegmentAlloc)
+			st.Next(0, c, snapshot.ActionOOM)
+			st.Prev(0, c, snapshot.ActionSegmentAlloc)
 		}
 		st.Series(0, first, last+1, 17)
 		st.Peak(0)
@@ -496,7 +496,7 @@ func TestStoreStateCallerOwned(t *testing.T) {
 			a.Segments[i].Blocks[j].Size = -1
 		}
 	}
-	a.Segments[0].Blocks = append(a.Segments[0].Blocks, allocator.Block{Address: 1})
+	a.Segments[0].Blocks = append(a.Segments[0].Blocks, snapshot.Block{Address: 1})
 	a.Gaps[0].Size = -1
 	sum := st.Summary(0, c)
 	b := st.StateAt(0, c)
@@ -554,7 +554,7 @@ func fixtureAssignment2(t testing.TB) string {
 
 // sameTimeGroup returns the first index of the first run of exactly n
 // entries with one time.
-func sameTimeGroup(tr []allocator.TraceEntry, n int) int {
+func sameTimeGroup(tr []snapshot.TraceEntry, n int) int {
 	for i := 0; i < len(tr); {
 		j := i
 		for j < len(tr) && tr[j].TimeUS == tr[i].TimeUS {

@@ -3,7 +3,7 @@
 // wire protocol, directory watching and profiler tails.
 package monitor
 
-import "github.com/npumon/npumon/allocator"
+import "github.com/npumon/npumon/allocator/snapshot"
 
 // Query result types. Every value a Store query returns is owned by the
 // caller: no slice or pointer in it aliases Store internals.
@@ -39,7 +39,10 @@ func (b TimeBase) String() string {
 type Event struct {
 	Seq  int64 // 0-based index in the device log
 	Time int64 // epoch µs, or Seq when the log has no time
-	allocator.TraceEntry
+	// ActionName is the action as its source serialized it (torch's name
+	// of a known action, else the name the source gave it).
+	ActionName string
+	snapshot.TraceEntry
 }
 
 // Op is one profiler op range keyed by epoch time.
@@ -69,7 +72,7 @@ type State struct {
 	Device   int
 	Cursor   int64 // the cursor asked for
 	Applied  int64 // number of log entries applied (entries with Seq < Applied)
-	Segments []allocator.Segment
+	Segments []snapshot.Segment
 	Gaps     []Gap
 }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // The live wire protocol (docs/protocol.md): a byte stream of frames
@@ -50,11 +50,11 @@ const pollClockPrefix = "poll:"
 const actionUnknown = 0xFF
 
 // wireActions are the action codes 0..12 (torch's strings, docs/protocol.md).
-var wireActions = [...]allocator.Action{
-	allocator.ActionAlloc, allocator.ActionFreeRequested, allocator.ActionFreeCompleted, allocator.ActionFree,
-	allocator.ActionSegmentAlloc, allocator.ActionSegmentFree, allocator.ActionSegmentMap, allocator.ActionSegmentUnmap,
-	allocator.ActionSnapshot, allocator.ActionOOM, allocator.ActionUserDefined, allocator.ActionAnnotate,
-	allocator.ActionWorkspaceSnapshot,
+var wireActions = [...]snapshot.Action{
+	snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree,
+	snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap, snapshot.ActionSegmentUnmap,
+	snapshot.ActionSnapshot, snapshot.ActionOOM, snapshot.ActionUserDefined, snapshot.ActionAnnotate,
+	snapshot.ActionWorkspaceSnapshot,
 }
 
 // Hello is the producer's handshake.
@@ -71,7 +71,7 @@ type Hello struct {
 	// the clock string "poll:<duration>", e.g. "poll:100ms".
 	Resolution time.Duration
 	Devices    []DeviceInfo
-	Settings   *allocator.Settings
+	Settings   *snapshot.Settings
 	// Peaks are the producer's own peaks since it started, per device,
 	// when it sends them (an optional trailing HELLO field): a client that
 	// attaches late sees only what happens after it, these cover the rest.
@@ -87,7 +87,10 @@ type DevicePeak struct {
 
 // ---- encoding ----
 
-type enc struct{ b []byte }
+type enc struct {
+	b       []byte
+	actions *snapshot.ActionTable // names the entries' unknown actions
+}
 
 func (e *enc) u8(v uint8)     { e.b = append(e.b, v) }
 func (e *enc) uv(v uint64)    { e.b = binary.AppendUvarint(e.b, v) }
@@ -164,7 +167,7 @@ func encodeHello(e *enc, h *Hello) {
 // per-frame limits: encodeStacks writes one frame per this many stacks.
 const stacksPerFrame = 512
 
-func encodeStacks(e *enc, ids []allocator.StackID, stacks []allocator.Stack) {
+func encodeStacks(e *enc, ids []snapshot.StackID, stacks []snapshot.Stack) {
 	for len(ids) > stacksPerFrame {
 		encodeStacksFrame(e, ids[:stacksPerFrame], stacks[:stacksPerFrame])
 		ids, stacks = ids[stacksPerFrame:], stacks[stacksPerFrame:]
@@ -172,7 +175,7 @@ func encodeStacks(e *enc, ids []allocator.StackID, stacks []allocator.Stack) {
 	encodeStacksFrame(e, ids, stacks)
 }
 
-func encodeStacksFrame(e *enc, ids []allocator.StackID, stacks []allocator.Stack) {
+func encodeStacksFrame(e *enc, ids []snapshot.StackID, stacks []snapshot.Stack) {
 	off := e.frame(frameStacks)
 	e.uv(uint64(len(ids)))
 	for i, id := range ids {
@@ -189,7 +192,7 @@ func encodeStacksFrame(e *enc, ids []allocator.StackID, stacks []allocator.Stack
 
 // encodeSnapshot writes segments and, per device, the sequence number of
 // the first entry the snapshot does not reflect.
-func encodeSnapshot(e *enc, segs []allocator.Segment, resume map[int]uint64) {
+func encodeSnapshot(e *enc, segs []snapshot.Segment, resume map[int]uint64) {
 	off := e.frame(frameSnapshot)
 	e.uv(uint64(len(segs)))
 	for i := range segs {
@@ -221,23 +224,23 @@ func encodeSnapshot(e *enc, segs []allocator.Segment, resume map[int]uint64) {
 	e.end(off)
 }
 
-func encodeAction(e *enc, a allocator.Action) {
-	if a < allocator.Action(len(wireActions)) && wireActions[a] == a {
+func encodeAction(e *enc, a snapshot.Action) {
+	if a < snapshot.Action(len(wireActions)) && wireActions[a] == a {
 		e.u8(uint8(a))
 		return
 	}
 	e.u8(actionUnknown)
-	e.str(a.String())
+	e.str(e.actions.Name(a))
 }
 
 // encodeEntries writes one ENTRIES frame for entries first..first+len-1.
-func encodeEntries(e *enc, device int, first uint64, entries []allocator.TraceEntry) {
+func encodeEntries(e *enc, device int, first uint64, entries []snapshot.TraceEntry) {
 	encodeEntriesSized(e, device, first, entries, nil)
 }
 
 // encodeEntriesSized is encodeEntries with, per entry, the allocated
 // block's rounded size (0: not known; nil: none known), sent as block_size.
-func encodeEntriesSized(e *enc, device int, first uint64, entries []allocator.TraceEntry, blockSizes []int64) {
+func encodeEntriesSized(e *enc, device int, first uint64, entries []snapshot.TraceEntry, blockSizes []int64) {
 	off := e.frame(frameEntries)
 	e.iv(int64(device))
 	e.uv(first)
@@ -330,9 +333,10 @@ var errShort = errors.New("payload ends inside a field")
 
 // dec reads one frame's payload; the first error sticks.
 type dec struct {
-	b   []byte
-	off int
-	err error
+	b       []byte
+	off     int
+	err     error
+	actions *snapshot.ActionTable // registers the entries' unknown actions
 }
 
 func (d *dec) fail(field string, err error) {
@@ -517,7 +521,7 @@ func decodeHello(p []byte) (*Hello, error) {
 			HBMTotal: d.iv("device.hbm_total"), HBMUsed: d.iv("device.hbm_used"), Streams: int(d.uv("device.streams"))})
 	}
 	if d.u8("settings") == 1 {
-		s := &allocator.Settings{}
+		s := &snapshot.Settings{}
 		s.ConfKey = d.str("settings.conf_key")
 		s.Conf = d.str("settings.conf")
 		s.MaxSplitSize = d.iv("settings.max_split_size")
@@ -547,7 +551,7 @@ func decodeHello(p []byte) (*Hello, error) {
 // wireStack is a producer stack id with its frames.
 type wireStack struct {
 	id     uint64
-	frames allocator.Stack
+	frames snapshot.Stack
 }
 
 // decodeStacks decodes a STACKS frame; a stack may have at most maxDepth
@@ -564,47 +568,47 @@ func decodeStacks(p []byte, maxDepth int) ([]wireStack, error) {
 			d.fail("stack.frames", fmt.Errorf("more than %d frames in one STACKS frame", maxFrameFrames))
 			break
 		}
-		ws.frames = make(allocator.Stack, 0, m)
+		ws.frames = make(snapshot.Stack, 0, m)
 		for j := 0; j < m && d.err == nil; j++ {
-			ws.frames = append(ws.frames, allocator.Frame{Filename: d.str("frame.filename"), Line: d.iv("frame.line"), Name: d.str("frame.name")})
+			ws.frames = append(ws.frames, snapshot.Frame{Filename: d.str("frame.filename"), Line: d.iv("frame.line"), Name: d.str("frame.name")})
 		}
 		out = append(out, ws)
 	}
 	return out, d.done()
 }
 
-func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
+func decodeSnapshot(p []byte) ([]snapshot.Segment, map[int]uint64, error) {
 	d := &dec{b: p}
 	n := d.countMax("segments", 7, maxFrameSegments)
-	segs := make([]allocator.Segment, 0, n)
+	segs := make([]snapshot.Segment, 0, n)
 	blocks := 0
 	for i := 0; i < n && d.err == nil; i++ {
-		s := allocator.Segment{Device: int(d.iv("segment.device")), Address: d.uv("segment.address"),
+		s := snapshot.Segment{Device: int(d.iv("segment.device")), Address: d.uv("segment.address"),
 			TotalSize: d.iv("segment.total_size"), Stream: d.uv("segment.stream")}
 		f := d.u8("segment.flags")
 		s.IsLarge, s.IsExpandable, s.HasPoolID = f&1 != 0, f&2 != 0, f&4 != 0
 		if s.HasPoolID {
-			s.PoolID = allocator.PoolID{d.iv("segment.pool_id"), d.iv("segment.pool_id")}
+			s.PoolID = snapshot.PoolID{d.iv("segment.pool_id"), d.iv("segment.pool_id")}
 		}
-		s.Frames = allocator.StackID(d.uv("segment.frames"))
+		s.Frames = snapshot.StackID(d.uv("segment.frames"))
 		m := d.count("segment.blocks", 5)
 		if blocks += m; blocks > maxFrameBlocks {
 			d.fail("segment.blocks", fmt.Errorf("more than %d blocks in one SNAPSHOT", maxFrameBlocks))
 			break
 		}
-		s.Blocks = make([]allocator.Block, 0, m)
+		s.Blocks = make([]snapshot.Block, 0, m)
 		for j := 0; j < m && d.err == nil; j++ {
-			b := allocator.Block{Address: d.uv("block.address"), Size: d.iv("block.size"), RequestedSize: d.iv("block.requested_size")}
+			b := snapshot.Block{Address: d.uv("block.address"), Size: d.iv("block.size"), RequestedSize: d.iv("block.requested_size")}
 			st := d.u8("block.state")
-			if st > uint8(allocator.StateActivePendingFree) {
+			if st > uint8(snapshot.StateActivePendingFree) {
 				d.fail("block.state", fmt.Errorf("unknown state %d", st))
 			}
-			b.State = allocator.BlockState(st)
-			b.Frames = allocator.StackID(d.uv("block.frames"))
+			b.State = snapshot.BlockState(st)
+			b.Frames = snapshot.StackID(d.uv("block.frames"))
 			if b.State.Active() {
 				s.ActiveSize += b.Size
 				s.RequestedSize += b.RequestedSize
-				if b.State == allocator.StateActiveAllocated {
+				if b.State == snapshot.StateActiveAllocated {
 					s.AllocatedSize += b.Size
 				}
 			}
@@ -622,25 +626,31 @@ func decodeSnapshot(p []byte) ([]allocator.Segment, map[int]uint64, error) {
 }
 
 // decodeEntries decodes an ENTRIES frame, appending to out.
-func decodeEntries(p []byte, out []allocator.TraceEntry) (device int, first uint64, _ []allocator.TraceEntry, _ error) {
+func decodeEntries(p []byte, out []snapshot.TraceEntry) (device int, first uint64, _ []snapshot.TraceEntry, _ error) {
 	device, first, out, _, err := decodeEntriesSized(p, out, nil)
 	return device, first, out, err
 }
 
 // decodeEntriesSized is decodeEntries that also appends, per entry, its
 // block_size (0 when the producer did not send one) to sizes.
-func decodeEntriesSized(p []byte, out []allocator.TraceEntry, sizes []int64) (device int, first uint64, _ []allocator.TraceEntry, _ []int64, _ error) {
-	d := &dec{b: p}
+func decodeEntriesSized(p []byte, out []snapshot.TraceEntry, sizes []int64) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+	return decodeEntriesNamed(p, out, sizes, nil)
+}
+
+// decodeEntriesNamed is decodeEntriesSized registering unknown actions in
+// actions (nil: they decode as ActionOther).
+func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+	d := &dec{b: p, actions: actions}
 	device = int(d.iv("device"))
 	first = d.uv("first_seq")
 	n := d.countMax("entries", 7, maxFrameEntries)
 	var last int64
 	for i := 0; i < n && d.err == nil; i++ {
-		var t allocator.TraceEntry
+		var t snapshot.TraceEntry
 		code := d.u8("entry.action")
 		switch {
 		case code == actionUnknown:
-			t.Action = allocator.ParseAction(d.str("entry.action_name"))
+			t.Action = d.actions.Parse(d.str("entry.action_name"))
 		case int(code) < len(wireActions):
 			t.Action = wireActions[code]
 		default:
@@ -651,11 +661,11 @@ func decodeEntriesSized(p []byte, out []allocator.TraceEntry, sizes []int64) (de
 		t.Stream = d.uv("entry.stream")
 		last += d.iv("entry.time_delta")
 		t.TimeUS = last
-		t.Frames = allocator.StackID(d.uv("entry.frames"))
+		t.Frames = snapshot.StackID(d.uv("entry.frames"))
 		f := d.u8("entry.flags")
 		if f&1 != 0 {
 			t.HasPoolID = true
-			t.PoolID = allocator.PoolID{d.iv("entry.pool_id"), d.iv("entry.pool_id")}
+			t.PoolID = snapshot.PoolID{d.iv("entry.pool_id"), d.iv("entry.pool_id")}
 		}
 		if f&2 != 0 {
 			t.CompileContext = d.str("entry.compile_context")

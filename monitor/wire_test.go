@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // shortSock returns a Unix socket path short enough for sun_path.
@@ -40,46 +40,49 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func testEntries(n int, seed uint64) []allocator.TraceEntry {
+// testActions names the unknown action testEntries uses.
+var testActions = snapshot.NewActionTable()
+
+func testEntries(n int, seed uint64) []snapshot.TraceEntry {
 	r := rand.New(rand.NewPCG(seed, 1))
-	out := make([]allocator.TraceEntry, n)
+	out := make([]snapshot.TraceEntry, n)
 	t := int64(1_750_000_000_000_000)
 	for i := range out {
 		t += r.Int64N(3)
-		a := allocator.ActionAlloc
+		a := snapshot.ActionAlloc
 		if i%2 == 1 {
-			a = allocator.ActionFreeCompleted
+			a = snapshot.ActionFreeCompleted
 		}
-		out[i] = allocator.TraceEntry{Action: a, Addr: 0x1000 + uint64(i/2)*512, Size: 512, Stream: 3, TimeUS: t,
-			Frames: allocator.StackID(1 + i%3)}
+		out[i] = snapshot.TraceEntry{Action: a, Addr: 0x1000 + uint64(i/2)*512, Size: 512, Stream: 3, TimeUS: t,
+			Frames: snapshot.StackID(1 + i%3)}
 	}
 	if n < 12 {
 		return out
 	}
-	out[5].Action = allocator.ParseAction("wire_test_custom")
+	out[5].Action = testActions.Parse("wire_test_custom")
 	out[7].CompileContext = "N/A"
 	out[9].UserMetadata = "meta"
-	out[11].HasPoolID, out[11].PoolID = true, allocator.PoolID{1, -2}
+	out[11].HasPoolID, out[11].PoolID = true, snapshot.PoolID{1, -2}
 	return out
 }
 
-var testStacks = []allocator.Stack{nil,
+var testStacks = []snapshot.Stack{nil,
 	{{Filename: "train.py", Line: 10, Name: "step"}},
 	{{Filename: "model.py", Line: 20, Name: "forward"}, {Filename: "train.py", Line: 11, Name: "step"}},
 	{{Filename: "x.py", Line: 1, Name: "<module>"}},
 }
 
-func stackOf(id allocator.StackID) allocator.Stack {
+func stackOf(id snapshot.StackID) snapshot.Stack {
 	if id > 0 && int(id) < len(testStacks) {
 		return testStacks[id]
 	}
 	return nil
 }
 
-func initialSnapshot() *allocator.Snapshot {
-	return &allocator.Snapshot{Stacks: testStacks, Segments: []allocator.Segment{{Device: 0, Address: 0x1000, TotalSize: 64 << 20, Stream: 3, IsLarge: true,
-		Blocks: []allocator.Block{{Address: 0x1000, Size: 64 << 20}}}, {Device: 0, Address: 0x9000000, TotalSize: 2 << 20, Stream: 3,
-		Blocks: []allocator.Block{{Address: 0x9000000, Size: 4096, RequestedSize: 4000, State: allocator.StateActiveAllocated, Frames: 2}, {Address: 0x9001000, Size: 2<<20 - 4096}}}}}
+func initialSnapshot() *snapshot.Snapshot {
+	return &snapshot.Snapshot{Stacks: testStacks, Segments: []snapshot.Segment{{Device: 0, Address: 0x1000, TotalSize: 64 << 20, Stream: 3, IsLarge: true,
+		Blocks: []snapshot.Block{{Address: 0x1000, Size: 64 << 20}}}, {Device: 0, Address: 0x9000000, TotalSize: 2 << 20, Stream: 3,
+		Blocks: []snapshot.Block{{Address: 0x9000000, Size: 4096, RequestedSize: 4000, State: snapshot.StateActiveAllocated, Frames: 2}, {Address: 0x9001000, Size: 2<<20 - 4096}}}}}
 }
 
 // Many entries end to end over a real Unix socket: none lost when the
@@ -88,7 +91,7 @@ func TestWireEndToEnd(t *testing.T) {
 	path := shortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{
 		Hello:    Hello{Devices: []DeviceInfo{{ID: 0, Name: "Ascend910B-sim", HBMTotal: 64 << 30, Streams: 2}}},
-		Snapshot: func() (*allocator.Snapshot, map[int]uint64) { return initialSnapshot(), nil },
+		Snapshot: func() (*snapshot.Snapshot, map[int]uint64) { return initialSnapshot(), nil },
 		Stack:    stackOf,
 		Devices: func() []DeviceInfo {
 			return []DeviceInfo{{ID: 0, HBMTotal: 64 << 30, HBMUsed: 123}}
@@ -434,7 +437,7 @@ func FuzzWireDecode(f *testing.F) {
 	encodeOps(e, []Op{{Name: "x"}})
 	encodeHeartbeat(e, 1, []DeviceInfo{{ID: 1}})
 	encodeGap(e, 0, 3, 9)
-	encodeStacks(e, []allocator.StackID{1}, testStacks[1:2])
+	encodeStacks(e, []snapshot.StackID{1}, testStacks[1:2])
 	encodeBye(e, "bye")
 	f.Add(append(validPrefix(), e.b...))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -594,19 +597,19 @@ func TestWireSeveralClients(t *testing.T) {
 // whose entry times are poll times with their resolution, entries carrying
 // the rounded block size, and a GAP of unknown size.
 func TestWirePollingProducer(t *testing.T) {
-	seg := allocator.Segment{Device: 0, Address: 1 << 20, TotalSize: 2 << 20, IsLarge: true,
-		Blocks: []allocator.Block{{Address: 1 << 20, Size: 2 << 20}}}
-	ents := []allocator.TraceEntry{
-		{Action: allocator.ActionAlloc, Addr: 1 << 20, Size: 1000, TimeUS: 5},
-		{Action: allocator.ActionAlloc, Addr: 1<<20 + 1024, Size: 3000, TimeUS: 5},
+	seg := snapshot.Segment{Device: 0, Address: 1 << 20, TotalSize: 2 << 20, IsLarge: true,
+		Blocks: []snapshot.Block{{Address: 1 << 20, Size: 2 << 20}}}
+	ents := []snapshot.TraceEntry{
+		{Action: snapshot.ActionAlloc, Addr: 1 << 20, Size: 1000, TimeUS: 5},
+		{Action: snapshot.ActionAlloc, Addr: 1<<20 + 1024, Size: 3000, TimeUS: 5},
 	}
 	path := fakeProducer(t, func(c net.Conn) {
 		e := &enc{}
 		encodeHello(e, &Hello{Version: ProtocolVersion, PID: 7, Host: "h", TimeBase: TimePollUS, Resolution: 250 * time.Millisecond})
-		encodeSnapshot(e, []allocator.Segment{seg}, map[int]uint64{0: 0})
+		encodeSnapshot(e, []snapshot.Segment{seg}, map[int]uint64{0: 0})
 		encodeEntriesSized(e, 0, 0, ents, []int64{1024}) // the second block's size is not known
 		encodeGap(e, 0, 0, 2)
-		encodeEntries(e, 0, 2, []allocator.TraceEntry{{Action: allocator.ActionSnapshot, Size: 4000, TimeUS: 9}})
+		encodeEntries(e, 0, 2, []snapshot.TraceEntry{{Action: snapshot.ActionSnapshot, Size: 4000, TimeUS: 9}})
 		encodeBye(e, "done")
 		c.Write(e.b)
 	})

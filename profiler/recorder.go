@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Config configures a Recorder.
@@ -156,16 +156,16 @@ func (r *Recorder) RecordMemory(m *MemoryUsageRecord) {
 // totals after it to a torch.memory_usage record: alloc → MALLOC (+size),
 // free_requested / free → FREE (−size), free_completed → BLOCK_FREE (−size).
 // Other actions (segment events, snapshots, OOM) have no memory_usage record.
-func (r *Recorder) MemoryRecordFromTrace(device int, e *allocator.TraceEntry, allocated, reserved, active int64) (MemoryUsageRecord, bool) {
+func (r *Recorder) MemoryRecordFromTrace(device int, e *snapshot.TraceEntry, allocated, reserved, active int64) (MemoryUsageRecord, bool) {
 	m := MemoryUsageRecord{Ptr: int64(e.Addr), TotalAllocated: allocated, TotalReserved: reserved,
 		TotalActive: active, StreamPtr: int64(e.Stream), DeviceType: DeviceTypeNPU, DeviceIndex: int8(device),
 		Component: ComponentCaching, AllocatorType: AllocatorInner, TID: r.cfg.TID, PID: r.cfg.PID}
 	switch e.Action {
-	case allocator.ActionAlloc:
+	case snapshot.ActionAlloc:
 		m.DataType, m.AllocSize = MemoryMalloc, e.Size
-	case allocator.ActionFreeRequested, allocator.ActionFree:
+	case snapshot.ActionFreeRequested, snapshot.ActionFree:
 		m.DataType, m.AllocSize = MemoryFree, -e.Size
-	case allocator.ActionFreeCompleted:
+	case snapshot.ActionFreeCompleted:
 		m.DataType, m.AllocSize = MemoryBlockFree, -e.Size
 	default:
 		return m, false

@@ -12,8 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
-
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -179,8 +178,8 @@ func TestRoundTrip(t *testing.T) {
 			op.FwdTID, op.Scope = 7, ScopeBackwardFunction
 		}
 		size := int64(512 * (i + 1))
-		var e allocator.TraceEntry
-		e.Action, e.Addr, e.Size, e.Stream, e.TimeUS = allocator.ActionAlloc, uint64(0x1000*(i+1)), size, 2, 0
+		var e snapshot.TraceEntry
+		e.Action, e.Addr, e.Size, e.Stream, e.TimeUS = snapshot.ActionAlloc, uint64(0x1000*(i+1)), size, 2, 0
 		allocated += size
 		m, ok := r.MemoryRecordFromTrace(0, &e, allocated, 1<<30, allocated)
 		if !ok {
@@ -200,8 +199,8 @@ func TestRoundTrip(t *testing.T) {
 		ops = append(ops, op)
 	}
 	// a free placed by epoch time (as the allocator tracker reports it)
-	var e allocator.TraceEntry
-	e.Action, e.Addr, e.Size, e.TimeUS = allocator.ActionFreeCompleted, 0x1000, 512, (clk.Raw()+fakeDiff)/1000
+	var e snapshot.TraceEntry
+	e.Action, e.Addr, e.Size, e.TimeUS = snapshot.ActionFreeCompleted, 0x1000, 512, (clk.Raw()+fakeDiff)/1000
 	m, _ := r.MemoryRecordFromTrace(0, &e, allocated-512, 1<<30, allocated-512)
 	r.RecordMemory(&m)
 	mems = append(mems, m)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // This file turns container events (a dict got items, a list got elements)
@@ -80,12 +80,12 @@ type dict struct {
 
 	// The payload of the dict's kind, allocated by decide and kept across
 	// recycling, so a dict costs little until it knows what it is.
-	te     *allocator.TraceEntry
-	fr     *allocator.Frame
-	blk    *allocator.Block
-	hist   *allocator.BlockHistory
-	seg    *allocator.Segment
-	ann    *allocator.Annotation
+	te     *snapshot.TraceEntry
+	fr     *snapshot.Frame
+	blk    *snapshot.Block
+	hist   *snapshot.BlockHistory
+	seg    *snapshot.Segment
+	ann    *snapshot.Annotation
 	blocks *list // segment "blocks"
 
 	// top-level dict
@@ -123,7 +123,7 @@ type list struct {
 	scalar    kind // first scalar seen, for error messages
 	interned  bool
 	noAddr    bool // some block had no "address"
-	stack     allocator.StackID
+	stack     snapshot.StackID
 	memoRow   uint32   // 1 + the memo row holding this list, 0 if none
 	fids      []uint32 // frame lists: the builder's frame ids (1-based), until interned
 	*listMore          // set by setKind for every kind but frame, empty and plain lists, and for pending
@@ -149,12 +149,12 @@ func (l *list) takePending() []val {
 // listMore holds the element slices of the rarer list kinds, so the many
 // frame lists stay small.
 type listMore struct {
-	segs     []allocator.Segment
-	blocks   []allocator.Block
-	hist     []allocator.BlockHistory
-	entries  []allocator.TraceEntry
+	segs     []snapshot.Segment
+	blocks   []snapshot.Block
+	hist     []snapshot.BlockHistory
+	entries  []snapshot.TraceEntry
 	lists    []*list
-	anns     []allocator.Annotation
+	anns     []snapshot.Annotation
 	pending  []val     // dicts of unknown kind waiting for the list's kind
 	acc      *traceAcc // streaming: the entries' running figures, entries not kept
 	firstOff int64     // file offset where the list's entries began (capacity estimate)
@@ -174,9 +174,10 @@ type builder struct {
 	offset  func() int64 // input position, for capacity estimates; nil if unknown
 	total   int64        // input size, -1 if unknown
 	memo    *memo        // nil for JSON
-	stacks  *allocator.StackTable
+	stacks  *snapshot.StackTable
 	free    []*dict
-	actions map[string]allocator.Action
+	actions map[string]snapshot.Action
+	table   *snapshot.ActionTable // this decode's unknown actions
 	strs    map[string]string
 
 	// Frames are interned twice over: each distinct frame gets an id
@@ -185,9 +186,9 @@ type builder struct {
 	// frame while it fills and is looked up without touching its strings.
 	listSlab []list
 	fidArena []uint32
-	frameIDs map[allocator.Frame]uint32
-	frameTab []allocator.Frame
-	stackOf  map[string]allocator.StackID
+	frameIDs map[snapshot.Frame]uint32
+	frameTab []snapshot.Frame
+	stackOf  map[string]snapshot.StackID
 	key      []byte
 
 	// schema evidence
@@ -240,12 +241,13 @@ func (b *builder) setLimit(size int64) {
 
 func newBuilder() *builder {
 	return &builder{
-		stacks:   allocator.NewStackTable(),
-		actions:  make(map[string]allocator.Action),
+		stacks:   snapshot.NewStackTable(),
+		actions:  make(map[string]snapshot.Action),
+		table:    snapshot.NewActionTable(),
 		strs:     make(map[string]string),
-		frameIDs: make(map[allocator.Frame]uint32),
-		frameTab: []allocator.Frame{{}},
-		stackOf:  make(map[string]allocator.StackID),
+		frameIDs: make(map[snapshot.Frame]uint32),
+		frameTab: []snapshot.Frame{{}},
+		stackOf:  make(map[string]snapshot.StackID),
 	}
 }
 
@@ -322,29 +324,29 @@ func (b *builder) recycle(d *dict) {
 	// when the builder is reused.
 	switch d.kind {
 	case dTrace:
-		*d.te = allocator.TraceEntry{}
+		*d.te = snapshot.TraceEntry{}
 	case dBlock:
-		*d.blk = allocator.Block{}
+		*d.blk = snapshot.Block{}
 	case dHistory:
-		*d.hist = allocator.BlockHistory{}
+		*d.hist = snapshot.BlockHistory{}
 	case dSegment:
-		*d.seg = allocator.Segment{}
+		*d.seg = snapshot.Segment{}
 	case dAnnotation:
-		*d.ann = allocator.Annotation{}
+		*d.ann = snapshot.Annotation{}
 	}
 	*d = dict{gen: d.gen + 1, pend: pend, te: d.te, blk: d.blk, hist: d.hist, seg: d.seg, ann: d.ann}
 	b.free = append(b.free, d)
 }
 
-func (b *builder) action(s string) allocator.Action {
+func (b *builder) action(s string) snapshot.Action {
 	if a, ok := b.actions[s]; ok {
 		return a
 	}
-	a := allocator.ParseAction(s)
+	a := b.table.Parse(s)
 	if len(b.actions) < 1024 {
 		b.actions[s] = a
 	}
-	if a == allocator.ActionWorkspaceSnapshot {
+	if a == snapshot.ActionWorkspaceSnapshot {
 		b.sawWorkspace = true
 	}
 	return a
@@ -402,27 +404,27 @@ func (b *builder) decide(d *dict, k dictKind) error {
 	switch k {
 	case dTrace:
 		if d.te == nil {
-			d.te = new(allocator.TraceEntry)
+			d.te = new(snapshot.TraceEntry)
 		}
 	case dFrame:
 		if d.fr == nil {
-			d.fr = new(allocator.Frame)
+			d.fr = new(snapshot.Frame)
 		}
 	case dBlock:
 		if d.blk == nil {
-			d.blk = new(allocator.Block)
+			d.blk = new(snapshot.Block)
 		}
 	case dHistory:
 		if d.hist == nil {
-			d.hist = new(allocator.BlockHistory)
+			d.hist = new(snapshot.BlockHistory)
 		}
 	case dSegment:
 		if d.seg == nil {
-			d.seg = new(allocator.Segment)
+			d.seg = new(snapshot.Segment)
 		}
 	case dAnnotation:
 		if d.ann == nil {
-			d.ann = new(allocator.Annotation)
+			d.ann = new(snapshot.Annotation)
 		}
 	}
 	pend := d.pend
@@ -489,21 +491,21 @@ func (b *builder) boolean(d *dict, key string, v *val) (bool, error) {
 	return false, fieldError(d, key, "bool", v)
 }
 
-func (b *builder) pool(d *dict, key string, v *val) (allocator.PoolID, error) {
+func (b *builder) pool(d *dict, key string, v *val) (snapshot.PoolID, error) {
 	if v.k == kPair {
-		return allocator.PoolID{int64(v.n), int64(v.m)}, nil
+		return snapshot.PoolID{int64(v.n), int64(v.m)}, nil
 	}
-	return allocator.PoolID{}, fieldError(d, key, "a (int, int) tuple", v)
+	return snapshot.PoolID{}, fieldError(d, key, "a (int, int) tuple", v)
 }
 
 // frames interns a frames list. Once interned, the list's memo row gives
 // way to its stack id (memo.interned): the list itself is no longer kept.
-func (b *builder) frames(d *dict, key string, v *val) (allocator.StackID, error) {
+func (b *builder) frames(d *dict, key string, v *val) (snapshot.StackID, error) {
 	switch v.k {
 	case kNone:
-		return allocator.NoStack, nil
+		return snapshot.NoStack, nil
 	case kStack:
-		return allocator.StackID(v.n), nil
+		return snapshot.StackID(v.n), nil
 	case kList:
 	default:
 		return 0, fieldError(d, key, "a list of frames", v)
@@ -540,9 +542,9 @@ func (b *builder) frameID(d *dict) uint32 {
 }
 
 // internStack returns the StackID of a sequence of frame ids.
-func (b *builder) internStack(fids []uint32) allocator.StackID {
+func (b *builder) internStack(fids []uint32) snapshot.StackID {
 	if len(fids) == 0 {
-		return allocator.NoStack
+		return snapshot.NoStack
 	}
 	k := b.key[:0]
 	for _, f := range fids {
@@ -552,7 +554,7 @@ func (b *builder) internStack(fids []uint32) allocator.StackID {
 	if id, ok := b.stackOf[string(k)]; ok {
 		return id
 	}
-	frames := make([]allocator.Frame, len(fids))
+	frames := make([]snapshot.Frame, len(fids))
 	for i, f := range fids {
 		frames[i] = b.frameTab[f]
 	}
@@ -644,7 +646,7 @@ func (b *builder) set(d *dict, key string, v *val) (err error) {
 		case "state":
 			var s string
 			if s, err = b.str(d, key, v); err == nil {
-				st, ok := allocator.ParseBlockState(s)
+				st, ok := snapshot.ParseBlockState(s)
 				if !ok {
 					return fmt.Errorf("block key \"state\": unknown state %q", s)
 				}
@@ -924,14 +926,14 @@ func (b *builder) growEntries(l *list) {
 			}
 		}
 	}
-	grown := make([]allocator.TraceEntry, n, newCap)
+	grown := make([]snapshot.TraceEntry, n, newCap)
 	copy(grown, l.entries)
 	l.entries = grown
 }
 
 // finishSegment completes a segment: block addresses for files that have
 // none (running sum from the segment base) and aggregates that are absent.
-func (b *builder) finishSegment(d *dict) allocator.Segment {
+func (b *builder) finishSegment(d *dict) snapshot.Segment {
 	s := *d.seg
 	if d.blocks != nil {
 		s.Blocks = d.blocks.blocks
@@ -946,7 +948,7 @@ func (b *builder) finishSegment(d *dict) allocator.Segment {
 	var alloc, active, req int64
 	for i := range s.Blocks {
 		bl := &s.Blocks[i]
-		if bl.State == allocator.StateActiveAllocated {
+		if bl.State == snapshot.StateActiveAllocated {
 			alloc += bl.Size
 		}
 		if bl.State.Active() {
@@ -967,8 +969,11 @@ func (b *builder) finishSegment(d *dict) allocator.Segment {
 }
 
 // finish turns the pickle's top value into a snapshot and names its schema.
-func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
-	snap := &allocator.Snapshot{}
+func (b *builder) finish(top val) (*snapshot.Snapshot, string, error) {
+	snap := &snapshot.Snapshot{}
+	if b.table.Len() > 0 {
+		snap.Actions = b.table
+	}
 	schema := ""
 	top = top.asList()
 	switch top.k {
@@ -1001,7 +1006,7 @@ func (b *builder) finish(top val) (*allocator.Snapshot, string, error) {
 		}
 		if d.anns != nil {
 			// Present but empty stays non-nil, so export writes the key back.
-			snap.ExternalAnnotations = append([]allocator.Annotation{}, d.anns.anns...)
+			snap.ExternalAnnotations = append([]snapshot.Annotation{}, d.anns.anns...)
 		}
 		if d.settings != nil {
 			st, err := b.settings(d.settings)
@@ -1032,7 +1037,7 @@ const (
 // torch 2.0 layout; time_us and allocator_settings (torch_npu writes
 // neither); stream 0 (CUDA's default stream; torch_npu's streams are
 // aclrtStream handles); and last, weakly, non-zero streams alone.
-func (b *builder) schema(stacks []allocator.Stack) (string, string) {
+func (b *builder) schema(stacks []snapshot.Stack) (string, string) {
 	npu, cuda := frameEvidence(stacks)
 	switch {
 	case b.sawWorkspace:
@@ -1061,8 +1066,8 @@ func (b *builder) schema(stacks []allocator.Stack) (string, string) {
 
 // frameEvidence counts the distinct frames that lie inside torch_npu and
 // inside torch's CUDA code (Python files or C++ symbols).
-func frameEvidence(stacks []allocator.Stack) (npu, cuda int) {
-	seen := make(map[allocator.Frame]struct{})
+func frameEvidence(stacks []snapshot.Stack) (npu, cuda int) {
+	seen := make(map[snapshot.Frame]struct{})
 	for _, st := range stacks {
 		for _, f := range st {
 			if _, ok := seen[f]; ok {
@@ -1080,7 +1085,7 @@ func frameEvidence(stacks []allocator.Stack) (npu, cuda int) {
 	return npu, cuda
 }
 
-func isNPUFrame(f allocator.Frame) bool {
+func isNPUFrame(f snapshot.Frame) bool {
 	for _, m := range []string{"torch_npu", "c10_npu", "NPUCachingAllocator", "at_npu::", "aclrt"} {
 		if strings.Contains(f.Filename, m) || strings.Contains(f.Name, m) {
 			return true
@@ -1089,7 +1094,7 @@ func isNPUFrame(f allocator.Frame) bool {
 	return false
 }
 
-func isCUDAFrame(f allocator.Frame) bool {
+func isCUDAFrame(f snapshot.Frame) bool {
 	name := strings.ReplaceAll(f.Filename, "\\", "/")
 	for _, m := range []string{"torch/cuda/", "c10/cuda/", "libc10_cuda", "libtorch_cuda", "CUDACachingAllocator", "c10::cuda::", "cudaMalloc"} {
 		if strings.Contains(name, m) || strings.Contains(f.Name, m) {
@@ -1100,9 +1105,9 @@ func isCUDAFrame(f allocator.Frame) bool {
 }
 
 // settings converts the allocator_settings plain dict.
-func (b *builder) settings(d *dict) (*allocator.Settings, error) {
+func (b *builder) settings(d *dict) (*snapshot.Settings, error) {
 	b.sawSettings = true
-	st := &allocator.Settings{}
+	st := &snapshot.Settings{}
 	for _, p := range d.pend {
 		if p.k.k != kStr {
 			continue

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/safefile"
 )
 
@@ -18,7 +19,7 @@ type Capture struct {
 	// SchemaEvidence says what in the file decided Schema (torch_npu or
 	// PyTorch's CUDA allocator, and which layout).
 	SchemaEvidence string
-	Snapshot       *allocator.Snapshot
+	Snapshot       *snapshot.Snapshot
 }
 
 // Formats reported by Capture.Format.
@@ -116,7 +117,7 @@ func decodeFormat(r io.Reader, size int64, opts Options, stream bool) (*Capture,
 		}
 		switch {
 		case c == opProto || c == '{' || c == '[':
-			var snap *allocator.Snapshot
+			var snap *snapshot.Snapshot
 			var schema, format string
 			var err error
 			if c == opProto {

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"slices"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // SameModel reports whether two snapshots hold the same model. Stack ids
@@ -13,24 +13,24 @@ import (
 // writes segments before traces and may renumber them. Two snapshots are
 // the same when everything else is equal and every block, history record,
 // segment and trace entry names a stack with the same frames.
-func SameModel(a, b *allocator.Snapshot) bool {
+func SameModel(a, b *snapshot.Snapshot) bool {
 	return reflect.DeepEqual(canonical(a), canonical(b))
 }
 
 // canonical is a copy of s with stack ids renumbered in a fixed walk
 // order (segments, their blocks and histories, then traces) and the stack
 // table reordered to match.
-func canonical(s *allocator.Snapshot) *allocator.Snapshot {
-	out := &allocator.Snapshot{Settings: s.Settings, ExternalAnnotations: s.ExternalAnnotations, Stacks: []allocator.Stack{nil}}
-	ids := map[allocator.StackID]allocator.StackID{}
-	m := func(id allocator.StackID) allocator.StackID {
+func canonical(s *snapshot.Snapshot) *snapshot.Snapshot {
+	out := &snapshot.Snapshot{Settings: s.Settings, ExternalAnnotations: s.ExternalAnnotations, Stacks: []snapshot.Stack{nil}}
+	ids := map[snapshot.StackID]snapshot.StackID{}
+	m := func(id snapshot.StackID) snapshot.StackID {
 		st := s.Stack(id)
 		if len(st) == 0 {
-			return allocator.NoStack
+			return snapshot.NoStack
 		}
 		n, ok := ids[id]
 		if !ok {
-			n = allocator.StackID(len(out.Stacks))
+			n = snapshot.StackID(len(out.Stacks))
 			ids[id] = n
 			out.Stacks = append(out.Stacks, st)
 		}
@@ -51,7 +51,7 @@ func canonical(s *allocator.Snapshot) *allocator.Snapshot {
 		}
 	}
 	if s.DeviceTraces != nil {
-		out.DeviceTraces = make([][]allocator.TraceEntry, len(s.DeviceTraces))
+		out.DeviceTraces = make([][]snapshot.TraceEntry, len(s.DeviceTraces))
 	}
 	for d, tr := range s.DeviceTraces {
 		out.DeviceTraces[d] = slices.Clone(tr)

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Export writes a snapshot back out in the layouts torch reads: the torch
@@ -27,8 +27,8 @@ const (
 
 // WritePickle writes s as a protocol-4 pickle that Python's pickle module
 // and PyTorch's memory viewer load.
-func WritePickle(w io.Writer, s *allocator.Snapshot, schema ExportSchema) error {
-	p := &pickleEmitter{w: bufio.NewWriterSize(w, 1<<20), strs: map[string]uint32{}, stacks: map[allocator.StackID]uint32{}, snap: s}
+func WritePickle(w io.Writer, s *snapshot.Snapshot, schema ExportSchema) error {
+	p := &pickleEmitter{w: bufio.NewWriterSize(w, 1<<20), strs: map[string]uint32{}, stacks: map[snapshot.StackID]uint32{}, snap: s}
 	p.w.Write([]byte{opProto, 4})
 	writeSnapshot(p, s, schema)
 	p.w.WriteByte(opStop)
@@ -36,7 +36,7 @@ func WritePickle(w io.Writer, s *allocator.Snapshot, schema ExportSchema) error 
 }
 
 // WriteJSON writes s as JSON of the same shape (pool ids become 2-arrays).
-func WriteJSON(w io.Writer, s *allocator.Snapshot, schema ExportSchema) error {
+func WriteJSON(w io.Writer, s *snapshot.Snapshot, schema ExportSchema) error {
 	j := &jsonEmitter{w: bufio.NewWriterSize(w, 1<<20), snap: s, first: []bool{true}}
 	writeSnapshot(j, s, schema)
 	j.w.WriteByte('\n')
@@ -55,11 +55,11 @@ type emitter interface {
 	str(s string)
 	boolean(b bool)
 	float(f float64)
-	pair(p allocator.PoolID)
-	stack(id allocator.StackID)
+	pair(p snapshot.PoolID)
+	stack(id snapshot.StackID)
 }
 
-func writeSnapshot(e emitter, s *allocator.Snapshot, schema ExportSchema) {
+func writeSnapshot(e emitter, s *snapshot.Snapshot, schema ExportSchema) {
 	if schema == ExportList113 {
 		e.beginList()
 		for i := range s.Segments {
@@ -80,7 +80,7 @@ func writeSnapshot(e emitter, s *allocator.Snapshot, schema ExportSchema) {
 	for _, tr := range s.DeviceTraces {
 		e.beginList()
 		for i := range tr {
-			writeEntry(e, &tr[i])
+			writeEntry(e, &tr[i], s.Actions)
 		}
 		e.endList()
 	}
@@ -109,7 +109,7 @@ func writeSnapshot(e emitter, s *allocator.Snapshot, schema ExportSchema) {
 	e.endDict()
 }
 
-func writeSegment(e emitter, s *allocator.Segment) {
+func writeSegment(e emitter, s *snapshot.Segment) {
 	e.beginDict()
 	e.key("device")
 	e.int(int64(s.Device))
@@ -161,7 +161,7 @@ func writeSegment(e emitter, s *allocator.Segment) {
 }
 
 // writeFrames writes a stack's frame dicts, the items of its list.
-func writeFrames(e emitter, fs []allocator.Frame) {
+func writeFrames(e emitter, fs []snapshot.Frame) {
 	for _, f := range fs {
 		e.beginDict()
 		e.key("filename")
@@ -174,7 +174,7 @@ func writeFrames(e emitter, fs []allocator.Frame) {
 	}
 }
 
-func writeHistory(e emitter, hs []allocator.BlockHistory) {
+func writeHistory(e emitter, hs []snapshot.BlockHistory) {
 	e.beginList()
 	for _, h := range hs {
 		e.beginDict()
@@ -192,7 +192,7 @@ func writeHistory(e emitter, hs []allocator.BlockHistory) {
 // writeSegment113 writes the keys torch 1.13's _memory_viz reads: blocks
 // carry size, state and a history whose first record is the live
 // allocation (real_size = requested bytes).
-func writeSegment113(e emitter, s *allocator.Segment) {
+func writeSegment113(e emitter, s *snapshot.Segment) {
 	e.beginDict()
 	e.key("device")
 	e.int(int64(s.Device))
@@ -223,7 +223,7 @@ func writeSegment113(e emitter, s *allocator.Segment) {
 			writeHistory(e, b.History)
 		case b.State.Active():
 			e.key("history")
-			writeHistory(e, []allocator.BlockHistory{{Addr: b.Address, RealSize: b.RequestedSize, Frames: b.Frames}})
+			writeHistory(e, []snapshot.BlockHistory{{Addr: b.Address, RealSize: b.RequestedSize, Frames: b.Frames}})
 		}
 		e.endDict()
 	}
@@ -231,11 +231,11 @@ func writeSegment113(e emitter, s *allocator.Segment) {
 	e.endDict()
 }
 
-func writeEntry(e emitter, t *allocator.TraceEntry) {
+func writeEntry(e emitter, t *snapshot.TraceEntry, actions *snapshot.ActionTable) {
 	e.beginDict()
 	e.key("action")
-	e.str(t.Action.String())
-	if t.Action == allocator.ActionOOM {
+	e.str(actions.Name(t.Action))
+	if t.Action == snapshot.ActionOOM {
 		e.key("device_free")
 		e.int(t.DeviceFree)
 	} else {
@@ -267,7 +267,7 @@ func writeEntry(e emitter, t *allocator.TraceEntry) {
 	e.endDict()
 }
 
-func writeSettings(e emitter, st *allocator.Settings) {
+func writeSettings(e emitter, st *snapshot.Settings) {
 	e.beginDict()
 	conf := st.ConfKey
 	if conf == "" {
@@ -310,10 +310,10 @@ func writeSettings(e emitter, st *allocator.Settings) {
 // memoized, so shared stacks are written once as the producer does.
 type pickleEmitter struct {
 	w      *bufio.Writer
-	snap   *allocator.Snapshot
+	snap   *snapshot.Snapshot
 	memo   uint32
 	strs   map[string]uint32
-	stacks map[allocator.StackID]uint32
+	stacks map[snapshot.StackID]uint32
 	lists  []int // items written in each open list's current batch, -1 for dicts
 	num    [9]byte
 }
@@ -447,15 +447,15 @@ func (p *pickleEmitter) float(f float64) {
 	p.w.Write(p.num[:9])
 }
 
-func (p *pickleEmitter) pair(v allocator.PoolID) {
+func (p *pickleEmitter) pair(v snapshot.PoolID) {
 	p.item()
 	p.rawInt(v[0])
 	p.rawInt(v[1])
 	p.w.WriteByte(opTuple2)
 }
 
-func (p *pickleEmitter) stack(id allocator.StackID) {
-	if i, ok := p.stacks[id]; ok && id != allocator.NoStack {
+func (p *pickleEmitter) stack(id snapshot.StackID) {
+	if i, ok := p.stacks[id]; ok && id != snapshot.NoStack {
 		p.item()
 		p.get(i)
 		return
@@ -474,7 +474,7 @@ func (p *pickleEmitter) stack(id allocator.StackID) {
 // jsonEmitter writes compact JSON.
 type jsonEmitter struct {
 	w     *bufio.Writer
-	snap  *allocator.Snapshot
+	snap  *snapshot.Snapshot
 	first []bool // per open container: no item written yet
 	isKey bool   // the next value follows a key
 	buf   []byte
@@ -482,7 +482,7 @@ type jsonEmitter struct {
 	// dry run (JSONSize): cw counts the bytes; each stack is rendered once
 	// and later references only add its size.
 	cw    *countWriter
-	sizes map[allocator.StackID]int64
+	sizes map[snapshot.StackID]int64
 }
 
 // JSONSize is the exact size in bytes of WriteJSON's output for s, found
@@ -490,9 +490,9 @@ type jsonEmitter struct {
 // has no references, so a stack shared by many blocks and entries (a pickle
 // memoizes it) is written out at each one; a small pickle can expand to a
 // JSON many times its size, which callers check here first.
-func JSONSize(s *allocator.Snapshot, schema ExportSchema) int64 {
+func JSONSize(s *snapshot.Snapshot, schema ExportSchema) int64 {
 	cw := &countWriter{}
-	j := &jsonEmitter{w: bufio.NewWriterSize(cw, 1<<16), snap: s, first: []bool{true}, cw: cw, sizes: map[allocator.StackID]int64{}}
+	j := &jsonEmitter{w: bufio.NewWriterSize(cw, 1<<16), snap: s, first: []bool{true}, cw: cw, sizes: map[snapshot.StackID]int64{}}
 	writeSnapshot(j, s, schema)
 	j.w.WriteByte('\n')
 	j.w.Flush()
@@ -562,13 +562,13 @@ func (j *jsonEmitter) float(f float64) {
 	}
 	j.w.Write(j.buf)
 }
-func (j *jsonEmitter) pair(p allocator.PoolID) {
+func (j *jsonEmitter) pair(p snapshot.PoolID) {
 	j.beginList()
 	j.int(p[0])
 	j.int(p[1])
 	j.endList()
 }
-func (j *jsonEmitter) stack(id allocator.StackID) {
+func (j *jsonEmitter) stack(id snapshot.StackID) {
 	if j.sizes != nil {
 		if n, ok := j.sizes[id]; ok {
 			j.sep()

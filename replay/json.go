@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // JSON snapshots (the same shape, as PyTorch's viewer accepts) are streamed
@@ -36,14 +36,14 @@ type jsonLevel struct {
 	ints []val
 }
 
-func decodeJSON(in *byteReader, b *builder) (*allocator.Snapshot, string, error) {
+func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
 	start := in.offset()
 	dec := json.NewDecoder(in)
 	dec.UseNumber()
 	var stack []*jsonLevel
 	var top val
 	done := false
-	fail := func(err error) (*allocator.Snapshot, string, error) {
+	fail := func(err error) (*snapshot.Snapshot, string, error) {
 		return nil, "", &offsetError{off: start + dec.InputOffset(), err: err}
 	}
 	// add places a finished value into the innermost container.

@@ -6,7 +6,7 @@ import (
 	"math"
 	"unicode/utf8"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // This file is the pickle virtual machine: a purpose-built, non-executing
@@ -127,7 +127,7 @@ func (v val) asList() val {
 	if v.k != kStack {
 		return v
 	}
-	return val{k: kList, l: &list{kind: lFrames, interned: true, stack: allocator.StackID(v.n)}}
+	return val{k: kList, l: &list{kind: lFrames, interned: true, stack: snapshot.StackID(v.n)}}
 }
 
 func (v val) int64() (int64, bool) {
@@ -713,7 +713,7 @@ func tupleOf(items []val) val {
 }
 
 // decodePickle decodes a whole pickle stream into a snapshot.
-func decodePickle(in *byteReader, b *builder) (*allocator.Snapshot, string, error) {
+func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
 	d := &decoder{in: in, b: b}
 	d.b.memo = &d.memo
 	top, err := d.run()

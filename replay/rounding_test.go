@@ -3,7 +3,7 @@ package replay
 import (
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -11,19 +11,19 @@ import (
 // with torch_npu's 32-byte pad for a torch_npu dump and the file's
 // roundup_power2_divisions.
 func TestSizeRounder(t *testing.T) {
-	div := &allocator.Settings{RoundupPower2Divisions: map[int64]int64{1: 4}}
+	div := &snapshot.Settings{RoundupPower2Divisions: map[int64]int64{1: 4}}
 	for _, tc := range []struct {
 		name     string
-		snap     *allocator.Snapshot
+		snap     *snapshot.Snapshot
 		req, out int64
 	}{
-		{"cuda minimum", &allocator.Snapshot{}, 4, 512},
-		{"cuda 512 multiple", &allocator.Snapshot{}, 1000, 1024},
-		{"cuda exact", &allocator.Snapshot{}, 2 << 20, 2 << 20},
-		{"npu pad", &allocator.Snapshot{TorchNPU: true}, 2<<20 - 32, 2 << 20},
-		{"npu pad crosses", &allocator.Snapshot{TorchNPU: true}, 2 << 20, 2<<20 + 512},
-		{"power2 divisions", &allocator.Snapshot{Settings: div}, 1_500_000, 1_572_864},
-		{"no divisions", &allocator.Snapshot{}, 1_500_000, 1_500_160},
+		{"cuda minimum", &snapshot.Snapshot{}, 4, 512},
+		{"cuda 512 multiple", &snapshot.Snapshot{}, 1000, 1024},
+		{"cuda exact", &snapshot.Snapshot{}, 2 << 20, 2 << 20},
+		{"npu pad", &snapshot.Snapshot{TorchNPU: true}, 2<<20 - 32, 2 << 20},
+		{"npu pad crosses", &snapshot.Snapshot{TorchNPU: true}, 2 << 20, 2<<20 + 512},
+		{"power2 divisions", &snapshot.Snapshot{Settings: div}, 1_500_000, 1_572_864},
+		{"no divisions", &snapshot.Snapshot{}, 1_500_000, 1_500_160},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := SizeRounder(tc.snap)(tc.req); got != tc.out {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Stats is the summary `npumon stats` prints; its JSON form is the
@@ -103,8 +103,8 @@ func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 	return out, nil
 }
 
-func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *DeviceStats {
-	var entries []allocator.TraceEntry
+func deviceStats(s *snapshot.Snapshot, dev int, hasTime bool, atIndex *int) *DeviceStats {
+	var entries []snapshot.TraceEntry
 	if dev < len(s.DeviceTraces) {
 		entries = s.DeviceTraces[dev]
 	}
@@ -113,7 +113,7 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *De
 		acc.add(&entries[i])
 	}
 	final := deviceSegments(s, dev)
-	ds := acc.stats(dev, final, hasTime)
+	ds := acc.stats(dev, final, hasTime, s.Actions)
 	if atIndex != nil {
 		t := timelineOf(dev, entries, final, acc, SizeRounder(s)) // acc's fold serves it too
 		i := min(*atIndex, len(entries)-1)
@@ -130,8 +130,8 @@ func deviceStats(s *allocator.Snapshot, dev int, hasTime bool, atIndex *int) *De
 }
 
 // deviceSegments returns the device's final segments (shared, read-only).
-func deviceSegments(s *allocator.Snapshot, dev int) []allocator.Segment {
-	var out []allocator.Segment
+func deviceSegments(s *snapshot.Snapshot, dev int) []snapshot.Segment {
+	var out []snapshot.Segment
 	for i := range s.Segments {
 		if s.Segments[i].Device == dev {
 			out = append(out, s.Segments[i])
@@ -161,11 +161,11 @@ func newTraceAcc() *traceAcc {
 	return &traceAcc{peakIndex: -1}
 }
 
-func (a *traceAcc) add(e *allocator.TraceEntry) {
+func (a *traceAcc) add(e *snapshot.TraceEntry) {
 	a.counts[e.Action]++
 	if e.Action.IsAllocFamily() {
 		if a.seen.add(e.Addr) {
-			if e.Action != allocator.ActionAlloc {
+			if e.Action != snapshot.ActionAlloc {
 				a.firstFreed = append(a.firstFreed, StartAlloc{*entryBlock(e, freedState(e.Action)), e.Stream})
 			}
 		}
@@ -190,7 +190,7 @@ type StartAlloc struct {
 	// Block is the allocation as the trace's first entry naming it
 	// describes it (rule (a): its size as both sizes, pending when that
 	// entry is free_completed) or the final block itself (rule (b)).
-	Block  allocator.Block
+	Block  snapshot.Block
 	Stream uint64 // that entry's stream (a), the block's segment's (b)
 }
 
@@ -199,18 +199,18 @@ func (a *StartAlloc) Size() int64 { return LiveSize(&a.Block) }
 
 // freedState is the state of a block whose first alloc-family entry is
 // the free action a: still pending when that entry completes the free.
-func freedState(a allocator.Action) allocator.BlockState {
-	if a == allocator.ActionFreeCompleted {
-		return allocator.StateActivePendingFree
+func freedState(a snapshot.Action) snapshot.BlockState {
+	if a == snapshot.ActionFreeCompleted {
+		return snapshot.StateActivePendingFree
 	}
-	return allocator.StateActiveAllocated
+	return snapshot.StateActiveAllocated
 }
 
 // liveAtStart is the one place timeline rules (a) and (b) are applied: the
 // allocations live before the first entry, in address order — (a) every
 // address whose first alloc-family entry frees it, (b) every active final
 // block the trace never names. The slice is the caller's.
-func (a *traceAcc) liveAtStart(final []allocator.Segment, round func(int64) int64) []StartAlloc {
+func (a *traceAcc) liveAtStart(final []snapshot.Segment, round func(int64) int64) []StartAlloc {
 	live := slices.Clone(a.firstFreed)
 	for i := range live { // (a): the trace knows the requested size only
 		live[i].Block.Size = round(live[i].Block.RequestedSize)
@@ -231,7 +231,7 @@ func (a *traceAcc) liveAtStart(final []allocator.Segment, round func(int64) int6
 }
 
 // activeAtStart is the active series' start value: Σ liveAtStart.
-func (a *traceAcc) activeAtStart(final []allocator.Segment) int64 {
+func (a *traceAcc) activeAtStart(final []snapshot.Segment) int64 {
 	return sumLive(a.liveAtStart(final, func(n int64) int64 { return n }))
 }
 
@@ -244,7 +244,7 @@ func sumLive(live []StartAlloc) int64 {
 }
 
 // stats completes the figures with the device's final segments.
-func (a *traceAcc) stats(dev int, final []allocator.Segment, hasTime bool) *DeviceStats {
+func (a *traceAcc) stats(dev int, final []snapshot.Segment, hasTime bool, actions *snapshot.ActionTable) *DeviceStats {
 	ds := &DeviceStats{Device: dev, Actions: map[string]int{}, TraceEntries: a.n}
 	segmentFigures(ds, final)
 	ds.ActiveBytesAtStart = a.activeAtStart(final)
@@ -255,10 +255,10 @@ func (a *traceAcc) stats(dev int, final []allocator.Segment, hasTime bool) *Devi
 	ds.PeakReservedBytes = ds.ReservedBytesAtStart + a.peakReserved
 	for act, n := range a.counts {
 		if n > 0 {
-			ds.Actions[allocator.Action(act).String()] += n
+			ds.Actions[actions.Name(snapshot.Action(act))] += n
 		}
 	}
-	ds.OOMEvents = a.counts[allocator.ActionOOM]
+	ds.OOMEvents = a.counts[snapshot.ActionOOM]
 	if hasTime {
 		if a.firstTime != 0 {
 			ds.FirstTimeUS, ds.LastTimeUS = ptr(a.firstTime), ptr(a.lastTime)
@@ -301,14 +301,14 @@ func StatsFile(path string, opts StatsOptions) (*Stats, error) {
 		if dev < len(accs) && accs[dev] != nil {
 			a = accs[dev]
 		}
-		out.Devices = append(out.Devices, *a.stats(dev, deviceSegments(s, dev), hasTime))
+		out.Devices = append(out.Devices, *a.stats(dev, deviceSegments(s, dev), hasTime, s.Actions))
 	}
 	return out, nil
 }
 
 // streamDevices is Snapshot.Devices for a streamed decode, whose traces
 // are counted in accumulators instead of kept.
-func streamDevices(s *allocator.Snapshot, accs []*traceAcc) []int {
+func streamDevices(s *snapshot.Snapshot, accs []*traceAcc) []int {
 	n := len(accs)
 	for i := range s.Segments {
 		n = max(n, s.Segments[i].Device+1)
@@ -339,7 +339,7 @@ func selectDevices(devices []int, want *int) ([]int, error) {
 }
 
 // segmentFigures fills the segment-derived figures from a segment list.
-func segmentFigures(ds *DeviceStats, segs []allocator.Segment) {
+func segmentFigures(ds *DeviceStats, segs []snapshot.Segment) {
 	ds.Segments = len(segs)
 	ds.Blocks, ds.LiveBlocks = 0, 0
 	ds.ReservedBytes, ds.AllocatedBytes, ds.RequestedBytes, ds.InactiveBytes, ds.LargestFreeBlockBytes = 0, 0, 0, 0, 0
@@ -349,13 +349,13 @@ func segmentFigures(ds *DeviceStats, segs []allocator.Segment) {
 		for j := range segs[i].Blocks {
 			b := &segs[i].Blocks[j]
 			switch b.State {
-			case allocator.StateActiveAllocated:
+			case snapshot.StateActiveAllocated:
 				ds.AllocatedBytes += b.Size
 				ds.RequestedBytes += b.RequestedSize
 				ds.LiveBlocks++
-			case allocator.StateActivePendingFree:
+			case snapshot.StateActivePendingFree:
 				ds.LiveBlocks++
-			case allocator.StateInactive:
+			case snapshot.StateInactive:
 				ds.InactiveBytes += b.Size
 				ds.LargestFreeBlockBytes = max(ds.LargestFreeBlockBytes, b.Size)
 			}

@@ -4,24 +4,25 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // Timeline is one device's trace read per docs/timeline.md.
 type Timeline struct {
 	Device  int
-	Entries []allocator.TraceEntry // the device trace, read-only, shared with the snapshot
+	Entries []snapshot.TraceEntry // the device trace, read-only, shared with the snapshot
 	// Initial is the state before entry 0: the device's segments with their
 	// blocks (active_allocated / active_pending_free / inactive tiling each
 	// segment), reconstructed from the final state by undoing every entry
 	// (docs/reference/snapshot-format.md §6.5).
-	Initial         []allocator.Segment
+	Initial         []snapshot.Segment
 	ActiveAtStart   int64 // Σ initially-active sizes (timeline rules (a)+(b))
 	ReservedAtStart int64
 
-	final []allocator.Segment // the device's final segments, shared with the snapshot
-	start []StartAlloc        // live allocations before entry 0 (traceAcc.liveAtStart)
-	round func(int64) int64   // block size of a request (SizeRounder)
+	final []snapshot.Segment // the device's final segments, shared with the snapshot
+	start []StartAlloc       // live allocations before entry 0 (traceAcc.liveAtStart)
+	round func(int64) int64  // block size of a request (SizeRounder)
 }
 
 // SizeRounder returns the block size the snapshot's allocator gives a
@@ -29,16 +30,16 @@ type Timeline struct {
 // torch_npu dump, the 32-byte pad. Blocks the trace re-creates (it records
 // requested sizes only) get this size; it is exact unless the allocator
 // left a free block unsplit (docs/timeline.md).
-func SizeRounder(s *allocator.Snapshot) func(int64) int64 {
-	f := allocator.FlavourCUDA
+func SizeRounder(s *snapshot.Snapshot) func(int64) int64 {
+	f := config.FlavourCUDA
 	if s != nil && s.TorchNPU {
-		f = allocator.FlavourNPU
+		f = config.FlavourNPU
 	}
-	var st *allocator.Settings
+	var st *snapshot.Settings
 	if s != nil {
 		st = s.Settings
 	}
-	cfg := allocator.ConfigFromSettings(st, f)
+	cfg := config.ConfigFromSettings(st, f)
 	return func(n int64) int64 {
 		if n <= 0 {
 			return n
@@ -53,23 +54,23 @@ func (t *Timeline) Round(n int64) int64 { return t.round(n) }
 
 // NewTimeline reads device's trace and final segments out of s. It fails only
 // for a device the snapshot does not mention.
-func NewTimeline(s *allocator.Snapshot, device int) (*Timeline, error) {
+func NewTimeline(s *snapshot.Snapshot, device int) (*Timeline, error) {
 	return newTimeline(s, device, true)
 }
 
 // NewTimelineWithoutInitial is NewTimeline leaving Initial nil, for callers
 // that need only the entries and the series' start values: it skips the
 // O(n) undo walk Initial takes.
-func NewTimelineWithoutInitial(s *allocator.Snapshot, device int) (*Timeline, error) {
+func NewTimelineWithoutInitial(s *snapshot.Snapshot, device int) (*Timeline, error) {
 	return newTimeline(s, device, false)
 }
 
 // newTimeline builds a Timeline; Initial (an O(n) undo walk) only when asked.
-func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline, error) {
+func newTimeline(s *snapshot.Snapshot, device int, withInitial bool) (*Timeline, error) {
 	if s == nil {
 		return nil, fmt.Errorf("timeline: no snapshot")
 	}
-	var entries []allocator.TraceEntry
+	var entries []snapshot.TraceEntry
 	if device >= 0 && device < len(s.DeviceTraces) {
 		entries = s.DeviceTraces[device]
 	}
@@ -91,7 +92,7 @@ func newTimeline(s *allocator.Snapshot, device int, withInitial bool) (*Timeline
 }
 
 // timelineOf is the Timeline (without Initial) of a trace acc has folded.
-func timelineOf(device int, entries []allocator.TraceEntry, final []allocator.Segment, acc *traceAcc, round func(int64) int64) *Timeline {
+func timelineOf(device int, entries []snapshot.TraceEntry, final []snapshot.Segment, acc *traceAcc, round func(int64) int64) *Timeline {
 	t := &Timeline{Device: device, Entries: entries, final: final, start: acc.liveAtStart(final, round), round: round}
 	var reserved int64
 	for i := range final {
@@ -109,7 +110,7 @@ func (t *Timeline) Start() []StartAlloc { return t.start }
 // LiveSize is the size a live final-state block counts for in the active
 // series: its requested size, else its first history record's real size,
 // else its block size.
-func LiveSize(b *allocator.Block) int64 {
+func LiveSize(b *snapshot.Block) int64 {
 	if b.RequestedSize > 0 {
 		return b.RequestedSize
 	}
@@ -121,11 +122,11 @@ func LiveSize(b *allocator.Block) int64 {
 
 // ActiveDelta is the change entry e makes to the active series: +size at
 // alloc, −size at free_completed and legacy free, 0 otherwise.
-func ActiveDelta(e *allocator.TraceEntry) int64 {
+func ActiveDelta(e *snapshot.TraceEntry) int64 {
 	switch e.Action {
-	case allocator.ActionAlloc:
+	case snapshot.ActionAlloc:
 		return e.Size
-	case allocator.ActionFreeCompleted, allocator.ActionFree:
+	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 		return -e.Size
 	}
 	return 0
@@ -133,11 +134,11 @@ func ActiveDelta(e *allocator.TraceEntry) int64 {
 
 // ReservedDelta is the change entry e makes to the reserved series: +size
 // at segment_alloc / segment_map, −size at segment_free / segment_unmap.
-func ReservedDelta(e *allocator.TraceEntry) int64 {
+func ReservedDelta(e *snapshot.TraceEntry) int64 {
 	switch e.Action {
-	case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+	case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 		return e.Size
-	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+	case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 		return -e.Size
 	}
 	return 0
@@ -167,9 +168,9 @@ func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
 	for j := 0; j <= i; j++ {
 		e := &t.Entries[j]
 		switch e.Action {
-		case allocator.ActionAlloc:
+		case snapshot.ActionAlloc:
 			live[e.Addr] += e.Size
-		case allocator.ActionFreeCompleted, allocator.ActionFree:
+		case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			if v := live[e.Addr] - e.Size; v != 0 {
 				live[e.Addr] = v
 			} else {
@@ -187,7 +188,7 @@ func (t *Timeline) LiveAfter(i int) (count int, bytes int64) {
 // (i = -1: Initial), by undoing later entries from the final state. O(n) —
 // for stats --at-index and as the oracle in tests. The result is a fresh
 // copy the caller owns.
-func (t *Timeline) StateAfter(i int) []allocator.Segment {
+func (t *Timeline) StateAfter(i int) []snapshot.Segment {
 	segs, _ := t.StateAfterEstimated(i)
 	return segs
 }
@@ -195,7 +196,7 @@ func (t *Timeline) StateAfter(i int) []allocator.Segment {
 // StateAfterEstimated is StateAfter plus the number of live blocks in the
 // segments whose size is round_size of the requested size (the trace
 // re-created them) rather than a block size the file records.
-func (t *Timeline) StateAfterEstimated(i int) ([]allocator.Segment, int) {
+func (t *Timeline) StateAfterEstimated(i int) ([]snapshot.Segment, int) {
 	if i < -1 {
 		i = -1
 	}
@@ -210,7 +211,7 @@ func (t *Timeline) StateAfterEstimated(i int) ([]allocator.Segment, int) {
 // address and live (active) blocks by address. Inactive blocks are not kept;
 // they are the gaps, re-tiled by materialize.
 type undoState struct {
-	segs   map[uint64]*allocator.Segment
+	segs   map[uint64]*snapshot.Segment
 	blocks map[uint64]*undoBlock
 	round  func(int64) int64
 }
@@ -218,13 +219,13 @@ type undoState struct {
 // undoBlock is a live block of the backwards walk; est marks one re-created
 // from an entry (its size round(requested), not a recorded size).
 type undoBlock struct {
-	allocator.Block
+	snapshot.Block
 	est bool
 }
 
-func newUndoState(final []allocator.Segment, round func(int64) int64) *undoState {
+func newUndoState(final []snapshot.Segment, round func(int64) int64) *undoState {
 	st := &undoState{
-		segs:   make(map[uint64]*allocator.Segment, len(final)),
+		segs:   make(map[uint64]*snapshot.Segment, len(final)),
 		blocks: make(map[uint64]*undoBlock),
 		round:  round,
 	}
@@ -248,47 +249,47 @@ const smallSegmentMax = 2 << 20
 // undo reverts one entry (docs/reference/snapshot-format.md §6.5). Entries that
 // do not fit the state (a free of an address with no segment, an unmap of
 // nothing) are applied as far as they can be and never fail.
-func (st *undoState) undo(e *allocator.TraceEntry, device int) {
+func (st *undoState) undo(e *snapshot.TraceEntry, device int) {
 	switch e.Action {
-	case allocator.ActionAlloc:
+	case snapshot.ActionAlloc:
 		delete(st.blocks, e.Addr)
-	case allocator.ActionFreeCompleted:
-		st.recreate(e, allocator.StateActivePendingFree)
-	case allocator.ActionFreeRequested:
+	case snapshot.ActionFreeCompleted:
+		st.recreate(e, snapshot.StateActivePendingFree)
+	case snapshot.ActionFreeRequested:
 		if b, ok := st.blocks[e.Addr]; ok {
-			b.State = allocator.StateActiveAllocated
+			b.State = snapshot.StateActiveAllocated
 		} else {
-			st.recreate(e, allocator.StateActiveAllocated)
+			st.recreate(e, snapshot.StateActiveAllocated)
 		}
-	case allocator.ActionFree:
-		st.recreate(e, allocator.StateActiveAllocated)
-	case allocator.ActionSegmentAlloc:
+	case snapshot.ActionFree:
+		st.recreate(e, snapshot.StateActiveAllocated)
+	case snapshot.ActionSegmentAlloc:
 		delete(st.segs, e.Addr)
-	case allocator.ActionSegmentFree:
+	case snapshot.ActionSegmentFree:
 		st.segs[e.Addr] = st.newSegment(e, device, false)
-	case allocator.ActionSegmentMap:
+	case snapshot.ActionSegmentMap:
 		st.cut(e.Addr, e.Size)
-	case allocator.ActionSegmentUnmap:
+	case snapshot.ActionSegmentUnmap:
 		st.remap(e, device)
 	}
 }
 
 // recreate puts back the live block a free entry describes, its size
 // round(requested).
-func (st *undoState) recreate(e *allocator.TraceEntry, state allocator.BlockState) {
-	st.blocks[e.Addr] = &undoBlock{Block: allocator.Block{Address: e.Addr, Size: st.round(e.Size), RequestedSize: e.Size,
+func (st *undoState) recreate(e *snapshot.TraceEntry, state snapshot.BlockState) {
+	st.blocks[e.Addr] = &undoBlock{Block: snapshot.Block{Address: e.Addr, Size: st.round(e.Size), RequestedSize: e.Size,
 		State: state, Frames: e.Frames}, est: true}
 }
 
 // entryBlock is the live block a free entry describes, re-created in state
 // with the requested size as both sizes (callers that know the rounding
 // replace Size).
-func entryBlock(e *allocator.TraceEntry, state allocator.BlockState) *allocator.Block {
-	return &allocator.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size, State: state, Frames: e.Frames}
+func entryBlock(e *snapshot.TraceEntry, state snapshot.BlockState) *snapshot.Block {
+	return &snapshot.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size, State: state, Frames: e.Frames}
 }
 
-func (st *undoState) newSegment(e *allocator.TraceEntry, device int, expandable bool) *allocator.Segment {
-	return &allocator.Segment{
+func (st *undoState) newSegment(e *snapshot.TraceEntry, device int, expandable bool) *snapshot.Segment {
+	return &snapshot.Segment{
 		Device: device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream,
 		IsLarge: e.Size > smallSegmentMax, PoolID: e.PoolID, HasPoolID: e.HasPoolID,
 		IsExpandable: expandable, Frames: e.Frames,
@@ -327,7 +328,7 @@ func (st *undoState) cut(addr uint64, size int64) {
 
 // remap re-inserts an unmapped range as an expandable segment, merged with
 // adjacent segments on the same stream.
-func (st *undoState) remap(e *allocator.TraceEntry, device int) {
+func (st *undoState) remap(e *snapshot.TraceEntry, device int) {
 	s := st.newSegment(e, device, true)
 	for base, n := range st.segs {
 		if n.Stream == s.Stream && n.End() == s.Address {
@@ -348,9 +349,9 @@ func (st *undoState) remap(e *allocator.TraceEntry, device int) {
 // live blocks and inactive blocks filling the gaps. Live blocks outside
 // every segment are dropped. It also returns how many of the placed live
 // blocks were re-created from an entry (sizes round(requested)).
-func (st *undoState) materialize() ([]allocator.Segment, int) {
+func (st *undoState) materialize() ([]snapshot.Segment, int) {
 	est := 0
-	segs := make([]allocator.Segment, 0, len(st.segs))
+	segs := make([]snapshot.Segment, 0, len(st.segs))
 	for _, s := range st.segs {
 		segs = append(segs, *s)
 	}
@@ -376,12 +377,12 @@ func (st *undoState) materialize() ([]allocator.Segment, int) {
 			}
 			bi++
 			if b.Address > cur {
-				s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(b.Address - cur)})
+				s.Blocks = append(s.Blocks, snapshot.Block{Address: cur, Size: int64(b.Address - cur)})
 			}
 			s.Blocks = append(s.Blocks, b)
 			s.ActiveSize += b.Size
 			s.RequestedSize += b.RequestedSize
-			if b.State == allocator.StateActiveAllocated {
+			if b.State == snapshot.StateActiveAllocated {
 				s.AllocatedSize += b.Size
 			}
 			if bEnd := b.Address + uint64(b.Size); bEnd > cur {
@@ -389,7 +390,7 @@ func (st *undoState) materialize() ([]allocator.Segment, int) {
 			}
 		}
 		if cur < end {
-			s.Blocks = append(s.Blocks, allocator.Block{Address: cur, Size: int64(end - cur)})
+			s.Blocks = append(s.Blocks, snapshot.Block{Address: cur, Size: int64(end - cur)})
 		}
 	}
 	return segs, est
@@ -398,22 +399,22 @@ func (st *undoState) materialize() ([]allocator.Segment, int) {
 // BlockFrames is the stack a block was allocated from: its frames (torch
 // 2.1+, torch_npu), else the frames of its first history record (torch
 // 1.13 / 2.0 files, as PyTorch's viewer reads them).
-func BlockFrames(b *allocator.Block) allocator.StackID {
-	if b.Frames != allocator.NoStack {
+func BlockFrames(b *snapshot.Block) snapshot.StackID {
+	if b.Frames != snapshot.NoStack {
 		return b.Frames
 	}
 	for _, h := range b.History {
-		if h.Frames != allocator.NoStack {
+		if h.Frames != snapshot.NoStack {
 			return h.Frames
 		}
 	}
-	return allocator.NoStack
+	return snapshot.NoStack
 }
 
 // StatesAfter is StateAfter for several entries in one backward walk:
 // out[k] is the state right after entry idx[k]. idx must be ascending.
-func (t *Timeline) StatesAfter(idx []int) [][]allocator.Segment {
-	out := make([][]allocator.Segment, len(idx))
+func (t *Timeline) StatesAfter(idx []int) [][]snapshot.Segment {
+	out := make([][]snapshot.Segment, len(idx))
 	st := newUndoState(t.final, t.round)
 	j := len(t.Entries) - 1
 	for k := len(idx) - 1; k >= 0; k-- {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -18,34 +18,34 @@ import (
 //	segment B 0x20000 (4 KiB) is allocated in the trace; a block is allocated
 //	in it, and another is allocated and freed.
 //	segment C 0x30000 (2 KiB) is freed in the trace.
-func timelineSnapshot() *allocator.Snapshot {
-	e := func(a allocator.Action, addr uint64, size int64) allocator.TraceEntry {
-		return allocator.TraceEntry{Action: a, Addr: addr, Size: size, Stream: 7}
+func timelineSnapshot() *snapshot.Snapshot {
+	e := func(a snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size, Stream: 7}
 	}
-	return &allocator.Snapshot{
-		Segments: []allocator.Segment{
-			{Device: 0, Address: 0x10000, TotalSize: 8192, Stream: 7, IsLarge: true, Blocks: []allocator.Block{
-				{Address: 0x10000, Size: 1024, RequestedSize: 1000, State: allocator.StateActiveAllocated},
-				{Address: 0x10400, Size: 7168, State: allocator.StateInactive},
+	return &snapshot.Snapshot{
+		Segments: []snapshot.Segment{
+			{Device: 0, Address: 0x10000, TotalSize: 8192, Stream: 7, IsLarge: true, Blocks: []snapshot.Block{
+				{Address: 0x10000, Size: 1024, RequestedSize: 1000, State: snapshot.StateActiveAllocated},
+				{Address: 0x10400, Size: 7168, State: snapshot.StateInactive},
 			}},
-			{Device: 0, Address: 0x20000, TotalSize: 4096, Stream: 7, Blocks: []allocator.Block{
-				{Address: 0x20000, Size: 512, RequestedSize: 500, State: allocator.StateActiveAllocated},
-				{Address: 0x20200, Size: 3584, State: allocator.StateInactive},
+			{Device: 0, Address: 0x20000, TotalSize: 4096, Stream: 7, Blocks: []snapshot.Block{
+				{Address: 0x20000, Size: 512, RequestedSize: 500, State: snapshot.StateActiveAllocated},
+				{Address: 0x20200, Size: 3584, State: snapshot.StateInactive},
 			}},
-			{Device: 1, Address: 0x90000, TotalSize: 4096, Blocks: []allocator.Block{
-				{Address: 0x90000, Size: 4096, State: allocator.StateInactive},
+			{Device: 1, Address: 0x90000, TotalSize: 4096, Blocks: []snapshot.Block{
+				{Address: 0x90000, Size: 4096, State: snapshot.StateInactive},
 			}},
 		},
-		DeviceTraces: [][]allocator.TraceEntry{{
-			e(allocator.ActionFreeRequested, 0x10800, 300), // 0
-			e(allocator.ActionFreeCompleted, 0x10800, 300), // 1
-			e(allocator.ActionSegmentAlloc, 0x20000, 4096), // 2
-			e(allocator.ActionAlloc, 0x20000, 500),         // 3
-			e(allocator.ActionAlloc, 0x20200, 600),         // 4
-			e(allocator.ActionFreeRequested, 0x20200, 600), // 5
-			e(allocator.ActionFreeCompleted, 0x20200, 600), // 6
-			e(allocator.ActionSegmentFree, 0x30000, 2048),  // 7
-			e(allocator.ParseAction("mystery"), 0, 0),      // 8
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			e(snapshot.ActionFreeRequested, 0x10800, 300),       // 0
+			e(snapshot.ActionFreeCompleted, 0x10800, 300),       // 1
+			e(snapshot.ActionSegmentAlloc, 0x20000, 4096),       // 2
+			e(snapshot.ActionAlloc, 0x20000, 500),               // 3
+			e(snapshot.ActionAlloc, 0x20200, 600),               // 4
+			e(snapshot.ActionFreeRequested, 0x20200, 600),       // 5
+			e(snapshot.ActionFreeCompleted, 0x20200, 600),       // 6
+			e(snapshot.ActionSegmentFree, 0x30000, 2048),        // 7
+			e(snapshot.NewActionTable().Parse("mystery"), 0, 0), // 8
 		}},
 	}
 }
@@ -69,12 +69,12 @@ func TestTimelineStart(t *testing.T) {
 	want := []struct {
 		addr  uint64
 		size  int64
-		state allocator.BlockState
+		state snapshot.BlockState
 	}{
-		{0x10000, 1024, allocator.StateActiveAllocated},
-		{0x10400, 0x400, allocator.StateInactive},
-		{0x10800, 512, allocator.StateActiveAllocated}, // round_size(300): the trace has requested sizes only
-		{0x10800 + 512, 8192 - 0x800 - 512, allocator.StateInactive},
+		{0x10000, 1024, snapshot.StateActiveAllocated},
+		{0x10400, 0x400, snapshot.StateInactive},
+		{0x10800, 512, snapshot.StateActiveAllocated}, // round_size(300): the trace has requested sizes only
+		{0x10800 + 512, 8192 - 0x800 - 512, snapshot.StateInactive},
 	}
 	if len(a.Blocks) != len(want) {
 		t.Fatalf("segment A blocks = %+v", a.Blocks)
@@ -91,7 +91,7 @@ func TestTimelineStart(t *testing.T) {
 		t.Errorf("blocks tile %d bytes of %d", sum, a.TotalSize)
 	}
 	c := tl.Initial[1]
-	if c.TotalSize != 2048 || len(c.Blocks) != 1 || c.Blocks[0].State != allocator.StateInactive || c.Stream != 7 {
+	if c.TotalSize != 2048 || len(c.Blocks) != 1 || c.Blocks[0].State != snapshot.StateInactive || c.Stream != 7 {
 		t.Errorf("re-created segment C = %+v", c)
 	}
 }
@@ -130,7 +130,7 @@ func TestTimelineStateAfterMatchesSeries(t *testing.T) {
 	var pending int
 	for _, seg := range st {
 		for _, b := range seg.Blocks {
-			if b.State == allocator.StateActivePendingFree {
+			if b.State == snapshot.StateActivePendingFree {
 				pending++
 			}
 		}
@@ -146,14 +146,14 @@ func TestTimelineStateAfterMatchesSeries(t *testing.T) {
 }
 
 func TestTimelineExpandableUndo(t *testing.T) {
-	s := &allocator.Snapshot{
-		Segments: []allocator.Segment{{Address: 0x100000, TotalSize: 4 << 20, IsExpandable: true, Stream: 1,
-			Blocks: []allocator.Block{{Address: 0x100000, Size: 4 << 20}}}},
-		DeviceTraces: [][]allocator.TraceEntry{{
-			{Action: allocator.ActionSegmentMap, Addr: 0x100000, Size: 2 << 20, Stream: 1},
-			{Action: allocator.ActionSegmentMap, Addr: 0x100000 + 2<<20, Size: 6 << 20, Stream: 1},
-			{Action: allocator.ActionSegmentUnmap, Addr: 0x100000 + 4<<20, Size: 2 << 20, Stream: 1},
-			{Action: allocator.ActionSegmentUnmap, Addr: 0x100000 + 6<<20, Size: 2 << 20, Stream: 1},
+	s := &snapshot.Snapshot{
+		Segments: []snapshot.Segment{{Address: 0x100000, TotalSize: 4 << 20, IsExpandable: true, Stream: 1,
+			Blocks: []snapshot.Block{{Address: 0x100000, Size: 4 << 20}}}},
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			{Action: snapshot.ActionSegmentMap, Addr: 0x100000, Size: 2 << 20, Stream: 1},
+			{Action: snapshot.ActionSegmentMap, Addr: 0x100000 + 2<<20, Size: 6 << 20, Stream: 1},
+			{Action: snapshot.ActionSegmentUnmap, Addr: 0x100000 + 4<<20, Size: 2 << 20, Stream: 1},
+			{Action: snapshot.ActionSegmentUnmap, Addr: 0x100000 + 6<<20, Size: 2 << 20, Stream: 1},
 		}},
 	}
 	tl, err := NewTimeline(s, 0)
@@ -205,7 +205,7 @@ func TestNewTimelineUnknownDevice(t *testing.T) {
 func TestTimelineStartAllocs(t *testing.T) {
 	snap := timelineSnapshot()
 	// a free_completed first: the allocation was still pending then
-	snap.DeviceTraces[0] = append(snap.DeviceTraces[0], allocator.TraceEntry{Action: allocator.ActionFreeCompleted, Addr: 0x10c00, Size: 64, Stream: 9})
+	snap.DeviceTraces[0] = append(snap.DeviceTraces[0], snapshot.TraceEntry{Action: snapshot.ActionFreeCompleted, Addr: 0x10c00, Size: 64, Stream: 9})
 	tl, err := NewTimeline(snap, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -213,12 +213,12 @@ func TestTimelineStartAllocs(t *testing.T) {
 	want := []struct {
 		addr         uint64
 		size, series int64
-		state        allocator.BlockState
+		state        snapshot.BlockState
 		stream       uint64
 	}{
-		{0x10000, 1024, 1000, allocator.StateActiveAllocated, 7}, // ghost (b): the final block
-		{0x10800, 512, 300, allocator.StateActiveAllocated, 7},   // (a) by free_requested; round_size(300)
-		{0x10c00, 512, 64, allocator.StateActivePendingFree, 9},  // (a) by free_completed; round_size(64)
+		{0x10000, 1024, 1000, snapshot.StateActiveAllocated, 7}, // ghost (b): the final block
+		{0x10800, 512, 300, snapshot.StateActiveAllocated, 7},   // (a) by free_requested; round_size(300)
+		{0x10c00, 512, 64, snapshot.StateActivePendingFree, 9},  // (a) by free_completed; round_size(64)
 	}
 	got := tl.Start()
 	if len(got) != len(want) {
@@ -236,7 +236,7 @@ func TestTimelineStartAllocs(t *testing.T) {
 	if sum != tl.ActiveAtStart {
 		t.Errorf("Σ Start sizes %d, ActiveAtStart %d", sum, tl.ActiveAtStart)
 	}
-	initial := map[uint64]allocator.Block{}
+	initial := map[uint64]snapshot.Block{}
 	for _, seg := range tl.Initial {
 		for _, b := range seg.Blocks {
 			initial[b.Address] = b
@@ -294,7 +294,7 @@ func TestTimelineFixturesConsistent(t *testing.T) {
 					t.Errorf("%s dev %d after %d: live %d, active series %d", filepath.Base(f), dev, i, live, active)
 				}
 			}
-			initial := map[uint64]allocator.Block{}
+			initial := map[uint64]snapshot.Block{}
 			for _, seg := range tl.Initial {
 				for _, b := range seg.Blocks {
 					initial[b.Address] = b

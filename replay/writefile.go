@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // WriteOptions tune WriteFileWith.
@@ -26,7 +27,7 @@ var ErrTooLarge = errors.New("output over the size limit")
 
 // WriteFile writes s to path with write (WritePickle or WriteJSON); see
 // WriteFileWith.
-func WriteFile(path string, s *allocator.Snapshot, write func(io.Writer, *allocator.Snapshot, ExportSchema) error, schema ExportSchema) error {
+func WriteFile(path string, s *snapshot.Snapshot, write func(io.Writer, *snapshot.Snapshot, ExportSchema) error, schema ExportSchema) error {
 	return WriteFileWith(path, s, write, schema, WriteOptions{})
 }
 
@@ -39,7 +40,7 @@ func WriteFile(path string, s *allocator.Snapshot, write func(io.Writer, *alloca
 // planted at a predictable name (a symlink) is followed. path itself, if
 // it is a symlink, is replaced rather than written through; a path that
 // is a directory, FIFO or device is refused.
-func WriteFileWith(path string, s *allocator.Snapshot, write func(io.Writer, *allocator.Snapshot, ExportSchema) error, schema ExportSchema, o WriteOptions) (err error) {
+func WriteFileWith(path string, s *snapshot.Snapshot, write func(io.Writer, *snapshot.Snapshot, ExportSchema) error, schema ExportSchema, o WriteOptions) (err error) {
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&os.ModeSymlink == 0 {
 		return fmt.Errorf("%s: exists and is not a regular file; not replacing it", path)
 	}

@@ -11,13 +11,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func TestWriteFile(t *testing.T) {
 	dir := t.TempDir()
-	snap := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{{}}}
+	snap := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{}}}
 	out := filepath.Join(dir, "out.pickle")
 	if err := WriteFile(out, snap, WritePickle, ExportDict); err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func TestWriteFile(t *testing.T) {
 	if _, err := DecodeFile(out, Options{}); err != nil {
 		t.Fatalf("written file does not decode: %v", err)
 	}
-	broken := func(w io.Writer, _ *allocator.Snapshot, _ ExportSchema) error {
+	broken := func(w io.Writer, _ *snapshot.Snapshot, _ ExportSchema) error {
 		w.Write([]byte{0x80, 4})
 		return errors.New("disk full")
 	}
@@ -62,7 +62,7 @@ func TestWriteFileDoesNotFollowPlantedLinks(t *testing.T) {
 	os.WriteFile(victim, []byte("precious"), 0o644)
 	os.Symlink(victim, filepath.Join(dir, ".out.json.tmp"))
 	os.Symlink(victim, filepath.Join(dir, "link.json"))
-	snap := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{{}}}
+	snap := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{}}}
 	for _, name := range []string{"out.json", "link.json"} {
 		if err := WriteFile(filepath.Join(dir, name), snap, WriteJSON, ExportDict); err != nil {
 			t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -23,9 +23,9 @@ func bigStore(tb testing.TB, n int) *monitor.Store {
 	const segs, slots = 64, 64
 	base := uint64(0x7f0000000000)
 	t := t0
-	ents := make([]allocator.TraceEntry, 0, n)
+	ents := make([]snapshot.TraceEntry, 0, n)
 	for s := 0; s < segs; s++ {
-		ents = append(ents, allocator.TraceEntry{Action: allocator.ActionSegmentAlloc, Addr: base + uint64(s)<<26, Size: 64 << 20, TimeUS: t})
+		ents = append(ents, snapshot.TraceEntry{Action: snapshot.ActionSegmentAlloc, Addr: base + uint64(s)<<26, Size: 64 << 20, TimeUS: t})
 		t += 10
 	}
 	live := make([]bool, segs*slots)
@@ -37,10 +37,10 @@ func bigStore(tb testing.TB, n int) *monitor.Store {
 		size := int64(1<<20) - int64(x>>50)
 		if live[i] {
 			ents = append(ents,
-				allocator.TraceEntry{Action: allocator.ActionFreeRequested, Addr: addr, Size: size, TimeUS: t},
-				allocator.TraceEntry{Action: allocator.ActionFreeCompleted, Addr: addr, Size: size, TimeUS: t + 5})
+				snapshot.TraceEntry{Action: snapshot.ActionFreeRequested, Addr: addr, Size: size, TimeUS: t},
+				snapshot.TraceEntry{Action: snapshot.ActionFreeCompleted, Addr: addr, Size: size, TimeUS: t + 5})
 		} else {
-			ents = append(ents, allocator.TraceEntry{Action: allocator.ActionAlloc, Addr: addr, Size: size, TimeUS: t})
+			ents = append(ents, snapshot.TraceEntry{Action: snapshot.ActionAlloc, Addr: addr, Size: size, TimeUS: t})
 		}
 		live[i] = !live[i]
 		t += 10

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -124,10 +124,10 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := row(mark, tf.clock(e.Time), e.Action.String(), addr, theme.Bytes(e.Size), m.streams.label(e.Stream), op)
+		l := row(mark, tf.clock(e.Time), actionName(e), addr, theme.Bytes(e.Size), m.streams.label(e.Stream), op)
 		if i == m.evCur {
 			l = th.Selected.Render(l)
-		} else if e.Action == allocator.ActionOOM {
+		} else if e.Action == snapshot.ActionOOM {
 			l = th.Warn.Render(l)
 		}
 		lines = append(lines, l)

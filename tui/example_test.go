@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui"
 )
@@ -16,7 +16,7 @@ func Example_live() {
 	_ = store.StartLive(nil, []monitor.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30}})
 	go func() {
 		for t := time.Now().UnixMicro(); ; t += 1000 {
-			store.Append(0, []allocator.TraceEntry{{Action: allocator.ActionAlloc, Addr: 0x1000, Size: 512, TimeUS: t}})
+			store.Append(0, []snapshot.TraceEntry{{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: 512, TimeUS: t}})
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -34,7 +34,7 @@ func Example_replay() {
 		SourceName: "snapshot.pickle",
 		Load: func(ctx context.Context, report func(tui.Progress)) error {
 			report(tui.Progress{Stage: "decoding"})
-			return store.IngestSnapshot(&allocator.Snapshot{})
+			return store.IngestSnapshot(&snapshot.Snapshot{})
 		},
 	})
 }

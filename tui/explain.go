@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
@@ -41,10 +41,10 @@ const (
 type xview struct {
 	kind     viewKind
 	sel, top int
-	group    string          // viewAllocs: the group key
-	title    []string        // viewStack: what the stack belongs to
-	frames   allocator.Stack // viewStack
-	oom      *oomFacts       // viewOOM
+	group    string         // viewAllocs: the group key
+	title    []string       // viewStack: what the stack belongs to
+	frames   snapshot.Stack // viewStack
+	oom      *oomFacts      // viewOOM
 }
 
 // explainUI is the state of the explain views.
@@ -72,7 +72,7 @@ type oomFacts struct {
 	requested, free                      int64
 	reserved, allocated, cached, largest int64
 	verdict, op                          string
-	frames                               allocator.Stack
+	frames                               snapshot.Stack
 	top                                  []explain.Group
 }
 
@@ -191,7 +191,7 @@ func (m *Model) openStack() {
 	default:
 		if m.evCur >= 0 && m.evCur < len(m.events) {
 			e := &m.events[m.evCur]
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, e.Action, e.Addr, theme.Bytes(e.Size))}, frames: src.Stack(e.Frames)})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, theme.Bytes(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.statusErr = "no event at the cursor"
 		}
@@ -240,17 +240,17 @@ func (m *Model) groupAllocs(key string) []explain.Alloc {
 // prevSource can find the last entry of an action before a cursor (a
 // *monitor.Store can).
 type prevSource interface {
-	Prev(device int, cursor int64, action allocator.Action) (int64, bool)
+	Prev(device int, cursor int64, action snapshot.Action) (int64, bool)
 }
 
 // openOOM moves to the next oom entry after the cursor and opens its panel;
 // past the last one (a live view following the newest entry), to the last.
 func (m *Model) openOOM() {
 	src := m.o.Source
-	c, ok := src.Next(m.dev, m.cursor, allocator.ActionOOM)
+	c, ok := src.Next(m.dev, m.cursor, snapshot.ActionOOM)
 	if !ok && !m.x.open() {
 		if ps, isPrev := src.(prevSource); isPrev {
-			c, ok = ps.Prev(m.dev, m.cursor+1, allocator.ActionOOM)
+			c, ok = ps.Prev(m.dev, m.cursor+1, snapshot.ActionOOM)
 		}
 	}
 	if !ok {
@@ -261,7 +261,7 @@ func (m *Model) openOOM() {
 	var e *monitor.Event
 	evs := src.EventsAround(m.dev, c, 512, 0)
 	for i := len(evs) - 1; i >= 0; i-- {
-		if evs[i].Action == allocator.ActionOOM && evs[i].Time <= c {
+		if evs[i].Action == snapshot.ActionOOM && evs[i].Time <= c {
 			e = &evs[i]
 			break
 		}

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
 )
@@ -14,13 +14,13 @@ import (
 // snapshots and independent of monitor.Store's indexing.
 type fakeSource struct {
 	mu      sync.Mutex
-	snap    *allocator.Snapshot
+	snap    *snapshot.Snapshot
 	tls     map[int]*replay.Timeline
 	ops     []monitor.Op
 	version uint64
 }
 
-func newFakeSource(s *allocator.Snapshot, ops []monitor.Op) *fakeSource {
+func newFakeSource(s *snapshot.Snapshot, ops []monitor.Op) *fakeSource {
 	f := &fakeSource{snap: s, tls: map[int]*replay.Timeline{}, ops: ops, version: 1}
 	for _, d := range s.Devices() {
 		tl, err := replay.NewTimeline(s, d)
@@ -63,7 +63,7 @@ func (f *fakeSource) Bounds(d int) (int64, int64) {
 }
 func (f *fakeSource) DeviceInfo(d int) (monitor.DeviceInfo, bool) { return monitor.DeviceInfo{}, false }
 func (f *fakeSource) Len(d int) int64                             { return int64(len(f.tls[d].Entries)) }
-func (f *fakeSource) Stack(id allocator.StackID) allocator.Stack  { return f.snap.Stack(id) }
+func (f *fakeSource) Stack(id snapshot.StackID) snapshot.Stack    { return f.snap.Stack(id) }
 
 // applied is the number of entries with time ≤ cursor.
 func (f *fakeSource) applied(d int, cursor int64) int {
@@ -77,7 +77,7 @@ func (f *fakeSource) StateAt(d int, cursor int64) monitor.State {
 	st := monitor.State{Device: d, Cursor: cursor, Applied: int64(a), Segments: segs}
 	for _, s := range segs {
 		for _, b := range s.Blocks {
-			if b.State == allocator.StateInactive {
+			if b.State == snapshot.StateInactive {
 				st.Gaps = append(st.Gaps, monitor.Gap{Address: b.Address, Size: b.Size})
 			}
 		}
@@ -163,7 +163,7 @@ func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
 		if v > s.PeakActiveBytes {
 			s.PeakActiveBytes = v
 		}
-		if i < a && f.tls[d].Entries[i].Action == allocator.ActionOOM {
+		if i < a && f.tls[d].Entries[i].Action == snapshot.ActionOOM {
 			s.OOMs++
 		}
 	}
@@ -172,7 +172,7 @@ func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
 	for _, seg := range st.Segments {
 		for _, b := range seg.Blocks {
 			s.Blocks++
-			if b.State == allocator.StateActiveAllocated {
+			if b.State == snapshot.StateActiveAllocated {
 				s.MapAllocatedBytes += b.Size
 			}
 		}
@@ -187,7 +187,7 @@ func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
 	return s
 }
 
-func (f *fakeSource) Next(d int, cursor int64, act allocator.Action) (int64, bool) {
+func (f *fakeSource) Next(d int, cursor int64, act snapshot.Action) (int64, bool) {
 	for i, e := range f.tls[d].Entries {
 		if e.Action == act && f.timeOf(d, i) > cursor {
 			return f.timeOf(d, i), true

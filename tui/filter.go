@@ -94,7 +94,7 @@ func (f *filter) matchEvent(e *monitor.Event, labels *streamLabels, text func() 
 	if f.stream >= 0 && e.Stream != uint64(f.stream) || f.streamLbl != "" && labels.label(e.Stream) != f.streamLbl {
 		return false
 	}
-	return f.re == nil || f.re.MatchString(e.Action.String()) || f.re.MatchString(text())
+	return f.re == nil || f.re.MatchString(actionName(e)) || f.re.MatchString(text())
 }
 
 // matchOp tests an op: regex on the name, size on the memory delta.
@@ -106,4 +106,13 @@ func (f *filter) matchOp(o *monitor.Op) bool {
 		return false
 	}
 	return f.re == nil || f.re.MatchString(o.Name)
+}
+
+// actionName is the event's action as its source named it (sources that
+// do not name actions: the known action's name).
+func actionName(e *monitor.Event) string {
+	if e.ActionName != "" {
+		return e.ActionName
+	}
+	return e.Action.String()
 }

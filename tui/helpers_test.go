@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
@@ -32,45 +32,45 @@ const (
 
 // smallSnapshot is a hand-made, self-consistent capture: two segments, an
 // alloc/free cycle, an OOM. Entry i happens at t0 + i ms.
-func smallSnapshot(timed bool) *allocator.Snapshot {
-	st := allocator.NewStackTable()
-	stk := st.Intern([]allocator.Frame{
+func smallSnapshot(timed bool) *snapshot.Snapshot {
+	st := snapshot.NewStackTable()
+	stk := st.Intern([]snapshot.Frame{
 		{Filename: "train.py", Line: 42, Name: "forward"},
 		{Filename: "Python/ceval.c", Line: 1, Name: "PyEval_EvalFrame"},
 		{Filename: "train.py", Line: 7, Name: "main"},
 	})
-	ents := []allocator.TraceEntry{
-		{Action: allocator.ActionSegmentAlloc, Addr: segA, Size: 20 * mib},
-		{Action: allocator.ActionAlloc, Addr: segA, Size: 8 * mib, Frames: stk},
-		{Action: allocator.ActionAlloc, Addr: segA + 8*mib, Size: 4 * mib, Frames: stk},
-		{Action: allocator.ActionSegmentAlloc, Addr: segB, Size: 2 * mib},
-		{Action: allocator.ActionAlloc, Addr: segB, Size: mib / 2},
-		{Action: allocator.ActionFreeRequested, Addr: segA, Size: 8 * mib},
-		{Action: allocator.ActionFreeCompleted, Addr: segA, Size: 8 * mib},
-		{Action: allocator.ActionOOM, Size: 64 * mib, DeviceFree: mib},
-		{Action: allocator.ActionAlloc, Addr: segA + 12*mib, Size: 6 * mib, Frames: stk},
+	ents := []snapshot.TraceEntry{
+		{Action: snapshot.ActionSegmentAlloc, Addr: segA, Size: 20 * mib},
+		{Action: snapshot.ActionAlloc, Addr: segA, Size: 8 * mib, Frames: stk},
+		{Action: snapshot.ActionAlloc, Addr: segA + 8*mib, Size: 4 * mib, Frames: stk},
+		{Action: snapshot.ActionSegmentAlloc, Addr: segB, Size: 2 * mib},
+		{Action: snapshot.ActionAlloc, Addr: segB, Size: mib / 2},
+		{Action: snapshot.ActionFreeRequested, Addr: segA, Size: 8 * mib},
+		{Action: snapshot.ActionFreeCompleted, Addr: segA, Size: 8 * mib},
+		{Action: snapshot.ActionOOM, Size: 64 * mib, DeviceFree: mib},
+		{Action: snapshot.ActionAlloc, Addr: segA + 12*mib, Size: 6 * mib, Frames: stk},
 	}
 	for i := range ents {
 		if timed {
 			ents[i].TimeUS = t0 + int64(i)*tStep
 		}
 	}
-	return &allocator.Snapshot{
-		Segments: []allocator.Segment{
+	return &snapshot.Snapshot{
+		Segments: []snapshot.Segment{
 			{Device: 0, Address: segA, TotalSize: 20 * mib, AllocatedSize: 10 * mib, ActiveSize: 10 * mib, RequestedSize: 10*mib - 1000, IsLarge: true,
-				Blocks: []allocator.Block{
-					{Address: segA, Size: 8 * mib, State: allocator.StateInactive},
-					{Address: segA + 8*mib, Size: 4 * mib, RequestedSize: 4*mib - 1000, State: allocator.StateActiveAllocated, Frames: stk},
-					{Address: segA + 12*mib, Size: 6 * mib, RequestedSize: 6 * mib, State: allocator.StateActiveAllocated, Frames: stk},
-					{Address: segA + 18*mib, Size: 2 * mib, State: allocator.StateInactive},
+				Blocks: []snapshot.Block{
+					{Address: segA, Size: 8 * mib, State: snapshot.StateInactive},
+					{Address: segA + 8*mib, Size: 4 * mib, RequestedSize: 4*mib - 1000, State: snapshot.StateActiveAllocated, Frames: stk},
+					{Address: segA + 12*mib, Size: 6 * mib, RequestedSize: 6 * mib, State: snapshot.StateActiveAllocated, Frames: stk},
+					{Address: segA + 18*mib, Size: 2 * mib, State: snapshot.StateInactive},
 				}},
 			{Device: 0, Address: segB, TotalSize: 2 * mib, AllocatedSize: mib / 2, ActiveSize: mib / 2, RequestedSize: mib / 2,
-				Blocks: []allocator.Block{
-					{Address: segB, Size: mib / 2, RequestedSize: mib / 2, State: allocator.StateActiveAllocated},
-					{Address: segB + mib/2, Size: 3 * mib / 2, State: allocator.StateInactive},
+				Blocks: []snapshot.Block{
+					{Address: segB, Size: mib / 2, RequestedSize: mib / 2, State: snapshot.StateActiveAllocated},
+					{Address: segB + mib/2, Size: 3 * mib / 2, State: snapshot.StateInactive},
 				}},
 		},
-		DeviceTraces: [][]allocator.TraceEntry{ents},
+		DeviceTraces: [][]snapshot.TraceEntry{ents},
 		Stacks:       st.Stacks(),
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -32,7 +32,7 @@ func (h *holdingCaptures) FollowNewest() error {
 // follows again.
 func TestWorkingHoldsTheCapture(t *testing.T) {
 	store := monitor.NewStore(monitor.StoreOptions{})
-	caps := &holdingCaptures{dirCaptures: dirCaptures{store: store, snaps: map[string]*allocator.Snapshot{}}}
+	caps := &holdingCaptures{dirCaptures: dirCaptures{store: store, snaps: map[string]*snapshot.Snapshot{}}}
 	caps.add("/dumps/snapshot_1.pickle", smallSnapshot(true), fixedNow)
 	if err := caps.Open("/dumps/snapshot_1.pickle"); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -33,7 +33,7 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	go func() { // the producer: batches of alloc/free pairs
 		defer close(done)
 		tt := t0
-		st.Append(0, []allocator.TraceEntry{{Action: allocator.ActionSegmentAlloc, Addr: segA, Size: 20 * mib, TimeUS: tt}})
+		st.Append(0, []snapshot.TraceEntry{{Action: snapshot.ActionSegmentAlloc, Addr: segA, Size: 20 * mib, TimeUS: tt}})
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -41,9 +41,9 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 			default:
 			}
 			tt += 1000
-			st.Append(0, []allocator.TraceEntry{
-				{Action: allocator.ActionAlloc, Addr: segA, Size: mib, TimeUS: tt},
-				{Action: allocator.ActionFreeCompleted, Addr: segA, Size: mib, TimeUS: tt + 500},
+			st.Append(0, []snapshot.TraceEntry{
+				{Action: snapshot.ActionAlloc, Addr: segA, Size: mib, TimeUS: tt},
+				{Action: snapshot.ActionFreeCompleted, Addr: segA, Size: mib, TimeUS: tt + 500},
 			})
 			time.Sleep(2 * time.Millisecond)
 		}
@@ -74,18 +74,18 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 // TestDeviceSwitch cycles devices with d on a two-device capture.
 func TestDeviceSwitch(t *testing.T) {
 	snap := smallSnapshot(true)
-	second := make([]allocator.TraceEntry, 0, 3)
-	for i, e := range []allocator.TraceEntry{
-		{Action: allocator.ActionSegmentAlloc, Addr: 0x7e0000000000, Size: 4 * mib},
-		{Action: allocator.ActionAlloc, Addr: 0x7e0000000000, Size: mib},
-		{Action: allocator.ActionFreeCompleted, Addr: 0x7e0000000000, Size: mib},
+	second := make([]snapshot.TraceEntry, 0, 3)
+	for i, e := range []snapshot.TraceEntry{
+		{Action: snapshot.ActionSegmentAlloc, Addr: 0x7e0000000000, Size: 4 * mib},
+		{Action: snapshot.ActionAlloc, Addr: 0x7e0000000000, Size: mib},
+		{Action: snapshot.ActionFreeCompleted, Addr: 0x7e0000000000, Size: mib},
 	} {
 		e.TimeUS = t0 + 500 + int64(i)*tStep
 		second = append(second, e)
 	}
 	snap.DeviceTraces = append(snap.DeviceTraces, second)
-	snap.Segments = append(snap.Segments, allocator.Segment{Device: 1, Address: 0x7e0000000000, TotalSize: 4 * mib,
-		Blocks: []allocator.Block{{Address: 0x7e0000000000, Size: 4 * mib, State: allocator.StateInactive}}})
+	snap.Segments = append(snap.Segments, snapshot.Segment{Device: 1, Address: 0x7e0000000000, TotalSize: 4 * mib,
+		Blocks: []snapshot.Block{{Address: 0x7e0000000000, Size: 4 * mib, State: snapshot.StateInactive}}})
 	m := newSized(t, testOptions(storeOf(t, snap, nil)), 160, 48)
 	if !strings.Contains(m.View(), "dev 0 (1 of 2)") {
 		t.Fatalf("header:\n%s", m.View())
@@ -120,7 +120,7 @@ func TestLiveOpsIncremental(t *testing.T) {
 	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0}}); err != nil {
 		t.Fatal(err)
 	}
-	st.Append(0, []allocator.TraceEntry{{Action: allocator.ActionSegmentAlloc, Addr: segA, Size: mib, TimeUS: t0}})
+	st.Append(0, []snapshot.TraceEntry{{Action: snapshot.ActionSegmentAlloc, Addr: segA, Size: mib, TimeUS: t0}})
 	o := testOptions(st)
 	o.Live = true
 	m := newSized(t, o, 120, 40)

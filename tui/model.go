@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/segmap"
 	"github.com/npumon/npumon/tui/theme"
@@ -498,7 +498,7 @@ func (m *Model) refreshWindow() {
 	var marks []timeline.Marker
 	t := m.win0 - 1
 	for range 512 {
-		nt, ok := m.o.Source.Next(m.dev, t, allocator.ActionOOM)
+		nt, ok := m.o.Source.Next(m.dev, t, snapshot.ActionOOM)
 		if !ok || nt >= m.win1 || nt <= t {
 			break
 		}

@@ -9,7 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -360,7 +360,7 @@ func TestRelText(t *testing.T) {
 // liveSource is a fakeSource whose entries appear over time.
 type liveSource struct {
 	*fakeSource
-	full []allocator.TraceEntry
+	full []snapshot.TraceEntry
 }
 
 func (l *liveSource) grow(n int) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
 )
@@ -18,11 +18,11 @@ type dirCaptures struct {
 	mu    sync.Mutex
 	store *monitor.Store
 	list  []Capture
-	snaps map[string]*allocator.Snapshot
+	snaps map[string]*snapshot.Snapshot
 	opens []string
 }
 
-func (d *dirCaptures) add(path string, snap *allocator.Snapshot, at time.Time) {
+func (d *dirCaptures) add(path string, snap *snapshot.Snapshot, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.list = append(d.list, Capture{Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
@@ -64,7 +64,7 @@ func TestCapturePicker(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := monitor.NewStore(monitor.StoreOptions{})
-	caps := &dirCaptures{store: store, snaps: map[string]*allocator.Snapshot{}}
+	caps := &dirCaptures{store: store, snaps: map[string]*snapshot.Snapshot{}}
 	caps.add("/dumps/snapshot_1.pickle", smallSnapshot(true), fixedNow)
 	if err := caps.Open("/dumps/snapshot_1.pickle"); err != nil {
 		t.Fatal(err)

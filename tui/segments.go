@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // allocAtCmd finds, off the UI goroutine, when the selected block was
@@ -30,7 +29,7 @@ func allocAt(src Source, dev int, cur, applied int64, addr uint64, tf timeFmt) s
 		evs := src.EventsAround(dev, c, 4096, 0)
 		for i := len(evs) - 1; i >= 0; i-- {
 			e := &evs[i]
-			if e.Time <= cur && e.Seq < applied && e.Action == allocator.ActionAlloc && e.Addr == addr {
+			if e.Time <= cur && e.Seq < applied && e.Action == snapshot.ActionAlloc && e.Addr == addr {
 				return fmt.Sprintf("at %s (entry %d)", tf.full(e.Time), e.Seq)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -22,7 +22,7 @@ func (r *recSource) StateAtSeq(dev int, n int64) monitor.State {
 	return r.lastState
 }
 
-func blockAt(st monitor.State, addr uint64) (allocator.BlockState, bool) {
+func blockAt(st monitor.State, addr uint64) (snapshot.BlockState, bool) {
 	for _, s := range st.Segments {
 		for _, b := range s.Blocks {
 			if b.Address == addr {
@@ -52,7 +52,7 @@ func TestStepThroughOneMicrosecond(t *testing.T) {
 		t.Fatal("fixture has no three-entry microsecond")
 	}
 	grp := evs[g : g+3]
-	if grp[0].Action != allocator.ActionFreeRequested || grp[1].Action != allocator.ActionFreeCompleted || grp[1].Addr != grp[0].Addr {
+	if grp[0].Action != snapshot.ActionFreeRequested || grp[1].Action != snapshot.ActionFreeCompleted || grp[1].Addr != grp[0].Addr {
 		t.Fatalf("unexpected group %+v", grp)
 	}
 	m := newSized(t, fixtureOptions(src), 160, 48)
@@ -60,7 +60,7 @@ func TestStepThroughOneMicrosecond(t *testing.T) {
 	if m.Summary().Applied != int64(g) {
 		t.Fatalf("before the group: applied %d, want %d", m.Summary().Applied, g)
 	}
-	wantBlock := []allocator.BlockState{allocator.StateActivePendingFree, allocator.StateInactive, allocator.StateInactive}
+	wantBlock := []snapshot.BlockState{snapshot.StateActivePendingFree, snapshot.StateInactive, snapshot.StateInactive}
 	for k := range 3 {
 		press(m, "right")
 		n := int64(g + k + 1)

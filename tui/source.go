@@ -7,7 +7,7 @@ package tui
 import (
 	"fmt"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -20,7 +20,7 @@ type Source interface {
 	TimeBase(device int) monitor.TimeBase
 	Bounds(device int) (first, last int64)
 	Len(device int) int64
-	Stack(id allocator.StackID) allocator.Stack
+	Stack(id snapshot.StackID) snapshot.Stack
 	DeviceInfo(device int) (monitor.DeviceInfo, bool)
 
 	StateAt(device int, cursor int64) monitor.State
@@ -29,7 +29,7 @@ type Source interface {
 	Ops(t0, t1 int64) []monitor.Op
 	OpAt(t int64) (monitor.Op, bool)
 	Summary(device int, cursor int64) monitor.Summary
-	Next(device int, cursor int64, action allocator.Action) (int64, bool)
+	Next(device int, cursor int64, action snapshot.Action) (int64, bool)
 	NextEvent(device int, cursor int64) (int64, bool)
 	PrevEvent(device int, cursor int64) (int64, bool)
 	Peak(device int) (cursor int64, activeBytes int64)

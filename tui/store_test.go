@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
-func storeOf(t testing.TB, snap *allocator.Snapshot, ops []monitor.Op) *monitor.Store {
+func storeOf(t testing.TB, snap *snapshot.Snapshot, ops []monitor.Op) *monitor.Store {
 	t.Helper()
 	st := monitor.NewStore(monitor.StoreOptions{})
 	if err := st.IngestSnapshot(snap); err != nil {

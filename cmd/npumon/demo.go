@@ -15,6 +15,7 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/devpoll"
 	"github.com/npumon/npumon/monitor/metrics"
@@ -158,7 +159,7 @@ func (wf *workloadFlags) register(f *pflag.FlagSet) {
 // config turns the flags into a paced workload configuration.
 func (wf *workloadFlags) config() (workload.Config, error) {
 	if wf.allocConf == "" {
-		conf, _, err := allocator.EnvConf(os.LookupEnv)
+		conf, _, err := config.EnvConf(os.LookupEnv)
 		if err != nil {
 			return workload.Config{}, usageError{err}
 		}

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
@@ -262,7 +262,7 @@ func entriesBeforeFirstSnapshot(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	for i, e := range c.Snapshot.DeviceTraces[0] {
-		if e.Action == allocator.ActionSnapshot {
+		if e.Action == snapshot.ActionSnapshot {
 			return int64(i)
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/spf13/cobra"
@@ -45,9 +45,9 @@ func newWhatifCmd() *cobra.Command {
 			switch flavour {
 			case "auto":
 			case "npu", "cuda":
-				f := allocator.FlavourNPU
+				f := config.FlavourNPU
 				if flavour == "cuda" {
-					f = allocator.FlavourCUDA
+					f = config.FlavourCUDA
 				}
 				opts.Flavour = &f
 			default:

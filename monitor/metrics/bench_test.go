@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
@@ -86,7 +86,7 @@ func BenchmarkScrape8RanksLive(b *testing.B) {
 	var targets []Target
 	for r := range benchRanks {
 		store := monitor.NewStore(monitor.StoreOptions{})
-		if err := store.StartLive(&allocator.Snapshot{Segments: tl.Initial}, nil); err != nil {
+		if err := store.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil); err != nil {
 			b.Fatal(err)
 		}
 		targets = append(targets, Target{Store: store, Rank: r, PID: 1000 + r})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -138,7 +139,7 @@ func TestCollectorAllocator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := allocator.ParseConfig("")
+	cfg, err := config.ParseConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}

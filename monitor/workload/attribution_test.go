@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 )
 
@@ -38,7 +39,7 @@ func TestOOMAttribution(t *testing.T) {
 	}
 	ooms := 0
 	for i, e := range evs {
-		if e.Action != allocator.ActionOOM {
+		if e.Action != snapshot.ActionOOM {
 			continue
 		}
 		ooms++
@@ -47,11 +48,11 @@ func TestOOMAttribution(t *testing.T) {
 			t.Errorf("oom entry %d at %d µs: op %q (found %v), want aten::cat", e.Seq, e.Time, op.Name, ok)
 		}
 		st := store.Stack(e.Frames)
-		if !slices.ContainsFunc(st, func(f allocator.Frame) bool { return f.Name == "KVCache.append" }) {
+		if !slices.ContainsFunc(st, func(f snapshot.Frame) bool { return f.Name == "KVCache.append" }) {
 			t.Errorf("oom entry %d: frames %v, want KVCache.append", e.Seq, st)
 		}
 		// the retry path: segment releases right before the oom entry
-		for j := i - 1; j >= 0 && evs[j].Action == allocator.ActionSegmentFree; j-- {
+		for j := i - 1; j >= 0 && evs[j].Action == snapshot.ActionSegmentFree; j-- {
 			if op, ok := store.OpAt(evs[j].Time); !ok || op.Name != "aten::cat" {
 				t.Errorf("retry-path segment_free %d: op %q, want aten::cat", evs[j].Seq, op.Name)
 			}

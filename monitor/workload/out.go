@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -54,21 +54,21 @@ type memTotals struct{ allocated, reserved, active int64 }
 // attachMemoryTracker feeds the profiler's memory records from the trace.
 func (w *Workload) attachMemoryTracker() {
 	m := &w.mem
-	w.memDetach = w.ca.AttachTracker(func(device int, e allocator.TraceEntry) {
+	w.memDetach = w.ca.AttachTracker(func(device int, e snapshot.TraceEntry) {
 		switch e.Action {
-		case allocator.ActionAlloc:
+		case snapshot.ActionAlloc:
 			m.allocated += e.Size
 			m.active += e.Size
-		case allocator.ActionFreeRequested:
+		case snapshot.ActionFreeRequested:
 			m.allocated -= e.Size
-		case allocator.ActionFree:
+		case snapshot.ActionFree:
 			m.allocated -= e.Size
 			m.active -= e.Size
-		case allocator.ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			m.active -= e.Size
-		case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 			m.reserved += e.Size
-		case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 			m.reserved -= e.Size
 		}
 		if r, ok := w.rec.MemoryRecordFromTrace(device, &e, m.allocated, m.reserved, m.active); ok {
@@ -108,7 +108,7 @@ type snapWriter struct {
 
 type snapJob struct {
 	path string
-	snap *allocator.Snapshot
+	snap *snapshot.Snapshot
 }
 
 func newSnapWriter(logf func(string, ...any)) *snapWriter {
@@ -143,7 +143,7 @@ func (sw *snapWriter) writeFile(j snapJob) error {
 	return replay.WriteFile(j.path, j.snap, replay.WritePickle, replay.ExportDict)
 }
 
-func (sw *snapWriter) submit(path string, s *allocator.Snapshot) {
+func (sw *snapWriter) submit(path string, s *snapshot.Snapshot) {
 	select {
 	case sw.jobs <- snapJob{path, s}:
 	default:

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/profiler"
 )
@@ -82,32 +84,32 @@ type saved struct {
 }
 
 // stack builds a Python stack, innermost first, under the training loop.
-func stack(frames ...allocator.Frame) site {
+func stack(frames ...snapshot.Frame) site {
 	return append(frames,
-		allocator.Frame{Filename: "train.py", Line: 61, Name: "train_step"},
-		allocator.Frame{Filename: "train.py", Line: 118, Name: "main"})
+		snapshot.Frame{Filename: "train.py", Line: 61, Name: "train_step"},
+		snapshot.Frame{Filename: "train.py", Line: 118, Name: "main"})
 }
 
 func blockSite(o *layerOp, layer int) site {
-	return stack(allocator.Frame{Filename: o.file, Line: o.line, Name: o.fn},
-		allocator.Frame{Filename: "model.py", Line: 88, Name: fmt.Sprintf("Block.forward (layers.%d)", layer)},
-		allocator.Frame{Filename: "model.py", Line: 131, Name: "Transformer.forward"})
+	return stack(snapshot.Frame{Filename: o.file, Line: o.line, Name: o.fn},
+		snapshot.Frame{Filename: "model.py", Line: 88, Name: fmt.Sprintf("Block.forward (layers.%d)", layer)},
+		snapshot.Frame{Filename: "model.py", Line: 131, Name: "Transformer.forward"})
 }
 
 // Sites built once: interning in the allocator is cheaper when frames repeat.
 var (
-	siteParam   = stack(allocator.Frame{Filename: "torch/nn/modules/module.py", Line: 1326, Name: "convert"}, allocator.Frame{Filename: "torch/nn/modules/module.py", Line: 1329, Name: "Module.to"})
-	siteInput   = stack(allocator.Frame{Filename: "train.py", Line: 55, Name: "Tensor.to"})
-	siteEmbed   = stack(allocator.Frame{Filename: "torch/nn/functional.py", Line: 2551, Name: "embedding"}, allocator.Frame{Filename: "model.py", Line: 127, Name: "Transformer.forward"})
-	siteHead    = stack(allocator.Frame{Filename: "torch/nn/modules/linear.py", Line: 125, Name: "forward"}, allocator.Frame{Filename: "model.py", Line: 135, Name: "Transformer.forward"})
-	siteLoss    = stack(allocator.Frame{Filename: "torch/nn/functional.py", Line: 3479, Name: "cross_entropy"})
-	siteGrad    = stack(allocator.Frame{Filename: "torch/autograd/graph.py", Line: 825, Name: "_engine_run_backward"}, allocator.Frame{Filename: "torch/_tensor.py", Line: 626, Name: "backward"})
-	siteBucket  = stack(allocator.Frame{Filename: "torch/nn/parallel/distributed.py", Line: 1636, Name: "_allreduce_bucket"}, allocator.Frame{Filename: "torch/_tensor.py", Line: 626, Name: "backward"})
-	siteAdam    = stack(allocator.Frame{Filename: "torch/optim/adamw.py", Line: 137, Name: "_init_group"}, allocator.Frame{Filename: "torch/optim/optimizer.py", Line: 493, Name: "wrapper"})
-	siteAdamTmp = stack(allocator.Frame{Filename: "torch/optim/adamw.py", Line: 576, Name: "_multi_tensor_adamw"}, allocator.Frame{Filename: "torch/optim/optimizer.py", Line: 493, Name: "wrapper"})
-	siteLeak    = stack(allocator.Frame{Filename: "train.py", Line: 71, Name: "log_hidden_states"})
-	siteCache   = stack(allocator.Frame{Filename: "cache.py", Line: 33, Name: "KVCache.append"})
-	siteMetric  = stack(allocator.Frame{Filename: "metrics.py", Line: 18, Name: "Tracker.record"})
+	siteParam   = stack(snapshot.Frame{Filename: "torch/nn/modules/module.py", Line: 1326, Name: "convert"}, snapshot.Frame{Filename: "torch/nn/modules/module.py", Line: 1329, Name: "Module.to"})
+	siteInput   = stack(snapshot.Frame{Filename: "train.py", Line: 55, Name: "Tensor.to"})
+	siteEmbed   = stack(snapshot.Frame{Filename: "torch/nn/functional.py", Line: 2551, Name: "embedding"}, snapshot.Frame{Filename: "model.py", Line: 127, Name: "Transformer.forward"})
+	siteHead    = stack(snapshot.Frame{Filename: "torch/nn/modules/linear.py", Line: 125, Name: "forward"}, snapshot.Frame{Filename: "model.py", Line: 135, Name: "Transformer.forward"})
+	siteLoss    = stack(snapshot.Frame{Filename: "torch/nn/functional.py", Line: 3479, Name: "cross_entropy"})
+	siteGrad    = stack(snapshot.Frame{Filename: "torch/autograd/graph.py", Line: 825, Name: "_engine_run_backward"}, snapshot.Frame{Filename: "torch/_tensor.py", Line: 626, Name: "backward"})
+	siteBucket  = stack(snapshot.Frame{Filename: "torch/nn/parallel/distributed.py", Line: 1636, Name: "_allreduce_bucket"}, snapshot.Frame{Filename: "torch/_tensor.py", Line: 626, Name: "backward"})
+	siteAdam    = stack(snapshot.Frame{Filename: "torch/optim/adamw.py", Line: 137, Name: "_init_group"}, snapshot.Frame{Filename: "torch/optim/optimizer.py", Line: 493, Name: "wrapper"})
+	siteAdamTmp = stack(snapshot.Frame{Filename: "torch/optim/adamw.py", Line: 576, Name: "_multi_tensor_adamw"}, snapshot.Frame{Filename: "torch/optim/optimizer.py", Line: 493, Name: "wrapper"})
+	siteLeak    = stack(snapshot.Frame{Filename: "train.py", Line: 71, Name: "log_hidden_states"})
+	siteCache   = stack(snapshot.Frame{Filename: "cache.py", Line: 33, Name: "KVCache.append"})
+	siteMetric  = stack(snapshot.Frame{Filename: "metrics.py", Line: 18, Name: "Tracker.record"})
 )
 
 // dims of the current step.
@@ -115,7 +117,7 @@ func (w *Workload) dims() dims {
 	s := w.shape
 	tok := s.Batch * w.seqLen * s.Hidden * bf16
 	return dims{tok: tok, scores: s.Batch * s.Heads * w.seqLen * w.seqLen * bf16,
-		stats: s.Batch * w.seqLen * fp32, ws: min(8*allocator.MiB, tok/4)}
+		stats: s.Batch * w.seqLen * fp32, ws: min(8*config.MiB, tok/4)}
 }
 
 // setupModel allocates the parameters (those still missing after a failed
@@ -432,7 +434,7 @@ func (w *Workload) scenarioStep(d dims) {
 		w.lingering = kept
 		o := w.begin("aten::clone", mainThread)
 		for k := 2 + w.rng.IntN(4); k > 0; k-- {
-			size := 256*allocator.KiB + w.rng.Int64N(usable/96)
+			size := 256*config.KiB + w.rng.Int64N(usable/96)
 			if t := w.allocKeep(size, siteMetric); t.ptr != 0 {
 				w.lingering = append(w.lingering, lingerer{t, w.step + 1 + w.rng.IntN(6)})
 			}

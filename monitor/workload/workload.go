@@ -13,6 +13,8 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/profiler"
 )
@@ -146,8 +148,8 @@ type Workload struct {
 	setup     bool
 	stopped   bool
 	opSeq     int64
-	stepAnns  []allocator.Annotation // ProfilerStep#N ranges, newest last (bounded)
-	stepT     time.Duration          // simulated duration of a step
+	stepAnns  []snapshot.Annotation // ProfilerStep#N ranges, newest last (bounded)
+	stepT     time.Duration         // simulated duration of a step
 	phaseDur  [3]time.Duration
 
 	rec       *profiler.Recorder
@@ -226,10 +228,10 @@ func New(cfg Config) (*Workload, error) {
 	w.rt = acl.NewRuntime(acl.Config{Clock: w.clock, Devices: []acl.DeviceSpec{{
 		HBMBytes: cfg.DeviceMem, SystemReserved: cfg.DeviceMem * 3 / 64}}})
 	w.dev, _ = w.rt.Device(0)
-	acfg := allocator.DefaultConfig(allocator.FlavourNPU)
+	acfg := config.DefaultConfig(config.FlavourNPU)
 	if cfg.AllocConf != "" {
 		var err error
-		if acfg, err = allocator.ParseConfig(cfg.AllocConf); err != nil {
+		if acfg, err = config.ParseConfig(cfg.AllocConf); err != nil {
 			return nil, err
 		}
 	}
@@ -459,12 +461,12 @@ func (w *Workload) noteStep(n int, start, end int64) {
 	name := fmt.Sprintf("ProfilerStep#%d", n)
 	dev := w.dev.Info().ID
 	w.stepAnns = append(w.stepAnns,
-		allocator.Annotation{Name: name, Stage: "START", Device: dev, TimeUS: start},
-		allocator.Annotation{Name: name, Stage: "END", Device: dev, TimeUS: end})
+		snapshot.Annotation{Name: name, Stage: "START", Device: dev, TimeUS: start},
+		snapshot.Annotation{Name: name, Stage: "END", Device: dev, TimeUS: end})
 }
 
 // snapshot is the allocator's snapshot with the step annotations so far.
-func (w *Workload) snapshot() *allocator.Snapshot {
+func (w *Workload) snapshot() *snapshot.Snapshot {
 	s := w.ca.Snapshot()
 	s.ExternalAnnotations = append(s.ExternalAnnotations, w.stepAnns...)
 	return s
@@ -488,7 +490,7 @@ func firstLine(s string) string {
 // ---- allocation helpers (sticky error: after a failure every call is a no-op) ----
 
 // site is an allocation call site: the Python stack torch would record.
-type site []allocator.Frame
+type site []snapshot.Frame
 
 // allocKeep allocates a tensor that outlives the step.
 func (w *Workload) allocKeep(size int64, s site) tensor {

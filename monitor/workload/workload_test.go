@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
@@ -44,7 +45,7 @@ func current(s allocator.Stats, st allocator.StatArray) int64 { return st[alloca
 // TestDeterministic: the same seed gives the same trace — actions,
 // addresses, sizes, streams and times — and another seed a different one.
 func TestDeterministic(t *testing.T) {
-	trace := func(seed uint64) []allocator.TraceEntry {
+	trace := func(seed uint64) []snapshot.TraceEntry {
 		w, _, _, err := runSteps(t, Config{Scenario: Fragmentation, Seed: seed, Layers: 2, DeviceMem: 16 << 30}, 6)
 		if err != nil {
 			t.Fatal(err)
@@ -89,22 +90,22 @@ func TestSteadyPlateau(t *testing.T) {
 	if a := current(infos[7].Stats, infos[7].Stats.AllocatedBytes); a < static || a > static+static/20 {
 		t.Errorf("allocated at step end %d, want ≈ params+states %d", a, static)
 	}
-	counts := map[allocator.Action]int{}
+	counts := map[snapshot.Action]int{}
 	for _, e := range w.Allocator().Snapshot().DeviceTraces[0] {
 		counts[e.Action]++
 		if e.TimeUS == 0 {
 			t.Fatal("entry without time_us")
 		}
 	}
-	for _, a := range []allocator.Action{allocator.ActionAlloc, allocator.ActionFreeRequested, allocator.ActionFreeCompleted, allocator.ActionSegmentAlloc} {
+	for _, a := range []snapshot.Action{snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionSegmentAlloc} {
 		if counts[a] == 0 {
 			t.Errorf("no %s entries: %v", a, counts)
 		}
 	}
 	// Pending frees: the all-reduce buffers complete later than requested.
-	if counts[allocator.ActionFreeRequested] != counts[allocator.ActionFreeCompleted] {
+	if counts[snapshot.ActionFreeRequested] != counts[snapshot.ActionFreeCompleted] {
 		// every block freed is eventually completed once later mallocs run
-		t.Logf("free_requested %d, free_completed %d", counts[allocator.ActionFreeRequested], counts[allocator.ActionFreeCompleted])
+		t.Logf("free_requested %d, free_completed %d", counts[snapshot.ActionFreeRequested], counts[snapshot.ActionFreeCompleted])
 	}
 }
 
@@ -119,9 +120,9 @@ func TestRecordStreamDefersFrees(t *testing.T) {
 	deferred := 0
 	for _, e := range w.Allocator().Snapshot().DeviceTraces[0] {
 		switch e.Action {
-		case allocator.ActionFreeRequested:
+		case snapshot.ActionFreeRequested:
 			requested[e.Addr] = e.TimeUS
-		case allocator.ActionFreeCompleted:
+		case snapshot.ActionFreeCompleted:
 			if t0, ok := requested[e.Addr]; ok && e.TimeUS > t0 {
 				deferred++
 			}
@@ -238,7 +239,7 @@ func TestOOMRecovers(t *testing.T) {
 	}
 	oomEntries := 0
 	for _, e := range w.Allocator().Snapshot().DeviceTraces[0] {
-		if e.Action == allocator.ActionOOM {
+		if e.Action == snapshot.ActionOOM {
 			oomEntries++
 		}
 	}
@@ -310,7 +311,7 @@ func TestOut(t *testing.T) {
 		t.Errorf("oom snapshot: format %s, timestamps %v", c.Format, c.Snapshot.HasTimestamps())
 	}
 	tr := c.Snapshot.DeviceTraces[0]
-	if !slices.ContainsFunc(tr, func(e allocator.TraceEntry) bool { return e.Action == allocator.ActionOOM }) {
+	if !slices.ContainsFunc(tr, func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionOOM }) {
 		t.Error("oom snapshot trace has no oom entry")
 	}
 	if len(w.Files()) != len(periodic)+len(oom) {

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 )
@@ -84,7 +85,7 @@ type Options struct {
 // least the allocator's minimum of 20) so that cached blocks that large
 // are never split by smaller requests.
 func DefaultConfs(request int64) []string {
-	mb := max(request/2/allocator.MiB, 20)
+	mb := max(request/2/config.MiB, 20)
 	return []string{"expandable_segments:True", fmt.Sprintf("max_split_size_mb:%d", mb)}
 }
 
@@ -160,11 +161,11 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 
 // lastOOM is the index of the last oom entry explained on dev (the
 // maxOOMs-th at most), -1 when there is none.
-func lastOOM(s *allocator.Snapshot, dev, maxOOMs int) int {
+func lastOOM(s *snapshot.Snapshot, dev, maxOOMs int) int {
 	last, n := -1, 0
 	if dev < len(s.DeviceTraces) {
 		for i := range s.DeviceTraces[dev] {
-			if s.DeviceTraces[dev][i].Action == allocator.ActionOOM && n < maxOOMs {
+			if s.DeviceTraces[dev][i].Action == snapshot.ActionOOM && n < maxOOMs {
 				last, n = i, n+1
 			}
 		}
@@ -174,11 +175,11 @@ func lastOOM(s *allocator.Snapshot, dev, maxOOMs int) int {
 
 // firstRequest is the size of the first oom entry on the devices, else
 // of the allocation that reaches the first device's active peak.
-func firstRequest(s *allocator.Snapshot, devices []int) int64 {
+func firstRequest(s *snapshot.Snapshot, devices []int) int64 {
 	for _, dev := range devices {
 		if dev < len(s.DeviceTraces) {
 			for i := range s.DeviceTraces[dev] {
-				if e := &s.DeviceTraces[dev][i]; e.Action == allocator.ActionOOM {
+				if e := &s.DeviceTraces[dev][i]; e.Action == snapshot.ActionOOM {
 					return e.Size
 				}
 			}

@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
 func TestFormatFrame(t *testing.T) {
-	f := allocator.Frame{Filename: `D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, Line: 39, Name: "forward"}
+	f := snapshot.Frame{Filename: `D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, Line: 39, Name: "forward"}
 	for _, c := range []struct {
 		w    int
 		want string
@@ -40,7 +40,7 @@ func TestFormatFrame(t *testing.T) {
 }
 
 func TestCallsite(t *testing.T) {
-	fr := func(file string) allocator.Frame { return allocator.Frame{Filename: file, Line: 1, Name: "f"} }
+	fr := func(file string) snapshot.Frame { return snapshot.Frame{Filename: file, Line: 1, Name: "f"} }
 	g := &Grouper{}
 	for _, c := range []struct {
 		stack []string
@@ -54,7 +54,7 @@ func TestCallsite(t *testing.T) {
 		{[]string{"/opt/torchvision/ops.py"}, "/opt/torchvision/ops.py"}, // torch as a prefix of another name is user code
 		{[]string{"torch/a.py", "torch/b.py"}, "torch/a.py"},             // only library frames: the innermost
 	} {
-		var st allocator.Stack
+		var st snapshot.Stack
 		for _, f := range c.stack {
 			st = append(st, fr(f))
 		}
@@ -63,7 +63,7 @@ func TestCallsite(t *testing.T) {
 		}
 	}
 	g.Library = regexp.MustCompile(`^/job/model\.py$`)
-	if got, _ := g.Callsite(allocator.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Filename != "torch/x.py" {
+	if got, _ := g.Callsite(snapshot.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Filename != "torch/x.py" {
 		t.Errorf("custom library: %q", got.Filename)
 	}
 	if _, ok := g.Callsite(nil); ok {
@@ -123,16 +123,16 @@ func TestAnnotationOpsAndSteps(t *testing.T) {
 	}
 	// the softmax allocation is inside aten::softmax inside model.forward
 	e := &d.Timeline.Entries[2]
-	if e.Action != allocator.ActionAlloc || d.Ops.At(e.TimeUS) != "aten::softmax" {
+	if e.Action != snapshot.ActionAlloc || d.Ops.At(e.TimeUS) != "aten::softmax" {
 		t.Errorf("entry 2 (%s) in %q", e.Action, d.Ops.At(e.TimeUS))
 	}
 	// user_defined entries (torch 2.4) pair into ranges too
-	s := &allocator.Snapshot{Stacks: []allocator.Stack{nil,
+	s := &snapshot.Snapshot{Stacks: []snapshot.Stack{nil,
 		{{Name: "START", Filename: "ProfilerStep#4"}}, {{Name: "END", Filename: "ProfilerStep#4"}}},
-		DeviceTraces: [][]allocator.TraceEntry{{
-			{Action: allocator.ActionUserDefined, Frames: 1, TimeUS: 10},
-			{Action: allocator.ActionUserDefined, Frames: 2, TimeUS: 20},
-			{Action: allocator.ActionUserDefined, Frames: 1, TimeUS: 30}, // never closed: dropped
+		DeviceTraces: [][]snapshot.TraceEntry{{
+			{Action: snapshot.ActionUserDefined, Frames: 1, TimeUS: 10},
+			{Action: snapshot.ActionUserDefined, Frames: 2, TimeUS: 20},
+			{Action: snapshot.ActionUserDefined, Frames: 1, TimeUS: 30}, // never closed: dropped
 		}}}
 	ops := AnnotationOps(s, 0)
 	if len(ops) != 1 || !ops[0].IsStep || ops[0].Step != 4 || ops[0].StartUS != 10 || ops[0].EndUS != 20 {
@@ -166,8 +166,8 @@ func TestExplainPeakWithoutOOM(t *testing.T) {
 	// drop the oom entry: the peak is explained instead
 	tr := c.Snapshot.DeviceTraces[0]
 	for i := range tr {
-		if tr[i].Action == allocator.ActionOOM {
-			tr[i].Action = allocator.ActionSnapshot
+		if tr[i].Action == snapshot.ActionOOM {
+			tr[i].Action = snapshot.ActionSnapshot
 		}
 	}
 	e, err := Explain(context.Background(), c, Options{})

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // FormatFrame renders a frame as "function  …/dir/file.py:line" in at most
 // width runes (width ≤ 0: no limit). The path gives way first, from the
 // left, so the file name and line stay; then the function, from the right.
-func FormatFrame(f allocator.Frame, width int) string {
+func FormatFrame(f snapshot.Frame, width int) string {
 	loc := ":" + strconv.FormatInt(f.Line, 10)
 	path := f.Filename
 	full := f.Name + "  " + path + loc

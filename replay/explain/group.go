@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // By is what live allocations are grouped by.
@@ -60,7 +60,7 @@ type Grouper struct {
 	// Library matches the filenames a call site skips; nil: the default.
 	Library *regexp.Regexp
 	// Stack resolves stack ids (Snapshot.Stack or a Store's).
-	Stack func(allocator.StackID) allocator.Stack
+	Stack func(snapshot.StackID) snapshot.Stack
 	// OpOf names the op an allocation born at a trace time belongs to
 	// ("" when none); nil: no ops.
 	OpOf func(timeUS int64) string
@@ -68,7 +68,7 @@ type Grouper struct {
 	// keys caches the call site / stack key of each stack id (stacks are
 	// shared, so a few hundred ids serve millions of allocations). A
 	// Grouper is not safe for concurrent use.
-	keys    map[allocator.StackID]string
+	keys    map[snapshot.StackID]string
 	keysFor By
 }
 
@@ -82,9 +82,9 @@ func (g *Grouper) library() *regexp.Regexp {
 // Callsite is the first frame (innermost first) outside the library
 // paths; when every frame is a library frame, the innermost one. ok is
 // false for an empty stack.
-func (g *Grouper) Callsite(st allocator.Stack) (allocator.Frame, bool) {
+func (g *Grouper) Callsite(st snapshot.Stack) (snapshot.Frame, bool) {
 	if len(st) == 0 {
-		return allocator.Frame{}, false
+		return snapshot.Frame{}, false
 	}
 	lib := g.library()
 	for _, f := range st {
@@ -99,7 +99,7 @@ func (g *Grouper) Callsite(st allocator.Stack) (allocator.Frame, bool) {
 const NoStackKey = "(no stack)"
 
 // FrameKey is how a frame reads in a group key: "name (file:line)".
-func FrameKey(f allocator.Frame) string {
+func FrameKey(f snapshot.Frame) string {
 	return f.Name + " (" + f.Filename + ":" + strconv.FormatInt(f.Line, 10) + ")"
 }
 
@@ -131,7 +131,7 @@ func (g *Grouper) Key(a *Alloc) string {
 	switch g.By {
 	case ByStack, ByCallsite:
 		if g.keys == nil || g.keysFor != g.By {
-			g.keys, g.keysFor = map[allocator.StackID]string{}, g.By
+			g.keys, g.keysFor = map[snapshot.StackID]string{}, g.By
 		}
 		k, ok := g.keys[a.Frames]
 		if !ok {
@@ -155,7 +155,7 @@ func (g *Grouper) Key(a *Alloc) string {
 }
 
 // stackKey is the call site or stack key of a stack id.
-func (g *Grouper) stackKey(id allocator.StackID) string {
+func (g *Grouper) stackKey(id snapshot.StackID) string {
 	switch g.By {
 	case ByStack:
 		st := g.stack(id)
@@ -178,7 +178,7 @@ func (g *Grouper) stackKey(id allocator.StackID) string {
 	return FrameKey(f)
 }
 
-func (g *Grouper) stack(id allocator.StackID) allocator.Stack {
+func (g *Grouper) stack(id snapshot.StackID) snapshot.Stack {
 	if g.Stack == nil {
 		return nil
 	}
@@ -257,7 +257,7 @@ func cmpLargest(x, y Alloc) int {
 }
 
 // Frames converts a stack to its JSON form (never nil).
-func (g *Grouper) Frames(id allocator.StackID) []Frame {
+func (g *Grouper) Frames(id snapshot.StackID) []Frame {
 	st := g.stack(id)
 	out := make([]Frame, len(st))
 	for i, f := range st {

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -70,7 +70,7 @@ func FiguresAfterAll(tl *replay.Timeline, idx []int) []Figures {
 	return out
 }
 
-func figures(tl *replay.Timeline, i int, state []allocator.Segment) Figures {
+func figures(tl *replay.Timeline, i int, state []snapshot.Segment) Figures {
 	f := StateFigures(state)
 	f.Reserved = tl.ReservedAtStart
 	for j := 0; j <= i && j < len(tl.Entries); j++ {
@@ -83,16 +83,16 @@ func figures(tl *replay.Timeline, i int, state []allocator.Segment) Figures {
 // allocated (active_allocated blocks), cached free (inactive blocks) and the
 // largest inactive block. The OOM figures of explain and of the TUI's OOM
 // panel both come from here.
-func StateFigures(state []allocator.Segment) Figures {
+func StateFigures(state []snapshot.Segment) Figures {
 	var f Figures
 	for _, s := range state {
 		f.Reserved += s.TotalSize
 		for k := range s.Blocks {
 			b := &s.Blocks[k]
 			switch b.State {
-			case allocator.StateActiveAllocated:
+			case snapshot.StateActiveAllocated:
 				f.Allocated += b.Size
-			case allocator.StateInactive:
+			case snapshot.StateInactive:
 				f.CachedFree += b.Size
 				f.LargestCachedFree = max(f.LargestCachedFree, b.Size)
 			}
@@ -273,7 +273,7 @@ func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
 // DiffDevices compares the ends of two files of one job: their stacks are
 // interned into one table so that equal frames make equal keys.
 func DiffDevices(a, b *Device, g *Grouper) *Diff {
-	tab := allocator.NewStackTable()
+	tab := snapshot.NewStackTable()
 	side := func(d *Device) (DiffSide, []Alloc) {
 		s, live, _ := d.Side("end")
 		for i := range live {
@@ -284,7 +284,7 @@ func DiffDevices(a, b *Device, g *Grouper) *Diff {
 	fs, fl := side(a)
 	ts, tl := side(b)
 	stacks := tab.Stacks()
-	g.Stack = func(id allocator.StackID) allocator.Stack {
+	g.Stack = func(id snapshot.StackID) snapshot.Stack {
 		if id <= 0 || int(id) >= len(stacks) {
 			return nil
 		}

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -12,7 +12,7 @@ import (
 type Alloc struct {
 	Addr    uint64
 	Size    int64 // bytes as the trace counts them (requested)
-	Frames  allocator.StackID
+	Frames  snapshot.StackID
 	Stream  uint64
 	Pending bool // freed by the caller, still waiting on other streams
 	// Born is the trace index of the entry that allocated it, -1 for an
@@ -41,7 +41,7 @@ func NewWalker(tl *replay.Timeline) *Walker {
 		}
 		a.Size += s.Size()
 		a.Frames = replay.BlockFrames(b)
-		a.Pending = b.State == allocator.StateActivePendingFree
+		a.Pending = b.State == snapshot.StateActivePendingFree
 	}
 	return w
 }
@@ -63,7 +63,7 @@ func (w *Walker) AdvanceTo(i int) {
 func (w *Walker) apply(i int) {
 	e := &w.tl.Entries[i]
 	switch e.Action {
-	case allocator.ActionAlloc:
+	case snapshot.ActionAlloc:
 		a := w.live[e.Addr]
 		if a == nil {
 			a = &Alloc{Addr: e.Addr}
@@ -71,11 +71,11 @@ func (w *Walker) apply(i int) {
 		}
 		a.Size += e.Size
 		a.Frames, a.Stream, a.Pending, a.Born, a.BornTime = e.Frames, e.Stream, false, i, e.TimeUS
-	case allocator.ActionFreeRequested:
+	case snapshot.ActionFreeRequested:
 		if a := w.live[e.Addr]; a != nil {
 			a.Pending = true
 		}
-	case allocator.ActionFreeCompleted, allocator.ActionFree:
+	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 		a := w.live[e.Addr]
 		if a == nil {
 			a = &Alloc{Addr: e.Addr, Frames: e.Frames, Stream: e.Stream, Born: i, BornTime: e.TimeUS}

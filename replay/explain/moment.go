@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -102,7 +102,7 @@ func PeakIndex(tl *replay.Timeline) int {
 func OOMIndices(tl *replay.Timeline) []int {
 	var out []int
 	for i := range tl.Entries {
-		if tl.Entries[i].Action == allocator.ActionOOM {
+		if tl.Entries[i].Action == snapshot.ActionOOM {
 			out = append(out, i)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -89,7 +89,7 @@ func StepNumber(name string) (int64, bool) {
 // (torch 2.4, frames [{name: START|END, filename: range name}]). A START
 // is closed by the next END of the same name; ranges left open are
 // dropped. ProfilerStep#N ranges are step markers.
-func AnnotationOps(s *allocator.Snapshot, device int) []Op {
+func AnnotationOps(s *snapshot.Snapshot, device int) []Op {
 	type edge struct {
 		name  string
 		start bool
@@ -104,7 +104,7 @@ func AnnotationOps(s *allocator.Snapshot, device int) []Op {
 	if device >= 0 && device < len(s.DeviceTraces) {
 		for i := range s.DeviceTraces[device] {
 			e := &s.DeviceTraces[device][i]
-			if e.Action != allocator.ActionUserDefined || e.TimeUS == 0 {
+			if e.Action != snapshot.ActionUserDefined || e.TimeUS == 0 {
 				continue
 			}
 			if st := s.Stack(e.Frames); len(st) > 0 {

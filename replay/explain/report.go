@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 func momentText(m Moment) string {
@@ -99,7 +100,7 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			if len(o.Frames) > 0 {
 				fmt.Fprintln(w, "    stack:")
 				for _, f := range o.Frames {
-					fmt.Fprintf(w, "      %s\n", FormatFrame(allocator.Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}, 0))
+					fmt.Fprintf(w, "      %s\n", FormatFrame(snapshot.Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}, 0))
 				}
 			}
 			if len(o.TopHolders) > 0 {

@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // TestBaselineUsesExpandableSegmentsFromTrace: a torch_npu trace with
@@ -52,8 +53,8 @@ func TestFinalDeltaCaveat(t *testing.T) {
 			tr := c.Snapshot.DeviceTraces[0]
 			if tc.keep >= 0 {
 				kept := 0
-				tr = slices.DeleteFunc(slices.Clone(tr), func(e allocator.TraceEntry) bool {
-					if e.Action != allocator.ActionSegmentAlloc && e.Action != allocator.ActionSegmentFree {
+				tr = slices.DeleteFunc(slices.Clone(tr), func(e snapshot.TraceEntry) bool {
+					if e.Action != snapshot.ActionSegmentAlloc && e.Action != snapshot.ActionSegmentFree {
 						return false
 					}
 					kept++
@@ -86,7 +87,7 @@ func TestCUDASideStreamRunsCUDA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Flavour != allocator.FlavourCUDA.String() || res.Placement != "paged" {
+	if res.Flavour != config.FlavourCUDA.String() || res.Placement != "paged" {
 		t.Errorf("flavour %s placement %s, want cuda / paged", res.Flavour, res.Placement)
 	}
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -14,16 +16,16 @@ import (
 // a training-like pattern: steps of 200 allocations (512 B … 64 MiB,
 // log-uniform) on the compute stream, freed in random order, one in twenty
 // of them a cross-stream deferred free that completes a few entries later.
-func synthetic(n int) *allocator.Snapshot {
+func synthetic(n int) *snapshot.Snapshot {
 	const stream = 0x7f00_0000_1000
 	rng := rand.New(rand.NewPCG(1, 2))
-	tr := make([]allocator.TraceEntry, 0, n+8)
+	tr := make([]snapshot.TraceEntry, 0, n+8)
 	var addr uint64 = 0x7f10_0000_0000
 	type live struct {
 		addr uint64
 		size int64
 	}
-	var pending []allocator.TraceEntry // deferred free_completed entries
+	var pending []snapshot.TraceEntry // deferred free_completed entries
 	for len(tr) < n {
 		var step []live
 		for range 200 {
@@ -31,7 +33,7 @@ func synthetic(n int) *allocator.Snapshot {
 			size += rng.Int64N(size)
 			addr += 0x1000_0000
 			step = append(step, live{addr, size})
-			tr = append(tr, allocator.TraceEntry{Action: allocator.ActionAlloc, Addr: addr, Size: size, Stream: stream})
+			tr = append(tr, snapshot.TraceEntry{Action: snapshot.ActionAlloc, Addr: addr, Size: size, Stream: stream})
 			if len(pending) > 0 && rng.IntN(4) == 0 {
 				tr = append(tr, pending[0])
 				pending = pending[1:]
@@ -39,9 +41,9 @@ func synthetic(n int) *allocator.Snapshot {
 		}
 		rng.Shuffle(len(step), func(i, j int) { step[i], step[j] = step[j], step[i] })
 		for _, l := range step {
-			e := allocator.TraceEntry{Action: allocator.ActionFreeRequested, Addr: l.addr, Size: l.size, Stream: stream}
+			e := snapshot.TraceEntry{Action: snapshot.ActionFreeRequested, Addr: l.addr, Size: l.size, Stream: stream}
 			tr = append(tr, e)
-			e.Action = allocator.ActionFreeCompleted
+			e.Action = snapshot.ActionFreeCompleted
 			if rng.IntN(20) == 0 {
 				pending = append(pending, e)
 			} else {
@@ -50,11 +52,11 @@ func synthetic(n int) *allocator.Snapshot {
 		}
 	}
 	tr = append(tr, pending...)
-	return &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{tr}}
+	return &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{tr}}
 }
 
 var (
-	benchSnap *allocator.Snapshot
+	benchSnap *snapshot.Snapshot
 	benchTL   *replay.Timeline
 )
 
@@ -77,10 +79,10 @@ func benchInput(b *testing.B) *input {
 func BenchmarkBaselineAllocatorOnly(b *testing.B) {
 	in := benchInput(b)
 	for b.Loop() {
-		rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{{HBMBytes: 64 * allocator.GiB, SystemReserved: -1}}})
+		rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{{HBMBytes: 64 * config.GiB, SystemReserved: -1}}})
 		dev, _ := rt.Device(0)
 		s, _ := dev.CreateStream()
-		a, _ := allocator.New(dev, allocator.DefaultConfig(allocator.FlavourNPU))
+		a, _ := allocator.New(dev, config.DefaultConfig(config.FlavourNPU))
 		ptrs := make([]uint64, in.ids)
 		for i := range in.ops {
 			o := &in.ops[i]
@@ -103,12 +105,12 @@ func BenchmarkBuildInput1M(b *testing.B) {
 
 func benchSimulate(b *testing.B, conf string) {
 	in := benchInput(b)
-	cfg, err := allocator.ParseConfig(conf)
+	cfg, err := config.ParseConfig(conf)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		r, err := simulate(context.Background(), in, conf, cfg, 64*allocator.GiB, true)
+		r, err := simulate(context.Background(), in, conf, cfg, 64*config.GiB, true)
 		if err != nil || r.OOMs != 0 {
 			b.Fatal(err, r.OOMs)
 		}
@@ -129,9 +131,9 @@ func BenchmarkSimulateParallel(b *testing.B) {
 	benchInput(b)
 	opts := Options{
 		Confs:     []string{"expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"},
-		DeviceMem: 64 * allocator.GiB,
+		DeviceMem: 64 * config.GiB,
 	}
-	npu := allocator.FlavourNPU
+	npu := config.FlavourNPU
 	for b.Loop() {
 		if _, err := SimulateSnapshot(context.Background(), benchSnap, npu, opts); err != nil {
 			b.Fatal(err)

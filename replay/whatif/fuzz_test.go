@@ -5,7 +5,8 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 )
 
 // FuzzSimulate feeds arbitrary traces (any action, address, size and
@@ -19,14 +20,14 @@ func FuzzSimulate(f *testing.F) {
 
 func fuzzOne(t *testing.T, data []byte) {
 	{
-		actions := []allocator.Action{
-			allocator.ActionAlloc, allocator.ActionFreeRequested, allocator.ActionFreeCompleted, allocator.ActionFree,
-			allocator.ActionSegmentAlloc, allocator.ActionSegmentFree, allocator.ActionSegmentMap,
-			allocator.ActionSegmentUnmap, allocator.ActionSnapshot, allocator.ActionOOM,
+		actions := []snapshot.Action{
+			snapshot.ActionAlloc, snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree,
+			snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree, snapshot.ActionSegmentMap,
+			snapshot.ActionSegmentUnmap, snapshot.ActionSnapshot, snapshot.ActionOOM,
 		}
-		var tr []allocator.TraceEntry
+		var tr []snapshot.TraceEntry
 		for len(data) >= 4 && len(tr) < 2000 {
-			e := allocator.TraceEntry{
+			e := snapshot.TraceEntry{
 				Action: actions[int(data[0])%len(actions)],
 				Addr:   uint64(data[1]%16) << 24,
 				Size:   int64(data[2]) << (data[3] % 24),
@@ -35,7 +36,7 @@ func fuzzOne(t *testing.T, data []byte) {
 			if data[3] == 255 {
 				e.Size = -1
 			}
-			if e.Action == allocator.ActionOOM {
+			if e.Action == snapshot.ActionOOM {
 				e.DeviceFree = int64(binary.LittleEndian.Uint16(data[1:3])) << 16
 			}
 			tr = append(tr, e)
@@ -44,8 +45,8 @@ func fuzzOne(t *testing.T, data []byte) {
 		if len(tr) == 0 {
 			return // no device to simulate
 		}
-		s := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{tr}}
-		for _, f := range []allocator.Flavour{allocator.FlavourNPU, allocator.FlavourCUDA} {
+		s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{tr}}
+		for _, f := range []config.Flavour{config.FlavourNPU, config.FlavourCUDA} {
 			res, err := SimulateSnapshot(context.Background(), s, f, Options{
 				Confs: []string{"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4"},
 			})
@@ -62,7 +63,7 @@ func fuzzOne(t *testing.T, data []byte) {
 						t.Fatalf("%s: curve not increasing in entries: %v", r.Name, r.Reserved)
 					}
 				}
-				if r.PeakReserved > roundUp(d.DeviceMem, 2*allocator.MiB) { // acl counts whole pages
+				if r.PeakReserved > roundUp(d.DeviceMem, 2*config.MiB) { // acl counts whole pages
 					t.Fatalf("%s: peak %d over the device's %d", r.Name, r.PeakReserved, d.DeviceMem)
 				}
 			}

@@ -3,7 +3,7 @@ package whatif
 import (
 	"slices"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -56,7 +56,7 @@ type InputStats struct {
 // input is one device's operation sequence, shared read-only by all runs.
 type input struct {
 	device  int
-	entries []allocator.TraceEntry
+	entries []snapshot.TraceEntry
 	ops     []op
 	ids     int // number of allocation ids
 	streams []uint64
@@ -137,11 +137,11 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 			empties = empties[1:]
 		}
 		e := &entries[i]
-		if e.Action == allocator.ActionWorkspaceSnapshot {
+		if e.Action == snapshot.ActionWorkspaceSnapshot {
 			size, at := e.Size, int32(i)
 			for j := i + 1; j < min(i+3, n); j++ { // its segment_alloc and alloc
-				if x := &entries[j]; x.Addr == e.Addr && (x.Action == allocator.ActionSegmentAlloc || x.Action == allocator.ActionAlloc) {
-					if x.Action == allocator.ActionSegmentAlloc {
+				if x := &entries[j]; x.Addr == e.Addr && (x.Action == snapshot.ActionSegmentAlloc || x.Action == snapshot.ActionAlloc) {
+					if x.Action == snapshot.ActionSegmentAlloc {
 						size, at = x.Size, int32(j) // the recording reserves it there
 					}
 					skip[j] = true
@@ -158,7 +158,7 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 		}
 		st := state[e.Addr]
 		switch e.Action {
-		case allocator.ActionAlloc:
+		case snapshot.ActionAlloc:
 			if e.Size < 0 { // a damaged entry: nothing to allocate
 				in.stats.Unmatched++
 				continue
@@ -171,7 +171,7 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), at: max(mallocStart(entries, i), floor), id: id, stream: e.Stream, size: e.Size})
 			state[e.Addr] = addrState{live, id}
 			in.stats.Allocs++
-		case allocator.ActionFreeRequested:
+		case snapshot.ActionFreeRequested:
 			if st.state != live {
 				in.stats.Unmatched++
 				continue
@@ -181,12 +181,12 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 			switch {
 			case j < 0:
 				doneAt = never // still pending when the trace ends
-			case entries[j].Action == allocator.ActionFreeCompleted && int(j) > i+1:
+			case entries[j].Action == snapshot.ActionFreeCompleted && int(j) > i+1:
 				doneAt = j
 			}
 			free(i, st.id, doneAt)
 			state[e.Addr] = addrState{pending, -1}
-		case allocator.ActionFreeCompleted, allocator.ActionFree:
+		case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			switch st.state {
 			case pending:
 				delete(state, e.Addr)
@@ -196,7 +196,7 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 			default:
 				in.stats.Unmatched++
 			}
-		case allocator.ActionOOM:
+		case snapshot.ActionOOM:
 			if e.Size < 0 {
 				in.stats.Unmatched++
 				continue
@@ -230,7 +230,7 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 // the segment events it caused, found by walking back over them and over
 // the deferred frees its process_events completed (a free_completed that
 // does not directly follow its free_requested); i itself when it caused none.
-func mallocStart(entries []allocator.TraceEntry, i int) int32 {
+func mallocStart(entries []snapshot.TraceEntry, i int) int32 {
 	at := i
 	for j := i; j > 0; j-- {
 		e := &entries[j-1]
@@ -238,8 +238,8 @@ func mallocStart(entries []allocator.TraceEntry, i int) int32 {
 			at = j - 1
 			continue
 		}
-		if e.Action == allocator.ActionFreeCompleted && j >= 2 {
-			if p := &entries[j-2]; p.Action == allocator.ActionFreeRequested && p.Addr == e.Addr {
+		if e.Action == snapshot.ActionFreeCompleted && j >= 2 {
+			if p := &entries[j-2]; p.Action == snapshot.ActionFreeRequested && p.Addr == e.Addr {
 				break // an immediate free, not part of this malloc
 			}
 			continue
@@ -253,18 +253,18 @@ func mallocStart(entries []allocator.TraceEntry, i int) int32 {
 type span struct{ start, end int32 }
 
 // isRelease reports a segment release (segment_free, segment_unmap).
-func isRelease(a allocator.Action) bool {
-	return a == allocator.ActionSegmentFree || a == allocator.ActionSegmentUnmap
+func isRelease(a snapshot.Action) bool {
+	return a == snapshot.ActionSegmentFree || a == snapshot.ActionSegmentUnmap
 }
 
 // deferredCompletion reports whether entry i is a free_completed that does
 // not directly follow its free_requested.
-func deferredCompletion(entries []allocator.TraceEntry, i int) bool {
+func deferredCompletion(entries []snapshot.TraceEntry, i int) bool {
 	e := &entries[i]
-	if e.Action != allocator.ActionFreeCompleted {
+	if e.Action != snapshot.ActionFreeCompleted {
 		return false
 	}
-	return i == 0 || entries[i-1].Action != allocator.ActionFreeRequested || entries[i-1].Addr != e.Addr
+	return i == 0 || entries[i-1].Action != snapshot.ActionFreeRequested || entries[i-1].Addr != e.Addr
 }
 
 // emptyCaches infers the empty_cache calls of a trace, which leave only
@@ -278,7 +278,7 @@ func deferredCompletion(entries []allocator.TraceEntry, i int) bool {
 // whether the device was full. On a contiguous device a release forced by
 // the lack of one free range passes for empty_cache: the baseline comes out
 // the same, an alternative gets one empty_cache too many.
-func emptyCaches(entries []allocator.TraceEntry, forced func(reservedBefore, segment int64) bool, reservedAt func(i int) int64) []span {
+func emptyCaches(entries []snapshot.TraceEntry, forced func(reservedBefore, segment int64) bool, reservedAt func(i int) int64) []span {
 	var out []span
 	n := len(entries)
 	for i := 0; i < n; {
@@ -296,9 +296,9 @@ func emptyCaches(entries []allocator.TraceEntry, forced func(reservedBefore, seg
 		empty := true
 		if i < n {
 			switch entries[i].Action {
-			case allocator.ActionOOM:
+			case snapshot.ActionOOM:
 				empty = false
-			case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+			case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
 				empty = forced != nil && !forced(reservedAt(start-1), entries[i].Size)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -13,7 +15,7 @@ const Headroom = 0.125
 
 // prepareDevice builds device's input sequence, the recorded figures and
 // the simulated device size.
-func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allocator.Config) (*DeviceResult, error) {
+func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base config.Config) (*DeviceResult, error) {
 	tl, err := replay.NewTimelineWithoutInitial(s, device)
 	if err != nil {
 		return nil, err
@@ -32,13 +34,13 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 		active += replay.ActiveDelta(e)
 		rec.PeakActive = max(rec.PeakActive, active)
 		switch e.Action {
-		case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
-			if i == 0 || tl.Entries[i-1].Action != allocator.ActionWorkspaceSnapshot || tl.Entries[i-1].Addr != e.Addr {
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentMap:
+			if i == 0 || tl.Entries[i-1].Action != snapshot.ActionWorkspaceSnapshot || tl.Entries[i-1].Addr != e.Addr {
 				rec.SegmentAllocs++ // a workspace block's segment is not the caching allocator's
 			}
-		case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+		case snapshot.ActionSegmentFree, snapshot.ActionSegmentUnmap:
 			rec.SegmentFrees++
-		case allocator.ActionOOM:
+		case snapshot.ActionOOM:
 			rec.OOMs++
 			if rec.FirstOOM == nil {
 				rec.FirstOOM = &OOM{Index: i, TimeUS: e.TimeUS, Size: e.Size}
@@ -63,19 +65,19 @@ func prepareDevice(s *allocator.Snapshot, device int, deviceMem int64, base allo
 			rec.FirstOOM.Index, allocator.FormatSize(oomReserved), allocator.FormatSize(oomFree))
 	default:
 		peak := max(rec.PeakReserved, rec.PeakActive)
-		head := roundUp(int64(float64(peak)*Headroom), 2*allocator.MiB)
-		dr.DeviceMem = max(peak+head, 2*allocator.MiB)
+		head := roundUp(int64(float64(peak)*Headroom), 2*config.MiB)
+		dr.DeviceMem = max(peak+head, 2*config.MiB)
 		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
 			allocator.FormatSize(peak), Headroom*100)
 	}
 
 	// acl's devices hold at least one 2 MiB page.
-	dr.DeviceMem = max(dr.DeviceMem, 2*allocator.MiB)
+	dr.DeviceMem = max(dr.DeviceMem, 2*config.MiB)
 
 	// Only a device without room forces a release inside a malloc when the
 	// baseline has neither max_split_size nor garbage collection.
 	var forced func(before, seg int64) bool
-	if base.MaxSplitSize == allocator.Unlimited && base.GCThreshold == 0 {
+	if base.MaxSplitSize == config.Unlimited && base.GCThreshold == 0 {
 		forced = func(before, seg int64) bool { return before+seg > dr.DeviceMem }
 	}
 	empties := emptyCaches(tl.Entries, forced, func(i int) int64 { return At(rec.Reserved, i) })

@@ -9,6 +9,7 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
 )
 
 // simEpoch is the simulated clock's origin; entry i happens at
@@ -42,14 +43,14 @@ func (h *helperStreams) Pop() any {
 
 // simulate replays in under cfg on a device of devMem bytes (see
 // Options.Contiguous).
-func simulate(ctx context.Context, in *input, name string, cfg allocator.Config, devMem int64, contiguous bool) (*Run, error) {
+func simulate(ctx context.Context, in *input, name string, cfg config.Config, devMem int64, contiguous bool) (*Run, error) {
 	clock := acl.NewManualClock(simEpoch)
 	// Paged: the driver maps device memory page by page, so a request
 	// fails only when the bytes run out: give the device ample address
 	// space and cap its usable bytes. Contiguous: acl's own placement.
 	spec := acl.DeviceSpec{Name: "whatif", HBMBytes: devMem, SystemReserved: -1}
 	if !contiguous {
-		spec.HBMBytes = 4*devMem + 64*allocator.GiB
+		spec.HBMBytes = 4*devMem + 64*config.GiB
 	}
 	rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{spec}, Clock: clock})
 	dev, err := rt.Device(0)
@@ -76,7 +77,7 @@ func simulate(ctx context.Context, in *input, name string, cfg allocator.Config,
 	var helpers helperStreams
 
 	run := &Run{Name: name, Conf: cfg.Raw, Flavour: cfg.Flavour.String(), ExpandableSegments: cfg.ExpandableSegments}
-	if cfg.MaxSplitSize != allocator.Unlimited {
+	if cfg.MaxSplitSize != config.Unlimited {
 		run.MaxSplitSize = cfg.MaxSplitSize
 	}
 	ptrs := make([]uint64, in.ids)

@@ -29,7 +29,8 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -50,7 +51,7 @@ type Options struct {
 	Contiguous *bool
 	// Flavour forces the allocator flavour; nil picks it from the file
 	// (torch_npu files → NPU, everything else → CUDA).
-	Flavour *allocator.Flavour
+	Flavour *config.Flavour
 	// Devices limits the devices simulated; nil means every device the
 	// snapshot mentions.
 	Devices []int
@@ -208,8 +209,8 @@ func At(c []Point, i int) int64 {
 // by expandable segments, so a trace that has them turns expandable
 // segments on in the baseline whatever the settings say (torch_npu files
 // have no allocator_settings at all); the line says so.
-func BaselineConfig(s *allocator.Snapshot, f allocator.Flavour) (allocator.Config, string) {
-	cfg := allocator.ConfigFromSettings(s.Settings, f)
+func BaselineConfig(s *snapshot.Snapshot, f config.Flavour) (config.Config, string) {
+	cfg := config.ConfigFromSettings(s.Settings, f)
 	maps := segmentMapEvents(s)
 	st := s.Settings
 	var src string
@@ -236,11 +237,11 @@ func BaselineConfig(s *allocator.Snapshot, f allocator.Flavour) (allocator.Confi
 
 // segmentMapEvents counts the segment_map and segment_unmap entries of
 // every device trace.
-func segmentMapEvents(s *allocator.Snapshot) int {
+func segmentMapEvents(s *snapshot.Snapshot) int {
 	n := 0
 	for _, tr := range s.DeviceTraces {
 		for i := range tr {
-			if a := tr[i].Action; a == allocator.ActionSegmentMap || a == allocator.ActionSegmentUnmap {
+			if a := tr[i].Action; a == snapshot.ActionSegmentMap || a == snapshot.ActionSegmentUnmap {
 				n++
 			}
 		}
@@ -250,19 +251,19 @@ func segmentMapEvents(s *allocator.Snapshot) int {
 
 // FileFlavour is the flavour a capture's allocator had: torch_npu files are
 // NPU, every other schema comes from PyTorch's CUDA allocator.
-func FileFlavour(c *replay.Capture) allocator.Flavour {
+func FileFlavour(c *replay.Capture) config.Flavour {
 	if c.Schema == replay.SchemaTorchNPU {
-		return allocator.FlavourNPU
+		return config.FlavourNPU
 	}
-	return allocator.FlavourCUDA
+	return config.FlavourCUDA
 }
 
 // ParseConf parses an alternative in the flavour's syntax.
-func ParseConf(s string, f allocator.Flavour) (allocator.Config, error) {
-	if f == allocator.FlavourCUDA {
-		return allocator.ParseCUDAConfig(s)
+func ParseConf(s string, f config.Flavour) (config.Config, error) {
+	if f == config.FlavourCUDA {
+		return config.ParseCUDAConfig(s)
 	}
-	return allocator.ParseConfig(s)
+	return config.ParseConfig(s)
 }
 
 // Simulate runs the baseline and every alternative of opts over c's devices,
@@ -277,9 +278,9 @@ func Simulate(ctx context.Context, c *replay.Capture, opts Options) (*Result, er
 }
 
 // SimulateSnapshot is Simulate on a decoded snapshot with a given flavour.
-func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Flavour, opts Options) (*Result, error) {
+func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavour, opts Options) (*Result, error) {
 	base, src := BaselineConfig(s, f)
-	cfgs := []allocator.Config{base}
+	cfgs := []config.Config{base}
 	names := []string{"baseline"}
 	for _, conf := range opts.Confs {
 		cfg, err := ParseConf(conf, f)
@@ -289,7 +290,7 @@ func SimulateSnapshot(ctx context.Context, s *allocator.Snapshot, f allocator.Fl
 		cfgs = append(cfgs, cfg)
 		names = append(names, conf)
 	}
-	contiguous := f == allocator.FlavourNPU
+	contiguous := f == config.FlavourNPU
 	if opts.Contiguous != nil {
 		contiguous = *opts.Contiguous
 	}

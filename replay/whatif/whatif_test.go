@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
-const MiB = allocator.MiB
+const MiB = config.MiB
 
 func load(t testing.TB, path string) *replay.Capture {
 	t.Helper()
@@ -247,7 +249,7 @@ func TestBadConf(t *testing.T) {
 	if err == nil {
 		t.Error("NPU accepted expandable_segments with max_split_size_mb")
 	}
-	cuda := allocator.FlavourCUDA
+	cuda := config.FlavourCUDA
 	if _, err := Simulate(context.Background(), c, Options{Flavour: &cuda, Confs: []string{"expandable_segments:True,max_split_size_mb:100"}}); err != nil {
 		t.Errorf("CUDA flavour: %v", err)
 	}
@@ -291,22 +293,22 @@ func TestAt(t *testing.T) {
 }
 
 func TestEmptyCacheInference(t *testing.T) {
-	A := func(a allocator.Action, addr uint64, size int64) allocator.TraceEntry {
-		return allocator.TraceEntry{Action: a, Addr: addr, Size: size}
+	A := func(a snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size}
 	}
 	const (
-		al = allocator.ActionAlloc
-		fr = allocator.ActionFreeRequested
-		fc = allocator.ActionFreeCompleted
-		sa = allocator.ActionSegmentAlloc
-		sf = allocator.ActionSegmentFree
+		al = snapshot.ActionAlloc
+		fr = snapshot.ActionFreeRequested
+		fc = snapshot.ActionFreeCompleted
+		sa = snapshot.ActionSegmentAlloc
+		sf = snapshot.ActionSegmentFree
 	)
-	tr := []allocator.TraceEntry{
+	tr := []snapshot.TraceEntry{
 		A(sa, 1, 20*MiB), A(al, 1, 20*MiB), A(fr, 1, 20*MiB), A(fc, 1, 20*MiB),
 		A(sf, 1, 20*MiB), A(fr, 9, 4), A(fc, 9, 4), // 4: empty_cache, then a plain free
 		A(sa, 2, 20*MiB), A(al, 2, 20*MiB), A(fr, 2, 20*MiB), A(fc, 2, 20*MiB),
 		A(fc, 3, 8), A(sf, 2, 20*MiB), A(sa, 4, 40*MiB), A(al, 4, 40*MiB), // 11: sync'd free, release, new segment
-		A(sf, 4, 0), A(allocator.ActionOOM, 0, 60*MiB), // 15: release inside a failing malloc
+		A(sf, 4, 0), A(snapshot.ActionOOM, 0, 60*MiB), // 15: release inside a failing malloc
 	}
 	if got := emptyCaches(tr, nil, nil); !reflect.DeepEqual(got, []span{{4, 5}}) {
 		t.Errorf("without a device test: %v, want [4]", got)
@@ -332,7 +334,7 @@ func TestDevicesSimulatedSeparately(t *testing.T) {
 		seg.Device = 1
 		s.Segments = append(s.Segments, seg)
 	}
-	res, err := SimulateSnapshot(context.Background(), s, allocator.FlavourNPU, Options{Confs: []string{"max_split_size_mb:100"}})
+	res, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, Options{Confs: []string{"max_split_size_mb:100"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +351,11 @@ func TestDevicesSimulatedSeparately(t *testing.T) {
 	if d0.Fidelity.MaxAbsDiff != 0 || d1.Fidelity.MaxAbsDiff != 0 {
 		t.Errorf("fidelity %+v %+v", d0.Fidelity, d1.Fidelity)
 	}
-	only, err := SimulateSnapshot(context.Background(), s, allocator.FlavourNPU, Options{Devices: []int{1}})
+	only, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, Options{Devices: []int{1}})
 	if err != nil || len(only.Devices) != 1 || only.Devices[0].Device != 1 {
 		t.Fatalf("--device 1: %v %+v", err, only)
 	}
-	if _, err := SimulateSnapshot(context.Background(), s, allocator.FlavourNPU, Options{Devices: []int{5}}); err == nil {
+	if _, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, Options{Devices: []int{5}}); err == nil {
 		t.Error("device 5 accepted")
 	}
 }
@@ -376,17 +378,17 @@ func TestWorkspaceBlocksAreExternal(t *testing.T) {
 // TestUntil: a run told to stop after an entry ignores the rest of the
 // trace: its peak is the prefix's.
 func TestUntil(t *testing.T) {
-	s := &allocator.Snapshot{DeviceTraces: [][]allocator.TraceEntry{{
-		{Action: allocator.ActionAlloc, Addr: 0x1000, Size: 4 << 20},
-		{Action: allocator.ActionFreeRequested, Addr: 0x1000, Size: 4 << 20},
-		{Action: allocator.ActionFreeCompleted, Addr: 0x1000, Size: 4 << 20},
-		{Action: allocator.ActionAlloc, Addr: 0x2000, Size: 64 << 20},
+	s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{
+		{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: 4 << 20},
+		{Action: snapshot.ActionFreeRequested, Addr: 0x1000, Size: 4 << 20},
+		{Action: snapshot.ActionFreeCompleted, Addr: 0x1000, Size: 4 << 20},
+		{Action: snapshot.ActionAlloc, Addr: 0x2000, Size: 64 << 20},
 	}}}
-	full, err := SimulateSnapshot(context.Background(), s, allocator.FlavourCUDA, Options{DeviceMem: 1 << 30})
+	full, err := SimulateSnapshot(context.Background(), s, config.FlavourCUDA, Options{DeviceMem: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut, err := SimulateSnapshot(context.Background(), s, allocator.FlavourCUDA, Options{DeviceMem: 1 << 30, Until: map[int]int{0: 2}})
+	cut, err := SimulateSnapshot(context.Background(), s, config.FlavourCUDA, Options{DeviceMem: 1 << 30, Until: map[int]int{0: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -20,11 +20,11 @@ import (
 // Model is the segment map pane state.
 type Model struct {
 	th       *theme.Theme
-	segs     []allocator.Segment // sorted by address
-	sel      int                 // selected segment index
-	blk      int                 // selected block index, -1 when selecting segments
-	drawnTop int                 // first segment line as last drawn (for clicks)
-	selAd    uint64              // address of the selected segment, kept across states
+	segs     []snapshot.Segment // sorted by address
+	sel      int                // selected segment index
+	blk      int                // selected block index, -1 when selecting segments
+	drawnTop int                // first segment line as last drawn (for clicks)
+	selAd    uint64             // address of the selected segment, kept across states
 	blkAd    uint64
 	bySize   bool // largest segments first instead of address order
 
@@ -108,7 +108,7 @@ func (m *Model) remember() {
 }
 
 // Segment returns the selected segment, nil when there is none.
-func (m *Model) Segment() *allocator.Segment {
+func (m *Model) Segment() *snapshot.Segment {
 	if m.sel < 0 || m.sel >= len(m.segs) {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (m *Model) Segment() *allocator.Segment {
 }
 
 // Block returns the selected block, nil when selecting segments.
-func (m *Model) Block() *allocator.Block {
+func (m *Model) Block() *snapshot.Block {
 	s := m.Segment()
 	if s == nil || m.blk < 0 || m.blk >= len(s.Blocks) {
 		return nil
@@ -252,7 +252,7 @@ const (
 
 // bar draws s in n cells: each cell shows the category covering most of its
 // bytes. It returns the bar and, when a block is selected, a caret line.
-func (m *Model) bar(s *allocator.Segment, n int, selected bool) (string, string) {
+func (m *Model) bar(s *snapshot.Segment, n int, selected bool) (string, string) {
 	if n <= 0 {
 		return "", ""
 	}
@@ -290,14 +290,14 @@ func (m *Model) bar(s *allocator.Segment, n int, selected bool) (string, string)
 		b := &s.Blocks[bi]
 		off := int64(b.Address - s.Address)
 		switch b.State {
-		case allocator.StateActiveAllocated:
+		case snapshot.StateActiveAllocated:
 			req := b.RequestedSize
 			if req <= 0 || req > b.Size {
 				req = b.Size
 			}
 			add(off, off+req, catAlloc, bi)
 			add(off+req, off+b.Size, catSlack, bi)
-		case allocator.StateActivePendingFree:
+		case snapshot.StateActivePendingFree:
 			add(off, off+b.Size, catPending, bi)
 		default:
 			add(off, off+b.Size, catFree, bi)
@@ -387,7 +387,7 @@ func (m *Model) bar(s *allocator.Segment, n int, selected bool) (string, string)
 // Detail returns lines describing the selected segment or block: address,
 // sizes, stream, when it was allocated (allocAt, supplied by the caller) and
 // the stack frames, each fitted to width cells.
-func (m *Model) Detail(stack func(allocator.StackID) allocator.Stack, allocAt string, width int) []string {
+func (m *Model) Detail(stack func(snapshot.StackID) snapshot.Stack, allocAt string, width int) []string {
 	s := m.Segment()
 	if s == nil {
 		return nil

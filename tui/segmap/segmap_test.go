@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -21,11 +21,11 @@ func testTheme(ascii bool) *theme.Theme {
 }
 
 // seg is 16 MiB: 4 MiB allocated (3 requested → 1 slack), 4 MiB pending free, 8 MiB free.
-func seg(addr uint64) allocator.Segment {
-	return allocator.Segment{Address: addr, TotalSize: 16 * mib, Blocks: []allocator.Block{
-		{Address: addr, Size: 4 * mib, RequestedSize: 3 * mib, State: allocator.StateActiveAllocated, Frames: 1},
-		{Address: addr + 4*mib, Size: 4 * mib, State: allocator.StateActivePendingFree},
-		{Address: addr + 8*mib, Size: 8 * mib, State: allocator.StateInactive},
+func seg(addr uint64) snapshot.Segment {
+	return snapshot.Segment{Address: addr, TotalSize: 16 * mib, Blocks: []snapshot.Block{
+		{Address: addr, Size: 4 * mib, RequestedSize: 3 * mib, State: snapshot.StateActiveAllocated, Frames: 1},
+		{Address: addr + 4*mib, Size: 4 * mib, State: snapshot.StateActivePendingFree},
+		{Address: addr + 8*mib, Size: 8 * mib, State: snapshot.StateInactive},
 	}}
 }
 
@@ -46,7 +46,7 @@ func TestBarToScale(t *testing.T) {
 
 func TestSelectionAndCaret(t *testing.T) {
 	m := New(testTheme(true))
-	m.SetState(monitor.State{Segments: []allocator.Segment{seg(0x2000000), seg(0x1000000)}})
+	m.SetState(monitor.State{Segments: []snapshot.Segment{seg(0x2000000), seg(0x1000000)}})
 	if s := m.Segment(); s == nil || s.Address != 0x1000000 {
 		t.Fatalf("first selection should be the lowest address, got %+v", s)
 	}
@@ -60,7 +60,7 @@ func TestSelectionAndCaret(t *testing.T) {
 	}
 	m.Enter()
 	m.Move(1)
-	if b := m.Block(); b == nil || b.State != allocator.StateActivePendingFree {
+	if b := m.Block(); b == nil || b.State != snapshot.StateActivePendingFree {
 		t.Fatalf("block selection: %+v", b)
 	}
 	v := m.View(60, 10, nil)
@@ -68,7 +68,7 @@ func TestSelectionAndCaret(t *testing.T) {
 		t.Errorf("caret under the selected block missing:\n%s", v)
 	}
 	// A new state keeps the selection on the same addresses.
-	m.SetState(monitor.State{Segments: []allocator.Segment{seg(0x1000000), seg(0x2000000), seg(0x3000000)}})
+	m.SetState(monitor.State{Segments: []snapshot.Segment{seg(0x1000000), seg(0x2000000), seg(0x3000000)}})
 	if m.Segment().Address != 0x2000000 || m.Block() == nil || m.Block().Address != 0x2000000+4*mib {
 		t.Fatalf("selection lost across states: seg %x blk %+v", m.Segment().Address, m.Block())
 	}
@@ -79,7 +79,7 @@ func TestSelectionAndCaret(t *testing.T) {
 
 func TestViewSizeAndDetail(t *testing.T) {
 	m := New(testTheme(false))
-	var segs []allocator.Segment
+	var segs []snapshot.Segment
 	for i := 0; i < 40; i++ {
 		segs = append(segs, seg(uint64(i+1)*0x1000000))
 	}
@@ -87,8 +87,8 @@ func TestViewSizeAndDetail(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		m.Move(1)
 	}
-	stack := func(id allocator.StackID) allocator.Stack {
-		return allocator.Stack{{Filename: "a.py", Line: 3, Name: "f"}}
+	stack := func(id snapshot.StackID) snapshot.Stack {
+		return snapshot.Stack{{Filename: "a.py", Line: 3, Name: "f"}}
 	}
 	m.Enter()
 	d := m.Detail(stack, "at 12:00:00.000 (entry 3)", 70)
@@ -114,10 +114,10 @@ func TestViewSizeAndDetail(t *testing.T) {
 }
 
 func TestStackLines(t *testing.T) {
-	f := func(file string, line int64, name string) allocator.Frame {
-		return allocator.Frame{Filename: file, Line: line, Name: name}
+	f := func(file string, line int64, name string) snapshot.Frame {
+		return snapshot.Frame{Filename: file, Line: line, Name: name}
 	}
-	st := allocator.Stack{
+	st := snapshot.Stack{
 		f("model.py", 10, "forward"),
 		f("Python/ceval.c", 1, "_PyEval_EvalFrameDefault"),
 		f("torch/csrc/core/boxing/x.h", 1, "call"),
@@ -130,7 +130,7 @@ func TestStackLines(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	// narrow: the path gives way from the left, the file and line stay
-	win := allocator.Stack{f(`D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, 39, "forward")}
+	win := snapshot.Stack{f(`D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, 39, "forward")}
 	if got := StackLines(win, 40)[0]; got != `forward  …\cs336_basics\model.py:39` {
 		t.Errorf("narrow frame %q", got)
 	}
@@ -138,9 +138,9 @@ func TestStackLines(t *testing.T) {
 
 func TestSortBySize(t *testing.T) {
 	m := New(testTheme(true))
-	small := allocator.Segment{Address: 0x1000, TotalSize: 2 * mib}
+	small := snapshot.Segment{Address: 0x1000, TotalSize: 2 * mib}
 	big := seg(0x9000000)
-	m.SetState(monitor.State{Segments: []allocator.Segment{big, small}})
+	m.SetState(monitor.State{Segments: []snapshot.Segment{big, small}})
 	if m.Segment().Address != 0x1000 || m.SortName() != "address" {
 		t.Fatalf("address order first")
 	}
@@ -148,7 +148,7 @@ func TestSortBySize(t *testing.T) {
 		t.Fatalf("size order: first %x, selection %x", m.segs[0].Address, m.Segment().Address)
 	}
 	// the selected segment vanishes: the selection falls back without panicking
-	m.SetState(monitor.State{Segments: []allocator.Segment{big}})
+	m.SetState(monitor.State{Segments: []snapshot.Segment{big}})
 	if m.Segment().Address != 0x9000000 {
 		t.Fatalf("fallback selection %x", m.Segment().Address)
 	}

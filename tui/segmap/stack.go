@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/explain"
 )
 
@@ -17,7 +17,7 @@ var (
 		"Objects/call.c", "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h"}
 )
 
-func keepFrame(f allocator.Frame) bool {
+func keepFrame(f snapshot.Frame) bool {
 	for _, s := range dropNames {
 		if strings.Contains(f.Name, s) {
 			return false
@@ -36,7 +36,7 @@ func keepFrame(f allocator.Frame) bool {
 // line stay; width ≤ 0: whole), dropping filtered frames and collapsing runs
 // of three or more identical lines into the first plus "<repeats N times>"
 // (runs of two are kept).
-func StackLines(st allocator.Stack, width int) []string {
+func StackLines(st snapshot.Stack, width int) []string {
 	var lines []string
 	for _, f := range st {
 		if keepFrame(f) {

@@ -19,6 +19,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/tui/chart"
@@ -83,7 +84,7 @@ func (m *Model) Stop() {
 
 // entryTimes builds the per-device time axis (non-decreasing epoch µs);
 // nil for a device without times.
-func entryTimes(res *whatif.Result, s *allocator.Snapshot) [][]int64 {
+func entryTimes(res *whatif.Result, s *snapshot.Snapshot) [][]int64 {
 	if res == nil || s == nil {
 		return nil
 	}

@@ -1,4 +1,10 @@
-package allocator
+// Package snapshot is the memory snapshot data model. It mirrors the torch
+// memory snapshot schema (docs/reference/snapshot-format.md §2) so that a
+// decoded file and a live allocator snapshot are the same Go value. Sizes are
+// int64, addresses and stream handles uint64, stacks are interned (entries
+// hold a StackID into Snapshot.Stacks). It imports nothing of npumon's:
+// readers, the Store and the TUI use it without the allocator algorithm.
+package snapshot
 
 import (
 	"encoding/binary"
@@ -6,15 +12,9 @@ import (
 	"sync"
 )
 
-// This file holds the snapshot data model. It mirrors the torch memory snapshot
-// schema (docs/reference/snapshot-format.md §2) so that a decoded file and a
-// live allocator snapshot are the same Go value. Sizes are int64, addresses and
-// stream handles uint64, stacks are interned (entries hold a StackID into
-// Snapshot.Stacks).
-
 // Action is the kind of a trace entry. Known actions are constants; actions
 // the model does not know (newer torch, forks) are registered on first sight
-// so they survive decoding and re-encoding and can be shown by name.
+// in the ActionTable of whoever decodes them.
 type Action uint8
 
 const (
@@ -31,69 +31,117 @@ const (
 	ActionUserDefined                     // torch 2.4 record_function annotation
 	ActionAnnotate                        // _annotate_memory(ptr, text)
 	ActionWorkspaceSnapshot               // torch_npu workspace allocator block (synthetic)
+	// ActionMemoryRecord is npumon's own: a profiler memory_record total
+	// (Size = allocated bytes at TimeUS), for sources with totals but no
+	// block-level trace. torch never writes it.
+	ActionMemoryRecord
 	numKnownActions
 )
 
-var actionRegistry = struct {
-	sync.RWMutex
-	names []string
-	index map[string]Action
-}{
-	names: []string{
-		"alloc", "free_requested", "free_completed", "free",
-		"segment_alloc", "segment_free", "segment_map", "segment_unmap",
-		"snapshot", "oom", "user_defined", "annotate", "workspace_snapshot",
-	},
+// knownActionNames are the serialized names of the known actions, by code.
+var knownActionNames = [numKnownActions]string{
+	"alloc", "free_requested", "free_completed", "free",
+	"segment_alloc", "segment_free", "segment_map", "segment_unmap",
+	"snapshot", "oom", "user_defined", "annotate", "workspace_snapshot",
+	"memory_record",
 }
 
-// ActionOther stands for every unknown action once the registry is full.
+// ActionOther stands for every unknown action once a table is full.
 const ActionOther Action = 255
 
-// maxActions caps the registry so hostile files cannot grow it without bound.
+// maxActions caps an ActionTable so hostile files cannot grow it without bound.
 const maxActions = 200
 
-func init() {
-	actionRegistry.index = make(map[string]Action, len(actionRegistry.names))
-	for i, n := range actionRegistry.names {
-		actionRegistry.index[n] = Action(i)
+// ParseKnownAction returns the known Action a serialized action string
+// names; ok is false for every other string.
+func ParseKnownAction(s string) (a Action, ok bool) {
+	for i, n := range knownActionNames {
+		if n == s {
+			return Action(i), true
+		}
 	}
+	return 0, false
 }
 
-// ParseAction returns the Action for a serialized action string, registering
-// unknown names (up to a cap; beyond it ActionOther).
-func ParseAction(s string) Action {
-	actionRegistry.RLock()
-	a, ok := actionRegistry.index[s]
-	actionRegistry.RUnlock()
+// String returns the action exactly as torch serializes it for a known
+// action, and "other" for any other code: the name of an action registered
+// in an ActionTable is that table's to tell (ActionTable.Name).
+func (a Action) String() string {
+	if a < numKnownActions {
+		return knownActionNames[a]
+	}
+	return "other"
+}
+
+// ActionTable names the actions a source uses beyond the known ones (newer
+// torch, forks, npumon's own synthetic entries), so they survive decoding
+// and re-encoding and can be shown by name. A table belongs to whoever
+// decodes with it (a snapshot, a Store, a wire connection): codes from two
+// tables do not mean the same action, and one decode's strings never change
+// another's codes. The zero value is not usable; call NewActionTable. A nil
+// *ActionTable knows the known actions only (Parse gives ActionOther for
+// any other name). It is safe for concurrent use.
+type ActionTable struct {
+	mu    sync.RWMutex
+	names []string // codes numKnownActions.. ; index = code − numKnownActions
+	index map[string]Action
+}
+
+// NewActionTable returns a table that knows only the known actions.
+func NewActionTable() *ActionTable { return &ActionTable{index: map[string]Action{}} }
+
+// Parse returns the Action for a serialized action string, registering an
+// unknown name (up to a cap; beyond it ActionOther).
+func (t *ActionTable) Parse(s string) Action {
+	if a, ok := ParseKnownAction(s); ok {
+		return a
+	}
+	if t == nil {
+		return ActionOther
+	}
+	t.mu.RLock()
+	a, ok := t.index[s]
+	t.mu.RUnlock()
 	if ok {
 		return a
 	}
-	actionRegistry.Lock()
-	defer actionRegistry.Unlock()
-	if a, ok := actionRegistry.index[s]; ok {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if a, ok := t.index[s]; ok {
 		return a
 	}
-	if len(actionRegistry.names) >= maxActions {
+	if int(numKnownActions)+len(t.names) >= maxActions {
 		return ActionOther
 	}
-	a = Action(len(actionRegistry.names))
+	a = numKnownActions + Action(len(t.names))
 	s = strings.Clone(s)
-	actionRegistry.names = append(actionRegistry.names, s)
-	actionRegistry.index[s] = a
+	t.names = append(t.names, s)
+	t.index[s] = a
 	return a
 }
 
-// String returns the action exactly as torch serializes it.
-func (a Action) String() string {
-	if a == ActionOther {
-		return "other"
+// Name returns the action as it was serialized: torch's name for a known
+// action, the registered name for one of this table's codes, else "other".
+func (t *ActionTable) Name(a Action) string {
+	if a < numKnownActions || t == nil || a == ActionOther {
+		return a.String()
 	}
-	actionRegistry.RLock()
-	defer actionRegistry.RUnlock()
-	if int(a) < len(actionRegistry.names) {
-		return actionRegistry.names[a]
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if i := int(a - numKnownActions); i < len(t.names) {
+		return t.names[i]
 	}
 	return "other"
+}
+
+// Len returns the number of registered (unknown) actions.
+func (t *ActionTable) Len() int {
+	if t == nil {
+		return 0
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.names)
 }
 
 // Known reports whether the action is one the model gives meaning to.
@@ -271,7 +319,14 @@ type Snapshot struct {
 	ExternalAnnotations []Annotation
 	// Stacks is the interned stack table; Stacks[NoStack] is empty.
 	Stacks []Stack
+	// Actions names the trace's actions beyond the known ones; nil when
+	// there are none.
+	Actions *ActionTable
 }
+
+// ActionName returns the serialized name of a, a known action or one of
+// s.Actions.
+func (s *Snapshot) ActionName(a Action) string { return s.Actions.Name(a) }
 
 // Stack returns the frames of id, or nil for NoStack or an id out of range.
 func (s *Snapshot) Stack(id StackID) Stack {

@@ -1,4 +1,4 @@
-package allocator
+package config
 
 import "math/bits"
 
@@ -8,15 +8,19 @@ const (
 	MiB = int64(1) << 20
 	GiB = int64(1) << 30
 
-	kMinBlockSize     = 512
-	kSmallSize        = 1 * MiB
-	kSmallBuffer      = 2 * MiB
+	// MinBlockSize is MinBlockSize: every block is a multiple of it.
+	MinBlockSize = 512
+	// SmallSize is SmallSize: requests up to it go to the small pool.
+	SmallSize = 1 * MiB
+	// SmallBuffer is SmallBuffer: the size of a small-pool segment.
+	SmallBuffer       = 2 * MiB
 	kLargeBuffer      = 20 * MiB
 	kMinLargeAlloc    = 10 * MiB
 	kRoundLarge       = 2 * MiB
 	kExtraLargeBuffer = 1 * GiB
 	kNPUPad           = 32
-	oneExaBytes       = int64(1) << 60
+	// OneExaBytes is torch's sanity bound on a single request.
+	OneExaBytes = int64(1) << 60
 )
 
 // Note [The NPU 32-byte pad]
@@ -25,7 +29,7 @@ const (
 // aclrtMallocAlign32, which, unlike aclrtMalloc, adds no 32 bytes of its
 // own, and the pad restores them. The pad is why an exact 1 MiB tensor is a
 // large-pool allocation in a 20 MiB segment on NPU (1 MiB + 32 rounds to
-// 1 049 088 > kSmallSize) but a small-pool one on CUDA, so replaying a trace
+// 1 049 088 > SmallSize) but a small-pool one on CUDA, so replaying a trace
 // with the wrong flavour moves tensors between pools.
 
 // roundSize is round_size: the NPU pad (Note [The NPU 32-byte pad]), the
@@ -34,13 +38,13 @@ func (c *Config) roundSize(size int64) int64 {
 	if c.Pad32 {
 		size += kNPUPad
 	}
-	if size < kMinBlockSize {
-		return kMinBlockSize
+	if size < MinBlockSize {
+		return MinBlockSize
 	}
-	if d := c.divisions(size); d > 1 && size > kMinBlockSize*d {
+	if d := c.divisions(size); d > 1 && size > MinBlockSize*d {
 		return nextDivision(size, d)
 	}
-	return roundUp(size, kMinBlockSize)
+	return RoundUp(size, MinBlockSize)
 }
 
 // divisions looks up the bucket of size: clamp(floor(log2 size) − 20, 0, 15).
@@ -59,29 +63,29 @@ func nextDivision(size, d int64) int64 {
 	if step == 0 {
 		return floor2 << 1
 	}
-	return roundUp(size, step)
+	return RoundUp(size, step)
 }
 
-// allocationSize is get_allocation_size: the segment size requested from
+// AllocationSize is get_allocation_size: the segment size requested from
 // the device for a rounded size.
-func (c *Config) allocationSize(size int64) int64 {
+func (c *Config) AllocationSize(size int64) int64 {
 	switch {
-	case size <= kSmallSize:
-		return kSmallBuffer
+	case size <= SmallSize:
+		return SmallBuffer
 	case c.PageSize1G:
-		return roundUp(size, kExtraLargeBuffer)
+		return RoundUp(size, kExtraLargeBuffer)
 	case size < kMinLargeAlloc:
 		return c.LargeSegmentSize
 	default:
-		return roundUp(size, kRoundLarge)
+		return RoundUp(size, kRoundLarge)
 	}
 }
 
-// expandablePageSize is the handle granularity of an expandable segment.
-func (c *Config) expandablePageSize(small bool) int64 {
+// ExpandablePageSize is the handle granularity of an expandable segment.
+func (c *Config) ExpandablePageSize(small bool) int64 {
 	switch {
 	case small:
-		return kSmallBuffer
+		return SmallBuffer
 	case c.PageSize1G:
 		return kExtraLargeBuffer
 	default:
@@ -89,7 +93,8 @@ func (c *Config) expandablePageSize(small bool) int64 {
 	}
 }
 
-func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
+// RoundUp rounds v up to a multiple of m.
+func RoundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 
 // RoundSize is round_size: the block size the allocator hands out for a
 // request of size bytes before any unsplit remainder (torch_npu's 32-byte

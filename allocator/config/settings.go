@@ -1,10 +1,14 @@
-package allocator
+package config
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+)
 
 // ConfigFromSettings is the configuration a snapshot's allocator_settings
 // describe, on top of the flavour's defaults (st may be nil: the defaults).
-func ConfigFromSettings(st *Settings, f Flavour) Config {
+func ConfigFromSettings(st *snapshot.Settings, f Flavour) Config {
 	cfg := DefaultConfig(f)
 	if st == nil {
 		return cfg

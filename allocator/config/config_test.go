@@ -1,4 +1,4 @@
-package allocator
+package config
 
 import (
 	"strings"
@@ -70,8 +70,8 @@ func TestAllocationSize(t *testing.T) {
 		cfg        *Config
 		size, want int64
 	}{
-		{&def, 512, kSmallBuffer},
-		{&def, MiB, kSmallBuffer},
+		{&def, 512, SmallBuffer},
+		{&def, MiB, SmallBuffer},
 		{&def, MiB + 512, 20 * MiB},
 		{&def, 10*MiB - 512, 20 * MiB},
 		{&def, 10 * MiB, 10 * MiB},
@@ -79,10 +79,10 @@ func TestAllocationSize(t *testing.T) {
 		{&big, 5 * MiB, 40 * MiB},
 		{&g1, 5 * MiB, GiB},
 		{&g1, 3 * GiB / 2, 2 * GiB},
-		{&g1, MiB, kSmallBuffer},
+		{&g1, MiB, SmallBuffer},
 	}
 	for _, tt := range tests {
-		if got := tt.cfg.allocationSize(tt.size); got != tt.want {
+		if got := tt.cfg.AllocationSize(tt.size); got != tt.want {
 			t.Errorf("%q: allocationSize(%d) = %d, want %d", tt.cfg.Raw, tt.size, got, tt.want)
 		}
 	}

@@ -1,6 +1,10 @@
-package allocator
+package config
 
 import (
+	"math/bits"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+
 	"fmt"
 	"math"
 	"strconv"
@@ -35,7 +39,8 @@ type ConfigError struct{ Msg string }
 
 func (e *ConfigError) Error() string { return e.Msg }
 
-func cfgErr(format string, args ...any) error {
+// Errorf is a ConfigError with a formatted message.
+func Errorf(format string, args ...any) error {
 	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -165,7 +170,7 @@ func (p *cfgParser) tok(i int) string {
 func (p *cfgParser) consume(c string) error {
 	p.i++
 	if p.tok(p.i) != c {
-		return cfgErr("Expected '%s' at index %d in ConfigTokenizer but got '%s'", c, p.i, p.tok(p.i))
+		return Errorf("Expected '%s' at index %d in ConfigTokenizer but got '%s'", c, p.i, p.tok(p.i))
 	}
 	return nil
 }
@@ -177,7 +182,7 @@ func (p *cfgParser) value() (string, error) {
 	}
 	p.i++
 	if p.i >= len(p.toks) {
-		return "", cfgErr("Expected a value at index %d in ConfigTokenizer but got ''", p.i)
+		return "", Errorf("Expected a value at index %d in ConfigTokenizer but got ''", p.i)
 	}
 	return p.toks[p.i], nil
 }
@@ -193,7 +198,7 @@ func (p *cfgParser) boolean() (bool, error) {
 	case "False":
 		return false, nil
 	}
-	return false, cfgErr("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'", p.i, v)
+	return false, Errorf("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'", p.i, v)
 }
 
 func (p *cfgParser) uint(key string) (int64, error) {
@@ -203,7 +208,7 @@ func (p *cfgParser) uint(key string) (int64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 63)
 	if err != nil {
-		return 0, cfgErr("CachingAllocator option %s: invalid value '%s', expected a non-negative integer", key, v)
+		return 0, Errorf("CachingAllocator option %s: invalid value '%s', expected a non-negative integer", key, v)
 	}
 	return int64(n), nil
 }
@@ -215,24 +220,26 @@ func (p *cfgParser) float(key string) (float64, error) {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	if err != nil || math.IsNaN(f) {
-		return 0, cfgErr("CachingAllocator option %s: invalid value '%s', expected a number", key, v)
+		return 0, Errorf("CachingAllocator option %s: invalid value '%s', expected a number", key, v)
 	}
 	return f, nil
 }
 
 func isPow2(v int64) bool { return v > 0 && v&(v-1) == 0 }
 
-func log2Floor(v uint64) int {
-	n := -1
-	for v != 0 {
-		v >>= 1
-		n++
-	}
-	return n
-}
-
 func parseConfig(s string, f Flavour) (Config, error) {
 	return DefaultConfig(f).parse(s, nil)
+}
+
+// Update applies the settings string s on top of c the way
+// torch_npu.npu.memory._set_allocator_settings does at run time: the NPU
+// flavour accepts only the run-time keys, the CUDA flavour every key.
+func (c Config) Update(s string) (Config, error) {
+	allowed := runtimeKeys
+	if c.Flavour == FlavourCUDA {
+		allowed = nil
+	}
+	return c.parse(s, allowed)
 }
 
 // runtimeKeys are the keys torch_npu.npu.memory._set_allocator_settings
@@ -255,7 +262,7 @@ func (c Config) parse(s string, allowed map[string]bool) (Config, error) {
 	for p.i = 0; p.i < len(p.toks); p.i++ {
 		key := p.toks[p.i]
 		if allowed != nil && !allowed[key] {
-			return Config{}, cfgErr("torch_npu.npu.memory._set_allocator_settings() unsupported setting: %s", key)
+			return Config{}, Errorf("torch_npu.npu.memory._set_allocator_settings() unsupported setting: %s", key)
 		}
 		if err := c.parseKey(p, key); err != nil {
 			return Config{}, err
@@ -274,7 +281,7 @@ func (c Config) parse(s string, allowed map[string]bool) (Config, error) {
 	// by PR #193400). The CUDA flavour applies the oversize rules to
 	// expandable blocks too (getFreeBlock), as CUDA did before that fix.
 	if c.Flavour == FlavourNPU && c.ExpandableSegments && (c.maxSplitSet || c.GCThreshold != 0) {
-		return Config{}, cfgErr("`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with `expandable_segments`, please set `expandable_segments` to `False`.")
+		return Config{}, Errorf("`max_split_size_mb` or `garbage_collection_threshold`, cannot be enabled with `expandable_segments`, please set `expandable_segments` to `False`.")
 	}
 	return c, nil
 }
@@ -283,7 +290,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 	npu := c.Flavour == FlavourNPU
 	if npu {
 		if upstreamKeys[key] && !npuUpstream[key] {
-			return cfgErr("torch_npu not support key '%s' in NPU allocator config, ", key)
+			return Errorf("torch_npu not support key '%s' in NPU allocator config, ", key)
 		}
 	}
 	var err error
@@ -294,7 +301,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v < 20 {
-			return cfgErr("CachingAllocator option max_split_size_mb too small, must be >= 20")
+			return Errorf("CachingAllocator option max_split_size_mb too small, must be >= 20")
 		}
 		v = min(v, math.MaxInt64/MiB)
 		c.MaxSplitSize, c.maxSplitSet = v*MiB, true
@@ -304,7 +311,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v < 20 {
-			return cfgErr("CachingAllocator option max_non_split_rounding_mb too small, must be >= 20")
+			return Errorf("CachingAllocator option max_non_split_rounding_mb too small, must be >= 20")
 		}
 		c.MaxNonSplitRounding = min(v, math.MaxInt64/MiB) * MiB
 	case "garbage_collection_threshold":
@@ -313,7 +320,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v <= 0 || v >= 1 {
-			return cfgErr("garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
+			return Errorf("garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
 		}
 		c.GCThreshold = v
 	case "roundup_power2_divisions":
@@ -326,7 +333,7 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v <= 10 {
-			return cfgErr("CachingAllocator option large_segment_size_mb must be > 10 MB")
+			return Errorf("CachingAllocator option large_segment_size_mb must be > 10 MB")
 		}
 		c.LargeSegmentSize = min(v, math.MaxInt64/MiB) * MiB
 	case "pinned_use_background_threads", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
@@ -344,10 +351,10 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if !isPow2(v) {
-			return cfgErr("Number of register threads has to be power of 2 ")
+			return Errorf("Number of register threads has to be power of 2 ")
 		}
 		if v > 128 {
-			return cfgErr("Number of register threads should be less than or equal to 128")
+			return Errorf("Number of register threads should be less than or equal to 128")
 		}
 	case "backend":
 		var v string
@@ -355,11 +362,11 @@ func (c *Config) parseKey(p *cfgParser, key string) error {
 			return err
 		}
 		if v != "native" && v != "cudaMallocAsync" {
-			return cfgErr("Unknown allocator backend, options are native and cudaMallocAsync")
+			return Errorf("Unknown allocator backend, options are native and cudaMallocAsync")
 		}
 	default:
 		if !npu {
-			return cfgErr("Unrecognized key '%s' in CUDA allocator config.", key)
+			return Errorf("Unrecognized key '%s' in CUDA allocator config.", key)
 		}
 		return c.parseNPUKey(p, key)
 	}
@@ -376,19 +383,19 @@ func (c *Config) parseNPUKey(p *cfgParser, key string) error {
 		}
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil {
-			return cfgErr("CachingAllocator option base_addr_aligned_kb is invalid.")
+			return Errorf("CachingAllocator option base_addr_aligned_kb is invalid.")
 		}
 		if n < 0 || n > 16 {
-			return cfgErr("CachingAllocator option base_addr_aligned_kb error, must be [0~16], dtype is int")
+			return Errorf("CachingAllocator option base_addr_aligned_kb error, must be [0~16], dtype is int")
 		}
 		c.BaseAddrAlignedKB = n
 	case "page_size":
 		var v string
 		if v, err = p.value(); err != nil {
-			return cfgErr("page_size requires format 'page_size:1g'")
+			return Errorf("page_size requires format 'page_size:1g'")
 		}
 		if v != "1g" {
-			return cfgErr("Unsupported page_size value: %s", v)
+			return Errorf("Unsupported page_size value: %s", v)
 		}
 		c.PageSize1G = true
 	case "segment_size_mb":
@@ -398,7 +405,7 @@ func (c *Config) parseNPUKey(p *cfgParser, key string) error {
 		}
 		n, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil || n < 20 || n > 512 {
-			return cfgErr("CachingAllocator option segment_size_mb error, must be [20, 512], dtype is int")
+			return Errorf("CachingAllocator option segment_size_mb error, must be [20, 512], dtype is int")
 		}
 		c.LargeSegmentSize = n * MiB
 	case "multi_stream_lazy_reclaim":
@@ -413,13 +420,13 @@ func (c *Config) parseNPUKey(p *cfgParser, key string) error {
 		var v float64
 		v, err = p.float(key)
 		if err == nil && (v < 0 || v > 1) {
-			err = cfgErr("per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
+			err = Errorf("per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
 		}
 		c.MemoryFraction = v
 	case "pinned_reserve_segment_size_mb":
 		_, err = p.uint(key)
 	default:
-		return cfgErr("Unrecognized key '%s' in NPU allocator config, ", key)
+		return Errorf("Unrecognized key '%s' in NPU allocator config, ", key)
 	}
 	return err
 }
@@ -434,7 +441,7 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 	if p.tok(p.i) != "[" {
 		n, err := strconv.ParseInt(p.tok(p.i), 10, 64)
 		if err != nil || !isPow2(n) {
-			return cfgErr("For roundups, the divisions has to be power of 2 ")
+			return Errorf("For roundups, the divisions has to be power of 2 ")
 		}
 		for i := range c.RoundupDivisions {
 			c.RoundupDivisions[i] = n
@@ -450,7 +457,7 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 		p.i++
 		d, err := strconv.ParseInt(p.tok(p.i), 10, 64)
 		if err != nil || (d != 0 && !isPow2(d)) {
-			return cfgErr("For roundups, the divisions has to be power of 2 ")
+			return Errorf("For roundups, the divisions has to be power of 2 ")
 		}
 		if k == ">" {
 			for i := last + 1; i < len(c.RoundupDivisions); i++ {
@@ -459,9 +466,9 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 		} else {
 			mb, err := strconv.ParseInt(k, 10, 64)
 			if err != nil || !isPow2(mb) {
-				return cfgErr("For roundups, the intervals have to be power of 2 ")
+				return Errorf("For roundups, the intervals have to be power of 2 ")
 			}
-			idx := min(log2Floor(uint64(mb)), len(c.RoundupDivisions)-1)
+			idx := min(bits.Len64(uint64(mb))-1, len(c.RoundupDivisions)-1)
 			if first {
 				for i := 0; i < idx; i++ {
 					c.RoundupDivisions[i] = d
@@ -478,14 +485,14 @@ func (c *Config) parseRoundup(p *cfgParser) error {
 		}
 	}
 	if p.i >= len(p.toks) {
-		return cfgErr("Expected ']' at index %d in ConfigTokenizer but got ''", p.i)
+		return Errorf("Expected ']' at index %d in ConfigTokenizer but got ''", p.i)
 	}
 	return nil
 }
 
 // Settings returns the allocator_settings a snapshot of this config carries.
-func (c Config) Settings() *Settings {
-	s := &Settings{
+func (c Config) Settings() *snapshot.Settings {
+	s := &snapshot.Settings{
 		ConfKey:                    c.ConfKey(),
 		Conf:                       c.Raw,
 		MaxSplitSize:               c.MaxSplitSize,
