@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 )
 
@@ -195,19 +196,9 @@ func (s *Stats) resetAccumulated() {
 	s.NumDeviceAlloc, s.NumDeviceFree, s.NumOOMRejections = 0, 0, 0
 }
 
-// FormatSize is torch's format_size: "N bytes", then KiB/MiB/GiB with two
-// decimals.
-func FormatSize(n int64) string {
-	switch {
-	case n <= 1024:
-		return fmt.Sprintf("%d bytes", n)
-	case n <= 1048576:
-		return fmt.Sprintf("%.2f KiB", float64(n)/1024)
-	case n <= 1073741824:
-		return fmt.Sprintf("%.2f MiB", float64(n)/1048576)
-	}
-	return fmt.Sprintf("%.2f GiB", float64(n)/1073741824)
-}
+// FormatSize is torch's format_size (bytesize.Torch), the size text of
+// the allocator's out-of-memory message.
+func FormatSize(n int64) string { return bytesize.Torch(n) }
 
 // summarySize is memory_summary's _format_size: B/KiB/MiB/GiB/TiB/PiB with
 // no decimals, switching unit above 768 times the smaller one.

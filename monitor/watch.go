@@ -12,7 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -294,7 +294,7 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 		if !c.tooBig {
 			c.tooBig = true
 			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: fmt.Errorf("%s: %s, over the %s limit for a snapshot here (watch --max-size); not opened",
-				p, allocator.FormatSize(c.size), allocator.FormatSize(w.opts.MaxBytes))})
+				p, bytesize.Torch(c.size), bytesize.Torch(w.opts.MaxBytes))})
 		}
 		return
 	}

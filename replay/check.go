@@ -2,9 +2,9 @@ package replay
 
 import (
 	"fmt"
-	"math/big"
 	"strconv"
-	"strings"
+
+	"github.com/npumon/npumon/allocator/bytesize"
 )
 
 // CheckLimits are the CI gates of `npumon check`; each applies per device.
@@ -35,18 +35,18 @@ func Check(st *Stats, lim CheckLimits) []string {
 	for i := range st.Devices {
 		d := &st.Devices[i]
 		if lim.HasMaxPeakActive && d.PeakActiveBytes > lim.MaxPeakActive {
-			out = append(out, fmt.Sprintf("device %d: peak active %s exceeds --max-peak %s", d.Device, FormatBytes(d.PeakActiveBytes), FormatBytes(lim.MaxPeakActive)))
+			out = append(out, fmt.Sprintf("device %d: peak active %s exceeds --max-peak %s", d.Device, bytesize.Exact(d.PeakActiveBytes), bytesize.Exact(lim.MaxPeakActive)))
 		}
 		if lim.HasMaxPeakReserved && d.PeakReservedBytes > lim.MaxPeakReserved {
-			out = append(out, fmt.Sprintf("device %d: peak reserved %s exceeds --max-reserved %s", d.Device, FormatBytes(d.PeakReservedBytes), FormatBytes(lim.MaxPeakReserved)))
+			out = append(out, fmt.Sprintf("device %d: peak reserved %s exceeds --max-reserved %s", d.Device, bytesize.Exact(d.PeakReservedBytes), bytesize.Exact(lim.MaxPeakReserved)))
 		}
 		if f := 100 * InactiveFraction(d); lim.HasMaxInactive && f > lim.MaxInactivePct {
 			got, max := percentApart(f, lim.MaxInactivePct)
-			out = append(out, fmt.Sprintf("device %d: inactive fraction %s%% (inactive %s of reserved %s) exceeds --max-inactive-pct %s%%", d.Device, got, FormatBytes(d.InactiveBytes), FormatBytes(d.ReservedBytes), max))
+			out = append(out, fmt.Sprintf("device %d: inactive fraction %s%% (inactive %s of reserved %s) exceeds --max-inactive-pct %s%%", d.Device, got, bytesize.Exact(d.InactiveBytes), bytesize.Exact(d.ReservedBytes), max))
 		}
 		if f := 100 * d.FreeFragmentation; lim.HasMaxFreeFragmentation && f > lim.MaxFreeFragmentationPct {
 			got, max := percentApart(f, lim.MaxFreeFragmentationPct)
-			out = append(out, fmt.Sprintf("device %d: free fragmentation %s%% (largest free block %s of inactive %s) exceeds --max-free-fragmentation %s%%", d.Device, got, FormatBytes(d.LargestFreeBlockBytes), FormatBytes(d.InactiveBytes), max))
+			out = append(out, fmt.Sprintf("device %d: free fragmentation %s%% (largest free block %s of inactive %s) exceeds --max-free-fragmentation %s%%", d.Device, got, bytesize.Exact(d.LargestFreeBlockBytes), bytesize.Exact(d.InactiveBytes), max))
 		}
 		if lim.NoOOM && d.OOMEvents > 0 {
 			out = append(out, fmt.Sprintf("device %d: %d oom event(s) in the trace (--no-oom)", d.Device, d.OOMEvents))
@@ -54,50 +54,6 @@ func Check(st *Stats, lim CheckLimits) []string {
 	}
 	return out
 }
-
-// ParseSize parses a byte count exactly: a plain number or a decimal with a unit,
-// in any case. IEC units are powers of 1024 (KiB, MiB, GiB, TiB, and the bare
-// letters K, M, G, T as torch's own settings use them); SI units are powers of
-// 1000 (kB/KB, MB, GB, TB: "64GB" is 64,000,000,000 bytes); B is one byte.
-// A fraction of a byte is dropped ("12.96GiB" is 13,915,694,612 B).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := len(t)
-	for i > 0 && (t[i-1] < '0' || t[i-1] > '9') && t[i-1] != '.' {
-		i--
-	}
-	num, unit := strings.TrimSpace(t[:i]), strings.ToLower(strings.TrimSpace(t[i:]))
-	mult, ok := sizeUnits[unit]
-	whole, frac, _ := strings.Cut(num, ".")
-	if !ok || (whole == "" && frac == "") || !allDigits(whole) || !allDigits(frac) {
-		return 0, fmt.Errorf("bad size %q (want e.g. 40GiB, 64GB, 512MiB, 4096)", s)
-	}
-	// value = (whole.frac) × mult, computed as an exact fraction.
-	v, ok := new(big.Int).SetString(whole+frac, 10)
-	if !ok {
-		v = new(big.Int) // "" + "" is refused above; "0" and ".5" parse
-	}
-	v.Mul(v, big.NewInt(mult))
-	den := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(frac))), nil)
-	q := v.Quo(v, den) // a fraction of a byte is dropped
-	if !q.IsInt64() {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return q.Int64(), nil
-}
-
-func allDigits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-var sizeUnits = map[string]int64{"": 1, "b": 1,
-	"k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
-	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
 
 // percentApart formats a measured percentage and its limit with the fewest
 // decimals (one at least) that tell them apart, so a violation never reads

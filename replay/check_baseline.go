@@ -1,6 +1,10 @@
 package replay
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/npumon/npumon/allocator/bytesize"
+)
 
 // CheckGrowth compares the peaks of st with those of a baseline capture of
 // the same job, device by device, and returns one line per peak (active,
@@ -24,7 +28,7 @@ func CheckGrowth(st, base *Stats, maxPct float64) []string {
 		}{{"peak active", d.PeakActiveBytes, b.PeakActiveBytes}, {"peak reserved", d.PeakReservedBytes, b.PeakReservedBytes}} {
 			if g, grew := growth(p.now, p.was); grew && g > maxPct {
 				out = append(out, fmt.Sprintf("device %d: %s %s grew %.1f%% over the baseline's %s (--max-growth %g%%)",
-					d.Device, p.name, FormatBytes(p.now), g, FormatBytes(p.was), maxPct))
+					d.Device, p.name, bytesize.Exact(p.now), g, bytesize.Exact(p.was), maxPct))
 			}
 		}
 	}

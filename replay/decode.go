@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/safefile"
 )
@@ -70,7 +70,7 @@ func decodeFile(path string, opts Options, stream bool) (*Capture, []*traceAcc, 
 		size = fi.Size()
 	}
 	if opts.MaxFileSize > 0 && size > opts.MaxFileSize {
-		return nil, nil, fmt.Errorf("%s: %s, over the %s limit for a snapshot here", path, allocator.FormatSize(size), allocator.FormatSize(opts.MaxFileSize))
+		return nil, nil, fmt.Errorf("%s: %s, over the %s limit for a snapshot here", path, bytesize.Torch(size), bytesize.Torch(opts.MaxFileSize))
 	}
 	c, accs, err := decode(f, size, opts, stream)
 	if err != nil {

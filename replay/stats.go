@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 )
 
@@ -394,16 +395,16 @@ func (st *Stats) WriteText(w io.Writer) error {
 		row := func(name, value string) { fmt.Fprintf(tw, "  %s\t%s\n", name, value) }
 		row("segments", fmt.Sprint(d.Segments))
 		row("blocks", fmt.Sprintf("%d (%d live)", d.Blocks, d.LiveBlocks))
-		row("reserved", FormatBytes(d.ReservedBytes))
-		alloc := FormatBytes(d.AllocatedBytes)
+		row("reserved", bytesize.Exact(d.ReservedBytes))
+		alloc := bytesize.Exact(d.AllocatedBytes)
 		if d.EstimatedBlocks > 0 {
 			alloc += fmt.Sprintf(", estimate: %d block sizes are round_size(requested)", d.EstimatedBlocks)
 		}
 		row("allocated", alloc)
-		row("active (requested)", FormatBytes(d.ActiveBytes))
-		row("requested", FormatBytes(d.RequestedBytes))
-		row("inactive", FormatBytes(d.InactiveBytes))
-		row("largest free block", FormatBytes(d.LargestFreeBlockBytes))
+		row("active (requested)", bytesize.Exact(d.ActiveBytes))
+		row("requested", bytesize.Exact(d.RequestedBytes))
+		row("inactive", bytesize.Exact(d.InactiveBytes))
+		row("largest free block", bytesize.Exact(d.LargestFreeBlockBytes))
 		row("free fragmentation", fmt.Sprintf("%.1f%% (1 − largest free / inactive)", 100*d.FreeFragmentation))
 		row("inactive fraction", fmt.Sprintf("%.1f%% (inactive / reserved)", 100*d.InactiveFraction))
 		row("trace entries", fmt.Sprint(d.TraceEntries))
@@ -422,8 +423,8 @@ func (st *Stats) WriteText(w io.Writer) error {
 		if d.FirstTimeUS != nil {
 			row("time span", fmt.Sprintf("%d … %d µs (%.3f s)", *d.FirstTimeUS, *d.LastTimeUS, float64(*d.LastTimeUS-*d.FirstTimeUS)/1e6))
 		}
-		row("active at start", FormatBytes(d.ActiveBytesAtStart))
-		peak := FormatBytes(d.PeakActiveBytes)
+		row("active at start", bytesize.Exact(d.ActiveBytesAtStart))
+		peak := bytesize.Exact(d.PeakActiveBytes)
 		if d.PeakActiveIndex < 0 {
 			peak += " at the start"
 		} else {
@@ -433,26 +434,12 @@ func (st *Stats) WriteText(w io.Writer) error {
 			}
 		}
 		row("peak active", peak)
-		row("reserved at start", FormatBytes(d.ReservedBytesAtStart))
-		row("peak reserved", FormatBytes(d.PeakReservedBytes))
+		row("reserved at start", bytesize.Exact(d.ReservedBytesAtStart))
+		row("peak reserved", bytesize.Exact(d.PeakReservedBytes))
 		row("oom events", fmt.Sprint(d.OOMEvents))
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// FormatBytes renders a size as "1.5 GiB (1610612736 B)".
-func FormatBytes(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v, u := float64(n), 0
-	for (v >= 1024 || v <= -1024) && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if u == 0 {
-		return fmt.Sprintf("%d B", n)
-	}
-	return fmt.Sprintf("%.1f %s (%d B)", v, units[u], n)
 }

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 )
 
@@ -92,7 +92,7 @@ func (g *guardWriter) Write(p []byte) (int, error) {
 		return 0, g.err
 	}
 	if g.max > 0 && g.n+int64(len(p)) > g.max {
-		g.err = fmt.Errorf("%w (%s)", ErrTooLarge, allocator.FormatSize(g.max))
+		g.err = fmt.Errorf("%w (%s)", ErrTooLarge, bytesize.Torch(g.max))
 		return 0, g.err
 	}
 	n, err := g.w.Write(p)

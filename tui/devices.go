@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -133,7 +134,7 @@ func (m *Model) devicesHeader() []string {
 	}
 	parts := []string{
 		fmt.Sprintf("%d NPU(s), %d chip(s)", len(npus), len(in.Chips)),
-		fmt.Sprintf("memory %s / %s", theme.Bytes(used), theme.Bytes(total)),
+		fmt.Sprintf("memory %s / %s", bytesize.Format(used), bytesize.Format(total)),
 		fmt.Sprintf("%d process(es)", len(in.Procs)),
 	}
 	return []string{strings.Join(l1, sep), packParts(parts, m.w, -1)}
@@ -238,7 +239,7 @@ func (m *Model) chipLines(in *npusmi.Info) []string {
 			fmt.Sprintf(" %7s %5s %6s  ", power, temp, aic)
 		used, total, _, ok := c.DeviceMemory()
 		if ok {
-			figs := " " + theme.Bytes(used) + " / " + theme.Bytes(total)
+			figs := " " + bytesize.Format(used) + " / " + bytesize.Format(total)
 			barW := m.w - fixed - theme.Width(figs)
 			row += m.bar(used, total, barW) + figs
 		} else {
@@ -298,7 +299,7 @@ func (m *Model) procLines(in *npusmi.Info) []string {
 			found = true
 		}
 		label := chipLabel(in, npusmi.Chip{NPU: p.NPU, Chip: p.Chip})
-		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %-24s %10s", mark, label, p.PID, cut(p.Name, 24), theme.Bytes(p.MemMB*npusmi.MiB)))
+		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %-24s %10s", mark, label, p.PID, cut(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
 	}
 	if m.dv.pid <= 0 {
 		return lines
@@ -309,11 +310,11 @@ func (m *Model) procLines(in *npusmi.Info) []string {
 		lines = append(lines, wrap(fmt.Sprintf("pid %d (the producer) is not in the process table: another host, "+
 			"another pid namespace, or no device memory yet.", m.dv.pid), m.w)...)
 	case !m.dv.resOK:
-		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, m.dv.pid, theme.Bytes(mine)))
+		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, m.dv.pid, bytesize.Format(mine)))
 	default:
 		lines = append(lines,
-			fmt.Sprintf("%s pid %d: device memory %s · allocator reserved %s", th.G.Selected, m.dv.pid, theme.Bytes(mine), theme.Bytes(m.dv.reserved)),
-			"  "+th.Header.Render(theme.Bytes(mine-m.dv.reserved))+" outside the caching allocator")
+			fmt.Sprintf("%s pid %d: device memory %s · allocator reserved %s", th.G.Selected, m.dv.pid, bytesize.Format(mine), bytesize.Format(m.dv.reserved)),
+			"  "+th.Header.Render(bytesize.Format(mine-m.dv.reserved))+" outside the caching allocator")
 	}
 	return lines
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
-	"github.com/npumon/npumon/tui/theme"
 )
 
 // eventRows is how many event rows the events pane can show.
@@ -124,7 +124,7 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := row(mark, tf.clock(e.Time), actionName(e), addr, theme.Bytes(e.Size), m.streams.label(e.Stream), op)
+		l := row(mark, tf.clock(e.Time), actionName(e), addr, bytesize.Format(e.Size), m.streams.label(e.Stream), op)
 		if i == m.evCur {
 			l = th.Selected.Render(l)
 		} else if e.Action == snapshot.ActionOOM {

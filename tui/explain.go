@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/replay/explain"
@@ -166,16 +167,16 @@ func (m *Model) openStack() {
 		switch v.kind {
 		case viewHolders:
 			if k, a, ok := m.selectedGroupAlloc(v.sel); ok {
-				m.x.push(xview{kind: viewStack, title: []string{"group " + fitKey(k, m.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", theme.Bytes(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
+				m.x.push(xview{kind: viewStack, title: []string{"group " + fitKey(k, m.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", bytesize.Format(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
 			}
 		case viewAllocs:
 			if al := m.groupAllocs(v.group); v.sel < len(al) {
 				a := al[v.sel]
-				m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, theme.Bytes(a.Size), bornText(a)), "group " + fitKey(v.group, m.w-6)}, frames: src.Stack(a.Frames)})
+				m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, bytesize.Format(a.Size), bornText(a)), "group " + fitKey(v.group, m.w-6)}, frames: src.Stack(a.Frames)})
 			}
 		case viewOOM:
 			o := v.oom
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry #%d", theme.Bytes(o.requested), o.seq)}, frames: o.frames})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry #%d", bytesize.Format(o.requested), o.seq)}, frames: o.frames})
 		}
 		return
 	}
@@ -184,14 +185,14 @@ func (m *Model) openStack() {
 		s, b := m.seg.Segment(), m.seg.Block()
 		switch {
 		case b != nil:
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, theme.Bytes(b.Size), b.State)}, frames: src.Stack(b.Frames)})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
 		case s != nil:
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, theme.Bytes(s.TotalSize))}, frames: src.Stack(s.Frames)})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
 		}
 	default:
 		if m.evCur >= 0 && m.evCur < len(m.events) {
 			e := &m.events[m.evCur]
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, theme.Bytes(e.Size))}, frames: src.Stack(e.Frames)})
+			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.statusErr = "no event at the cursor"
 		}
@@ -441,14 +442,14 @@ func pad(lines []string, n int) []string {
 func (m *Model) holdersLines() (head, rows []string) {
 	th, x := m.th, &m.x
 	title := fmt.Sprintf("Holders by %s · %s · %d live allocations, %s · %s", x.by, posText(x.at), len(x.live),
-		theme.Bytes(x.active), m.timeFmt().full(m.cursor))
+		bytesize.Format(x.active), m.timeFmt().full(m.cursor))
 	head = []string{th.Header.Render(fit(title, m.w))}
 	w := m.w - 2
 	if x.diff != nil {
 		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, %s) to the cursor · m clears the mark", m.timeFmt().full(x.markT), posText(x.markN)), m.w)),
 			th.Dim.Render(fit(fmt.Sprintf("  %10s %10s %10s %9s %6s %6s  %s", "DELTA", "MARK A", "CURSOR", "COUNT", "BORN", "FREED", "GROUP"), w)))
 		for _, g := range x.diff {
-			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", fmtDelta(g.DeltaBytes), theme.Bytes(g.BytesFrom), theme.Bytes(g.BytesTo),
+			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", fmtDelta(g.DeltaBytes), bytesize.Format(g.BytesFrom), bytesize.Format(g.BytesTo),
 				fmt.Sprintf("%d→%d", g.CountFrom, g.CountTo), g.BornCount, g.FreedCount)
 			rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
 		}
@@ -462,7 +463,7 @@ func (m *Model) holdersLines() (head, rows []string) {
 		if g.OldestIndex >= 0 {
 			oldest = fmt.Sprintf("#%d", g.OldestIndex)
 		}
-		r := fmt.Sprintf("%10s %5.1f%% %6d %10s %8s  ", theme.Bytes(g.Bytes), 100*g.Share, g.Count, theme.Bytes(g.LargestBytes), oldest)
+		r := fmt.Sprintf("%10s %5.1f%% %6d %10s %8s  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count, bytesize.Format(g.LargestBytes), oldest)
 		rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
 	}
 	return head, rows
@@ -487,7 +488,7 @@ func (m *Model) allocLines(group string) (head, rows []string) {
 				born += " · " + m.timeFmt().full(a.BornTime)
 			}
 		}
-		rows = append(rows, fit(fmt.Sprintf("%10s  %-18s %-9s %s", theme.Bytes(a.Size), fmt.Sprintf("0x%x", a.Addr), state, born), m.w-2))
+		rows = append(rows, fit(fmt.Sprintf("%10s  %-18s %-9s %s", bytesize.Format(a.Size), fmt.Sprintf("0x%x", a.Addr), state, born), m.w-2))
 	}
 	return head, rows
 }
@@ -519,11 +520,11 @@ func (m *Model) oomLines(o *oomFacts) []string {
 	}
 	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), m.w)) }
 	out = append(out, fit("  verdict              "+verdict, m.w), fit("                       "+th.Dim.Render(why), m.w))
-	row("requested", theme.Bytes(o.requested))
-	row("device free", theme.Bytes(o.free))
-	row("reserved", theme.Bytes(o.reserved))
-	row("allocated", theme.Bytes(o.allocated))
-	row("cached free", fmt.Sprintf("%s (largest block %s)", theme.Bytes(o.cached), theme.Bytes(o.largest)))
+	row("requested", bytesize.Format(o.requested))
+	row("device free", bytesize.Format(o.free))
+	row("reserved", bytesize.Format(o.reserved))
+	row("allocated", bytesize.Format(o.allocated))
+	row("cached free", fmt.Sprintf("%s (largest block %s)", bytesize.Format(o.cached), bytesize.Format(o.largest)))
 	op := o.op
 	if op == "" {
 		op = "—"
@@ -542,7 +543,7 @@ func (m *Model) oomLines(o *oomFacts) []string {
 	}
 	out = append(out, "", th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
 	for _, g := range o.top {
-		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", theme.Bytes(g.Bytes), 100*g.Share, g.Count)
+		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count)
 		out = append(out, r+fitKey(g.Key, m.w-theme.Width(r)))
 	}
 	hint := "w: what-if (other allocator settings) · o: next OOM · esc: back"

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
-	"github.com/npumon/npumon/replay"
 )
 
 // filter is a parsed `/` expression: space-separated terms, all of which
@@ -34,7 +34,7 @@ func parseFilter(s string) (*filter, error) {
 		lt := strings.ToLower(t)
 		switch {
 		case strings.HasPrefix(lt, "size>=") || strings.HasPrefix(lt, "size>"):
-			v, err := replay.ParseSize(strings.TrimLeft(lt[4:], ">="))
+			v, err := bytesize.Parse(strings.TrimLeft(lt[4:], ">="))
 			if err != nil {
 				return nil, err
 			}
@@ -43,7 +43,7 @@ func parseFilter(s string) (*filter, error) {
 			}
 			f.minSize = v
 		case strings.HasPrefix(lt, "size<=") || strings.HasPrefix(lt, "size<"):
-			v, err := replay.ParseSize(strings.TrimLeft(lt[4:], "<="))
+			v, err := bytesize.Parse(strings.TrimLeft(lt[4:], "<="))
 			if err != nil {
 				return nil, err
 			}

@@ -6,19 +6,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
-	"github.com/npumon/npumon/tui/theme"
 )
 
 // fmtDelta formats a signed byte change with an explicit sign.
 func fmtDelta(n int64) string {
 	if n > 0 {
-		return "+" + theme.Bytes(n)
+		return "+" + bytesize.Format(n)
 	}
 	if n == 0 {
 		return "0 B"
 	}
-	return theme.Bytes(n)
+	return bytesize.Format(n)
 }
 
 // fmtDurUS formats a duration given in microseconds compactly.

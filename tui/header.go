@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -97,21 +98,21 @@ func (m *Model) headerLines() []string {
 			peak = "peak since attach "
 		}
 		parts := []string{
-			"allocated " + theme.Bytes(alloc),
-			"reserved " + theme.Bytes(s.ReservedBytes),
-			"active " + theme.Bytes(s.ActiveBytes),
-			peak + theme.Bytes(s.PeakActiveBytes),
+			"allocated " + bytesize.Format(alloc),
+			"reserved " + bytesize.Format(s.ReservedBytes),
+			"active " + bytesize.Format(s.ActiveBytes),
+			peak + bytesize.Format(s.PeakActiveBytes),
 			"free frag " + frag,
 			entryText(s.Applied, m.n),
 		}
 		if m.w < 120 {
 			parts = []string{
 				entryText(s.Applied, m.n),
-				"alloc " + theme.Bytes(alloc),
-				"resv " + theme.Bytes(s.ReservedBytes),
-				"act " + theme.Bytes(s.ActiveBytes),
+				"alloc " + bytesize.Format(alloc),
+				"resv " + bytesize.Format(s.ReservedBytes),
+				"act " + bytesize.Format(s.ActiveBytes),
 				"free frag " + frag,
-				peak + theme.Bytes(s.PeakActiveBytes),
+				peak + bytesize.Format(s.PeakActiveBytes),
 			}
 		}
 		// Warnings go first so a narrow terminal never hides them.

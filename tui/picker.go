@@ -8,8 +8,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
-	"github.com/npumon/npumon/tui/theme"
 )
 
 // Capture is one capture of a watched directory (npumon watch): a
@@ -172,7 +172,7 @@ func (m *Model) pickerLines(body int) []string {
 			open = "*"
 		}
 		row := fmt.Sprintf("%s%s%4d  %-8s  %-12s  %10s  %s", mark, open, i+1, c.Kind,
-			c.Arrived.In(m.o.Location).Format("15:04:05.000"), theme.Bytes(c.Size), filepath.Base(c.Path))
+			c.Arrived.In(m.o.Location).Format("15:04:05.000"), bytesize.Format(c.Size), filepath.Base(c.Path))
 		if i == m.pick.sel {
 			row = th.Header.Render(row)
 		}

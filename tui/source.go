@@ -7,9 +7,9 @@ package tui
 import (
 	"fmt"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
-	"github.com/npumon/npumon/tui/theme"
 )
 
 // Source is the part of monitor.Store the UI queries. Every method must be
@@ -62,7 +62,7 @@ func (m *Model) hbm() (string, bool) {
 	if !ok || info.HBMTotal <= 0 {
 		return "", false
 	}
-	return fmt.Sprintf("HBM %s / %s", theme.Bytes(info.HBMUsed), theme.Bytes(info.HBMTotal)), true
+	return fmt.Sprintf("HBM %s / %s", bytesize.Format(info.HBMUsed), bytesize.Format(info.HBMTotal)), true
 }
 
 // dropped is the number of entries the producer dropped on this device,

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -239,9 +240,9 @@ func (m *Model) loadingLines(body int) []string {
 		stage = "loading"
 	}
 	txt := fmt.Sprintf("%s %s", stage, m.o.SourceName)
-	b := theme.Bytes(p.BytesDone) + " decoded"
+	b := bytesize.Format(p.BytesDone) + " decoded"
 	if p.BytesTotal > 0 {
-		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", theme.Bytes(p.BytesDone), theme.Bytes(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
+		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", bytesize.Format(p.BytesDone), bytesize.Format(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
 	}
 	e := fmt.Sprintf("%d entries indexed", p.Entries)
 	if p.EntriesTotal > 0 {

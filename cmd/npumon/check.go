@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
@@ -38,13 +39,13 @@ func newCheckCmd() *cobra.Command {
 			var lim replay.CheckLimits
 			var err error
 			if c.Flags().Changed("max-peak") {
-				if lim.MaxPeakActive, err = replay.ParseSize(maxPeak); err != nil {
+				if lim.MaxPeakActive, err = bytesize.Parse(maxPeak); err != nil {
 					return usageError{fmt.Errorf("--max-peak: %w", err)}
 				}
 				lim.HasMaxPeakActive = true
 			}
 			if c.Flags().Changed("max-reserved") {
-				if lim.MaxPeakReserved, err = replay.ParseSize(maxReserved); err != nil {
+				if lim.MaxPeakReserved, err = bytesize.Parse(maxReserved); err != nil {
 					return usageError{fmt.Errorf("--max-reserved: %w", err)}
 				}
 				lim.HasMaxPeakReserved = true

@@ -15,13 +15,13 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/devpoll"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/monitor/workload"
-	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -172,7 +172,7 @@ func (wf *workloadFlags) config() (workload.Config, error) {
 	if wf.rate <= 0 || wf.rate > 1000 {
 		return workload.Config{}, usageError{fmt.Errorf("--rate must be in (0, 1000] steps per second, got %v", wf.rate)}
 	}
-	mem, err := replay.ParseSize(wf.deviceMem)
+	mem, err := bytesize.Parse(wf.deviceMem)
 	if err == nil && (mem <= 0 || mem > 1<<50) {
 		err = fmt.Errorf("%q: want more than 0 and at most 1 PiB", wf.deviceMem)
 	}

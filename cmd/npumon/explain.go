@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
@@ -245,7 +246,7 @@ func newExplainCmd() *cobra.Command {
 				return err
 			}
 			if deviceMem != "" {
-				n, err := replay.ParseSize(deviceMem)
+				n, err := bytesize.Parse(deviceMem)
 				if err != nil || n <= 0 {
 					return usageError{fmt.Errorf("--device-mem %q: want a size such as 64GiB", deviceMem)}
 				}

@@ -7,7 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
@@ -61,7 +61,7 @@ func newExportCmd() *cobra.Command {
 			if to == "json" {
 				if n := replay.JSONSize(capt.Snapshot, sch); n > int64(maxSize) {
 					return fmt.Errorf("%s: the JSON would be %s (stacks repeated at each of their references; the pickle shares them), over --max-size %s; nothing written",
-						out, allocator.FormatSize(n), allocator.FormatSize(int64(maxSize)))
+						out, bytesize.Torch(n), bytesize.Torch(int64(maxSize)))
 				}
 			}
 			return replay.WriteFileWith(out, capt.Snapshot, write, sch, replay.WriteOptions{Context: ctx, MaxBytes: int64(maxSize)})

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/workload"
@@ -68,7 +69,7 @@ func newSimCmd() *cobra.Command {
 			defer stopServer()
 			out := c.OutOrStdout()
 			fmt.Fprintf(out, "npumon sim: pid %d serving on %s:%s (scenario %s; %s on %s)\n", os.Getpid(), network,
-				srv.Addr(), cfg.Scenario, w.Shape(), allocator.FormatSize(cfg.DeviceMem))
+				srv.Addr(), cfg.Scenario, w.Shape(), bytesize.Torch(cfg.DeviceMem))
 			stopMetrics, err := simMetrics(&mf, out, w)
 			if err != nil {
 				w.Close()

@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
@@ -94,14 +94,14 @@ func (s *ranksStatsJSON) writeText(w io.Writer) error {
 	for _, r := range s.Ranks {
 		act := "-"
 		if r.PeakActiveBytes != nil {
-			act = allocator.FormatSize(*r.PeakActiveBytes)
+			act = bytesize.Torch(*r.PeakActiveBytes)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t\t%s\n", r.Rank, r.Device, allocator.FormatSize(r.PeakReservedBytes), act, r.OOMEvents, r.Path)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t\t%s\n", r.Rank, r.Device, bytesize.Torch(r.PeakReservedBytes), act, r.OOMEvents, r.Path)
 	}
 	tw.Flush()
 	for _, im := range s.Imbalance {
 		fmt.Fprintf(w, "%s: max/min %.2f× (max rank %d %s, min rank %d %s)\n", im.Figure, im.Ratio,
-			im.MaxRank, allocator.FormatSize(im.MaxBytes), im.MinRank, allocator.FormatSize(im.MinBytes))
+			im.MaxRank, bytesize.Torch(im.MaxBytes), im.MinRank, bytesize.Torch(im.MinBytes))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
@@ -36,7 +37,7 @@ func newWhatifCmd() *cobra.Command {
 			var opts whatif.Options
 			opts.Confs = confs
 			if deviceMem != "" {
-				n, err := replay.ParseSize(deviceMem)
+				n, err := bytesize.Parse(deviceMem)
 				if err != nil || n <= 0 {
 					return usageError{fmt.Errorf("--device-mem %q: want a size such as 64GiB", deviceMem)}
 				}

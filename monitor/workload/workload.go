@@ -13,6 +13,7 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
@@ -207,7 +208,7 @@ func New(cfg Config) (*Workload, error) {
 		cfg.DeviceMem = acl.DefaultHBMBytes
 	}
 	if cfg.DeviceMem < 256*acl.MiB {
-		return nil, fmt.Errorf("device memory %s: at least 256 MiB", allocator.FormatSize(cfg.DeviceMem))
+		return nil, fmt.Errorf("device memory %s: at least 256 MiB", bytesize.Torch(cfg.DeviceMem))
 	}
 	if cfg.HistoryEntries <= 0 {
 		cfg.HistoryEntries = 100_000

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/profiler"
@@ -416,7 +417,7 @@ func TestSizeModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			if n := w.Allocator().Stats().NumOOMs; n != 0 && layers <= 32 && mem >= 1<<30 {
-				t.Errorf("%s, %d layers: %d OOMs (shape %v)", allocator.FormatSize(mem), layers, n, w.Shape())
+				t.Errorf("%s, %d layers: %d OOMs (shape %v)", bytesize.Torch(mem), layers, n, w.Shape())
 			}
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 )
 
@@ -31,35 +31,35 @@ func oldestText(g *Group) string {
 func (h *Holders) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "%s device %d, %s\n", h.Path, h.Device, momentText(h.At))
 	fmt.Fprintf(w, "%d live allocations, %s active, %s allocated; by %s\n\n", h.Allocations,
-		allocator.FormatSize(h.ActiveBytes), allocator.FormatSize(h.AllocatedBytes), h.By)
+		bytesize.Torch(h.ActiveBytes), bytesize.Torch(h.AllocatedBytes), h.By)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BYTES\tSHARE\tCOUNT\tLARGEST\tOLDEST\tGROUP")
 	for i := range h.Groups {
 		g := &h.Groups[i]
-		fmt.Fprintf(tw, "%s\t%.1f%%\t%d\t%s\t%s\t%s\n", allocator.FormatSize(g.Bytes), 100*g.Share, g.Count,
-			allocator.FormatSize(g.LargestBytes), oldestText(g), g.Key)
+		fmt.Fprintf(tw, "%s\t%.1f%%\t%d\t%s\t%s\t%s\n", bytesize.Torch(g.Bytes), 100*g.Share, g.Count,
+			bytesize.Torch(g.LargestBytes), oldestText(g), g.Key)
 	}
 	return tw.Flush()
 }
 
 // WriteText prints the diff as a table.
 func (d *Diff) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "from %s device %d, %s: %s active\n", d.From.Path, d.From.Device, momentText(d.From.At), allocator.FormatSize(d.From.ActiveBytes))
-	fmt.Fprintf(w, "to   %s device %d, %s: %s active\n\n", d.To.Path, d.To.Device, momentText(d.To.At), allocator.FormatSize(d.To.ActiveBytes))
+	fmt.Fprintf(w, "from %s device %d, %s: %s active\n", d.From.Path, d.From.Device, momentText(d.From.At), bytesize.Torch(d.From.ActiveBytes))
+	fmt.Fprintf(w, "to   %s device %d, %s: %s active\n\n", d.To.Path, d.To.Device, momentText(d.To.At), bytesize.Torch(d.To.ActiveBytes))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DELTA\tFROM\tTO\tCOUNT\tBORN\tFREED\tGROUP")
 	for _, g := range d.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d→%d\t%d\t%d\t%s\n", signed(g.DeltaBytes), allocator.FormatSize(g.BytesFrom),
-			allocator.FormatSize(g.BytesTo), g.CountFrom, g.CountTo, g.BornCount, g.FreedCount, g.Key)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d→%d\t%d\t%d\t%s\n", signed(g.DeltaBytes), bytesize.Torch(g.BytesFrom),
+			bytesize.Torch(g.BytesTo), g.CountFrom, g.CountTo, g.BornCount, g.FreedCount, g.Key)
 	}
 	return tw.Flush()
 }
 
 func signed(n int64) string {
 	if n < 0 {
-		return "-" + allocator.FormatSize(-n)
+		return "-" + bytesize.Torch(-n)
 	}
-	return "+" + allocator.FormatSize(n)
+	return "+" + bytesize.Torch(n)
 }
 
 // WriteText prints the explanation.
@@ -85,14 +85,14 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			if o.Index >= 0 {
-				fmt.Fprintf(tw, "    requested\t%s\n", allocator.FormatSize(o.RequestedBytes))
+				fmt.Fprintf(tw, "    requested\t%s\n", bytesize.Torch(o.RequestedBytes))
 			}
 			if o.DeviceFreeBytes != nil {
-				fmt.Fprintf(tw, "    device free\t%s\n", allocator.FormatSize(*o.DeviceFreeBytes))
+				fmt.Fprintf(tw, "    device free\t%s\n", bytesize.Torch(*o.DeviceFreeBytes))
 			}
-			fmt.Fprintf(tw, "    reserved\t%s\n", allocator.FormatSize(o.ReservedBytes))
-			fmt.Fprintf(tw, "    allocated\t%s\n", allocator.FormatSize(o.AllocatedBytes))
-			fmt.Fprintf(tw, "    cached free\t%s (largest block %s)\n", allocator.FormatSize(o.CachedFreeBytes), allocator.FormatSize(o.LargestCachedFreeBytes))
+			fmt.Fprintf(tw, "    reserved\t%s\n", bytesize.Torch(o.ReservedBytes))
+			fmt.Fprintf(tw, "    allocated\t%s\n", bytesize.Torch(o.AllocatedBytes))
+			fmt.Fprintf(tw, "    cached free\t%s (largest block %s)\n", bytesize.Torch(o.CachedFreeBytes), bytesize.Torch(o.LargestCachedFreeBytes))
 			if o.Op != "" {
 				fmt.Fprintf(tw, "    op\t%s\n", o.Op)
 			}
@@ -108,7 +108,7 @@ func (e *Explanation) WriteText(w io.Writer) error {
 				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				for i := range o.TopHolders {
 					g := &o.TopHolders[i]
-					fmt.Fprintf(tw, "      %s\t%.1f%%\t%d\t%s\n", allocator.FormatSize(g.Bytes), 100*g.Share, g.Count, g.Key)
+					fmt.Fprintf(tw, "      %s\t%.1f%%\t%d\t%s\n", bytesize.Torch(g.Bytes), 100*g.Share, g.Count, g.Key)
 				}
 				tw.Flush()
 			}
@@ -120,7 +120,7 @@ func (e *Explanation) WriteText(w io.Writer) error {
 					if r.Fits {
 						fits = "fits"
 					}
-					fmt.Fprintf(tw, "      %s\t%s\tpeak reserved %s\n", r.Conf, fits, allocator.FormatSize(r.PeakReservedBytes))
+					fmt.Fprintf(tw, "      %s\t%s\tpeak reserved %s\n", r.Conf, fits, bytesize.Torch(r.PeakReservedBytes))
 				}
 				tw.Flush()
 			}

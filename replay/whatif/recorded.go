@@ -3,7 +3,7 @@ package whatif
 import (
 	"fmt"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
@@ -62,13 +62,13 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 	case rec.FirstOOM != nil && oomFree > 0 && oomReserved >= 0:
 		dr.DeviceMem = oomReserved + oomFree
 		dr.DeviceMemSource = fmt.Sprintf("from the oom entry %d: %s reserved + %s free on the device",
-			rec.FirstOOM.Index, allocator.FormatSize(oomReserved), allocator.FormatSize(oomFree))
+			rec.FirstOOM.Index, bytesize.Torch(oomReserved), bytesize.Torch(oomFree))
 	default:
 		peak := max(rec.PeakReserved, rec.PeakActive)
 		head := roundUp(int64(float64(peak)*Headroom), 2*config.MiB)
 		dr.DeviceMem = max(peak+head, 2*config.MiB)
 		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
-			allocator.FormatSize(peak), Headroom*100)
+			bytesize.Torch(peak), Headroom*100)
 	}
 
 	// acl's devices hold at least one 2 MiB page.

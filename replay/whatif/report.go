@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 )
 
 // Columns are the headings of Table.
@@ -18,14 +18,14 @@ func (d *DeviceResult) Table() [][]string {
 	const none = "—"
 	rec := d.Recorded
 	rows := [][]string{{
-		"recorded", allocator.FormatSize(rec.PeakReserved), none,
+		"recorded", bytesize.Torch(rec.PeakReserved), none,
 		fmt.Sprintf("%d/%d", rec.SegmentAllocs, rec.SegmentFrees), none, none, oomCell(rec.FirstOOM, rec.OOMs, 0),
 	}}
 	for _, r := range d.Runs {
 		rows = append(rows, []string{
-			r.Name, allocator.FormatSize(r.PeakReserved), allocator.FormatSize(r.PeakAllocated),
+			r.Name, bytesize.Torch(r.PeakReserved), bytesize.Torch(r.PeakAllocated),
 			fmt.Sprintf("%d/%d", r.SegmentAllocs, r.SegmentFrees),
-			fmt.Sprintf("%s (%.1f%%)", allocator.FormatSize(r.CachedFreeAtPeak), 100*r.CachedFreeFraction),
+			fmt.Sprintf("%s (%.1f%%)", bytesize.Torch(r.CachedFreeAtPeak), 100*r.CachedFreeFraction),
 			fmt.Sprint(r.AllocRetries), oomCell(r.FirstOOM, r.OOMs, r.RecordedOOMsFit),
 		})
 	}
@@ -39,9 +39,9 @@ func oomCell(o *OOM, n, fit int) string {
 		}
 		return "none"
 	}
-	s := fmt.Sprintf("entry %d (%s)", o.Index, allocator.FormatSize(o.Size))
+	s := fmt.Sprintf("entry %d (%s)", o.Index, bytesize.Torch(o.Size))
 	if o.Index < 0 {
-		s = fmt.Sprintf("initial state (%s)", allocator.FormatSize(o.Size))
+		s = fmt.Sprintf("initial state (%s)", bytesize.Torch(o.Size))
 	}
 	if n > 1 {
 		s += fmt.Sprintf(" +%d more", n-1)
@@ -54,7 +54,7 @@ func oomCell(o *OOM, n, fit int) string {
 func (d *DeviceResult) FidelityLine() string {
 	f := d.Fidelity
 	s := fmt.Sprintf("baseline fidelity: reserved curve max |Δ| %s, mean |Δ| %s over %d points (%.2f%% of the recorded peak); peak Δ %s, final Δ %s",
-		allocator.FormatSize(f.MaxAbsDiff), allocator.FormatSize(int64(f.MeanAbsDiff+0.5)), f.Points, 100*f.Relative,
+		bytesize.Torch(f.MaxAbsDiff), bytesize.Torch(int64(f.MeanAbsDiff+0.5)), f.Points, 100*f.Relative,
 		signedSize(f.PeakDiff), signedSize(f.FinalDiff))
 	switch {
 	case !f.RecordedSegmentEvents:
@@ -68,9 +68,9 @@ func (d *DeviceResult) FidelityLine() string {
 
 func signedSize(n int64) string {
 	if n < 0 {
-		return "-" + allocator.FormatSize(-n)
+		return "-" + bytesize.Torch(-n)
 	}
-	return "+" + allocator.FormatSize(n)
+	return "+" + bytesize.Torch(n)
 }
 
 var placementText = map[string]string{
@@ -94,7 +94,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		if in.Unmatched > 0 {
 			fmt.Fprintf(&b, ", %d unmatched entries", in.Unmatched)
 		}
-		fmt.Fprintf(&b, "\ndevice memory: %s, %s\n\n", allocator.FormatSize(d.DeviceMem), d.DeviceMemSource)
+		fmt.Fprintf(&b, "\ndevice memory: %s, %s\n\n", bytesize.Torch(d.DeviceMem), d.DeviceMemSource)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(Columns, "\t"))
 		for _, row := range d.Table() {
@@ -105,7 +105,7 @@ func (r *Result) WriteText(w io.Writer) error {
 		for _, run := range d.Runs {
 			if o := run.FirstOOM; o != nil {
 				fmt.Fprintf(&b, "%s: at the first OOM %s reserved, %s allocated\n", run.Name,
-					allocator.FormatSize(o.Reserved), allocator.FormatSize(o.Allocated))
+					bytesize.Torch(o.Reserved), bytesize.Torch(o.Allocated))
 			}
 		}
 	}

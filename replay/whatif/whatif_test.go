@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
@@ -92,7 +92,7 @@ func TestFragmentationOOMsWithoutExpandableSegments(t *testing.T) {
 		t.Errorf("expandable peak reserved %d", exp.PeakReserved)
 	}
 	t.Logf("baseline: peak %s, OOM at %d; expandable: peak %s, segments +%d/-%d, retries %d",
-		allocator.FormatSize(base.PeakReserved), base.FirstOOM.Index, allocator.FormatSize(exp.PeakReserved),
+		bytesize.Torch(base.PeakReserved), base.FirstOOM.Index, bytesize.Torch(exp.PeakReserved),
 		exp.SegmentAllocs, exp.SegmentFrees, exp.AllocRetries)
 }
 
@@ -195,12 +195,12 @@ func TestFixtureFidelity(t *testing.T) {
 			f, b := d.Fidelity, d.Runs[0]
 			t.Logf("%s dev %d: %d entries, %d initial allocs; recorded peak %s, baseline peak %s (%+.2f%%), final Δ %s; curve max |Δ| %s, mean |Δ| %s (%.1f%% of peak); segment events recorded: %v",
 				filepath.Base(path), d.Device, d.Input.Entries, d.Input.Initial,
-				allocator.FormatSize(d.Recorded.PeakReserved), allocator.FormatSize(b.PeakReserved),
+				bytesize.Torch(d.Recorded.PeakReserved), bytesize.Torch(b.PeakReserved),
 				100*float64(f.PeakDiff)/float64(d.Recorded.PeakReserved), signed(f.FinalDiff),
-				allocator.FormatSize(f.MaxAbsDiff), allocator.FormatSize(int64(f.MeanAbsDiff)), 100*f.Relative, f.RecordedSegmentEvents)
+				bytesize.Torch(f.MaxAbsDiff), bytesize.Torch(int64(f.MeanAbsDiff)), 100*f.Relative, f.RecordedSegmentEvents)
 			for _, r := range d.Runs[1:] {
 				t.Logf("    %-26s peak %s, fragmentation at peak %s (%.1f%%), segments +%d/-%d, OOMs %d",
-					r.Name, allocator.FormatSize(r.PeakReserved), allocator.FormatSize(r.CachedFreeAtPeak),
+					r.Name, bytesize.Torch(r.PeakReserved), bytesize.Torch(r.CachedFreeAtPeak),
 					100*r.CachedFreeFraction, r.SegmentAllocs, r.SegmentFrees, r.OOMs)
 			}
 			// The final reserved bytes are known exactly; the baseline must
@@ -215,9 +215,9 @@ func TestFixtureFidelity(t *testing.T) {
 
 func signed(n int64) string {
 	if n < 0 {
-		return "-" + allocator.FormatSize(-n)
+		return "-" + bytesize.Torch(-n)
 	}
-	return "+" + allocator.FormatSize(n)
+	return "+" + bytesize.Torch(n)
 }
 
 func abs(n int64) int64 {

@@ -4,7 +4,6 @@
 package chart
 
 import (
-	"fmt"
 	"math"
 )
 
@@ -37,18 +36,4 @@ func NiceCeil(v float64) float64 {
 		}
 	}
 	return 10 * p
-}
-
-// ShortBytes formats bytes in at most five characters: "512", "1.5K", "980M", "12G".
-func ShortBytes(v float64) string {
-	units := []string{"", "K", "M", "G", "T", "P"}
-	i := 0
-	for v >= 1000 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if v < 10 && i > 0 && v != math.Trunc(v) {
-		return fmt.Sprintf("%.1f%s", v, units[i])
-	}
-	return fmt.Sprintf("%.0f%s", v, units[i])
 }

@@ -2,16 +2,6 @@ package chart
 
 import "testing"
 
-func TestShortBytes(t *testing.T) {
-	for v, want := range map[float64]string{
-		0: "0", 512: "512", 1536: "1.5K", 980 << 20: "980M", 12 << 30: "12G", 1000: "1.0K",
-	} {
-		if got := ShortBytes(v); got != want {
-			t.Errorf("ShortBytes(%v) = %q, want %q", v, got, want)
-		}
-	}
-}
-
 func TestNiceCeil(t *testing.T) {
 	for v, want := range map[float64]float64{0: 1, 7: 8, 13: 15, 101: 120} {
 		if got := NiceCeil(v); got < v || got != want {

@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/tui"
@@ -369,7 +370,7 @@ func (m *Model) overview() []string {
 	g := th.G
 	fixed := 2 + 5 + 4 + 5 + 1 + 3*colNum + colOOM + colTime
 	barW := max(m.w-fixed, 8)
-	legend := fmt.Sprintf("%c allocated  %c active  %c reserved   one scale: 0 … %s", g.AllocArea, g.Active, g.Reserved, theme.Bytes(scale))
+	legend := fmt.Sprintf("%c allocated  %c active  %c reserved   one scale: 0 … %s", g.AllocArea, g.Active, g.Reserved, bytesize.Format(scale))
 	lines = append(lines, styled(&th.Dim, legend))
 	hdr := fmt.Sprintf("  %-5s%-4s%-5s%-*s %*s%*s%*s%*s%*s", "rank", "dev", "", barW, "", colNum, "allocated", colNum, "active",
 		colNum, "reserved", colOOM, "OOM", colTime, "peak at")
@@ -440,7 +441,7 @@ func (m *Model) rankLines(i, barW int, scale int64, styled func(*lipgloss.Style,
 	case !m.have[i]:
 		return []string{first + "no data yet · " + r.Name, second}
 	}
-	num := func(v int64) string { return fmt.Sprintf("%*s", colNum, theme.Bytes(v)) }
+	num := func(v int64) string { return fmt.Sprintf("%*s", colNum, bytesize.Format(v)) }
 	oom := fmt.Sprintf("%*s", colOOM, "-")
 	if f.OOMs > 0 {
 		oom = styled(&th.Warn, fmt.Sprintf("%*s", colOOM, fmt.Sprintf("%c %d", th.G.OOM, f.OOMs)))

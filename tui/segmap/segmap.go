@@ -12,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/theme"
@@ -189,7 +190,7 @@ func (m *Model) View(w, h int, detail []string) string {
 	}
 	g := th.G
 	legend := fmt.Sprintf("%c alloc %c pending %c slack %c free", g.Allocated, g.Pending, g.Slack, g.Free)
-	lines = append(lines, fit(th.Dim.Render(legend+"   "+theme.Count(len(m.segs), "segment", "segments")+", "+theme.Bytes(total)), w))
+	lines = append(lines, fit(th.Dim.Render(legend+"   "+theme.Count(len(m.segs), "segment", "segments")+", "+bytesize.Format(total)), w))
 	if len(m.segs) == 0 {
 		lines = append(lines, "no segments at this moment")
 	}
@@ -216,7 +217,7 @@ func (m *Model) View(w, h int, detail []string) string {
 		if i == m.sel {
 			mark = th.G.Selected + " "
 		}
-		head := fmt.Sprintf("%s%-*s %*s ", mark, addrW, fmt.Sprintf("0x%x", s.Address), sizeW, theme.Bytes(s.TotalSize))
+		head := fmt.Sprintf("%s%-*s %*s ", mark, addrW, fmt.Sprintf("0x%x", s.Address), sizeW, bytesize.Format(s.TotalSize))
 		if i == m.sel && m.blk < 0 {
 			head = th.Selected.Render(head)
 		}
@@ -399,7 +400,7 @@ func (m *Model) Detail(stack func(snapshot.StackID) snapshot.Stack, allocAt stri
 	}
 	if b := m.Block(); b != nil {
 		out = append(out,
-			fmt.Sprintf("block 0x%x  size %s  requested %s  %s", b.Address, theme.Bytes(b.Size), theme.Bytes(b.RequestedSize), b.State),
+			fmt.Sprintf("block 0x%x  size %s  requested %s  %s", b.Address, bytesize.Format(b.Size), bytesize.Format(b.RequestedSize), b.State),
 			fmt.Sprintf("segment 0x%x  stream %s  %s", s.Address, m.stream(s.Stream), kind))
 		if allocAt != "" {
 			out = append(out, "allocated "+allocAt)
@@ -411,8 +412,8 @@ func (m *Model) Detail(stack func(snapshot.StackID) snapshot.Stack, allocAt stri
 		return append(append(out, frames...), "v: the whole stack")
 	}
 	out = append(out,
-		fmt.Sprintf("segment 0x%x  size %s  stream %s  %s", s.Address, theme.Bytes(s.TotalSize), m.stream(s.Stream), kind),
-		fmt.Sprintf("allocated %s  active %s  requested %s  %s", theme.Bytes(s.AllocatedSize), theme.Bytes(s.ActiveSize), theme.Bytes(s.RequestedSize), theme.Count(len(s.Blocks), "block", "blocks")))
+		fmt.Sprintf("segment 0x%x  size %s  stream %s  %s", s.Address, bytesize.Format(s.TotalSize), m.stream(s.Stream), kind),
+		fmt.Sprintf("allocated %s  active %s  requested %s  %s", bytesize.Format(s.AllocatedSize), bytesize.Format(s.ActiveSize), bytesize.Format(s.RequestedSize), theme.Count(len(s.Blocks), "block", "blocks")))
 	if s.HasPoolID {
 		out = append(out, fmt.Sprintf("pool (%d, %d)", s.PoolID[0], s.PoolID[1]))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/NimbleMarkets/ntcharts/linechart"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/tui/chart"
 	"github.com/npumon/npumon/tui/theme"
@@ -208,7 +209,7 @@ func (m *Model) drawBase() *theme.Canvas {
 	lc := linechart.New(m.w, ch, x0, xLast, 0, yTop,
 		linechart.WithXYSteps(12, ystep),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return m.XLabel(v) }),
-		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelWidth, chart.ShortBytes(v)) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelWidth, bytesize.Short(v)) }),
 	)
 	lc.DrawXYAxisAndLabel()
 	for _, layer := range []struct {

@@ -18,7 +18,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
@@ -197,7 +197,7 @@ func (m *Model) View() string {
 		dot = " | "
 	}
 	title := fmt.Sprintf("What-if%sdevice %d%s%s allocator%sdevice memory %s (%s)",
-		dot, d.Device, dot, m.res.Flavour, dot, allocator.FormatSize(d.DeviceMem), d.DeviceMemSource)
+		dot, d.Device, dot, m.res.Flavour, dot, bytesize.Torch(d.DeviceMem), d.DeviceMemSource)
 	c.Text(0, 0, theme.Fit(title, m.w), &th.TitleFocused)
 
 	rows := d.Table()
@@ -321,7 +321,7 @@ func (m *Model) chart(c *theme.Canvas, d *whatif.DeviceResult, top, h int) {
 	lc := linechart.New(m.w, h, 0, x1, 0, yTop,
 		linechart.WithXYSteps(max(2, (m.w-yw)/12), max(1, (h-2)/3)),
 		linechart.WithXLabelFormatter(func(_ int, v float64) string { return xLabel(v) }),
-		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yw, chart.ShortBytes(v)) }),
+		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yw, bytesize.Short(v)) }),
 	)
 	lc.DrawXYAxisAndLabel()
 	cols := max(1, lc.GraphWidth()) // one sample per graph cell
