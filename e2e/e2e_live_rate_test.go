@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/wire"
 )
 
 var (
@@ -26,7 +26,7 @@ var (
 // `npumon attach --headless` (the app's data path: Store, polling and the
 // cursor queries of a 120×40 screen, nothing drawn) in its own process,
 // fed over a Unix socket by a producer publishing -live-rate entries/s for
-// -live-for through monitor.Server with the queue a `npumon sim` has
+// -live-for through wire.Server with the queue a `npumon sim` has
 // (65,536 entries). The producer replays a consistent pattern (one segment,
 // alloc / free_requested / free_completed of 256 slots) at wall-clock
 // times. Reported: the rate reached, the entries attach received and
@@ -42,7 +42,7 @@ func BenchmarkLiveAttach(b *testing.B) {
 
 func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	sock := filepath.Join(b.TempDir(), "live.sock")
-	srv, err := monitor.Listen("unix", sock, monitor.ServerOptions{})
+	srv, err := wire.Listen("unix", sock, wire.ServerOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -18,15 +19,15 @@ func TestAnalysedProfilerDirShowsTotals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
-	if err := monitor.IngestProfiler(store, d, nil); err != nil {
+	st := store.New(store.Options{})
+	if err := watch.IngestProfiler(st, d, nil); err != nil {
 		t.Fatal(err)
 	}
-	note := monitor.NoBlockTrace(d)
+	note := watch.NoBlockTrace(d)
 	if !strings.Contains(note, "no block-level trace") {
 		t.Fatalf("note %q", note)
 	}
-	o := testOptions(store)
+	o := testOptions(st)
 	o.SourceName = "msinsight_rank0"
 	o.Note = func() string { return note }
 	m := newSized(t, o, 160, 48)

@@ -8,16 +8,16 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // bigStore is a live Store with n entries on device 0: 64 segments of
 // 64 MiB, then alloc / free_requested / free_completed cycles over 1 MiB
 // slots keeping about half of them live, 10 µs apart, with stacks and ops.
-func bigStore(tb testing.TB, n int) *monitor.Store {
+func bigStore(tb testing.TB, n int) *store.Store {
 	tb.Helper()
-	st := monitor.NewStore(monitor.StoreOptions{})
-	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30}}); err != nil {
+	st := store.New(store.Options{})
+	if err := st.StartLive(nil, []store.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30}}); err != nil {
 		tb.Fatal(err)
 	}
 	const segs, slots = 64, 64
@@ -49,16 +49,16 @@ func bigStore(tb testing.TB, n int) *monitor.Store {
 	for i := 0; i < len(ents); i += 65536 {
 		st.Append(0, ents[i:min(i+65536, len(ents))])
 	}
-	var ops []monitor.Op
+	var ops []store.Op
 	for s := t0; s < t; s += 100_000 {
-		ops = append(ops, monitor.Op{Name: "ProfilerStep#", StartUS: s, EndUS: s + 100_000, IsStep: true, Seq: -1})
-		ops = append(ops, monitor.Op{Name: "aten::matmul", StartUS: s + 10, EndUS: s + 50_000, Thread: 1, Seq: -1})
+		ops = append(ops, store.Op{Name: "ProfilerStep#", StartUS: s, EndUS: s + 100_000, IsStep: true, Seq: -1})
+		ops = append(ops, store.Op{Name: "aten::matmul", StartUS: s + 10, EndUS: s + 50_000, Thread: 1, Seq: -1})
 	}
 	st.IngestOps(ops)
 	return st
 }
 
-var benchStore *monitor.Store
+var benchStore *store.Store
 
 func loadBench(b *testing.B) *Model {
 	if benchStore == nil {

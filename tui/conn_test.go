@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 )
 
 // TestClientConn: each client state reads as the header shows it, with the
@@ -15,19 +16,19 @@ import (
 func TestClientConn(t *testing.T) {
 	refused := fmt.Errorf("dial unix /tmp/x.sock: %w", errors.New("connect: connection refused\nmore detail"))
 	for _, c := range []struct {
-		s      monitor.ClientStatus
+		s      wire.ClientStatus
 		state  ConnState
 		detail string
 	}{
-		{monitor.ClientStatus{State: monitor.StateConnected, Hello: &monitor.Hello{PID: 42, Host: "node1"}}, ConnConnected, "pid 42@node1"},
-		{monitor.ClientStatus{State: monitor.StateConnected}, ConnConnected, ""},
+		{wire.ClientStatus{State: wire.StateConnected, Hello: &wire.Hello{PID: 42, Host: "node1"}}, ConnConnected, "pid 42@node1"},
+		{wire.ClientStatus{State: wire.StateConnected}, ConnConnected, ""},
 		// a producer that stamps entries with its poll time says how coarse they are
-		{monitor.ClientStatus{State: monitor.StateConnected, Hello: &monitor.Hello{PID: 42, Host: "node1",
-			TimeBase: monitor.TimePollUS, Resolution: 500 * time.Millisecond}}, ConnConnected, "pid 42@node1 · times ≈500ms"},
-		{monitor.ClientStatus{State: monitor.StateConnecting}, ConnReconnecting, "connecting…"},
-		{monitor.ClientStatus{State: monitor.StateConnecting, Attempt: 3}, ConnReconnecting, "attempt 3"},
-		{monitor.ClientStatus{State: monitor.StateReconnecting, Err: refused, Backoff: 1234 * time.Millisecond}, ConnDisconnected, "· reconnecting in 1.2s · connection refused"},
-		{monitor.ClientStatus{State: monitor.StateClosed}, ConnDisconnected, "closed"},
+		{wire.ClientStatus{State: wire.StateConnected, Hello: &wire.Hello{PID: 42, Host: "node1",
+			TimeBase: store.TimePollUS, Resolution: 500 * time.Millisecond}}, ConnConnected, "pid 42@node1 · times ≈500ms"},
+		{wire.ClientStatus{State: wire.StateConnecting}, ConnReconnecting, "connecting…"},
+		{wire.ClientStatus{State: wire.StateConnecting, Attempt: 3}, ConnReconnecting, "attempt 3"},
+		{wire.ClientStatus{State: wire.StateReconnecting, Err: refused, Backoff: 1234 * time.Millisecond}, ConnDisconnected, "· reconnecting in 1.2s · connection refused"},
+		{wire.ClientStatus{State: wire.StateClosed}, ConnDisconnected, "closed"},
 	} {
 		state, detail := ClientConn(c.s)
 		if state != c.state || detail != c.detail {
@@ -47,7 +48,7 @@ func TestHeaderDroppedOfUnknownSize(t *testing.T) {
 		{[]int64{7, 0}, "7+ entries dropped"},
 		{[]int64{7}, "7 entries dropped"},
 	} {
-		st := monitor.NewStore(monitor.StoreOptions{})
+		st := store.New(store.Options{})
 		if err := st.StartLive(smallSnapshot(true), nil); err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // eventRows is how many event rows the events pane can show.
@@ -22,7 +22,7 @@ func (m *Model) loadEvents() {
 	if m.flt != nil {
 		before, after = 4000, 4000
 	}
-	var evs []monitor.Event
+	var evs []store.Event
 	if ss, ok := m.o.Source.(seqSource); ok && m.pos >= 0 {
 		evs = ss.EventsAroundSeq(m.dev, m.pos, before, after)
 	} else {
@@ -49,9 +49,9 @@ func (m *Model) loadEvents() {
 
 // eventText is what a regex filter searches besides the action: the op
 // running at the event and its stack frames.
-func (m *Model) eventText(e *monitor.Event) string {
+func (m *Model) eventText(e *store.Event) string {
 	var sb strings.Builder
-	if m.base == monitor.TimeEpochUS {
+	if m.base == store.TimeEpochUS {
 		if op, ok := m.o.Source.OpAt(e.Time); ok {
 			sb.WriteString(op.Name)
 			sb.WriteByte('\n')
@@ -71,7 +71,7 @@ func (m *Model) eventLines(w, h int) []string {
 	th := m.th
 	tf := m.timeFmt()
 	timeW := 12
-	if m.base == monitor.TimeSequence {
+	if m.base == store.TimeSequence {
 		timeW = 9
 	}
 	const actionW, addrW, sizeW, opMin = 14, 14, 9, 8
@@ -115,7 +115,7 @@ func (m *Model) eventLines(w, h int) []string {
 			mark = th.G.Selected + " "
 		}
 		op := ""
-		if m.base == monitor.TimeEpochUS {
+		if m.base == store.TimeEpochUS {
 			if o, ok := m.o.Source.OpAt(e.Time); ok {
 				op = o.Name
 			}

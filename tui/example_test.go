@@ -5,22 +5,22 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui"
 )
 
 // A live source: the Store is fed by another goroutine (a wire client, an
 // in-process tracker); the app follows it and shows the connection state.
 func Example_live() {
-	store := monitor.NewStore(monitor.StoreOptions{})
-	_ = store.StartLive(nil, []monitor.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30}})
+	st := store.New(store.Options{})
+	_ = st.StartLive(nil, []store.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30}})
 	go func() {
 		for t := time.Now().UnixMicro(); ; t += 1000 {
-			store.Append(0, []snapshot.TraceEntry{{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: 512, TimeUS: t}})
+			st.Append(0, []snapshot.TraceEntry{{Action: snapshot.ActionAlloc, Addr: 0x1000, Size: 512, TimeUS: t}})
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	p := tui.NewProgram(tui.Options{Source: store, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true})
+	p := tui.NewProgram(tui.Options{Source: st, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true})
 	go p.Send(tui.ConnStateMsg{State: tui.ConnConnected, Detail: "unix:/tmp/npumon.sock"})
 	_, _ = p.Run()
 }
@@ -28,13 +28,13 @@ func Example_live() {
 // A file: Load decodes it into the Store off the UI goroutine while the
 // screen shows progress.
 func Example_replay() {
-	store := monitor.NewStore(monitor.StoreOptions{})
+	st := store.New(store.Options{})
 	_ = tui.Run(context.Background(), tui.Options{
-		Source:     store,
+		Source:     st,
 		SourceName: "snapshot.pickle",
 		Load: func(ctx context.Context, report func(tui.Progress)) error {
 			report(tui.Progress{Stage: "decoding"})
-			return store.IngestSnapshot(&snapshot.Snapshot{})
+			return st.IngestSnapshot(&snapshot.Snapshot{})
 		},
 	})
 }

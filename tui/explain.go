@@ -9,7 +9,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -21,13 +21,13 @@ import (
 // holders view into the change from the mark to the cursor.
 
 // holderSource is a Source that can list the live allocations at a
-// position (a *monitor.Store can).
+// position (a *store.Store can).
 type holderSource interface {
 	LiveAtSeq(device int, n int64) []explain.Alloc
 	OpName(t int64) string
 }
 
-var _ holderSource = (*monitor.Store)(nil)
+var _ holderSource = (*store.Store)(nil)
 
 type viewKind int
 
@@ -95,7 +95,7 @@ func (m *Model) position() int64 {
 
 func (m *Model) grouper() *explain.Grouper {
 	g := &explain.Grouper{By: m.x.by, Stack: m.o.Source.Stack}
-	if hs, ok := m.o.Source.(holderSource); ok && m.base == monitor.TimeEpochUS {
+	if hs, ok := m.o.Source.(holderSource); ok && m.base == store.TimeEpochUS {
 		g.OpOf = hs.OpName
 	}
 	return g
@@ -239,7 +239,7 @@ func (m *Model) groupAllocs(key string) []explain.Alloc {
 }
 
 // prevSource can find the last entry of an action before a cursor (a
-// *monitor.Store can).
+// *store.Store can).
 type prevSource interface {
 	Prev(device int, cursor int64, action snapshot.Action) (int64, bool)
 }
@@ -259,7 +259,7 @@ func (m *Model) openOOM() {
 		return
 	}
 	m.setCursor(c)
-	var e *monitor.Event
+	var e *store.Event
 	evs := src.EventsAround(m.dev, c, 512, 0)
 	for i := len(evs) - 1; i >= 0; i-- {
 		if evs[i].Action == snapshot.ActionOOM && evs[i].Time <= c {
@@ -278,10 +278,10 @@ func (m *Model) openOOM() {
 }
 
 // oomFacts gathers the panel's figures at the state right after entry e.
-func (m *Model) oomFacts(e *monitor.Event) *oomFacts {
+func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	src := m.o.Source
 	f := &oomFacts{seq: e.Seq, time: e.Time, requested: e.Size, free: e.DeviceFree, frames: src.Stack(e.Frames)}
-	var st monitor.State
+	var st store.State
 	if ss, ok := src.(seqSource); ok {
 		st = ss.StateAtSeq(m.dev, e.Seq+1)
 	} else {
@@ -290,7 +290,7 @@ func (m *Model) oomFacts(e *monitor.Event) *oomFacts {
 	fig := explain.StateFigures(st.Segments)
 	f.reserved, f.allocated, f.cached, f.largest = fig.Reserved, fig.Allocated, fig.CachedFree, fig.LargestCachedFree
 	f.verdict = explain.Verdict(f.allocated, f.requested, f.reserved, f.free)
-	if m.base == monitor.TimeEpochUS {
+	if m.base == store.TimeEpochUS {
 		if op, ok := src.OpAt(e.Time); ok {
 			f.op = op.Name
 		}
@@ -484,7 +484,7 @@ func (m *Model) allocLines(group string) (head, rows []string) {
 		born := "before the trace"
 		if a.Born >= 0 {
 			born = fmt.Sprintf("#%d", a.Born)
-			if a.BornTime != 0 && m.base == monitor.TimeEpochUS {
+			if a.BornTime != 0 && m.base == store.TimeEpochUS {
 				born += " · " + m.timeFmt().full(a.BornTime)
 			}
 		}

@@ -5,22 +5,22 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 )
 
 // fakeSource is a deliberately naive Source for UI tests: every query
 // recomputes from the replay.Timeline (O(n)), which is fine for small
-// snapshots and independent of monitor.Store's indexing.
+// snapshots and independent of store.Store's indexing.
 type fakeSource struct {
 	mu      sync.Mutex
 	snap    *snapshot.Snapshot
 	tls     map[int]*replay.Timeline
-	ops     []monitor.Op
+	ops     []store.Op
 	version uint64
 }
 
-func newFakeSource(s *snapshot.Snapshot, ops []monitor.Op) *fakeSource {
+func newFakeSource(s *snapshot.Snapshot, ops []store.Op) *fakeSource {
 	f := &fakeSource{snap: s, tls: map[int]*replay.Timeline{}, ops: ops, version: 1}
 	for _, d := range s.Devices() {
 		tl, err := replay.NewTimeline(s, d)
@@ -42,11 +42,11 @@ func (f *fakeSource) timed(d int) bool {
 	}
 	return false
 }
-func (f *fakeSource) TimeBase(d int) monitor.TimeBase {
+func (f *fakeSource) TimeBase(d int) store.TimeBase {
 	if f.timed(d) {
-		return monitor.TimeEpochUS
+		return store.TimeEpochUS
 	}
-	return monitor.TimeSequence
+	return store.TimeSequence
 }
 func (f *fakeSource) timeOf(d, i int) int64 {
 	if f.timed(d) {
@@ -61,9 +61,9 @@ func (f *fakeSource) Bounds(d int) (int64, int64) {
 	}
 	return f.timeOf(d, 0), f.timeOf(d, n-1)
 }
-func (f *fakeSource) DeviceInfo(d int) (monitor.DeviceInfo, bool) { return monitor.DeviceInfo{}, false }
-func (f *fakeSource) Len(d int) int64                             { return int64(len(f.tls[d].Entries)) }
-func (f *fakeSource) Stack(id snapshot.StackID) snapshot.Stack    { return f.snap.Stack(id) }
+func (f *fakeSource) DeviceInfo(d int) (store.DeviceInfo, bool) { return store.DeviceInfo{}, false }
+func (f *fakeSource) Len(d int) int64                           { return int64(len(f.tls[d].Entries)) }
+func (f *fakeSource) Stack(id snapshot.StackID) snapshot.Stack  { return f.snap.Stack(id) }
 
 // applied is the number of entries with time ≤ cursor.
 func (f *fakeSource) applied(d int, cursor int64) int {
@@ -71,14 +71,14 @@ func (f *fakeSource) applied(d int, cursor int64) int {
 	return sort.Search(n, func(i int) bool { return f.timeOf(d, i) > cursor })
 }
 
-func (f *fakeSource) StateAt(d int, cursor int64) monitor.State {
+func (f *fakeSource) StateAt(d int, cursor int64) store.State {
 	a := f.applied(d, cursor)
 	segs := f.tls[d].StateAfter(a - 1)
-	st := monitor.State{Device: d, Cursor: cursor, Applied: int64(a), Segments: segs}
+	st := store.State{Device: d, Cursor: cursor, Applied: int64(a), Segments: segs}
 	for _, s := range segs {
 		for _, b := range s.Blocks {
 			if b.State == snapshot.StateInactive {
-				st.Gaps = append(st.Gaps, monitor.Gap{Address: b.Address, Size: b.Size})
+				st.Gaps = append(st.Gaps, store.Gap{Address: b.Address, Size: b.Size})
 			}
 		}
 	}
@@ -95,15 +95,15 @@ func (f *fakeSource) values(d, a int) (active, reserved int64) {
 	return
 }
 
-func (f *fakeSource) Series(d int, t0, t1 int64, cols int) monitor.Series {
-	s := monitor.Series{T0: t0, T1: t1, Columns: cols}
+func (f *fakeSource) Series(d int, t0, t1 int64, cols int) store.Series {
+	s := store.Series{T0: t0, T1: t1, Columns: cols}
 	for c := 0; c < cols; c++ {
 		c0 := t0 + (t1-t0)*int64(c)/int64(cols)
 		c1 := t0 + (t1-t0)*int64(c+1)/int64(cols)
 		a0, a1 := f.applied(d, c0-1), f.applied(d, c1-1)
-		mm := func(get func(int) int64) monitor.MinMax {
+		mm := func(get func(int) int64) store.MinMax {
 			v := get(a0)
-			r := monitor.MinMax{Min: v, Max: v}
+			r := store.MinMax{Min: v, Max: v}
 			for a := a0 + 1; a <= a1; a++ {
 				v := get(a)
 				r.Min, r.Max = min(r.Min, v), max(r.Max, v)
@@ -117,21 +117,21 @@ func (f *fakeSource) Series(d int, t0, t1 int64, cols int) monitor.Series {
 	return s
 }
 
-func (f *fakeSource) event(d, i int) monitor.Event {
-	return monitor.Event{Seq: int64(i), Time: f.timeOf(d, i), TraceEntry: f.tls[d].Entries[i]}
+func (f *fakeSource) event(d, i int) store.Event {
+	return store.Event{Seq: int64(i), Time: f.timeOf(d, i), TraceEntry: f.tls[d].Entries[i]}
 }
 
-func (f *fakeSource) EventsAround(d int, cursor int64, before, after int) []monitor.Event {
+func (f *fakeSource) EventsAround(d int, cursor int64, before, after int) []store.Event {
 	a := f.applied(d, cursor)
-	var out []monitor.Event
+	var out []store.Event
 	for i := max(0, a-before); i < min(len(f.tls[d].Entries), a+after); i++ {
 		out = append(out, f.event(d, i))
 	}
 	return out
 }
 
-func (f *fakeSource) Ops(t0, t1 int64) []monitor.Op {
-	var out []monitor.Op
+func (f *fakeSource) Ops(t0, t1 int64) []store.Op {
+	var out []store.Op
 	for _, o := range f.ops {
 		if o.EndUS > t0 && o.StartUS < t1 {
 			out = append(out, o)
@@ -140,8 +140,8 @@ func (f *fakeSource) Ops(t0, t1 int64) []monitor.Op {
 	return out
 }
 
-func (f *fakeSource) OpAt(t int64) (monitor.Op, bool) {
-	var best monitor.Op
+func (f *fakeSource) OpAt(t int64) (store.Op, bool) {
+	var best store.Op
 	ok := false
 	for _, o := range f.ops {
 		if !o.IsStep && replay.OpContains(o.StartUS, o.EndUS, t) && (!ok || replay.OpInner(o.StartUS, o.EndUS, best.StartUS, best.EndUS)) {
@@ -151,10 +151,10 @@ func (f *fakeSource) OpAt(t int64) (monitor.Op, bool) {
 	return best, ok
 }
 
-func (f *fakeSource) Summary(d int, cursor int64) monitor.Summary {
+func (f *fakeSource) Summary(d int, cursor int64) store.Summary {
 	a := f.applied(d, cursor)
 	first, last := f.Bounds(d)
-	s := monitor.Summary{Device: d, TimeBase: f.TimeBase(d), Cursor: cursor, Applied: int64(a),
+	s := store.Summary{Device: d, TimeBase: f.TimeBase(d), Cursor: cursor, Applied: int64(a),
 		Entries: f.Len(d), FirstTime: first, LastTime: last}
 	s.ActiveBytes, s.ReservedBytes = f.values(d, a)
 	s.AllocatedBytes = s.ActiveBytes

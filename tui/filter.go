@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // filter is a parsed `/` expression: space-separated terms, all of which
@@ -84,7 +84,7 @@ func (f *filter) sizeOK(n int64) bool {
 
 // matchEvent tests an event; text returns the op name and stack text lazily,
 // labels names its stream.
-func (f *filter) matchEvent(e *monitor.Event, labels *streamLabels, text func() string) bool {
+func (f *filter) matchEvent(e *store.Event, labels *streamLabels, text func() string) bool {
 	if f == nil {
 		return true
 	}
@@ -98,7 +98,7 @@ func (f *filter) matchEvent(e *monitor.Event, labels *streamLabels, text func() 
 }
 
 // matchOp tests an op: regex on the name, size on the memory delta.
-func (f *filter) matchOp(o *monitor.Op) bool {
+func (f *filter) matchOp(o *store.Op) bool {
 	if f == nil {
 		return true
 	}
@@ -110,7 +110,7 @@ func (f *filter) matchOp(o *monitor.Op) bool {
 
 // actionName is the event's action as its source named it (sources that
 // do not name actions: the known action's name).
-func actionName(e *monitor.Event) string {
+func actionName(e *store.Event) string {
 	if e.ActionName != "" {
 		return e.ActionName
 	}

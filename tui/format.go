@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // fmtDelta formats a signed byte change with an explicit sign.
@@ -48,7 +48,7 @@ func fmtDurUS(us int64) string {
 
 // timeFmt turns cursor values into text for one device's time base.
 type timeFmt struct {
-	base     monitor.TimeBase
+	base     store.TimeBase
 	first    int64
 	relative bool
 	loc      *time.Location
@@ -58,7 +58,7 @@ type timeFmt struct {
 // clock formats t as local wall-clock time with milliseconds (epoch base),
 // as an offset from the first entry (relative), or as a sequence number.
 func (f timeFmt) clock(t int64) string {
-	if f.base == monitor.TimeSequence {
+	if f.base == store.TimeSequence {
 		return "#" + strconv.FormatInt(t, 10)
 	}
 	if f.relative {
@@ -69,7 +69,7 @@ func (f timeFmt) clock(t int64) string {
 
 // full formats t with the date as well (header only).
 func (f timeFmt) full(t int64) string {
-	if f.base == monitor.TimeSequence || f.relative {
+	if f.base == store.TimeSequence || f.relative {
 		return f.clock(t)
 	}
 	return time.UnixMicro(t).In(f.loc).Format("2006-01-02 15:04:05.000")
@@ -78,7 +78,7 @@ func (f timeFmt) full(t int64) string {
 // axis formats a timeline axis value: x is seconds (epoch base) or entries
 // (sequence base) since the first entry.
 func (f timeFmt) axis(x float64) string {
-	if f.base == monitor.TimeSequence {
+	if f.base == store.TimeSequence {
 		return "#" + strconv.FormatInt(int64(x+0.5)+f.first, 10)
 	}
 	t := f.first + int64(math.Round(x*1e6))

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // FuzzParseFilter: any `/` text is either rejected with an error or gives a
@@ -18,10 +18,10 @@ func FuzzParseFilter(f *testing.F) {
 		if err != nil || flt == nil {
 			return
 		}
-		e := monitor.Event{}
+		e := store.Event{}
 		e.Size, e.Stream = 1<<20, 7
 		flt.matchEvent(&e, &streamLabels{}, func() string { return "aten::matmul\nfile.py:1:f" })
-		flt.matchOp(&monitor.Op{Name: "aten::conv2d", MemDelta: -5})
+		flt.matchOp(&store.Op{Name: "aten::conv2d", MemDelta: -5})
 	})
 }
 

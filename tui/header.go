@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -59,7 +59,7 @@ func (m *Model) headerLines() []string {
 			l1 = append(l1, dev, th.Header.Render(m.timeFmt().clock(m.cursor)))
 		}
 	}
-	if m.hasData && m.base == monitor.TimeSequence {
+	if m.hasData && m.base == store.TimeSequence {
 		l1 = append(l1, th.Warn.Render("no timestamps in this file"))
 	}
 	mode := th.Mode.Render(m.modeText())

@@ -11,7 +11,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -75,8 +75,8 @@ func smallSnapshot(timed bool) *snapshot.Snapshot {
 	}
 }
 
-func smallOps() []monitor.Op {
-	return []monitor.Op{
+func smallOps() []store.Op {
+	return []store.Op{
 		{Name: "ProfilerStep#1", StartUS: t0, EndUS: t0 + 9*tStep, IsStep: true, Step: 1, Seq: -1},
 		{Name: "aten::empty", StartUS: t0 + 500, EndUS: t0 + 2500, Thread: 7, MemDelta: 12 * mib, Step: 1, Seq: 1},
 		{Name: "aten::matmul", StartUS: t0 + 7500, EndUS: t0 + 8600, Thread: 7, MemDelta: 6 * mib, Step: 1, Seq: 2},
@@ -175,8 +175,8 @@ func fixturePath(t testing.TB) string {
 }
 
 // fixtureSource decodes the fixture with replay and indexes it in a real
-// monitor.Store, as `npumon replay` does.
-func fixtureSource(t testing.TB) *monitor.Store {
+// store.Store, as `npumon replay` does.
+func fixtureSource(t testing.TB) *store.Store {
 	t.Helper()
 	c, err := replay.DecodeFile(fixturePath(t), replay.Options{})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 // holder is what a watched directory's Captures offers so that working in
 // the view is not interrupted: while held, new captures are listed and
-// counted but the open one stays (*monitor.DirSource has it).
+// counted but the open one stays (*watch.DirSource has it).
 type holder interface {
 	SetHold(on bool)
 	NewCaptures() int

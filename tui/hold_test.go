@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // holdingCaptures is dirCaptures with the hold a watched directory offers.
@@ -31,13 +31,13 @@ func (h *holdingCaptures) FollowNewest() error {
 // says how many captures landed meanwhile, and f opens the newest and
 // follows again.
 func TestWorkingHoldsTheCapture(t *testing.T) {
-	store := monitor.NewStore(monitor.StoreOptions{})
-	caps := &holdingCaptures{dirCaptures: dirCaptures{store: store, snaps: map[string]*snapshot.Snapshot{}}}
+	st := store.New(store.Options{})
+	caps := &holdingCaptures{dirCaptures: dirCaptures{st: st, snaps: map[string]*snapshot.Snapshot{}}}
 	caps.add("/dumps/snapshot_1.pickle", smallSnapshot(true), fixedNow)
 	if err := caps.Open("/dumps/snapshot_1.pickle"); err != nil {
 		t.Fatal(err)
 	}
-	o := testOptions(store)
+	o := testOptions(st)
 	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
 	m := newSized(t, o, 160, 30)
 	tick := func() { m.Update(tickMsg(fixedNow)) }

@@ -6,8 +6,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // onKey handles a key press.
@@ -324,7 +323,7 @@ func (m *Model) jumpMatch(d int) {
 	const chunk = 4096
 	n, t := m.sum.Applied, m.cursor // entries applied; the one at the cursor is n−1
 	for {
-		var evs []monitor.Event
+		var evs []store.Event
 		switch {
 		case d > 0 && seq:
 			evs = ss.EventsAroundSeq(m.dev, n, 0, chunk)
@@ -334,7 +333,7 @@ func (m *Model) jumpMatch(d int) {
 			evs = ss.EventsAroundSeq(m.dev, n-1, chunk, 0) // ends with entry n−2
 		default:
 			evs = src.EventsAround(m.dev, t, chunk, 0)
-			evs = slices.DeleteFunc(evs, func(e monitor.Event) bool { return e.Seq >= n-1 })
+			evs = slices.DeleteFunc(evs, func(e store.Event) bool { return e.Seq >= n-1 })
 		}
 		if len(evs) == 0 {
 			m.statusErr = "no more entries match the filter"
@@ -403,7 +402,7 @@ func (m *Model) enter() tea.Cmd {
 		op := m.ops[m.opView[sel]]
 		m.hlOp = true
 		m.tl.SetHighlight(op.StartUS, op.EndUS, true)
-		if m.base == monitor.TimeEpochUS {
+		if m.base == store.TimeEpochUS {
 			m.setCursor(op.StartUS)
 			m.opSel = sel // the op chosen, not another one starting at the same time
 		}

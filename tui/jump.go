@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // parseJump turns the `t` prompt into a cursor value.
@@ -16,7 +16,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 	case s == "":
 		return m.cursor, nil
 	case strings.HasPrefix(s, "+"):
-		if m.base == monitor.TimeSequence {
+		if m.base == store.TimeSequence {
 			n, err := strconv.ParseInt(s[1:], 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("jump: %q: want +N entries (no timestamps in this file)", s)
@@ -33,7 +33,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("jump: %q: want #N, an entry number", s)
 		}
-		if m.base == monitor.TimeSequence {
+		if m.base == store.TimeSequence {
 			return n, nil
 		}
 		if n >= m.n {
@@ -59,7 +59,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 		}
 		return hi, nil
 	case strings.Contains(s, ":"):
-		if m.base == monitor.TimeSequence {
+		if m.base == store.TimeSequence {
 			return 0, fmt.Errorf("jump: no timestamps in this file; use #N")
 		}
 		for _, layout := range []string{"2006-01-02 15:04:05.999999", "2006-01-02T15:04:05.999999"} {

@@ -10,16 +10,16 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
-// TestLiveStoreFedWhileRunning runs the app on a live monitor.Store that a
+// TestLiveStoreFedWhileRunning runs the app on a live store.Store that a
 // producer goroutine appends to, as `npumon attach` does: the screen follows
 // the newest entry, shows HBM and the connection state, and a pause holds
 // the cursor while data keeps arriving.
 func TestLiveStoreFedWhileRunning(t *testing.T) {
-	st := monitor.NewStore(monitor.StoreOptions{})
-	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30, HBMUsed: 3 << 30}}); err != nil {
+	st := store.New(store.Options{})
+	if err := st.StartLive(nil, []store.DeviceInfo{{ID: 0, Name: "Ascend910B3", HBMTotal: 64 << 30, HBMUsed: 3 << 30}}); err != nil {
 		t.Fatal(err)
 	}
 	o := testOptions(st)
@@ -116,8 +116,8 @@ func TestDeviceSwitch(t *testing.T) {
 // TestLiveOpsIncremental: live ops are re-read from the tail only, and the
 // table ends up with every op exactly once, in start order.
 func TestLiveOpsIncremental(t *testing.T) {
-	st := monitor.NewStore(monitor.StoreOptions{})
-	if err := st.StartLive(nil, []monitor.DeviceInfo{{ID: 0}}); err != nil {
+	st := store.New(store.Options{})
+	if err := st.StartLive(nil, []store.DeviceInfo{{ID: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	st.Append(0, []snapshot.TraceEntry{{Action: snapshot.ActionSegmentAlloc, Addr: segA, Size: mib, TimeUS: t0}})
@@ -126,14 +126,14 @@ func TestLiveOpsIncremental(t *testing.T) {
 	m := newSized(t, o, 120, 40)
 	var want int
 	for batch := 0; batch < 50; batch++ {
-		var ops []monitor.Op
+		var ops []store.Op
 		for i := 0; i < 20; i++ {
 			s := t0 + int64(batch)*1_000_000 + int64(i)*50_000
-			ops = append(ops, monitor.Op{Name: "aten::add", StartUS: s, EndUS: s + 10_000, Seq: int64(want)})
+			ops = append(ops, store.Op{Name: "aten::add", StartUS: s, EndUS: s + 10_000, Seq: int64(want)})
 			want++
 		}
 		if batch == 30 { // one op arrives 3 s late
-			ops = append(ops, monitor.Op{Name: "late", StartUS: t0 + 27_000_000, EndUS: t0 + 27_000_001, Seq: -1})
+			ops = append(ops, store.Op{Name: "late", StartUS: t0 + 27_000_000, EndUS: t0 + 27_000_001, Seq: -1})
 			want++
 		}
 		st.AppendOps(ops)

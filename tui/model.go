@@ -12,7 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/segmap"
 	"github.com/npumon/npumon/tui/theme"
 	"github.com/npumon/npumon/tui/timeline"
@@ -87,12 +87,12 @@ type Model struct {
 	version   uint64
 	devices   []int
 	dev       int
-	base      monitor.TimeBase
+	base      store.TimeBase
 	first     int64
 	last      int64
 	n         int64
 	hasData   bool
-	ops       []monitor.Op // all ops, start order
+	ops       []store.Op   // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
 	opsVer    uint64       // the Source's op version m.ops holds (opsSince)
 	steps     []int        // indices of the step ops (IsStep) in m.ops
@@ -130,10 +130,10 @@ type Model struct {
 	flt       *filter
 
 	// cached query results at the cursor
-	sum     monitor.Summary
-	opAt    monitor.Op
+	sum     store.Summary
+	opAt    store.Op
 	hasOpAt bool
-	events  []monitor.Event
+	events  []store.Event
 	evCur   int // index of the entry at the cursor in events, -1 none
 
 	// panes
@@ -224,7 +224,7 @@ func (m *Model) Cursor() int64 { return m.cursor }
 func (m *Model) Device() int { return m.dev }
 
 // Summary returns the summary at the cursor.
-func (m *Model) Summary() monitor.Summary { return m.sum }
+func (m *Model) Summary() store.Summary { return m.sum }
 
 // Playing reports whether replay is playing.
 func (m *Model) Playing() bool { return m.playing }
@@ -332,7 +332,7 @@ func (m *Model) onTick(now time.Time) {
 	wall := m.o.Now()
 	if m.playing && m.hasData && !m.lastTick.IsZero() {
 		dt := wall.Sub(m.lastTick).Seconds() * m.speed
-		if m.base == monitor.TimeSequence {
+		if m.base == store.TimeSequence {
 			dt *= seqRate
 		} else {
 			dt *= 1e6
@@ -427,7 +427,7 @@ func (m *Model) readBounds() {
 	src := m.o.Source
 	m.hasData = true
 	if m.dev < 0 {
-		m.base, m.n = monitor.TimeEpochUS, 0
+		m.base, m.n = store.TimeEpochUS, 0
 		m.first, m.last = maxInt64, minInt64
 		for i := range m.ops {
 			m.first, m.last = min(m.first, m.ops[i].StartUS), max(m.last, m.ops[i].EndUS)
@@ -505,7 +505,7 @@ func (m *Model) refreshWindow() {
 		marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkOOM})
 		t = nt
 	}
-	if m.base == monitor.TimeEpochUS {
+	if m.base == store.TimeEpochUS {
 		// m.steps is in start order: visit only the window's step ops
 		i := sort.Search(len(m.steps), func(i int) bool { return m.ops[m.steps[i]].StartUS >= m.win0 })
 		for ; i < len(m.steps) && m.ops[m.steps[i]].StartUS < m.win1; i++ {
@@ -514,7 +514,7 @@ func (m *Model) refreshWindow() {
 	}
 	m.tl.Origin = m.first
 	m.tl.Unit = 1
-	if m.base == monitor.TimeEpochUS {
+	if m.base == store.TimeEpochUS {
 		m.tl.Unit = 1e6
 	}
 	tf := m.timeFmt()
@@ -545,7 +545,7 @@ func (m *Model) refreshCursor() {
 		m.seg.SetState(src.StateAt(m.dev, m.cursor))
 	}
 	m.hasOpAt = false
-	if m.base == monitor.TimeEpochUS {
+	if m.base == store.TimeEpochUS {
 		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
 	}
 	m.followOp()

@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 func small(t testing.TB, w, h int) *Model {
@@ -502,7 +502,7 @@ func TestASCIIModeIsPureASCII(t *testing.T) {
 }
 
 func TestOpsOnlySource(t *testing.T) {
-	st := monitor.NewStore(monitor.StoreOptions{})
+	st := store.New(store.Options{})
 	st.IngestOps(smallOps())
 	m := newSized(t, testOptions(st), 160, 48)
 	v := m.View()
@@ -598,7 +598,7 @@ func TestStreamLabels(t *testing.T) {
 func TestFilterStream(t *testing.T) {
 	var l streamLabels
 	l.reset([]uint64{93939793133632, 7})
-	e := monitor.Event{}
+	e := store.Event{}
 	e.Size, e.Stream = 1<<20, 7
 	for _, tc := range []struct {
 		text string

@@ -2,8 +2,7 @@ package tui
 
 import (
 	tea "github.com/charmbracelet/bubbletea"
-
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // onMouse handles the mouse; the keyboard stays complete without it. A
@@ -92,7 +91,7 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 }
 
 // goToEvent moves the cursor to just after entry e.
-func (m *Model) goToEvent(e monitor.Event) {
+func (m *Model) goToEvent(e store.Event) {
 	if _, ok := m.o.Source.(seqSource); ok {
 		m.pos = e.Seq + 1
 		if m.o.Live && m.pos < m.n {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 var opSortNames = []string{"start", "duration", "mem delta", "name"}
@@ -116,10 +116,10 @@ func (m *Model) opLines(w, h int) []string {
 }
 
 // opsSince is a Source that reports what changed in its op list since a
-// version (*monitor.Store): the op table then follows a live source by
+// version (*store.Store): the op table then follows a live source by
 // copying only new ops.
 type opsSince interface {
-	OpsSince(ver uint64) (ops []monitor.Op, from int, now uint64)
+	OpsSince(ver uint64) (ops []store.Op, from int, now uint64)
 }
 
 // refreshOps brings m.ops (and the step index) up to date and returns the
@@ -158,7 +158,7 @@ func (m *Model) readOps() int {
 // holds the cursor (the latest to start; ends inclusive), or else the last
 // op that started before it. With a filter on, the nearest kept op before.
 func (m *Model) followOp() {
-	if len(m.opView) == 0 || m.base != monitor.TimeEpochUS {
+	if len(m.opView) == 0 || m.base != store.TimeEpochUS {
 		return
 	}
 	c := m.cursor

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // TestOpsFollowLiveStore: on a live Store receiving ops (some late and out
@@ -18,7 +18,7 @@ func TestOpsFollowLiveStore(t *testing.T) {
 	for sortBy := range opSortNames {
 		for _, flt := range []string{"", "matmul|add"} {
 			t.Run(fmt.Sprintf("sort=%s,filter=%q", opSortNames[sortBy], flt), func(t *testing.T) {
-				st := monitor.NewStore(monitor.StoreOptions{})
+				st := store.New(store.Options{})
 				o := testOptions(st)
 				o.Live = true
 				m := newSized(t, o, 120, 40)
@@ -32,13 +32,13 @@ func TestOpsFollowLiveStore(t *testing.T) {
 				names := []string{"aten::matmul", "aten::add", "aten::linear", "aten::copy_"}
 				next := int64(1_000_000)
 				for tick := 0; tick < 150; tick++ {
-					var batch []monitor.Op
+					var batch []store.Op
 					for range r.IntN(6) {
 						start := next
 						if r.IntN(5) == 0 {
 							start -= r.Int64N(40_000_000) // late, beyond any margin
 						}
-						batch = append(batch, monitor.Op{Name: names[r.IntN(len(names))], StartUS: start,
+						batch = append(batch, store.Op{Name: names[r.IntN(len(names))], StartUS: start,
 							EndUS: start + r.Int64N(5000), MemDelta: r.Int64N(3) << 20, Seq: int64(tick), IsStep: r.IntN(8) == 0})
 						next += 1000
 					}

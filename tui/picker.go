@@ -9,12 +9,12 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/watch"
 )
 
 // Capture is one capture of a watched directory (npumon watch): a
-// snapshot file or a profiler directory, as monitor.DirSource lists it.
-type Capture = monitor.Capture
+// snapshot file or a profiler directory, as watch.DirSource lists it.
+type Capture = watch.Capture
 
 // Captures is a watched directory's list of captures; Options.Captures
 // turns the capture picker on (key c). Both methods are called from the UI:
@@ -26,8 +26,8 @@ type Captures interface {
 	Open(path string) error
 }
 
-// *monitor.DirSource is the Captures npumon watch passes.
-var _ Captures = (*monitor.DirSource)(nil)
+// *watch.DirSource is the Captures npumon watch passes.
+var _ Captures = (*watch.DirSource)(nil)
 
 // pickerOpenedMsg reports the end of an Open started from the picker.
 type pickerOpenedMsg struct {

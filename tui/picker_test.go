@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -16,7 +16,7 @@ import (
 // order, each opened by ingesting its snapshot into the one Store.
 type dirCaptures struct {
 	mu    sync.Mutex
-	store *monitor.Store
+	st    *store.Store
 	list  []Capture
 	snaps map[string]*snapshot.Snapshot
 	opens []string
@@ -43,7 +43,7 @@ func (d *dirCaptures) Open(path string) error {
 	if snap == nil {
 		return errors.New(path + ": truncated pickle")
 	}
-	if err := d.store.IngestSnapshot(snap); err != nil {
+	if err := d.st.IngestSnapshot(snap); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -63,13 +63,13 @@ func TestCapturePicker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
-	caps := &dirCaptures{store: store, snaps: map[string]*snapshot.Snapshot{}}
+	st := store.New(store.Options{})
+	caps := &dirCaptures{st: st, snaps: map[string]*snapshot.Snapshot{}}
 	caps.add("/dumps/snapshot_1.pickle", smallSnapshot(true), fixedNow)
 	if err := caps.Open("/dumps/snapshot_1.pickle"); err != nil {
 		t.Fatal(err)
 	}
-	o := testOptions(store)
+	o := testOptions(st)
 	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
 	m := newSized(t, o, 120, 30)
 	tick := func() { m.Update(tickMsg(fixedNow)) }

@@ -6,23 +6,23 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // recSource is the real Store, remembering the last segment map it
 // handed out by position.
 type recSource struct {
-	*monitor.Store
+	*store.Store
 	lastSeq   int64
-	lastState monitor.State
+	lastState store.State
 }
 
-func (r *recSource) StateAtSeq(dev int, n int64) monitor.State {
+func (r *recSource) StateAtSeq(dev int, n int64) store.State {
 	r.lastSeq, r.lastState = n, r.Store.StateAtSeq(dev, n)
 	return r.lastState
 }
 
-func blockAt(st monitor.State, addr uint64) (snapshot.BlockState, bool) {
+func blockAt(st store.State, addr uint64) (snapshot.BlockState, bool) {
 	for _, s := range st.Segments {
 		for _, b := range s.Blocks {
 			if b.Address == addr {

@@ -1,6 +1,6 @@
 // Package tui is npumon's terminal UI (Bubble Tea v1): a header, a memory
 // timeline, the segment map, the event trace and the op table, all driven by
-// one time cursor. It reads data only through Source (a *monitor.Store
+// one time cursor. It reads data only through Source (a *store.Store
 // satisfies it) and never touches files, sockets or sources itself.
 package tui
 
@@ -9,34 +9,34 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
-// Source is the part of monitor.Store the UI queries. Every method must be
+// Source is the part of store.Store the UI queries. Every method must be
 // safe to call while another goroutine appends data.
 type Source interface {
 	Version() uint64
 	Devices() []int
-	TimeBase(device int) monitor.TimeBase
+	TimeBase(device int) store.TimeBase
 	Bounds(device int) (first, last int64)
 	Len(device int) int64
 	Stack(id snapshot.StackID) snapshot.Stack
-	DeviceInfo(device int) (monitor.DeviceInfo, bool)
+	DeviceInfo(device int) (store.DeviceInfo, bool)
 
-	StateAt(device int, cursor int64) monitor.State
-	Series(device int, t0, t1 int64, columns int) monitor.Series
-	EventsAround(device int, cursor int64, before, after int) []monitor.Event
-	Ops(t0, t1 int64) []monitor.Op
-	OpAt(t int64) (monitor.Op, bool)
-	Summary(device int, cursor int64) monitor.Summary
+	StateAt(device int, cursor int64) store.State
+	Series(device int, t0, t1 int64, columns int) store.Series
+	EventsAround(device int, cursor int64, before, after int) []store.Event
+	Ops(t0, t1 int64) []store.Op
+	OpAt(t int64) (store.Op, bool)
+	Summary(device int, cursor int64) store.Summary
 	Next(device int, cursor int64, action snapshot.Action) (int64, bool)
 	NextEvent(device int, cursor int64) (int64, bool)
 	PrevEvent(device int, cursor int64) (int64, bool)
 	Peak(device int) (cursor int64, activeBytes int64)
 }
 
-// *monitor.Store is the Source every command passes.
-var _ Source = (*monitor.Store)(nil)
+// *store.Store is the Source every command passes.
+var _ Source = (*store.Store)(nil)
 
 // seqSource is a Source with sequence-precise positions (the state after
 // the first n entries). Real captures hold several entries in one
@@ -44,16 +44,16 @@ var _ Source = (*monitor.Store)(nil)
 // summary, segment map and event highlight follow. Without it stepping
 // moves by time.
 type seqSource interface {
-	StateAtSeq(device int, n int64) monitor.State
-	SummaryAtSeq(device int, n int64) monitor.Summary
-	EventsAroundSeq(device int, n int64, before, after int) []monitor.Event
+	StateAtSeq(device int, n int64) store.State
+	SummaryAtSeq(device int, n int64) store.Summary
+	EventsAroundSeq(device int, n int64, before, after int) []store.Event
 }
 
-var _ seqSource = (*monitor.Store)(nil)
+var _ seqSource = (*store.Store)(nil)
 
 // gapSource is implemented by stores that record entries a live producer dropped.
 type gapSource interface {
-	Gaps(device int) []monitor.GapRecord
+	Gaps(device int) []store.GapRecord
 }
 
 // hbm is the device's HBM used / total for live sources that know it.

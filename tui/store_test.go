@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
-func storeOf(t testing.TB, snap *snapshot.Snapshot, ops []monitor.Op) *monitor.Store {
+func storeOf(t testing.TB, snap *snapshot.Snapshot, ops []store.Op) *store.Store {
 	t.Helper()
-	st := monitor.NewStore(monitor.StoreOptions{})
+	st := store.New(store.Options{})
 	if err := st.IngestSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // streamSource is implemented by sources that know the order in which a
-// device's trace first used its streams (*monitor.Store).
+// device's trace first used its streams (*store.Store).
 type streamSource interface {
 	Streams(device int) []uint64
 }

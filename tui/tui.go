@@ -10,17 +10,17 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/term"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui/ttyin"
 )
 
 // Progress reports how far loading has come.
-type Progress = monitor.LoadProgress
+type Progress = watch.LoadProgress
 
 // Options configure the app. Only Source is required.
 type Options struct {
-	// Source is the data; normally a *monitor.Store, possibly still being fed.
+	// Source is the data; normally a *store.Store, possibly still being fed.
 	Source Source
 	// SourceName is shown in the header: a file, "pid 1234 @ host:port", a directory.
 	SourceName string

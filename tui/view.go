@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -196,7 +196,7 @@ func (m *Model) timelineInfo() string {
 }
 
 func (m *Model) spanText(d int64) string {
-	if m.base == monitor.TimeSequence {
+	if m.base == store.TimeSequence {
 		return strconv.FormatInt(d, 10) + " entries"
 	}
 	return fmtDurUS(d)

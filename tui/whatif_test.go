@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
@@ -16,7 +16,7 @@ func TestWhatIfKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := monitor.NewStore(monitor.StoreOptions{})
+	st := store.New(store.Options{})
 	if err := st.IngestSnapshot(c.Snapshot); err != nil {
 		t.Fatal(err)
 	}

@@ -413,3 +413,21 @@ func (t *StackTable) Stacks() []Stack { return t.stacks }
 
 // Len returns the number of stacks including the empty one.
 func (t *StackTable) Len() int { return len(t.stacks) }
+
+// RemapStacks rewrites every stack id in s (segments, blocks, traces) with
+// m and drops its stack table: the ids are then the caller's.
+func (s *Snapshot) RemapStacks(m func(StackID) StackID) {
+	for i := range s.Segments {
+		sg := &s.Segments[i]
+		sg.Frames = m(sg.Frames)
+		for j := range sg.Blocks {
+			sg.Blocks[j].Frames = m(sg.Blocks[j].Frames)
+		}
+	}
+	for _, tr := range s.DeviceTraces {
+		for i := range tr {
+			tr[i].Frames = m(tr[i].Frames)
+		}
+	}
+	s.Stacks = nil
+}

@@ -14,8 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/metrics"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/rankview"
 )
@@ -64,7 +65,7 @@ func newAttachCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			lim := monitor.ClientLimits{Entries: maxEntries}
+			lim := wire.ClientLimits{Entries: maxEntries}
 			if len(addrs) > 1 {
 				return attachRanks(c.OutOrStdout(), c.ErrOrStderr(), addrs, ascii, headless, &mf, lim)
 			}
@@ -76,8 +77,8 @@ func newAttachCmd() *cobra.Command {
 			defer stop()
 			// after the first signal, a second one ends the process at once
 			go func() { <-ctx.Done(); stop() }()
-			store := monitor.NewStore(monitor.StoreOptions{})
-			client := monitor.NewClient(a.Network, a.Address, store, monitor.ClientOptions{ExpectPID: a.PID, Limits: lim})
+			store := store.New(store.Options{})
+			client := wire.NewClient(a.Network, a.Address, store, wire.ClientOptions{ExpectPID: a.PID, Limits: lim})
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
 			// a client that stops for good (refused peer, limit reached)
@@ -139,20 +140,20 @@ func newAttachCmd() *cobra.Command {
 	f.IntVar(&device, "device", 0, "device to show first")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
-	f.Int64Var(&maxEntries, "max-entries", monitor.DefaultMaxEntries, "keep at most this many trace entries per process (about 220 bytes of memory each)")
+	f.Int64Var(&maxEntries, "max-entries", wire.DefaultMaxEntries, "keep at most this many trace entries per process (about 220 bytes of memory each)")
 	mf.register(f)
 	return c
 }
 
 // resolveAttachAddr reads an attach address; one given as a pid must be in
 // a socket directory that is this user's with mode 0700.
-func resolveAttachAddr(s string) (monitor.Addr, error) {
-	a, err := monitor.ResolveAddr(s, -1)
+func resolveAttachAddr(s string) (wire.Addr, error) {
+	a, err := wire.ResolveAddr(s, -1)
 	if err != nil {
 		return a, usageError{err}
 	}
 	if a.PID > 0 {
-		if err := monitor.CheckSocketDir(filepath.Dir(a.Address), false); err != nil {
+		if err := wire.CheckSocketDir(filepath.Dir(a.Address), false); err != nil {
 			return a, fmt.Errorf("attach %s: %w", s, err)
 		}
 	}
@@ -161,7 +162,7 @@ func resolveAttachAddr(s string) (monitor.Addr, error) {
 
 // attachFailure is a headless attach's exit: an error (exit 1, with the
 // reason) when it never connected, or the client stopped for good.
-func attachFailure(addr string, st monitor.ClientStatus, ctx context.Context) error {
+func attachFailure(addr string, st wire.ClientStatus, ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil // interrupted: the summary is what was asked for
 	}
@@ -172,7 +173,7 @@ func attachFailure(addr string, st monitor.ClientStatus, ctx context.Context) er
 	switch {
 	case st.Hello == nil:
 		return exitError{code: exitFail, msg: fmt.Sprintf("npumon: attach %s: never connected: %s", addr, reason)}
-	case st.State == monitor.StateClosed && st.Err != nil:
+	case st.State == wire.StateClosed && st.Err != nil:
 		return exitError{code: exitFail, msg: fmt.Sprintf("npumon: attach %s: stopped: %s", addr, reason)}
 	}
 	return nil
@@ -197,7 +198,7 @@ type attachSummaryJSON struct {
 	Error string `json:"error,omitempty"`
 }
 
-func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.ClientStatus) error {
+func writeAttachSummary(w io.Writer, name string, s store.Summary, st wire.ClientStatus) error {
 	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s, summaryAttach), Connection: st.State.String(),
 		Received: st.Entries, MissedEntries: st.Missed}
 	out.Gaps, out.Resyncs = st.Gaps, st.Resyncs
@@ -206,7 +207,7 @@ func writeAttachSummary(w io.Writer, name string, s monitor.Summary, st monitor.
 	}
 	if st.Hello != nil {
 		out.ProducerPID = st.Hello.PID
-		if st.Hello.TimeBase == monitor.TimePollUS {
+		if st.Hello.TimeBase == store.TimePollUS {
 			out.TimeResolutionUS = st.Hello.Resolution.Microseconds()
 		}
 		producerPeaks(&out.replaySummaryJSON, s.Device, st.Hello.Peaks)
@@ -240,7 +241,7 @@ func expandAddrs(args []string) ([]string, error) {
 
 // attachRanks attaches to several producers and shows them in the ranks
 // overview, numbered in argument order.
-func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag, lim monitor.ClientLimits) error {
+func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag, lim wire.ClientLimits) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // a second signal ends the process at once
@@ -262,8 +263,8 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 		if err != nil {
 			return err
 		}
-		store := monitor.NewStore(monitor.StoreOptions{})
-		client := monitor.NewClient(ad.Network, ad.Address, store, monitor.ClientOptions{ExpectPID: ad.PID, Limits: lim})
+		store := store.New(store.Options{})
+		client := wire.NewClient(ad.Network, ad.Address, store, wire.ClientOptions{ExpectPID: ad.PID, Limits: lim})
 		wg.Add(1)
 		go func() { defer wg.Done(); client.Run(cctx) }()
 		name := ad.String()
@@ -291,7 +292,7 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 // producerPeaks takes the producer's own peaks (sent in its HELLO) for the
 // device: the peaks then cover the whole process ("process"), not only what
 // happened since attach. A peak from the HELLO has no entry time.
-func producerPeaks(out *replaySummaryJSON, device int, peaks []monitor.DevicePeak) {
+func producerPeaks(out *replaySummaryJSON, device int, peaks []wire.DevicePeak) {
 	for _, p := range peaks {
 		if p.Device != device {
 			continue

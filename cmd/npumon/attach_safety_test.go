@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/wire"
 )
 
 // trickler accepts connections and sends the start of a 16 MiB frame one
@@ -34,7 +34,7 @@ func trickler(t *testing.T, path string) (accepted chan struct{}) {
 			go func() {
 				defer c.Close()
 				var hdr [5]byte
-				binary.LittleEndian.PutUint32(hdr[:], monitor.MaxFrame)
+				binary.LittleEndian.PutUint32(hdr[:], wire.MaxFrame)
 				hdr[4] = 1
 				c.Write(hdr[:])
 				for {
@@ -96,7 +96,7 @@ func TestAttachByPIDChecks(t *testing.T) {
 	base := t.TempDir()
 	t.Setenv("XDG_RUNTIME_DIR", "")
 	t.Setenv("TMPDIR", base)
-	dir := monitor.DefaultSocketDir()
+	dir := wire.DefaultSocketDir()
 	os.Mkdir(dir, 0o777)
 	os.Chmod(dir, 0o777)
 	code, _, errOut := captureRun(t, "attach", "4242", "--headless", "1s")
@@ -109,7 +109,7 @@ func TestAttachByPIDChecks(t *testing.T) {
 	if pid == os.Getpid() {
 		pid++
 	}
-	ln, err := net.Listen("unix", monitor.DefaultSocketPath(pid))
+	ln, err := net.Listen("unix", wire.DefaultSocketPath(pid))
 	if err != nil {
 		t.Fatal(err)
 	}

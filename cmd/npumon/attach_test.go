@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/attach"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/monitor/workload"
 )
 
@@ -22,7 +23,7 @@ func TestAttachHeadless(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(t.TempDir(), "p.sock")
-	_, stop, err := monitor.ServeAllocators("unix", sock, []*allocator.Allocator{w.Allocator()}, monitor.ServerOptions{})
+	_, stop, err := attach.Serve("unix", sock, []*allocator.Allocator{w.Allocator()}, wire.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +85,8 @@ func TestAttachSeveralHeadless(t *testing.T) {
 	var allocs []*allocator.Allocator
 	for i, layers := range []int{2, 3} {
 		w := finishedWorkload(t, workload.Config{Layers: layers, DeviceMem: 8 << 30, Steps: 2, Seed: uint64(i)})
-		_, stop, err := monitor.ServeAllocators("unix", filepath.Join(dir, fmt.Sprintf("p%d.sock", i)),
-			[]*allocator.Allocator{w.Allocator()}, monitor.ServerOptions{})
+		_, stop, err := attach.Serve("unix", filepath.Join(dir, fmt.Sprintf("p%d.sock", i)),
+			[]*allocator.Allocator{w.Allocator()}, wire.ServerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,10 +17,11 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/attach"
 	"github.com/npumon/npumon/monitor/devpoll"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/npusmi"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/tui"
 )
@@ -56,19 +57,19 @@ func newDemoCmd() *cobra.Command {
 			if c.Flags().Changed("ranks") {
 				return demoRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), cfg, nRanks, ascii, headless, &mf)
 			}
-			store := monitor.NewStore(monitor.StoreOptions{})
-			cfg.OnOp = monitor.NewOpBatcher(store.AppendOps).Add
+			st := store.New(store.Options{})
+			cfg.OnOp = store.NewOpBatcher(st.AppendOps).Add
 			cfg.Logf = func(string, ...any) {} // the UI shows OOMs; keep the terminal clean
 			w, err := workload.New(cfg)
 			if err != nil {
 				return usageError{err}
 			}
-			detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
-				monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+			detach, err := attach.Store(st, []*allocator.Allocator{w.Allocator()},
+				attach.Options{Devices: func() []store.DeviceInfo { return []store.DeviceInfo{w.DeviceInfo()} }})
 			if err != nil {
 				return err
 			}
-			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon demo", metrics.Target{Store: store, Rank: -1,
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon demo", metrics.Target{Store: st, Rank: -1,
 				PID: w.Config().PID, Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 			if err != nil {
 				detach()
@@ -84,7 +85,7 @@ func newDemoCmd() *cobra.Command {
 				done <- err
 			}()
 			name := fmt.Sprintf("demo · %s · pid %d", cfg.Scenario, w.Config().PID)
-			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Done: ended}
+			opts := tui.Options{Source: st, SourceName: name, Live: true, ASCII: ascii, Done: ended}
 			// the devices view shows the simulated device, the demo its process
 			pid := w.Config().PID
 			feed := devpoll.NewFunc("simulated device", time.Second, func() *npusmi.Info {

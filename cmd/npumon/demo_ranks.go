@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/attach"
 	"github.com/npumon/npumon/monitor/metrics"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/tui/rankview"
 )
@@ -52,21 +53,21 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 				return err
 			}
 		}
-		store := monitor.NewStore(monitor.StoreOptions{})
-		cfg.OnOp = monitor.NewOpBatcher(store.AppendOps).Add
+		st := store.New(store.Options{})
+		cfg.OnOp = store.NewOpBatcher(st.AppendOps).Add
 		w, err := workload.New(cfg)
 		if err != nil {
 			return usageError{err}
 		}
 		ws = append(ws, w)
-		detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
-			monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+		detach, err := attach.Store(st, []*allocator.Allocator{w.Allocator()},
+			attach.Options{Devices: func() []store.DeviceInfo { return []store.DeviceInfo{w.DeviceInfo()} }})
 		if err != nil {
 			return err
 		}
 		defer detach()
-		rs = append(rs, rankview.Rank{Rank: r, Name: fmt.Sprintf("%s +%dL", cfg.Scenario, cfg.ExtraLayers), Store: store})
-		targets = append(targets, metrics.Target{Store: store, Rank: r, PID: w.Config().PID,
+		rs = append(rs, rankview.Rank{Rank: r, Name: fmt.Sprintf("%s +%dL", cfg.Scenario, cfg.ExtraLayers), Store: st})
+		targets = append(targets, metrics.Target{Store: st, Rank: r, PID: w.Config().PID,
 			Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 	}
 	stopMetrics, err := mf.start(errOut, "npumon demo", targets...)

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
@@ -44,7 +44,7 @@ func (gf *groupFlags) ops() ([]explain.Op, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range monitor.ProfilerOps(d.Ops, nil) {
+		for _, o := range watch.ProfilerOps(d.Ops, nil) {
 			out = append(out, explain.Op{Name: o.Name, StartUS: o.StartUS, EndUS: o.EndUS, IsStep: o.IsStep, Step: o.Step})
 		}
 	}

@@ -14,9 +14,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -124,19 +126,19 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 		if members != nil {
 			return exporterRanks(ctx, src, members)
 		}
-		store := monitor.NewStore(monitor.StoreOptions{})
-		wd := monitor.NewDirSource(src, store, monitor.DirOptions{Follow: true})
+		store := store.New(store.Options{})
+		wd := watch.NewDirSource(src, store, watch.DirOptions{Follow: true})
 		if err := wd.Start(ctx); err != nil {
 			return nil, nil, err
 		}
 		return []metrics.Target{{Store: store, Rank: -1}}, wd.Stop, nil
 	}
-	network, addr, err := monitor.ParseAddr(src, -1)
+	network, addr, err := wire.ParseAddr(src, -1)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
-	client := monitor.NewClient(network, addr, store, monitor.ClientOptions{})
+	store := store.New(store.Options{})
+	client := wire.NewClient(network, addr, store, wire.ClientOptions{})
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { client.Run(cctx); close(done) }()
@@ -154,7 +156,7 @@ func exporterRanks(ctx context.Context, dir string, members []ranks.Member) ([]m
 	var targets []metrics.Target
 	for i, m := range members {
 		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == ranks.KindSnapshot {
-			wd := monitor.NewDirSource(rdir, rs[i].Store, monitor.DirOptions{Follow: true})
+			wd := watch.NewDirSource(rdir, rs[i].Store, watch.DirOptions{Follow: true})
 			if err := wd.Start(cctx); err != nil {
 				cancel()
 				for _, f := range stops {
@@ -186,7 +188,7 @@ func exporterRanks(ctx context.Context, dir string, members []ranks.Member) ([]m
 
 // clientTarget is a live connection's metrics target: the producer's pid
 // from its handshake, the connection's received and missed counts.
-func clientTarget(store *monitor.Store, client *monitor.Client) metrics.Target {
+func clientTarget(store *store.Store, client *wire.Client) metrics.Target {
 	return metrics.Target{Store: store, Rank: -1,
 		PIDFun: func() int {
 			if h := client.Status().Hello; h != nil {

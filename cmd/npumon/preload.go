@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -28,7 +28,7 @@ const smallInput = 64 << 20
 // joins the running load (progress included) and checks the device when it
 // ends. A load still running after grace is first vetted by the cheap check
 // quick (nil: none), whose error stops it. Cancelling ctx stops the load.
-func preload(ctx context.Context, load func(context.Context, func(tui.Progress)) error, store *monitor.Store, device int, grace time.Duration, quick func() error) (func(context.Context, func(tui.Progress)) error, error) {
+func preload(ctx context.Context, load func(context.Context, func(tui.Progress)) error, st *store.Store, device int, grace time.Duration, quick func() error) (func(context.Context, func(tui.Progress)) error, error) {
 	var (
 		mu     sync.Mutex
 		last   tui.Progress
@@ -50,7 +50,7 @@ func preload(ctx context.Context, load func(context.Context, func(tui.Progress))
 		if err != nil {
 			return err
 		}
-		if devs := store.Devices(); len(devs) > 0 && !slices.Contains(devs, device) {
+		if devs := st.Devices(); len(devs) > 0 && !slices.Contains(devs, device) {
 			return usageError{fmt.Errorf("--device %d: the input has device(s) %v", device, devs)}
 		}
 		return nil

@@ -19,7 +19,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -338,8 +339,8 @@ func TestProducerSlowConsumer(t *testing.T) {
 	}
 }
 
-// replayStream serves recorded producer bytes to a monitor.Client.
-func replayStream(t *testing.T, data []byte) (*monitor.Store, monitor.ClientStatus) {
+// replayStream serves recorded producer bytes to a wire.Client.
+func replayStream(t *testing.T, data []byte) (*store.Store, wire.ClientStatus) {
 	t.Helper()
 	path := filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "replay.sock")
 	ln, err := net.Listen("unix", path)
@@ -354,8 +355,8 @@ func replayStream(t *testing.T, data []byte) (*monitor.Store, monitor.ClientStat
 			c.Close()
 		}
 	}()
-	st := monitor.NewStore(monitor.StoreOptions{})
-	cl := monitor.NewClient("unix", path, st, monitor.ClientOptions{NoReconnect: true})
+	st := store.New(store.Options{})
+	cl := wire.NewClient("unix", path, st, wire.ClientOptions{NoReconnect: true})
 	err = cl.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "goodbye") {
 		t.Fatalf("stream ended with %v", err)

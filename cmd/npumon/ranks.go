@@ -7,20 +7,21 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/rankview"
 )
 
 // rankLoad is the loader of one rank's capture into its Store.
-func rankLoad(m ranks.Member, store *monitor.Store) func(ctx context.Context, report func(tui.Progress)) error {
+func rankLoad(m ranks.Member, st *store.Store) func(ctx context.Context, report func(tui.Progress)) error {
 	return func(ctx context.Context, report func(tui.Progress)) error {
 		var err error
 		if m.Kind == ranks.KindProfiler {
-			err = monitor.LoadProfiler(ctx, m.Path, store, report)
+			err = watch.LoadProfiler(ctx, m.Path, st, report)
 		} else {
-			_, err = monitor.LoadSnapshot(ctx, m.Path, store, report)
+			_, err = watch.LoadSnapshot(ctx, m.Path, st, report)
 		}
 		if err != nil {
 			return fmt.Errorf("rank %d: %w", m.Rank, err)
@@ -33,8 +34,8 @@ func rankLoad(m ranks.Member, store *monitor.Store) func(ctx context.Context, re
 func ranksFromMembers(members []ranks.Member) []rankview.Rank {
 	out := make([]rankview.Rank, len(members))
 	for i, m := range members {
-		store := monitor.NewStore(monitor.StoreOptions{})
-		out[i] = rankview.Rank{Rank: m.Rank, Name: filepath.Base(m.Path), Store: store, Load: rankLoad(m, store)}
+		st := store.New(store.Options{})
+		out[i] = rankview.Rank{Rank: m.Rank, Name: filepath.Base(m.Path), Store: st, Load: rankLoad(m, st)}
 	}
 	return out
 }

@@ -12,8 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/rankview"
@@ -62,10 +63,10 @@ func newReplayCmd() *cobra.Command {
 					return replayRanks(c.OutOrStdout(), path, members, ascii, headless)
 				}
 			}
-			store := monitor.NewStore(monitor.StoreOptions{})
+			store := store.New(store.Options{})
 			var capt atomic.Pointer[replay.Capture] // for w, the what-if view
 			load := func(ctx context.Context, report func(tui.Progress)) error {
-				c, err := monitor.LoadSnapshot(ctx, path, store, report)
+				c, err := watch.LoadSnapshot(ctx, path, store, report)
 				capt.Store(c)
 				return err
 			}
@@ -82,8 +83,8 @@ func newReplayCmd() *cobra.Command {
 			note.Store("")
 			if in.Kind.Profiler() {
 				load = func(ctx context.Context, report func(tui.Progress)) error {
-					d, err := monitor.LoadProfilerData(ctx, path, store, report)
-					note.Store(monitor.NoBlockTrace(d))
+					d, err := watch.LoadProfilerData(ctx, path, store, report)
+					note.Store(watch.NoBlockTrace(d))
 					return err
 				}
 				snapshot = false
@@ -201,13 +202,13 @@ const (
 	summaryAttach                      // a live client: a segment map, peaks since attach
 )
 
-func writeReplaySummary(w io.Writer, path string, s monitor.Summary, kind summaryKind) error {
+func writeReplaySummary(w io.Writer, path string, s store.Summary, kind summaryKind) error {
 	return writeJSON(w, replaySummary(path, s, kind))
 }
 
 // replaySummary fills the --headless JSON from a Summary, so that every
 // TUI command prints the same fields.
-func replaySummary(source string, s monitor.Summary, kind summaryKind) replaySummaryJSON {
+func replaySummary(source string, s store.Summary, kind summaryKind) replaySummaryJSON {
 	out := replaySummaryJSON{
 		Source: source, Device: s.Device, TimeBase: s.TimeBase.String(), Cursor: s.Cursor, Applied: s.Applied,
 		Entries: s.Entries, FirstTime: s.FirstTime, LastTime: s.LastTime, ActiveBytes: s.ActiveBytes,

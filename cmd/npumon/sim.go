@@ -15,8 +15,10 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/attach"
 	"github.com/npumon/npumon/monitor/metrics"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/monitor/workload"
 )
 
@@ -45,7 +47,7 @@ func newSimCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			network, addr, err := monitor.ParseAddr(listen, os.Getpid())
+			network, addr, err := wire.ParseAddr(listen, os.Getpid())
 			if err != nil {
 				return usageError{fmt.Errorf("--listen: %w", err)}
 			}
@@ -53,15 +55,15 @@ func newSimCmd() *cobra.Command {
 			defer stop()
 			stderr := c.ErrOrStderr()
 			cfg.Logf = func(f string, a ...any) { fmt.Fprintf(stderr, "npumon sim: "+f+"\n", a...) }
-			var srv *monitor.Server
-			feed := monitor.NewOpBatcher(func(ops []monitor.Op) { srv.PublishOps(ops) })
+			var srv *wire.Server
+			feed := store.NewOpBatcher(func(ops []store.Op) { srv.PublishOps(ops) })
 			cfg.OnOp = feed.Add
 			w, err := workload.New(cfg)
 			if err != nil {
 				return usageError{err}
 			}
-			srv, stopServer, err := monitor.ServeAllocators(network, addr, []*allocator.Allocator{w.Allocator()},
-				monitor.ServerOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }, Logf: cfg.Logf})
+			srv, stopServer, err := attach.Serve(network, addr, []*allocator.Allocator{w.Allocator()},
+				wire.ServerOptions{Devices: func() []store.DeviceInfo { return []store.DeviceInfo{w.DeviceInfo()} }, Logf: cfg.Logf})
 			if err != nil {
 				w.Close()
 				return err
@@ -119,7 +121,7 @@ type simSummaryJSON struct {
 	OOMs           int64 `json:"ooms"`
 }
 
-func writeSimSummary(w io.Writer, wl *workload.Workload, srv *monitor.Server) error {
+func writeSimSummary(w io.Writer, wl *workload.Workload, srv *wire.Server) error {
 	s := wl.Allocator().Stats()
 	all := allocator.StatAll
 	return json.NewEncoder(w).Encode(simSummaryJSON{PID: os.Getpid(), Steps: wl.StepNum(), Published: int64(srv.Published(0)),
@@ -141,13 +143,13 @@ func simMetrics(mf *metricsFlag, out io.Writer, w *workload.Workload) (stop func
 	if mf.addr == "" {
 		return func() {}, nil
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
-	detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
-		monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
+	st := store.New(store.Options{})
+	detach, err := attach.Store(st, []*allocator.Allocator{w.Allocator()},
+		attach.Options{Devices: func() []store.DeviceInfo { return []store.DeviceInfo{w.DeviceInfo()} }})
 	if err != nil {
 		return nil, err
 	}
-	stopMetrics, err := mf.start(out, "npumon sim", metrics.Target{Store: store, Rank: -1, PID: os.Getpid(),
+	stopMetrics, err := mf.start(out, "npumon sim", metrics.Target{Store: st, Rank: -1, PID: os.Getpid(),
 		Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 	if err != nil {
 		detach()

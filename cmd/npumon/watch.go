@@ -13,9 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/rankview"
 )
@@ -30,7 +31,7 @@ func newWatchCmd() *cobra.Command {
 		list     bool
 		open     string
 		mf       metricsFlag
-		maxSize  = sizeFlag(monitor.DefaultWatchMaxBytes)
+		maxSize  = sizeFlag(watch.DefaultWatchMaxBytes)
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
@@ -63,7 +64,7 @@ func newWatchCmd() *cobra.Command {
 			defer stop()
 			if list {
 				enc := json.NewEncoder(c.OutOrStdout())
-				return monitor.ScanDir(dir, func(c monitor.Capture) error { return enc.Encode(c) })
+				return watch.ScanDir(dir, func(c watch.Capture) error { return enc.Encode(c) })
 			}
 			if open == "" {
 				members, err := ranks.Find(dir)
@@ -74,8 +75,8 @@ func newWatchCmd() *cobra.Command {
 					return watchRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), dir, members, follow, ascii, headless, &mf)
 				}
 			}
-			store := monitor.NewStore(monitor.StoreOptions{})
-			wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: follow, Pick: open, MaxBytes: int64(maxSize)})
+			store := store.New(store.Options{})
+			wd := watch.NewDirSource(dir, store, watch.DirOptions{Follow: follow, Pick: open, MaxBytes: int64(maxSize)})
 			if err := wd.Start(ctx); err != nil {
 				return err
 			}
@@ -124,16 +125,16 @@ func newWatchCmd() *cobra.Command {
 // watchSummaryJSON is replay's summary plus what the watch saw.
 type watchSummaryJSON struct {
 	replaySummaryJSON
-	Open     string            `json:"open"`
-	Captures []monitor.Capture `json:"captures"`
-	Ops      int               `json:"ops"`
-	Errors   []string          `json:"errors,omitempty"`
+	Open     string          `json:"open"`
+	Captures []watch.Capture `json:"captures"`
+	Ops      int             `json:"ops"`
+	Errors   []string        `json:"errors,omitempty"`
 }
 
-func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.Summary) error {
+func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summary) error {
 	kind := summaryTrace
 	for _, c := range d.List() {
-		if c.Path == d.Current() && c.Kind == monitor.CaptureProfiler {
+		if c.Path == d.Current() && c.Kind == watch.CaptureProfiler {
 			kind = summaryProfiler
 		}
 	}
@@ -148,11 +149,11 @@ func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.
 func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members []ranks.Member, follow, ascii bool,
 	headless time.Duration, mf *metricsFlag) error {
 	rs := ranksFromMembers(members)
-	sources := map[int]*monitor.DirSource{}
+	sources := map[int]*watch.DirSource{}
 	var targets []metrics.Target
 	for i, m := range members {
 		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == ranks.KindSnapshot {
-			wd := monitor.NewDirSource(rdir, rs[i].Store, monitor.DirOptions{Follow: follow})
+			wd := watch.NewDirSource(rdir, rs[i].Store, watch.DirOptions{Follow: follow})
 			if err := wd.Start(ctx); err != nil {
 				return err
 			}

@@ -10,7 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -56,11 +57,11 @@ func BenchmarkScrapeBaseline(b *testing.B) {
 func BenchmarkScrape8Ranks(b *testing.B) {
 	var targets []Target
 	for r := range benchRanks {
-		store := monitor.NewStore(monitor.StoreOptions{})
-		if _, err := monitor.LoadSnapshot(context.Background(), fixture.Path(b, benchFixture), store, func(monitor.LoadProgress) {}); err != nil {
+		st := store.New(store.Options{})
+		if _, err := watch.LoadSnapshot(context.Background(), fixture.Path(b, benchFixture), st, func(watch.LoadProgress) {}); err != nil {
 			b.Fatal(err)
 		}
-		targets = append(targets, Target{Store: store, Rank: r, PID: 1000 + r})
+		targets = append(targets, Target{Store: st, Rank: r, PID: 1000 + r})
 	}
 	h := handler(b, targets...)
 	b.ResetTimer()
@@ -85,11 +86,11 @@ func BenchmarkScrape8RanksLive(b *testing.B) {
 	trace := c.Snapshot.DeviceTraces[0]
 	var targets []Target
 	for r := range benchRanks {
-		store := monitor.NewStore(monitor.StoreOptions{})
-		if err := store.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil); err != nil {
+		st := store.New(store.Options{})
+		if err := st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil); err != nil {
 			b.Fatal(err)
 		}
-		targets = append(targets, Target{Store: store, Rank: r, PID: 1000 + r})
+		targets = append(targets, Target{Store: st, Rank: r, PID: 1000 + r})
 	}
 	h := handler(b, targets...)
 	next := 0

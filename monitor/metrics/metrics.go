@@ -11,13 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/npumon/npumon/allocator"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // Target is one process (one rank) whose Store the Collector reads.
 type Target struct {
 	// Store holds the process's devices; required.
-	Store *monitor.Store
+	Store *store.Store
 	// Rank is the distributed rank, -1 when unknown (the label is then "").
 	Rank int
 	// PID is the process id, or a func returning it (a live producer's

@@ -12,18 +12,20 @@ import (
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/config"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/attach"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 )
 
 // captureStore loads testdata/capture.pickle (written by gen_metrics.py,
 // whose output lists the figures below).
-func captureStore(t *testing.T) *monitor.Store {
+func captureStore(t *testing.T) *store.Store {
 	t.Helper()
-	store := monitor.NewStore(monitor.StoreOptions{})
-	if _, err := monitor.LoadSnapshot(context.Background(), "testdata/capture.pickle", store, func(monitor.LoadProgress) {}); err != nil {
+	st := store.New(store.Options{})
+	if _, err := watch.LoadSnapshot(context.Background(), "testdata/capture.pickle", st, func(watch.LoadProgress) {}); err != nil {
 		t.Fatal(err)
 	}
-	return store
+	return st
 }
 
 // captureExposition is what one target holding capture.pickle exports,
@@ -160,13 +162,13 @@ func TestCollectorAllocator(t *testing.T) {
 	if _, err := a.Malloc(1<<30, acl.DefaultStream); err == nil {
 		t.Fatal("1 GiB on a 64 MiB device: no error")
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
-	detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{a}, monitor.SourceOptions{})
+	st := store.New(store.Options{})
+	detach, err := attach.Store(st, []*allocator.Allocator{a}, attach.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer detach()
-	c := New(Target{Store: store, Rank: 0, PID: 1, Allocator: func(int) *allocator.Allocator { return a }})
+	c := New(Target{Store: st, Rank: 0, PID: 1, Allocator: func(int) *allocator.Allocator { return a }})
 	want := withHeaders(`
 npumon_allocator_requested_bytes{id="0",pid="1",rank="0"} 1000
 npumon_allocator_allocated_bytes{id="0",pid="1",rank="0"} 1536

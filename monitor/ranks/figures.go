@@ -1,31 +1,29 @@
 package ranks
 
-import (
-	"github.com/npumon/npumon/monitor"
-)
+import "github.com/npumon/npumon/monitor/store"
 
 // Figures are one rank's memory figures, from its Store: at the newest
 // entry, and the peaks over the whole trace (the Store's active, requested
 // and reserved series, docs/timeline.md); allocated_bytes is rounded block
 // sizes as everywhere (docs/json.md).
 type Figures struct {
-	Rank               int              `json:"rank"`
-	Device             int              `json:"device"`
-	Entries            int64            `json:"entries"`
-	TimeBase           monitor.TimeBase `json:"-"`
-	ActiveBytes        int64            `json:"active_bytes"`
-	AllocatedBytes     int64            `json:"allocated_bytes"`
-	ReservedBytes      int64            `json:"reserved_bytes"`
-	PeakActiveBytes    int64            `json:"peak_active_bytes"`
-	PeakRequestedBytes int64            `json:"peak_requested_bytes"`
-	PeakReservedBytes  int64            `json:"peak_reserved_bytes"`
-	PeakActiveTime     int64            `json:"peak_active_time"` // cursor of the active peak (epoch µs, or entry index)
-	OOMs               int              `json:"ooms"`
+	Rank               int            `json:"rank"`
+	Device             int            `json:"device"`
+	Entries            int64          `json:"entries"`
+	TimeBase           store.TimeBase `json:"-"`
+	ActiveBytes        int64          `json:"active_bytes"`
+	AllocatedBytes     int64          `json:"allocated_bytes"`
+	ReservedBytes      int64          `json:"reserved_bytes"`
+	PeakActiveBytes    int64          `json:"peak_active_bytes"`
+	PeakRequestedBytes int64          `json:"peak_requested_bytes"`
+	PeakReservedBytes  int64          `json:"peak_reserved_bytes"`
+	PeakActiveTime     int64          `json:"peak_active_time"` // cursor of the active peak (epoch µs, or entry index)
+	OOMs               int            `json:"ooms"`
 }
 
 // MainDevice is the device a rank's Store is about: the one with the most
 // entries (ties: the lowest id); -1 when the Store has none.
-func MainDevice(st *monitor.Store) int {
+func MainDevice(st *store.Store) int {
 	best, n := -1, int64(-1)
 	for _, d := range st.Devices() {
 		if l := st.Len(d); l > n {
@@ -37,7 +35,7 @@ func MainDevice(st *monitor.Store) int {
 
 // FromStore reads a rank's figures at the newest entry of its main device.
 // ok is false while the Store holds no device.
-func FromStore(rank int, st *monitor.Store) (f Figures, ok bool) {
+func FromStore(rank int, st *store.Store) (f Figures, ok bool) {
 	dev := MainDevice(st)
 	if dev < 0 {
 		return Figures{Rank: rank, Device: -1}, false

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -115,7 +115,7 @@ func Find(dir string) ([]Member, error) {
 			}
 			continue
 		}
-		if r, ok := rankInName(name); ok && monitor.IsSnapshotName(name) {
+		if r, ok := rankInName(name); ok && watch.IsSnapshotName(name) {
 			add(Member{Rank: r, Path: p, Kind: KindSnapshot, Rule: "name"})
 		}
 	}
@@ -138,7 +138,7 @@ func inRankDir(dir string) (Member, bool) {
 	var best string
 	var bestT int64
 	for _, e := range ents {
-		if e.IsDir() || !monitor.IsSnapshotName(e.Name()) {
+		if e.IsDir() || !watch.IsSnapshotName(e.Name()) {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())

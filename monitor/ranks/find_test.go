@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -127,8 +128,8 @@ func TestFiguresAndCompare(t *testing.T) {
 	}
 	var figs []Figures
 	for i, m := range ms {
-		st := monitor.NewStore(monitor.StoreOptions{})
-		if _, err := monitor.LoadSnapshot(context.Background(), m.Path, st, func(monitor.LoadProgress) {}); err != nil {
+		st := store.New(store.Options{})
+		if _, err := watch.LoadSnapshot(context.Background(), m.Path, st, func(watch.LoadProgress) {}); err != nil {
 			t.Fatal(err)
 		}
 		f, ok := FromStore(m.Rank, st)

@@ -7,7 +7,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -352,7 +352,7 @@ func (w *Workload) allreduce(bucket []int, unit time.Duration) {
 	w.free(flat)
 	end, err := w.dev.StreamIdleAt(w.comm)
 	w.check(err)
-	op := monitor.Op{Name: "HcclAllReduce", StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
+	op := store.Op{Name: "HcclAllReduce", StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
 		Thread: uint64(w.pid + commThread), Seq: -1, Step: w.opStep()}
 	w.emit(op)
 }
@@ -490,7 +490,7 @@ func (w *Workload) end(o opRun, dur time.Duration) {
 	if w.clock.Now().Equal(o.start) {
 		w.clock.Advance(time.Microsecond)
 	}
-	w.emit(monitor.Op{Name: o.name, StartUS: o.start.UnixMicro(), EndUS: w.clock.Now().UnixMicro(),
+	w.emit(store.Op{Name: o.name, StartUS: o.start.UnixMicro(), EndUS: w.clock.Now().UnixMicro(),
 		Thread: uint64(w.pid + o.thread), Seq: o.seq, Step: w.opStep(),
 		MemDelta: w.ca.Stats().AllocatedBytes[allocator.StatAll].Current - o.allocated})
 }
@@ -504,7 +504,7 @@ func (w *Workload) opStep() int64 {
 }
 
 // emit hands op to OnOp and the profiler.
-func (w *Workload) emit(op monitor.Op) {
+func (w *Workload) emit(op store.Op) {
 	if w.cfg.OnOp != nil {
 		w.cfg.OnOp(op)
 	}

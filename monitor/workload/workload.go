@@ -16,7 +16,7 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -96,7 +96,7 @@ type Config struct {
 
 	// OnOp sees every finished op (step markers included), on Run's
 	// goroutine; it must not block.
-	OnOp func(monitor.Op)
+	OnOp func(store.Op)
 	// OnStep sees every finished step, on Run's goroutine.
 	OnStep func(StepInfo)
 	// Logf, when set, receives one line per notable event (OOM, recovery,
@@ -290,9 +290,9 @@ func (w *Workload) Config() Config { return w.cfg }
 func (w *Workload) Now() time.Time { return w.clock.Now() }
 
 // DeviceInfo describes the device for monitor sources.
-func (w *Workload) DeviceInfo() monitor.DeviceInfo {
+func (w *Workload) DeviceInfo() store.DeviceInfo {
 	i := w.dev.Info()
-	return monitor.DeviceInfo{ID: i.ID, Name: i.Name, HBMTotal: i.HBMTotal, HBMUsed: i.HBMUsed, Streams: i.Streams}
+	return store.DeviceInfo{ID: i.ID, Name: i.Name, HBMTotal: i.HBMTotal, HBMUsed: i.HBMUsed, Streams: i.Streams}
 }
 
 // StepNum is the number of steps finished.
@@ -397,7 +397,7 @@ func (w *Workload) recoverFromOOM() {
 func (w *Workload) endStep(oom, recovered bool) {
 	n, start := w.step, w.stepStart
 	end := w.clock.Now()
-	w.emit(monitor.Op{Name: fmt.Sprintf("ProfilerStep#%d", n), StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
+	w.emit(store.Op{Name: fmt.Sprintf("ProfilerStep#%d", n), StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
 		Thread: uint64(w.pid), Seq: -1, Step: int64(n), IsStep: true})
 	w.noteStep(n, start.UnixMicro(), end.UnixMicro())
 	if w.rec != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -23,16 +23,16 @@ import (
 var start = time.Unix(1_764_000_000, 0)
 
 // runSteps runs steps unpaced and returns the workload, its step infos and ops.
-func runSteps(t *testing.T, cfg Config, steps int) (*Workload, []StepInfo, []monitor.Op, error) {
+func runSteps(t *testing.T, cfg Config, steps int) (*Workload, []StepInfo, []store.Op, error) {
 	t.Helper()
 	var infos []StepInfo
-	var ops []monitor.Op
+	var ops []store.Op
 	cfg.Steps = steps
 	if cfg.Start.IsZero() {
 		cfg.Start = start
 	}
 	cfg.OnStep = func(s StepInfo) { infos = append(infos, s) }
-	cfg.OnOp = func(o monitor.Op) { ops = append(ops, o) }
+	cfg.OnOp = func(o store.Op) { ops = append(ops, o) }
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +235,7 @@ func TestOOMRecovers(t *testing.T) {
 	if last.Stats.NumOOMs != int64(len(ooms)) {
 		t.Errorf("num_ooms %d, OOM steps %v", last.Stats.NumOOMs, ooms)
 	}
-	if !slices.ContainsFunc(ops, func(o monitor.Op) bool { return o.Name == "torch_npu.npu.empty_cache" }) {
+	if !slices.ContainsFunc(ops, func(o store.Op) bool { return o.Name == "torch_npu.npu.empty_cache" }) {
 		t.Error("no empty_cache op")
 	}
 	oomEntries := 0

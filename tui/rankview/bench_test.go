@@ -6,8 +6,9 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/testdata/fixture"
 	"github.com/npumon/npumon/tui"
 )
@@ -17,8 +18,8 @@ func benchRanks(b *testing.B) Options {
 	path := fixture.Path(b, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
 	var rs []Rank
 	for r := range 8 {
-		st := monitor.NewStore(monitor.StoreOptions{})
-		if _, err := monitor.LoadSnapshot(context.Background(), path, st, func(tui.Progress) {}); err != nil {
+		st := store.New(store.Options{})
+		if _, err := watch.LoadSnapshot(context.Background(), path, st, func(tui.Progress) {}); err != nil {
 			b.Fatal(err)
 		}
 		rs = append(rs, Rank{Rank: r, Name: "snap.pickle", Store: st})

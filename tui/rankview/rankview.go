@@ -16,8 +16,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -26,7 +26,7 @@ import (
 type Rank struct {
 	Rank  int
 	Name  string // shown beside the rank: its capture's file or directory
-	Store *monitor.Store
+	Store *store.Store
 	// Load, when set, fills Store once (a capture file); nil for a Store
 	// fed elsewhere (live).
 	Load func(ctx context.Context, report func(tui.Progress)) error
@@ -478,7 +478,7 @@ func (m *Model) bar(w int, scale, alloc, active, reserved int64) string {
 
 // timeOf formats the time of a rank's active peak.
 func (m *Model) timeOf(f ranks.Figures) string {
-	if f.TimeBase == monitor.TimeSequence {
+	if f.TimeBase == store.TimeSequence {
 		return fmt.Sprintf("entry %d", f.PeakActiveTime)
 	}
 	if f.PeakActiveTime <= 0 {

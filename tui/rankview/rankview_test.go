@@ -14,8 +14,9 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
-	"github.com/npumon/npumon/monitor"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -37,11 +38,11 @@ func jobOptions(t testing.TB) Options {
 	}
 	var rs []Rank
 	for _, m := range ms {
-		store := monitor.NewStore(monitor.StoreOptions{})
+		st := store.New(store.Options{})
 		path := m.Path
-		rs = append(rs, Rank{Rank: m.Rank, Name: m.Path[strings.LastIndexByte(m.Path, '/')+1:], Store: store,
+		rs = append(rs, Rank{Rank: m.Rank, Name: m.Path[strings.LastIndexByte(m.Path, '/')+1:], Store: st,
 			Load: func(ctx context.Context, report func(tui.Progress)) error {
-				_, err := monitor.LoadSnapshot(ctx, path, store, report)
+				_, err := watch.LoadSnapshot(ctx, path, st, report)
 				return err
 			}})
 	}

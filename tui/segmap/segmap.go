@@ -14,7 +14,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -38,7 +38,7 @@ func New(th *theme.Theme) Model { return Model{th: th, blk: -1} }
 
 // SetState shows st, keeping the selection on the same addresses when they
 // still exist.
-func (m *Model) SetState(st monitor.State) {
+func (m *Model) SetState(st store.State) {
 	m.segs = st.Segments
 	m.sortSegs()
 	if m.blk >= 0 {

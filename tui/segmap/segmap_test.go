@@ -8,7 +8,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -46,7 +46,7 @@ func TestBarToScale(t *testing.T) {
 
 func TestSelectionAndCaret(t *testing.T) {
 	m := New(testTheme(true))
-	m.SetState(monitor.State{Segments: []snapshot.Segment{seg(0x2000000), seg(0x1000000)}})
+	m.SetState(store.State{Segments: []snapshot.Segment{seg(0x2000000), seg(0x1000000)}})
 	if s := m.Segment(); s == nil || s.Address != 0x1000000 {
 		t.Fatalf("first selection should be the lowest address, got %+v", s)
 	}
@@ -68,7 +68,7 @@ func TestSelectionAndCaret(t *testing.T) {
 		t.Errorf("caret under the selected block missing:\n%s", v)
 	}
 	// A new state keeps the selection on the same addresses.
-	m.SetState(monitor.State{Segments: []snapshot.Segment{seg(0x1000000), seg(0x2000000), seg(0x3000000)}})
+	m.SetState(store.State{Segments: []snapshot.Segment{seg(0x1000000), seg(0x2000000), seg(0x3000000)}})
 	if m.Segment().Address != 0x2000000 || m.Block() == nil || m.Block().Address != 0x2000000+4*mib {
 		t.Fatalf("selection lost across states: seg %x blk %+v", m.Segment().Address, m.Block())
 	}
@@ -83,7 +83,7 @@ func TestViewSizeAndDetail(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		segs = append(segs, seg(uint64(i+1)*0x1000000))
 	}
-	m.SetState(monitor.State{Segments: segs})
+	m.SetState(store.State{Segments: segs})
 	for i := 0; i < 30; i++ {
 		m.Move(1)
 	}
@@ -140,7 +140,7 @@ func TestSortBySize(t *testing.T) {
 	m := New(testTheme(true))
 	small := snapshot.Segment{Address: 0x1000, TotalSize: 2 * mib}
 	big := seg(0x9000000)
-	m.SetState(monitor.State{Segments: []snapshot.Segment{big, small}})
+	m.SetState(store.State{Segments: []snapshot.Segment{big, small}})
 	if m.Segment().Address != 0x1000 || m.SortName() != "address" {
 		t.Fatalf("address order first")
 	}
@@ -148,11 +148,11 @@ func TestSortBySize(t *testing.T) {
 		t.Fatalf("size order: first %x, selection %x", m.segs[0].Address, m.Segment().Address)
 	}
 	// the selected segment vanishes: the selection falls back without panicking
-	m.SetState(monitor.State{Segments: []snapshot.Segment{big}})
+	m.SetState(store.State{Segments: []snapshot.Segment{big}})
 	if m.Segment().Address != 0x9000000 {
 		t.Fatalf("fallback selection %x", m.Segment().Address)
 	}
-	m.SetState(monitor.State{})
+	m.SetState(store.State{})
 	if m.Segment() != nil || m.Block() != nil {
 		t.Fatalf("empty state should have no selection")
 	}

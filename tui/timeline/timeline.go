@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/chart"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -40,7 +40,7 @@ const yLabelWidth = 5
 type Model struct {
 	th     *theme.Theme
 	w, h   int
-	series monitor.Series
+	series store.Series
 	// XLabel formats an axis value: x is (t − Origin) / Unit.
 	XLabel func(x float64) string
 	Origin int64
@@ -82,7 +82,7 @@ func (m *Model) Columns() int {
 }
 
 // SetData replaces the drawn series and markers.
-func (m *Model) SetData(s monitor.Series, markers []Marker) {
+func (m *Model) SetData(s store.Series, markers []Marker) {
 	m.series = s
 	m.markers = markers
 	m.baseDirty = true
@@ -213,7 +213,7 @@ func (m *Model) drawBase() *theme.Canvas {
 	)
 	lc.DrawXYAxisAndLabel()
 	for _, layer := range []struct {
-		vals []monitor.MinMax
+		vals []store.MinMax
 		r    rune
 	}{{s.Reserved, th.G.Reserved}, {s.Active, th.G.Active}, {s.Allocated, th.G.AllocArea}} {
 		for i := 0; i < cols && i < len(layer.vals); i++ {

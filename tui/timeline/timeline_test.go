@@ -7,7 +7,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/npumon/npumon/monitor"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -19,13 +19,13 @@ func testTheme(ascii bool) *theme.Theme {
 
 // ramp is a series over [0, cols) where column i holds i MiB allocated,
 // 2i active and 100 MiB reserved.
-func ramp(cols int) monitor.Series {
-	s := monitor.Series{T0: 0, T1: int64(cols), Columns: cols}
+func ramp(cols int) store.Series {
+	s := store.Series{T0: 0, T1: int64(cols), Columns: cols}
 	for i := 0; i < cols; i++ {
 		v := int64(i) << 20
-		s.Allocated = append(s.Allocated, monitor.MinMax{Min: v, Max: v})
-		s.Active = append(s.Active, monitor.MinMax{Min: 2 * v, Max: 2 * v})
-		s.Reserved = append(s.Reserved, monitor.MinMax{Min: 100 << 20, Max: 100 << 20})
+		s.Allocated = append(s.Allocated, store.MinMax{Min: v, Max: v})
+		s.Active = append(s.Active, store.MinMax{Min: 2 * v, Max: 2 * v})
+		s.Reserved = append(s.Reserved, store.MinMax{Min: 100 << 20, Max: 100 << 20})
 	}
 	return s
 }

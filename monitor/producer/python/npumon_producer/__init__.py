@@ -75,7 +75,7 @@ def _duration(v):
 
 def default_socket_path(pid=None):
     """The socket `npumon attach <pid>` dials: $XDG_RUNTIME_DIR/npumon/<pid>.sock,
-    else <tmp>/npumon-<uid>/<pid>.sock (the rules of monitor.DefaultSocketPath)."""
+    else <tmp>/npumon-<uid>/<pid>.sock (the rules of wire.DefaultSocketPath)."""
     pid = os.getpid() if pid is None else pid
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg:
@@ -86,7 +86,7 @@ def default_socket_path(pid=None):
 
 
 def check_socket_dir(d, create=True):
-    """The rules of monitor.CheckSocketDir: the socket directory must be a
+    """The rules of wire.CheckSocketDir: the socket directory must be a
     real directory owned by this user with mode 0700, so that no other local
     user can have planted it (or a socket in it)."""
     if create:
@@ -108,7 +108,7 @@ def check_socket_dir(d, create=True):
 
 def prepare_socket_path(addr):
     """Make a socket path's directory ready and clear a stale socket there
-    (the rules of monitor.Listen): only a socket nobody accepts on is
+    (the rules of wire.Listen): only a socket nobody accepts on is
     removed; a live one, or anything that is not a socket, is refused and
     left alone."""
     d = os.path.dirname(addr)

@@ -130,7 +130,7 @@ if __name__ == "__main__":
 
 
 class TestSocketPath(unittest.TestCase):
-    """The rules of monitor.Listen and monitor.CheckSocketDir."""
+    """The rules of wire.Listen and wire.CheckSocketDir."""
 
     def test_only_stale_sockets_are_replaced(self):
         with tempfile.TemporaryDirectory() as d:

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"sort"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/explain"
+)
+
+// LiveAtSeq returns the live allocations of device after its first n
+// entries (n is clamped to [0, Len]), in address order, for the holders
+// view: each with its requested size, stack, stream (its segment's), state
+// and birth (the entry that allocated it; -1 before the log). Costs what a
+// StateAtSeq does: one checkpoint restore plus at most K entries.
+func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	n = d.clampPos(n)
+	cp := d.checkpointAt(n)
+	out := make([]explain.Alloc, 0, len(cp.blocks))
+	segs := cp.segs // sorted by address
+	for _, b := range cp.blocks {
+		a := explain.Alloc{Addr: b.addr, Size: liveSize(b), Frames: b.frames,
+			Pending: b.state == snapshot.StateActivePendingFree, Born: int(b.born)}
+		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.addr }); i < len(segs) && segs[i].Address <= b.addr {
+			a.Stream = segs[i].Stream
+		}
+		if b.born >= 0 && b.born < int64(d.recs.Len()) {
+			// the trace's size, as the active series counts it (an
+			// allocation that survives carries the final block's sizes)
+			r := d.recs.ptr(int(b.born))
+			a.Size = r.size
+			a.BornTime = r.time
+			if d.base == TimeSequence {
+				a.BornTime = 0
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// OpName is the name of the op at t ("" when none): OpAt for a grouper.
+func (s *Store) OpName(t int64) string {
+	if op, ok := s.OpAt(t); ok {
+		return op.Name
+	}
+	return ""
+}
+
+// AnnotationOps are a capture's record_function ranges (external
+// annotations, torch 2.4's user_defined entries) as ops, so that a
+// snapshot alone attributes entries to them and marks its steps.
+func AnnotationOps(snap *snapshot.Snapshot) []Op {
+	var out []Op
+	for _, dev := range snap.Devices() {
+		for _, a := range explain.AnnotationOps(snap, dev) {
+			op := Op{Name: a.Name, StartUS: a.StartUS, EndUS: a.EndUS, Seq: -1, Device: dev, Step: -1, IsStep: a.IsStep}
+			if a.IsStep {
+				op.Step = a.Step
+			}
+			out = append(out, op)
+		}
+	}
+	return out
+}

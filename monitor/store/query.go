@@ -1,0 +1,509 @@
+package store
+
+import (
+	"sort"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay"
+)
+
+// Queries. Cursor semantics: the state AFTER every entry with Time ≤ cursor;
+// a cursor below the first entry's time is the initial state. Times are
+// epoch µs, or entry sequence numbers in a TimeSequence log.
+
+// Devices returns the device ids with a log, ascending.
+func (s *Store) Devices() []int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]int(nil), s.ids...)
+}
+
+// TimeBase says what device's cursors mean.
+func (s *Store) TimeBase(device int) TimeBase {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return d.base
+	}
+	return TimeEpochUS
+}
+
+// Bounds returns the times of the first and last entry of device's log
+// (0, 0 for an empty log).
+func (s *Store) Bounds(device int) (first, last int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || d.recs.Len() == 0 {
+		return 0, 0
+	}
+	return d.recs.ptr(0).time, d.recs.last().time
+}
+
+// Len returns the number of entries in device's log.
+func (s *Store) Len(device int) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return int64(d.recs.Len())
+	}
+	return 0
+}
+
+// applied returns the number of entries with time ≤ cursor.
+func (d *devLog) applied(cursor int64) int64 {
+	return int64(d.recs.search(func(r *rec) bool { return r.time > cursor }))
+}
+
+// lowerBound returns the first index ≥ from whose time is ≥ t.
+func (d *devLog) lowerBound(from int, t int64) int {
+	return d.recs.searchFrom(from, func(r *rec) bool { return r.time >= t })
+}
+
+func (d *devLog) view(j int64) entryView {
+	r := d.recs.ptr(int(j))
+	a := &d.attrs.list[r.attr]
+	return entryView{action: r.action, addr: r.addr, size: r.size, stream: a.stream, frames: r.frames, pool: a.pool, hasPID: a.hasPool}
+}
+
+func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
+	r := d.recs.ptr(int(j))
+	a := &d.attrs.list[r.attr]
+	e := Event{Seq: j, Time: r.time, TraceEntry: snapshot.TraceEntry{
+		Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames,
+		PoolID: a.pool, HasPoolID: a.hasPool, CompileContext: a.compileContext, UserMetadata: a.userMetadata,
+	}}
+	e.ActionName = actions.Name(r.action)
+	if r.action == snapshot.ActionOOM {
+		e.Addr, e.DeviceFree = 0, int64(r.addr)
+	}
+	if d.base == TimeEpochUS {
+		e.TimeUS = r.time
+	}
+	return e
+}
+
+// measured is what Summary needs of the segment map at a cursor. A cursor
+// move asks StateAt and Summary at the same cursor, so the last one is
+// kept per device: checkpoints are immutable once sorted, so the same
+// checkpoint means the same answer.
+type measured struct {
+	cp            *checkpoint // the state measured (cp.at == the cursor's position)
+	segs, live    int         // live counts every live block, even outside all segments
+	tiles         int         // blocks tiling the segments: live ones inside them and the gaps
+	free, largest int64
+	allocated     int64 // Σ block sizes of active_allocated blocks inside the segments
+}
+
+// checkpointAt returns the segment map after n entries as a sorted
+// checkpoint: the nearest checkpoint at or before n, rolled forward over
+// at most K entries.
+func (d *devLog) checkpointAt(n int64) *checkpoint {
+	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
+	cp := d.cps[max(ci, 0)]
+	// stepping the cursor: roll on from the last answer when it is nearer
+	// (and no checkpoint, e.g. a rebase, lies between)
+	d.lastMu.Lock()
+	last := d.last
+	d.lastMu.Unlock()
+	if last != nil && last.at <= n && last.at >= cp.at {
+		cp = last
+	}
+	if cp.at == n {
+		cp.ensureSorted()
+		return cp
+	}
+	st := cp.thaw()
+	for j := cp.at; j < n; j++ {
+		v := d.view(j)
+		st.apply(&v, j, d.id, &d.ov)
+	}
+	fc := st.freeze(n)
+	d.lastMu.Lock()
+	d.last = fc
+	d.lastMu.Unlock()
+	return fc
+}
+
+// measureAt returns Summary's view of the segment map after n entries,
+// from the cache when the last query was at the same state.
+func (d *devLog) measureAt(n int64) measured {
+	cp := d.checkpointAt(n)
+	d.lastMu.Lock()
+	m := d.measured
+	d.lastMu.Unlock()
+	if m.cp == cp {
+		return m
+	}
+	m = measured{cp: cp, live: len(cp.blocks)}
+	m.segs, m.tiles, m.free, m.largest, m.allocated = measure(cp.segs, cp.blocks)
+	d.remember(m)
+	return m
+}
+
+func (d *devLog) remember(m measured) {
+	d.lastMu.Lock()
+	d.measured = m
+	d.lastMu.Unlock()
+}
+
+// StateAt returns the segment map of device at cursor.
+func (s *Store) StateAt(device int, cursor int64) State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return State{Device: device, Cursor: cursor}
+	}
+	return d.state(cursor, d.applied(cursor))
+}
+
+// Sequence-precise positions. Real captures hold several entries in one
+// microsecond, which a time cursor cannot tell apart: it stands after all
+// of them. A position n is the state after the first n entries of the
+// log (0: the initial state, Len: everything), so stepping n by one steps
+// one entry. The results' Cursor is the time of entry n−1 (the time before
+// the first entry for n = 0), and Applied is n.
+
+// Applied returns the position a time cursor stands at: the number of
+// entries with time ≤ cursor.
+func (s *Store) Applied(device int, cursor int64) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return d.applied(cursor)
+	}
+	return 0
+}
+
+// StateAtSeq returns the segment map of device after its first n entries
+// (n is clamped to [0, Len]).
+func (s *Store) StateAtSeq(device int, n int64) State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return State{Device: device, Cursor: -1}
+	}
+	n = d.clampPos(n)
+	return d.state(d.cursorOf(n), n)
+}
+
+// clampPos keeps a position inside the log.
+func (d *devLog) clampPos(n int64) int64 {
+	return min(max(n, 0), int64(d.recs.Len()))
+}
+
+// cursorOf is the time cursor of position n: the time of its last applied
+// entry.
+func (d *devLog) cursorOf(n int64) int64 {
+	if n <= 0 {
+		return d.beforeFirst()
+	}
+	return d.recs.ptr(int(n - 1)).time
+}
+
+func (d *devLog) state(cursor, n int64) State {
+	st := State{Device: d.id, Cursor: cursor, Applied: n}
+	cp := d.checkpointAt(n)
+	st.Segments, st.Gaps = build(d.id, cp.segs, cp.blocks)
+	// Summary at this cursor (the other half of a cursor move) needs no walk
+	m := measured{cp: cp, segs: len(st.Segments), live: len(cp.blocks)}
+	for _, g := range st.Gaps {
+		m.free += g.Size
+		m.largest = max(m.largest, g.Size)
+	}
+	for i := range st.Segments {
+		m.tiles += len(st.Segments[i].Blocks)
+		for j := range st.Segments[i].Blocks {
+			if b := &st.Segments[i].Blocks[j]; b.State == snapshot.StateActiveAllocated {
+				m.allocated += b.Size
+			}
+		}
+	}
+	d.remember(m)
+	return st
+}
+
+// valueAt returns a series value after n entries (n = 0: the initial value).
+func valueAt(sr *series, init int64, n int64) int64 {
+	if n <= 0 {
+		return init
+	}
+	return sr.at(int(n - 1))
+}
+
+// Series returns per-column extremes of the active, allocated and reserved
+// bytes over [t0, t1) split into columns equal spans. Each column covers the
+// value entering it and every value set by an entry inside it.
+func (s *Store) Series(device int, t0, t1 int64, columns int) Series {
+	out := Series{T0: t0, T1: t1, Columns: max(columns, 0)}
+	if columns <= 0 {
+		return out
+	}
+	out.Active = make([]MinMax, columns)
+	out.Allocated = make([]MinMax, columns)
+	out.Reserved = make([]MinMax, columns)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || t1 <= t0 {
+		return out
+	}
+	span := t1 - t0
+	cols := int64(columns)
+	i := d.lowerBound(0, t0)
+	for c := int64(0); c < cols; c++ {
+		ce := t0 + span/cols*(c+1) + span%cols*(c+1)/cols
+		j := d.lowerBound(i, ce)
+		out.Active[c] = column(&d.active, d.initActive, i, j)
+		out.Allocated[c] = column(&d.allocated, d.initAllocated, i, j)
+		out.Reserved[c] = column(&d.reserved, d.initReserv, i, j)
+		i = j
+	}
+	return out
+}
+
+func column(sr *series, init int64, i, j int) MinMax {
+	v := valueAt(sr, init, int64(i))
+	mm := MinMax{v, v}
+	if e, ok := sr.extremes(i, j); ok {
+		mm.Min, mm.Max = min(mm.Min, e.Min), max(mm.Max, e.Max)
+	}
+	return mm
+}
+
+// Events returns the entries with t0 ≤ Time < t1, at most limit of them
+// (the earliest; limit ≤ 0: all).
+func (s *Store) Events(device int, t0, t1 int64, limit int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || t1 <= t0 {
+		return nil
+	}
+	i := d.lowerBound(0, t0)
+	j := d.lowerBound(i, t1)
+	if limit > 0 && j-i > limit {
+		j = i + limit
+	}
+	out := make([]Event, 0, j-i)
+	for k := i; k < j; k++ {
+		out = append(out, d.event(int64(k), s.actions))
+	}
+	return out
+}
+
+// EventsAround returns up to before entries applied at cursor (ending with
+// the last applied one) followed by up to after entries not yet applied.
+func (s *Store) EventsAround(device int, cursor int64, before, after int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	return d.eventsAround(d.applied(cursor), before, after, s.actions)
+}
+
+// EventsAroundSeq is EventsAround at position n (see StateAtSeq): up to
+// before entries ending with entry n−1, then up to after from entry n.
+func (s *Store) EventsAroundSeq(device int, n int64, before, after int) []Event {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	return d.eventsAround(d.clampPos(n), before, after, s.actions)
+}
+
+func (d *devLog) eventsAround(n int64, before, after int, actions *snapshot.ActionTable) []Event {
+	i := max(0, n-int64(max(before, 0)))
+	j := min(int64(d.recs.Len()), n+int64(max(after, 0)))
+	out := make([]Event, 0, j-i)
+	for k := i; k < j; k++ {
+		out = append(out, d.event(k, actions))
+	}
+	return out
+}
+
+// Summary describes device at cursor.
+func (s *Store) Summary(device int, cursor int64) Summary {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return Summary{Device: device, Cursor: cursor}
+	}
+	return d.summary(cursor, d.applied(cursor))
+}
+
+// SummaryAtSeq describes device after its first n entries (see StateAtSeq).
+func (s *Store) SummaryAtSeq(device int, n int64) Summary {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return Summary{Device: device, Cursor: -1}
+	}
+	n = d.clampPos(n)
+	return d.summary(d.cursorOf(n), n)
+}
+
+func (d *devLog) summary(cursor, n int64) Summary {
+	sum := Summary{Device: d.id, Cursor: cursor}
+	sum.TimeBase = d.base
+	sum.Applied = n
+	sum.Entries = int64(d.recs.Len())
+	if d.recs.Len() > 0 {
+		sum.FirstTime, sum.LastTime = d.recs.ptr(0).time, d.recs.last().time
+	}
+	sum.ActiveBytes = valueAt(&d.active, d.initActive, n)
+	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
+	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
+	m := d.measureAt(n)
+	sum.Segments = m.segs
+	sum.Blocks, sum.LiveBlocks = m.tiles, m.live
+	sum.MapAllocatedBytes = m.allocated
+	sum.TotalFreeBytes, sum.LargestFreeBlock = m.free, m.largest
+	sum.Fragmentation = replay.FreeFragmentation(sum.LargestFreeBlock, sum.TotalFreeBytes)
+	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(&d.active, d.initActive, n)
+	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()
+	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
+	sum.PeakAllocatedBytes, _ = d.peak(&d.allocated, d.initAllocated, n)
+	sum.OOMs = countBelow(&d.byAction[snapshot.ActionOOM], n)
+	for _, g := range d.gaps {
+		if g.At <= n {
+			sum.Dropped += g.Missed
+		}
+	}
+	return sum
+}
+
+// beforeFirst is the cursor of the initial state.
+func (d *devLog) beforeFirst() int64 {
+	if d.recs.Len() == 0 || d.base == TimeSequence {
+		return -1
+	}
+	return d.recs.ptr(0).time - 1
+}
+
+// peak returns the largest value over the first n entries (and the initial
+// value) and the time of the first entry reaching it (beforeFirst when the
+// initial value is the peak).
+func (d *devLog) peak(sr *series, init int64, n int64) (int64, int64) {
+	best, at := init, d.beforeFirst()
+	if mm, ok := sr.extremes(0, int(n)); ok && mm.Max > best {
+		best = mm.Max
+		if i := sr.firstAtLeast(0, int(n), best); i >= 0 {
+			at = d.recs.ptr(i).time
+		}
+	}
+	return best, at
+}
+
+func countBelow(seqs *chunked[int64], n int64) int {
+	return seqs.search(func(s *int64) bool { return *s >= n })
+}
+
+// Peak returns the cursor where device's active bytes first reach their
+// maximum over the whole log, and that maximum.
+func (s *Store) Peak(device int) (cursor int64, activeBytes int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, 0
+	}
+	v, at := d.peak(&d.active, d.initActive, int64(d.recs.Len()))
+	return at, v
+}
+
+// Next returns the time of the first entry of action strictly after cursor.
+func (s *Store) Next(device int, cursor int64, action snapshot.Action) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	seqs := &d.byAction[action]
+	n := d.applied(cursor)
+	k := countBelow(seqs, n)
+	if k == seqs.Len() {
+		return 0, false
+	}
+	return d.recs.ptr(int(seqs.at(k))).time, true
+}
+
+// Prev returns the time of the last entry of action strictly before cursor.
+func (s *Store) Prev(device int, cursor int64, action snapshot.Action) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	seqs := &d.byAction[action]
+	m := int64(d.lowerBound(0, cursor))
+	k := countBelow(seqs, m) - 1
+	if k < 0 {
+		return 0, false
+	}
+	return d.recs.ptr(int(seqs.at(k))).time, true
+}
+
+// NextEvent returns the time of the first entry strictly after cursor.
+func (s *Store) NextEvent(device int, cursor int64) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	n := d.applied(cursor)
+	if n >= int64(d.recs.Len()) {
+		return 0, false
+	}
+	return d.recs.ptr(int(n)).time, true
+}
+
+// PrevEvent returns the time of the last entry strictly before cursor.
+func (s *Store) PrevEvent(device int, cursor int64) (int64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return 0, false
+	}
+	m := d.lowerBound(0, cursor)
+	if m == 0 {
+		return 0, false
+	}
+	return d.recs.ptr(m - 1).time, true
+}
+
+// Streams returns the streams of device's trace in order of first appearance
+// (the UI labels them s0, s1, … in this order).
+func (s *Store) Streams(device int) []uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil || d.recs.Len() == 0 {
+		return nil
+	}
+	// attrs.list is in order of first appearance, but for list[0], the
+	// table's zero placeholder: stream 0 comes first when an entry uses it
+	// (the default stream, as in torch_npu files).
+	var out []uint64
+	seen := map[uint64]bool{}
+	for i, a := range d.attrs.list {
+		if (i == 0 && !d.attrs.usedZero) || seen[a.stream] {
+			continue
+		}
+		seen[a.stream] = true
+		out = append(out, a.stream)
+	}
+	return out
+}

@@ -1,0 +1,201 @@
+package store
+
+// series is one byte series (value right after each entry) with a
+// min/max pyramid: level L holds the extremes of fanout^L consecutive
+// values, so the extremes of any range cost O(fanout · levels) instead of
+// O(range). Appending updates the items covering the new value, from the
+// bottom up to the first that already spans it. Values and levels are
+// chunked: a growing series is never copied.
+type series struct {
+	v      chunked[int64]
+	levels []chunked[MinMax] // levels[0] summarizes fanout values of v
+}
+
+const fanoutBits = 3
+const fanout = 1 << fanoutBits
+
+func (s *series) append(x int64) {
+	i := s.v.Len()
+	s.v.append(x)
+	for l := 0; ; l++ {
+		if l == len(s.levels) {
+			s.levels = append(s.levels, s.fold(l))
+		} else if k := i >> (fanoutBits * (l + 1)); k == s.levels[l].Len() {
+			s.levels[l].append(MinMax{x, x})
+		} else {
+			m := s.levels[l].ptr(k)
+			if x >= m.Min && x <= m.Max {
+				return // the item did not change, so neither do those above it
+			}
+			m.Min = min(m.Min, x)
+			m.Max = max(m.Max, x)
+		}
+		// a level with one item covers everything so far; higher levels are
+		// created (folded) only once it has a second.
+		if s.levels[l].Len() <= 1 {
+			return
+		}
+	}
+}
+
+// at is value i.
+func (s *series) at(i int) int64 { return s.v.at(i) }
+
+// bulk appends without maintaining the pyramid; call reindex afterwards.
+func (s *series) bulk(x int64) { s.v.append(x) }
+
+// reindex rebuilds the pyramid from the values (after bulk appends).
+func (s *series) reindex() {
+	s.levels = s.levels[:0]
+	if s.v.Len() == 0 {
+		return
+	}
+	for l := 0; l == 0 || s.levels[l-1].Len() > 1; l++ {
+		s.levels = append(s.levels, s.fold(l))
+	}
+}
+
+// fold computes level l from the level below it (raw values for l = 0).
+func (s *series) fold(l int) chunked[MinMax] {
+	var out chunked[MinMax]
+	var cur MinMax
+	n := 0
+	if l == 0 {
+		s.v.each(0, s.v.Len(), func(p []int64) {
+			for _, x := range p {
+				if n&(fanout-1) == 0 {
+					if n > 0 {
+						out.append(cur)
+					}
+					cur = MinMax{x, x}
+				} else {
+					cur.Min, cur.Max = min(cur.Min, x), max(cur.Max, x)
+				}
+				n++
+			}
+		})
+	} else {
+		below := &s.levels[l-1]
+		below.each(0, below.Len(), func(p []MinMax) {
+			for _, x := range p {
+				if n&(fanout-1) == 0 {
+					if n > 0 {
+						out.append(cur)
+					}
+					cur = x
+				} else {
+					cur.Min, cur.Max = min(cur.Min, x.Min), max(cur.Max, x.Max)
+				}
+				n++
+			}
+		})
+	}
+	if n > 0 {
+		out.append(cur)
+	}
+	return out
+}
+
+// extremes returns min and max of v[i:j]; ok is false for an empty range.
+// It climbs the pyramid: at each level it folds the partial groups at both
+// ends and continues with the whole groups one level up.
+func (s *series) extremes(i, j int) (mm MinMax, ok bool) {
+	i, j = max(i, 0), min(j, s.v.Len())
+	if i >= j {
+		return MinMax{}, false
+	}
+	lo, hi := s.v.at(i), s.v.at(i)
+	scanV := func(a, b int) {
+		s.v.each(a, b, func(p []int64) {
+			for _, x := range p {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+		})
+	}
+	scanL := func(lv *chunked[MinMax], a, b int) {
+		lv.each(a, b, func(p []MinMax) {
+			for _, m := range p {
+				lo, hi = min(lo, m.Min), max(hi, m.Max)
+			}
+		})
+	}
+	for l := -1; ; l++ {
+		ih := (i + fanout - 1) &^ (fanout - 1)
+		jl := j &^ (fanout - 1)
+		if l+1 >= len(s.levels) || ih >= jl {
+			if l < 0 {
+				scanV(i, j)
+			} else {
+				scanL(&s.levels[l], i, j)
+			}
+			return MinMax{lo, hi}, true
+		}
+		if l < 0 {
+			scanV(i, ih)
+			scanV(jl, j)
+		} else {
+			scanL(&s.levels[l], i, ih)
+			scanL(&s.levels[l], jl, j)
+		}
+		i, j = ih>>fanoutBits, jl>>fanoutBits
+	}
+}
+
+// firstAtLeast returns the first index in [i, j) whose value is ≥ x, or -1.
+func (s *series) firstAtLeast(i, j int, x int64) int {
+	if j > s.v.Len() {
+		j = s.v.Len()
+	}
+	for i < j {
+		skipped := false
+		for l := len(s.levels) - 1; l >= 0; l-- {
+			sh := fanoutBits * (l + 1)
+			span := 1 << sh
+			if i&(span-1) == 0 && i+span <= j && s.levels[l].at(i>>sh).Max < x {
+				i += span
+				skipped = true
+				break
+			}
+		}
+		if skipped {
+			continue
+		}
+		if s.v.at(i) >= x {
+			return i
+		}
+		i++
+	}
+	return -1
+}
+
+// set replaces value i; call refresh(i) afterwards when the pyramid exists.
+func (s *series) set(i int, x int64) { s.v.set(i, x) }
+
+// refresh recomputes the pyramid items covering index i after v[i] changed.
+func (s *series) refresh(i int) {
+	for l := range s.levels {
+		sh := fanoutBits * (l + 1)
+		k := i >> sh
+		lo := k << fanoutBits
+		var m MinMax
+		if l == 0 {
+			hi := min(s.v.Len(), lo+fanout)
+			m = MinMax{s.v.at(lo), s.v.at(lo)}
+			s.v.each(lo, hi, func(p []int64) {
+				for _, x := range p {
+					m.Min, m.Max = min(m.Min, x), max(m.Max, x)
+				}
+			})
+		} else {
+			below := &s.levels[l-1]
+			hi := min(below.Len(), lo+fanout)
+			m = below.at(lo)
+			below.each(lo, hi, func(p []MinMax) {
+				for _, x := range p {
+					m.Min, m.Max = min(m.Min, x.Min), max(m.Max, x.Max)
+				}
+			})
+		}
+		s.levels[l].set(k, m)
+	}
+}

@@ -1,0 +1,797 @@
+package store
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay"
+)
+
+// StoreOptions tune a Store.
+type Options struct {
+	// CheckpointEvery is K, the number of entries between segment-map
+	// checkpoints: a seek costs one checkpoint restore plus at most K
+	// entries. Default 2048.
+	CheckpointEvery int
+}
+
+// DefaultCheckpointEvery is the K a zero StoreOptions gets.
+const DefaultCheckpointEvery = 2048
+
+// DeviceInfo describes a live device (from the wire handshake or an
+// in-process allocator).
+type DeviceInfo struct {
+	ID       int
+	Name     string
+	HBMTotal int64
+	HBMUsed  int64
+	Streams  int
+}
+
+// GapRecord marks entries a live producer dropped before this position.
+type GapRecord struct {
+	At     int64 // number of entries in the log when the gap was noted
+	Missed int64 // 0: an unknown number (the producer's own source lost them)
+}
+
+// Store is the time-indexed model every view queries: per device a log of
+// trace entries with a byte series per entry, segment-map checkpoints every
+// K entries, and the profiler ops. It is safe for concurrent use by one
+// writer and many readers; every query result is owned by the caller.
+type Store struct {
+	mu   sync.RWMutex
+	k    int
+	ver  atomic.Uint64
+	devs map[int]*devLog
+	ids  []int // device ids, ascending
+
+	stacks   []snapshot.Stack
+	stackIdx map[string]snapshot.StackID // built lazily by InternStack
+	// actions names the entries' actions beyond the known ones: the
+	// ingested capture's table, or the one live sources decode into.
+	actions *snapshot.ActionTable
+
+	ops      []Op    // sorted by StartUS
+	opMaxEnd []int64 // prefix max of EndUS over ops
+	opsVer   uint64  // AppendOps calls so far
+	opsEdits [opsEditRing]opsEdit
+
+	annotations []snapshot.Annotation
+	info        map[int]DeviceInfo
+}
+
+// attr holds the rarely varying fields of an entry, interned per Store.
+type attr struct {
+	stream         uint64
+	pool           snapshot.PoolID
+	hasPool        bool
+	compileContext string
+	userMetadata   string
+}
+
+// rec is one stored entry (40 bytes). For oom entries addr holds DeviceFree.
+type rec struct {
+	time   int64
+	addr   uint64
+	size   int64
+	frames snapshot.StackID
+	attr   uint32
+	action snapshot.Action
+}
+
+// devLog is one device's log.
+type devLog struct {
+	id   int
+	base TimeBase
+	recs chunked[rec]
+
+	// values right after each entry; init* before entry 0.
+	active, allocated, reserved           series
+	initActive, initAllocated, initReserv int64
+	pending                               int64 // head: pending-free bytes
+
+	cps      []*checkpoint // cps[0].at == 0; sorted by at
+	head     *segState
+	ov       overrides
+	byAction [256]chunked[int64] // seqs per action
+	attrs    *attrTable
+	gaps     []GapRecord
+	missed   int64
+
+	lastMu sync.Mutex
+	last   *checkpoint // the last state a query rolled to (cursor stepping)
+	// measured is Summary's view of the last state a query saw (StateAt
+	// and Summary at one cursor walk it once)
+	measured measured
+}
+
+// NewStore returns an empty Store.
+func New(opts Options) *Store {
+	k := opts.CheckpointEvery
+	if k <= 0 {
+		k = DefaultCheckpointEvery
+	}
+	return &Store{
+		k:       k,
+		devs:    map[int]*devLog{},
+		stacks:  []snapshot.Stack{nil},
+		info:    map[int]DeviceInfo{},
+		actions: snapshot.NewActionTable(),
+	}
+}
+
+// Actions returns the table that names this Store's actions beyond the
+// known ones; live sources register the names they decode in it.
+func (s *Store) Actions() *snapshot.ActionTable {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.actions
+}
+
+// ActionName returns the serialized name of an action of this Store.
+func (s *Store) ActionName(a snapshot.Action) string { return s.Actions().Name(a) }
+
+func (s *Store) changed() { s.ver.Add(1) }
+
+// Version increases whenever the Store's data changes (a redraw trigger).
+func (s *Store) Version() uint64 { return s.ver.Load() }
+
+// ---- ingest ----
+
+// IngestSnapshot loads a decoded capture: per device, the state before the
+// first entry is reconstructed once (replay.NewTimeline), then the trace is
+// indexed forward. It replaces the logs of the devices the snapshot holds.
+// A snapshot with a stack table replaces the Store's table (its ids are
+// used as they are); one without keeps it (ids already from InternStack).
+// The snapshot must not be modified afterwards.
+func (s *Store) IngestSnapshot(snap *snapshot.Snapshot) error { return s.IngestStated(snap, nil) }
+
+// IngestStated is IngestSnapshot where stated, if not nil, holds per device
+// the byte totals the source states itself (a profiler's memory records),
+// which replace those the trace yields.
+func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) error {
+	if snap == nil {
+		return fmt.Errorf("monitor: ingest: no snapshot")
+	}
+	type built struct {
+		d   *devLog
+		err error
+	}
+	devices := snap.Devices()
+	logs := make([]built, len(devices))
+	// Devices are independent; build them outside the lock.
+	var wg sync.WaitGroup
+	for i, dev := range devices {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var st *DeviceTotals
+			if dev < len(stated) && stated[dev].OK && len(stated[dev].After) > 0 {
+				st = &stated[dev]
+			}
+			d, err := s.buildCapture(snap, dev, st)
+			logs[i] = built{d, err}
+		}()
+	}
+	wg.Wait()
+	for _, b := range logs {
+		if b.err != nil {
+			return b.err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(snap.Stacks) > 1 {
+		s.stacks = append([]snapshot.Stack{nil}, snap.Stacks[1:]...)
+		s.stackIdx = nil
+	} // else: ids are already this Store's (live sources intern via InternStack)
+	if snap.Actions != nil {
+		s.actions = snap.Actions // codes are the capture's, like its stack ids
+	}
+	s.annotations = append([]snapshot.Annotation(nil), snap.ExternalAnnotations...)
+	for _, b := range logs {
+		s.putDev(b.d) // checkpoints are sorted by the first query that needs each
+	}
+	s.changed()
+	return nil
+}
+
+// buildCapture indexes one device of a capture; stated, if not nil, gives
+// its byte series.
+func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTotals) (*devLog, error) {
+	var entries []snapshot.TraceEntry
+	if dev < len(snap.DeviceTraces) {
+		entries = snap.DeviceTraces[dev]
+	}
+	// The reconstruction of the initial state (replay) and this package's
+	// own pass over the trace are independent: run them side by side.
+	var pre prepass
+	done := make(chan struct{})
+	go func() {
+		pre = scanCapture(snap, dev, entries)
+		close(done)
+	}()
+	tl, err := replay.NewTimeline(snap, dev)
+	<-done
+	if err != nil {
+		return nil, fmt.Errorf("monitor: ingest device %d: %w", dev, err)
+	}
+	d := newDevLog(dev, TimeSequence)
+	if pre.hasTime {
+		d.base = TimeEpochUS
+	}
+	d.ov = pre.ov
+	d.head = stateFromSegments(tl.Initial)
+	for _, a := range tl.Start() { // Initial leaves out those outside its segments
+		b := &a.Block
+		if _, ok := d.head.blocks[b.Address]; !ok {
+			d.head.blocks[b.Address] = initialBlock(b)
+		}
+	}
+	d.initActive = tl.ActiveAtStart
+	d.initReserv = tl.ReservedAtStart
+	var pend int64
+	for _, b := range d.head.blocks {
+		if b.state == snapshot.StateActivePendingFree {
+			pend += liveSize(b)
+		}
+	}
+	d.pending = pend
+	d.initAllocated = d.initActive - pend
+	d.cps = []*checkpoint{d.head.freeze(0)}
+	n := len(entries)
+	d.recs.reserve(n)
+	d.active.v.reserve(n)
+	d.allocated.v.reserve(n)
+	d.reserved.v.reserve(n)
+	for a, c := range pre.counts {
+		d.byAction[snapshot.Action(a)].reserve(c)
+	}
+	d.appendEntries(tl.Entries, s.k, true)
+	if stated != nil {
+		d.initAllocated, d.initReserv, d.initActive = stated.Init.Allocated, stated.Init.Reserved, stated.Init.Active
+		for i, t := range stated.After {
+			d.allocated.set(i, t.Allocated)
+			d.reserved.set(i, t.Reserved)
+			d.active.set(i, t.Active)
+		}
+	}
+	d.active.reindex()
+	d.allocated.reindex()
+	d.reserved.reindex()
+	return d, nil
+}
+
+// Totals are a device's byte totals as a source states them.
+type Totals struct{ Allocated, Reserved, Active int64 }
+
+// DeviceTotals are the totals a device's records state: Init before the
+// first entry, After[i] after entry i; OK is false when a record lacks
+// one. A profiler directory needs them: its memory records start mid-run
+// and carry no segments, so the trace yields only what changed inside the
+// window, while each record states the allocator's totals after it.
+type DeviceTotals struct {
+	Init  Totals
+	After []Totals
+	OK    bool
+}
+
+// prepass is what ingest learns from one pass over a capture's trace.
+type prepass struct {
+	ov      overrides
+	counts  [256]int
+	hasTime bool
+}
+
+func scanCapture(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) prepass {
+	var p prepass
+	for i := range entries {
+		p.counts[entries[i].Action]++
+		p.hasTime = p.hasTime || entries[i].TimeUS != 0
+	}
+	p.ov = captureOverrides(snap, dev, entries)
+	return p
+}
+
+func liveSize(b liveBlock) int64 {
+	if b.req > 0 {
+		return b.req
+	}
+	return b.size
+}
+
+// captureOverrides finds the allocs and segment_allocs whose object survives
+// to the end of the trace and gives them the final state's attributes.
+func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) overrides {
+	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]snapshot.Segment{}}
+	if len(entries) > 0 {
+		// a file's trace: blocks it re-creates are round_size(requested),
+		// as replay's undo makes them. A live producer's SNAPSHOT has no
+		// trace, and the entries appended after it keep their requested
+		// sizes (the Store does not know the producer's rounding).
+		ov.round = replay.SizeRounder(snap)
+	}
+	finalSegs := map[uint64]*snapshot.Segment{}
+	finalBlocks := map[uint64]*snapshot.Block{}
+	for i := range snap.Segments {
+		sg := &snap.Segments[i]
+		if sg.Device != dev {
+			continue
+		}
+		finalSegs[sg.Address] = sg
+		for j := range sg.Blocks {
+			if b := &sg.Blocks[j]; b.State.Active() {
+				finalBlocks[b.Address] = b
+			}
+		}
+	}
+	// Walking backwards, the first alloc (segment_alloc) met at a final
+	// address created the surviving object, unless a free met earlier shows
+	// the final object came later; either way the address is settled.
+	for i := len(entries) - 1; i >= 0 && len(finalBlocks)+len(finalSegs) > 0; i-- {
+		e := &entries[i]
+		switch e.Action {
+		case snapshot.ActionAlloc, snapshot.ActionFree, snapshot.ActionFreeCompleted:
+			if b, ok := finalBlocks[e.Addr]; ok {
+				if e.Action == snapshot.ActionAlloc {
+					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b)}
+				}
+				delete(finalBlocks, e.Addr)
+			}
+		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree:
+			if sg, ok := finalSegs[e.Addr]; ok {
+				if e.Action == snapshot.ActionSegmentAlloc {
+					c := *sg
+					c.Blocks = nil
+					ov.segs[int64(i)] = c
+				}
+				delete(finalSegs, e.Addr)
+			}
+		}
+	}
+	return ov
+}
+
+// attrTable interns attrs, one per device log.
+type attrTable struct {
+	list     []attr
+	idx      map[attr]uint32
+	last     uint32
+	usedZero bool // an entry has the zero attr (list[0] is otherwise only a placeholder)
+}
+
+func newAttrTable() *attrTable {
+	return &attrTable{list: []attr{{}}, idx: map[attr]uint32{{}: 0}}
+}
+
+func (t *attrTable) intern(a attr) uint32 {
+	if t.list[t.last] == a {
+		t.usedZero = t.usedZero || t.last == 0
+		return t.last
+	}
+	id, ok := t.idx[a]
+	if !ok {
+		id = uint32(len(t.list))
+		t.list = append(t.list, a)
+		t.idx[a] = id
+	}
+	t.usedZero = t.usedZero || id == 0
+	t.last = id
+	return id
+}
+
+func attrOf(e *snapshot.TraceEntry) attr {
+	return attr{stream: e.Stream, pool: e.PoolID, hasPool: e.HasPoolID, compileContext: e.CompileContext, userMetadata: e.UserMetadata}
+}
+
+// appendEntries indexes entries at the end of the log. bulk (a whole
+// capture) builds the series pyramids once at the end.
+func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) {
+	at := d.attrs
+	var last int64
+	act, res := d.initActive, d.initReserv
+	if n := d.recs.Len(); n > 0 {
+		last = d.recs.at(n - 1).time
+		act, res = d.active.at(n-1), d.reserved.at(n-1)
+	}
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(d.recs.Len())
+		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
+		if e.Action == snapshot.ActionOOM {
+			r.addr = uint64(e.DeviceFree)
+		}
+		if d.base == TimeSequence {
+			r.time = seq
+		} else {
+			r.time = max(e.TimeUS, last) // keep times non-decreasing
+			last = r.time
+		}
+		d.recs.append(r)
+		v := entryView{action: e.Action, addr: e.Addr, size: e.Size, stream: e.Stream, frames: e.Frames, pool: e.PoolID, hasPID: e.HasPoolID}
+		d.pending += d.head.apply(&v, seq, d.id, &d.ov)
+		act += replay.ActiveDelta(e)
+		res += replay.ReservedDelta(e)
+		if bulk {
+			d.active.bulk(act)
+			d.allocated.bulk(act - d.pending)
+			d.reserved.bulk(res)
+		} else {
+			d.active.append(act)
+			d.allocated.append(act - d.pending)
+			d.reserved.append(res)
+		}
+		d.byAction[e.Action].append(seq)
+		if (seq+1)%int64(k) == 0 {
+			d.cps = append(d.cps, d.head.dump(seq+1))
+		}
+	}
+}
+
+func newDevLog(id int, base TimeBase) *devLog {
+	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: newSegState()}
+	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]snapshot.Segment{}}
+	return d
+}
+
+// putDev installs a device log; the caller holds the write lock.
+func (s *Store) putDev(d *devLog) {
+	if _, ok := s.devs[d.id]; !ok {
+		s.ids = append(s.ids, d.id)
+		slices.Sort(s.ids)
+	}
+	s.devs[d.id] = d
+}
+
+// dev returns the log of device id, creating an empty live one when absent.
+// The caller holds the write lock.
+func (s *Store) liveDev(id int) *devLog {
+	d, ok := s.devs[id]
+	if !ok {
+		d = newDevLog(id, TimeEpochUS)
+		d.cps = []*checkpoint{d.head.freeze(0)}
+		s.putDev(d)
+	}
+	return d
+}
+
+// StartLive begins a live session: initial is the producer's current state
+// (its device traces, if any, become the start of each log, exactly as a
+// capture); devices describes the hardware. Later entries come via Append.
+// Calling it again (a reconnect) replaces the logs of the devices initial
+// holds and keeps the others.
+func (s *Store) StartLive(initial *snapshot.Snapshot, devices []DeviceInfo) error {
+	if initial != nil {
+		if err := s.IngestSnapshot(initial); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, di := range devices {
+		s.info[di.ID] = di
+		d := s.liveDev(di.ID)
+		if d.recs.Len() == 0 {
+			d.base = TimeEpochUS
+		}
+	}
+	if initial != nil {
+		for _, id := range initial.Devices() {
+			if d := s.devs[id]; d != nil && d.recs.Len() == 0 {
+				d.base = TimeEpochUS
+			}
+		}
+	}
+	s.changed()
+	return nil
+}
+
+// Append adds live entries (TimeUS in epoch µs) to device's log. Frames ids
+// must be ids of this Store's stack table (see InternStack). Safe while
+// queries run.
+func (s *Store) Append(device int, entries []snapshot.TraceEntry) {
+	if len(entries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.liveDev(device).appendEntries(entries, s.k, false)
+	s.mu.Unlock()
+	s.changed()
+}
+
+// AppendSized is Append with, per entry, the rounded size of the block an
+// alloc entry created (blockSizes[i] > 0; a producer that can see its
+// allocator's blocks sends it): the block takes that size in the segment
+// map, as a capture's surviving blocks take the final state's. blockSizes
+// may be shorter than entries or nil.
+func (s *Store) AppendSized(device int, entries []snapshot.TraceEntry, blockSizes []int64) {
+	if len(entries) == 0 {
+		return
+	}
+	s.mu.Lock()
+	d := s.liveDev(device)
+	n := int64(d.recs.Len())
+	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
+		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == snapshot.ActionAlloc {
+			d.ov.blocks[n+int64(i)] = liveBlock{addr: e.Addr, size: bs, req: e.Size, frames: e.Frames}
+		}
+	}
+	d.appendEntries(entries, s.k, false)
+	s.mu.Unlock()
+	s.changed()
+}
+
+// Rebase replaces device's current state with segs (a fresh producer
+// snapshot after a gap): later queries see segs from the current position
+// on, and the byte series continue from its totals.
+func (s *Store) Rebase(device int, segs []snapshot.Segment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.liveDev(device)
+	var mine []snapshot.Segment
+	for i := range segs {
+		if segs[i].Device == device {
+			mine = append(mine, segs[i])
+		}
+	}
+	d.head = stateFromSegments(mine)
+	d.lastMu.Lock()
+	d.last, d.measured = nil, measured{} // cached answers may sit at the rebase position
+	d.lastMu.Unlock()
+	var act, pend, res int64
+	for _, b := range d.head.blocks {
+		act += liveSize(b)
+		if b.state == snapshot.StateActivePendingFree {
+			pend += liveSize(b)
+		}
+	}
+	for _, sg := range d.head.segs {
+		res += sg.TotalSize
+	}
+	d.pending = pend
+	n := int64(d.recs.Len())
+	cp := d.head.freeze(n)
+	if last := len(d.cps) - 1; d.cps[last].at == n {
+		d.cps[last] = cp
+	} else {
+		d.cps = append(d.cps, cp)
+	}
+	if n == 0 {
+		d.initActive, d.initAllocated, d.initReserv = act, act-pend, res
+	} else {
+		// the series are per entry; the new totals apply from the last entry on
+		d.active.set(int(n-1), act)
+		d.allocated.set(int(n-1), act-pend)
+		d.reserved.set(int(n-1), res)
+		d.active.refresh(int(n - 1))
+		d.allocated.refresh(int(n - 1))
+		d.reserved.refresh(int(n - 1))
+	}
+	s.changed()
+}
+
+// NoteGap records that the producer dropped missed entries of device here;
+// missed 0 records a hole of unknown size.
+func (s *Store) NoteGap(device int, missed int64) {
+	if missed < 0 {
+		return
+	}
+	s.mu.Lock()
+	d := s.liveDev(device)
+	d.gaps = append(d.gaps, GapRecord{At: int64(d.recs.Len()), Missed: missed})
+	d.missed += missed
+	s.mu.Unlock()
+	s.changed()
+}
+
+// Gaps returns the gap records of device, oldest first.
+func (s *Store) Gaps(device int) []GapRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.devs[device]; d != nil {
+		return slices.Clone(d.gaps)
+	}
+	return nil
+}
+
+// SetDeviceInfo records live device information (HBM used/total).
+func (s *Store) SetDeviceInfo(info DeviceInfo) {
+	s.mu.Lock()
+	s.info[info.ID] = info
+	s.mu.Unlock()
+	s.changed()
+}
+
+// DeviceInfo returns what SetDeviceInfo or StartLive recorded.
+func (s *Store) DeviceInfo(device int) (DeviceInfo, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	di, ok := s.info[device]
+	return di, ok
+}
+
+// InternStack adds a stack to the Store's table (live sources) and returns
+// its id; identical stacks share one id.
+func (s *Store) InternStack(st snapshot.Stack) snapshot.StackID {
+	if len(st) == 0 {
+		return snapshot.NoStack
+	}
+	key := stackKey(st)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stackIdx == nil {
+		s.stackIdx = make(map[string]snapshot.StackID, len(s.stacks))
+		for i := 1; i < len(s.stacks); i++ {
+			s.stackIdx[stackKey(s.stacks[i])] = snapshot.StackID(i)
+		}
+	}
+	if id, ok := s.stackIdx[key]; ok {
+		return id
+	}
+	id := snapshot.StackID(len(s.stacks))
+	s.stacks = append(s.stacks, slices.Clone(st))
+	s.stackIdx[key] = id
+	return id
+}
+
+func stackKey(st snapshot.Stack) string {
+	var b []byte
+	for _, f := range st {
+		b = append(b, f.Filename...)
+		b = append(b, 0)
+		b = fmt.Appendf(b, "%d", f.Line)
+		b = append(b, 0)
+		b = append(b, f.Name...)
+		b = append(b, 0)
+	}
+	return string(b)
+}
+
+// Stack returns the frames of id (nil for NoStack or an unknown id). The
+// frames are shared and must not be modified.
+func (s *Store) Stack(id snapshot.StackID) snapshot.Stack {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if id <= 0 || int(id) >= len(s.stacks) {
+		return nil
+	}
+	return s.stacks[id]
+}
+
+// Annotations returns the capture's external annotations (step markers).
+func (s *Store) Annotations() []snapshot.Annotation {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.annotations)
+}
+
+// ---- ops ----
+
+// IngestOps adds profiler ops read from files.
+func (s *Store) IngestOps(ops []Op) { s.AppendOps(ops) }
+
+// AppendOps adds ops (live or from files); they may arrive in any order.
+func (s *Store) AppendOps(ops []Op) {
+	if len(ops) == 0 {
+		return
+	}
+	if !slices.IsSortedFunc(ops, cmpOp) {
+		ops = slices.Clone(ops)
+		slices.SortStableFunc(ops, cmpOp)
+	}
+	s.mu.Lock()
+	from := len(s.ops)
+	if from > 0 && cmpOp(s.ops[from-1], ops[0]) > 0 {
+		// merge, back to front, with the ops they land among: linear in
+		// those and the new ones (ops arriving in reverse time order cost
+		// no re-sort of everything before them)
+		lo := sort.Search(from, func(i int) bool { return cmpOp(s.ops[i], ops[0]) > 0 })
+		s.ops = slices.Grow(s.ops, len(ops))[:from+len(ops)]
+		i, j := from-1, len(ops)-1
+		for k := len(s.ops) - 1; j >= 0; k-- {
+			if i >= lo && cmpOp(s.ops[i], ops[j]) > 0 {
+				s.ops[k] = s.ops[i]
+				i--
+			} else {
+				s.ops[k] = ops[j]
+				j--
+			}
+		}
+		from = lo
+	} else {
+		s.ops = append(s.ops, ops...)
+	}
+	s.opsVer++
+	s.opsEdits[s.opsVer%opsEditRing] = opsEdit{s.opsVer, from}
+	s.opMaxEnd = s.opMaxEnd[:from]
+	for i := from; i < len(s.ops); i++ {
+		m := s.ops[i].EndUS
+		if i > 0 {
+			m = max(m, s.opMaxEnd[i-1])
+		}
+		s.opMaxEnd = append(s.opMaxEnd, m)
+	}
+	s.mu.Unlock()
+	s.changed()
+}
+
+// opsEdit records the lowest op index an AppendOps call changed.
+type opsEdit struct {
+	ver  uint64
+	from int
+}
+
+// opsEditRing is how many AppendOps calls OpsSince can answer incrementally.
+const opsEditRing = 64
+
+// OpsSince returns what changed in the start-ordered op list since ver, a
+// version an earlier call returned (0: nothing known): the ops from index
+// from on, which replace the caller's ops from that index, and the current
+// version. A reader that keeps up copies only the new ops; one that fell
+// more than 64 appends behind gets the whole list (from = 0).
+func (s *Store) OpsSince(ver uint64) (ops []Op, from int, now uint64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now = s.opsVer
+	switch {
+	case ver == now:
+		return nil, len(s.ops), now
+	case ver == 0 || ver > now || now-ver > opsEditRing:
+		from = 0
+	default:
+		from = len(s.ops)
+		for v := ver + 1; v <= now; v++ {
+			from = min(from, s.opsEdits[v%opsEditRing].from)
+		}
+	}
+	return slices.Clone(s.ops[from:]), from, now
+}
+
+func cmpOp(a, b Op) int {
+	// Outer (longer) first among ops that start together.
+	return cmp.Or(cmp.Compare(a.StartUS, b.StartUS), cmp.Compare(b.EndUS, a.EndUS))
+}
+
+// Ops returns the ops overlapping [t0, t1), ordered by start.
+func (s *Store) Ops(t0, t1 int64) []Op {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []Op
+	i := sort.Search(len(s.ops), func(i int) bool { return s.opMaxEnd[i] > t0 })
+	for ; i < len(s.ops) && s.ops[i].StartUS < t1; i++ {
+		o := s.ops[i]
+		if o.EndUS > t0 || (o.EndUS == o.StartUS && o.StartUS >= t0) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// OpAt returns the op an entry at time t is attributed to: the innermost
+// non-step op whose interval contains t, ends included (replay.InnermostOp,
+// docs/timeline.md "Op attribution").
+func (s *Store) OpAt(t int64) (Op, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if i := replay.InnermostOp(opTable{s.ops, s.opMaxEnd}, t); i >= 0 {
+		return s.ops[i], true
+	}
+	return Op{}, false
+}
+
+// opTable is the Store's ops as replay.InnermostOp searches them.
+type opTable struct {
+	ops    []Op
+	maxEnd []int64
+}
+
+func (t opTable) Len() int           { return len(t.ops) }
+func (t opTable) Start(i int) int64  { return t.ops[i].StartUS }
+func (t opTable) End(i int) int64    { return t.ops[i].EndUS }
+func (t opTable) MaxEnd(i int) int64 { return t.maxEnd[i] }
+func (t opTable) Skip(i int) bool    { return t.ops[i].IsStep }

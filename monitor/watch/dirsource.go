@@ -1,0 +1,559 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
+)
+
+// Capture kinds.
+const (
+	CaptureSnapshot = "snapshot" // a snapshot pickle or its JSON export
+	CaptureProfiler = "profiler" // a torch_npu profiler directory
+)
+
+// Capture is one snapshot file or profiler directory seen in a watched
+// directory. The JSON form is what `npumon watch --list` prints.
+type Capture struct {
+	Index    int       `json:"index"` // 1-based, in arrival order
+	Kind     string    `json:"kind"`  // CaptureSnapshot or CaptureProfiler
+	Path     string    `json:"path"`
+	Existing bool      `json:"existing"` // there before the watch started
+	Arrived  time.Time `json:"arrived"`  // when it was seen (its mtime if Existing)
+	Size     int64     `json:"size"`     // bytes (a profiler directory: all its files)
+	Error    string    `json:"error,omitempty"`
+	Open     bool      `json:"-"` // the capture shown (set by DirSource.List)
+}
+
+// DirOptions configures a DirSource.
+type DirOptions struct {
+	// Follow opens each new snapshot as it lands. Without it the newest
+	// one there at start is opened and stays.
+	Follow bool
+	// Pick opens this capture instead — its 1-based index in arrival
+	// order, or its file name — and stays on it (Follow is then off).
+	Pick string
+	// MaxBytes: snapshot files larger than this are listed with an error
+	// and not opened (default DefaultWatchMaxBytes).
+	MaxBytes int64
+	// MaxMemory caps the memory decoding one snapshot may take (default
+	// DefaultWatchMaxMemory); a file that would need more is not opened.
+	MaxMemory int64
+}
+
+// DefaultWatchMaxMemory is the decoding budget of one snapshot in a watch.
+const DefaultWatchMaxMemory = 4 << 30
+
+// DirSource feeds a Store from a watched directory: the open capture's
+// memory data, and the ops of every profiler directory, tailed while they
+// grow. It keeps the captures in arrival order for a picker.
+type DirSource struct {
+	dir    string
+	store  *store.Store
+	follow bool   // open each new snapshot as it lands (Open changes it)
+	auto   bool   // Follow as asked
+	pick   string // DirOptions.Pick
+	limits replay.Options
+	openMu sync.Mutex // one capture is opened at a time (watch loop or Open)
+
+	w      *Watcher
+	tail   *ProfilerTail
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	ready     chan struct{} // closed once the scan is over and its capture is open (Ready)
+	readyOnce sync.Once
+
+	mu       sync.Mutex
+	captures []Capture
+	byPath   map[string]int // index into captures
+	held     bool           // the user works in the open capture: new ones do not replace it
+	newWhile int            // snapshots that landed while held
+	open     string         // the capture shown
+	ops      int
+	errs     []string
+}
+
+// NewDirSource returns a source for dir feeding store; Start starts it.
+func NewDirSource(dir string, st *store.Store, o DirOptions) *DirSource {
+	follow := o.Follow && o.Pick == ""
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultWatchMaxBytes
+	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = DefaultWatchMaxMemory
+	}
+	return &DirSource{dir: dir, store: st, follow: follow, auto: follow, pick: o.Pick, byPath: map[string]int{}, ready: make(chan struct{}),
+		limits: replay.Options{MaxFileSize: o.MaxBytes, MaxMemory: o.MaxMemory}}
+}
+
+// ScanDir calls fn with each capture already in dir, oldest first, and
+// returns once the scan is over (or fn fails).
+func ScanDir(dir string, fn func(Capture) error) error {
+	w, err := Watch(dir, WatchOptions{Settle: 50 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	// The initial scan reports what exists, then says it is over; the
+	// captures are listed in arrival order once it is.
+	var found []Capture
+	emit := func() error {
+		byArrival(found)
+		for _, c := range found {
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for ev := range w.Events {
+		if ev.Kind == WatchScanDone {
+			return emit()
+		}
+		if c, ok := captureOf(ev); ok {
+			found = append(found, c)
+		}
+	}
+	return emit()
+}
+
+func captureOf(ev WatchEvent) (Capture, bool) {
+	var c Capture
+	switch ev.Kind {
+	case WatchSnapshot:
+		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
+	case WatchProfilerDir:
+		c = Capture{Kind: CaptureProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+	case WatchError:
+		// a file that never became a readable snapshot (truncated by a
+		// crashed job, garbage) is listed with its one-line error
+		st, err := os.Stat(ev.Path)
+		if err != nil || !st.Mode().IsRegular() || ev.Err == nil {
+			return Capture{}, false
+		}
+		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
+	default:
+		return Capture{}, false
+	}
+	c.Arrived = time.Now()
+	if st, err := os.Stat(ev.Path); err == nil {
+		if ev.Existing {
+			c.Arrived = st.ModTime()
+		}
+		if c.Kind == CaptureSnapshot {
+			c.Size = st.Size()
+		}
+	}
+	return c, true
+}
+
+// oneLine keeps the first line of an error message.
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// byArrival orders captures by arrival (modification time for those found
+// by the scan; equal times by name) and numbers them from 1.
+func byArrival(cs []Capture) {
+	sort.SliceStable(cs, func(i, j int) bool { return arrivedBefore(&cs[i], &cs[j]) })
+	for i := range cs {
+		cs[i].Index = i + 1
+	}
+}
+
+// arrivedBefore orders two captures by arrival time, then by path.
+func arrivedBefore(a, b *Capture) bool {
+	if !a.Arrived.Equal(b.Arrived) {
+		return a.Arrived.Before(b.Arrived)
+	}
+	return a.Path < b.Path
+}
+
+// treeSize is the size of the files under dir (a profiler directory).
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Start watches the directory until ctx ends or Stop is called.
+func (d *DirSource) Start(ctx context.Context) error {
+	w, err := Watch(d.dir, WatchOptions{MaxBytes: d.limits.MaxFileSize})
+	if err != nil {
+		return err
+	}
+	tail, err := NewProfilerTail(d.dir, d.store)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	d.w, d.tail = w, tail
+	ctx, d.cancel = context.WithCancel(ctx)
+	d.done = make(chan struct{})
+	go d.loop(ctx)
+	return nil
+}
+
+// Stop ends the watch and waits for it; the Store keeps what it has.
+// It may be called more than once.
+func (d *DirSource) Stop() {
+	d.once.Do(func() {
+		if d.cancel == nil {
+			return
+		}
+		d.cancel()
+		d.w.Close()
+		<-d.done
+	})
+}
+
+// loop handles watch events and polls the profiler tail. Existing
+// snapshots come first (the scan); the newest of them is opened once the
+// scan is over, later ones as they land (with follow). Snapshots that land
+// while others wait in the queue are not opened one by one: only the
+// newest, once the queue is drained.
+func (d *DirSource) loop(ctx context.Context) {
+	defer close(d.done)
+	defer d.readyOnce.Do(func() { close(d.ready) }) // a watch that ends early is as ready as it gets
+	var newestExisting, toOpen string
+	var newestTime time.Time
+	scanned := false // the scan is over; ready once toOpen is opened
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	d.pollTail()
+	for {
+		if toOpen != "" && len(d.w.Events) == 0 {
+			d.openSnapshot(toOpen)
+			toOpen = ""
+		}
+		if scanned && toOpen == "" {
+			d.readyOnce.Do(func() { close(d.ready) })
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+			d.pollTail()
+		case ev, ok := <-d.w.Events:
+			if !ok {
+				return
+			}
+			var c Capture
+			if cc, ok := captureOf(ev); ok {
+				c = d.addCapture(cc)
+			}
+			switch ev.Kind {
+			case WatchScanDone:
+				d.sortScanned()
+				if d.pick != "" && d.Current() == "" {
+					// indexes of existing captures are final once the scan is over
+					for _, c := range d.List() {
+						if c.Kind == CaptureSnapshot && c.Error == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+							d.openSnapshot(c.Path)
+							break
+						}
+					}
+				}
+				switch {
+				case d.pick != "" && d.Current() == "":
+					d.note(fmt.Sprintf("--open %s: no such snapshot in %s (yet)", d.pick, d.dir))
+				case d.pick == "" && newestExisting != "" && d.Current() == "" && toOpen == "":
+					toOpen = newestExisting
+				}
+				scanned = true
+			case WatchSnapshot:
+				switch {
+				case d.pick != "":
+					if !ev.Existing && d.Current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+						d.openSnapshot(ev.Path)
+					}
+				case ev.Existing:
+					// the newest by modification time, whatever the scan order
+					if newestExisting == "" || arrivedBefore(&Capture{Path: newestExisting, Arrived: newestTime}, &c) {
+						newestExisting, newestTime = ev.Path, c.Arrived
+					}
+				case d.Current() == "" && toOpen == "":
+					toOpen = ev.Path
+				case d.Following():
+					if !d.holding() {
+						toOpen = ev.Path
+					}
+				}
+			case WatchProfilerDir, WatchFrameworkGrow, WatchAnalyseDone:
+				d.pollTail()
+				if ev.Kind != WatchProfilerDir {
+					d.update(ev.Dir, func(c *Capture) { c.Size = treeSize(c.Path) })
+				}
+			case WatchRemoved:
+				d.update(ev.Path, func(c *Capture) { c.Error = "removed" })
+				if toOpen == ev.Path {
+					toOpen = ""
+				}
+			case WatchError:
+				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+			}
+		}
+	}
+}
+
+// Ready is closed once the directory's initial scan is over and the capture
+// it chose (the newest, or --open's) has been opened or has failed to open,
+// so a headless run's time counts from there, not from the first read.
+func (d *DirSource) Ready() <-chan struct{} { return d.ready }
+
+// Current is the path of the capture shown, "" before one is opened.
+func (d *DirSource) Current() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.open
+}
+
+// addCapture records a capture in arrival order; a snapshot rewritten in
+// place keeps its place (and its index) with the new size.
+func (d *DirSource) addCapture(c Capture) Capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i, ok := d.byPath[c.Path]; ok {
+		d.captures[i].Size, d.captures[i].Error = c.Size, c.Error
+		return d.captures[i]
+	}
+	c.Index = len(d.captures) + 1
+	d.byPath[c.Path] = len(d.captures)
+	d.captures = append(d.captures, c)
+	return c
+}
+
+// sortScanned puts the captures in arrival order once the scan (which
+// reports in directory order) is over, and renumbers them.
+func (d *DirSource) sortScanned() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	byArrival(d.captures)
+	for i := range d.captures {
+		d.byPath[d.captures[i].Path] = i
+	}
+}
+
+// update changes the capture at path, if there is one.
+func (d *DirSource) update(path string, fn func(*Capture)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i, ok := d.byPath[path]; ok {
+		fn(&d.captures[i])
+	}
+}
+
+// openSnapshot decodes path and makes it the Store's memory data; the ops
+// gathered from profiler directories stay.
+func (d *DirSource) openSnapshot(path string) {
+	if err := d.openCapture(path, CaptureSnapshot); err != nil {
+		d.note(err.Error())
+	}
+}
+
+// openCapture makes a snapshot, or the memory records of a profiler
+// directory, the Store's memory data. Ops are not re-read: the profiler
+// tail has them all already.
+func (d *DirSource) openCapture(path, kind string) error {
+	d.openMu.Lock()
+	defer d.openMu.Unlock()
+	if err := ingestCapture(d.store, path, kind, d.limits); err != nil {
+		d.update(path, func(c *Capture) { c.Error = err.Error() })
+		return err
+	}
+	d.mu.Lock()
+	d.open = path
+	d.mu.Unlock()
+	d.update(path, func(c *Capture) { c.Error = "" })
+	return nil
+}
+
+// ingestCapture reads the capture at path into store's memory data.
+func ingestCapture(st *store.Store, path, kind string, limits replay.Options) error {
+	if kind == CaptureSnapshot {
+		// a file is read by its content, as every command reads it
+		in, err := classify.Path(path)
+		if err != nil {
+			return err
+		}
+		switch {
+		case in.Kind.Profiler():
+			kind = CaptureProfiler
+		case !in.Kind.Snapshot():
+			return errors.New(in.Describe())
+		}
+	}
+	if kind == CaptureSnapshot {
+		c, err := replay.DecodeFile(path, limits)
+		if err != nil {
+			return err
+		}
+		return st.IngestSnapshot(c.Snapshot)
+	}
+	pd, err := profiler.ReadDir(path)
+	if err != nil {
+		return err
+	}
+	n, err := IngestProfilerMemory(st, pd, nil)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
+	}
+	return err
+}
+
+// List returns the captures in arrival order, oldest first, with the one
+// shown marked Open.
+func (d *DirSource) List() []Capture {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Capture, len(d.captures))
+	for i, c := range d.captures {
+		c.Open = c.Path == d.open
+		out[i] = c
+	}
+	return out
+}
+
+// Open makes the capture at path the one shown. Opening the newest
+// snapshot keeps following new ones (with DirOptions.Follow); any other
+// choice stays put until the next one.
+func (d *DirSource) Open(path string) error {
+	d.mu.Lock()
+	kind, newest := "", ""
+	for _, c := range d.captures {
+		if c.Path == path {
+			kind = c.Kind
+		}
+		if c.Kind == CaptureSnapshot {
+			newest = c.Path
+		}
+	}
+	d.mu.Unlock()
+	if kind == "" {
+		return fmt.Errorf("%s: not a capture of %s", path, d.dir)
+	}
+	if err := d.openCapture(path, kind); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.follow = d.auto && path == newest
+	d.mu.Unlock()
+	return nil
+}
+
+// pollTail appends the ops the profiler tail found since the last poll.
+func (d *DirSource) pollTail() {
+	n, err := d.tail.Poll()
+	if err != nil {
+		d.note(err.Error())
+	}
+	if n > 0 {
+		d.mu.Lock()
+		d.ops += n
+		d.mu.Unlock()
+	}
+}
+
+func (d *DirSource) note(msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.errs) < 100 {
+		d.errs = append(d.errs, msg)
+	}
+}
+
+// SetHold holds the open capture while the user works in it (paused, a
+// block selected, the what-if view open): snapshots that land meanwhile
+// are listed and counted (NewCaptures) but not opened. Releasing the hold
+// does not open anything; FollowNewest does.
+func (d *DirSource) SetHold(on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.held = on
+}
+
+// holding reports whether a following source holds its capture now; a
+// snapshot landing meanwhile is counted.
+func (d *DirSource) holding() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held {
+		d.newWhile++
+	}
+	return d.held
+}
+
+// NewCaptures is the number of snapshots that landed while the open one
+// was held.
+func (d *DirSource) NewCaptures() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.newWhile
+}
+
+// FollowNewest opens the newest readable snapshot (when it is not open
+// already) and follows new ones again; the held count starts over.
+func (d *DirSource) FollowNewest() error {
+	d.mu.Lock()
+	newest := ""
+	for _, c := range d.captures {
+		if c.Kind == CaptureSnapshot && c.Error == "" {
+			newest = c.Path
+		}
+	}
+	d.held, d.newWhile = false, 0
+	d.follow = true
+	open := d.open
+	d.mu.Unlock()
+	if newest == "" || newest == open {
+		return nil
+	}
+	return d.openCapture(newest, CaptureSnapshot)
+}
+
+// Following reports whether new snapshots are opened as they land.
+func (d *DirSource) Following() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.follow
+}
+
+// Ops is the number of ops read from profiler directories so far.
+func (d *DirSource) Ops() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ops
+}
+
+// Errors are the problems met so far (at most 100): captures that did not
+// open, unreadable profiler files, watch errors; nil if none.
+func (d *DirSource) Errors() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.errs...)
+}

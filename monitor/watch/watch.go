@@ -1,0 +1,506 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
+)
+
+// WatchKind is what a WatchEvent reports.
+type WatchKind uint8
+
+const (
+	// WatchSnapshot: a snapshot file (pickle or JSON, including
+	// oom_snapshot_*) is complete: its size was stable for Settle and
+	// Check accepted it. Reported again when it is rewritten.
+	WatchSnapshot WatchKind = iota + 1
+	// WatchProfilerDir: a *_ascend_pt directory appeared.
+	WatchProfilerDir
+	// WatchAnalyseDone: a profiler directory's analyse.done appeared.
+	WatchAnalyseDone
+	// WatchFrameworkGrow: a FRAMEWORK/torch.* file grew (Size = new size).
+	WatchFrameworkGrow
+	// WatchRemoved: a reported file or directory was deleted or renamed away.
+	WatchRemoved
+	// WatchError: something could not be read (unreadable or undecodable
+	// file, vanished directory). Never fatal: watching goes on.
+	WatchError
+	// WatchScanDone: the initial scan is over; every Existing event came
+	// before it.
+	WatchScanDone
+)
+
+func (k WatchKind) String() string {
+	switch k {
+	case WatchSnapshot:
+		return "snapshot"
+	case WatchProfilerDir:
+		return "profiler_dir"
+	case WatchAnalyseDone:
+		return "analyse_done"
+	case WatchFrameworkGrow:
+		return "framework_grow"
+	case WatchRemoved:
+		return "removed"
+	case WatchError:
+		return "error"
+	case WatchScanDone:
+		return "scan_done"
+	}
+	return "unknown"
+}
+
+// WatchEvent is one thing a Watcher saw.
+type WatchEvent struct {
+	Kind     WatchKind
+	Path     string // the file or directory
+	Dir      string // the profiler directory, for profiler events
+	Size     int64
+	Err      error // WatchError only
+	Existing bool  // found by the initial scan rather than appearing later
+}
+
+// WatchOptions tune Watch.
+type WatchOptions struct {
+	// Settle is how long a snapshot file's size and mtime must stay
+	// unchanged before it is opened (default 300 ms).
+	Settle time.Duration
+	// Check decides whether a settled candidate is a complete snapshot
+	// (e.g. replay.DecodeFile). Default: a pickle must end with STOP, a
+	// JSON file must parse with a snapshot shape.
+	Check func(path string) error
+	// GiveUp is how long a settled file may fail Check before a WatchError
+	// reports it (default 10 × Settle); it is retried when it changes.
+	GiveUp time.Duration
+	// MaxBytes: a snapshot file larger than this is reported as a
+	// WatchError (once per size) and never checked or opened (default
+	// DefaultWatchMaxBytes).
+	MaxBytes int64
+}
+
+// DefaultWatchMaxBytes is the largest snapshot file a watch opens by
+// default.
+const DefaultWatchMaxBytes = 1 << 30
+
+// Watcher watches one directory. Events is closed after Close.
+type Watcher struct {
+	Events <-chan WatchEvent
+
+	dir    string
+	opts   WatchOptions
+	fs     *fsnotify.Watcher
+	out    chan WatchEvent
+	done   chan struct{}
+	closed sync.Once
+	wg     sync.WaitGroup
+
+	// owned by the loop goroutine
+	pending  map[string]*candidate // snapshot files not yet reported
+	reported map[string]bool       // snapshot files reported (for WatchRemoved)
+	profDirs map[string]bool
+	analysed map[string]bool
+	fwSize   map[string]int64 // FRAMEWORK files: last reported size
+	fwDirty  map[string]bool
+	rootGone bool
+}
+
+type candidate struct {
+	size     int64
+	mod      time.Time
+	since    time.Time // last change
+	failed   bool      // Check failed since the last change
+	reported bool      // WatchError sent for the current version
+	tooBig   bool      // over MaxBytes: reported, not checked
+}
+
+// Watch starts watching dir (not recursively: snapshot files in dir, and
+// profiler directories directly inside it with their FRAMEWORK and
+// ASCEND_PROFILER_OUTPUT subdirectories). Files already there are reported
+// first with Existing set.
+func Watch(dir string, opts WatchOptions) (*Watcher, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("watch: %s: not a directory", dir)
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = 300 * time.Millisecond
+	}
+	if opts.GiveUp <= 0 {
+		opts.GiveUp = 10 * opts.Settle
+	}
+	if opts.Check == nil {
+		opts.Check = replay.CheckComplete
+	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultWatchMaxBytes
+	}
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch: %w", err)
+	}
+	out := make(chan WatchEvent, 256)
+	w := &Watcher{Events: out, out: out, dir: filepath.Clean(dir), opts: opts, fs: fw, done: make(chan struct{}),
+		pending: map[string]*candidate{}, reported: map[string]bool{}, profDirs: map[string]bool{},
+		analysed: map[string]bool{}, fwSize: map[string]int64{}, fwDirty: map[string]bool{}}
+	if err := fw.Add(w.dir); err != nil {
+		fw.Close()
+		return nil, fmt.Errorf("watch: %s: %w", dir, err)
+	}
+	w.wg.Add(1)
+	go w.loop()
+	return w, nil
+}
+
+// Close stops watching and closes Events.
+func (w *Watcher) Close() error {
+	var err error
+	w.closed.Do(func() {
+		close(w.done)
+		err = w.fs.Close()
+		w.wg.Wait()
+		close(w.out)
+	})
+	return err
+}
+
+func (w *Watcher) emit(e WatchEvent) bool {
+	select {
+	case w.out <- e:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
+func (w *Watcher) loop() {
+	defer w.wg.Done()
+	w.scanRoot(true)
+	if !w.emit(WatchEvent{Kind: WatchScanDone, Path: w.dir}) {
+		return
+	}
+	tick := time.NewTicker(max(w.opts.Settle/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case ev, ok := <-w.fs.Events:
+			if !ok {
+				return
+			}
+			w.handle(ev)
+		case err, ok := <-w.fs.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// the kernel dropped events (files arrived faster than
+				// they were read): look at everything again
+				w.scanRoot(false)
+				continue
+			}
+			w.emit(WatchEvent{Kind: WatchError, Path: w.dir, Err: err})
+		case <-tick.C:
+			w.tick()
+		}
+	}
+}
+
+// IsSnapshotName reports whether a file in a watched directory may be a
+// memory snapshot: *.pickle, *.pkl, *.json, oom_snapshot_* (ranks of a job
+// are found by the same rule).
+func IsSnapshotName(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false // editors' and atomic writers' temporaries
+	}
+	if strings.HasPrefix(name, "oom_snapshot_") {
+		return true
+	}
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".pickle", ".pkl", ".json":
+		return true
+	}
+	return false
+}
+
+// scanRoot looks at everything in the root (start, or the root came back).
+func (w *Watcher) scanRoot(existing bool) {
+	ents, err := os.ReadDir(w.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		w.removed(w.dir)
+		return
+	}
+	if err != nil {
+		w.emit(WatchEvent{Kind: WatchError, Path: w.dir, Err: err})
+		return
+	}
+	for _, e := range ents {
+		p := filepath.Join(w.dir, e.Name())
+		if e.IsDir() {
+			w.dirAppeared(p, existing)
+		} else if IsSnapshotName(e.Name()) && !w.reported[p] {
+			w.candidate(p, existing)
+		}
+	}
+}
+
+func (w *Watcher) candidate(p string, existing bool) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return // gone already
+	}
+	if !fi.Mode().IsRegular() {
+		// a FIFO or device would block the open; report it once
+		if !w.reported[p] {
+			w.reported[p] = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Err: fmt.Errorf("%s: not a regular file (%v)", p, fi.Mode().Type())})
+		}
+		return
+	}
+	c, ok := w.pending[p]
+	if !ok {
+		c = &candidate{}
+		w.pending[p] = c
+		if existing {
+			// an existing file that is already stable is checked at once
+			c.since = time.Now().Add(-w.opts.Settle)
+			c.size, c.mod = fi.Size(), fi.ModTime()
+			w.settle(p, c, existing)
+			return
+		}
+	}
+	if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
+		c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
+	}
+}
+
+// settle checks a candidate whose size has been stable long enough.
+func (w *Watcher) settle(p string, c *candidate, existing bool) {
+	if c.size > w.opts.MaxBytes {
+		if !c.tooBig {
+			c.tooBig = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: fmt.Errorf("%s: %s, over the %s limit for a snapshot here (watch --max-size); not opened",
+				p, bytesize.Torch(c.size), bytesize.Torch(w.opts.MaxBytes))})
+		}
+		return
+	}
+	if c.failed || time.Since(c.since) < w.opts.Settle {
+		if c.failed && !c.reported && time.Since(c.since) >= w.opts.GiveUp {
+			c.reported = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check)})
+		}
+		return
+	}
+	if f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+		c.failed = true
+		if errors.Is(err, os.ErrPermission) && !c.reported {
+			c.reported = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: err})
+		}
+		return
+	} else {
+		f.Close()
+	}
+	if err := w.opts.Check(p); err != nil {
+		c.failed = true
+		if existing && !c.reported && time.Since(c.mod) >= w.opts.GiveUp {
+			// found at start, untouched for longer than GiveUp: nobody is
+			// writing it, so it is reported now (the picker lists it with
+			// its error); a fresh one waits as a new file would
+			c.reported = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
+		}
+		return
+	}
+	delete(w.pending, p)
+	w.reported[p] = true
+	w.emit(WatchEvent{Kind: WatchSnapshot, Path: p, Size: c.size, Existing: existing})
+}
+
+func (c *candidate) lastErr(p string, check func(string) error) error {
+	if err := check(p); err != nil {
+		return fmt.Errorf("not a complete snapshot after %d stable bytes: %w", c.size, err)
+	}
+	return errors.New("not a complete snapshot")
+}
+
+// dirAppeared handles a new directory in the root or inside a profiler dir.
+func (w *Watcher) dirAppeared(p string, existing bool) {
+	parent := filepath.Dir(p)
+	name := filepath.Base(p)
+	switch {
+	case parent == w.dir:
+		if !strings.HasSuffix(name, profiler.DirNameSuffix) && !hasChild(p, profiler.FrameworkDir) {
+			return
+		}
+		if w.profDirs[p] {
+			return
+		}
+		w.profDirs[p] = true
+		w.fs.Add(p)
+		w.emit(WatchEvent{Kind: WatchProfilerDir, Path: p, Dir: p, Existing: existing})
+		ents, _ := os.ReadDir(p)
+		for _, e := range ents {
+			if e.IsDir() {
+				w.dirAppeared(filepath.Join(p, e.Name()), existing)
+			}
+		}
+	case w.profDirs[parent] && (name == profiler.FrameworkDir || name == profiler.OutputDir):
+		w.fs.Add(p)
+		ents, _ := os.ReadDir(p)
+		for _, e := range ents {
+			if !e.IsDir() {
+				w.fileInProfiler(filepath.Join(p, e.Name()), existing)
+			}
+		}
+	}
+}
+
+func hasChild(dir, name string) bool {
+	_, err := os.Stat(filepath.Join(dir, name))
+	return err == nil
+}
+
+// fileInProfiler handles a file created or written inside FRAMEWORK or
+// ASCEND_PROFILER_OUTPUT.
+func (w *Watcher) fileInProfiler(p string, existing bool) {
+	sub := filepath.Dir(p)
+	prof := filepath.Dir(sub)
+	switch filepath.Base(sub) {
+	case profiler.OutputDir:
+		if filepath.Base(p) == profiler.AnalyseDone && !w.analysed[prof] {
+			w.analysed[prof] = true
+			w.emit(WatchEvent{Kind: WatchAnalyseDone, Path: p, Dir: prof, Existing: existing})
+		}
+	case profiler.FrameworkDir:
+		if profiler.KindOf(filepath.Base(p)) == profiler.KindUnknown {
+			return
+		}
+		if _, ok := w.fwSize[p]; !ok {
+			w.fwSize[p] = 0
+		}
+		w.fwDirty[p] = true
+	}
+}
+
+func (w *Watcher) handle(ev fsnotify.Event) {
+	p := filepath.Clean(ev.Name)
+	parent := filepath.Dir(p)
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		w.removed(p)
+		return
+	}
+	if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Chmod) {
+		return
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return // already gone
+	}
+	switch {
+	case fi.IsDir():
+		if ev.Has(fsnotify.Create) {
+			w.dirAppeared(p, false)
+		}
+	case parent == w.dir:
+		if IsSnapshotName(filepath.Base(p)) {
+			if w.reported[p] && ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Write) {
+				return
+			}
+			if w.reported[p] { // rewritten: report again once complete
+				delete(w.reported, p)
+			}
+			w.candidate(p, false)
+		}
+	default:
+		if w.profDirs[filepath.Dir(parent)] {
+			w.fileInProfiler(p, false)
+		}
+	}
+}
+
+func (w *Watcher) removed(p string) {
+	switch {
+	case p == w.dir:
+		if !w.rootGone {
+			w.rootGone = true
+			w.emit(WatchEvent{Kind: WatchError, Path: p, Err: fmt.Errorf("%s: directory vanished; waiting for it to come back", p)})
+		}
+	case w.reported[p]:
+		delete(w.reported, p)
+		w.emit(WatchEvent{Kind: WatchRemoved, Path: p})
+	case w.pending[p] != nil:
+		delete(w.pending, p)
+	case w.profDirs[p]:
+		delete(w.profDirs, p)
+		delete(w.analysed, p)
+		for f := range w.fwSize {
+			if strings.HasPrefix(f, p+string(filepath.Separator)) {
+				delete(w.fwSize, f)
+				delete(w.fwDirty, f)
+			}
+		}
+		w.emit(WatchEvent{Kind: WatchRemoved, Path: p, Dir: p})
+	default:
+		if _, ok := w.fwSize[p]; ok {
+			delete(w.fwSize, p)
+			delete(w.fwDirty, p)
+			w.emit(WatchEvent{Kind: WatchRemoved, Path: p, Dir: filepath.Dir(filepath.Dir(p))})
+		}
+	}
+}
+
+func (w *Watcher) tick() {
+	if w.rootGone {
+		if fi, err := os.Stat(w.dir); err == nil && fi.IsDir() {
+			if err := w.fs.Add(w.dir); err == nil {
+				w.rootGone = false
+				w.scanRoot(false)
+			}
+		}
+		return
+	}
+	for p, c := range w.pending {
+		if c.tooBig || c.failed && c.reported {
+			// given up on until it changes: its fsnotify events (or a
+			// rescan) bring it back, so thousands of such files cost no
+			// stat per tick
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			delete(w.pending, p)
+			continue
+		}
+		if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
+			c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
+			continue
+		}
+		w.settle(p, c, false)
+	}
+	for p := range w.fwDirty {
+		delete(w.fwDirty, p)
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Size() > w.fwSize[p] {
+			w.fwSize[p] = fi.Size()
+			w.emit(WatchEvent{Kind: WatchFrameworkGrow, Path: p, Dir: filepath.Dir(filepath.Dir(p)), Size: fi.Size()})
+		}
+	}
+}

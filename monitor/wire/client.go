@@ -1,0 +1,625 @@
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/monitor/store"
+)
+
+// ClientState is where a Client is.
+type ClientState uint8
+
+const (
+	StateConnecting   ClientState = iota // first attempt
+	StateConnected                       // handshake done, data flowing
+	StateDisconnected                    // the connection ended (Err says why)
+	StateReconnecting                    // waiting for the next attempt
+	StateClosed                          // Run returned
+)
+
+func (s ClientState) String() string {
+	return [...]string{"connecting", "connected", "disconnected", "reconnecting", "closed"}[s]
+}
+
+// ClientStatus is a Client's state with what is known about the producer.
+type ClientStatus struct {
+	State   ClientState
+	Err     error         // why the last connection ended or failed
+	Attempt int           // reconnect attempt number (0 on the first connection)
+	Backoff time.Duration // wait before the next attempt (StateReconnecting)
+	Hello   *Hello        // the producer's handshake (nil before the first)
+	Entries uint64        // entries received over all connections
+	Missed  uint64        // entries the producer reported dropped (GAP)
+	Gaps    int           // GAP records received, counted or of unknown size (missed 0)
+	Resyncs int           // fresh snapshots received after drops
+	Since   time.Time     // when State was entered
+}
+
+// ClientOptions tune a Client.
+type ClientOptions struct {
+	// OnStatus is called on every state change (from Run's goroutine; it
+	// must not block).
+	OnStatus func(ClientStatus)
+	// MinBackoff and MaxBackoff bound the reconnect delay, which doubles
+	// per failed attempt (defaults 100 ms and 5 s).
+	MinBackoff, MaxBackoff time.Duration
+	// NoReconnect makes Run return after the first connection ends.
+	NoReconnect bool
+	// Silence is how long the producer may send nothing (heartbeats
+	// included) before the connection counts as dead (default 10 s).
+	Silence time.Duration
+	// ExpectPID, for a Unix socket, is the process that must be at the
+	// other end, run by this user (checked with SO_PEERCRED before
+	// anything is read); 0: no check. ResolveAddr sets Addr.PID for an
+	// address given as a pid.
+	ExpectPID int
+	// Limits bound what a producer can make this client hold.
+	Limits ClientLimits
+}
+
+// ClientLimits bound what a producer can make a client hold; a producer
+// that goes past one ends the session with an error naming it (a
+// LimitError), and the client stops there, keeping what it has. Zero
+// fields take the defaults.
+type ClientLimits struct {
+	Devices     int   // distinct devices, with ids in [0, MaxDeviceID) (default 64)
+	Streams     int   // distinct streams per device (default 1024)
+	Stacks      int   // distinct stacks (default 1<<20)
+	StackFrames int   // frames in one stack (default 1024)
+	Strings     int   // distinct compile_context and user_metadata values (default 65536)
+	Entries     int64 // trace entries kept, over all connections (default DefaultMaxEntries)
+}
+
+// MaxDeviceID bounds device ids on the wire (they index per-device tables).
+const MaxDeviceID = 1 << 10
+
+// DefaultMaxEntries is the entries a Client keeps by default: an attach
+// holding them peaks near 0.9 GiB RSS (see BENCHMARKS.md, Safety limits).
+const DefaultMaxEntries = 4 << 20
+
+func (l ClientLimits) withDefaults() ClientLimits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.Devices, 64)
+	def(&l.Streams, 1024)
+	def(&l.Stacks, 1<<20)
+	def(&l.StackFrames, 1024)
+	def(&l.Strings, 1<<16)
+	if l.Entries <= 0 {
+		l.Entries = DefaultMaxEntries
+	}
+	return l
+}
+
+// LimitError is a producer going past one of a client's ClientLimits.
+type LimitError struct{ What string }
+
+func (e *LimitError) Error() string { return "limit reached: " + e.What }
+
+// PeerError is a Unix socket whose peer is not the process asked for (or
+// whose directory is not safe); the client does not retry it.
+type PeerError struct{ Msg string }
+
+func (e *PeerError) Error() string { return e.Msg }
+
+// Client connects to a producer and feeds a Store.
+type Client struct {
+	network, address string
+	store            *store.Store
+	opts             ClientOptions
+
+	mu     sync.Mutex
+	status ClientStatus
+
+	// per producer: sequence bookkeeping survives a reconnect to the same one
+	expected map[int]uint64
+	producer string
+
+	// what the Store holds, against opts.Limits (kept over reconnects,
+	// as the Store keeps it)
+	devices  map[int]bool
+	streams  map[int]map[uint64]bool
+	strs     map[string]bool
+	maxStack snapshot.StackID
+	stored   int64
+}
+
+// NewClient returns a client for network ("unix" or "tcp") and address
+// that delivers into store. Call Run.
+func NewClient(network, address string, store *store.Store, opts ClientOptions) *Client {
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = 100 * time.Millisecond
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = max(5*time.Second, opts.MinBackoff)
+	}
+	if opts.Silence <= 0 {
+		opts.Silence = 10 * time.Second
+	}
+	opts.Limits = opts.Limits.withDefaults()
+	return &Client{network: network, address: address, store: store, opts: opts, expected: map[int]uint64{},
+		devices: map[int]bool{}, streams: map[int]map[uint64]bool{}, strs: map[string]bool{}}
+}
+
+// Status returns the current status.
+func (c *Client) Status() ClientStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+func (c *Client) set(f func(*ClientStatus)) {
+	c.mu.Lock()
+	prev := c.status.State
+	f(&c.status)
+	if c.status.State != prev {
+		c.status.Since = time.Now()
+	}
+	st := c.status
+	c.mu.Unlock()
+	if c.opts.OnStatus != nil {
+		c.opts.OnStatus(st)
+	}
+}
+
+// Run connects, streams into the Store and reconnects with backoff until
+// ctx is done (or, with NoReconnect, until the first connection ends). It
+// returns the last connection error, or ctx.Err().
+func (c *Client) Run(ctx context.Context) error {
+	backoff := c.opts.MinBackoff
+	for attempt := 0; ; attempt++ {
+		if attempt == 0 {
+			c.set(func(s *ClientStatus) { s.State = StateConnecting })
+		}
+		connected, err := c.session(ctx)
+		if ctx.Err() != nil {
+			c.set(func(s *ClientStatus) { s.State = StateClosed; s.Err = ctx.Err() })
+			return ctx.Err()
+		}
+		c.set(func(s *ClientStatus) { s.State = StateDisconnected; s.Err = err })
+		var le *LimitError
+		var pe *PeerError
+		if c.opts.NoReconnect || errors.As(err, &le) || errors.As(err, &pe) {
+			c.set(func(s *ClientStatus) { s.State = StateClosed })
+			return err
+		}
+		if connected {
+			backoff = c.opts.MinBackoff
+		}
+		wait := backoff
+		c.set(func(s *ClientStatus) { s.State = StateReconnecting; s.Attempt = attempt + 1; s.Backoff = wait })
+		select {
+		case <-ctx.Done():
+			c.set(func(s *ClientStatus) { s.State = StateClosed; s.Err = ctx.Err() })
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, c.opts.MaxBackoff)
+	}
+}
+
+// readFrame is one frame read ahead of its processing.
+type readFrame struct {
+	typ  byte
+	p    []byte
+	err  error
+	more bool // the next frame's header was already buffered (no network wait)
+}
+
+// readAhead bounds the frames read but not yet processed (each at most
+// 32,768 entries as a server sends them).
+const readAhead = 64
+
+// session runs one connection; connected reports whether the handshake
+// completed.
+func (c *Client) session(ctx context.Context) (connected bool, err error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, c.network, c.address)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if c.opts.ExpectPID > 0 && c.network == "unix" {
+		if err := checkPeer(conn, c.opts.ExpectPID); err != nil {
+			return false, err
+		}
+	}
+
+	fr := &frameReader{r: bufio.NewReaderSize(conn, 64<<10)}
+	var pendingOps []store.Op
+	flushOps := func() {
+		if len(pendingOps) > 0 {
+			c.store.AppendOps(pendingOps)
+			pendingOps = pendingOps[:0]
+		}
+	}
+	defer flushOps()
+	// next reads a frame; after the handshake only the read-ahead
+	// goroutine calls it.
+	next := func() (byte, []byte, error) {
+		conn.SetReadDeadline(time.Now().Add(c.opts.Silence))
+		typ, p, err := fr.next()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			if fr.partial > 0 {
+				err = fmt.Errorf("producer stalled for %v inside a frame (%d bytes of it received); npumon hung up", c.opts.Silence, fr.partial)
+			} else {
+				err = fmt.Errorf("producer silent for %v (not even a heartbeat); npumon hung up", c.opts.Silence)
+			}
+		}
+		return typ, p, err
+	}
+	typ, p, err := next()
+	if err != nil {
+		return false, handshakeErr(err)
+	}
+	if typ != frameHello {
+		return false, fmt.Errorf("protocol error: first frame has type %d, want HELLO", typ)
+	}
+	hello, err := decodeHello(p)
+	if err != nil {
+		return false, fmt.Errorf("protocol error: HELLO: %w", err)
+	}
+	if err := c.checkHello(hello); err != nil {
+		return false, err
+	}
+	id := fmt.Sprintf("%s/%d/%d", hello.Host, hello.PID, hello.StartUS)
+	same := id == c.producer
+	c.producer = id
+	if !same {
+		clear(c.expected)
+	}
+
+	stacks := map[uint64]snapshot.StackID{}
+	var buf []snapshot.TraceEntry
+	var sizeBuf []int64
+	haveSnap := false
+	// Frames are read ahead by their own goroutine, so the socket keeps
+	// draining while a batch is stored (and while queries hold the Store):
+	// the producer's bounded queue then absorbs only what this process
+	// cannot take at all. At most readAhead frames wait here.
+	frames := make(chan readFrame, readAhead)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			typ, p, err := next()
+			if err == nil {
+				p = bytes.Clone(p) // next reuses its buffer
+			}
+			more := fr.r.(*bufio.Reader).Buffered() >= 5
+			select {
+			case frames <- readFrame{typ, p, err, more}:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	more := true
+	for {
+		// OPS are handed to the Store in batches: where the reading had
+		// to wait for the network after the last frame, or once many are held
+		if !more || len(pendingOps) >= 1<<16 {
+			flushOps()
+		}
+		f := <-frames
+		more = f.more
+		typ, p, err := f.typ, f.p, f.err
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("producer closed the connection")
+			}
+			return haveSnap, err
+		}
+		switch typ {
+		case frameStacks:
+			ws, err := decodeStacks(p, c.opts.Limits.StackFrames)
+			if err != nil {
+				return haveSnap, fmt.Errorf("protocol error: STACKS: %w", err)
+			}
+			if len(stacks)+len(ws) > 2*c.opts.Limits.Stacks {
+				return haveSnap, &LimitError{fmt.Sprintf("the producer defined more than %d stack ids", 2*c.opts.Limits.Stacks)}
+			}
+			for _, w := range ws {
+				id := c.store.InternStack(w.frames)
+				if id > c.maxStack {
+					if int(id) > c.opts.Limits.Stacks {
+						return haveSnap, &LimitError{fmt.Sprintf("more than %d distinct stacks", c.opts.Limits.Stacks)}
+					}
+					c.maxStack = id
+				}
+				stacks[w.id] = id
+			}
+		case frameSnapshot:
+			segs, resume, err := decodeSnapshot(p)
+			if err != nil {
+				return haveSnap, fmt.Errorf("protocol error: SNAPSHOT: %w", err)
+			}
+			if err := c.checkSnapshot(segs, resume); err != nil {
+				return haveSnap, err
+			}
+			(&snapshot.Snapshot{Segments: segs}).RemapStacks(func(id snapshot.StackID) snapshot.StackID { return stacks[uint64(id)] })
+			if haveSnap {
+				c.resync(segs, resume)
+				continue
+			}
+			c.startSession(hello, segs, resume, same)
+			haveSnap = true
+			c.set(func(s *ClientStatus) { s.State = StateConnected; s.Err = nil; s.Hello = hello })
+		case frameEntries:
+			if !haveSnap {
+				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
+			}
+			dev, first, ents, sizes, err := decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions())
+			if err != nil {
+				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
+			}
+			buf, sizeBuf = ents, sizes
+			if err := c.checkEntries(dev, ents); err != nil {
+				return true, err
+			}
+			exp := c.expected[dev]
+			if first < exp { // overlap with what we have
+				skip := min(exp-first, uint64(len(ents)))
+				ents, sizes = ents[skip:], sizes[skip:]
+				first = exp
+			} else if first > exp {
+				c.store.NoteGap(dev, int64(first-exp))
+			}
+			for i := range ents {
+				ents[i].Frames = stacks[uint64(ents[i].Frames)]
+			}
+			c.store.AppendSized(dev, ents, sizes)
+			c.stored += int64(len(ents))
+			c.expected[dev] = first + uint64(len(ents))
+			n := uint64(len(ents))
+			c.mu.Lock()
+			c.status.Entries += n
+			c.mu.Unlock()
+		case frameOps:
+			ops, err := decodeOps(p)
+			if err != nil {
+				return true, fmt.Errorf("protocol error: OPS: %w", err)
+			}
+			pendingOps = append(pendingOps, ops...)
+		case frameHeartbeat:
+			_, devs, err := decodeHeartbeat(p)
+			if err != nil {
+				return true, fmt.Errorf("protocol error: HEARTBEAT: %w", err)
+			}
+			for _, di := range devs {
+				if err := c.checkDevice(di.ID); err != nil {
+					return true, err
+				}
+			}
+			for _, di := range devs {
+				if old, ok := c.store.DeviceInfo(di.ID); ok {
+					di.Name, di.Streams = old.Name, old.Streams
+				}
+				c.store.SetDeviceInfo(di)
+			}
+		case frameGap:
+			dev, missed, nextSeq, err := decodeGap(p)
+			if err != nil {
+				return true, fmt.Errorf("protocol error: GAP: %w", err)
+			}
+			if err := c.checkDevice(dev); err != nil {
+				return true, err
+			}
+			switch {
+			case missed == 0: // an unknown number (the producer's source lost them)
+				c.store.NoteGap(dev, 0)
+				c.expected[dev] = max(c.expected[dev], nextSeq)
+				c.mu.Lock()
+				c.status.Gaps++
+				c.mu.Unlock()
+			case nextSeq > c.expected[dev]:
+				c.store.NoteGap(dev, int64(missed))
+				c.expected[dev] = nextSeq
+				c.mu.Lock()
+				c.status.Missed += missed
+				c.status.Gaps++
+				c.mu.Unlock()
+			}
+		case frameBye:
+			reason, _ := decodeBye(p)
+			return true, fmt.Errorf("producer said goodbye: %s", reason)
+		default:
+			return haveSnap, fmt.Errorf("protocol error: unknown frame type %d", typ)
+		}
+	}
+}
+
+func handshakeErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return errors.New("producer closed the connection before the handshake")
+	}
+	return fmt.Errorf("handshake: %w", err)
+}
+
+// startSession installs the producer's snapshot: a fresh Store starts live
+// from it; a Store that already holds logs (a reconnect) is rebased so that
+// its history stays, with a gap for what was missed in between.
+func (c *Client) startSession(h *Hello, segs []snapshot.Segment, resume map[int]uint64, same bool) {
+	devs := map[int]bool{}
+	for _, d := range h.Devices {
+		devs[d.ID] = true
+	}
+	for i := range segs {
+		devs[segs[i].Device] = true
+	}
+	for d := range resume {
+		devs[d] = true
+	}
+	fresh := true
+	for d := range devs {
+		if c.store.Len(d) > 0 {
+			fresh = false
+		}
+	}
+	if fresh {
+		c.store.StartLive(&snapshot.Snapshot{Segments: segs}, h.Devices)
+	} else {
+		for d := range devs {
+			if same && resume[d] > c.expected[d] {
+				c.store.NoteGap(d, int64(resume[d]-c.expected[d]))
+			}
+			c.store.Rebase(d, segs)
+		}
+		for _, di := range h.Devices {
+			c.store.SetDeviceInfo(di)
+		}
+	}
+	for d := range devs {
+		c.expected[d] = resume[d]
+	}
+}
+
+// resync installs a mid-stream SNAPSHOT (sent after drops): the devices'
+// state is replaced from here on; the GAP records already mark the hole.
+func (c *Client) resync(segs []snapshot.Segment, resume map[int]uint64) {
+	devs := map[int]bool{}
+	for i := range segs {
+		devs[segs[i].Device] = true
+	}
+	for d := range resume {
+		devs[d] = true
+	}
+	for d := range devs {
+		c.store.Rebase(d, segs)
+		if r, ok := resume[d]; ok {
+			c.expected[d] = r
+		}
+	}
+	c.mu.Lock()
+	c.status.Resyncs++
+	c.mu.Unlock()
+}
+
+// checkPeer verifies that the process at the other end of a Unix socket
+// is pid, run by this user: a socket in a directory another user could
+// write to, or a recycled pid, must not feed this client.
+func checkPeer(conn net.Conn, pid int) error {
+	ppid, puid, err := peerCred(conn)
+	if err != nil {
+		return &PeerError{fmt.Sprintf("cannot verify the producer behind the socket: %v", err)}
+	}
+	if puid != os.Getuid() {
+		return &PeerError{fmt.Sprintf("the socket for pid %d is served by uid %d, not by this user (uid %d): refusing it", pid, puid, os.Getuid())}
+	}
+	if ppid != pid {
+		return &PeerError{fmt.Sprintf("the socket for pid %d is served by pid %d: refusing it", pid, ppid)}
+	}
+	return nil
+}
+
+// checkDevice admits a device id within the limits.
+func (c *Client) checkDevice(id int) error {
+	if c.devices[id] {
+		return nil
+	}
+	if id < 0 || id >= MaxDeviceID {
+		return fmt.Errorf("protocol error: device id %d out of range (0..%d)", id, MaxDeviceID-1)
+	}
+	if len(c.devices) >= c.opts.Limits.Devices {
+		return &LimitError{fmt.Sprintf("more than %d devices", c.opts.Limits.Devices)}
+	}
+	c.devices[id] = true
+	return nil
+}
+
+func (c *Client) checkHello(h *Hello) error {
+	if len(h.Devices) > c.opts.Limits.Devices {
+		return &LimitError{fmt.Sprintf("HELLO lists %d devices, more than %d", len(h.Devices), c.opts.Limits.Devices)}
+	}
+	for _, d := range h.Devices {
+		if err := c.checkDevice(d.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) checkSnapshot(segs []snapshot.Segment, resume map[int]uint64) error {
+	for i := range segs {
+		if err := c.checkDevice(segs[i].Device); err != nil {
+			return err
+		}
+		if err := c.checkStream(segs[i].Device, segs[i].Stream); err != nil {
+			return err
+		}
+	}
+	for d := range resume {
+		if err := c.checkDevice(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Client) checkStream(dev int, stream uint64) error {
+	m := c.streams[dev]
+	if m[stream] {
+		return nil
+	}
+	if m == nil {
+		m = map[uint64]bool{}
+		c.streams[dev] = m
+	}
+	if len(m) >= c.opts.Limits.Streams {
+		return &LimitError{fmt.Sprintf("more than %d streams on device %d", c.opts.Limits.Streams, dev)}
+	}
+	m[stream] = true
+	return nil
+}
+
+func (c *Client) checkString(s string) error {
+	if s == "" || c.strs[s] {
+		return nil
+	}
+	if len(c.strs) >= c.opts.Limits.Strings {
+		return &LimitError{fmt.Sprintf("more than %d distinct compile_context/user_metadata values", c.opts.Limits.Strings)}
+	}
+	c.strs[s] = true
+	return nil
+}
+
+func (c *Client) checkEntries(dev int, ents []snapshot.TraceEntry) error {
+	if err := c.checkDevice(dev); err != nil {
+		return err
+	}
+	if c.stored+int64(len(ents)) > c.opts.Limits.Entries {
+		return &LimitError{fmt.Sprintf("%d entries kept, the most this client keeps (raise it with --max-entries)", c.stored)}
+	}
+	for i := range ents {
+		t := &ents[i]
+		if err := c.checkStream(dev, t.Stream); err != nil {
+			return err
+		}
+		if err := c.checkString(t.CompileContext); err != nil {
+			return err
+		}
+		if err := c.checkString(t.UserMetadata); err != nil {
+			return err
+		}
+	}
+	return nil
+}
