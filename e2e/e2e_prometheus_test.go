@@ -230,11 +230,11 @@ func TestExporterSources(t *testing.T) {
 }
 
 // TestExporterRanks: the exporter on a job directory (three ranks' files,
-// monitor/ranks/testdata/gen_ranks.py) exports each rank's reserved bytes
+// monitor/ranks/jobdir/testdata/gen_ranks.py) exports each rank's reserved bytes
 // under its rank label.
 func TestExporterRanks(t *testing.T) {
 	bin := npumonBin(t)
-	job, err := filepath.Abs("../monitor/ranks/testdata/job")
+	job, err := filepath.Abs("../monitor/ranks/jobdir/testdata/job")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif/sim"
 )
 
 // TestGolden runs the whole app in teatest at the two reference sizes, drives
@@ -78,7 +79,7 @@ func withWhatIf(t testing.TB, o *Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.WhatIf = func() *replay.Capture { return c }
+	o.WhatIf, o.Simulate = func() *replay.Capture { return c }, sim.Simulate
 	o.WhatIfConfs = []string{"expandable_segments:True", "max_split_size_mb:128"}
 }
 

@@ -4,30 +4,35 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
-	"github.com/npumon/npumon/monitor/watch"
 )
 
-// Capture is one capture of a watched directory (npumon watch): a
-// snapshot file or a profiler directory, as watch.DirSource lists it.
-type Capture = watch.Capture
+// PickerRow is what the capture picker shows of one entry of a watched
+// directory (npumon watch): a snapshot file or a profiler directory, as
+// the caller's Captures lists it (cmd/npumon converts watch.Entry).
+type PickerRow struct {
+	Path    string
+	Kind    string // "snapshot" or "profiler"
+	Arrived time.Time
+	Size    int64  // bytes (a profiler directory: all its files)
+	Error   string // why it cannot be opened; "" when it can
+	Open    bool   // the capture shown
+}
 
 // Captures is a watched directory's list of captures; Options.Captures
 // turns the capture picker on (key c). Both methods are called from the UI:
 // List every tick while the picker is shown, Open off the UI goroutine.
 type Captures interface {
 	// List returns the captures in arrival order, oldest first.
-	List() []Capture
+	List() []PickerRow
 	// Open makes path the capture shown (decoding it into the Source).
 	Open(path string) error
 }
-
-// *watch.DirSource is the Captures npumon watch passes.
-var _ Captures = (*watch.DirSource)(nil)
 
 // pickerOpenedMsg reports the end of an Open started from the picker.
 type pickerOpenedMsg struct {
@@ -38,7 +43,7 @@ type pickerOpenedMsg struct {
 // picker is the capture picker overlay.
 type picker struct {
 	shown   bool
-	list    []Capture
+	list    []PickerRow
 	sel     int
 	selPath string // the selection follows its capture as new ones land
 	top     int
@@ -121,13 +126,13 @@ func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
 }
 
 // openCapture is the capture shown and its 1-based position, for the header.
-func (m *Model) openCapture() (Capture, int, bool) {
+func (m *Model) openCapture() (PickerRow, int, bool) {
 	for i := len(m.pick.list) - 1; i >= 0; i-- {
 		if m.pick.list[i].Open {
 			return m.pick.list[i], i + 1, true
 		}
 	}
-	return Capture{}, 0, false
+	return PickerRow{}, 0, false
 }
 
 // sourceName is the header's source: the name given, and for a watched

@@ -17,7 +17,7 @@ import (
 type dirCaptures struct {
 	mu    sync.Mutex
 	st    *store.Store
-	list  []Capture
+	list  []PickerRow
 	snaps map[string]*snapshot.Snapshot
 	opens []string
 }
@@ -25,14 +25,14 @@ type dirCaptures struct {
 func (d *dirCaptures) add(path string, snap *snapshot.Snapshot, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.list = append(d.list, Capture{Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
+	d.list = append(d.list, PickerRow{Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
 	d.snaps[path] = snap
 }
 
-func (d *dirCaptures) List() []Capture {
+func (d *dirCaptures) List() []PickerRow {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]Capture(nil), d.list...)
+	return append([]PickerRow(nil), d.list...)
 }
 
 func (d *dirCaptures) Open(path string) error {

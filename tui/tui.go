@@ -10,13 +10,14 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/term"
 
-	"github.com/npumon/npumon/monitor/watch"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/tui/ttyin"
 )
 
 // Progress reports how far loading has come.
-type Progress = watch.LoadProgress
+type Progress = store.LoadProgress
 
 // Options configure the app. Only Source is required.
 type Options struct {
@@ -61,9 +62,12 @@ type Options struct {
 	Captures Captures
 	// WhatIf, when set, returns the decoded snapshot for key w, the what-if
 	// view (replay/whatif): nil while it is still loading. WhatIfConfs are
-	// the alternatives it compares (default DefaultWhatIfConfs).
+	// the alternatives it compares (default DefaultWhatIfConfs). Simulate
+	// runs it (sim.Simulate, from replay/whatif/sim: the TUI does not link
+	// the allocator); without it w says the what-if is not available.
 	WhatIf      func() *replay.Capture
 	WhatIfConfs []string
+	Simulate    whatif.Simulator
 	// Done, when set, is closed when a live source has nothing more to send
 	// (a demo job that finished): a headless run then ends early, summarising
 	// the final data.

@@ -20,6 +20,10 @@ func (m *Model) openWhatIf() tea.Cmd {
 		m.statusErr = "what-if needs a snapshot file (npumon replay FILE)"
 		return nil
 	}
+	if m.o.Simulate == nil {
+		m.statusErr = "what-if is not available here"
+		return nil
+	}
 	capt := m.o.WhatIf()
 	if capt == nil {
 		m.statusErr = "what-if: the snapshot is not loaded yet"
@@ -41,7 +45,7 @@ func (m *Model) openWhatIf() tea.Cmd {
 		tf.span = span
 		return tf.axis(float64(t-tf.first) / 1e6)
 	}
-	return m.wi.Start(context.Background(), capt, opts)
+	return m.wi.Start(context.Background(), m.o.Simulate, capt, opts)
 }
 
 // updateWhatIf takes the what-if view's own messages.

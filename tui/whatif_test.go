@@ -6,13 +6,14 @@ import (
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif/sim"
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
 
 // TestWhatIfKey opens the what-if view with w on the fragmentation trace
 // of replay/whatif, reads the comparison and closes it again with esc.
 func TestWhatIfKey(t *testing.T) {
-	c, err := replay.DecodeFile("../replay/whatif/testdata/fragmentation.pickle", replay.Options{})
+	c, err := replay.DecodeFile("../replay/whatif/sim/testdata/fragmentation.pickle", replay.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func TestWhatIfKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := testOptions(st)
-	o.WhatIf = func() *replay.Capture { return c }
+	o.WhatIf, o.Simulate = func() *replay.Capture { return c }, sim.Simulate
 	o.WhatIfConfs = []string{"expandable_segments:True"}
 	m := newSized(t, o, 80, 24)
 	m.refreshData()
@@ -67,7 +68,7 @@ func TestWhatIfTimeAxis(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := fixtureOptions(fixtureSource(t))
-	o.WhatIf = func() *replay.Capture { return c }
+	o.WhatIf, o.Simulate = func() *replay.Capture { return c }, sim.Simulate
 	o.WhatIfConfs = []string{"expandable_segments:True"}
 	m := newSized(t, o, 160, 48)
 	for _, tc := range []struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/replay/whatif/sim"
 )
 
 func init() {
@@ -237,7 +238,7 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := explain.Options{By: by, Top: top, Confs: confs, NoWhatIf: noWhatIf,
+			opts := explain.Options{By: by, Top: top, Confs: confs, NoWhatIf: noWhatIf, Simulate: sim.Simulate,
 				Library: func(g *explain.Grouper) { g.Library = lib }}
 			if c.Flags().Changed("device") {
 				opts.Device = &gf.device

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/npumon/npumon/monitor/metrics"
-	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/wire"
@@ -119,7 +119,7 @@ func newExporterCmd() *cobra.Command {
 // watched (following new captures), anything else is a live address.
 func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), error) {
 	if st, err := os.Stat(src); err == nil && st.IsDir() {
-		members, err := ranks.Find(src)
+		members, err := jobdir.Find(src)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -148,14 +148,14 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 // exporterRanks feeds one Store per rank of a job directory: a rank
 // directory is watched, a rank's file or profiler directory read once (in
 // the background; its series appear when it is loaded).
-func exporterRanks(ctx context.Context, dir string, members []ranks.Member) ([]metrics.Target, func(), error) {
+func exporterRanks(ctx context.Context, dir string, members []jobdir.Member) ([]metrics.Target, func(), error) {
 	rs := ranksFromMembers(members)
 	var stops []func()
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var targets []metrics.Target
 	for i, m := range members {
-		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == ranks.KindSnapshot {
+		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == jobdir.KindSnapshot {
 			wd := watch.NewDirSource(rdir, rs[i].Store, watch.DirOptions{Follow: true})
 			if err := wd.Start(cctx); err != nil {
 				cancel()

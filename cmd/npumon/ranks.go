@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/tui"
@@ -15,10 +16,10 @@ import (
 )
 
 // rankLoad is the loader of one rank's capture into its Store.
-func rankLoad(m ranks.Member, st *store.Store) func(ctx context.Context, report func(tui.Progress)) error {
+func rankLoad(m jobdir.Member, st *store.Store) func(ctx context.Context, report func(tui.Progress)) error {
 	return func(ctx context.Context, report func(tui.Progress)) error {
 		var err error
-		if m.Kind == ranks.KindProfiler {
+		if m.Kind == jobdir.KindProfiler {
 			err = watch.LoadProfiler(ctx, m.Path, st, report)
 		} else {
 			_, err = watch.LoadSnapshot(ctx, m.Path, st, report)
@@ -31,7 +32,7 @@ func rankLoad(m ranks.Member, st *store.Store) func(ctx context.Context, report 
 }
 
 // ranksFromMembers gives each member a Store and its loader.
-func ranksFromMembers(members []ranks.Member) []rankview.Rank {
+func ranksFromMembers(members []jobdir.Member) []rankview.Rank {
 	out := make([]rankview.Rank, len(members))
 	for i, m := range members {
 		st := store.New(store.Options{})

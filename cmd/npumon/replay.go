@@ -12,10 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif/sim"
 	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/rankview"
 )
@@ -55,7 +56,7 @@ func newReplayCmd() *cobra.Command {
 				return err
 			}
 			if st.IsDir() {
-				members, err := ranks.Find(path)
+				members, err := jobdir.Find(path)
 				if err != nil {
 					return err
 				}
@@ -116,7 +117,7 @@ func newReplayCmd() *cobra.Command {
 				Note:       func() string { return note.Load().(string) },
 			}
 			if snapshot {
-				opts.WhatIf, opts.WhatIfConfs = capt.Load, confs
+				opts.WhatIf, opts.WhatIfConfs, opts.Simulate = capt.Load, confs, sim.Simulate
 			}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
@@ -242,7 +243,7 @@ func checkSpeed(v float64) error {
 
 // replayRanks opens the ranks overview of a directory (or, headless, loads
 // every rank and prints their figures).
-func replayRanks(w io.Writer, dir string, members []ranks.Member, ascii bool, headless time.Duration) error {
+func replayRanks(w io.Writer, dir string, members []jobdir.Member, ascii bool, headless time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	rs := ranksFromMembers(members)

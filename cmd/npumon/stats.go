@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/replay"
 	"github.com/spf13/cobra"
 )
@@ -27,13 +27,13 @@ func newStatsCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			path := args[0]
 			if st, err := os.Stat(path); err == nil && st.IsDir() {
-				members, err := ranks.Find(path)
+				members, err := jobdir.Find(path)
 				if err != nil {
 					return err
 				}
 				if members != nil {
 					if c.Flags().Changed("device") || c.Flags().Changed("at-index") {
-						return usageError{fmt.Errorf("%s holds %s: --device and --at-index take one capture (name a rank's file)", path, ranks.Describe(members))}
+						return usageError{fmt.Errorf("%s holds %s: --device and --at-index take one capture (name a rank's file)", path, jobdir.Describe(members))}
 					}
 					rs, err := statsRanks(path, members)
 					if err != nil {

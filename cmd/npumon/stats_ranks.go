@@ -7,6 +7,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -14,7 +15,7 @@ import (
 // rankStatsJSON is one rank of `stats` on a ranks directory: where it was
 // found, its main device's peaks, and the same stats the capture alone gives.
 type rankStatsJSON struct {
-	ranks.Member
+	jobdir.Member
 	Device            int    `json:"device"`
 	PeakReservedBytes int64  `json:"peak_reserved_bytes"`
 	PeakActiveBytes   *int64 `json:"peak_active_bytes"` // null where a profiler capture has no active column
@@ -31,11 +32,11 @@ type ranksStatsJSON struct {
 }
 
 // statsRanks computes every rank's stats and their imbalance.
-func statsRanks(dir string, members []ranks.Member) (*ranksStatsJSON, error) {
+func statsRanks(dir string, members []jobdir.Member) (*ranksStatsJSON, error) {
 	out := &ranksStatsJSON{Path: dir, Kind: "ranks", Ranks: []rankStatsJSON{}, Imbalance: []ranks.Imbalance{}}
 	for _, m := range members {
 		r := rankStatsJSON{Member: m, Device: -1}
-		if m.Kind == ranks.KindProfiler {
+		if m.Kind == jobdir.KindProfiler {
 			d, err := profiler.ReadDir(m.Path)
 			if err != nil {
 				return nil, fmt.Errorf("rank %d: %w", m.Rank, err)
@@ -88,7 +89,7 @@ func statsRanks(dir string, members []ranks.Member) (*ranksStatsJSON, error) {
 
 // writeText prints the ranks as a table, then the imbalance.
 func (s *ranksStatsJSON) writeText(w io.Writer) error {
-	fmt.Fprintf(w, "%s: %s\n", s.Path, ranks.Describe(membersOf(s.Ranks)))
+	fmt.Fprintf(w, "%s: %s\n", s.Path, jobdir.Describe(membersOf(s.Ranks)))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "rank\tdevice\tpeak reserved\tpeak active\tOOMs\t\tcapture")
 	for _, r := range s.Ranks {
@@ -106,8 +107,8 @@ func (s *ranksStatsJSON) writeText(w io.Writer) error {
 	return nil
 }
 
-func membersOf(rs []rankStatsJSON) []ranks.Member {
-	out := make([]ranks.Member, len(rs))
+func membersOf(rs []rankStatsJSON) []jobdir.Member {
+	out := make([]jobdir.Member, len(rs))
 	for i, r := range rs {
 		out[i] = r.Member
 	}

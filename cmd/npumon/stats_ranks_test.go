@@ -10,7 +10,7 @@ import (
 )
 
 // TestStatsRanksJSON: stats --json on a directory of three ranks' snapshots
-// (monitor/ranks/testdata/gen_ranks.py, whose docstring works out these
+// (monitor/ranks/jobdir/testdata/gen_ranks.py, whose docstring works out these
 // figures) gives every rank and the imbalance of the peaks.
 func TestStatsRanksJSON(t *testing.T) {
 	var s struct {
@@ -41,7 +41,7 @@ func TestStatsRanksJSON(t *testing.T) {
 			Ratio    float64 `json:"max_over_min"`
 		} `json:"imbalance"`
 	}
-	runJSON(t, &s, "stats", "--json", "../../monitor/ranks/testdata/job")
+	runJSON(t, &s, "stats", "--json", "../../monitor/ranks/jobdir/testdata/job")
 	const MiB = 1 << 20
 	want := []struct {
 		res, act int64
@@ -108,7 +108,7 @@ func checkJobSummary(t *testing.T, s ranksSummary) {
 // into its own Store; the figures match gen_ranks.py's.
 func TestReplayRanksHeadless(t *testing.T) {
 	var s ranksSummary
-	runJSON(t, &s, "replay", "--headless", "1ms", "../../monitor/ranks/testdata/job")
+	runJSON(t, &s, "replay", "--headless", "1ms", "../../monitor/ranks/jobdir/testdata/job")
 	checkJobSummary(t, s)
 }
 
@@ -117,7 +117,7 @@ func TestWatchRanksHeadless(t *testing.T) {
 	dir := t.TempDir()
 	for r := range 3 {
 		name := "snapshot_rank" + string(rune('0'+r)) + "_step10.pickle"
-		b, err := os.ReadFile(filepath.Join("../../monitor/ranks/testdata/job", name))
+		b, err := os.ReadFile(filepath.Join("../../monitor/ranks/jobdir/testdata/job", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestWatchRanksHeadless(t *testing.T) {
 
 func TestStatsRanksRefusesOneCaptureFlags(t *testing.T) {
 	for _, f := range [][]string{{"--device", "1"}, {"--at-index", "0"}} {
-		code, _, errOut := captureRun(t, append([]string{"stats"}, append(f, "../../monitor/ranks/testdata/job")...)...)
+		code, _, errOut := captureRun(t, append([]string{"stats"}, append(f, "../../monitor/ranks/jobdir/testdata/job")...)...)
 		if code != exitUsage || !strings.Contains(errOut, "holds 3 ranks (0…2)") {
 			t.Errorf("%v: exit %d %q", f, code, errOut)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/npumon/npumon/monitor/metrics"
-	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/tui"
@@ -64,10 +64,10 @@ func newWatchCmd() *cobra.Command {
 			defer stop()
 			if list {
 				enc := json.NewEncoder(c.OutOrStdout())
-				return watch.ScanDir(dir, func(c watch.Capture) error { return enc.Encode(c) })
+				return watch.ScanDir(dir, func(c watch.Entry) error { return enc.Encode(c) })
 			}
 			if open == "" {
-				members, err := ranks.Find(dir)
+				members, err := jobdir.Find(dir)
 				if err != nil {
 					return err
 				}
@@ -86,7 +86,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer stopMetrics()
-			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: wd}
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
@@ -125,16 +125,16 @@ func newWatchCmd() *cobra.Command {
 // watchSummaryJSON is replay's summary plus what the watch saw.
 type watchSummaryJSON struct {
 	replaySummaryJSON
-	Open     string          `json:"open"`
-	Captures []watch.Capture `json:"captures"`
-	Ops      int             `json:"ops"`
-	Errors   []string        `json:"errors,omitempty"`
+	Open     string        `json:"open"`
+	Captures []watch.Entry `json:"captures"`
+	Ops      int           `json:"ops"`
+	Errors   []string      `json:"errors,omitempty"`
 }
 
 func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summary) error {
 	kind := summaryTrace
 	for _, c := range d.List() {
-		if c.Path == d.Current() && c.Kind == watch.CaptureProfiler {
+		if c.Path == d.Current() && c.Kind == watch.EntryProfiler {
 			kind = summaryProfiler
 		}
 	}
@@ -146,13 +146,13 @@ func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summ
 // watchRanks shows the ranks overview of a directory: a rank directory is
 // watched (its newest capture, following new ones), a rank's file or
 // profiler directory in dir itself is read once.
-func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members []ranks.Member, follow, ascii bool,
+func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members []jobdir.Member, follow, ascii bool,
 	headless time.Duration, mf *metricsFlag) error {
 	rs := ranksFromMembers(members)
 	sources := map[int]*watch.DirSource{}
 	var targets []metrics.Target
 	for i, m := range members {
-		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == ranks.KindSnapshot {
+		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == jobdir.KindSnapshot {
 			wd := watch.NewDirSource(rdir, rs[i].Store, watch.DirOptions{Follow: follow})
 			if err := wd.Start(ctx); err != nil {
 				return err
@@ -181,7 +181,21 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, Live: true, ASCII: ascii,
 		Detail: func(r rankview.Rank, o *tui.Options) {
 			if wd := sources[r.Rank]; wd != nil {
-				o.Captures = wd
+				o.Captures = pickerDir{wd}
 			}
 		}})
+}
+
+// pickerDir offers a watched directory's entries to the TUI's capture
+// picker (key c); the rest of tui.Captures, and holding, are the
+// DirSource's own.
+type pickerDir struct{ *watch.DirSource }
+
+func (d pickerDir) List() []tui.PickerRow {
+	es := d.DirSource.List()
+	rows := make([]tui.PickerRow, len(es))
+	for i, e := range es {
+		rows[i] = tui.PickerRow{Path: e.Path, Kind: e.Kind, Arrived: e.Arrived, Size: e.Size, Error: e.Error, Open: e.Open}
+	}
+	return rows
 }

@@ -23,7 +23,7 @@ func TestWatchExisting(t *testing.T) {
 	var snaps, profs int
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var c watch.Capture
+		var c watch.Entry
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			t.Fatal(err)
 		}

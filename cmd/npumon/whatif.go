@@ -8,6 +8,7 @@ import (
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/replay/whatif/sim"
 	"github.com/spf13/cobra"
 )
 
@@ -72,7 +73,7 @@ func newWhatifCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := whatif.Simulate(context.Background(), capt, opts)
+			res, err := sim.Simulate(context.Background(), capt, opts)
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
 			}

@@ -10,7 +10,7 @@ import (
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
-const whatifTrace = "../../replay/whatif/testdata/fragmentation.pickle"
+const whatifTrace = "../../replay/whatif/sim/testdata/fragmentation.pickle"
 
 func TestWhatifText(t *testing.T) {
 	code, out, errOut := captureRun(t, "whatif", whatifTrace, "--conf", "expandable_segments:True")

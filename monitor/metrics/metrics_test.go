@@ -22,7 +22,7 @@ import (
 func captureStore(t *testing.T) *store.Store {
 	t.Helper()
 	st := store.New(store.Options{})
-	if _, err := watch.LoadSnapshot(context.Background(), "testdata/capture.pickle", st, func(watch.LoadProgress) {}); err != nil {
+	if _, err := watch.LoadSnapshot(context.Background(), "testdata/capture.pickle", st, func(store.LoadProgress) {}); err != nil {
 		t.Fatal(err)
 	}
 	return st

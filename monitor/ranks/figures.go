@@ -1,3 +1,6 @@
+// Package ranks compares the memory of a distributed job's ranks: per rank
+// the figures at the newest entry and at the peaks, and the imbalance
+// across ranks. monitor/ranks/jobdir finds the ranks in a directory.
 package ranks
 
 import "github.com/npumon/npumon/monitor/store"

@@ -135,3 +135,14 @@ type Summary struct {
 	OOMs               int
 	Dropped            int64 // entries a live producer dropped (gap records) up to the cursor
 }
+
+// LoadProgress reports how far loading a saved capture into a Store has
+// come (the terminal UI shows it while npumon replay loads).
+type LoadProgress struct {
+	Stage      string // e.g. "decoding", "indexing"
+	BytesDone  int64
+	BytesTotal int64 // 0 when unknown
+	Entries    int64 // trace entries indexed so far
+	// EntriesTotal is the number of entries to index, 0 when unknown.
+	EntriesTotal int64
+}

@@ -19,15 +19,15 @@ import (
 	"github.com/npumon/npumon/replay/classify"
 )
 
-// Capture kinds.
+// Entry kinds.
 const (
-	CaptureSnapshot = "snapshot" // a snapshot pickle or its JSON export
-	CaptureProfiler = "profiler" // a torch_npu profiler directory
+	EntrySnapshot = "snapshot" // a snapshot pickle or its JSON export
+	EntryProfiler = "profiler" // a torch_npu profiler directory
 )
 
-// Capture is one snapshot file or profiler directory seen in a watched
+// Entry is one snapshot file or profiler directory seen in a watched
 // directory. The JSON form is what `npumon watch --list` prints.
-type Capture struct {
+type Entry struct {
 	Index    int       `json:"index"` // 1-based, in arrival order
 	Kind     string    `json:"kind"`  // CaptureSnapshot or CaptureProfiler
 	Path     string    `json:"path"`
@@ -79,7 +79,7 @@ type DirSource struct {
 	readyOnce sync.Once
 
 	mu       sync.Mutex
-	captures []Capture
+	captures []Entry
 	byPath   map[string]int // index into captures
 	held     bool           // the user works in the open capture: new ones do not replace it
 	newWhile int            // snapshots that landed while held
@@ -103,7 +103,7 @@ func NewDirSource(dir string, st *store.Store, o DirOptions) *DirSource {
 
 // ScanDir calls fn with each capture already in dir, oldest first, and
 // returns once the scan is over (or fn fails).
-func ScanDir(dir string, fn func(Capture) error) error {
+func ScanDir(dir string, fn func(Entry) error) error {
 	w, err := Watch(dir, WatchOptions{Settle: 50 * time.Millisecond})
 	if err != nil {
 		return err
@@ -111,7 +111,7 @@ func ScanDir(dir string, fn func(Capture) error) error {
 	defer w.Close()
 	// The initial scan reports what exists, then says it is over; the
 	// captures are listed in arrival order once it is.
-	var found []Capture
+	var found []Entry
 	emit := func() error {
 		byArrival(found)
 		for _, c := range found {
@@ -132,30 +132,30 @@ func ScanDir(dir string, fn func(Capture) error) error {
 	return emit()
 }
 
-func captureOf(ev WatchEvent) (Capture, bool) {
-	var c Capture
+func captureOf(ev WatchEvent) (Entry, bool) {
+	var c Entry
 	switch ev.Kind {
 	case WatchSnapshot:
-		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
+		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
 	case WatchProfilerDir:
-		c = Capture{Kind: CaptureProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+		c = Entry{Kind: EntryProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
 	case WatchError:
 		// a file that never became a readable snapshot (truncated by a
 		// crashed job, garbage) is listed with its one-line error
 		st, err := os.Stat(ev.Path)
 		if err != nil || !st.Mode().IsRegular() || ev.Err == nil {
-			return Capture{}, false
+			return Entry{}, false
 		}
-		c = Capture{Kind: CaptureSnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
+		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
 	default:
-		return Capture{}, false
+		return Entry{}, false
 	}
 	c.Arrived = time.Now()
 	if st, err := os.Stat(ev.Path); err == nil {
 		if ev.Existing {
 			c.Arrived = st.ModTime()
 		}
-		if c.Kind == CaptureSnapshot {
+		if c.Kind == EntrySnapshot {
 			c.Size = st.Size()
 		}
 	}
@@ -172,7 +172,7 @@ func oneLine(s string) string {
 
 // byArrival orders captures by arrival (modification time for those found
 // by the scan; equal times by name) and numbers them from 1.
-func byArrival(cs []Capture) {
+func byArrival(cs []Entry) {
 	sort.SliceStable(cs, func(i, j int) bool { return arrivedBefore(&cs[i], &cs[j]) })
 	for i := range cs {
 		cs[i].Index = i + 1
@@ -180,7 +180,7 @@ func byArrival(cs []Capture) {
 }
 
 // arrivedBefore orders two captures by arrival time, then by path.
-func arrivedBefore(a, b *Capture) bool {
+func arrivedBefore(a, b *Entry) bool {
 	if !a.Arrived.Equal(b.Arrived) {
 		return a.Arrived.Before(b.Arrived)
 	}
@@ -263,7 +263,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			if !ok {
 				return
 			}
-			var c Capture
+			var c Entry
 			if cc, ok := captureOf(ev); ok {
 				c = d.addCapture(cc)
 			}
@@ -273,7 +273,7 @@ func (d *DirSource) loop(ctx context.Context) {
 				if d.pick != "" && d.Current() == "" {
 					// indexes of existing captures are final once the scan is over
 					for _, c := range d.List() {
-						if c.Kind == CaptureSnapshot && c.Error == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+						if c.Kind == EntrySnapshot && c.Error == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
 							d.openSnapshot(c.Path)
 							break
 						}
@@ -294,7 +294,7 @@ func (d *DirSource) loop(ctx context.Context) {
 					}
 				case ev.Existing:
 					// the newest by modification time, whatever the scan order
-					if newestExisting == "" || arrivedBefore(&Capture{Path: newestExisting, Arrived: newestTime}, &c) {
+					if newestExisting == "" || arrivedBefore(&Entry{Path: newestExisting, Arrived: newestTime}, &c) {
 						newestExisting, newestTime = ev.Path, c.Arrived
 					}
 				case d.Current() == "" && toOpen == "":
@@ -307,10 +307,10 @@ func (d *DirSource) loop(ctx context.Context) {
 			case WatchProfilerDir, WatchFrameworkGrow, WatchAnalyseDone:
 				d.pollTail()
 				if ev.Kind != WatchProfilerDir {
-					d.update(ev.Dir, func(c *Capture) { c.Size = treeSize(c.Path) })
+					d.update(ev.Dir, func(c *Entry) { c.Size = treeSize(c.Path) })
 				}
 			case WatchRemoved:
-				d.update(ev.Path, func(c *Capture) { c.Error = "removed" })
+				d.update(ev.Path, func(c *Entry) { c.Error = "removed" })
 				if toOpen == ev.Path {
 					toOpen = ""
 				}
@@ -335,7 +335,7 @@ func (d *DirSource) Current() string {
 
 // addCapture records a capture in arrival order; a snapshot rewritten in
 // place keeps its place (and its index) with the new size.
-func (d *DirSource) addCapture(c Capture) Capture {
+func (d *DirSource) addCapture(c Entry) Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[c.Path]; ok {
@@ -360,7 +360,7 @@ func (d *DirSource) sortScanned() {
 }
 
 // update changes the capture at path, if there is one.
-func (d *DirSource) update(path string, fn func(*Capture)) {
+func (d *DirSource) update(path string, fn func(*Entry)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[path]; ok {
@@ -371,7 +371,7 @@ func (d *DirSource) update(path string, fn func(*Capture)) {
 // openSnapshot decodes path and makes it the Store's memory data; the ops
 // gathered from profiler directories stay.
 func (d *DirSource) openSnapshot(path string) {
-	if err := d.openCapture(path, CaptureSnapshot); err != nil {
+	if err := d.openCapture(path, EntrySnapshot); err != nil {
 		d.note(err.Error())
 	}
 }
@@ -383,19 +383,19 @@ func (d *DirSource) openCapture(path, kind string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
 	if err := ingestCapture(d.store, path, kind, d.limits); err != nil {
-		d.update(path, func(c *Capture) { c.Error = err.Error() })
+		d.update(path, func(c *Entry) { c.Error = err.Error() })
 		return err
 	}
 	d.mu.Lock()
 	d.open = path
 	d.mu.Unlock()
-	d.update(path, func(c *Capture) { c.Error = "" })
+	d.update(path, func(c *Entry) { c.Error = "" })
 	return nil
 }
 
 // ingestCapture reads the capture at path into store's memory data.
 func ingestCapture(st *store.Store, path, kind string, limits replay.Options) error {
-	if kind == CaptureSnapshot {
+	if kind == EntrySnapshot {
 		// a file is read by its content, as every command reads it
 		in, err := classify.Path(path)
 		if err != nil {
@@ -403,12 +403,12 @@ func ingestCapture(st *store.Store, path, kind string, limits replay.Options) er
 		}
 		switch {
 		case in.Kind.Profiler():
-			kind = CaptureProfiler
+			kind = EntryProfiler
 		case !in.Kind.Snapshot():
 			return errors.New(in.Describe())
 		}
 	}
-	if kind == CaptureSnapshot {
+	if kind == EntrySnapshot {
 		c, err := replay.DecodeFile(path, limits)
 		if err != nil {
 			return err
@@ -428,10 +428,10 @@ func ingestCapture(st *store.Store, path, kind string, limits replay.Options) er
 
 // List returns the captures in arrival order, oldest first, with the one
 // shown marked Open.
-func (d *DirSource) List() []Capture {
+func (d *DirSource) List() []Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]Capture, len(d.captures))
+	out := make([]Entry, len(d.captures))
 	for i, c := range d.captures {
 		c.Open = c.Path == d.open
 		out[i] = c
@@ -449,7 +449,7 @@ func (d *DirSource) Open(path string) error {
 		if c.Path == path {
 			kind = c.Kind
 		}
-		if c.Kind == CaptureSnapshot {
+		if c.Kind == EntrySnapshot {
 			newest = c.Path
 		}
 	}
@@ -522,7 +522,7 @@ func (d *DirSource) FollowNewest() error {
 	d.mu.Lock()
 	newest := ""
 	for _, c := range d.captures {
-		if c.Kind == CaptureSnapshot && c.Error == "" {
+		if c.Kind == EntrySnapshot && c.Error == "" {
 			newest = c.Path
 		}
 	}
@@ -533,7 +533,7 @@ func (d *DirSource) FollowNewest() error {
 	if newest == "" || newest == open {
 		return nil
 	}
-	return d.openCapture(newest, CaptureSnapshot)
+	return d.openCapture(newest, EntrySnapshot)
 }
 
 // Following reports whether new snapshots are opened as they land.

@@ -49,7 +49,7 @@ func snapshotDir(t *testing.T) string {
 	return dir
 }
 
-func names(cs []watch.Capture) []string {
+func names(cs []watch.Entry) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, filepath.Base(c.Path))
@@ -61,8 +61,8 @@ func names(cs []watch.Capture) []string {
 // numbered from 1, and the unreadable dump is listed with its error.
 func TestScanDirArrivalOrder(t *testing.T) {
 	dir := snapshotDir(t)
-	var got []watch.Capture
-	if err := watch.ScanDir(dir, func(c watch.Capture) error { got = append(got, c); return nil }); err != nil {
+	var got []watch.Entry
+	if err := watch.ScanDir(dir, func(c watch.Entry) error { got = append(got, c); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n := names(got); strings.Join(n, " ") != "c_oldest.pickle b_middle.pickle a_newest.pickle crashed.pickle" {

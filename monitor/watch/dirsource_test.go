@@ -32,7 +32,7 @@ func TestDirSourcePicker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wd.Stop()
-	var list []watch.Capture
+	var list []watch.Entry
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		list = wd.List()
@@ -116,7 +116,7 @@ func TestDirSourcePicker(t *testing.T) {
 	}
 }
 
-func openOf(list []watch.Capture) int {
+func openOf(list []watch.Entry) int {
 	for i, c := range list {
 		if c.Open {
 			return i
@@ -136,12 +136,12 @@ func TestDirSourcePick(t *testing.T) {
 	if err := w.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var scanned []watch.Capture
-	if err := watch.ScanDir(dir, func(c watch.Capture) error { scanned = append(scanned, c); return nil }); err != nil {
+	var scanned []watch.Entry
+	if err := watch.ScanDir(dir, func(c watch.Entry) error { scanned = append(scanned, c); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(scanned) != 2 || scanned[0].Index != 1 || scanned[1].Index != 2 || !scanned[0].Existing ||
-		scanned[0].Kind != watch.CaptureSnapshot || !strings.HasSuffix(scanned[0].Path, "_step000002.pickle") ||
+		scanned[0].Kind != watch.EntrySnapshot || !strings.HasSuffix(scanned[0].Path, "_step000002.pickle") ||
 		scanned[0].Arrived.After(scanned[1].Arrived) || scanned[0].Size <= 0 {
 		t.Fatalf("scanned %+v", scanned)
 	}

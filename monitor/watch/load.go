@@ -9,28 +9,17 @@ import (
 	"github.com/npumon/npumon/replay"
 )
 
-// LoadProgress reports how far loading a saved capture into a Store has
-// come (the terminal UI shows it while npumon replay loads).
-type LoadProgress struct {
-	Stage      string // e.g. "decoding", "indexing"
-	BytesDone  int64
-	BytesTotal int64 // 0 when unknown
-	Entries    int64 // trace entries indexed so far
-	// EntriesTotal is the number of entries to index, 0 when unknown.
-	EntriesTotal int64
-}
-
 // LoadSnapshot decodes the snapshot file at path (pickle or JSON export)
 // into store, reporting progress from its own goroutine, and returns the
 // decoded capture. Decoding cannot be interrupted, so when ctx ends first
 // it returns ctx.Err() at once and leaves the decoder to finish in the
 // background (the process is exiting).
-func LoadSnapshot(ctx context.Context, path string, st *store.Store, report func(LoadProgress)) (*replay.Capture, error) {
+func LoadSnapshot(ctx context.Context, path string, st *store.Store, report func(store.LoadProgress)) (*replay.Capture, error) {
 	return untilDone(ctx, func() (*replay.Capture, error) {
 		var total int64
 		capt, err := replay.DecodeFile(path, replay.Options{Progress: func(d, t int64) {
 			total = max(t, 0)
-			report(LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total})
+			report(store.LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total})
 		}})
 		if err != nil {
 			return nil, err
@@ -39,12 +28,12 @@ func LoadSnapshot(ctx context.Context, path string, st *store.Store, report func
 		for _, tr := range capt.Snapshot.DeviceTraces {
 			n += int64(len(tr))
 		}
-		report(LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
+		report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
 		if err := st.IngestSnapshot(capt.Snapshot); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		st.IngestOps(store.AnnotationOps(capt.Snapshot))
-		report(LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
+		report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
 		return capt, nil
 	})
 }
@@ -52,22 +41,22 @@ func LoadSnapshot(ctx context.Context, path string, st *store.Store, report func
 // LoadProfiler reads a torch_npu profiler directory (or its SQLite export)
 // at path into store (IngestProfiler), reporting progress; like
 // LoadSnapshot it returns at once when ctx ends.
-func LoadProfiler(ctx context.Context, path string, st *store.Store, report func(LoadProgress)) error {
+func LoadProfiler(ctx context.Context, path string, st *store.Store, report func(store.LoadProgress)) error {
 	_, err := LoadProfilerData(ctx, path, st, report)
 	return err
 }
 
 // LoadProfilerData is LoadProfiler returning what was read, so a caller
 // can say what the data holds (NoBlockTrace).
-func LoadProfilerData(ctx context.Context, path string, st *store.Store, report func(LoadProgress)) (*profiler.Data, error) {
+func LoadProfilerData(ctx context.Context, path string, st *store.Store, report func(store.LoadProgress)) (*profiler.Data, error) {
 	return untilDone(ctx, func() (*profiler.Data, error) {
-		report(LoadProgress{Stage: "reading profiler data"})
+		report(store.LoadProgress{Stage: "reading profiler data"})
 		d, err := profiler.ReadDir(path)
 		if err != nil {
 			return nil, err
 		}
 		err = IngestProfiler(st, d, func(n int64) {
-			report(LoadProgress{Stage: "indexing", EntriesTotal: n})
+			report(store.LoadProgress{Stage: "indexing", EntriesTotal: n})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)

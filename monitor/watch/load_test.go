@@ -16,8 +16,8 @@ import (
 func TestLoadSnapshot(t *testing.T) {
 	st := store.New(store.Options{})
 	var mu sync.Mutex
-	var got []LoadProgress
-	capt, err := LoadSnapshot(context.Background(), fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), st, func(p LoadProgress) {
+	var got []store.LoadProgress
+	capt, err := LoadSnapshot(context.Background(), fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), st, func(p store.LoadProgress) {
 		mu.Lock()
 		got = append(got, p)
 		mu.Unlock()
@@ -38,7 +38,7 @@ func TestLoadSnapshot(t *testing.T) {
 // TestLoadErrors: a missing file names itself; a cancelled load returns
 // the context's error without waiting.
 func TestLoadErrors(t *testing.T) {
-	nop := func(LoadProgress) {}
+	nop := func(store.LoadProgress) {}
 	st := store.New(store.Options{})
 	if _, err := LoadSnapshot(context.Background(), "nope.pickle", st, nop); err == nil || !strings.Contains(err.Error(), "nope.pickle") {
 		t.Errorf("missing snapshot: %v", err)
@@ -60,7 +60,7 @@ func TestLoadErrors(t *testing.T) {
 func TestLoadProfiler(t *testing.T) {
 	st := store.New(store.Options{})
 	var stages []string
-	if err := LoadProfiler(context.Background(), genProfilerDir, st, func(p LoadProgress) { stages = append(stages, p.Stage) }); err != nil {
+	if err := LoadProfiler(context.Background(), genProfilerDir, st, func(p store.LoadProgress) { stages = append(stages, p.Stage) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(stages) < 2 || stages[0] != "reading profiler data" || stages[len(stages)-1] != "indexing" ||

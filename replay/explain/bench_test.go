@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif/sim"
 )
 
 // make bench-data writes both files (Python's pickle).
@@ -58,7 +59,7 @@ func BenchmarkExplain1MOOM(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, err := Explain(context.Background(), c, Options{})
+		e, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate})
 		if err != nil || len(e.Devices[0].OOMs) != 1 || len(e.Devices[0].OOMs[0].WhatIf) != 3 {
 			b.Fatalf("%v %+v", err, e)
 		}

@@ -70,8 +70,10 @@ type Options struct {
 	Top   int // top holders per oom; 0 = 5
 	Ops   []Op
 	Confs []string // alternatives; nil = DefaultConfs
-	// NoWhatIf skips the simulation.
-	NoWhatIf  bool
+	// NoWhatIf skips the simulation; so does a nil Simulate.
+	NoWhatIf bool
+	// Simulate runs the what-if (sim.Simulate from replay/whatif/sim).
+	Simulate  whatif.Simulator
 	DeviceMem int64 // simulated device bytes for the what-if; 0 = from the file
 	Device    *int  // nil: every device
 	// MaxOOMs bounds the oom entries explained per device (each costs an
@@ -115,7 +117,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		err error
 	}
 	sim := make(chan simResult, 1)
-	if !opts.NoWhatIf && len(devices) > 0 {
+	if !opts.NoWhatIf && opts.Simulate != nil && len(devices) > 0 {
 		confs := opts.Confs
 		if confs == nil {
 			confs = DefaultConfs(firstRequest(c.Snapshot, devices))
@@ -127,7 +129,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 			}
 		}
 		go func() {
-			res, err := whatif.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices, Until: until})
+			res, err := opts.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices, Until: until})
 			sim <- simResult{res, err}
 		}()
 	} else {

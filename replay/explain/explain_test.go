@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif/sim"
 )
 
 func TestFormatFrame(t *testing.T) {
@@ -170,7 +171,7 @@ func TestExplainPeakWithoutOOM(t *testing.T) {
 			tr[i].Action = snapshot.ActionSnapshot
 		}
 	}
-	e, err := Explain(context.Background(), c, Options{})
+	e, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,38 +1,26 @@
-// Package whatif re-simulates a recorded allocator trace under other
-// allocator settings: each device's recorded allocation sequence runs
-// through the allocator package's caching allocator on a simulated device,
-// once with the recording's own settings (the baseline) and once per
-// alternative configuration, and reports what would have happened.
-//
-// The input per device is: the allocations live before the trace starts
-// (docs/timeline.md rules (a) and (b), in address order), then every
-// alloc (requested size, stream), free_requested and free_completed. A
-// free_completed that does not directly follow its free_requested was a
-// cross-stream deferred free; it is replayed with RecordStream on a stream
-// whose work ends at the entry of the recorded free_completed, so the block
-// stays pending exactly as long as it did. Recorded segment events are
-// outputs that the simulation regenerates and is compared against; a
-// recorded oom entry is the request that failed, so it is retried (and
-// freed at once when it fits, since the program never got it). empty_cache
-// calls leave no entry of their own and are inferred from segment releases
-// outside a malloc (emptyCaches). torch_npu's synthetic workspace triples
-// (workspace_snapshot, segment_alloc, alloc) are another allocator's memory:
-// it is held on the device for the whole run and counted as reserved and
-// allocated, not replayed. Entries the trace cannot explain are counted in
-// InputStats.Unmatched: a free of an address that is not live is skipped,
-// an alloc over a live address frees the old allocation first.
+// Package whatif is the what-if's vocabulary: the options of a
+// re-simulation of a recorded allocator trace under other allocator
+// settings, its result (per device the recorded figures, the baseline and
+// each alternative run, the baseline's fidelity), the baseline
+// configuration a file implies, and the result's text. The simulation
+// itself, which runs the allocator package's caching allocator on a
+// simulated device, is replay/whatif/sim; readers of a result (the TUI,
+// explain) need only this package.
 package whatif
 
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
+
+// Simulator runs a what-if over a capture: sim.Simulate (replay/whatif/sim)
+// is the one npumon runs. Readers of results take it as a value so that
+// they need not import the allocator.
+type Simulator func(ctx context.Context, c *replay.Capture, opts Options) (*Result, error)
 
 // Options select the alternatives and the simulated device.
 type Options struct {
@@ -85,8 +73,26 @@ type DeviceResult struct {
 	Runs []*Run `json:"runs"`
 	// Fidelity compares the baseline's reserved curve with the recorded one.
 	Fidelity Fidelity `json:"baseline_fidelity"`
+}
 
-	input *input
+// InputStats counts what the input sequence was built from.
+type InputStats struct {
+	Entries       int `json:"entries"`        // trace entries of the device
+	Initial       int `json:"initial_allocs"` // allocations live before the trace, allocated first
+	Allocs        int `json:"allocs"`
+	Frees         int `json:"frees"`
+	DeferredFrees int `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
+	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
+	EmptyCaches   int `json:"empty_caches"`   // empty_cache calls inferred from segment releases
+	// Workspace counts torch_npu workspace blocks (workspace_snapshot,
+	// segment_alloc, alloc triples): memory of another allocator, held on
+	// the device for the whole run and counted as reserved and allocated.
+	Workspace int `json:"workspace_blocks"`
+	// Unmatched counts alloc/free entries the trace does not explain
+	// (a free of an address that is not live, an alloc over a live one,
+	// a negative size); they are skipped or resolved as the package doc
+	// says.
+	Unmatched int `json:"unmatched"`
 }
 
 // Recorded are the figures of the recorded trace (docs/timeline.md series).
@@ -180,12 +186,6 @@ type Fidelity struct {
 	CurvePinned bool `json:"curve_pinned"`
 }
 
-// curvePinned is Fidelity.CurvePinned for recorded and simulated counts
-// of segment events.
-func curvePinned(recorded, simulated int64) bool {
-	return recorded > 0 && 2*recorded >= simulated
-}
-
 // At returns the curve's value after entry i.
 func At(c []Point, i int) int64 {
 	lo, hi := 0, len(c)
@@ -264,98 +264,4 @@ func ParseConf(s string, f config.Flavour) (config.Config, error) {
 		return config.ParseCUDAConfig(s)
 	}
 	return config.ParseConfig(s)
-}
-
-// Simulate runs the baseline and every alternative of opts over c's devices,
-// all runs in parallel. Configuration errors are returned before anything
-// runs; ctx cancels the runs.
-func Simulate(ctx context.Context, c *replay.Capture, opts Options) (*Result, error) {
-	f := FileFlavour(c)
-	if opts.Flavour != nil {
-		f = *opts.Flavour
-	}
-	return SimulateSnapshot(ctx, c.Snapshot, f, opts)
-}
-
-// SimulateSnapshot is Simulate on a decoded snapshot with a given flavour.
-func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavour, opts Options) (*Result, error) {
-	base, src := BaselineConfig(s, f)
-	cfgs := []config.Config{base}
-	names := []string{"baseline"}
-	for _, conf := range opts.Confs {
-		cfg, err := ParseConf(conf, f)
-		if err != nil {
-			return nil, fmt.Errorf("--conf %q: %w", conf, err)
-		}
-		cfgs = append(cfgs, cfg)
-		names = append(names, conf)
-	}
-	contiguous := f == config.FlavourNPU
-	if opts.Contiguous != nil {
-		contiguous = *opts.Contiguous
-	}
-	res := &Result{Flavour: f.String(), Placement: "paged", Baseline: base.Raw, BaselineSource: src, Confs: opts.Confs}
-	if contiguous {
-		res.Placement = "contiguous"
-	}
-	devices := opts.Devices
-	if devices == nil {
-		devices = s.Devices()
-	}
-	for _, d := range devices {
-		dr, err := prepareDevice(s, d, opts.DeviceMem, base)
-		if err != nil {
-			return nil, err
-		}
-		dr.Runs = make([]*Run, len(cfgs))
-		if u, ok := opts.Until[d]; ok {
-			dr.input.until = int32(min(max(u, -1), 1<<31-1))
-		}
-		res.Devices = append(res.Devices, *dr)
-	}
-
-	par := opts.Parallel
-	if par <= 0 {
-		par = runtime.GOMAXPROCS(0)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var firstErr error
-	for di := range res.Devices {
-		dr := &res.Devices[di]
-		in := dr.input
-		for ci := range cfgs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				run, err := simulate(ctx, in, names[ci], cfgs[ci], dr.DeviceMem, contiguous)
-				if err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
-					return
-				}
-				dr.Runs[ci] = run
-			}()
-		}
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	for di := range res.Devices {
-		dr := &res.Devices[di]
-		dr.Fidelity = fidelity(dr.Recorded.Reserved, dr.Runs[0].Reserved, dr.input, dr.Recorded.PeakReserved)
-		rec := dr.Recorded.Reserved
-		dr.Fidelity.PeakDiff = dr.Runs[0].PeakReserved - dr.Recorded.PeakReserved
-		dr.Fidelity.FinalDiff = dr.Runs[0].FinalReserved - rec[len(rec)-1].Bytes
-		recEvents := int64(dr.Recorded.SegmentAllocs + dr.Recorded.SegmentFrees)
-		dr.Fidelity.RecordedSegmentEvents = recEvents > 0
-		dr.Fidelity.CurvePinned = curvePinned(recEvents, dr.Runs[0].SegmentAllocs+dr.Runs[0].SegmentFrees)
-		dr.input = nil
-	}
-	return res, nil
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
-	"github.com/npumon/npumon/monitor/ranks"
+	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/tui"
@@ -25,14 +25,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// jobDir is the three-rank job of monitor/ranks/testdata (gen_ranks.py):
+// jobDir is the three-rank job of monitor/ranks/jobdir/testdata (gen_ranks.py):
 // peak reserved 20 / 40 / 30 MiB, peak active 10 / 30 / 15 MiB, rank 1
 // with an OOM.
-const jobDir = "../../monitor/ranks/testdata/job"
+const jobDir = "../../monitor/ranks/jobdir/testdata/job"
 
 func jobOptions(t testing.TB) Options {
 	t.Helper()
-	ms, err := ranks.Find(jobDir)
+	ms, err := jobdir.Find(jobDir)
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("Find: %v %v", ms, err)
 	}

@@ -59,16 +59,17 @@ type Model struct {
 // New returns an empty view.
 func New(th *theme.Theme) Model { return Model{th: th} }
 
-// Start runs the simulations of c in the background and returns the command
-// whose ResultMsg fills the view. A running simulation is cancelled.
-func (m *Model) Start(ctx context.Context, c *replay.Capture, opts whatif.Options) tea.Cmd {
+// Start runs the simulations of c with run in the background and returns
+// the command whose ResultMsg fills the view. A running simulation is
+// cancelled.
+func (m *Model) Start(ctx context.Context, run whatif.Simulator, c *replay.Capture, opts whatif.Options) tea.Cmd {
 	m.Stop()
 	ctx, cancel := context.WithCancel(ctx)
 	m.cancel, m.running, m.err, m.res = cancel, true, nil, nil
 	m.gen++
 	gen := m.gen
 	return func() tea.Msg {
-		res, err := whatif.Simulate(ctx, c, opts)
+		res, err := run(ctx, c, opts)
 		return ResultMsg{gen: gen, Result: res, Err: err, times: entryTimes(res, c.Snapshot)}
 	}
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/replay/whatif/sim"
 	"github.com/npumon/npumon/tui/theme"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-const traces = "../../replay/whatif/testdata/"
+const traces = "../../replay/whatif/sim/testdata/"
 
 func newTheme(ascii bool) *theme.Theme {
 	return theme.New(lipgloss.NewRenderer(io.Discard), ascii, true)
@@ -33,7 +34,7 @@ func loaded(t *testing.T, file string, ascii bool, confs ...string) Model {
 		t.Fatal(err)
 	}
 	m := New(newTheme(ascii))
-	cmd := m.Start(context.Background(), c, whatif.Options{Confs: confs})
+	cmd := m.Start(context.Background(), sim.Simulate, c, whatif.Options{Confs: confs})
 	if !m.Running() {
 		t.Error("not running after Start")
 	}
@@ -172,8 +173,8 @@ func TestStaleResultIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(newTheme(true))
-	old := m.Start(context.Background(), c, whatif.Options{})
-	fresh := m.Start(context.Background(), c, whatif.Options{Confs: []string{"max_split_size_mb:100"}})
+	old := m.Start(context.Background(), sim.Simulate, c, whatif.Options{})
+	fresh := m.Start(context.Background(), sim.Simulate, c, whatif.Options{Confs: []string{"max_split_size_mb:100"}})
 	m, _ = m.Update(old())
 	if m.Result() != nil || !m.Running() {
 		t.Fatal("a superseded run's result was shown")
@@ -192,7 +193,7 @@ func TestErrorAndEmptyViews(t *testing.T) {
 	m := New(newTheme(true))
 	m.SetSize(80, 24)
 	checkSize(t, m.View(), 80, 24)
-	cmd := m.Start(context.Background(), c, whatif.Options{Confs: []string{"max_split_size_mb:1"}})
+	cmd := m.Start(context.Background(), sim.Simulate, c, whatif.Options{Confs: []string{"max_split_size_mb:1"}})
 	if v := m.View(); !strings.Contains(v, "re-simulating") {
 		t.Errorf("running view:\n%s", v)
 	}

@@ -1,8 +1,7 @@
-// Package ranks recognises the per-rank dumps of a distributed job in one
-// directory and compares the ranks' memory: per rank the figures at the
-// newest entry and at the peaks, and the imbalance across ranks.
-// docs/ranks.md states the naming rules.
-package ranks
+// Package jobdir recognises the per-rank dumps of a distributed job in one
+// directory (docs/ranks.md states the naming rules); monitor/ranks compares
+// the ranks' memory once they are loaded.
+package jobdir
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package whatif
+package sim
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 // synthetic returns a snapshot whose device-0 trace has about n entries of
@@ -129,7 +130,7 @@ func BenchmarkSimulate1MRoundupDivisions(b *testing.B) {
 // through Simulate, which runs them in parallel.
 func BenchmarkSimulateParallel(b *testing.B) {
 	benchInput(b)
-	opts := Options{
+	opts := whatif.Options{
 		Confs:     []string{"expandable_segments:True", "max_split_size_mb:128", "roundup_power2_divisions:4"},
 		DeviceMem: 64 * config.GiB,
 	}

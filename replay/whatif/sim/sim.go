@@ -1,4 +1,4 @@
-package whatif
+package sim
 
 import (
 	"container/heap"
@@ -10,6 +10,7 @@ import (
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 // simEpoch is the simulated clock's origin; entry i happens at
@@ -43,7 +44,7 @@ func (h *helperStreams) Pop() any {
 
 // simulate replays in under cfg on a device of devMem bytes (see
 // Options.Contiguous).
-func simulate(ctx context.Context, in *input, name string, cfg config.Config, devMem int64, contiguous bool) (*Run, error) {
+func simulate(ctx context.Context, in *input, name string, cfg config.Config, devMem int64, contiguous bool) (*whatif.Run, error) {
 	clock := acl.NewManualClock(simEpoch)
 	// Paged: the driver maps device memory page by page, so a request
 	// fails only when the bytes run out: give the device ample address
@@ -76,14 +77,14 @@ func simulate(ctx context.Context, in *input, name string, cfg config.Config, de
 	}
 	var helpers helperStreams
 
-	run := &Run{Name: name, Conf: cfg.Raw, Flavour: cfg.Flavour.String(), ExpandableSegments: cfg.ExpandableSegments}
+	run := &whatif.Run{Name: name, Conf: cfg.Raw, Flavour: cfg.Flavour.String(), ExpandableSegments: cfg.ExpandableSegments}
 	if cfg.MaxSplitSize != config.Unlimited {
 		run.MaxSplitSize = cfg.MaxSplitSize
 	}
 	ptrs := make([]uint64, in.ids)
 	var reserved, allocated int64
 	var external int64 // workspace blocks: reserved and allocated outside the allocator
-	run.Reserved = append(run.Reserved, Point{Index: -1})
+	run.Reserved = append(run.Reserved, whatif.Point{Index: -1})
 	observe := func(entry int32) {
 		st := a.Stats()
 		r := st.ReservedBytes[allocator.StatAll].Current + external
@@ -100,7 +101,7 @@ func simulate(ctx context.Context, in *input, name string, cfg config.Config, de
 		if last := &(*c)[len(*c)-1]; last.Index == int(entry) {
 			last.Bytes = r
 		} else {
-			*c = append(*c, Point{Index: int(entry), Bytes: r})
+			*c = append(*c, whatif.Point{Index: int(entry), Bytes: r})
 		}
 	}
 	oom := func(o *op, err error) error {
@@ -110,7 +111,7 @@ func simulate(ctx context.Context, in *input, name string, cfg config.Config, de
 		}
 		run.OOMs++
 		if run.FirstOOM == nil {
-			run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved + external, Allocated: oe.Allocated + external}
+			run.FirstOOM = &whatif.OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved + external, Allocated: oe.Allocated + external}
 			if o.entry >= 0 {
 				run.FirstOOM.TimeUS = in.entries[o.entry].TimeUS
 			}
@@ -170,7 +171,7 @@ func simulate(ctx context.Context, in *input, name string, cfg config.Config, de
 			if _, err := dev.MallocAlign32(o.size, acl.HugeFirst); err != nil {
 				run.OOMs++
 				if run.FirstOOM == nil {
-					run.FirstOOM = &OOM{Index: int(o.entry), Size: o.size, Message: "workspace block: " + err.Error()}
+					run.FirstOOM = &whatif.OOM{Index: int(o.entry), Size: o.size, Message: "workspace block: " + err.Error()}
 				}
 			}
 			external += o.size

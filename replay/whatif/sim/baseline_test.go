@@ -1,4 +1,4 @@
-package whatif
+package sim
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 // TestBaselineUsesExpandableSegmentsFromTrace: a torch_npu trace with
@@ -15,7 +16,7 @@ import (
 // segments, so the baseline runs them too and reproduces the recording;
 // the report says where that setting came from.
 func TestBaselineUsesExpandableSegmentsFromTrace(t *testing.T) {
-	res, err := Simulate(context.Background(), load(t, "testdata/expandable.pickle"), Options{})
+	res, err := Simulate(context.Background(), load(t, "testdata/expandable.pickle"), whatif.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestFinalDeltaCaveat(t *testing.T) {
 				})
 				c.Snapshot.DeviceTraces[0] = tr
 			}
-			res, err := Simulate(context.Background(), c, Options{})
+			res, err := Simulate(context.Background(), c, whatif.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +84,7 @@ func TestFinalDeltaCaveat(t *testing.T) {
 // TestCUDASideStreamRunsCUDA: a CUDA torch 2.1 dump with a side stream is
 // re-simulated with the CUDA allocator (no 32-byte pad, paged device).
 func TestCUDASideStreamRunsCUDA(t *testing.T) {
-	res, err := Simulate(context.Background(), load(t, "../testdata/flavour_cuda21_sidestream.pickle"), Options{})
+	res, err := Simulate(context.Background(), load(t, "../../testdata/flavour_cuda21_sidestream.pickle"), whatif.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package whatif
+package sim
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 // FuzzSimulate feeds arbitrary traces (any action, address, size and
@@ -47,7 +48,7 @@ func fuzzOne(t *testing.T, data []byte) {
 		}
 		s := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{tr}}
 		for _, f := range []config.Flavour{config.FlavourNPU, config.FlavourCUDA} {
-			res, err := SimulateSnapshot(context.Background(), s, f, Options{
+			res, err := SimulateSnapshot(context.Background(), s, f, whatif.Options{
 				Confs: []string{"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4"},
 			})
 			if err != nil {
@@ -63,7 +64,7 @@ func fuzzOne(t *testing.T, data []byte) {
 						t.Fatalf("%s: curve not increasing in entries: %v", r.Name, r.Reserved)
 					}
 				}
-				if r.PeakReserved > roundUp(d.DeviceMem, 2*config.MiB) { // acl counts whole pages
+				if r.PeakReserved > config.RoundUp(d.DeviceMem, 2*config.MiB) { // acl counts whole pages
 					t.Fatalf("%s: peak %d over the device's %d", r.Name, r.PeakReserved, d.DeviceMem)
 				}
 			}

@@ -1,4 +1,4 @@
-package whatif
+package sim
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -26,7 +27,7 @@ func load(t testing.TB, path string) *replay.Capture {
 	return c
 }
 
-func simulateFile(t *testing.T, name string, opts Options) *DeviceResult {
+func simulateFile(t *testing.T, name string, opts whatif.Options) *whatif.DeviceResult {
 	t.Helper()
 	res, err := Simulate(context.Background(), load(t, filepath.Join("testdata", name)), opts)
 	if err != nil {
@@ -39,7 +40,7 @@ func simulateFile(t *testing.T, name string, opts Options) *DeviceResult {
 }
 
 // exact asserts that the baseline regenerates the recorded reserved curve.
-func exact(t *testing.T, d *DeviceResult) {
+func exact(t *testing.T, d *whatif.DeviceResult) {
 	t.Helper()
 	f := d.Fidelity
 	t.Logf("baseline fidelity: max |Δ| %d B, mean |Δ| %.0f B over %d points", f.MaxAbsDiff, f.MeanAbsDiff, f.Points)
@@ -55,7 +56,7 @@ func exact(t *testing.T, d *DeviceResult) {
 }
 
 func TestFragmentationOOMsWithoutExpandableSegments(t *testing.T) {
-	d := simulateFile(t, "fragmentation.pickle", Options{Confs: []string{"expandable_segments:True"}})
+	d := simulateFile(t, "fragmentation.pickle", whatif.Options{Confs: []string{"expandable_segments:True"}})
 	if d.DeviceMem != 1024*MiB || !strings.Contains(d.DeviceMemSource, "oom entry 110") {
 		t.Errorf("device mem %d (%s), want 1 GiB from the oom entry", d.DeviceMem, d.DeviceMemSource)
 	}
@@ -97,7 +98,7 @@ func TestFragmentationOOMsWithoutExpandableSegments(t *testing.T) {
 }
 
 func TestMaxSplitSizeKeepsTheBigBlock(t *testing.T) {
-	d := simulateFile(t, "max_split.pickle", Options{Confs: []string{"max_split_size_mb:100", "max_split_size_mb:300"}})
+	d := simulateFile(t, "max_split.pickle", whatif.Options{Confs: []string{"max_split_size_mb:100", "max_split_size_mb:300"}})
 	exact(t, d)
 	if d.DeviceMem != 256*MiB {
 		t.Errorf("device mem %d, want 256 MiB", d.DeviceMem)
@@ -121,7 +122,7 @@ func TestMaxSplitSizeKeepsTheBigBlock(t *testing.T) {
 
 func TestDeferredFreeAndInitialAllocations(t *testing.T) {
 	c := load(t, "testdata/deferred.pickle")
-	res, err := Simulate(context.Background(), c, Options{})
+	res, err := Simulate(context.Background(), c, whatif.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func fixtures(t *testing.T) []string {
 func TestFixtureFidelity(t *testing.T) {
 	for _, path := range fixtures(t) {
 		c := load(t, path)
-		res, err := Simulate(context.Background(), c, Options{Confs: []string{"expandable_segments:True", "max_split_size_mb:64"}})
+		res, err := Simulate(context.Background(), c, whatif.Options{Confs: []string{"expandable_segments:True", "max_split_size_mb:64"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func abs(n int64) int64 {
 
 func TestDeviceMemGiven(t *testing.T) {
 	// On 512 MiB the first segments already do not fit.
-	d := simulateFile(t, "fragmentation.pickle", Options{DeviceMem: 512 * MiB})
+	d := simulateFile(t, "fragmentation.pickle", whatif.Options{DeviceMem: 512 * MiB})
 	if d.DeviceMem != 512*MiB || d.DeviceMemSource != "given (--device-mem)" {
 		t.Errorf("device mem %d (%s)", d.DeviceMem, d.DeviceMemSource)
 	}
@@ -241,16 +242,16 @@ func TestDeviceMemGiven(t *testing.T) {
 
 func TestBadConf(t *testing.T) {
 	c := load(t, "testdata/max_split.pickle")
-	_, err := Simulate(context.Background(), c, Options{Confs: []string{"max_split_size_mb:10"}})
+	_, err := Simulate(context.Background(), c, whatif.Options{Confs: []string{"max_split_size_mb:10"}})
 	if err == nil || !strings.Contains(err.Error(), `--conf "max_split_size_mb:10"`) || !strings.Contains(err.Error(), "must be >= 20") {
 		t.Errorf("err %v", err)
 	}
-	_, err = Simulate(context.Background(), c, Options{Confs: []string{"expandable_segments:True,max_split_size_mb:100"}})
+	_, err = Simulate(context.Background(), c, whatif.Options{Confs: []string{"expandable_segments:True,max_split_size_mb:100"}})
 	if err == nil {
 		t.Error("NPU accepted expandable_segments with max_split_size_mb")
 	}
 	cuda := config.FlavourCUDA
-	if _, err := Simulate(context.Background(), c, Options{Flavour: &cuda, Confs: []string{"expandable_segments:True,max_split_size_mb:100"}}); err != nil {
+	if _, err := Simulate(context.Background(), c, whatif.Options{Flavour: &cuda, Confs: []string{"expandable_segments:True,max_split_size_mb:100"}}); err != nil {
 		t.Errorf("CUDA flavour: %v", err)
 	}
 }
@@ -258,7 +259,7 @@ func TestBadConf(t *testing.T) {
 func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Simulate(ctx, load(t, "testdata/fragmentation.pickle"), Options{})
+	_, err := Simulate(ctx, load(t, "testdata/fragmentation.pickle"), whatif.Options{})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
@@ -267,11 +268,11 @@ func TestCancel(t *testing.T) {
 func TestDeterministicAcrossParallelism(t *testing.T) {
 	c := load(t, "testdata/fragmentation.pickle")
 	confs := []string{"expandable_segments:True", "max_split_size_mb:40", "roundup_power2_divisions:4"}
-	a, err := Simulate(context.Background(), c, Options{Confs: confs, Parallel: 1})
+	a, err := Simulate(context.Background(), c, whatif.Options{Confs: confs, Parallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Simulate(context.Background(), c, Options{Confs: confs})
+	b, err := Simulate(context.Background(), c, whatif.Options{Confs: confs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,12 +282,12 @@ func TestDeterministicAcrossParallelism(t *testing.T) {
 }
 
 func TestAt(t *testing.T) {
-	c := []Point{{-1, 10}, {3, 20}, {7, 5}}
+	c := []whatif.Point{{Index: -1, Bytes: 10}, {Index: 3, Bytes: 20}, {Index: 7, Bytes: 5}}
 	for _, tc := range []struct {
 		i    int
 		want int64
 	}{{-2, 0}, {-1, 10}, {2, 10}, {3, 20}, {6, 20}, {7, 5}, {100, 5}} {
-		if got := At(c, tc.i); got != tc.want {
+		if got := whatif.At(c, tc.i); got != tc.want {
 			t.Errorf("At(%d) = %d, want %d", tc.i, got, tc.want)
 		}
 	}
@@ -334,7 +335,7 @@ func TestDevicesSimulatedSeparately(t *testing.T) {
 		seg.Device = 1
 		s.Segments = append(s.Segments, seg)
 	}
-	res, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, Options{Confs: []string{"max_split_size_mb:100"}})
+	res, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, whatif.Options{Confs: []string{"max_split_size_mb:100"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,17 +352,17 @@ func TestDevicesSimulatedSeparately(t *testing.T) {
 	if d0.Fidelity.MaxAbsDiff != 0 || d1.Fidelity.MaxAbsDiff != 0 {
 		t.Errorf("fidelity %+v %+v", d0.Fidelity, d1.Fidelity)
 	}
-	only, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, Options{Devices: []int{1}})
+	only, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, whatif.Options{Devices: []int{1}})
 	if err != nil || len(only.Devices) != 1 || only.Devices[0].Device != 1 {
 		t.Fatalf("--device 1: %v %+v", err, only)
 	}
-	if _, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, Options{Devices: []int{5}}); err == nil {
+	if _, err := SimulateSnapshot(context.Background(), s, config.FlavourNPU, whatif.Options{Devices: []int{5}}); err == nil {
 		t.Error("device 5 accepted")
 	}
 }
 
 func TestWorkspaceBlocksAreExternal(t *testing.T) {
-	d := simulateFile(t, "workspace.pickle", Options{Confs: []string{"expandable_segments:True"}})
+	d := simulateFile(t, "workspace.pickle", whatif.Options{Confs: []string{"expandable_segments:True"}})
 	if d.Input.Workspace != 1 || d.Input.Allocs != 1 {
 		t.Errorf("input %+v, want 1 workspace block and 1 caching-allocator alloc", d.Input)
 	}
@@ -384,11 +385,11 @@ func TestUntil(t *testing.T) {
 		{Action: snapshot.ActionFreeCompleted, Addr: 0x1000, Size: 4 << 20},
 		{Action: snapshot.ActionAlloc, Addr: 0x2000, Size: 64 << 20},
 	}}}
-	full, err := SimulateSnapshot(context.Background(), s, config.FlavourCUDA, Options{DeviceMem: 1 << 30})
+	full, err := SimulateSnapshot(context.Background(), s, config.FlavourCUDA, whatif.Options{DeviceMem: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut, err := SimulateSnapshot(context.Background(), s, config.FlavourCUDA, Options{DeviceMem: 1 << 30, Until: map[int]int{0: 2}})
+	cut, err := SimulateSnapshot(context.Background(), s, config.FlavourCUDA, whatif.Options{DeviceMem: 1 << 30, Until: map[int]int{0: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

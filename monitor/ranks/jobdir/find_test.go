@@ -1,4 +1,4 @@
-package ranks
+package jobdir
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/testdata/fixture"
@@ -121,18 +122,18 @@ func TestFiguresAndCompare(t *testing.T) {
 	if err != nil || len(ms) != 3 {
 		t.Fatalf("Find: %+v %v", ms, err)
 	}
-	want := []Figures{
+	want := []ranks.Figures{
 		{Rank: 0, Device: 0, PeakReservedBytes: 20 * MiB, PeakActiveBytes: 10 * MiB, ReservedBytes: 20 * MiB, ActiveBytes: MiB, AllocatedBytes: MiB},
 		{Rank: 1, Device: 1, PeakReservedBytes: 40 * MiB, PeakActiveBytes: 30 * MiB, ReservedBytes: 40 * MiB, ActiveBytes: MiB, AllocatedBytes: MiB, OOMs: 1},
 		{Rank: 2, Device: 2, PeakReservedBytes: 30 * MiB, PeakActiveBytes: 15 * MiB, ReservedBytes: 30 * MiB, ActiveBytes: MiB, AllocatedBytes: MiB},
 	}
-	var figs []Figures
+	var figs []ranks.Figures
 	for i, m := range ms {
 		st := store.New(store.Options{})
-		if _, err := watch.LoadSnapshot(context.Background(), m.Path, st, func(watch.LoadProgress) {}); err != nil {
+		if _, err := watch.LoadSnapshot(context.Background(), m.Path, st, func(store.LoadProgress) {}); err != nil {
 			t.Fatal(err)
 		}
-		f, ok := FromStore(m.Rank, st)
+		f, ok := ranks.FromStore(m.Rank, st)
 		if !ok {
 			t.Fatalf("rank %d: no figures", m.Rank)
 		}
@@ -144,8 +145,8 @@ func TestFiguresAndCompare(t *testing.T) {
 		}
 		figs = append(figs, f)
 	}
-	ims := Compare(figs)
-	wantIm := []Imbalance{
+	ims := ranks.Compare(figs)
+	wantIm := []ranks.Imbalance{
 		{Figure: "peak_reserved_bytes", MaxRank: 1, MaxBytes: 40 * MiB, MinRank: 0, MinBytes: 20 * MiB, Ratio: 2},
 		{Figure: "peak_requested_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
 		{Figure: "peak_active_bytes", MaxRank: 1, MaxBytes: 30 * MiB, MinRank: 0, MinBytes: 10 * MiB, Ratio: 3},
@@ -161,11 +162,11 @@ func TestFiguresAndCompare(t *testing.T) {
 }
 
 func TestImbalanceTiesAndZero(t *testing.T) {
-	im, ok := ImbalanceOf("x", []int{3, 1, 2}, []int64{5, 5, 0})
+	im, ok := ranks.ImbalanceOf("x", []int{3, 1, 2}, []int64{5, 5, 0})
 	if !ok || im.MaxRank != 1 || im.MinRank != 2 || im.Ratio != 0 {
 		t.Fatalf("%+v", im)
 	}
-	if _, ok := ImbalanceOf("x", nil, nil); ok {
+	if _, ok := ranks.ImbalanceOf("x", nil, nil); ok {
 		t.Fatal("no values: ok")
 	}
 }

@@ -1,10 +1,11 @@
-package whatif
+package sim
 
 import (
 	"slices"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 // opKind is what the simulation does at one step.
@@ -33,26 +34,6 @@ type op struct {
 	size   int64
 }
 
-// InputStats counts what the input sequence was built from.
-type InputStats struct {
-	Entries       int `json:"entries"`        // trace entries of the device
-	Initial       int `json:"initial_allocs"` // allocations live before the trace, allocated first
-	Allocs        int `json:"allocs"`
-	Frees         int `json:"frees"`
-	DeferredFrees int `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
-	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
-	EmptyCaches   int `json:"empty_caches"`   // empty_cache calls inferred from segment releases
-	// Workspace counts torch_npu workspace blocks (workspace_snapshot,
-	// segment_alloc, alloc triples): memory of another allocator, held on
-	// the device for the whole run and counted as reserved and allocated.
-	Workspace int `json:"workspace_blocks"`
-	// Unmatched counts alloc/free entries the trace does not explain
-	// (a free of an address that is not live, an alloc over a live one,
-	// a negative size); they are skipped or resolved as the package doc
-	// says.
-	Unmatched int `json:"unmatched"`
-}
-
 // input is one device's operation sequence, shared read-only by all runs.
 type input struct {
 	device  int
@@ -60,7 +41,7 @@ type input struct {
 	ops     []op
 	ids     int // number of allocation ids
 	streams []uint64
-	stats   InputStats
+	stats   whatif.InputStats
 	// inside marks the entries strictly inside a malloc: from its first
 	// segment event up to (not including) its alloc or oom entry.
 	inside []bool

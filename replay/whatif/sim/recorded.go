@@ -1,4 +1,4 @@
-package whatif
+package sim
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 // Headroom is the share of the recorded peak reserved bytes added on top
@@ -15,16 +16,16 @@ const Headroom = 0.125
 
 // prepareDevice builds device's input sequence, the recorded figures and
 // the simulated device size.
-func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base config.Config) (*DeviceResult, error) {
+func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base config.Config) (*whatif.DeviceResult, *input, error) {
 	tl, err := replay.NewTimelineWithoutInitial(s, device)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	dr := &DeviceResult{Device: device, HasTimestamps: s.HasTimestamps()}
+	dr := &whatif.DeviceResult{Device: device, HasTimestamps: s.HasTimestamps()}
 
 	rec := &dr.Recorded
 	reserved := tl.ReservedAtStart
-	rec.Reserved = []Point{{Index: -1, Bytes: reserved}}
+	rec.Reserved = []whatif.Point{{Index: -1, Bytes: reserved}}
 	rec.PeakReserved, rec.PeakIndex = reserved, -1
 	active := tl.ActiveAtStart
 	rec.PeakActive = active
@@ -43,13 +44,13 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 		case snapshot.ActionOOM:
 			rec.OOMs++
 			if rec.FirstOOM == nil {
-				rec.FirstOOM = &OOM{Index: i, TimeUS: e.TimeUS, Size: e.Size}
+				rec.FirstOOM = &whatif.OOM{Index: i, TimeUS: e.TimeUS, Size: e.Size}
 				oomReserved, oomFree = reserved, e.DeviceFree
 			}
 		}
 		if d := replay.ReservedDelta(e); d != 0 {
 			reserved += d
-			rec.Reserved = append(rec.Reserved, Point{Index: i, Bytes: reserved})
+			rec.Reserved = append(rec.Reserved, whatif.Point{Index: i, Bytes: reserved})
 			if reserved > rec.PeakReserved {
 				rec.PeakReserved, rec.PeakIndex = reserved, i
 			}
@@ -65,7 +66,7 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 			rec.FirstOOM.Index, bytesize.Torch(oomReserved), bytesize.Torch(oomFree))
 	default:
 		peak := max(rec.PeakReserved, rec.PeakActive)
-		head := roundUp(int64(float64(peak)*Headroom), 2*config.MiB)
+		head := config.RoundUp(int64(float64(peak)*Headroom), 2*config.MiB)
 		dr.DeviceMem = max(peak+head, 2*config.MiB)
 		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
 			bytesize.Torch(peak), Headroom*100)
@@ -80,18 +81,16 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 	if base.MaxSplitSize == config.Unlimited && base.GCThreshold == 0 {
 		forced = func(before, seg int64) bool { return before+seg > dr.DeviceMem }
 	}
-	empties := emptyCaches(tl.Entries, forced, func(i int) int64 { return At(rec.Reserved, i) })
-	dr.input = buildInput(tl, empties)
-	dr.Input = dr.input.stats
-	return dr, nil
+	empties := emptyCaches(tl.Entries, forced, func(i int) int64 { return whatif.At(rec.Reserved, i) })
+	in := buildInput(tl, empties)
+	dr.Input = in.stats
+	return dr, in, nil
 }
-
-func roundUp(v, m int64) int64 { return (v + m - 1) / m * m }
 
 // fidelity compares two reserved curves at the start and after every entry
 // that is not inside a malloc (see input.inside).
-func fidelity(rec, sim []Point, in *input, peak int64) Fidelity {
-	var f Fidelity
+func fidelity(rec, sim []whatif.Point, in *input, peak int64) whatif.Fidelity {
+	var f whatif.Fidelity
 	var sum float64
 	ri, si := 0, 0
 	var rv, sv int64
