@@ -9,12 +9,13 @@ import (
 	"github.com/npumon/npumon/monitor/wire"
 )
 
-// ClientConn maps a wire client's status to the header's connection state
-// and detail (Options.ConnState): while no producer is there the header
-// says "disconnected" with the reason and when the next attempt is;
-// "reconnecting" while an attempt is under way.
-func ClientConn(s wire.ClientStatus) (ConnState, string) {
-	why := "closed"
+// ClientConn is a wire client's status as the header shows it
+// (Options.ConnState): the state in the words of wire.ConnState, which
+// attach's headless JSON also uses, and a detail: the producer once
+// connected, the attempt while reconnecting, and while disconnected the
+// reason and when the next attempt is.
+func ClientConn(s wire.ClientStatus) (wire.ConnState, string) {
+	why := ""
 	if s.Err != nil { // the innermost cause: "connection refused", not the dial's whole story
 		why = s.Err.Error()
 		if i := strings.IndexByte(why, '\n'); i >= 0 {
@@ -25,22 +26,21 @@ func ClientConn(s wire.ClientStatus) (ConnState, string) {
 		}
 	}
 	switch s.State {
-	case wire.StateConnected:
+	case wire.ConnConnected:
 		if h := s.Hello; h != nil {
 			d := fmt.Sprintf("pid %d@%s", h.PID, h.Host)
 			if h.TimeBase == store.TimePollUS { // times are when the producer saw the entries
 				d += " · times ≈" + h.Resolution.String()
 			}
-			return ConnConnected, d
+			return s.State, d
 		}
-		return ConnConnected, ""
-	case wire.StateConnecting:
-		if s.Attempt == 0 {
-			return ConnReconnecting, "connecting…"
+		return s.State, ""
+	case wire.ConnReconnecting:
+		return s.State, fmt.Sprintf("attempt %d", s.Attempt)
+	case wire.ConnDisconnected:
+		if s.Backoff > 0 {
+			return s.State, fmt.Sprintf("· reconnecting in %s · %s", s.Backoff.Round(100*time.Millisecond), why)
 		}
-		return ConnReconnecting, fmt.Sprintf("attempt %d", s.Attempt)
-	case wire.StateReconnecting:
-		return ConnDisconnected, fmt.Sprintf("· reconnecting in %s · %s", s.Backoff.Round(100*time.Millisecond), why)
 	}
-	return ConnDisconnected, why
+	return s.State, why
 }

@@ -11,24 +11,26 @@ import (
 	"github.com/npumon/npumon/monitor/wire"
 )
 
-// TestClientConn: each client state reads as the header shows it, with the
+// TestClientConn: each client state reads as the header shows it, in the
+// words of the client's own state (which attach's JSON prints), with the
 // innermost cause of a failure (first line only) as the reason.
 func TestClientConn(t *testing.T) {
 	refused := fmt.Errorf("dial unix /tmp/x.sock: %w", errors.New("connect: connection refused\nmore detail"))
 	for _, c := range []struct {
 		s      wire.ClientStatus
-		state  ConnState
+		state  wire.ConnState
 		detail string
 	}{
-		{wire.ClientStatus{State: wire.StateConnected, Hello: &wire.Hello{PID: 42, Host: "node1"}}, ConnConnected, "pid 42@node1"},
-		{wire.ClientStatus{State: wire.StateConnected}, ConnConnected, ""},
+		{wire.ClientStatus{State: wire.ConnConnected, Hello: &wire.Hello{PID: 42, Host: "node1"}}, wire.ConnConnected, "pid 42@node1"},
+		{wire.ClientStatus{State: wire.ConnConnected}, wire.ConnConnected, ""},
 		// a producer that stamps entries with its poll time says how coarse they are
-		{wire.ClientStatus{State: wire.StateConnected, Hello: &wire.Hello{PID: 42, Host: "node1",
-			TimeBase: store.TimePollUS, Resolution: 500 * time.Millisecond}}, ConnConnected, "pid 42@node1 · times ≈500ms"},
-		{wire.ClientStatus{State: wire.StateConnecting}, ConnReconnecting, "connecting…"},
-		{wire.ClientStatus{State: wire.StateConnecting, Attempt: 3}, ConnReconnecting, "attempt 3"},
-		{wire.ClientStatus{State: wire.StateReconnecting, Err: refused, Backoff: 1234 * time.Millisecond}, ConnDisconnected, "· reconnecting in 1.2s · connection refused"},
-		{wire.ClientStatus{State: wire.StateClosed}, ConnDisconnected, "closed"},
+		{wire.ClientStatus{State: wire.ConnConnected, Hello: &wire.Hello{PID: 42, Host: "node1",
+			TimeBase: store.TimePollUS, Resolution: 500 * time.Millisecond}}, wire.ConnConnected, "pid 42@node1 · times ≈500ms"},
+		{wire.ClientStatus{State: wire.ConnConnecting}, wire.ConnConnecting, ""},
+		{wire.ClientStatus{State: wire.ConnReconnecting, Attempt: 3}, wire.ConnReconnecting, "attempt 3"},
+		{wire.ClientStatus{State: wire.ConnDisconnected, Err: refused, Backoff: 1234 * time.Millisecond}, wire.ConnDisconnected, "· reconnecting in 1.2s · connection refused"},
+		{wire.ClientStatus{State: wire.ConnDisconnected, Err: refused}, wire.ConnDisconnected, "connection refused"},
+		{wire.ClientStatus{State: wire.ConnClosed}, wire.ConnClosed, ""},
 	} {
 		state, detail := ClientConn(c.s)
 		if state != c.state || detail != c.detail {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui"
 )
 
@@ -21,7 +22,7 @@ func Example_live() {
 		}
 	}()
 	p := tui.NewProgram(tui.Options{Source: st, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true})
-	go p.Send(tui.ConnStateMsg{State: tui.ConnConnected, Detail: "unix:/tmp/npumon.sock"})
+	go p.Send(tui.ConnStateMsg{State: wire.ConnConnected, Detail: "unix:/tmp/npumon.sock"})
 	_, _ = p.Run()
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif/sim"
 )
@@ -86,7 +87,7 @@ func withWhatIf(t testing.TB, o *Options) {
 // asLive shows the source as a live, connected producer.
 func asLive(_ testing.TB, o *Options) {
 	o.Live, o.SourceName = true, "pid 4242 @ unix:/run/user/0/npumon/4242.sock"
-	o.ConnState = func() (ConnState, string) { return ConnConnected, "" }
+	o.ConnState = func() (wire.ConnState, string) { return wire.ConnConnected, "" }
 }
 
 func smallWithOps(t testing.TB) Source { return storeOf(t, smallSnapshot(true), smallOps()) }

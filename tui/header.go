@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -68,12 +69,12 @@ func (m *Model) headerLines() []string {
 		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.last-m.cursor), behind))
 	}
 	l1 = append(l1, mode)
-	if m.conn != ConnNone {
+	if m.conn != wire.ConnNone {
 		c := m.conn.String()
 		if m.connNote != "" {
 			c += " " + m.connNote
 		}
-		if m.conn == ConnConnected {
+		if m.conn == wire.ConnConnected {
 			l1 = append(l1, th.Dim.Render(c))
 		} else {
 			l1 = append(l1, th.Warn.Render(c))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 )
 
 // TestLiveStoreFedWhileRunning runs the app on a live store.Store that a
@@ -58,7 +59,7 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	wait("live header", func(s string) bool {
 		return strings.Contains(s, "LIVE") && strings.Contains(s, "HBM 3.00 GiB / 64.0 GiB") && strings.Contains(s, "pid 4242")
 	})
-	tm.Send(ConnStateMsg{State: ConnDisconnected, Detail: "connection refused"})
+	tm.Send(ConnStateMsg{State: wire.ConnDisconnected, Detail: "connection refused"})
 	wait("conn state", func(s string) bool { return strings.Contains(s, "disconnected connection refused") })
 	tm.Send(keyMsg("space"))
 	wait("paused", func(s string) bool { return strings.Contains(s, "behind (") })

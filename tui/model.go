@@ -13,6 +13,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui/segmap"
 	"github.com/npumon/npumon/tui/theme"
 	"github.com/npumon/npumon/tui/timeline"
@@ -96,7 +97,7 @@ type Model struct {
 	streams   streamLabels // the device's stream labels (s0, s1, …)
 	opsVer    uint64       // the Source's op version m.ops holds (opsSince)
 	steps     []int        // indices of the step ops (IsStep) in m.ops
-	conn      ConnState
+	conn      wire.ConnState
 	connNote  string
 	statusErr string
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 )
 
 func small(t testing.TB, w, h int) *Model {
@@ -401,7 +402,7 @@ func TestLiveFollowPauseAndConnState(t *testing.T) {
 	if m.Cursor() != t0+8*tStep || !strings.Contains(m.View(), "LIVE") {
 		t.Fatalf("f should follow again")
 	}
-	m.Update(ConnStateMsg{State: ConnReconnecting, Detail: "attempt 3"})
+	m.Update(ConnStateMsg{State: wire.ConnReconnecting, Detail: "attempt 3"})
 	if !strings.Contains(m.View(), "reconnecting attempt 3") {
 		t.Errorf("conn state not in header:\n%s", m.View())
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/x/term"
 
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/tui/ttyin"
@@ -55,7 +56,7 @@ type Options struct {
 	// figures (e.g. that a source has no block-level trace); "" shows none.
 	Note func() string
 	// ConnState, when set, is polled every tick for the header (live sources).
-	ConnState func() (ConnState, string)
+	ConnState func() (wire.ConnState, string)
 	// Captures, when set, is a watched directory's captures: key c shows
 	// the capture picker (arrival order, new ones appearing live, enter
 	// opens one) and the header names the open capture after SourceName.
@@ -89,32 +90,10 @@ type Options struct {
 	Back tea.Cmd
 }
 
-// ConnState is the state of a live connection, shown in the header.
-type ConnState uint8
-
-const (
-	ConnNone ConnState = iota // not a connected source: nothing shown
-	ConnConnected
-	ConnDisconnected
-	ConnReconnecting
-)
-
-func (c ConnState) String() string {
-	switch c {
-	case ConnConnected:
-		return "connected"
-	case ConnDisconnected:
-		return "disconnected"
-	case ConnReconnecting:
-		return "reconnecting"
-	}
-	return ""
-}
-
 // ConnStateMsg sets the connection state shown in the header; send it with
 // tea.Program.Send from the goroutine that owns the connection.
 type ConnStateMsg struct {
-	State  ConnState
+	State  wire.ConnState
 	Detail string // e.g. the address or the last error
 }
 

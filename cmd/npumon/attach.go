@@ -109,7 +109,7 @@ func newAttachCmd() *cobra.Command {
 				name = "unix:" + filepath.Base(a.Address)
 			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
-				ConnState: func() (tui.ConnState, string) { return tui.ClientConn(client.Status()) }}
+				ConnState: func() (wire.ConnState, string) { return tui.ClientConn(client.Status()) }}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
@@ -173,7 +173,7 @@ func attachFailure(addr string, st wire.ClientStatus, ctx context.Context) error
 	switch {
 	case st.Hello == nil:
 		return exitError{code: exitFail, msg: fmt.Sprintf("npumon: attach %s: never connected: %s", addr, reason)}
-	case st.State == wire.StateClosed && st.Err != nil:
+	case st.State == wire.ConnClosed && st.Err != nil:
 		return exitError{code: exitFail, msg: fmt.Sprintf("npumon: attach %s: stopped: %s", addr, reason)}
 	}
 	return nil

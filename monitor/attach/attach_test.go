@@ -144,7 +144,7 @@ func TestServeAllocators(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == wire.StateConnected })
+	waitFor(t, "connected", func() bool { return cl.Status().State == wire.ConnConnected })
 	<-done
 	churn(t, allocs[0], 7, 100)
 	want := allocs[0].Snapshot() // its marker is the last entry
@@ -243,7 +243,7 @@ func TestServeAllocatorsResyncAfterGap(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == wire.StateConnected })
+	waitFor(t, "connected", func() bool { return cl.Status().State == wire.ConnConnected })
 	// stall the client while the producer churns
 	hold.Lock()
 	live := churn(t, allocs[0], 9, 40000)

@@ -16,27 +16,34 @@ import (
 	"github.com/npumon/npumon/monitor/store"
 )
 
-// ClientState is where a Client is.
-type ClientState uint8
+// ConnState is where a live connection is. The terminal UI's header and
+// attach's headless JSON ("connection") say the same words (String).
+type ConnState uint8
 
 const (
-	StateConnecting   ClientState = iota // first attempt
-	StateConnected                       // handshake done, data flowing
-	StateDisconnected                    // the connection ended (Err says why)
-	StateReconnecting                    // waiting for the next attempt
-	StateClosed                          // Run returned
+	ConnNone         ConnState = iota // not a live source (a file, a directory): nothing to say
+	ConnConnecting                    // the first attempt is under way
+	ConnConnected                     // handshake done, data flowing
+	ConnReconnecting                  // a later attempt is under way (Attempt counts them)
+	ConnDisconnected                  // no connection: it ended or an attempt failed (Err says why); the next attempt waits Backoff
+	ConnClosed                        // Run returned: no attempt follows
 )
 
-func (s ClientState) String() string {
-	return [...]string{"connecting", "connected", "disconnected", "reconnecting", "closed"}[s]
+var connStateWords = [...]string{"", "connecting", "connected", "reconnecting", "disconnected", "closed"}
+
+func (s ConnState) String() string {
+	if int(s) < len(connStateWords) {
+		return connStateWords[s]
+	}
+	return "unknown"
 }
 
 // ClientStatus is a Client's state with what is known about the producer.
 type ClientStatus struct {
-	State   ClientState
+	State   ConnState
 	Err     error         // why the last connection ended or failed
 	Attempt int           // reconnect attempt number (0 on the first connection)
-	Backoff time.Duration // wait before the next attempt (StateReconnecting)
+	Backoff time.Duration // wait before the next attempt (ConnDisconnected; 0 when none follows)
 	Hello   *Hello        // the producer's handshake (nil before the first)
 	Entries uint64        // entries received over all connections
 	Missed  uint64        // entries the producer reported dropped (GAP)
@@ -182,28 +189,30 @@ func (c *Client) Run(ctx context.Context) error {
 	backoff := c.opts.MinBackoff
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 {
-			c.set(func(s *ClientStatus) { s.State = StateConnecting })
+			c.set(func(s *ClientStatus) { s.State = ConnConnecting })
+		} else {
+			c.set(func(s *ClientStatus) { s.State = ConnReconnecting; s.Backoff = 0 })
 		}
 		connected, err := c.session(ctx)
 		if ctx.Err() != nil {
-			c.set(func(s *ClientStatus) { s.State = StateClosed; s.Err = ctx.Err() })
+			c.set(func(s *ClientStatus) { s.State = ConnClosed; s.Err = ctx.Err() })
 			return ctx.Err()
 		}
-		c.set(func(s *ClientStatus) { s.State = StateDisconnected; s.Err = err })
+		c.set(func(s *ClientStatus) { s.State = ConnDisconnected; s.Err = err })
 		var le *LimitError
 		var pe *PeerError
 		if c.opts.NoReconnect || errors.As(err, &le) || errors.As(err, &pe) {
-			c.set(func(s *ClientStatus) { s.State = StateClosed })
+			c.set(func(s *ClientStatus) { s.State = ConnClosed })
 			return err
 		}
 		if connected {
 			backoff = c.opts.MinBackoff
 		}
 		wait := backoff
-		c.set(func(s *ClientStatus) { s.State = StateReconnecting; s.Attempt = attempt + 1; s.Backoff = wait })
+		c.set(func(s *ClientStatus) { s.Attempt = attempt + 1; s.Backoff = wait }) // still disconnected, waiting
 		select {
 		case <-ctx.Done():
-			c.set(func(s *ClientStatus) { s.State = StateClosed; s.Err = ctx.Err() })
+			c.set(func(s *ClientStatus) { s.State = ConnClosed; s.Err = ctx.Err() })
 			return ctx.Err()
 		case <-time.After(wait):
 		}
@@ -363,7 +372,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			}
 			c.startSession(hello, segs, resume, same)
 			haveSnap = true
-			c.set(func(s *ClientStatus) { s.State = StateConnected; s.Err = nil; s.Hello = hello })
+			c.set(func(s *ClientStatus) { s.State = ConnConnected; s.Err = nil; s.Hello = hello })
 		case frameEntries:
 			if !haveSnap {
 				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")

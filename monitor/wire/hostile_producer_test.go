@@ -108,7 +108,7 @@ func TestHostileEntryFlood(t *testing.T) {
 	if !errors.As(err, &le) || !strings.Contains(err.Error(), "10000 entries") {
 		t.Fatalf("Run = %v, want a LimitError", err)
 	}
-	if st.Len(0) != 10_000 || cl.Status().State != StateClosed {
+	if st.Len(0) != 10_000 || cl.Status().State != ConnClosed {
 		t.Fatalf("store holds %d entries, state %v", st.Len(0), cl.Status().State)
 	}
 }

@@ -105,7 +105,7 @@ func TestWireEndToEnd(t *testing.T) {
 	defer srv.Close()
 	st := store.New(store.Options{})
 	var mu sync.Mutex
-	var states []ClientState
+	var states []ConnState
 	cl := NewClient("unix", path, st, ClientOptions{OnStatus: func(s ClientStatus) {
 		mu.Lock()
 		states = append(states, s.State)
@@ -114,7 +114,7 @@ func TestWireEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cl.Run(ctx) }()
-	waitFor(t, "connected", func() bool { return cl.Status().State == StateConnected })
+	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 
 	const n = 200_000
 	ents := testEntries(n, 1)
@@ -161,7 +161,7 @@ func TestWireEndToEnd(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if states[0] != StateConnecting || states[1] != StateConnected || states[len(states)-1] != StateClosed {
+	if states[0] != ConnConnecting || states[1] != ConnConnected || states[len(states)-1] != ConnClosed {
 		t.Fatalf("states %v", states)
 	}
 }
@@ -277,7 +277,7 @@ func TestWireProducerKilledMidFrame(t *testing.T) {
 	st := store.New(store.Options{})
 	var last ClientStatus
 	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true, OnStatus: func(s ClientStatus) {
-		if s.State == StateDisconnected {
+		if s.State == ConnDisconnected {
 			last = s
 		}
 	}})
@@ -285,7 +285,7 @@ func TestWireProducerKilledMidFrame(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "inside a frame") {
 		t.Fatalf("Run = %v", err)
 	}
-	if last.State != StateDisconnected || last.Err == nil || cl.Status().State != StateClosed {
+	if last.State != ConnDisconnected || last.Err == nil || cl.Status().State != ConnClosed {
 		t.Fatalf("status %+v", last)
 	}
 	if st.Len(0) != 0 || len(st.StateAt(0, 0).Segments) != 2 {
@@ -350,7 +350,7 @@ func TestWireGarbageIntoServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "good client connected", func() bool { return cl.Status().State == StateConnected })
+	waitFor(t, "good client connected", func() bool { return cl.Status().State == ConnConnected })
 	waitFor(t, "bad client gone", func() bool { return srv.Stats().Clients == 1 })
 	srv.Publish(1, testEntries(10, 4))
 	waitFor(t, "entries", func() bool { return st.Len(1) == 10 })
@@ -365,17 +365,17 @@ func TestWireReconnect(t *testing.T) {
 	}
 	st := store.New(store.Options{})
 	var mu sync.Mutex
-	seen := map[ClientState]int{}
+	seen := map[ConnState]int{}
 	cl := NewClient("unix", path, st, ClientOptions{MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		OnStatus: func(s ClientStatus) { mu.Lock(); seen[s.State]++; mu.Unlock() }})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == StateConnected })
+	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 	srv.Publish(0, testEntries(100, 5))
 	waitFor(t, "first entries", func() bool { return st.Len(0) == 100 })
 	srv.Close()
-	waitFor(t, "reconnecting", func() bool { return cl.Status().State == StateReconnecting })
+	waitFor(t, "waiting to reconnect", func() bool { s := cl.Status(); return s.State == ConnDisconnected && s.Backoff > 0 })
 	if err := cl.Status().Err; err == nil || !strings.Contains(err.Error(), "goodbye") {
 		t.Fatalf("disconnect reason %v", err)
 	}
@@ -384,7 +384,7 @@ func TestWireReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv2.Close()
-	waitFor(t, "reconnected", func() bool { return cl.Status().State == StateConnected })
+	waitFor(t, "reconnected", func() bool { return cl.Status().State == ConnConnected })
 	if cl.Status().Attempt == 0 {
 		t.Fatal("attempt count not reported")
 	}
@@ -392,7 +392,7 @@ func TestWireReconnect(t *testing.T) {
 	waitFor(t, "entries after reconnect", func() bool { return st.Len(0) == 150 })
 	mu.Lock()
 	defer mu.Unlock()
-	if seen[StateDisconnected] == 0 || seen[StateReconnecting] == 0 || seen[StateConnected] < 2 {
+	if seen[ConnDisconnected] == 0 || seen[ConnReconnecting] == 0 || seen[ConnConnected] < 2 {
 		t.Fatalf("states seen %v", seen)
 	}
 }
@@ -411,7 +411,7 @@ func TestListenTCPDefaultsToLoopback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == StateConnected })
+	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 	srv.Publish(0, testEntries(10, 7))
 	waitFor(t, "entries", func() bool { return st.Len(0) == 10 })
 }
@@ -486,7 +486,7 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	for cl.Status().State != StateConnected {
+	for cl.Status().State != ConnConnected {
 		time.Sleep(time.Millisecond)
 	}
 	ents := testEntries(256, 9)
@@ -561,7 +561,7 @@ func TestWireSeveralClients(t *testing.T) {
 		c := NewClient("unix", path, st, ClientOptions{})
 		ctx, cancel := context.WithCancel(context.Background())
 		go c.Run(ctx)
-		waitFor(t, "connected", func() bool { return c.Status().State == StateConnected })
+		waitFor(t, "connected", func() bool { return c.Status().State == ConnConnected })
 		return cl{st, c, cancel}
 	}
 	a, b, leaver := start(), start(), start()
