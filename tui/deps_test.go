@@ -1,9 +1,9 @@
 package tui
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,9 +14,9 @@ import (
 // heavy packages (the what-if simulation, loading files, watching
 // directories) is handed in by cmd/npumon through Options.
 func TestImportClosure(t *testing.T) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if p, err := exec.LookPath("go"); err == nil {
-		goBin = p
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
 	out, err := exec.Command(goBin, "list", "-deps", "./...").CombinedOutput()
 	if err != nil {

@@ -96,7 +96,7 @@ func (t *ActionTable) Parse(s string) Action {
 	if a, ok := ParseKnownAction(s); ok {
 		return a
 	}
-	if t == nil {
+	if t == nil || s == "other" { // "other": what Name gives ActionOther
 		return ActionOther
 	}
 	t.mu.RLock()

@@ -289,9 +289,9 @@ func stallRelay(t *testing.T, server string) (path string, hold *sync.Mutex) {
 			go func() {
 				buf := make([]byte, 4096)
 				for {
-					hold.Lock()
-					hold.Unlock()
+					hold.Lock() // held by the test: this relay stops reading
 					n, err := s.Read(buf)
+					hold.Unlock()
 					if n > 0 {
 						if _, werr := c.Write(buf[:n]); werr != nil {
 							break

@@ -94,6 +94,7 @@ func TestWireEndToEnd(t *testing.T) {
 		Hello:    Hello{Devices: []store.DeviceInfo{{ID: 0, Name: "Ascend910B-sim", HBMTotal: 64 << 30, Streams: 2}}},
 		Snapshot: func() (*snapshot.Snapshot, map[int]uint64) { return initialSnapshot(), nil },
 		Stack:    stackOf,
+		Actions:  testActions,
 		Devices: func() []store.DeviceInfo {
 			return []store.DeviceInfo{{ID: 0, HBMTotal: 64 << 30, HBMUsed: 123}}
 		},
@@ -146,6 +147,10 @@ func TestWireEndToEnd(t *testing.T) {
 		if g != w {
 			t.Fatalf("entry %d: %+v, want %+v", i, g, w)
 		}
+	}
+	// an action the model does not know crosses by name into the Store's table
+	if got[5].ActionName != "wire_test_custom" || st.ActionName(got[5].Action) != "wire_test_custom" {
+		t.Fatalf("unknown action arrived as %q / %q", got[5].ActionName, st.ActionName(got[5].Action))
 	}
 	// the snapshot arrived: the pre-existing block is live at the start
 	s0 := st.StateAt(0, got[0].Time-1)
