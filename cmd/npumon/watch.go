@@ -31,7 +31,7 @@ func newWatchCmd() *cobra.Command {
 		list     bool
 		open     string
 		mf       metricsFlag
-		maxSize  = sizeFlag(watch.DefaultWatchMaxBytes)
+		maxSize  = sizeFlag(watch.DefaultMaxBytes)
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{

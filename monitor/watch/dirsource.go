@@ -47,15 +47,15 @@ type DirOptions struct {
 	// order, or its file name — and stays on it (Follow is then off).
 	Pick string
 	// MaxBytes: snapshot files larger than this are listed with an error
-	// and not opened (default DefaultWatchMaxBytes).
+	// and not opened (default DefaultMaxBytes).
 	MaxBytes int64
 	// MaxMemory caps the memory decoding one snapshot may take (default
-	// DefaultWatchMaxMemory); a file that would need more is not opened.
+	// DefaultMaxMemory); a file that would need more is not opened.
 	MaxMemory int64
 }
 
-// DefaultWatchMaxMemory is the decoding budget of one snapshot in a watch.
-const DefaultWatchMaxMemory = 4 << 30
+// DefaultMaxMemory is the decoding budget of one snapshot in a watch.
+const DefaultMaxMemory = 4 << 30
 
 // DirSource feeds a Store from a watched directory: the open capture's
 // memory data, and the ops of every profiler directory, tailed while they
@@ -92,10 +92,10 @@ type DirSource struct {
 func NewDirSource(dir string, st *store.Store, o DirOptions) *DirSource {
 	follow := o.Follow && o.Pick == ""
 	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultWatchMaxBytes
+		o.MaxBytes = DefaultMaxBytes
 	}
 	if o.MaxMemory <= 0 {
-		o.MaxMemory = DefaultWatchMaxMemory
+		o.MaxMemory = DefaultMaxMemory
 	}
 	return &DirSource{dir: dir, store: st, follow: follow, auto: follow, pick: o.Pick, byPath: map[string]int{}, ready: make(chan struct{}),
 		limits: replay.Options{MaxFileSize: o.MaxBytes, MaxMemory: o.MaxMemory}}
@@ -104,7 +104,7 @@ func NewDirSource(dir string, st *store.Store, o DirOptions) *DirSource {
 // ScanDir calls fn with each capture already in dir, oldest first, and
 // returns once the scan is over (or fn fails).
 func ScanDir(dir string, fn func(Entry) error) error {
-	w, err := Watch(dir, WatchOptions{Settle: 50 * time.Millisecond})
+	w, err := Watch(dir, Options{Settle: 50 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func ScanDir(dir string, fn func(Entry) error) error {
 		return nil
 	}
 	for ev := range w.Events {
-		if ev.Kind == WatchScanDone {
+		if ev.Kind == EventScanDone {
 			return emit()
 		}
 		if c, ok := captureOf(ev); ok {
@@ -132,14 +132,14 @@ func ScanDir(dir string, fn func(Entry) error) error {
 	return emit()
 }
 
-func captureOf(ev WatchEvent) (Entry, bool) {
+func captureOf(ev Event) (Entry, bool) {
 	var c Entry
 	switch ev.Kind {
-	case WatchSnapshot:
+	case EventSnapshot:
 		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
-	case WatchProfilerDir:
+	case EventProfilerDir:
 		c = Entry{Kind: EntryProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
-	case WatchError:
+	case EventError:
 		// a file that never became a readable snapshot (truncated by a
 		// crashed job, garbage) is listed with its one-line error
 		st, err := os.Stat(ev.Path)
@@ -203,7 +203,7 @@ func treeSize(dir string) int64 {
 
 // Start watches the directory until ctx ends or Stop is called.
 func (d *DirSource) Start(ctx context.Context) error {
-	w, err := Watch(d.dir, WatchOptions{MaxBytes: d.limits.MaxFileSize})
+	w, err := Watch(d.dir, Options{MaxBytes: d.limits.MaxFileSize})
 	if err != nil {
 		return err
 	}
@@ -268,7 +268,7 @@ func (d *DirSource) loop(ctx context.Context) {
 				c = d.addCapture(cc)
 			}
 			switch ev.Kind {
-			case WatchScanDone:
+			case EventScanDone:
 				d.sortScanned()
 				if d.pick != "" && d.Current() == "" {
 					// indexes of existing captures are final once the scan is over
@@ -286,7 +286,7 @@ func (d *DirSource) loop(ctx context.Context) {
 					toOpen = newestExisting
 				}
 				scanned = true
-			case WatchSnapshot:
+			case EventSnapshot:
 				switch {
 				case d.pick != "":
 					if !ev.Existing && d.Current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
@@ -304,17 +304,17 @@ func (d *DirSource) loop(ctx context.Context) {
 						toOpen = ev.Path
 					}
 				}
-			case WatchProfilerDir, WatchFrameworkGrow, WatchAnalyseDone:
+			case EventProfilerDir, EventFrameworkGrow, EventAnalyseDone:
 				d.pollTail()
-				if ev.Kind != WatchProfilerDir {
+				if ev.Kind != EventProfilerDir {
 					d.update(ev.Dir, func(c *Entry) { c.Size = treeSize(c.Path) })
 				}
-			case WatchRemoved:
+			case EventRemoved:
 				d.update(ev.Path, func(c *Entry) { c.Error = "removed" })
 				if toOpen == ev.Path {
 					toOpen = ""
 				}
-			case WatchError:
+			case EventError:
 				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
 			}
 		}

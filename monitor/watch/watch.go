@@ -17,62 +17,62 @@ import (
 	"github.com/npumon/npumon/replay"
 )
 
-// WatchKind is what a WatchEvent reports.
-type WatchKind uint8
+// EventKind is what an Event reports.
+type EventKind uint8
 
 const (
-	// WatchSnapshot: a snapshot file (pickle or JSON, including
+	// EventSnapshot: a snapshot file (pickle or JSON, including
 	// oom_snapshot_*) is complete: its size was stable for Settle and
 	// Check accepted it. Reported again when it is rewritten.
-	WatchSnapshot WatchKind = iota + 1
-	// WatchProfilerDir: a *_ascend_pt directory appeared.
-	WatchProfilerDir
-	// WatchAnalyseDone: a profiler directory's analyse.done appeared.
-	WatchAnalyseDone
-	// WatchFrameworkGrow: a FRAMEWORK/torch.* file grew (Size = new size).
-	WatchFrameworkGrow
-	// WatchRemoved: a reported file or directory was deleted or renamed away.
-	WatchRemoved
-	// WatchError: something could not be read (unreadable or undecodable
+	EventSnapshot EventKind = iota + 1
+	// EventProfilerDir: a *_ascend_pt directory appeared.
+	EventProfilerDir
+	// EventAnalyseDone: a profiler directory's analyse.done appeared.
+	EventAnalyseDone
+	// EventFrameworkGrow: a FRAMEWORK/torch.* file grew (Size = new size).
+	EventFrameworkGrow
+	// EventRemoved: a reported file or directory was deleted or renamed away.
+	EventRemoved
+	// EventError: something could not be read (unreadable or undecodable
 	// file, vanished directory). Never fatal: watching goes on.
-	WatchError
-	// WatchScanDone: the initial scan is over; every Existing event came
+	EventError
+	// EventScanDone: the initial scan is over; every Existing event came
 	// before it.
-	WatchScanDone
+	EventScanDone
 )
 
-func (k WatchKind) String() string {
+func (k EventKind) String() string {
 	switch k {
-	case WatchSnapshot:
+	case EventSnapshot:
 		return "snapshot"
-	case WatchProfilerDir:
+	case EventProfilerDir:
 		return "profiler_dir"
-	case WatchAnalyseDone:
+	case EventAnalyseDone:
 		return "analyse_done"
-	case WatchFrameworkGrow:
+	case EventFrameworkGrow:
 		return "framework_grow"
-	case WatchRemoved:
+	case EventRemoved:
 		return "removed"
-	case WatchError:
+	case EventError:
 		return "error"
-	case WatchScanDone:
+	case EventScanDone:
 		return "scan_done"
 	}
 	return "unknown"
 }
 
-// WatchEvent is one thing a Watcher saw.
-type WatchEvent struct {
-	Kind     WatchKind
+// Event is one thing a Watcher saw.
+type Event struct {
+	Kind     EventKind
 	Path     string // the file or directory
 	Dir      string // the profiler directory, for profiler events
 	Size     int64
-	Err      error // WatchError only
+	Err      error // EventError only
 	Existing bool  // found by the initial scan rather than appearing later
 }
 
-// WatchOptions tune Watch.
-type WatchOptions struct {
+// Options tune Watch.
+type Options struct {
 	// Settle is how long a snapshot file's size and mtime must stay
 	// unchanged before it is opened (default 300 ms).
 	Settle time.Duration
@@ -80,34 +80,34 @@ type WatchOptions struct {
 	// (e.g. replay.DecodeFile). Default: a pickle must end with STOP, a
 	// JSON file must parse with a snapshot shape.
 	Check func(path string) error
-	// GiveUp is how long a settled file may fail Check before a WatchError
+	// GiveUp is how long a settled file may fail Check before a EventError
 	// reports it (default 10 × Settle); it is retried when it changes.
 	GiveUp time.Duration
 	// MaxBytes: a snapshot file larger than this is reported as a
-	// WatchError (once per size) and never checked or opened (default
-	// DefaultWatchMaxBytes).
+	// EventError (once per size) and never checked or opened (default
+	// DefaultMaxBytes).
 	MaxBytes int64
 }
 
-// DefaultWatchMaxBytes is the largest snapshot file a watch opens by
+// DefaultMaxBytes is the largest snapshot file a watch opens by
 // default.
-const DefaultWatchMaxBytes = 1 << 30
+const DefaultMaxBytes = 1 << 30
 
 // Watcher watches one directory. Events is closed after Close.
 type Watcher struct {
-	Events <-chan WatchEvent
+	Events <-chan Event
 
 	dir    string
-	opts   WatchOptions
+	opts   Options
 	fs     *fsnotify.Watcher
-	out    chan WatchEvent
+	out    chan Event
 	done   chan struct{}
 	closed sync.Once
 	wg     sync.WaitGroup
 
 	// owned by the loop goroutine
 	pending  map[string]*candidate // snapshot files not yet reported
-	reported map[string]bool       // snapshot files reported (for WatchRemoved)
+	reported map[string]bool       // snapshot files reported (for EventRemoved)
 	profDirs map[string]bool
 	analysed map[string]bool
 	fwSize   map[string]int64 // FRAMEWORK files: last reported size
@@ -120,7 +120,7 @@ type candidate struct {
 	mod      time.Time
 	since    time.Time // last change
 	failed   bool      // Check failed since the last change
-	reported bool      // WatchError sent for the current version
+	reported bool      // EventError sent for the current version
 	tooBig   bool      // over MaxBytes: reported, not checked
 }
 
@@ -128,7 +128,7 @@ type candidate struct {
 // profiler directories directly inside it with their FRAMEWORK and
 // ASCEND_PROFILER_OUTPUT subdirectories). Files already there are reported
 // first with Existing set.
-func Watch(dir string, opts WatchOptions) (*Watcher, error) {
+func Watch(dir string, opts Options) (*Watcher, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
@@ -146,13 +146,13 @@ func Watch(dir string, opts WatchOptions) (*Watcher, error) {
 		opts.Check = replay.CheckComplete
 	}
 	if opts.MaxBytes <= 0 {
-		opts.MaxBytes = DefaultWatchMaxBytes
+		opts.MaxBytes = DefaultMaxBytes
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("watch: %w", err)
 	}
-	out := make(chan WatchEvent, 256)
+	out := make(chan Event, 256)
 	w := &Watcher{Events: out, out: out, dir: filepath.Clean(dir), opts: opts, fs: fw, done: make(chan struct{}),
 		pending: map[string]*candidate{}, reported: map[string]bool{}, profDirs: map[string]bool{},
 		analysed: map[string]bool{}, fwSize: map[string]int64{}, fwDirty: map[string]bool{}}
@@ -177,7 +177,7 @@ func (w *Watcher) Close() error {
 	return err
 }
 
-func (w *Watcher) emit(e WatchEvent) bool {
+func (w *Watcher) emit(e Event) bool {
 	select {
 	case w.out <- e:
 		return true
@@ -189,7 +189,7 @@ func (w *Watcher) emit(e WatchEvent) bool {
 func (w *Watcher) loop() {
 	defer w.wg.Done()
 	w.scanRoot(true)
-	if !w.emit(WatchEvent{Kind: WatchScanDone, Path: w.dir}) {
+	if !w.emit(Event{Kind: EventScanDone, Path: w.dir}) {
 		return
 	}
 	tick := time.NewTicker(max(w.opts.Settle/4, 10*time.Millisecond))
@@ -213,7 +213,7 @@ func (w *Watcher) loop() {
 				w.scanRoot(false)
 				continue
 			}
-			w.emit(WatchEvent{Kind: WatchError, Path: w.dir, Err: err})
+			w.emit(Event{Kind: EventError, Path: w.dir, Err: err})
 		case <-tick.C:
 			w.tick()
 		}
@@ -245,7 +245,7 @@ func (w *Watcher) scanRoot(existing bool) {
 		return
 	}
 	if err != nil {
-		w.emit(WatchEvent{Kind: WatchError, Path: w.dir, Err: err})
+		w.emit(Event{Kind: EventError, Path: w.dir, Err: err})
 		return
 	}
 	for _, e := range ents {
@@ -267,7 +267,7 @@ func (w *Watcher) candidate(p string, existing bool) {
 		// a FIFO or device would block the open; report it once
 		if !w.reported[p] {
 			w.reported[p] = true
-			w.emit(WatchEvent{Kind: WatchError, Path: p, Err: fmt.Errorf("%s: not a regular file (%v)", p, fi.Mode().Type())})
+			w.emit(Event{Kind: EventError, Path: p, Err: fmt.Errorf("%s: not a regular file (%v)", p, fi.Mode().Type())})
 		}
 		return
 	}
@@ -293,7 +293,7 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 	if c.size > w.opts.MaxBytes {
 		if !c.tooBig {
 			c.tooBig = true
-			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: fmt.Errorf("%s: %s, over the %s limit for a snapshot here (watch --max-size); not opened",
+			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: fmt.Errorf("%s: %s, over the %s limit for a snapshot here (watch --max-size); not opened",
 				p, bytesize.Torch(c.size), bytesize.Torch(w.opts.MaxBytes))})
 		}
 		return
@@ -301,7 +301,7 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 	if c.failed || time.Since(c.since) < w.opts.Settle {
 		if c.failed && !c.reported && time.Since(c.since) >= w.opts.GiveUp {
 			c.reported = true
-			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check)})
+			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check)})
 		}
 		return
 	}
@@ -309,7 +309,7 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 		c.failed = true
 		if errors.Is(err, os.ErrPermission) && !c.reported {
 			c.reported = true
-			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: err})
+			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: err})
 		}
 		return
 	} else {
@@ -322,13 +322,13 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 			// writing it, so it is reported now (the picker lists it with
 			// its error); a fresh one waits as a new file would
 			c.reported = true
-			w.emit(WatchEvent{Kind: WatchError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
+			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
 		}
 		return
 	}
 	delete(w.pending, p)
 	w.reported[p] = true
-	w.emit(WatchEvent{Kind: WatchSnapshot, Path: p, Size: c.size, Existing: existing})
+	w.emit(Event{Kind: EventSnapshot, Path: p, Size: c.size, Existing: existing})
 }
 
 func (c *candidate) lastErr(p string, check func(string) error) error {
@@ -352,7 +352,7 @@ func (w *Watcher) dirAppeared(p string, existing bool) {
 		}
 		w.profDirs[p] = true
 		w.fs.Add(p)
-		w.emit(WatchEvent{Kind: WatchProfilerDir, Path: p, Dir: p, Existing: existing})
+		w.emit(Event{Kind: EventProfilerDir, Path: p, Dir: p, Existing: existing})
 		ents, _ := os.ReadDir(p)
 		for _, e := range ents {
 			if e.IsDir() {
@@ -384,7 +384,7 @@ func (w *Watcher) fileInProfiler(p string, existing bool) {
 	case profiler.OutputDir:
 		if filepath.Base(p) == profiler.AnalyseDone && !w.analysed[prof] {
 			w.analysed[prof] = true
-			w.emit(WatchEvent{Kind: WatchAnalyseDone, Path: p, Dir: prof, Existing: existing})
+			w.emit(Event{Kind: EventAnalyseDone, Path: p, Dir: prof, Existing: existing})
 		}
 	case profiler.FrameworkDir:
 		if profiler.KindOf(filepath.Base(p)) == profiler.KindUnknown {
@@ -438,11 +438,11 @@ func (w *Watcher) removed(p string) {
 	case p == w.dir:
 		if !w.rootGone {
 			w.rootGone = true
-			w.emit(WatchEvent{Kind: WatchError, Path: p, Err: fmt.Errorf("%s: directory vanished; waiting for it to come back", p)})
+			w.emit(Event{Kind: EventError, Path: p, Err: fmt.Errorf("%s: directory vanished; waiting for it to come back", p)})
 		}
 	case w.reported[p]:
 		delete(w.reported, p)
-		w.emit(WatchEvent{Kind: WatchRemoved, Path: p})
+		w.emit(Event{Kind: EventRemoved, Path: p})
 	case w.pending[p] != nil:
 		delete(w.pending, p)
 	case w.profDirs[p]:
@@ -454,12 +454,12 @@ func (w *Watcher) removed(p string) {
 				delete(w.fwDirty, f)
 			}
 		}
-		w.emit(WatchEvent{Kind: WatchRemoved, Path: p, Dir: p})
+		w.emit(Event{Kind: EventRemoved, Path: p, Dir: p})
 	default:
 		if _, ok := w.fwSize[p]; ok {
 			delete(w.fwSize, p)
 			delete(w.fwDirty, p)
-			w.emit(WatchEvent{Kind: WatchRemoved, Path: p, Dir: filepath.Dir(filepath.Dir(p))})
+			w.emit(Event{Kind: EventRemoved, Path: p, Dir: filepath.Dir(filepath.Dir(p))})
 		}
 	}
 }
@@ -500,7 +500,7 @@ func (w *Watcher) tick() {
 		}
 		if fi.Size() > w.fwSize[p] {
 			w.fwSize[p] = fi.Size()
-			w.emit(WatchEvent{Kind: WatchFrameworkGrow, Path: p, Dir: filepath.Dir(filepath.Dir(p)), Size: fi.Size()})
+			w.emit(Event{Kind: EventFrameworkGrow, Path: p, Dir: filepath.Dir(filepath.Dir(p)), Size: fi.Size()})
 		}
 	}
 }

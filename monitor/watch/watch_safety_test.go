@@ -33,7 +33,7 @@ func TestWatchSlowWriterCutAtDots(t *testing.T) {
 		t.Fatalf("only %d cut points after '.'", len(cuts))
 	}
 	dir := t.TempDir()
-	w, err := Watch(dir, WatchOptions{Settle: 40 * time.Millisecond, GiveUp: time.Hour})
+	w, err := Watch(dir, Options{Settle: 40 * time.Millisecond, GiveUp: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +50,13 @@ func TestWatchSlowWriterCutAtDots(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // far longer than Settle: each partial file settles
 	}
 	f.Close()
-	e := nextEvent(t, w, kind(WatchSnapshot))
+	e := nextEvent(t, w, kind(EventSnapshot))
 	if e.Size != int64(len(snap)) {
 		t.Fatalf("reported at %d bytes of %d: a partial pickle", e.Size, len(snap))
 	}
 	select {
 	case e := <-w.Events:
-		if e.Kind == WatchSnapshot {
+		if e.Kind == EventSnapshot {
 			t.Fatalf("reported again: %+v", e)
 		}
 	case <-time.After(300 * time.Millisecond):

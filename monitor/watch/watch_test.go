@@ -12,7 +12,7 @@ import (
 )
 
 // next waits for the next event matching keep (others are collected).
-func nextEvent(t *testing.T, w *Watcher, keep func(WatchEvent) bool) WatchEvent {
+func nextEvent(t *testing.T, w *Watcher, keep func(Event) bool) Event {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
@@ -30,7 +30,7 @@ func nextEvent(t *testing.T, w *Watcher, keep func(WatchEvent) bool) WatchEvent 
 	}
 }
 
-func kind(k WatchKind) func(WatchEvent) bool { return func(e WatchEvent) bool { return e.Kind == k } }
+func kind(k EventKind) func(Event) bool { return func(e Event) bool { return e.Kind == k } }
 
 // writePieces writes b in n pieces with a pause between them.
 func writePieces(t *testing.T, path string, b []byte, n int, pause time.Duration) {
@@ -57,14 +57,14 @@ func TestWatchSnapshotWrittenInPieces(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	w, err := Watch(dir, WatchOptions{Settle: 60 * time.Millisecond, GiveUp: time.Hour})
+	w, err := Watch(dir, Options{Settle: 60 * time.Millisecond, GiveUp: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	p := filepath.Join(dir, "oom_snapshot_4242_20261129120000.pickle")
 	writePieces(t, p, snap, 4, 150*time.Millisecond)
-	e := nextEvent(t, w, kind(WatchSnapshot))
+	e := nextEvent(t, w, kind(EventSnapshot))
 	if e.Path != p || e.Size != int64(len(snap)) || e.Existing {
 		t.Fatalf("event %+v, want %s with %d bytes", e, p, len(snap))
 	}
@@ -73,16 +73,16 @@ func TestWatchSnapshotWrittenInPieces(t *testing.T) {
 	if err := os.Rename(p, p2); err != nil {
 		t.Fatal(err)
 	}
-	e = nextEvent(t, w, func(e WatchEvent) bool { return e.Kind == WatchRemoved || e.Kind == WatchSnapshot })
-	e2 := nextEvent(t, w, func(e WatchEvent) bool { return e.Kind == WatchRemoved || e.Kind == WatchSnapshot })
-	if e.Kind == WatchSnapshot {
+	e = nextEvent(t, w, func(e Event) bool { return e.Kind == EventRemoved || e.Kind == EventSnapshot })
+	e2 := nextEvent(t, w, func(e Event) bool { return e.Kind == EventRemoved || e.Kind == EventSnapshot })
+	if e.Kind == EventSnapshot {
 		e, e2 = e2, e
 	}
-	if e.Kind != WatchRemoved || e.Path != p || e2.Kind != WatchSnapshot || e2.Path != p2 {
+	if e.Kind != EventRemoved || e.Path != p || e2.Kind != EventSnapshot || e2.Path != p2 {
 		t.Fatalf("after rename: %+v, %+v", e, e2)
 	}
 	os.Remove(p2)
-	if e := nextEvent(t, w, kind(WatchRemoved)); e.Path != p2 {
+	if e := nextEvent(t, w, kind(EventRemoved)); e.Path != p2 {
 		t.Fatalf("after delete: %+v", e)
 	}
 }
@@ -92,18 +92,18 @@ func TestWatchJSONAndExisting(t *testing.T) {
 	old := filepath.Join(dir, "before.json")
 	os.WriteFile(old, []byte(`{"segments": [], "device_traces": []}`), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644)
-	w, err := Watch(dir, WatchOptions{Settle: 50 * time.Millisecond})
+	w, err := Watch(dir, Options{Settle: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if e := nextEvent(t, w, kind(WatchSnapshot)); e.Path != old || !e.Existing {
+	if e := nextEvent(t, w, kind(EventSnapshot)); e.Path != old || !e.Existing {
 		t.Fatalf("existing: %+v", e)
 	}
 	p := filepath.Join(dir, "live.json")
 	body := []byte(`{"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": []}], "device_traces": [[]]}`)
 	writePieces(t, p, body, 3, 120*time.Millisecond) // half a JSON document never parses
-	if e := nextEvent(t, w, kind(WatchSnapshot)); e.Path != p || e.Size != int64(len(body)) {
+	if e := nextEvent(t, w, kind(EventSnapshot)); e.Path != p || e.Size != int64(len(body)) {
 		t.Fatalf("new json: %+v", e)
 	}
 }
@@ -111,21 +111,21 @@ func TestWatchJSONAndExisting(t *testing.T) {
 // Garbage that never becomes a snapshot is reported, not fatal.
 func TestWatchUndecodableAndUnreadable(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Watch(dir, WatchOptions{Settle: 40 * time.Millisecond, GiveUp: 200 * time.Millisecond})
+	w, err := Watch(dir, Options{Settle: 40 * time.Millisecond, GiveUp: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	junk := filepath.Join(dir, "junk.pickle")
 	os.WriteFile(junk, []byte("\x80\x04this is not finished"), 0o644)
-	e := nextEvent(t, w, kind(WatchError))
+	e := nextEvent(t, w, kind(EventError))
 	if e.Path != junk || !strings.Contains(e.Err.Error(), "not a complete snapshot") {
 		t.Fatalf("junk: %+v", e)
 	}
 	if os.Getuid() != 0 { // root reads anything
 		locked := filepath.Join(dir, "locked.json")
 		os.WriteFile(locked, []byte(`{"segments": []}`), 0o000)
-		e = nextEvent(t, w, kind(WatchError))
+		e = nextEvent(t, w, kind(EventError))
 		if e.Path != locked {
 			t.Fatalf("unreadable: %+v", e)
 		}
@@ -136,14 +136,14 @@ func TestWatchUndecodableAndUnreadable(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	e = nextEvent(t, w, kind(WatchError))
+	e = nextEvent(t, w, kind(EventError))
 	if e.Path != fifo || !strings.Contains(e.Err.Error(), "not a regular file") {
 		t.Fatalf("fifo: %+v", e)
 	}
 	// still watching
 	good := filepath.Join(dir, "good.json")
 	os.WriteFile(good, []byte(`[]`), 0o644)
-	if e := nextEvent(t, w, kind(WatchSnapshot)); e.Path != good {
+	if e := nextEvent(t, w, kind(EventSnapshot)); e.Path != good {
 		t.Fatalf("after errors: %+v", e)
 	}
 }
@@ -157,14 +157,14 @@ func TestWatchProfilerDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	w, err := Watch(dir, WatchOptions{Settle: 40 * time.Millisecond})
+	w, err := Watch(dir, Options{Settle: 40 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	prof := filepath.Join(dir, "host_77_20261129130000123_ascend_pt")
 	os.Mkdir(prof, 0o750)
-	if e := nextEvent(t, w, kind(WatchProfilerDir)); e.Path != prof {
+	if e := nextEvent(t, w, kind(EventProfilerDir)); e.Path != prof {
 		t.Fatalf("dir: %+v", e)
 	}
 	fw := filepath.Join(prof, "FRAMEWORK")
@@ -174,7 +174,7 @@ func TestWatchProfilerDir(t *testing.T) {
 	writePieces(t, f, rec, 5, 60*time.Millisecond)
 	var last int64
 	for last < int64(len(rec)) {
-		e := nextEvent(t, w, kind(WatchFrameworkGrow))
+		e := nextEvent(t, w, kind(EventFrameworkGrow))
 		if e.Path != f || e.Dir != prof || e.Size <= last {
 			t.Fatalf("grow: %+v after %d", e, last)
 		}
@@ -184,11 +184,11 @@ func TestWatchProfilerDir(t *testing.T) {
 	os.Mkdir(out, 0o750)
 	time.Sleep(50 * time.Millisecond)
 	os.WriteFile(filepath.Join(out, "analyse.done"), nil, 0o640)
-	if e := nextEvent(t, w, kind(WatchAnalyseDone)); e.Dir != prof {
+	if e := nextEvent(t, w, kind(EventAnalyseDone)); e.Dir != prof {
 		t.Fatalf("analyse.done: %+v", e)
 	}
 	os.RemoveAll(prof)
-	if e := nextEvent(t, w, func(e WatchEvent) bool { return e.Kind == WatchRemoved && e.Path == prof }); e.Dir != prof {
+	if e := nextEvent(t, w, func(e Event) bool { return e.Kind == EventRemoved && e.Path == prof }); e.Dir != prof {
 		t.Fatalf("removed: %+v", e)
 	}
 }
@@ -198,23 +198,23 @@ func TestWatchRootVanishes(t *testing.T) {
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "snaps")
 	os.Mkdir(dir, 0o755)
-	w, err := Watch(dir, WatchOptions{Settle: 40 * time.Millisecond})
+	w, err := Watch(dir, Options{Settle: 40 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
 	os.RemoveAll(dir)
-	if e := nextEvent(t, w, kind(WatchError)); !strings.Contains(e.Err.Error(), "vanished") {
+	if e := nextEvent(t, w, kind(EventError)); !strings.Contains(e.Err.Error(), "vanished") {
 		t.Fatalf("vanish: %+v", e)
 	}
 	os.Mkdir(dir, 0o755)
 	time.Sleep(100 * time.Millisecond)
 	p := filepath.Join(dir, "back.json")
 	os.WriteFile(p, []byte(`{"segments": []}`), 0o644)
-	if e := nextEvent(t, w, kind(WatchSnapshot)); e.Path != p {
+	if e := nextEvent(t, w, kind(EventSnapshot)); e.Path != p {
 		t.Fatalf("after return: %+v", e)
 	}
-	if _, err := Watch(filepath.Join(parent, "missing"), WatchOptions{}); err == nil {
+	if _, err := Watch(filepath.Join(parent, "missing"), Options{}); err == nil {
 		t.Fatal("Watch of a missing directory succeeded")
 	}
 }
