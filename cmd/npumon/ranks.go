@@ -18,13 +18,7 @@ import (
 // rankLoad is the loader of one rank's capture into its Store.
 func rankLoad(m jobdir.Member, st *store.Store) func(ctx context.Context, report func(tui.Progress)) error {
 	return func(ctx context.Context, report func(tui.Progress)) error {
-		var err error
-		if m.Kind == jobdir.KindProfiler {
-			err = watch.LoadProfiler(ctx, m.Path, st, report)
-		} else {
-			_, err = watch.LoadSnapshot(ctx, m.Path, st, report)
-		}
-		if err != nil {
+		if _, err := watch.Load(ctx, m.Path, st, watch.LoadOptions{Report: report}); err != nil {
 			return fmt.Errorf("rank %d: %w", m.Rank, err)
 		}
 		return nil

@@ -66,9 +66,12 @@ func newReplayCmd() *cobra.Command {
 			}
 			store := store.New(store.Options{})
 			var capt atomic.Pointer[replay.Capture] // for w, the what-if view
+			var note atomic.Value                   // the line for data without a block-level trace
+			note.Store("")
 			load := func(ctx context.Context, report func(tui.Progress)) error {
-				c, err := watch.LoadSnapshot(ctx, path, store, report)
-				capt.Store(c)
+				l, err := watch.Load(ctx, path, store, watch.LoadOptions{Report: report})
+				capt.Store(l.Capture)
+				note.Store(watch.NoBlockTrace(l.Profiler))
 				return err
 			}
 			// Loading runs behind the UI; what cannot be read is refused up front.
@@ -79,17 +82,7 @@ func newReplayCmd() *cobra.Command {
 			if !in.Kind.Snapshot() && !in.Kind.Profiler() {
 				return unreadable(in)
 			}
-			snapshot := true
-			var note atomic.Value // the line for data without a block-level trace
-			note.Store("")
-			if in.Kind.Profiler() {
-				load = func(ctx context.Context, report func(tui.Progress)) error {
-					d, err := watch.LoadProfilerData(ctx, path, store, report)
-					note.Store(watch.NoBlockTrace(d))
-					return err
-				}
-				snapshot = false
-			}
+			snapshot := !in.Kind.Profiler()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			var quick func() error

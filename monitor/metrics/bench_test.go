@@ -58,7 +58,7 @@ func BenchmarkScrape8Ranks(b *testing.B) {
 	var targets []Target
 	for r := range benchRanks {
 		st := store.New(store.Options{})
-		if _, err := watch.LoadSnapshot(context.Background(), fixture.Path(b, benchFixture), st, func(store.LoadProgress) {}); err != nil {
+		if _, err := watch.Load(context.Background(), fixture.Path(b, benchFixture), st, watch.LoadOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		targets = append(targets, Target{Store: st, Rank: r, PID: 1000 + r})

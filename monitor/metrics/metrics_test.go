@@ -22,7 +22,7 @@ import (
 func captureStore(t *testing.T) *store.Store {
 	t.Helper()
 	st := store.New(store.Options{})
-	if _, err := watch.LoadSnapshot(context.Background(), "testdata/capture.pickle", st, func(store.LoadProgress) {}); err != nil {
+	if _, err := watch.Load(context.Background(), "testdata/capture.pickle", st, watch.LoadOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -2,7 +2,6 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,9 +13,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // Entry kinds.
@@ -371,7 +368,7 @@ func (d *DirSource) update(path string, fn func(*Entry)) {
 // openSnapshot decodes path and makes it the Store's memory data; the ops
 // gathered from profiler directories stay.
 func (d *DirSource) openSnapshot(path string) {
-	if err := d.openCapture(path, EntrySnapshot); err != nil {
+	if err := d.openCapture(path); err != nil {
 		d.note(err.Error())
 	}
 }
@@ -379,10 +376,10 @@ func (d *DirSource) openSnapshot(path string) {
 // openCapture makes a snapshot, or the memory records of a profiler
 // directory, the Store's memory data. Ops are not re-read: the profiler
 // tail has them all already.
-func (d *DirSource) openCapture(path, kind string) error {
+func (d *DirSource) openCapture(path string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
-	if err := ingestCapture(d.store, path, kind, d.limits); err != nil {
+	if _, err := Load(context.Background(), path, d.store, LoadOptions{Limits: d.limits, MemoryOnly: true}); err != nil {
 		d.update(path, func(c *Entry) { c.Error = err.Error() })
 		return err
 	}
@@ -391,39 +388,6 @@ func (d *DirSource) openCapture(path, kind string) error {
 	d.mu.Unlock()
 	d.update(path, func(c *Entry) { c.Error = "" })
 	return nil
-}
-
-// ingestCapture reads the capture at path into store's memory data.
-func ingestCapture(st *store.Store, path, kind string, limits replay.Options) error {
-	if kind == EntrySnapshot {
-		// a file is read by its content, as every command reads it
-		in, err := classify.Path(path)
-		if err != nil {
-			return err
-		}
-		switch {
-		case in.Kind.Profiler():
-			kind = EntryProfiler
-		case !in.Kind.Snapshot():
-			return errors.New(in.Describe())
-		}
-	}
-	if kind == EntrySnapshot {
-		c, err := replay.DecodeFile(path, limits)
-		if err != nil {
-			return err
-		}
-		return st.IngestSnapshot(c.Snapshot)
-	}
-	pd, err := profiler.ReadDir(path)
-	if err != nil {
-		return err
-	}
-	n, err := IngestProfilerMemory(st, pd, nil)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
-	}
-	return err
 }
 
 // List returns the captures in arrival order, oldest first, with the one
@@ -457,7 +421,7 @@ func (d *DirSource) Open(path string) error {
 	if kind == "" {
 		return fmt.Errorf("%s: not a capture of %s", path, d.dir)
 	}
-	if err := d.openCapture(path, kind); err != nil {
+	if err := d.openCapture(path); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -533,7 +497,7 @@ func (d *DirSource) FollowNewest() error {
 	if newest == "" || newest == open {
 		return nil
 	}
-	return d.openCapture(newest, EntrySnapshot)
+	return d.openCapture(newest)
 }
 
 // Following reports whether new snapshots are opened as they land.

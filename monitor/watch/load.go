@@ -2,67 +2,115 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
 )
 
-// LoadSnapshot decodes the snapshot file at path (pickle or JSON export)
-// into store, reporting progress from its own goroutine, and returns the
-// decoded capture. Decoding cannot be interrupted, so when ctx ends first
-// it returns ctx.Err() at once and leaves the decoder to finish in the
-// background (the process is exiting).
-func LoadSnapshot(ctx context.Context, path string, st *store.Store, report func(store.LoadProgress)) (*replay.Capture, error) {
-	return untilDone(ctx, func() (*replay.Capture, error) {
-		var total int64
-		capt, err := replay.DecodeFile(path, replay.Options{Progress: func(d, t int64) {
-			total = max(t, 0)
-			report(store.LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total})
-		}})
+// LoadOptions tune Load.
+type LoadOptions struct {
+	// Limits bound the decoding of a snapshot file (replay.Options:
+	// MaxFileSize, MaxMemory); Load sets its Progress.
+	Limits replay.Options
+	// MemoryOnly loads the memory data and no ops: not a snapshot's
+	// annotation ops, not a profiler directory's ops (a watched directory's
+	// ops come from its ProfilerTail), and profiler data whose records
+	// name no block is refused.
+	MemoryOnly bool
+	// Report, when set, is told how far loading has come (from Load's own
+	// goroutine).
+	Report func(store.LoadProgress)
+}
+
+// Loaded is what Load read: the decoded snapshot file, or the profiler
+// data.
+type Loaded struct {
+	Capture  *replay.Capture // nil for profiler data
+	Profiler *profiler.Data  // nil for a snapshot file
+}
+
+// Load reads the capture at path into st: a snapshot file (pickle or JSON
+// export) or profiler data (a profiler directory, its parent, an SQLite
+// export), decided by its content (replay/classify) as every command
+// decides it. It is the one way a saved capture enters a Store: npumon
+// replay, the ranks of a job and a watched directory load through it.
+// Decoding cannot be interrupted, so when ctx ends first Load returns
+// ctx.Err() at once and leaves the decoder to finish in the background
+// (the process is exiting).
+func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loaded, error) {
+	report := o.Report
+	if report == nil {
+		report = func(store.LoadProgress) {}
+	}
+	return untilDone(ctx, func() (Loaded, error) {
+		in, err := classify.Path(path)
 		if err != nil {
-			return nil, err
+			return Loaded{}, err
 		}
-		var n int64
-		for _, tr := range capt.Snapshot.DeviceTraces {
-			n += int64(len(tr))
+		switch {
+		case in.Kind.Profiler():
+			d, err := loadProfiler(path, st, o.MemoryOnly, report)
+			return Loaded{Profiler: d}, err
+		case in.Kind.Snapshot():
+			c, err := loadSnapshot(path, st, o.Limits, !o.MemoryOnly, report)
+			return Loaded{Capture: c}, err
 		}
-		report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
-		if err := st.IngestSnapshot(capt.Snapshot); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+		return Loaded{}, errors.New(in.Describe())
+	})
+}
+
+// loadSnapshot decodes a snapshot file into st, with (withOps) the ops its
+// annotations mark.
+func loadSnapshot(path string, st *store.Store, opts replay.Options, withOps bool, report func(store.LoadProgress)) (*replay.Capture, error) {
+	var total int64
+	opts.Progress = func(d, t int64) {
+		total = max(t, 0)
+		report(store.LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total})
+	}
+	capt, err := replay.DecodeFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	for _, tr := range capt.Snapshot.DeviceTraces {
+		n += int64(len(tr))
+	}
+	report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
+	if err := st.IngestSnapshot(capt.Snapshot); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if withOps {
 		st.IngestOps(store.AnnotationOps(capt.Snapshot))
-		report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
-		return capt, nil
-	})
+	}
+	report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
+	return capt, nil
 }
 
-// LoadProfiler reads a torch_npu profiler directory (or its SQLite export)
-// at path into store (IngestProfiler), reporting progress; like
-// LoadSnapshot it returns at once when ctx ends.
-func LoadProfiler(ctx context.Context, path string, st *store.Store, report func(store.LoadProgress)) error {
-	_, err := LoadProfilerData(ctx, path, st, report)
-	return err
-}
-
-// LoadProfilerData is LoadProfiler returning what was read, so a caller
-// can say what the data holds (NoBlockTrace).
-func LoadProfilerData(ctx context.Context, path string, st *store.Store, report func(store.LoadProgress)) (*profiler.Data, error) {
-	return untilDone(ctx, func() (*profiler.Data, error) {
-		report(store.LoadProgress{Stage: "reading profiler data"})
-		d, err := profiler.ReadDir(path)
-		if err != nil {
-			return nil, err
+// loadProfiler reads profiler data into st: its ops and memory data
+// (IngestProfiler), or with memoryOnly its memory records with a pointer
+// alone (IngestProfilerMemory).
+func loadProfiler(path string, st *store.Store, memoryOnly bool, report func(store.LoadProgress)) (*profiler.Data, error) {
+	report(store.LoadProgress{Stage: "reading profiler data"})
+	d, err := profiler.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	indexing := func(n int64) { report(store.LoadProgress{Stage: "indexing", EntriesTotal: n}) }
+	if memoryOnly {
+		n, err := IngestProfilerMemory(st, d, indexing)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%s: no memory records with addresses (its ops are on the timeline)", path)
 		}
-		err = IngestProfiler(st, d, func(n int64) {
-			report(store.LoadProgress{Stage: "indexing", EntriesTotal: n})
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return d, nil
-	})
+		return d, err
+	}
+	if err := IngestProfiler(st, d, indexing); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
 }
 
 // NoBlockTrace is the line a view shows for profiler data whose memory

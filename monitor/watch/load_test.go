@@ -3,6 +3,8 @@ package watch
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -11,17 +13,18 @@ import (
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
-// TestLoadSnapshot: a real snapshot loads into the Store with progress
+// TestLoadSnapshot: a real snapshot, known by its content, loads into the Store with progress
 // from decoding to indexing done, and the decoded capture comes back.
 func TestLoadSnapshot(t *testing.T) {
 	st := store.New(store.Options{})
 	var mu sync.Mutex
 	var got []store.LoadProgress
-	capt, err := LoadSnapshot(context.Background(), fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), st, func(p store.LoadProgress) {
+	l, err := Load(context.Background(), fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), st, LoadOptions{Report: func(p store.LoadProgress) {
 		mu.Lock()
 		got = append(got, p)
 		mu.Unlock()
-	})
+	}})
+	capt := l.Capture
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +43,10 @@ func TestLoadSnapshot(t *testing.T) {
 func TestLoadErrors(t *testing.T) {
 	nop := func(store.LoadProgress) {}
 	st := store.New(store.Options{})
-	if _, err := LoadSnapshot(context.Background(), "nope.pickle", st, nop); err == nil || !strings.Contains(err.Error(), "nope.pickle") {
+	if _, err := Load(context.Background(), "nope.pickle", st, LoadOptions{Report: nop}); err == nil || !strings.Contains(err.Error(), "nope.pickle") {
 		t.Errorf("missing snapshot: %v", err)
 	}
-	if err := LoadProfiler(context.Background(), "nope_ascend_pt", st, nop); err == nil || !strings.Contains(err.Error(), "nope_ascend_pt") {
+	if _, err := Load(context.Background(), "nope_ascend_pt", st, LoadOptions{Report: nop}); err == nil || !strings.Contains(err.Error(), "nope_ascend_pt") {
 		t.Errorf("missing profiler dir: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -55,16 +58,49 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// TestLoadProfiler: a Python-generated FRAMEWORK directory loads its ops
+// TestLoadProfiler: a Python-generated FRAMEWORK directory, known by its
+// content, loads its ops
 // and memory records.
 func TestLoadProfiler(t *testing.T) {
 	st := store.New(store.Options{})
 	var stages []string
-	if err := LoadProfiler(context.Background(), genProfilerDir, st, func(p store.LoadProgress) { stages = append(stages, p.Stage) }); err != nil {
+	if _, err := Load(context.Background(), genProfilerDir, st, LoadOptions{Report: func(p store.LoadProgress) { stages = append(stages, p.Stage) }}); err != nil {
 		t.Fatal(err)
 	}
 	if len(stages) < 2 || stages[0] != "reading profiler data" || stages[len(stages)-1] != "indexing" ||
 		len(st.Ops(0, 1<<62)) == 0 || st.Len(st.Devices()[0]) == 0 {
 		t.Fatalf("stages %v, %d ops", stages, len(st.Ops(0, 1<<62)))
+	}
+}
+
+// TestLoadByContent: what a path is comes from its content, not its name:
+// a snapshot named like a text file loads, a text file named like a
+// snapshot is refused with what it is, and with MemoryOnly a profiler
+// directory's ops stay out of the Store.
+func TestLoadByContent(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(odd, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(store.Options{})
+	if l, err := Load(context.Background(), odd, st, LoadOptions{}); err != nil || l.Capture == nil || l.Profiler != nil {
+		t.Fatalf("a snapshot named notes.txt: %+v, %v", l, err)
+	}
+	fake := filepath.Join(dir, "snapshot.pickle")
+	if err := os.WriteFile(fake, []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(context.Background(), fake, store.New(store.Options{}), LoadOptions{}); err == nil {
+		t.Error("a text file named snapshot.pickle loaded")
+	}
+	mem := store.New(store.Options{})
+	l, err := Load(context.Background(), genProfilerDir, mem, LoadOptions{MemoryOnly: true})
+	if err != nil || l.Profiler == nil || mem.Len(mem.Devices()[0]) == 0 || len(mem.Ops(0, 1<<62)) != 0 {
+		t.Fatalf("memory only: %v, %d ops", err, len(mem.Ops(0, 1<<62)))
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/testdata/fixture"
-	"github.com/npumon/npumon/tui"
 )
 
 // benchRanks: 8 ranks, each a Store holding the largest real capture.
@@ -19,7 +18,7 @@ func benchRanks(b *testing.B) Options {
 	var rs []Rank
 	for r := range 8 {
 		st := store.New(store.Options{})
-		if _, err := watch.LoadSnapshot(context.Background(), path, st, func(tui.Progress) {}); err != nil {
+		if _, err := watch.Load(context.Background(), path, st, watch.LoadOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		rs = append(rs, Rank{Rank: r, Name: "snap.pickle", Store: st})

@@ -42,7 +42,7 @@ func jobOptions(t testing.TB) Options {
 		path := m.Path
 		rs = append(rs, Rank{Rank: m.Rank, Name: m.Path[strings.LastIndexByte(m.Path, '/')+1:], Store: st,
 			Load: func(ctx context.Context, report func(tui.Progress)) error {
-				_, err := watch.LoadSnapshot(ctx, path, st, report)
+				_, err := watch.Load(ctx, path, st, watch.LoadOptions{Report: report})
 				return err
 			}})
 	}

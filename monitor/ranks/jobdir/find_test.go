@@ -130,7 +130,7 @@ func TestFiguresAndCompare(t *testing.T) {
 	var figs []ranks.Figures
 	for i, m := range ms {
 		st := store.New(store.Options{})
-		if _, err := watch.LoadSnapshot(context.Background(), m.Path, st, func(store.LoadProgress) {}); err != nil {
+		if _, err := watch.Load(context.Background(), m.Path, st, watch.LoadOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		f, ok := ranks.FromStore(m.Rank, st)
