@@ -161,16 +161,6 @@ func TestFiguresAndCompare(t *testing.T) {
 	}
 }
 
-func TestImbalanceTiesAndZero(t *testing.T) {
-	im, ok := ranks.ImbalanceOf("x", []int{3, 1, 2}, []int64{5, 5, 0})
-	if !ok || im.MaxRank != 1 || im.MinRank != 2 || im.Ratio != 0 {
-		t.Fatalf("%+v", im)
-	}
-	if _, ok := ranks.ImbalanceOf("x", nil, nil); ok {
-		t.Fatal("no values: ok")
-	}
-}
-
 // torch_npu's per-rank SQLite exports name their rank.
 func TestFindDBExports(t *testing.T) {
 	dir := t.TempDir()
