@@ -281,18 +281,6 @@ func TestDeterministicAcrossParallelism(t *testing.T) {
 	}
 }
 
-func TestAt(t *testing.T) {
-	c := []whatif.Point{{Index: -1, Bytes: 10}, {Index: 3, Bytes: 20}, {Index: 7, Bytes: 5}}
-	for _, tc := range []struct {
-		i    int
-		want int64
-	}{{-2, 0}, {-1, 10}, {2, 10}, {3, 20}, {6, 20}, {7, 5}, {100, 5}} {
-		if got := whatif.At(c, tc.i); got != tc.want {
-			t.Errorf("At(%d) = %d, want %d", tc.i, got, tc.want)
-		}
-	}
-}
-
 func TestEmptyCacheInference(t *testing.T) {
 	A := func(a snapshot.Action, addr uint64, size int64) snapshot.TraceEntry {
 		return snapshot.TraceEntry{Action: a, Addr: addr, Size: size}
