@@ -22,7 +22,7 @@ import (
 // taken under, so that entry is the exact cut in the tracker's stream:
 // entries up to it are in the snapshot, later ones are appended.
 
-// Options tune AttachAllocators.
+// Options tune Store.
 type Options struct {
 	// Devices reports device information (HBM used and total); it is read
 	// at start and then every Interval. Nil: no device information.

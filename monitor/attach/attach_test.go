@@ -76,7 +76,7 @@ func liveBlocks(segs []snapshot.Segment) [][3]int64 {
 
 // The in-process source: work before and after attaching, on two devices;
 // the Store ends in the allocators' own state, with their stacks.
-func TestAttachAllocators(t *testing.T) {
+func TestStore(t *testing.T) {
 	allocs, rt := newAllocators(t, 2)
 	allocs[0].RecordHistory(true, allocator.RecordAll, 1<<20) // device 0 brings its history
 	churn(t, allocs[0], 1, 200)
@@ -128,7 +128,7 @@ func TestAttachAllocators(t *testing.T) {
 
 // Allocators served over the wire: a client that connects mid-run ends in
 // the same state as the allocator (the snapshot cut is exact).
-func TestServeAllocators(t *testing.T) {
+func TestServe(t *testing.T) {
 	allocs, _ := newAllocators(t, 1)
 	churn(t, allocs[0], 5, 150)
 	path := shortSock(t)
@@ -228,7 +228,7 @@ func BenchmarkServeMallocFreeStalledClient(b *testing.B) { benchServeMallocFree(
 
 // A client that falls behind gets GAPs, then a fresh snapshot that makes
 // its state exact again.
-func TestServeAllocatorsResyncAfterGap(t *testing.T) {
+func TestServeResyncAfterGap(t *testing.T) {
 	allocs, _ := newAllocators(t, 1)
 	path := shortSock(t)
 	srv, stop, err := Serve("unix", path, allocs, wire.ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond})

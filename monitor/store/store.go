@@ -12,7 +12,7 @@ import (
 	"github.com/npumon/npumon/replay"
 )
 
-// StoreOptions tune a Store.
+// Options tune a Store.
 type Options struct {
 	// CheckpointEvery is K, the number of entries between segment-map
 	// checkpoints: a seek costs one checkpoint restore plus at most K
@@ -20,7 +20,7 @@ type Options struct {
 	CheckpointEvery int
 }
 
-// DefaultCheckpointEvery is the K a zero StoreOptions gets.
+// DefaultCheckpointEvery is the K a zero Options gets.
 const DefaultCheckpointEvery = 2048
 
 // DeviceInfo describes a live device (from the wire handshake or an
@@ -110,7 +110,7 @@ type devLog struct {
 	measured measured
 }
 
-// NewStore returns an empty Store.
+// New returns an empty Store.
 func New(opts Options) *Store {
 	k := opts.CheckpointEvery
 	if k <= 0 {
