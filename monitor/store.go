@@ -3,6 +3,7 @@ package monitor
 import (
 	"cmp"
 	"fmt"
+	"github.com/npumon/npumon/replay/tiling"
 	"slices"
 	"sort"
 	"sync"
@@ -92,7 +93,7 @@ type devLog struct {
 	initActive, initAllocated, initReserv int64
 	pending                               int64 // head: pending-free bytes
 
-	cps      []*checkpoint // cps[0].at == 0; sorted by at
+	cps      []*checkpoint // cps[0].At == 0; sorted by at
 	head     *segState
 	ov       overrides
 	byAction [256]chunked[int64] // seqs per action
@@ -210,21 +211,21 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	d.head = stateFromSegments(tl.Initial)
 	for _, a := range tl.Start() { // Initial leaves out those outside its segments
 		b := &a.Block
-		if _, ok := d.head.blocks[b.Address]; !ok {
-			d.head.blocks[b.Address] = initialBlock(b)
+		if _, ok := d.head.Block(b.Address); !ok {
+			d.head.SetBlock(tiling.FromBlock(b))
 		}
 	}
 	d.initActive = tl.ActiveAtStart
 	d.initReserv = tl.ReservedAtStart
 	var pend int64
-	for _, b := range d.head.blocks {
-		if b.state == allocator.StateActivePendingFree {
-			pend += liveSize(b)
+	for b := range d.head.Blocks() {
+		if b.State == allocator.StateActivePendingFree {
+			pend += b.Live()
 		}
 	}
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
-	d.cps = []*checkpoint{d.head.freeze(0)}
+	d.cps = []*checkpoint{d.head.Freeze(0)}
 	n := len(entries)
 	d.recs.reserve(n)
 	d.active.v.reserve(n)
@@ -279,23 +280,16 @@ func scanCapture(snap *allocator.Snapshot, dev int, entries []allocator.TraceEnt
 	return p
 }
 
-func liveSize(b liveBlock) int64 {
-	if b.req > 0 {
-		return b.req
-	}
-	return b.size
-}
-
 // captureOverrides finds the allocs and segment_allocs whose object survives
 // to the end of the trace and gives them the final state's attributes.
 func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.TraceEntry) overrides {
-	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+	ov := tiling.NewOverrides()
 	if len(entries) > 0 {
 		// a file's trace: blocks it re-creates are round_size(requested),
 		// as replay's undo makes them. A live producer's SNAPSHOT has no
 		// trace, and the entries appended after it keep their requested
 		// sizes (the Store does not know the producer's rounding).
-		ov.round = replay.SizeRounder(snap)
+		ov.Round = replay.SizeRounder(snap)
 	}
 	finalSegs := map[uint64]*allocator.Segment{}
 	finalBlocks := map[uint64]*allocator.Block{}
@@ -320,7 +314,7 @@ func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.Tra
 		case allocator.ActionAlloc, allocator.ActionFree, allocator.ActionFreeCompleted:
 			if b, ok := finalBlocks[e.Addr]; ok {
 				if e.Action == allocator.ActionAlloc {
-					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b)}
+					ov.Blocks[int64(i)] = tiling.FromBlock(b)
 				}
 				delete(finalBlocks, e.Addr)
 			}
@@ -329,7 +323,7 @@ func captureOverrides(snap *allocator.Snapshot, dev int, entries []allocator.Tra
 				if e.Action == allocator.ActionSegmentAlloc {
 					c := *sg
 					c.Blocks = nil
-					ov.segs[int64(i)] = c
+					ov.Segs[int64(i)] = c
 				}
 				delete(finalSegs, e.Addr)
 			}
@@ -394,8 +388,8 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 			last = r.time
 		}
 		d.recs.append(r)
-		v := entryView{action: e.Action, addr: e.Addr, size: e.Size, stream: e.Stream, frames: e.Frames, pool: e.PoolID, hasPID: e.HasPoolID}
-		d.pending += d.head.apply(&v, seq, d.id, &d.ov)
+		v := tiling.EntryOf(e)
+		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
 		act += replay.ActiveDelta(e)
 		res += replay.ReservedDelta(e)
 		if bulk {
@@ -409,14 +403,14 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 		}
 		d.byAction[e.Action].append(seq)
 		if (seq+1)%int64(k) == 0 {
-			d.cps = append(d.cps, d.head.dump(seq+1))
+			d.cps = append(d.cps, d.head.Dump(seq+1))
 		}
 	}
 }
 
 func newDevLog(id int, base TimeBase) *devLog {
-	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: newSegState()}
-	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]allocator.Segment{}}
+	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: tiling.NewState()}
+	d.ov = tiling.NewOverrides()
 	return d
 }
 
@@ -435,7 +429,7 @@ func (s *Store) liveDev(id int) *devLog {
 	d, ok := s.devs[id]
 	if !ok {
 		d = newDevLog(id, TimeEpochUS)
-		d.cps = []*checkpoint{d.head.freeze(0)}
+		d.cps = []*checkpoint{d.head.Freeze(0)}
 		s.putDev(d)
 	}
 	return d
@@ -499,7 +493,7 @@ func (s *Store) AppendSized(device int, entries []allocator.TraceEntry, blockSiz
 	n := int64(d.recs.Len())
 	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
 		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == allocator.ActionAlloc {
-			d.ov.blocks[n+int64(i)] = liveBlock{addr: e.Addr, size: bs, req: e.Size, frames: e.Frames}
+			d.ov.Blocks[n+int64(i)] = liveBlock{Addr: e.Addr, Size: bs, Req: e.Size, Frames: e.Frames}
 		}
 	}
 	d.appendEntries(entries, s.k, false)
@@ -525,19 +519,19 @@ func (s *Store) Rebase(device int, segs []allocator.Segment) {
 	d.last, d.measured = nil, measured{} // cached answers may sit at the rebase position
 	d.lastMu.Unlock()
 	var act, pend, res int64
-	for _, b := range d.head.blocks {
-		act += liveSize(b)
-		if b.state == allocator.StateActivePendingFree {
-			pend += liveSize(b)
+	for b := range d.head.Blocks() {
+		act += b.Live()
+		if b.State == allocator.StateActivePendingFree {
+			pend += b.Live()
 		}
 	}
-	for _, sg := range d.head.segs {
+	for sg := range d.head.Segments() {
 		res += sg.TotalSize
 	}
 	d.pending = pend
 	n := int64(d.recs.Len())
-	cp := d.head.freeze(n)
-	if last := len(d.cps) - 1; d.cps[last].at == n {
+	cp := d.head.Freeze(n)
+	if last := len(d.cps) - 1; d.cps[last].At == n {
 		d.cps[last] = cp
 	} else {
 		d.cps = append(d.cps, cp)

@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/npumon/npumon/replay/tiling"
 	"math"
 	"strconv"
 	"strings"
@@ -884,7 +885,7 @@ func (b *builder) place(l *list, d *dict) error {
 		}
 		blk := *d.blk
 		if d.seen&hasRequested == 0 && blk.State.Active() {
-			blk.RequestedSize = LiveSize(&blk)
+			blk.RequestedSize = tiling.LiveSize(&blk)
 		}
 		l.blocks = append(l.blocks, blk)
 	case dHistory:

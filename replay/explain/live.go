@@ -2,6 +2,7 @@ package explain
 
 import (
 	"cmp"
+	"github.com/npumon/npumon/replay/tiling"
 	"slices"
 
 	"github.com/npumon/npumon/allocator"
@@ -40,7 +41,7 @@ func NewWalker(tl *replay.Timeline) *Walker {
 			w.live[b.Address] = a
 		}
 		a.Size += s.Size()
-		a.Frames = replay.BlockFrames(b)
+		a.Frames = tiling.BlockFrames(b)
 		a.Pending = b.State == allocator.StateActivePendingFree
 	}
 	return w
