@@ -21,17 +21,20 @@ type LoadProgress struct {
 
 // LoadSnapshot decodes the snapshot file at path (pickle or JSON export)
 // into store, reporting progress from its own goroutine, and returns the
-// decoded capture. Decoding cannot be interrupted, so when ctx ends first
-// it returns ctx.Err() at once and leaves the decoder to finish in the
-// background (the process is exiting).
+// decoded capture. When ctx ends first it returns ctx.Err() at once; the
+// decoder sees ctx too (replay.DecodeFileContext) and stops within a few
+// hundred KiB of input, before anything is indexed.
 func LoadSnapshot(ctx context.Context, path string, store *Store, report func(LoadProgress)) (*replay.Capture, error) {
 	return untilDone(ctx, func() (*replay.Capture, error) {
 		var total int64
-		capt, err := replay.DecodeFile(path, replay.Options{Progress: func(d, t int64) {
+		capt, err := replay.DecodeFileContext(ctx, path, replay.Options{Progress: func(d, t int64) {
 			total = max(t, 0)
 			report(LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total})
 		}})
 		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var n int64
@@ -61,7 +64,7 @@ func LoadProfiler(ctx context.Context, path string, store *Store, report func(Lo
 func LoadProfilerData(ctx context.Context, path string, store *Store, report func(LoadProgress)) (*profiler.Data, error) {
 	return untilDone(ctx, func() (*profiler.Data, error) {
 		report(LoadProgress{Stage: "reading profiler data"})
-		d, err := profiler.ReadDir(path)
+		d, err := profiler.ReadDirContext(ctx, path)
 		if err != nil {
 			return nil, err
 		}
