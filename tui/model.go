@@ -237,6 +237,7 @@ func (m *Model) Err() error { return m.loadErr }
 
 // Update handles one message.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	defer m.settle()
 	if handled, cmd := m.updateWhatIf(msg); handled {
 		return m, cmd
 	}
@@ -562,3 +563,14 @@ func (m *Model) refreshCursor() {
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+// settle keeps what the full-screen views show in range once a message
+// has changed something (a key, new data, a resize): the holders at the
+// cursor, selections and scroll offsets. View only draws.
+func (m *Model) settle() {
+	if !m.dirty {
+		return
+	}
+	m.settleView()
+	m.settleDevices()
+}
