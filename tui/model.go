@@ -165,6 +165,7 @@ func newModel(o Options) *Model {
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
 		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
+	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
 	m.help.ShowAll = true
 	if th.ASCII {
 		m.help.ShortSeparator = " | "
