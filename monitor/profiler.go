@@ -137,72 +137,22 @@ func ProfilerOps(ops []profiler.Op, deltas []int64) []Op {
 const maxProfilerDevice = 1024
 
 // profilerMemory turns the PTA memory records of d that carry a pointer
-// into trace entries: MALLOC → alloc, FREE → free_requested and
-// BLOCK_FREE → free_completed (or FREE → free when the source records no
-// BLOCK_FREE), and collects the totals the records state. The records
-// carry no segments, so the segment map stays empty; the blocks allocated
-// before the first record are not in the trace, but they are in the totals.
+// into trace entries and the totals the records state
+// (profiler.TraceFromMemory: MALLOC → alloc, FREE → free_requested,
+// BLOCK_FREE → free_completed, or FREE → free when the source records no
+// BLOCK_FREE). The records carry no segments, so the segment map stays
+// empty; the blocks allocated before the first record are not in the
+// trace, but they are in the totals.
 func profilerMemory(d *profiler.Data) (*allocator.Snapshot, []deviceTotals) {
-	blockFree := false
-	for i := range d.Memory {
-		if d.Memory[i].Kind == profiler.MemoryBlockFree {
-			blockFree = true
-			break
-		}
-	}
 	snap := &allocator.Snapshot{Stacks: []allocator.Stack{nil}}
 	var devs []deviceTotals
-	sizes := map[uint64]int64{} // live pointer → allocated size
-	for i := range d.Memory {
-		m := &d.Memory[i]
-		if m.Component != profiler.CompPTA || m.Ptr == 0 || m.Device < 0 || m.Device > maxProfilerDevice {
-			continue
+	for _, t := range profiler.TraceFromMemory(d.Memory, maxProfilerDevice) {
+		dt := deviceTotals{init: totals(t.Init), ok: t.Complete, after: make([]totals, len(t.After))}
+		for i, a := range t.After {
+			dt.after[i] = totals(a)
 		}
-		e := allocator.TraceEntry{Addr: m.Ptr, Stream: uint64(max(m.Stream, 0)), TimeUS: m.TimeNS / 1000}
-		switch {
-		case m.Kind == profiler.MemoryMalloc && m.AllocSize > 0:
-			e.Action, e.Size = allocator.ActionAlloc, m.AllocSize
-			sizes[m.Ptr] = m.AllocSize
-		case m.Kind == profiler.MemoryFree:
-			e.Action, e.Size = allocator.ActionFreeRequested, sizes[m.Ptr]
-			if !blockFree {
-				e.Action = allocator.ActionFree
-				delete(sizes, m.Ptr)
-			}
-		case m.Kind == profiler.MemoryBlockFree:
-			e.Action, e.Size = allocator.ActionFreeCompleted, sizes[m.Ptr]
-			delete(sizes, m.Ptr)
-		default:
-			continue
-		}
-		if e.Size == 0 && m.AllocSize < 0 {
-			e.Size = -m.AllocSize
-		}
-		for len(snap.DeviceTraces) <= m.Device {
-			snap.DeviceTraces = append(snap.DeviceTraces, nil)
-			devs = append(devs, deviceTotals{ok: true})
-		}
-		t := &devs[m.Device]
-		after := totals{Allocated: m.Allocated, Reserved: m.Reserved, Active: m.Active}
-		if len(t.after) == 0 {
-			// before the first record: its totals less its own change
-			t.init = after
-			switch e.Action {
-			case allocator.ActionAlloc:
-				t.init.Allocated -= e.Size
-				t.init.Active -= e.Size
-			case allocator.ActionFree:
-				t.init.Allocated += e.Size
-				t.init.Active += e.Size
-			case allocator.ActionFreeRequested:
-				t.init.Allocated += e.Size
-			case allocator.ActionFreeCompleted:
-				t.init.Active += e.Size
-			}
-		}
-		t.ok = t.ok && m.HasAllocated && m.HasActive
-		t.after = append(t.after, after)
-		snap.DeviceTraces[m.Device] = append(snap.DeviceTraces[m.Device], e)
+		snap.DeviceTraces = append(snap.DeviceTraces, t.Entries)
+		devs = append(devs, dt)
 	}
 	return snap, devs
 }
