@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -600,20 +601,22 @@ func TestFilterStream(t *testing.T) {
 	l.reset([]uint64{93939793133632, 7})
 	e := monitor.Event{}
 	e.Size, e.Stream = 1<<20, 7
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		text string
 		want bool
 	}{
 		{"stream=s1", true}, {"stream=S1", true}, {"stream=s0", false}, {"stream=7", true}, {"stream=0x7", true},
 		{"stream=93939793133632", false},
 	} {
-		f, err := parseFilter(tc.text)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.text, err)
-		}
-		if got := f.matchEvent(&e, &l, func() string { return "" }); got != tc.want {
-			t.Errorf("%s matches = %v", tc.text, got)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			f, err := parseFilter(tc.text)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.text, err)
+			}
+			if got := f.matchEvent(&e, &l, func() string { return "" }); got != tc.want {
+				t.Errorf("%s matches = %v", tc.text, got)
+			}
+		})
 	}
 	if _, err := parseFilter("stream=sx"); err == nil {
 		t.Error("stream=sx accepted")
@@ -656,15 +659,17 @@ func selectedOp(t *testing.T, m *Model) string {
 // cursor moves; enter on an op moves the cursor to it and keeps it selected.
 func TestOpsFollowTheCursor(t *testing.T) {
 	m := small(t, 160, 48)
-	for _, tc := range []struct{ at, want string }{
+	for i, tc := range []struct{ at, want string }{
 		{"+1ms", "aten::empty"}, {"+8ms", "aten::matmul"}, {"+5ms", "ProfilerStep#1"}, {"+2ms", "aten::empty"},
 	} {
-		press(m, "t")
-		typeText(m, tc.at)
-		press(m, "enter")
-		if l := selectedOp(t, m); !strings.Contains(l, tc.want) {
-			t.Errorf("cursor at %s: selected op %q, want %s", tc.at, l, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			press(m, "t")
+			typeText(m, tc.at)
+			press(m, "enter")
+			if l := selectedOp(t, m); !strings.Contains(l, tc.want) {
+				t.Errorf("cursor at %s: selected op %q, want %s", tc.at, l, tc.want)
+			}
+		})
 	}
 	press(m, "4", "down", "down") // matmul
 	press(m, "enter")

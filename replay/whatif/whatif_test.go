@@ -3,6 +3,7 @@ package whatif
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -280,13 +281,15 @@ func TestDeterministicAcrossParallelism(t *testing.T) {
 
 func TestAt(t *testing.T) {
 	c := []Point{{-1, 10}, {3, 20}, {7, 5}}
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		i    int
 		want int64
 	}{{-2, 0}, {-1, 10}, {2, 10}, {3, 20}, {6, 20}, {7, 5}, {100, 5}} {
-		if got := At(c, tc.i); got != tc.want {
-			t.Errorf("At(%d) = %d, want %d", tc.i, got, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := At(c, tc.i); got != tc.want {
+				t.Errorf("At(%d) = %d, want %d", tc.i, got, tc.want)
+			}
+		})
 	}
 }
 
