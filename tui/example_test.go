@@ -20,8 +20,8 @@ func Example_live() {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	p := tui.NewProgram(tui.Options{Source: store, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true})
-	go p.Send(tui.ConnStateMsg{State: tui.ConnConnected, Detail: "unix:/tmp/npumon.sock"})
+	p := tui.NewProgram(tui.Options{Source: store, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true,
+		ConnState: func() (tui.ConnState, string) { return tui.ConnConnected, "unix:/tmp/npumon.sock" }})
 	_, _ = p.Run()
 }
 

@@ -266,23 +266,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case headlessQuitMsg:
 		m.pollData() // the summary is of the newest data (a live source may have just ended)
 		return m, tea.Quit
-	case DataMsg:
-		m.pollData()
-	case SetSourceMsg:
-		m.o.Source, m.o.SourceName, m.o.Live = msg.Source, msg.Name, msg.Live
-		m.playing, m.version, m.dev = false, 0, -1
-		m.opSel = 0
-		m.startOver()
 	case pickerOpenedMsg:
 		m.onPickerOpened(msg)
-	case ConnStateMsg:
-		m.conn, m.connNote = msg.State, msg.Detail
-		m.dirty = true
-	case ErrorMsg:
-		if msg.Err != nil {
-			m.statusErr = msg.Err.Error()
-			m.dirty = true
-		}
 	case allocAtMsg:
 		if msg.dev == m.dev && msg.cursor == m.cursor {
 			m.allocAt, m.allocK = msg.text, msg.addr
