@@ -68,10 +68,11 @@ const seqRate = 20
 // one cursor; all Source queries are bounded (the Store's seek is
 // O(log n + K)), so Update never waits on ingestion.
 type Model struct {
-	o    Options
-	th   *theme.Theme
-	keys keyMap
-	help help.Model
+	o      Options
+	th     *theme.Theme
+	keys   keyMap
+	help   help.Model
+	panels [numPanes]panel // the main screen's panes (panes.go), in pane order
 
 	w, h int
 
@@ -165,6 +166,7 @@ func newModel(o Options) *Model {
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
 		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
+	m.panels = newPanels()
 	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
 	m.help.ShowAll = true
 	if th.ASCII {
