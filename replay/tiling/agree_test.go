@@ -136,13 +136,13 @@ func tiled(st *State) []allocator.Segment {
 // checkpoints) and undoing it backwards from its end give the same
 // segment map after every entry.
 func TestApplyUndoAgree(t *testing.T) {
-	for seed := range uint64(60) {
+	for seed := range uint64(40) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			g := &gen{r: rand.New(rand.NewPCG(seed, 14)), st: NewState(), next: 1 << 30}
 			g.trace(g.r.IntN(200)) // a start with segments and live blocks
 			start := tiled(g.st)
 			g.st = FromSegments(start)
-			entries := g.trace(300)
+			entries := g.trace(250)
 
 			// forward, thawing from a checkpoint every k entries
 			k := g.r.IntN(40) + 1
