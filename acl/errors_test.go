@@ -47,9 +47,11 @@ func TestSentinelCodes(t *testing.T) {
 		{ErrAddrUnaligned, 107008, "ACL_ERROR_RT_ADDR_UNALIGNED"},
 		{ErrFeatureNotSupport, 207000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT"},
 	} {
-		if c.err.Code != c.code || CodeName(c.code) != c.name || c.err.API != "" || c.err.Msg != "" {
-			t.Errorf("sentinel %v: code %d name %q", c.err, c.err.Code, CodeName(c.code))
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if c.err.Code != c.code || CodeName(c.code) != c.name || c.err.API != "" || c.err.Msg != "" {
+				t.Errorf("sentinel %v: code %d name %q", c.err, c.err.Code, CodeName(c.code))
+			}
+		})
 	}
 	if CodeName(0) != "ACL_SUCCESS" || CodeName(507899) != "ACL_ERROR_RT_DRV_INTERNAL_ERROR" {
 		t.Error("CodeName of 0 or 507899 wrong")

@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -97,12 +98,14 @@ func TestFreeMapModel(t *testing.T) {
 func TestFreeMapIsFree(t *testing.T) {
 	m := newFreeMap(0, 100)
 	m.take(10, 10)
-	for _, c := range []struct {
+	for i, c := range []struct {
 		a, n uint64
 		want bool
 	}{{0, 10, true}, {0, 11, false}, {10, 1, false}, {19, 1, false}, {20, 80, true}, {20, 81, false}, {100, 1, false}} {
-		if got := m.isFree(c.a, c.n); got != c.want {
-			t.Errorf("isFree(%d, %d) = %v", c.a, c.n, got)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := m.isFree(c.a, c.n); got != c.want {
+				t.Errorf("isFree(%d, %d) = %v", c.a, c.n, got)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -24,31 +25,33 @@ func footprint(t *testing.T, d *Device, ptr uint64) int64 {
 }
 
 func TestMallocRoundingAndPad(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		size, malloc, align32 int64
 	}{
 		{1, 64, 32}, {31, 64, 32}, {32, 64, 32}, {33, 96, 64}, {512, 544, 512}, {1000, 1056, 1024},
 		{1 << 20, 1<<20 + 32, 1 << 20}, // exactly 1 MiB: still normal pages under HugeFirst
 	} {
-		d := smallDevice(t, 64)
-		p := mustMalloc(t, d, c.size, HugeFirst)
-		if got := footprint(t, d, p); got != c.malloc {
-			t.Errorf("Malloc(%d) footprint %d, want %d", c.size, got, c.malloc)
-		}
-		q, err := d.MallocAlign32(c.size, HugeFirst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := footprint(t, d, q); got != c.align32 {
-			t.Errorf("MallocAlign32(%d) footprint %d, want %d", c.size, got, c.align32)
-		}
-		free, _ := memInfo(t, d)
-		if free != 64*MiB-c.malloc-c.align32 {
-			t.Errorf("size %d: free %d after both", c.size, free)
-		}
-		if info := d.Info(); info.HBMUsed != c.malloc+c.align32 {
-			t.Errorf("size %d: HBMUsed %d", c.size, info.HBMUsed)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			d := smallDevice(t, 64)
+			p := mustMalloc(t, d, c.size, HugeFirst)
+			if got := footprint(t, d, p); got != c.malloc {
+				t.Errorf("Malloc(%d) footprint %d, want %d", c.size, got, c.malloc)
+			}
+			q, err := d.MallocAlign32(c.size, HugeFirst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := footprint(t, d, q); got != c.align32 {
+				t.Errorf("MallocAlign32(%d) footprint %d, want %d", c.size, got, c.align32)
+			}
+			free, _ := memInfo(t, d)
+			if free != 64*MiB-c.malloc-c.align32 {
+				t.Errorf("size %d: free %d after both", c.size, free)
+			}
+			if info := d.Info(); info.HBMUsed != c.malloc+c.align32 {
+				t.Errorf("size %d: HBMUsed %d", c.size, info.HBMUsed)
+			}
+		})
 	}
 }
 
@@ -207,16 +210,18 @@ func TestMallocDeterministic(t *testing.T) {
 
 func TestMallocInvalidArgs(t *testing.T) {
 	d := smallDevice(t, 8)
-	for _, c := range []struct {
+	for i, c := range []struct {
 		size int64
 		p    MallocPolicy
 	}{
 		{0, HugeFirst}, {-1, HugeFirst}, {1 << 60, HugeFirst}, {1, 8}, {1, -1}, {1, 0x200}, {1, Huge1GOnlyP2P + 1},
 	} {
-		_, err := d.Malloc(c.size, c.p)
-		wantCode(t, err, ErrParamInvalid)
-		_, err = d.MallocAlign32(c.size, c.p)
-		wantCode(t, err, ErrParamInvalid)
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			_, err := d.Malloc(c.size, c.p)
+			wantCode(t, err, ErrParamInvalid)
+			_, err = d.MallocAlign32(c.size, c.p)
+			wantCode(t, err, ErrParamInvalid)
+		})
 	}
 	// More than the device has is an allocation failure, not a bad argument.
 	_, err := d.Malloc(9*MiB, HugeFirst)

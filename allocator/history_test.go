@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -130,7 +131,7 @@ func TestConverterRecoversLinearClock(t *testing.T) {
 func TestStacksByRecordContext(t *testing.T) {
 	frames := []snapshot.Frame{{Filename: "model.py", Line: 42, Name: "forward"}, {Filename: "train.py", Line: 7, Name: "main"}}
 	freeFrames := []snapshot.Frame{{Filename: "train.py", Line: 9, Name: "step"}}
-	for _, tt := range []struct {
+	for i, tt := range []struct {
 		ctx                       RecordContext
 		block, alloc, segment, fr bool
 	}{
@@ -139,35 +140,37 @@ func TestStacksByRecordContext(t *testing.T) {
 		{RecordAll, true, true, true, true},
 		{RecordNever, false, false, false, false},
 	} {
-		e := newEnv(t, "", false, 0)
-		s := e.stream()
-		e.a.RecordHistory(true, tt.ctx, 100)
-		p, err := e.a.MallocWithStack(1<<20-32, s, frames)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap := e.a.Snapshot()
-		if got := snap.Stack(snap.Segments[0].Blocks[0].Frames); (len(got) > 0) != tt.block || (tt.block && !slices.Equal(got, snapshot.Stack(frames))) {
-			t.Errorf("ctx %d: block frames %v", tt.ctx, got)
-		}
-		tr := snap.DeviceTraces[0]
-		if got := snap.Stack(tr[0].Frames); (len(got) > 0) != tt.segment {
-			t.Errorf("ctx %d: segment_alloc frames %v", tt.ctx, got)
-		}
-		if got := e.a.Stack(tr[1].Frames); (len(got) > 0) != tt.alloc {
-			t.Errorf("ctx %d: alloc entry frames %v", tt.ctx, got)
-		}
-		if err := e.a.FreeWithStack(p, freeFrames); err != nil {
-			t.Fatal(err)
-		}
-		snap = e.a.Snapshot()
-		tr = snap.DeviceTraces[0]
-		if got := snap.Stack(tr[3].Frames); (len(got) > 0) != tt.fr || (tt.fr && got[0] != freeFrames[0]) {
-			t.Errorf("ctx %d: free_requested frames %v", tt.ctx, got)
-		}
-		if b := snap.Segments[0].Blocks[0]; b.Frames != snapshot.NoStack {
-			t.Errorf("ctx %d: freed block keeps frames", tt.ctx)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newEnv(t, "", false, 0)
+			s := e.stream()
+			e.a.RecordHistory(true, tt.ctx, 100)
+			p, err := e.a.MallocWithStack(1<<20-32, s, frames)
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap := e.a.Snapshot()
+			if got := snap.Stack(snap.Segments[0].Blocks[0].Frames); (len(got) > 0) != tt.block || (tt.block && !slices.Equal(got, snapshot.Stack(frames))) {
+				t.Errorf("ctx %d: block frames %v", tt.ctx, got)
+			}
+			tr := snap.DeviceTraces[0]
+			if got := snap.Stack(tr[0].Frames); (len(got) > 0) != tt.segment {
+				t.Errorf("ctx %d: segment_alloc frames %v", tt.ctx, got)
+			}
+			if got := e.a.Stack(tr[1].Frames); (len(got) > 0) != tt.alloc {
+				t.Errorf("ctx %d: alloc entry frames %v", tt.ctx, got)
+			}
+			if err := e.a.FreeWithStack(p, freeFrames); err != nil {
+				t.Fatal(err)
+			}
+			snap = e.a.Snapshot()
+			tr = snap.DeviceTraces[0]
+			if got := snap.Stack(tr[3].Frames); (len(got) > 0) != tt.fr || (tt.fr && got[0] != freeFrames[0]) {
+				t.Errorf("ctx %d: free_requested frames %v", tt.ctx, got)
+			}
+			if b := snap.Segments[0].Blocks[0]; b.Frames != snapshot.NoStack {
+				t.Errorf("ctx %d: freed block keeps frames", tt.ctx)
+			}
+		})
 	}
 }
 

@@ -43,17 +43,19 @@ func (e *testEnv) wantStats(kv map[string]int64) {
 func TestPoolChoiceExactMiB(t *testing.T) {
 	// With the NPU pad an exactly-1 MiB tensor is a large-pool allocation
 	// in a 20 MiB segment; on CUDA it stays in a 2 MiB small segment.
-	for _, tt := range []struct {
+	for i, tt := range []struct {
 		cuda    bool
 		segment int64
 		large   bool
 	}{{false, 20 * config.MiB, true}, {true, 2 * config.MiB, false}} {
-		e := newEnv(t, "", tt.cuda, 0)
-		e.malloc(config.MiB, e.stream())
-		wantSeq(t, e.trace(), fmt.Sprintf("segment_alloc %d", tt.segment), fmt.Sprintf("alloc %d", config.MiB))
-		if s := e.a.Snapshot(); s.Segments[0].IsLarge != tt.large {
-			t.Errorf("cuda=%v: segment large=%v, want %v", tt.cuda, s.Segments[0].IsLarge, tt.large)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := newEnv(t, "", tt.cuda, 0)
+			e.malloc(config.MiB, e.stream())
+			wantSeq(t, e.trace(), fmt.Sprintf("segment_alloc %d", tt.segment), fmt.Sprintf("alloc %d", config.MiB))
+			if s := e.a.Snapshot(); s.Segments[0].IsLarge != tt.large {
+				t.Errorf("cuda=%v: segment large=%v, want %v", tt.cuda, s.Segments[0].IsLarge, tt.large)
+			}
+		})
 	}
 }
 
@@ -454,21 +456,23 @@ func TestExpandableBaseAddressAlignment(t *testing.T) {
 		conf    string
 		aligned bool
 	}{{"expandable_segments:True", true}, {"expandable_segments:True,base_addr_aligned_kb:0", false}} {
-		e := newEnv(t, tt.conf, false, 0)
-		s := e.stream()
-		a := e.malloc(3*config.MiB, s)
-		b := e.malloc(2*config.MiB, s)
-		if tt.aligned {
-			if b%(16*1024) != 0 || b != a+uint64(3*config.MiB+16*1024) {
-				t.Errorf("%s: block at %#x, want 16 KiB aligned right after %#x", tt.conf, b, a)
+		t.Run(tt.conf, func(t *testing.T) {
+			e := newEnv(t, tt.conf, false, 0)
+			s := e.stream()
+			a := e.malloc(3*config.MiB, s)
+			b := e.malloc(2*config.MiB, s)
+			if tt.aligned {
+				if b%(16*1024) != 0 || b != a+uint64(3*config.MiB+16*1024) {
+					t.Errorf("%s: block at %#x, want 16 KiB aligned right after %#x", tt.conf, b, a)
+				}
+				blocks := e.a.Snapshot().Segments[0].Blocks
+				if blocks[1].State != snapshot.StateInactive || blocks[1].Size != 16*1024-512 {
+					t.Errorf("%s: lead block %+v, want a free 15.5 KiB block", tt.conf, blocks[1])
+				}
+			} else if b != a+uint64(3*config.MiB+512) {
+				t.Errorf("%s: block at %#x, want %#x", tt.conf, b, a+uint64(3*config.MiB+512))
 			}
-			blocks := e.a.Snapshot().Segments[0].Blocks
-			if blocks[1].State != snapshot.StateInactive || blocks[1].Size != 16*1024-512 {
-				t.Errorf("%s: lead block %+v, want a free 15.5 KiB block", tt.conf, blocks[1])
-			}
-		} else if b != a+uint64(3*config.MiB+512) {
-			t.Errorf("%s: block at %#x, want %#x", tt.conf, b, a+uint64(3*config.MiB+512))
-		}
+		})
 	}
 }
 

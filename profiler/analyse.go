@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"bufio"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -18,7 +19,7 @@ import (
 // (docs/reference/profiler-format.md §5, §6), then analyse.done last. Times are
 // epoch µs strings with 3 decimals.
 func Analyse(dir string) error {
-	d, err := readFramework(dir)
+	d, err := readFramework(context.Background(), dir)
 	if err != nil {
 		return err
 	}

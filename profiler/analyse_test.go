@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -36,13 +37,15 @@ func TestOperatorDetailsSelfTime(t *testing.T) {
 		t.Fatalf("read back: %v %+v", err, ops)
 	}
 	owner := opIndex(d.Ops)
-	for _, c := range []struct {
+	for i, c := range []struct {
 		tid  uint64
 		t    int64
 		want string
 	}{{1, 2500, "grandchild"}, {1, 4500, "outer"}, {1, 5000, "child2"}, {2, 2500, "other-thread"}, {3, 2500, ""}, {1, 20000, ""}} {
-		if got := owner(c.tid, c.t); got != c.want {
-			t.Errorf("owner(%d, %d) = %q, want %q", c.tid, c.t, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := owner(c.tid, c.t); got != c.want {
+				t.Errorf("owner(%d, %d) = %q, want %q", c.tid, c.t, got, c.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package profiler
 
 import (
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -234,14 +235,16 @@ func TestReadDBBadInput(t *testing.T) {
 		{filepath.Join(tmp, "missing.db"), "missing.db: no such file"},
 	}
 	for _, c := range cases {
-		_, err := ReadDir(c.path)
-		if err == nil {
-			t.Errorf("%s: no error", c.path)
-			continue
-		}
-		if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
-			t.Errorf("%s: error %q, want one line containing %q", c.path, msg, c.want)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			_, err := ReadDir(c.path)
+			if err == nil {
+				t.Errorf("%s: no error", c.path)
+				return
+			}
+			if msg := err.Error(); !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+				t.Errorf("%s: error %q, want one line containing %q", c.path, msg, c.want)
+			}
+		})
 	}
 }
 
@@ -360,10 +363,12 @@ func TestDBInt(t *testing.T) {
 		{true, 1, true, ""},
 		{struct{}{}, 0, false, "not an integer: struct {}"},
 	}
-	for _, c := range cases {
-		got, ok, err := dbInt(c.v)
-		if got != c.want || ok != c.ok || (err == nil) != (c.errSub == "") || (err != nil && !strings.Contains(err.Error(), c.errSub)) {
-			t.Errorf("dbInt(%#v) = %d, %v, %v; want %d, %v, %q", c.v, got, ok, err, c.want, c.ok, c.errSub)
-		}
+	for i, c := range cases {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got, ok, err := dbInt(c.v)
+			if got != c.want || ok != c.ok || (err == nil) != (c.errSub == "") || (err != nil && !strings.Contains(err.Error(), c.errSub)) {
+				t.Errorf("dbInt(%#v) = %d, %v, %v; want %d, %v, %q", c.v, got, ok, err, c.want, c.ok, c.errSub)
+			}
+		})
 	}
 }

@@ -226,13 +226,21 @@ type Records struct {
 	SkippedRecs int // envelopes shorter than their constant block (skipped, as torch_npu does)
 }
 
-// DecodeError reports corrupt FRAMEWORK bytes at a file offset.
+// DecodeError reports corrupt FRAMEWORK bytes at a file offset; errors.As
+// finds it in ReadDir's and ReadFrameworkFile's errors, with File set.
 type DecodeError struct {
+	File   string // "" from a Decoder fed by the caller
 	Offset int64
 	Msg    string
 }
 
-func (e *DecodeError) Error() string { return fmt.Sprintf("offset %d: %s", e.Offset, e.Msg) }
+func (e *DecodeError) Error() string {
+	s := fmt.Sprintf("offset %d: %s", e.Offset, e.Msg)
+	if e.File != "" {
+		s = e.File + ": " + s
+	}
+	return s
+}
 
 // Decoder decodes one FRAMEWORK file incrementally: Feed it the file's bytes
 // in any chunking and it emits every complete record exactly once, keeping a
@@ -295,14 +303,14 @@ func (d *Decoder) decode(b []byte, out *Records) (int, error) {
 		}
 		return n, nil
 	case KindUnknown:
-		return 0, &DecodeError{d.off, "unknown FRAMEWORK file kind"}
+		return 0, &DecodeError{"", d.off, "unknown FRAMEWORK file kind"}
 	}
 	fixed := d.fixedLen()
 	i := 0
 	for len(b)-i >= envHeaderLen {
 		l := binary.LittleEndian.Uint32(b[i+2:])
 		if l > maxRecordBytes {
-			return i, &DecodeError{d.off + int64(i), fmt.Sprintf("record length %d exceeds limit %d", l, maxRecordBytes)}
+			return i, &DecodeError{"", d.off + int64(i), fmt.Sprintf("record length %d exceeds limit %d", l, maxRecordBytes)}
 		}
 		end := i + envHeaderLen + int(l)
 		if end > len(b) {
@@ -312,7 +320,7 @@ func (d *Decoder) decode(b []byte, out *Records) (int, error) {
 		if len(v) < fixed {
 			out.SkippedRecs++
 		} else if err := d.decodeValue(v, fixed, out); err != nil {
-			return i, &DecodeError{d.off + int64(i), err.Error()}
+			return i, &DecodeError{"", d.off + int64(i), err.Error()}
 		}
 		i = end
 	}

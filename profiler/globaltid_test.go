@@ -38,10 +38,12 @@ func TestSplitGlobalTid(t *testing.T) {
 		{"negative", -1, 0xffffffff, 0xffffffff},
 		{"negative is never decimal", -11814731181473, 4294964545, 723849823},
 	} {
-		pid, tid := splitGlobalTid(c.g)
-		if pid != c.pid || tid != c.tid {
-			t.Errorf("%s: splitGlobalTid(%d) = %d, %d; want %d, %d", c.name, c.g, pid, tid, c.pid, c.tid)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			pid, tid := splitGlobalTid(c.g)
+			if pid != c.pid || tid != c.tid {
+				t.Errorf("%s: splitGlobalTid(%d) = %d, %d; want %d, %d", c.name, c.g, pid, tid, c.pid, c.tid)
+			}
+		})
 	}
 }
 

@@ -2,7 +2,9 @@ package profiler
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -114,6 +116,16 @@ func TestBadInputErrors(t *testing.T) {
 	_, err := ReadDir(filepath.Dir(fw))
 	if err == nil || !strings.Contains(err.Error(), FileMemory+": offset 83: record length") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("framework error %v", err)
+	}
+	var de *DecodeError
+	if !errors.As(err, &de) || de.File != filepath.Join(fw, FileMemory) || de.Offset != 83 {
+		t.Fatalf("framework error %v: DecodeError %+v", err, de)
+	}
+	// a cancelled read stops with ctx.Err()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ReadDirContext(ctx, filepath.Dir(fw)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled read: %v", err)
 	}
 	// op_range whose field overruns its record
 	rec := make([]byte, 6+58+6+3)

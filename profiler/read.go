@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,12 @@ const (
 // ReadFrameworkFile decodes a whole FRAMEWORK file. A truncated trailing
 // record is tolerated (reported through pending > 0), as torch_npu does.
 func ReadFrameworkFile(path string, out *Records) (pending int, err error) {
+	return readFrameworkFile(context.Background(), path, out)
+}
+
+// readFrameworkFile is ReadFrameworkFile stopping with ctx.Err() when ctx
+// ends (it looks once per MiB read).
+func readFrameworkFile(ctx context.Context, path string, out *Records) (pending int, err error) {
 	k := KindOf(filepath.Base(path))
 	if k == KindUnknown {
 		return 0, fmt.Errorf("%s: not a FRAMEWORK file name", path)
@@ -35,9 +42,16 @@ func ReadFrameworkFile(path string, out *Records) (pending int, err error) {
 	d := NewDecoder(k)
 	buf := make([]byte, 1<<20)
 	for {
+		if err := ctx.Err(); err != nil {
+			return d.Pending(), err
+		}
 		n, rerr := f.Read(buf)
 		if n > 0 {
 			if err := d.Feed(buf[:n], out); err != nil {
+				if de, ok := err.(*DecodeError); ok {
+					de.File = path
+					return d.Pending(), de
+				}
 				return d.Pending(), fmt.Errorf("%s: %w", path, err)
 			}
 		}
@@ -118,6 +132,16 @@ func IsProfilerPath(path string) bool {
 // the CSV/JSON files, or the SQLite export (ReadDB) where there are none.
 // A path to a .db file is read with ReadDB.
 func ReadDir(path string) (*Data, error) {
+	return ReadDirContext(context.Background(), path)
+}
+
+// ReadDirContext is ReadDir stopping with ctx.Err() when ctx ends: raw
+// FRAMEWORK files are read a MiB at a time with a look at ctx in between;
+// analysed output and SQLite exports are read whole once started.
+func ReadDirContext(ctx context.Context, path string) (*Data, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -163,7 +187,7 @@ func ReadDir(path string) (*Data, error) {
 	case doneErr == nil && hasOut:
 		return readAnalysed(root, out, true)
 	case hasFW:
-		return readFramework(root)
+		return readFramework(ctx, root)
 	case db != "":
 		return readDBIn(root, db)
 	case hasOut:
@@ -191,7 +215,7 @@ func hasFrameworkFiles(fw string) bool {
 }
 
 // readFramework decodes FRAMEWORK/ and converts times with the dir's time base.
-func readFramework(root string) (*Data, error) {
+func readFramework(ctx context.Context, root string) (*Data, error) {
 	d := &Data{Path: root, Source: SourceFramework}
 	tb, ok, err := LoadTimeBase(root)
 	if err != nil {
@@ -209,7 +233,7 @@ func readFramework(root string) (*Data, error) {
 			continue
 		}
 		p := filepath.Join(fw, e.Name())
-		pending, err := ReadFrameworkFile(p, &recs)
+		pending, err := readFrameworkFile(ctx, p, &recs)
 		if err != nil {
 			return nil, err
 		}

@@ -153,29 +153,19 @@ func (r *Recorder) RecordMemory(m *MemoryUsageRecord) {
 }
 
 // MemoryRecordFromTrace maps an allocator trace entry and the allocator's
-// totals after it to a torch.memory_usage record: alloc → MALLOC (+size),
-// free_requested / free → FREE (−size), free_completed → BLOCK_FREE (−size).
-// Other actions (segment events, snapshots, OOM) have no memory_usage record.
+// totals after it to a torch.memory_usage record (MemoryUsageFromTrace,
+// profiler/tracemap.go), timed on the recorder's raw clock. Actions
+// without a memory_usage record (segment events, snapshots, OOM) give
+// false.
 func (r *Recorder) MemoryRecordFromTrace(device int, e *snapshot.TraceEntry, allocated, reserved, active int64) (MemoryUsageRecord, bool) {
-	m := MemoryUsageRecord{Ptr: int64(e.Addr), TotalAllocated: allocated, TotalReserved: reserved,
-		TotalActive: active, StreamPtr: int64(e.Stream), DeviceType: DeviceTypeNPU, DeviceIndex: int8(device),
-		Component: ComponentCaching, AllocatorType: AllocatorInner, TID: r.cfg.TID, PID: r.cfg.PID}
-	switch e.Action {
-	case snapshot.ActionAlloc:
-		m.DataType, m.AllocSize = MemoryMalloc, e.Size
-	case snapshot.ActionFreeRequested, snapshot.ActionFree:
-		m.DataType, m.AllocSize = MemoryFree, -e.Size
-	case snapshot.ActionFreeCompleted:
-		m.DataType, m.AllocSize = MemoryBlockFree, -e.Size
-	default:
-		return m, false
+	if _, _, ok := MemoryKindOf(e.Action, e.Size); !ok {
+		return MemoryUsageRecord{}, false
 	}
+	t := r.Now()
 	if e.TimeUS != 0 {
-		m.TimeNS = r.RawFromEpochUS(e.TimeUS)
-	} else {
-		m.TimeNS = r.Now()
+		t = r.RawFromEpochUS(e.TimeUS)
 	}
-	return m, true
+	return MemoryUsageFromTrace(device, e, Totals{Allocated: allocated, Reserved: reserved, Active: active}, t, r.cfg.TID, r.cfg.PID)
 }
 
 // Dropped is the number of records dropped because a queue was full.

@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -231,7 +232,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// 2. raw directory reader vs 3. analysed output reader
-	raw, err := readFramework(cyc)
+	raw, err := readFramework(context.Background(), cyc)
 	if err != nil {
 		t.Fatal(err)
 	}

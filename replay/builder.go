@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/npumon/npumon/replay/tiling"
+
 	"github.com/npumon/npumon/allocator/snapshot"
 )
 
@@ -444,7 +446,25 @@ func (b *builder) decide(d *dict, k dictKind) error {
 
 // fieldError names the dict kind, key and the type mismatch.
 func fieldError(d *dict, key, want string, v *val) error {
-	return fmt.Errorf("%s key %q: want %s, got %s", d.kind, key, want, v.k)
+	return keyErrorf(d, key, "want %s, got %s", want, v.k)
+}
+
+// keyError is a bad value under one key of a snapshot dict; OffsetError
+// reports it as its Field.
+type keyError struct {
+	kind, key string
+	err       error
+}
+
+func (e *keyError) Error() string { return fmt.Sprintf("%s key %q: %v", e.kind, e.key, e.err) }
+func (e *keyError) Unwrap() error { return e.err }
+
+// field is the key as OffsetError.Field names it: "block.size".
+func (e *keyError) field() string { return e.kind + "." + e.key }
+
+// keyErrorf is a keyError for key of d.
+func keyErrorf(d *dict, key, format string, args ...any) error {
+	return &keyError{kind: d.kind.String(), key: key, err: fmt.Errorf(format, args...)}
 }
 
 func (b *builder) i64(d *dict, key string, v *val) (int64, error) {
@@ -452,7 +472,7 @@ func (b *builder) i64(d *dict, key string, v *val) (int64, error) {
 		return x, nil
 	}
 	if v.k == kUint {
-		return 0, fmt.Errorf("%s key %q: %d does not fit a signed 64-bit size", d.kind, key, v.n)
+		return 0, keyErrorf(d, key, "%d does not fit a signed 64-bit size", v.n)
 	}
 	return 0, fieldError(d, key, "int", v)
 }
@@ -461,7 +481,7 @@ func (b *builder) i64(d *dict, key string, v *val) (int64, error) {
 func (b *builder) device(d *dict, key string, v *val) (int, error) {
 	x, err := b.i64(d, key, v)
 	if err == nil && (x < 0 || x >= maxDevices) {
-		return 0, fmt.Errorf("%s key %q: %d is not a device ordinal", d.kind, key, x)
+		return 0, keyErrorf(d, key, "%d is not a device ordinal", x)
 	}
 	return int(x), err
 }
@@ -512,7 +532,7 @@ func (b *builder) frames(d *dict, key string, v *val) (snapshot.StackID, error) 
 	}
 	l := v.l
 	if err := b.ensureList(l, lFrames); err != nil {
-		return 0, fmt.Errorf("%s key %q: %w", d.kind, key, err)
+		return 0, keyErrorf(d, key, "%w", err)
 	}
 	if !l.interned {
 		l.stack = b.internStack(l.fids)
@@ -577,7 +597,7 @@ func (b *builder) listOf(d *dict, key string, v *val, k listKind) (*list, error)
 		return nil, fieldError(d, key, "a list", v)
 	}
 	if err := b.ensureList(v.l, k); err != nil {
-		return nil, fmt.Errorf("%s key %q: %w", d.kind, key, err)
+		return nil, keyErrorf(d, key, "%w", err)
 	}
 	return v.l, nil
 }
@@ -648,7 +668,7 @@ func (b *builder) set(d *dict, key string, v *val) (err error) {
 			if s, err = b.str(d, key, v); err == nil {
 				st, ok := snapshot.ParseBlockState(s)
 				if !ok {
-					return fmt.Errorf("block key \"state\": unknown state %q", s)
+					return keyErrorf(d, key, "unknown state %q", s)
 				}
 				k.State = st
 			}
@@ -886,7 +906,7 @@ func (b *builder) place(l *list, d *dict) error {
 		}
 		blk := *d.blk
 		if d.seen&hasRequested == 0 && blk.State.Active() {
-			blk.RequestedSize = LiveSize(&blk)
+			blk.RequestedSize = tiling.LiveSize(&blk)
 		}
 		l.blocks = append(l.blocks, blk)
 	case dHistory:

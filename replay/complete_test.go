@@ -40,10 +40,12 @@ func TestCheckComplete(t *testing.T) {
 		{write("text.txt", []byte("hello")), "neither a pickle nor JSON"},
 		{fifo, "not a regular file"},
 	} {
-		err := CheckComplete(c.path)
-		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
-			t.Errorf("%s: got %v, want %q", filepath.Base(c.path), err, c.want)
-		}
+		t.Run(c.path, func(t *testing.T) {
+			err := CheckComplete(c.path)
+			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("%s: got %v, want %q", filepath.Base(c.path), err, c.want)
+			}
+		})
 	}
 }
 

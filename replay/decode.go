@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,19 +48,27 @@ type Options struct {
 var ErrNotSnapshot = errors.New("not a memory snapshot")
 
 // DecodeFile reads a snapshot file. Errors are one line naming the path and
-// the byte offset or key where decoding stopped.
+// the byte offset or key where decoding stopped; errors.As finds an
+// *OffsetError in those, errors.Is finds ErrTruncated or ErrNotSnapshot.
 func DecodeFile(path string, opts Options) (*Capture, error) {
-	c, _, err := decodeFile(path, opts, false)
+	return DecodeFileContext(context.Background(), path, opts)
+}
+
+// DecodeFileContext is DecodeFile stopping when ctx ends: decoding looks
+// at ctx every few hundred KiB of input and then returns an error that
+// wraps ctx.Err().
+func DecodeFileContext(ctx context.Context, path string, opts Options) (*Capture, error) {
+	c, _, err := decodeFile(ctx, path, opts, false)
 	return c, err
 }
 
 // decodeFileStreaming decodes without keeping trace entries: they are
 // folded into one accumulator per device.
 func decodeFileStreaming(path string) (*Capture, []*traceAcc, error) {
-	return decodeFile(path, Options{}, true)
+	return decodeFile(context.Background(), path, Options{}, true)
 }
 
-func decodeFile(path string, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+func decodeFile(ctx context.Context, path string, opts Options, stream bool) (*Capture, []*traceAcc, error) {
 	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -72,7 +81,11 @@ func decodeFile(path string, opts Options, stream bool) (*Capture, []*traceAcc, 
 	if opts.MaxFileSize > 0 && size > opts.MaxFileSize {
 		return nil, nil, fmt.Errorf("%s: %s, over the %s limit for a snapshot here", path, bytesize.Torch(size), bytesize.Torch(opts.MaxFileSize))
 	}
-	c, accs, err := decode(f, size, opts, stream)
+	c, accs, err := decode(ctx, f, size, opts, stream)
+	if oe, ok := err.(*OffsetError); ok {
+		oe.File = path
+		return nil, nil, oe
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -83,22 +96,30 @@ func decodeFile(path string, opts Options, stream bool) (*Capture, []*traceAcc, 
 // Decode reads a snapshot from r; size is its length in bytes or -1. The
 // format (pickle protocol 2–5 or JSON) is detected from the content.
 func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
-	c, _, err := decode(r, size, opts, false)
+	return DecodeContext(context.Background(), r, size, opts)
+}
+
+// DecodeContext is Decode stopping when ctx ends (DecodeFileContext).
+func DecodeContext(ctx context.Context, r io.Reader, size int64, opts Options) (*Capture, error) {
+	c, _, err := decode(ctx, r, size, opts, false)
 	return c, err
 }
 
-func decode(r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
-	c, accs, err := decodeFormat(r, size, opts, stream)
+func decode(ctx context.Context, r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+	c, accs, err := decodeFormat(ctx, r, size, opts, stream)
 	if err == nil && opts.Progress != nil && size >= 0 {
 		opts.Progress(size, size) // the bar ends full even between progress steps
 	}
 	return c, accs, err
 }
 
-func decodeFormat(r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
 	b := newBuilder()
 	b.stream = stream
 	in := newByteReader(r, size, opts.Progress)
+	if ctx.Done() != nil {
+		in.ctx = ctx
+	}
 	b.offset, b.total = in.offset, size
 	b.maxMem = opts.MaxMemory
 	b.setLimit(size)
@@ -134,7 +155,7 @@ func decodeFormat(r io.Reader, size int64, opts Options, stream bool) (*Capture,
 			return &Capture{Format: format, Schema: schema, SchemaEvidence: b.evidence, Snapshot: snap}, b.accs, nil
 		}
 		if strings.IndexByte("(}]cld", c) >= 0 {
-			return nil, nil, fmt.Errorf("offset %d: a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read", in.offset())
+			return nil, nil, offsetError(in.offset(), errors.New("a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read"))
 		}
 		return nil, nil, fmt.Errorf("%w: offset %d: starts with byte 0x%02x, neither a pickle (protocol 2–5) nor JSON", ErrNotSnapshot, in.offset(), c)
 	}

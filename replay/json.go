@@ -44,7 +44,7 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 	var top val
 	done := false
 	fail := func(err error) (*snapshot.Snapshot, string, error) {
-		return nil, "", &offsetError{off: start + dec.InputOffset(), err: err}
+		return nil, "", offsetError(start+dec.InputOffset(), err)
 	}
 	// add places a finished value into the innermost container.
 	add := func(v val) error {
@@ -78,7 +78,9 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 		tok, err := dec.Token()
 		if err != nil {
 			if err == io.EOF {
-				err = errTruncated
+				err = ErrTruncated
+			} else if err == io.ErrUnexpectedEOF {
+				err = truncated{err}
 			}
 			return fail(err)
 		}
@@ -171,3 +173,10 @@ func jsonNumber(n json.Number) (val, error) {
 	}
 	return val{k: kFloat, n: math.Float64bits(f)}, nil
 }
+
+// truncated is the JSON decoder's own end-of-input error, with its text,
+// as ErrTruncated to errors.Is.
+type truncated struct{ error }
+
+func (e truncated) Is(target error) bool { return target == ErrTruncated }
+func (e truncated) Unwrap() error        { return e.error }

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -51,7 +52,7 @@ func TestInnermostOp(t *testing.T) {
 		}
 		return [2]int64{ops.Start(i), ops.End(i)}
 	}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		t    int64
 		want [2]int64
 	}{
@@ -69,9 +70,11 @@ func TestInnermostOp(t *testing.T) {
 		{650, [2]int64{600, 700}},
 		{2000, [2]int64{-1, -1}},
 	} {
-		if got := at(c.t); got != c.want {
-			t.Errorf("t=%d: op %v, want %v", c.t, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := at(c.t); got != c.want {
+				t.Errorf("t=%d: op %v, want %v", c.t, got, c.want)
+			}
+		})
 	}
 	if i := InnermostOp(ops, 650); i != 6 {
 		t.Errorf("equal intervals: op %d, want the first (6)", i)

@@ -718,7 +718,7 @@ func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error
 	d.b.memo = &d.memo
 	top, err := d.run()
 	if err != nil {
-		return nil, "", &offsetError{off: d.opOff, err: err}
+		return nil, "", offsetError(d.opOff, err)
 	}
 	snap, schema, err := d.b.finish(top)
 	if err != nil {
@@ -726,12 +726,3 @@ func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error
 	}
 	return snap, schema, nil
 }
-
-// offsetError places an error at a byte offset of the input.
-type offsetError struct {
-	off int64
-	err error
-}
-
-func (e *offsetError) Error() string { return fmt.Sprintf("offset %d: %v", e.off, e.err) }
-func (e *offsetError) Unwrap() error { return e.err }

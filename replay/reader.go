@@ -1,13 +1,52 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 )
 
-// errTruncated marks input that ends before the data it announces.
-var errTruncated = errors.New("unexpected end of file (truncated?)")
+// ErrTruncated is wrapped by errors for input that ends before the data it
+// announces (errors.Is(err, ErrTruncated)): a file cut short, e.g. still
+// being written or copied.
+var ErrTruncated = errors.New("unexpected end of file (truncated?)")
+
+// OffsetError is a decoding error at a byte offset of the input, as
+// errors.As finds it: File is the path (DecodeFile; "" for Decode), Offset
+// where decoding stopped, Field the snapshot key whose value was bad
+// ("block.size"; "" when the error is not in one value), and Err the cause
+// (ErrTruncated, ErrNotSnapshot, ctx.Err() of a cancelled decode, …).
+type OffsetError struct {
+	File   string
+	Offset int64
+	Field  string
+	Err    error
+}
+
+func (e *OffsetError) Error() string {
+	s := fmt.Sprintf("offset %d: %v", e.Offset, e.Err)
+	if e.File != "" {
+		s = e.File + ": " + s
+	}
+	return s
+}
+
+func (e *OffsetError) Unwrap() error { return e.Err }
+
+// offsetError places err at byte offset off, naming the key it is about.
+func offsetError(off int64, err error) *OffsetError {
+	e := &OffsetError{Offset: off, Err: err}
+	var ke *keyError
+	if errors.As(err, &ke) {
+		e.Field = ke.field()
+	}
+	return e
+}
+
+// ctxCheckEvery is how many input bytes a decode reads between looks at
+// its context: a cancelled load stops within about this much work.
+const ctxCheckEvery = 256 << 10
 
 // byteReader is a buffered reader that tracks the absolute offset and hands
 // out slices of its buffer, so the decoder copies only what it keeps.
@@ -23,6 +62,9 @@ type byteReader struct {
 
 	progress     func(done, total int64)
 	nextProgress int64
+
+	ctx       context.Context // nil: never cancelled
+	nextCheck int64
 }
 
 const (
@@ -57,6 +99,12 @@ func (b *byteReader) fill(n int) bool {
 		copy(nb, b.buf[:b.end])
 		b.buf = nb
 	}
+	if b.ctx != nil && b.base+int64(b.end) >= b.nextCheck {
+		if err := b.ctx.Err(); err != nil {
+			b.eof, b.err = true, err
+		}
+		b.nextCheck = b.base + int64(b.end) + ctxCheckEvery
+	}
 	for b.end < n && !b.eof {
 		m, err := b.r.Read(b.buf[b.end:])
 		b.end += m
@@ -78,7 +126,7 @@ func (b *byteReader) fail() error {
 	if b.err != nil {
 		return b.err
 	}
-	return errTruncated
+	return ErrTruncated
 }
 
 // byte reads one byte.
@@ -108,7 +156,7 @@ func (b *byteReader) checkLen(n uint64, what string) (int, error) {
 		return 0, fmt.Errorf("%s of %d bytes exceeds the %d-byte limit", what, n, maxStringLen)
 	}
 	if b.total >= 0 && int64(n) > b.total-b.offset() {
-		return 0, fmt.Errorf("%s of %d bytes runs past the end of the file (%w)", what, n, errTruncated)
+		return 0, fmt.Errorf("%s of %d bytes runs past the end of the file (%w)", what, n, ErrTruncated)
 	}
 	return int(n), nil
 }

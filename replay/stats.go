@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npumon/npumon/replay/tiling"
+
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 )
@@ -195,8 +197,8 @@ type StartAlloc struct {
 	Stream uint64 // that entry's stream (a), the block's segment's (b)
 }
 
-// Size is what the active series counts the allocation for (LiveSize).
-func (a *StartAlloc) Size() int64 { return LiveSize(&a.Block) }
+// Size is what the active series counts the allocation for (tiling.LiveSize).
+func (a *StartAlloc) Size() int64 { return tiling.LiveSize(&a.Block) }
 
 // freedState is the state of a block whose first alloc-family entry is
 // the free action a: still pending when that entry completes the free.
@@ -339,29 +341,14 @@ func selectDevices(devices []int, want *int) ([]int, error) {
 	return nil, fmt.Errorf("device %d is not in this snapshot (devices: %v)", *want, devices)
 }
 
-// segmentFigures fills the segment-derived figures from a segment list.
+// segmentFigures fills the segment-derived figures from a tiled segment
+// list (tiling.FiguresOf).
 func segmentFigures(ds *DeviceStats, segs []snapshot.Segment) {
-	ds.Segments = len(segs)
-	ds.Blocks, ds.LiveBlocks = 0, 0
-	ds.ReservedBytes, ds.AllocatedBytes, ds.RequestedBytes, ds.InactiveBytes, ds.LargestFreeBlockBytes = 0, 0, 0, 0, 0
-	for i := range segs {
-		ds.ReservedBytes += segs[i].TotalSize
-		ds.Blocks += len(segs[i].Blocks)
-		for j := range segs[i].Blocks {
-			b := &segs[i].Blocks[j]
-			switch b.State {
-			case snapshot.StateActiveAllocated:
-				ds.AllocatedBytes += b.Size
-				ds.RequestedBytes += b.RequestedSize
-				ds.LiveBlocks++
-			case snapshot.StateActivePendingFree:
-				ds.LiveBlocks++
-			case snapshot.StateInactive:
-				ds.InactiveBytes += b.Size
-				ds.LargestFreeBlockBytes = max(ds.LargestFreeBlockBytes, b.Size)
-			}
-		}
-	}
+	f := tiling.FiguresOf(segs)
+	ds.Segments = f.Segments
+	ds.Blocks, ds.LiveBlocks = f.Blocks, f.LiveBlocks
+	ds.ReservedBytes, ds.AllocatedBytes, ds.RequestedBytes = f.Reserved, f.Allocated, f.Requested
+	ds.InactiveBytes, ds.LargestFreeBlockBytes = f.Free, f.LargestFree
 	ds.FreeFragmentation = FreeFragmentation(ds.LargestFreeBlockBytes, ds.InactiveBytes)
 	ds.InactiveFraction = InactiveFraction(ds)
 }

@@ -2,10 +2,10 @@ package replay
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/tiling"
 )
 
 // Timeline is one device's trace read per docs/timeline.md.
@@ -107,19 +107,6 @@ func timelineOf(device int, entries []snapshot.TraceEntry, final []snapshot.Segm
 // and (b)) in address order; the slice is shared, read-only.
 func (t *Timeline) Start() []StartAlloc { return t.start }
 
-// LiveSize is the size a live final-state block counts for in the active
-// series: its requested size, else its first history record's real size,
-// else its block size.
-func LiveSize(b *snapshot.Block) int64 {
-	if b.RequestedSize > 0 {
-		return b.RequestedSize
-	}
-	if len(b.History) > 0 && b.History[0].RealSize > 0 {
-		return b.History[0].RealSize
-	}
-	return b.Size
-}
-
 // ActiveDelta is the change entry e makes to the active series: +size at
 // alloc, −size at free_completed and legacy free, 0 otherwise.
 func ActiveDelta(e *snapshot.TraceEntry) int64 {
@@ -200,85 +187,47 @@ func (t *Timeline) StateAfterEstimated(i int) ([]snapshot.Segment, int) {
 	if i < -1 {
 		i = -1
 	}
-	st := newUndoState(t.final, t.round)
+	st := tiling.FromSegments(t.final)
 	for j := len(t.Entries) - 1; j > i; j-- {
-		st.undo(&t.Entries[j], t.Device)
+		st.Undo(&t.Entries[j], t.Device, t.round)
 	}
-	return st.materialize()
+	return t.materialize(st)
 }
 
-// undoState is the mutable state of the backwards walk: segments by base
-// address and live (active) blocks by address. Inactive blocks are not kept;
-// they are the gaps, re-tiled by materialize.
-type undoState struct {
-	segs   map[uint64]*snapshot.Segment
-	blocks map[uint64]*undoBlock
-	round  func(int64) int64
-}
-
-// undoBlock is a live block of the backwards walk; est marks one re-created
-// from an entry (its size round(requested), not a recorded size).
-type undoBlock struct {
-	snapshot.Block
-	est bool
-}
-
-func newUndoState(final []snapshot.Segment, round func(int64) int64) *undoState {
-	st := &undoState{
-		segs:   make(map[uint64]*snapshot.Segment, len(final)),
-		blocks: make(map[uint64]*undoBlock),
-		round:  round,
-	}
-	for i := range final {
-		s := final[i]
-		s.Blocks = nil
-		st.segs[s.Address] = &s
-		for j := range final[i].Blocks {
-			if b := final[i].Blocks[j]; b.State.Active() {
-				st.blocks[b.Address] = &undoBlock{Block: b}
+// materialize tiles a state of the backwards walk (tiling.Build); live
+// blocks that come from the final state keep the file's block as it is
+// (history included), in their current state.
+func (t *Timeline) materialize(st *tiling.State) ([]snapshot.Segment, int) {
+	cp := st.Freeze(0)
+	var restore func(*tiling.Block, *snapshot.Block)
+	if orig := t.legacyBlocks(); len(orig) > 0 {
+		restore = func(b *tiling.Block, out *snapshot.Block) {
+			if o := orig[b.Addr]; o != nil && !b.Est {
+				state := out.State
+				*out = *o
+				out.State = state
 			}
 		}
 	}
-	return st
+	tl := tiling.Build(t.Device, cp.Segs, cp.Blocks, restore)
+	return tl.Segments, tl.Estimated
 }
 
-// smallSegmentMax is the largest segment size re-created segments are
-// labelled "small" at: the small pool allocates 2 MiB segments.
-const smallSegmentMax = 2 << 20
-
-// undo reverts one entry (docs/reference/snapshot-format.md §6.5). Entries that
-// do not fit the state (a free of an address with no segment, an unmap of
-// nothing) are applied as far as they can be and never fail.
-func (st *undoState) undo(e *snapshot.TraceEntry, device int) {
-	switch e.Action {
-	case snapshot.ActionAlloc:
-		delete(st.blocks, e.Addr)
-	case snapshot.ActionFreeCompleted:
-		st.recreate(e, snapshot.StateActivePendingFree)
-	case snapshot.ActionFreeRequested:
-		if b, ok := st.blocks[e.Addr]; ok {
-			b.State = snapshot.StateActiveAllocated
-		} else {
-			st.recreate(e, snapshot.StateActiveAllocated)
+// legacyBlocks are the final live blocks that carry a history (torch
+// 1.13 / 2.0 files), by address: what tiling.Block does not keep.
+func (t *Timeline) legacyBlocks() map[uint64]*snapshot.Block {
+	var out map[uint64]*snapshot.Block
+	for i := range t.final {
+		for j := range t.final[i].Blocks {
+			if b := &t.final[i].Blocks[j]; b.State.Active() && len(b.History) > 0 {
+				if out == nil {
+					out = map[uint64]*snapshot.Block{}
+				}
+				out[b.Address] = b
+			}
 		}
-	case snapshot.ActionFree:
-		st.recreate(e, snapshot.StateActiveAllocated)
-	case snapshot.ActionSegmentAlloc:
-		delete(st.segs, e.Addr)
-	case snapshot.ActionSegmentFree:
-		st.segs[e.Addr] = st.newSegment(e, device, false)
-	case snapshot.ActionSegmentMap:
-		st.cut(e.Addr, e.Size)
-	case snapshot.ActionSegmentUnmap:
-		st.remap(e, device)
 	}
-}
-
-// recreate puts back the live block a free entry describes, its size
-// round(requested).
-func (st *undoState) recreate(e *snapshot.TraceEntry, state snapshot.BlockState) {
-	st.blocks[e.Addr] = &undoBlock{Block: snapshot.Block{Address: e.Addr, Size: st.round(e.Size), RequestedSize: e.Size,
-		State: state, Frames: e.Frames}, est: true}
+	return out
 }
 
 // entryBlock is the live block a free entry describes, re-created in state
@@ -288,141 +237,18 @@ func entryBlock(e *snapshot.TraceEntry, state snapshot.BlockState) *snapshot.Blo
 	return &snapshot.Block{Address: e.Addr, Size: e.Size, RequestedSize: e.Size, State: state, Frames: e.Frames}
 }
 
-func (st *undoState) newSegment(e *snapshot.TraceEntry, device int, expandable bool) *snapshot.Segment {
-	return &snapshot.Segment{
-		Device: device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream,
-		IsLarge: e.Size > smallSegmentMax, PoolID: e.PoolID, HasPoolID: e.HasPoolID,
-		IsExpandable: expandable, Frames: e.Frames,
-	}
-}
-
-// cut removes [addr, addr+size) from the segment containing it, shrinking
-// it from either end, splitting it, or removing it entirely.
-func (st *undoState) cut(addr uint64, size int64) {
-	end := addr + uint64(size)
-	for base, s := range st.segs {
-		if addr < s.Address || addr >= s.End() {
-			continue
-		}
-		sEnd := s.End()
-		switch {
-		case addr == s.Address && end >= sEnd:
-			delete(st.segs, base)
-		case addr == s.Address:
-			delete(st.segs, base)
-			s.Address = end
-			s.TotalSize = int64(sEnd - end)
-			st.segs[end] = s
-		case end >= sEnd:
-			s.TotalSize = int64(addr - s.Address)
-		default:
-			tail := *s
-			tail.Address = end
-			tail.TotalSize = int64(sEnd - end)
-			s.TotalSize = int64(addr - s.Address)
-			st.segs[end] = &tail
-		}
-		return
-	}
-}
-
-// remap re-inserts an unmapped range as an expandable segment, merged with
-// adjacent segments on the same stream.
-func (st *undoState) remap(e *snapshot.TraceEntry, device int) {
-	s := st.newSegment(e, device, true)
-	for base, n := range st.segs {
-		if n.Stream == s.Stream && n.End() == s.Address {
-			delete(st.segs, base)
-			n.TotalSize += s.TotalSize
-			s = n
-			break
-		}
-	}
-	if n, ok := st.segs[s.End()]; ok && n.Stream == s.Stream && s.End() != s.Address {
-		delete(st.segs, n.Address)
-		s.TotalSize += n.TotalSize
-	}
-	st.segs[s.Address] = s
-}
-
-// materialize returns the segments sorted by address, each tiled by its
-// live blocks and inactive blocks filling the gaps. Live blocks outside
-// every segment are dropped. It also returns how many of the placed live
-// blocks were re-created from an entry (sizes round(requested)).
-func (st *undoState) materialize() ([]snapshot.Segment, int) {
-	est := 0
-	segs := make([]snapshot.Segment, 0, len(st.segs))
-	for _, s := range st.segs {
-		segs = append(segs, *s)
-	}
-	sort.Slice(segs, func(a, b int) bool { return segs[a].Address < segs[b].Address })
-	blocks := make([]*undoBlock, 0, len(st.blocks))
-	for _, b := range st.blocks {
-		blocks = append(blocks, b)
-	}
-	sort.Slice(blocks, func(a, b int) bool { return blocks[a].Address < blocks[b].Address })
-
-	bi := 0
-	for si := range segs {
-		s := &segs[si]
-		s.AllocatedSize, s.ActiveSize, s.RequestedSize = 0, 0, 0
-		for bi < len(blocks) && blocks[bi].Address < s.Address {
-			bi++ // outside every segment
-		}
-		cur, end := s.Address, s.End()
-		for bi < len(blocks) && blocks[bi].Address < end {
-			b := blocks[bi].Block
-			if blocks[bi].est {
-				est++
-			}
-			bi++
-			if b.Address > cur {
-				s.Blocks = append(s.Blocks, snapshot.Block{Address: cur, Size: int64(b.Address - cur)})
-			}
-			s.Blocks = append(s.Blocks, b)
-			s.ActiveSize += b.Size
-			s.RequestedSize += b.RequestedSize
-			if b.State == snapshot.StateActiveAllocated {
-				s.AllocatedSize += b.Size
-			}
-			if bEnd := b.Address + uint64(b.Size); bEnd > cur {
-				cur = bEnd
-			}
-		}
-		if cur < end {
-			s.Blocks = append(s.Blocks, snapshot.Block{Address: cur, Size: int64(end - cur)})
-		}
-	}
-	return segs, est
-}
-
-// BlockFrames is the stack a block was allocated from: its frames (torch
-// 2.1+, torch_npu), else the frames of its first history record (torch
-// 1.13 / 2.0 files, as PyTorch's viewer reads them).
-func BlockFrames(b *snapshot.Block) snapshot.StackID {
-	if b.Frames != snapshot.NoStack {
-		return b.Frames
-	}
-	for _, h := range b.History {
-		if h.Frames != snapshot.NoStack {
-			return h.Frames
-		}
-	}
-	return snapshot.NoStack
-}
-
 // StatesAfter is StateAfter for several entries in one backward walk:
 // out[k] is the state right after entry idx[k]. idx must be ascending.
 func (t *Timeline) StatesAfter(idx []int) [][]snapshot.Segment {
 	out := make([][]snapshot.Segment, len(idx))
-	st := newUndoState(t.final, t.round)
+	st := tiling.FromSegments(t.final)
 	j := len(t.Entries) - 1
 	for k := len(idx) - 1; k >= 0; k-- {
 		i := max(idx[k], -1)
 		for ; j > i; j-- {
-			st.undo(&t.Entries[j], t.Device)
+			st.Undo(&t.Entries[j], t.Device, t.round)
 		}
-		out[k], _ = st.materialize()
+		out[k], _ = t.materialize(st)
 	}
 	return out
 }

@@ -16,7 +16,7 @@ import (
 // innermost cause of a failure (first line only) as the reason.
 func TestClientConn(t *testing.T) {
 	refused := fmt.Errorf("dial unix /tmp/x.sock: %w", errors.New("connect: connection refused\nmore detail"))
-	for _, c := range []struct {
+	for i, c := range []struct {
 		s      wire.ClientStatus
 		state  wire.ConnState
 		detail string
@@ -32,17 +32,19 @@ func TestClientConn(t *testing.T) {
 		{wire.ClientStatus{State: wire.ConnDisconnected, Err: refused}, wire.ConnDisconnected, "connection refused"},
 		{wire.ClientStatus{State: wire.ConnClosed}, wire.ConnClosed, ""},
 	} {
-		state, detail := ClientConn(c.s)
-		if state != c.state || detail != c.detail {
-			t.Errorf("%+v: %v %q; want %v %q", c.s, state, detail, c.state, c.detail)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			state, detail := ClientConn(c.s)
+			if state != c.state || detail != c.detail {
+				t.Errorf("%+v: %v %q; want %v %q", c.s, state, detail, c.state, c.detail)
+			}
+		})
 	}
 }
 
 // TestHeaderDroppedOfUnknownSize: a gap of unknown size (a producer whose
 // ring buffer wrapped between two polls) still warns in the header.
 func TestHeaderDroppedOfUnknownSize(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		gaps []int64
 		want string
 	}{
@@ -50,18 +52,20 @@ func TestHeaderDroppedOfUnknownSize(t *testing.T) {
 		{[]int64{7, 0}, "7+ entries dropped"},
 		{[]int64{7}, "7 entries dropped"},
 	} {
-		st := store.New(store.Options{})
-		if err := st.StartLive(smallSnapshot(true), nil); err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range c.gaps {
-			st.NoteGap(0, g)
-		}
-		o := testOptions(st)
-		o.Live = true
-		m := newSized(t, o, 120, 40)
-		if v := m.View(); !strings.Contains(v, c.want) || (c.want == "entries dropped" && strings.Contains(v, "+ entries")) {
-			t.Errorf("gaps %v: header lacks %q:\n%s", c.gaps, c.want, v)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			st := store.New(store.Options{})
+			if err := st.StartLive(smallSnapshot(true), nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range c.gaps {
+				st.NoteGap(0, g)
+			}
+			o := testOptions(st)
+			o.Live = true
+			m := newSized(t, o, 120, 40)
+			if v := m.View(); !strings.Contains(v, c.want) || (c.want == "entries dropped" && strings.Contains(v, "+ entries")) {
+				t.Errorf("gaps %v: header lacks %q:\n%s", c.gaps, c.want, v)
+			}
+		})
 	}
 }

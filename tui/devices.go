@@ -94,7 +94,7 @@ func (m *Model) onDevicesKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Up):
 		m.dv.top = max(0, m.dv.top-1)
 	case key.Matches(msg, k.Down):
-		m.dv.top++ // clamped when drawn
+		m.dv.top++ // settleDevices clamps it
 	case key.Matches(msg, k.PageUp):
 		m.dv.top = max(0, m.dv.top-max(1, m.h-6))
 	case key.Matches(msg, k.PageDown):
@@ -154,15 +154,13 @@ func (m *Model) devicesLines(body int) []string {
 		}
 		return centered(body, m.w, "reading "+s.Source+"…")
 	}
-	lines := m.chipLines(s.Info)
-	out := []string{status, lines[0]} // the column heads stay put
-	lines = append(lines[1:], "")
-	lines = append(lines, m.procLines(s.Info)...)
+	heads, lines := m.devicesContent()
+	out := append([]string{status}, heads...)
 	rows := body - len(out)
 	maxTop := max(0, len(lines)-rows)
-	m.dv.top = clampInt(m.dv.top, 0, maxTop)
-	end := min(len(lines), m.dv.top+rows)
-	out = append(out, lines[m.dv.top:end]...)
+	top := clampInt(m.dv.top, 0, maxTop) // settleDevices keeps it in range
+	end := min(len(lines), top+rows)
+	out = append(out, lines[top:end]...)
 	if maxTop > 0 && len(out) == body {
 		// say there is more, on the last row
 		out[body-1] = th.Dim.Render(fmt.Sprintf("… %d of %d lines (↑/↓)", end, len(lines)))
@@ -171,6 +169,30 @@ func (m *Model) devicesLines(body int) []string {
 		out = append(out, "")
 	}
 	return out[:body]
+}
+
+// devicesContent is the devices view's column heads, which stay put, and
+// the lines that scroll under them (none before the first sample).
+func (m *Model) devicesContent() (heads, lines []string) {
+	if m.dv.sample.Info == nil {
+		return nil, nil
+	}
+	lines = m.chipLines(m.dv.sample.Info)
+	heads = lines[:1]
+	lines = append(lines[1:len(lines):len(lines)], "")
+	lines = append(lines, m.procLines(m.dv.sample.Info)...)
+	return heads, lines
+}
+
+// settleDevices keeps the devices view's scroll inside its lines after a
+// message (a key, a new sample, a resize). View only draws.
+func (m *Model) settleDevices() {
+	if !m.devicesShown() {
+		return
+	}
+	heads, lines := m.devicesContent()
+	rows := m.h - headerRows - hintRows - 1 - len(heads)
+	m.dv.top = clampInt(m.dv.top, 0, max(0, len(lines)-rows))
 }
 
 // devicesStatus is the first line: what was read, when, and a failed poll.

@@ -21,8 +21,8 @@ func Example_live() {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	p := tui.NewProgram(tui.Options{Source: st, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true})
-	go p.Send(tui.ConnStateMsg{State: wire.ConnConnected, Detail: "unix:/tmp/npumon.sock"})
+	p := tui.NewProgram(tui.Options{Source: st, SourceName: "pid 4242 @ unix:/tmp/npumon.sock", Live: true,
+		ConnState: func() (wire.ConnState, string) { return wire.ConnConnected, "unix:/tmp/npumon.sock" }})
 	_, _ = p.Run()
 }
 

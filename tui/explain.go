@@ -387,36 +387,59 @@ func (m *Model) viewRows(v *xview) int {
 	return 0
 }
 
-// viewLines renders the innermost open view in the body's rows.
-func (m *Model) viewLines(body int) []string {
-	m.refreshHolders(false)
-	v := m.x.top()
-	var head, rows []string
+// viewContent is the innermost open view's fixed head and its rows (none
+// for the OOM panel, which does not scroll).
+func (m *Model) viewContent(v *xview) (head, rows []string) {
 	switch v.kind {
 	case viewHolders:
-		head, rows = m.holdersLines()
+		return m.holdersLines()
 	case viewAllocs:
-		head, rows = m.allocLines(v.group)
+		return m.allocLines(v.group)
 	case viewStack:
-		head, rows = m.stackLines(v)
-	case viewOOM:
-		return pad(m.oomLines(v.oom), body)
+		return m.stackLines(v)
 	}
-	out := append([]string{}, head...)
-	n := max(1, body-len(head))
+	return nil, nil
+}
+
+// settleView brings the open view up to date after a message: the
+// holders at the cursor, and the selection and scroll kept inside the
+// rows the body shows. View only draws what it leaves.
+func (m *Model) settleView() {
+	if !m.x.open() {
+		return
+	}
+	m.refreshHolders(false)
+	v := m.x.top()
+	if v.kind == viewOOM {
+		return
+	}
+	head, rows := m.viewContent(v)
+	n := max(1, m.h-headerRows-hintRows-len(head))
 	if v.kind == viewStack {
 		// a stack scrolls: sel is the first frame shown
 		v.sel = clampInt(v.sel, 0, max(0, len(rows)-n))
 		v.top = v.sel
-	} else {
-		if v.sel < v.top {
-			v.top = v.sel
-		}
-		if v.sel >= v.top+n {
-			v.top = v.sel - n + 1
-		}
-		v.top = clampInt(v.top, 0, max(0, len(rows)-n))
+		return
 	}
+	if v.sel < v.top {
+		v.top = v.sel
+	}
+	if v.sel >= v.top+n {
+		v.top = v.sel - n + 1
+	}
+	v.top = clampInt(v.top, 0, max(0, len(rows)-n))
+}
+
+// viewLines renders the innermost open view in the body's rows, scrolled
+// as settleView left it.
+func (m *Model) viewLines(body int) []string {
+	v := m.x.top()
+	if v.kind == viewOOM {
+		return pad(m.oomLines(v.oom), body)
+	}
+	head, rows := m.viewContent(v)
+	out := append([]string{}, head...)
+	n := max(1, body-len(head))
 	for i := v.top; i < len(rows) && i < v.top+n; i++ {
 		l := rows[i]
 		if v.kind != viewStack && i == v.sel {

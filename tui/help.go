@@ -70,10 +70,16 @@ func (m *Model) helpText() []string {
 		groups = [][]key.Binding{{k.Up, k.Down, k.PageUp, k.PageDown, k.Start, k.End, k.Help, k.Quit}}
 	}
 	// As many key columns side by side as fit, the rest below.
-	per := len(groups)
-	for per > 1 && theme.Width(strings.Split(hl.FullHelpView(groups[:per]), "\n")[0]) > m.w {
+	// The what-if view's keys (the last group) go after the notes.
+	main, rest := groups, [][]key.Binding(nil)
+	if !m.o.DevicesOnly {
+		main, rest = groups[:len(groups)-1], groups[len(groups)-1:]
+	}
+	per := len(main)
+	for per > 1 && theme.Width(strings.Split(hl.FullHelpView(main[:per]), "\n")[0]) > m.w {
 		per /= 2
 	}
+	groups = main
 	for i := 0; i < len(groups); i += per {
 		if i > 0 {
 			lines = append(lines, "")
@@ -104,6 +110,10 @@ func (m *Model) helpText() []string {
 	lines = append(lines, "")
 	for _, t := range text {
 		lines = append(lines, wrap(t, m.w)...)
+	}
+	for _, g := range rest {
+		lines = append(lines, "", th.Dim.Render("In the what-if view (w):"))
+		lines = append(lines, strings.Split(hl.FullHelpView([][]key.Binding{g}), "\n")...)
 	}
 	return lines
 }

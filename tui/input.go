@@ -126,8 +126,11 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.setCursor(m.first - 1)
 	case key.Matches(msg, k.End):
 		m.setCursor(m.last)
-	case key.Matches(msg, k.Home), key.Matches(msg, k.EndList), key.Matches(msg, k.PageUp), key.Matches(msg, k.PageDown):
-		return m.pageKey(msg)
+	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown, k.Up, k.Down, k.Enter, k.Sort):
+		// keys that act inside the focused pane (panes.go)
+		m.sizePanels()
+		cmd, _ := m.panels[m.focus].update(m, msg)
+		return cmd
 	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
 		if m.flt == nil {
 			m.statusErr = "n and N jump between filter matches: set a filter with / first"
@@ -188,24 +191,6 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Relative):
 		m.relative = !m.relative
 		m.refreshWindow()
-	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
-		d := 1
-		if key.Matches(msg, k.Up) {
-			d = -1
-		}
-		return m.moveSelection(d)
-	case key.Matches(msg, k.Enter):
-		return m.enter()
-	case key.Matches(msg, k.Sort):
-		switch m.focus {
-		case paneOps:
-			m.opSort = (m.opSort + 1) % len(opSortNames)
-			m.rebuildOpView()
-		case paneSegments:
-			m.seg.ToggleSort()
-		default:
-			m.statusErr = "s sorts the segments (2) or ops (4) pane"
-		}
 	}
 	return nil
 }
@@ -230,57 +215,6 @@ func (m *Model) onHelpKey(msg tea.KeyMsg) tea.Cmd {
 		m.helpTop = len(m.helpText())
 	}
 	m.helpTop = clampInt(m.helpTop, 0, max(0, len(m.helpText())-m.helpPage()))
-	return nil
-}
-
-// pageKey handles PgUp/PgDn/Home/End: the segment and op lists page and
-// jump to their ends; in the timeline and events panes they move the
-// cursor a page of entries, or to the start and end.
-func (m *Model) pageKey(msg tea.KeyMsg) tea.Cmd {
-	k := m.keys
-	_, _, seg, ev, op := m.layout()
-	page := func(r rect) int { return max(1, r.h-3) }
-	switch m.focus {
-	case paneSegments:
-		switch {
-		case key.Matches(msg, k.Home):
-			m.seg.Move(-1 << 30)
-		case key.Matches(msg, k.EndList):
-			m.seg.Move(1 << 30)
-		case key.Matches(msg, k.PageUp):
-			m.seg.Move(-page(seg) / 2)
-		default:
-			m.seg.Move(page(seg) / 2)
-		}
-		return m.allocAtCmd()
-	case paneOps:
-		switch {
-		case key.Matches(msg, k.Home):
-			m.opSel = 0
-		case key.Matches(msg, k.EndList):
-			m.opSel = len(m.opView) - 1
-		case key.Matches(msg, k.PageUp):
-			m.opSel -= page(op)
-		default:
-			m.opSel += page(op)
-		}
-		m.opSel = clampInt(m.opSel, 0, len(m.opView)-1)
-		return nil
-	}
-	switch {
-	case key.Matches(msg, k.Home):
-		m.setCursor(m.first - 1)
-	case key.Matches(msg, k.EndList):
-		m.setCursor(m.last)
-	default:
-		d := 1
-		if key.Matches(msg, k.PageUp) {
-			d = -1
-		}
-		for range page(ev) {
-			m.stepEvent(d)
-		}
-	}
 	return nil
 }
 
@@ -365,49 +299,6 @@ func (m *Model) jumpMatch(d int) {
 			n, t = e.Seq+1, e.Time-1
 		}
 	}
-}
-
-// moveSelection moves inside the focused pane.
-func (m *Model) moveSelection(d int) tea.Cmd {
-	switch m.focus {
-	case paneSegments:
-		m.seg.Move(d)
-		return m.allocAtCmd()
-	case paneOps:
-		m.opSel = clampInt(m.opSel+d, 0, len(m.opView)-1)
-	case paneEvents:
-		// the event list follows the cursor: moving the selection moves
-		// time, from match to match while a filter is on
-		if m.flt != nil {
-			m.jumpMatch(d)
-		} else {
-			m.stepEvent(d)
-		}
-	case paneTimeline:
-		m.stepEvent(d)
-	}
-	return nil
-}
-
-func (m *Model) enter() tea.Cmd {
-	switch m.focus {
-	case paneSegments:
-		m.seg.Enter()
-		return m.allocAtCmd()
-	case paneOps:
-		if m.opSel < 0 || m.opSel >= len(m.opView) {
-			return nil
-		}
-		sel := m.opSel
-		op := m.ops[m.opView[sel]]
-		m.hlOp = true
-		m.tl.SetHighlight(op.StartUS, op.EndUS, true)
-		if m.base == store.TimeEpochUS {
-			m.setCursor(op.StartUS)
-			m.opSel = sel // the op chosen, not another one starting at the same time
-		}
-	}
-	return nil
 }
 
 func (m *Model) zoom(in bool) {

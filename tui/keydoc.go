@@ -9,7 +9,7 @@ import (
 
 // keyGroupNames names the columns of the help screen (keyMap.FullHelp), in
 // order, for the key table in the documentation.
-var keyGroupNames = []string{"Cursor and playback", "Jumps and zoom", "Panes and selection", "Views", "Explain"}
+var keyGroupNames = []string{"Cursor and playback", "Jumps and zoom", "Panes and selection", "Views", "Explain", "What-if view"}
 
 // KeyTable renders every key binding of the terminal UI as a Markdown table,
 // grouped as the help screen (`?`) groups them. docs/tui.md embeds it;

@@ -19,10 +19,21 @@ func TestKeyTableListsEveryBinding(t *testing.T) {
 		}
 	}
 	table := KeyTable()
-	v := reflect.ValueOf(k)
-	for i := 0; i < v.NumField(); i++ {
-		b := v.Field(i).Interface().(key.Binding)
-		name := v.Type().Field(i).Name
+	var all []key.Binding
+	var names []string
+	for _, v := range []reflect.Value{reflect.ValueOf(k), reflect.ValueOf(k.WhatIfView)} {
+		for i := 0; i < v.NumField(); i++ {
+			if b, ok := v.Field(i).Interface().(key.Binding); ok {
+				all = append(all, b)
+				names = append(names, v.Type().Field(i).Name)
+			}
+		}
+	}
+	if len(all) != reflect.TypeOf(k).NumField()-1+reflect.TypeOf(k.WhatIfView).NumField() {
+		t.Fatalf("a field of the key maps is neither a binding nor the what-if view's map")
+	}
+	for i, b := range all {
+		name := names[i]
 		if !inHelp[b.Help().Desc] {
 			t.Errorf("binding %s (%q) is not on the help screen", name, b.Help().Desc)
 		}

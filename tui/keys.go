@@ -2,6 +2,8 @@ package tui
 
 import (
 	"github.com/charmbracelet/bubbles/key"
+
+	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
 
 // keyMap lists every binding; help is generated from it.
@@ -13,6 +15,9 @@ type keyMap struct {
 	Captures, WhatIf, Devices                                                                   key.Binding
 	PageUp, PageDown, Home, EndList, NextMatch, PrevMatch                                       key.Binding
 	Holders, Stack, Mark, GroupBy                                                               key.Binding
+
+	// WhatIfView are the what-if view's own keys (tui/whatif), listed in help.
+	WhatIfView tuiwhatif.KeyMap
 }
 
 func newKeyMap() keyMap {
@@ -67,6 +72,8 @@ func newKeyMap() keyMap {
 		Stack:     b([]string{"v"}, "v", "view the whole stack"),
 		Mark:      b([]string{"m"}, "m", "mark A (holders: change)"),
 		GroupBy:   b([]string{"b"}, "b", "holders: group by"),
+
+		WhatIfView: tuiwhatif.DefaultKeyMap(),
 	}
 }
 
@@ -83,5 +90,6 @@ func (k keyMap) FullHelp() [][]key.Binding {
 		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter},
 		{k.Sort, k.Filter, k.NextMatch, k.PrevMatch, k.Device, k.Relative, k.Captures, k.WhatIf, k.Devices, k.Help, k.Back, k.Quit},
 		{k.Holders, k.GroupBy, k.Mark, k.Stack},
+		k.WhatIfView.ShortHelp(),
 	}
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,13 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	o.Live = true
 	o.SourceName = "pid 4242 @ /run/npumon.sock"
 	o.Tick = 20 * time.Millisecond
+	var connDown atomic.Bool // the connection's owner flips it; the app polls
+	o.ConnState = func() (wire.ConnState, string) {
+		if connDown.Load() {
+			return wire.ConnDisconnected, "connection refused"
+		}
+		return wire.ConnConnected, ""
+	}
 	tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(160, 48))
 
 	stop := make(chan struct{})
@@ -59,7 +67,7 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	wait("live header", func(s string) bool {
 		return strings.Contains(s, "LIVE") && strings.Contains(s, "HBM 3.00 GiB / 64.0 GiB") && strings.Contains(s, "pid 4242")
 	})
-	tm.Send(ConnStateMsg{State: wire.ConnDisconnected, Detail: "connection refused"})
+	connDown.Store(true)
 	wait("conn state", func(s string) bool { return strings.Contains(s, "disconnected connection refused") })
 	tm.Send(keyMsg("space"))
 	wait("paused", func(s string) bool { return strings.Contains(s, "behind (") })
@@ -138,7 +146,7 @@ func TestLiveOpsIncremental(t *testing.T) {
 			want++
 		}
 		st.AppendOps(ops)
-		m.Update(DataMsg{})
+		m.Update(tickMsg(fixedNow))
 	}
 	if len(m.ops) != want {
 		t.Fatalf("%d ops in the table, want %d", len(m.ops), want)

@@ -69,10 +69,11 @@ const seqRate = 20
 // one cursor; all Source queries are bounded (the Store's seek is
 // O(log n + K)), so Update never waits on ingestion.
 type Model struct {
-	o    Options
-	th   *theme.Theme
-	keys keyMap
-	help help.Model
+	o      Options
+	th     *theme.Theme
+	keys   keyMap
+	help   help.Model
+	panels [numPanes]panel // the main screen's panes (panes.go), in pane order
 
 	w, h int
 
@@ -166,6 +167,8 @@ func newModel(o Options) *Model {
 		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
 		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
+	m.panels = newPanels()
+	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
 	m.help.ShowAll = true
 	if th.ASCII {
 		m.help.ShortSeparator = " | "
@@ -238,6 +241,7 @@ func (m *Model) Err() error { return m.loadErr }
 
 // Update handles one message.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	defer m.settle()
 	if handled, cmd := m.updateWhatIf(msg); handled {
 		return m, cmd
 	}
@@ -265,23 +269,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case headlessQuitMsg:
 		m.pollData() // the summary is of the newest data (a live source may have just ended)
 		return m, tea.Quit
-	case DataMsg:
-		m.pollData()
-	case SetSourceMsg:
-		m.o.Source, m.o.SourceName, m.o.Live = msg.Source, msg.Name, msg.Live
-		m.playing, m.version, m.dev = false, 0, -1
-		m.opSel = 0
-		m.startOver()
 	case pickerOpenedMsg:
 		m.onPickerOpened(msg)
-	case ConnStateMsg:
-		m.conn, m.connNote = msg.State, msg.Detail
-		m.dirty = true
-	case ErrorMsg:
-		if msg.Err != nil {
-			m.statusErr = msg.Err.Error()
-			m.dirty = true
-		}
 	case allocAtMsg:
 		if msg.dev == m.dev && msg.cursor == m.cursor {
 			m.allocAt, m.allocK = msg.text, msg.addr
@@ -563,3 +552,14 @@ func (m *Model) refreshCursor() {
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+// settle keeps what the full-screen views show in range once a message
+// has changed something (a key, new data, a resize): the holders at the
+// cursor, selections and scroll offsets. View only draws.
+func (m *Model) settle() {
+	if !m.dirty {
+		return
+	}
+	m.settleView()
+	m.settleDevices()
+}

@@ -90,29 +90,6 @@ type Options struct {
 	Back tea.Cmd
 }
 
-// ConnStateMsg sets the connection state shown in the header; send it with
-// tea.Program.Send from the goroutine that owns the connection.
-type ConnStateMsg struct {
-	State  wire.ConnState
-	Detail string // e.g. the address or the last error
-}
-
-// DataMsg tells the app that Source changed; optional, since the app polls
-// Source.Version every tick anyway. It only makes the next redraw sooner.
-type DataMsg struct{}
-
-// SetSourceMsg switches the app to another Source (e.g. `watch` opening a
-// newly arrived capture). The cursor, zoom and selection start over; the
-// filter and focus stay.
-type SetSourceMsg struct {
-	Source Source
-	Name   string // shown in the header
-	Live   bool
-}
-
-// ErrorMsg shows a one-line error in the hint bar (e.g. a dropped connection).
-type ErrorMsg struct{ Err error }
-
 // New returns the app model. The caller runs it with tea.NewProgram.
 func New(opts Options) *Model {
 	if opts.Now == nil {
@@ -133,8 +110,10 @@ func New(opts Options) *Model {
 	return newModel(opts)
 }
 
-// NewProgram returns a program for opts with the alternate screen on, so
-// callers can Send ConnStateMsg / ErrorMsg to it.
+// NewProgram returns a program for opts with the alternate screen on.
+// Live state reaches the app one way only: it polls every Tick (the
+// Source's Version, ConnState, Note, Devices, Captures); nothing is sent
+// to the program from outside.
 func NewProgram(opts Options, popts ...tea.ProgramOption) *tea.Program {
 	popts = append([]tea.ProgramOption{tea.WithAltScreen(), tea.WithMouseCellMotion()}, popts...)
 	return tea.NewProgram(New(opts), popts...)

@@ -157,24 +157,12 @@ func (m *Model) bodyLines(body int) []string {
 			}
 		}
 	}
-	if tl.ok() {
-		c := []string{m.title(paneTimeline, tl.w, compact, m.timelineInfo())}
-		c = append(c, strings.Split(m.tl.View(), "\n")...)
-		put(tl, c)
-	}
-	if seg.ok() {
-		c := []string{m.title(paneSegments, seg.w, compact, "sort: "+m.seg.SortName()+" (s)")}
-		detail := m.seg.Detail(m.o.Source.Stack, m.allocAtText(), seg.w)
-		c = append(c, strings.Split(m.seg.View(seg.w, seg.h-1, detail), "\n")...)
-		put(seg, c)
-	}
-	if ev.ok() {
-		c := []string{m.title(paneEvents, ev.w, compact, m.filterInfo())}
-		put(ev, append(c, m.eventLines(ev.w, ev.h-1)...))
-	}
-	if op.ok() {
-		c := []string{m.title(paneOps, op.w, compact, "sort: "+opSortNames[m.opSort]+" (s)")}
-		put(op, append(c, m.opLines(op.w, op.h-1)...))
+	m.sizePanels()
+	for p, r := range [numPanes]rect{paneTimeline: tl, paneSegments: seg, paneEvents: ev, paneOps: op} {
+		if r.ok() {
+			pn := m.panels[p]
+			put(r, append([]string{m.title(pane(p), r.w, compact, pn.info(m))}, pn.view(m)...))
+		}
 	}
 	return grid
 }

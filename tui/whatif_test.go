@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -71,20 +72,22 @@ func TestWhatIfTimeAxis(t *testing.T) {
 	o.WhatIf, o.Simulate = func() *replay.Capture { return c }, sim.Simulate
 	o.WhatIfConfs = []string{"expandable_segments:True"}
 	m := newSized(t, o, 160, 48)
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		keys      []string
 		want, not string
 	}{
 		{nil, "34:01.1", "0.1s"},
 		{[]string{"r"}, "+0µs        +19.46ms", "34:01.1"},
 	} {
-		press(m, tc.keys...)
-		cmd := press(m, "w")
-		m.Update(cmd())
-		v := m.View()
-		if !strings.Contains(v, "What-if") || !strings.Contains(v, tc.want) || strings.Contains(v, tc.not) {
-			t.Errorf("keys %v: axis lacks %q or has %q:\n%s", tc.keys, tc.want, tc.not, v)
-		}
-		m.Update(press(m, "esc")())
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			press(m, tc.keys...)
+			cmd := press(m, "w")
+			m.Update(cmd())
+			v := m.View()
+			if !strings.Contains(v, "What-if") || !strings.Contains(v, tc.want) || strings.Contains(v, tc.not) {
+				t.Errorf("keys %v: axis lacks %q or has %q:\n%s", tc.keys, tc.want, tc.not, v)
+			}
+			m.Update(press(m, "esc")())
+		})
 	}
 }

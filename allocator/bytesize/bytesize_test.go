@@ -1,18 +1,23 @@
 package bytesize
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestFormat(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		n    int64
 		want string
 	}{
 		{0, "0 B"}, {1023, "1023 B"}, {1536, "1.50 KiB"}, {12 << 20, "12.0 MiB"},
 		{980 << 30, "980 GiB"}, {-2048, "-2.00 KiB"},
 	} {
-		if got := Format(c.n); got != c.want {
-			t.Errorf("Format(%d) = %q, want %q", c.n, got, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := Format(c.n); got != c.want {
+				t.Errorf("Format(%d) = %q, want %q", c.n, got, c.want)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -34,9 +35,11 @@ func TestRoundSize(t *testing.T) {
 		{"div4 5 MiB+1 → 6 MiB", &div4, 5*MiB + 1, 6 * MiB},
 	}
 	for _, tt := range tests {
-		if got := tt.cfg.roundSize(tt.in); got != tt.want {
-			t.Errorf("%s: roundSize(%d) = %d, want %d", tt.name, tt.in, got, tt.want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cfg.roundSize(tt.in); got != tt.want {
+				t.Errorf("%s: roundSize(%d) = %d, want %d", tt.name, tt.in, got, tt.want)
+			}
+		})
 	}
 	if got := nextDivision(3, 4); got != 4 {
 		t.Errorf("nextDivision(3,4) = %d, want 4 (step 0 doubles the floor)", got)
@@ -52,13 +55,15 @@ func TestDivisionBuckets(t *testing.T) {
 	if c.RoundupDivisions != want {
 		t.Fatalf("buckets = %v, want %v", c.RoundupDivisions, want)
 	}
-	for _, tt := range []struct {
+	for i, tt := range []struct {
 		size int64
 		want int64
 	}{{1, 8}, {2*MiB - 1, 8}, {64 * MiB, 8}, {128 * MiB, 0}, {256 * MiB, 4}, {GiB, 4}, {2 * GiB, 1}, {1 << 40, 1}} {
-		if got := c.divisions(tt.size); got != tt.want {
-			t.Errorf("divisions(%d) = %d, want %d", tt.size, got, tt.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := c.divisions(tt.size); got != tt.want {
+				t.Errorf("divisions(%d) = %d, want %d", tt.size, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -81,10 +86,12 @@ func TestAllocationSize(t *testing.T) {
 		{&g1, 3 * GiB / 2, 2 * GiB},
 		{&g1, MiB, SmallBuffer},
 	}
-	for _, tt := range tests {
-		if got := tt.cfg.AllocationSize(tt.size); got != tt.want {
-			t.Errorf("%q: allocationSize(%d) = %d, want %d", tt.cfg.Raw, tt.size, got, tt.want)
-		}
+	for i, tt := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := tt.cfg.AllocationSize(tt.size); got != tt.want {
+				t.Errorf("%q: allocationSize(%d) = %d, want %d", tt.cfg.Raw, tt.size, got, tt.want)
+			}
+		})
 	}
 }
 
@@ -147,15 +154,17 @@ func TestParseConfigErrors(t *testing.T) {
 		{"roundup_power2_divisions:[64:8", false, "Expected ',' at index 6 in ConfigTokenizer but got ''"},
 	}
 	for _, tt := range tests {
-		var err error
-		if tt.cuda {
-			_, err = ParseCUDAConfig(tt.conf)
-		} else {
-			_, err = ParseConfig(tt.conf)
-		}
-		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("%q: error %v, want %q", tt.conf, err, tt.want)
-		}
+		t.Run(tt.conf, func(t *testing.T) {
+			var err error
+			if tt.cuda {
+				_, err = ParseCUDAConfig(tt.conf)
+			} else {
+				_, err = ParseConfig(tt.conf)
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("%q: error %v, want %q", tt.conf, err, tt.want)
+			}
+		})
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // TestDemoFlagErrors: bad workload options are usage errors (exit 2) with
 // the flag named.
 func TestDemoFlagErrors(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		args []string
 		want string
 	}{
@@ -25,10 +25,12 @@ func TestDemoFlagErrors(t *testing.T) {
 		{[]string{"sim", "--listen", "nowhere"}, "bad address"},
 		{[]string{"demo", "extra"}, "unexpected argument"},
 	} {
-		code, _, errOut := captureRun(t, c.args...)
-		if code != exitUsage || !strings.Contains(errOut, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			code, _, errOut := captureRun(t, c.args...)
+			if code != exitUsage || !strings.Contains(errOut, c.want) {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,7 +56,7 @@ func TestReplayErrors(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.pickle")
 	os.WriteFile(bad, []byte("\x80\x04\x95garbage"), 0o644)
-	for _, c := range []struct {
+	for i, c := range []struct {
 		args []string
 		code int
 		want string
@@ -66,10 +67,12 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay", "--headless", "10ms", dir}, 2, "not a profiler directory"},
 		{[]string{"replay", "--speed", "0", bad}, 2, "--speed must be between"},
 	} {
-		code, _, errOut := captureRun(t, c.args...)
-		if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
-			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			code, _, errOut := captureRun(t, c.args...)
+			if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+				t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, code, errOut, c.code, c.want)
+			}
+		})
 	}
 }
 

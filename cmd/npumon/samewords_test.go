@@ -55,9 +55,11 @@ func TestSameWordsAcrossCommands(t *testing.T) {
 				{"free_fragmentation", *h.FreeFragmentation, a.FreeFragmentation},
 				{"reserved_bytes", h.ReservedBytes, a.ReservedBytes},
 			} {
-				if c.got != c.want {
-					t.Errorf("%s: replay --headless %v, stats --at-index %s %v", c.name, c.got, atStat, c.want)
-				}
+				t.Run(c.name, func(t *testing.T) {
+					if c.got != c.want {
+						t.Errorf("%s: replay --headless %v, stats --at-index %s %v", c.name, c.got, atStat, c.want)
+					}
+				})
 			}
 		})
 	}

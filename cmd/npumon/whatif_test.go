@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func TestWhatifJSON(t *testing.T) {
 }
 
 func TestWhatifErrors(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		args []string
 		want string
 	}{
@@ -73,10 +74,12 @@ func TestWhatifErrors(t *testing.T) {
 		{[]string{"whatif", "/nonexistent/x.pickle"}, "/nonexistent/x.pickle"},
 		{[]string{"whatif"}, "takes 1 argument"},
 	} {
-		code, _, errOut := captureRun(t, tc.args...)
-		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			code, _, errOut := captureRun(t, tc.args...)
+			if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+				t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, errOut, tc.want)
+			}
+		})
 	}
 }
 
@@ -85,7 +88,7 @@ func TestWhatifErrors(t *testing.T) {
 // baseline must follow the recording exactly): cross-stream frees, OOMs,
 // and recoveries with empty_cache.
 func TestWhatifReproducesWorkloadRuns(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		scenario workload.Scenario
 		policy   workload.OOMPolicy
 		steps    int
@@ -94,32 +97,34 @@ func TestWhatifReproducesWorkloadRuns(t *testing.T) {
 		{workload.OOM, workload.Stop, 40},
 		{workload.OOM, workload.Recover, 40},
 	} {
-		w, err := workload.New(workload.Config{Scenario: tc.scenario, OnOOM: tc.policy, Seed: 7, Steps: tc.steps,
-			DeviceMem: 16 << 30, Out: t.TempDir(), NoProfile: true, SnapshotEvery: tc.steps})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = w.Run(context.Background()) // Stop ends with the OOM error
-		files := w.Files()
-		if len(files) == 0 {
-			t.Fatalf("%s/%s: no snapshot written", tc.scenario, tc.policy)
-		}
-		var res whatif.Result
-		runJSON(t, &res, "whatif", "--json", "--conf", "expandable_segments:True", files[len(files)-1])
-		d := res.Devices[0]
-		base, f := d.Runs[0], d.Fidelity
-		t.Logf("%s/%s: %d entries, %d deferred frees, %d empty_cache; recorded %d OOMs, peak %d; fidelity max |Δ| %d over %d points; expandable: %d OOMs, peak %d",
-			tc.scenario, tc.policy, d.Input.Entries, d.Input.DeferredFrees, d.Input.EmptyCaches, d.Recorded.OOMs,
-			d.Recorded.PeakReserved, f.MaxAbsDiff, f.Points, d.Runs[1].OOMs, d.Runs[1].PeakReserved)
-		if f.MaxAbsDiff != 0 || f.FinalDiff != 0 || base.OOMs != d.Recorded.OOMs ||
-			base.SegmentAllocs != int64(d.Recorded.SegmentAllocs) || base.SegmentFrees != int64(d.Recorded.SegmentFrees) {
-			t.Errorf("%s/%s: baseline differs from the recording: fidelity %+v, OOMs %d vs %d, segments %d/%d vs %d/%d",
-				tc.scenario, tc.policy, f, base.OOMs, d.Recorded.OOMs, base.SegmentAllocs, base.SegmentFrees,
-				d.Recorded.SegmentAllocs, d.Recorded.SegmentFrees)
-		}
-		if d.Recorded.OOMs > 0 && (base.FirstOOM == nil || base.FirstOOM.Index != d.Recorded.FirstOOM.Index) {
-			t.Errorf("%s/%s: baseline OOM %+v, recorded %+v", tc.scenario, tc.policy, base.FirstOOM, d.Recorded.FirstOOM)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			w, err := workload.New(workload.Config{Scenario: tc.scenario, OnOOM: tc.policy, Seed: 7, Steps: tc.steps,
+				DeviceMem: 16 << 30, Out: t.TempDir(), NoProfile: true, SnapshotEvery: tc.steps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = w.Run(context.Background()) // Stop ends with the OOM error
+			files := w.Files()
+			if len(files) == 0 {
+				t.Fatalf("%s/%s: no snapshot written", tc.scenario, tc.policy)
+			}
+			var res whatif.Result
+			runJSON(t, &res, "whatif", "--json", "--conf", "expandable_segments:True", files[len(files)-1])
+			d := res.Devices[0]
+			base, f := d.Runs[0], d.Fidelity
+			t.Logf("%s/%s: %d entries, %d deferred frees, %d empty_cache; recorded %d OOMs, peak %d; fidelity max |Δ| %d over %d points; expandable: %d OOMs, peak %d",
+				tc.scenario, tc.policy, d.Input.Entries, d.Input.DeferredFrees, d.Input.EmptyCaches, d.Recorded.OOMs,
+				d.Recorded.PeakReserved, f.MaxAbsDiff, f.Points, d.Runs[1].OOMs, d.Runs[1].PeakReserved)
+			if f.MaxAbsDiff != 0 || f.FinalDiff != 0 || base.OOMs != d.Recorded.OOMs ||
+				base.SegmentAllocs != int64(d.Recorded.SegmentAllocs) || base.SegmentFrees != int64(d.Recorded.SegmentFrees) {
+				t.Errorf("%s/%s: baseline differs from the recording: fidelity %+v, OOMs %d vs %d, segments %d/%d vs %d/%d",
+					tc.scenario, tc.policy, f, base.OOMs, d.Recorded.OOMs, base.SegmentAllocs, base.SegmentFrees,
+					d.Recorded.SegmentAllocs, d.Recorded.SegmentFrees)
+			}
+			if d.Recorded.OOMs > 0 && (base.FirstOOM == nil || base.FirstOOM.Index != d.Recorded.FirstOOM.Index) {
+				t.Errorf("%s/%s: baseline OOM %+v, recorded %+v", tc.scenario, tc.policy, base.FirstOOM, d.Recorded.FirstOOM)
+			}
+		})
 	}
 }
 

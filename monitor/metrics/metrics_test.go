@@ -206,16 +206,18 @@ func TestListenAddr(t *testing.T) {
 		{in: "9464", bad: true},
 		{in: "127.0.0.1:", bad: true},
 	} {
-		addr, exposed, err := ListenAddr(tc.in)
-		if tc.bad {
-			if err == nil {
-				t.Errorf("%q: no error", tc.in)
+		t.Run(tc.in, func(t *testing.T) {
+			addr, exposed, err := ListenAddr(tc.in)
+			if tc.bad {
+				if err == nil {
+					t.Errorf("%q: no error", tc.in)
+				}
+				return
 			}
-			continue
-		}
-		if err != nil || addr != tc.addr || exposed != tc.exposed {
-			t.Errorf("%q: got %q exposed=%v err=%v, want %q exposed=%v", tc.in, addr, exposed, err, tc.addr, tc.exposed)
-		}
+			if err != nil || addr != tc.addr || exposed != tc.exposed {
+				t.Errorf("%q: got %q exposed=%v err=%v, want %q exposed=%v", tc.in, addr, exposed, err, tc.addr, tc.exposed)
+			}
+		})
 	}
 }
 

@@ -156,7 +156,7 @@ func BenchmarkStoreIngest(b *testing.B) {
 	d := st.devs[0]
 	var cp uint64
 	for _, c := range d.cps {
-		cp += uint64(cap(c.segs))*uint64(unsafe.Sizeof(snapshot.Segment{})) + uint64(cap(c.blocks))*32
+		cp += uint64(cap(c.Segs))*uint64(unsafe.Sizeof(snapshot.Segment{})) + uint64(cap(c.Blocks))*32
 	}
 	b.ReportMetric(float64(total-cp)/benchEntries, "B/entry")
 	b.ReportMetric(float64(cp)/(1<<20), "checkpoint-MiB")

@@ -21,18 +21,18 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 	}
 	n = d.clampPos(n)
 	cp := d.checkpointAt(n)
-	out := make([]explain.Alloc, 0, len(cp.blocks))
-	segs := cp.segs // sorted by address
-	for _, b := range cp.blocks {
-		a := explain.Alloc{Addr: b.addr, Size: liveSize(b), Frames: b.frames,
-			Pending: b.state == snapshot.StateActivePendingFree, Born: int(b.born)}
-		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.addr }); i < len(segs) && segs[i].Address <= b.addr {
+	out := make([]explain.Alloc, 0, len(cp.Blocks))
+	segs := cp.Segs // sorted by address
+	for _, b := range cp.Blocks {
+		a := explain.Alloc{Addr: b.Addr, Size: b.Live(), Frames: b.Frames,
+			Pending: b.State == snapshot.StateActivePendingFree, Born: int(b.Born)}
+		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.Addr }); i < len(segs) && segs[i].Address <= b.Addr {
 			a.Stream = segs[i].Stream
 		}
-		if b.born >= 0 && b.born < int64(d.recs.Len()) {
+		if b.Born >= 0 && b.Born < int64(d.recs.Len()) {
 			// the trace's size, as the active series counts it (an
 			// allocation that survives carries the final block's sizes)
-			r := d.recs.ptr(int(b.born))
+			r := d.recs.ptr(int(b.Born))
 			a.Size = r.size
 			a.BornTime = r.time
 			if d.base == TimeSequence {

@@ -3,6 +3,8 @@ package store
 import (
 	"sort"
 
+	"github.com/npumon/npumon/replay/tiling"
+
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
@@ -63,7 +65,7 @@ func (d *devLog) lowerBound(from int, t int64) int {
 func (d *devLog) view(j int64) entryView {
 	r := d.recs.ptr(int(j))
 	a := &d.attrs.list[r.attr]
-	return entryView{action: r.action, addr: r.addr, size: r.size, stream: a.stream, frames: r.frames, pool: a.pool, hasPID: a.hasPool}
+	return entryView{Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames, Pool: a.pool, HasPool: a.hasPool}
 }
 
 func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
@@ -88,37 +90,35 @@ func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
 // kept per device: checkpoints are immutable once sorted, so the same
 // checkpoint means the same answer.
 type measured struct {
-	cp            *checkpoint // the state measured (cp.at == the cursor's position)
-	segs, live    int         // live counts every live block, even outside all segments
-	tiles         int         // blocks tiling the segments: live ones inside them and the gaps
-	free, largest int64
-	allocated     int64 // Σ block sizes of active_allocated blocks inside the segments
+	cp   *checkpoint // the state measured (cp.At == the cursor's position)
+	live int         // every live block, even outside all segments
+	fig  tiling.Figures
 }
 
 // checkpointAt returns the segment map after n entries as a sorted
 // checkpoint: the nearest checkpoint at or before n, rolled forward over
 // at most K entries.
 func (d *devLog) checkpointAt(n int64) *checkpoint {
-	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].at > n }) - 1
+	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].At > n }) - 1
 	cp := d.cps[max(ci, 0)]
 	// stepping the cursor: roll on from the last answer when it is nearer
 	// (and no checkpoint, e.g. a rebase, lies between)
 	d.lastMu.Lock()
 	last := d.last
 	d.lastMu.Unlock()
-	if last != nil && last.at <= n && last.at >= cp.at {
+	if last != nil && last.At <= n && last.At >= cp.At {
 		cp = last
 	}
-	if cp.at == n {
-		cp.ensureSorted()
+	if cp.At == n {
+		cp.EnsureSorted()
 		return cp
 	}
-	st := cp.thaw()
-	for j := cp.at; j < n; j++ {
+	st := cp.Thaw()
+	for j := cp.At; j < n; j++ {
 		v := d.view(j)
-		st.apply(&v, j, d.id, &d.ov)
+		st.Apply(&v, j, d.id, &d.ov)
 	}
-	fc := st.freeze(n)
+	fc := st.Freeze(n)
 	d.lastMu.Lock()
 	d.last = fc
 	d.lastMu.Unlock()
@@ -135,8 +135,7 @@ func (d *devLog) measureAt(n int64) measured {
 	if m.cp == cp {
 		return m
 	}
-	m = measured{cp: cp, live: len(cp.blocks)}
-	m.segs, m.tiles, m.free, m.largest, m.allocated = measure(cp.segs, cp.blocks)
+	m = measured{cp: cp, live: len(cp.Blocks), fig: tiling.Measure(cp.Segs, cp.Blocks)}
 	d.remember(m)
 	return m
 }
@@ -206,22 +205,10 @@ func (d *devLog) cursorOf(n int64) int64 {
 func (d *devLog) state(cursor, n int64) State {
 	st := State{Device: d.id, Cursor: cursor, Applied: n}
 	cp := d.checkpointAt(n)
-	st.Segments, st.Gaps = build(d.id, cp.segs, cp.blocks)
+	t := tiling.Build(d.id, cp.Segs, cp.Blocks, nil)
+	st.Segments, st.Gaps = t.Segments, t.Gaps
 	// Summary at this cursor (the other half of a cursor move) needs no walk
-	m := measured{cp: cp, segs: len(st.Segments), live: len(cp.blocks)}
-	for _, g := range st.Gaps {
-		m.free += g.Size
-		m.largest = max(m.largest, g.Size)
-	}
-	for i := range st.Segments {
-		m.tiles += len(st.Segments[i].Blocks)
-		for j := range st.Segments[i].Blocks {
-			if b := &st.Segments[i].Blocks[j]; b.State == snapshot.StateActiveAllocated {
-				m.allocated += b.Size
-			}
-		}
-	}
-	d.remember(m)
+	d.remember(measured{cp: cp, live: len(cp.Blocks), fig: t.Figures})
 	return st
 }
 
@@ -363,10 +350,10 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
 	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
 	m := d.measureAt(n)
-	sum.Segments = m.segs
-	sum.Blocks, sum.LiveBlocks = m.tiles, m.live
-	sum.MapAllocatedBytes = m.allocated
-	sum.TotalFreeBytes, sum.LargestFreeBlock = m.free, m.largest
+	sum.Segments = m.fig.Segments
+	sum.Blocks, sum.LiveBlocks = m.fig.Blocks, m.live
+	sum.MapAllocatedBytes = m.fig.Allocated
+	sum.TotalFreeBytes, sum.LargestFreeBlock = m.fig.Free, m.fig.LargestFree
 	sum.Fragmentation = replay.FreeFragmentation(sum.LargestFreeBlock, sum.TotalFreeBytes)
 	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(&d.active, d.initActive, n)
 	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/npumon/npumon/replay/tiling"
+
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
@@ -95,7 +97,7 @@ type devLog struct {
 	initActive, initAllocated, initReserv int64
 	pending                               int64 // head: pending-free bytes
 
-	cps      []*checkpoint // cps[0].at == 0; sorted by at
+	cps      []*checkpoint // cps[0].At == 0; sorted by at
 	head     *segState
 	ov       overrides
 	byAction [256]chunked[int64] // seqs per action
@@ -229,21 +231,21 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	d.head = stateFromSegments(tl.Initial)
 	for _, a := range tl.Start() { // Initial leaves out those outside its segments
 		b := &a.Block
-		if _, ok := d.head.blocks[b.Address]; !ok {
-			d.head.blocks[b.Address] = initialBlock(b)
+		if _, ok := d.head.Block(b.Address); !ok {
+			d.head.SetBlock(tiling.FromBlock(b))
 		}
 	}
 	d.initActive = tl.ActiveAtStart
 	d.initReserv = tl.ReservedAtStart
 	var pend int64
-	for _, b := range d.head.blocks {
-		if b.state == snapshot.StateActivePendingFree {
-			pend += liveSize(b)
+	for b := range d.head.Blocks() {
+		if b.State == snapshot.StateActivePendingFree {
+			pend += b.Live()
 		}
 	}
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
-	d.cps = []*checkpoint{d.head.freeze(0)}
+	d.cps = []*checkpoint{d.head.Freeze(0)}
 	n := len(entries)
 	d.recs.reserve(n)
 	d.active.v.reserve(n)
@@ -298,23 +300,16 @@ func scanCapture(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry
 	return p
 }
 
-func liveSize(b liveBlock) int64 {
-	if b.req > 0 {
-		return b.req
-	}
-	return b.size
-}
-
 // captureOverrides finds the allocs and segment_allocs whose object survives
 // to the end of the trace and gives them the final state's attributes.
 func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) overrides {
-	ov := overrides{blocks: map[int64]liveBlock{}, segs: map[int64]snapshot.Segment{}}
+	ov := tiling.NewOverrides()
 	if len(entries) > 0 {
 		// a file's trace: blocks it re-creates are round_size(requested),
 		// as replay's undo makes them. A live producer's SNAPSHOT has no
 		// trace, and the entries appended after it keep their requested
 		// sizes (the Store does not know the producer's rounding).
-		ov.round = replay.SizeRounder(snap)
+		ov.Round = replay.SizeRounder(snap)
 	}
 	finalSegs := map[uint64]*snapshot.Segment{}
 	finalBlocks := map[uint64]*snapshot.Block{}
@@ -339,7 +334,7 @@ func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.Trace
 		case snapshot.ActionAlloc, snapshot.ActionFree, snapshot.ActionFreeCompleted:
 			if b, ok := finalBlocks[e.Addr]; ok {
 				if e.Action == snapshot.ActionAlloc {
-					ov.blocks[int64(i)] = liveBlock{addr: b.Address, size: b.Size, req: b.RequestedSize, frames: replay.BlockFrames(b)}
+					ov.Blocks[int64(i)] = tiling.FromBlock(b)
 				}
 				delete(finalBlocks, e.Addr)
 			}
@@ -348,7 +343,7 @@ func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.Trace
 				if e.Action == snapshot.ActionSegmentAlloc {
 					c := *sg
 					c.Blocks = nil
-					ov.segs[int64(i)] = c
+					ov.Segs[int64(i)] = c
 				}
 				delete(finalSegs, e.Addr)
 			}
@@ -413,8 +408,8 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 			last = r.time
 		}
 		d.recs.append(r)
-		v := entryView{action: e.Action, addr: e.Addr, size: e.Size, stream: e.Stream, frames: e.Frames, pool: e.PoolID, hasPID: e.HasPoolID}
-		d.pending += d.head.apply(&v, seq, d.id, &d.ov)
+		v := tiling.EntryOf(e)
+		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
 		act += replay.ActiveDelta(e)
 		res += replay.ReservedDelta(e)
 		if bulk {
@@ -428,14 +423,14 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 		}
 		d.byAction[e.Action].append(seq)
 		if (seq+1)%int64(k) == 0 {
-			d.cps = append(d.cps, d.head.dump(seq+1))
+			d.cps = append(d.cps, d.head.Dump(seq+1))
 		}
 	}
 }
 
 func newDevLog(id int, base TimeBase) *devLog {
-	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: newSegState()}
-	d.ov = overrides{blocks: map[int64]liveBlock{}, segs: map[int64]snapshot.Segment{}}
+	d := &devLog{id: id, base: base, attrs: newAttrTable(), head: tiling.NewState()}
+	d.ov = tiling.NewOverrides()
 	return d
 }
 
@@ -454,7 +449,7 @@ func (s *Store) liveDev(id int) *devLog {
 	d, ok := s.devs[id]
 	if !ok {
 		d = newDevLog(id, TimeEpochUS)
-		d.cps = []*checkpoint{d.head.freeze(0)}
+		d.cps = []*checkpoint{d.head.Freeze(0)}
 		s.putDev(d)
 	}
 	return d
@@ -518,7 +513,7 @@ func (s *Store) AppendSized(device int, entries []snapshot.TraceEntry, blockSize
 	n := int64(d.recs.Len())
 	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
 		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == snapshot.ActionAlloc {
-			d.ov.blocks[n+int64(i)] = liveBlock{addr: e.Addr, size: bs, req: e.Size, frames: e.Frames}
+			d.ov.Blocks[n+int64(i)] = liveBlock{Addr: e.Addr, Size: bs, Req: e.Size, Frames: e.Frames}
 		}
 	}
 	d.appendEntries(entries, s.k, false)
@@ -544,19 +539,19 @@ func (s *Store) Rebase(device int, segs []snapshot.Segment) {
 	d.last, d.measured = nil, measured{} // cached answers may sit at the rebase position
 	d.lastMu.Unlock()
 	var act, pend, res int64
-	for _, b := range d.head.blocks {
-		act += liveSize(b)
-		if b.state == snapshot.StateActivePendingFree {
-			pend += liveSize(b)
+	for b := range d.head.Blocks() {
+		act += b.Live()
+		if b.State == snapshot.StateActivePendingFree {
+			pend += b.Live()
 		}
 	}
-	for _, sg := range d.head.segs {
+	for sg := range d.head.Segments() {
 		res += sg.TotalSize
 	}
 	d.pending = pend
 	n := int64(d.recs.Len())
-	cp := d.head.freeze(n)
-	if last := len(d.cps) - 1; d.cps[last].at == n {
+	cp := d.head.Freeze(n)
+	if last := len(d.cps) - 1; d.cps[last].At == n {
 		d.cps[last] = cp
 	} else {
 		d.cps = append(d.cps, cp)

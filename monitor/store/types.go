@@ -6,7 +6,10 @@
 // directories).
 package store
 
-import "github.com/npumon/npumon/allocator/snapshot"
+import (
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/tiling"
+)
 
 // Query result types. Every value a Store query returns is owned by the
 // caller: no slice or pointer in it aliases Store internals.
@@ -63,10 +66,7 @@ type Op struct {
 }
 
 // Gap is a free range inside a segment at a cursor.
-type Gap struct {
-	Address uint64
-	Size    int64
-}
+type Gap = tiling.Range
 
 // State is what the segment map draws: the device's segments with live
 // blocks at the cursor. Blocks tile every segment (inactive blocks fill the

@@ -38,9 +38,9 @@ type Loaded struct {
 // export), decided by its content (replay/classify) as every command
 // decides it. It is the one way a saved capture enters a Store: npumon
 // replay, the ranks of a job and a watched directory load through it.
-// Decoding cannot be interrupted, so when ctx ends first Load returns
-// ctx.Err() at once and leaves the decoder to finish in the background
-// (the process is exiting).
+// When ctx ends first it returns ctx.Err() at once; the decoders see ctx
+// too (replay.DecodeFileContext, profiler.ReadDirContext) and stop soon
+// after, before anything is indexed.
 func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loaded, error) {
 	report := o.Report
 	if report == nil {
@@ -53,10 +53,10 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 		}
 		switch {
 		case in.Kind.Profiler():
-			d, err := loadProfiler(path, st, o.MemoryOnly, report)
+			d, err := loadProfiler(ctx, path, st, o.MemoryOnly, report)
 			return Loaded{Profiler: d}, err
 		case in.Kind.Snapshot():
-			c, err := loadSnapshot(path, st, o.Limits, !o.MemoryOnly, report)
+			c, err := loadSnapshot(ctx, path, st, o.Limits, !o.MemoryOnly, report)
 			return Loaded{Capture: c}, err
 		}
 		return Loaded{}, errors.New(in.Describe())
@@ -65,14 +65,17 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 
 // loadSnapshot decodes a snapshot file into st, with (withOps) the ops its
 // annotations mark.
-func loadSnapshot(path string, st *store.Store, opts replay.Options, withOps bool, report func(store.LoadProgress)) (*replay.Capture, error) {
+func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay.Options, withOps bool, report func(store.LoadProgress)) (*replay.Capture, error) {
 	var total int64
 	opts.Progress = func(d, t int64) {
 		total = max(t, 0)
 		report(store.LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total})
 	}
-	capt, err := replay.DecodeFile(path, opts)
+	capt, err := replay.DecodeFileContext(ctx, path, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var n int64
@@ -93,9 +96,9 @@ func loadSnapshot(path string, st *store.Store, opts replay.Options, withOps boo
 // loadProfiler reads profiler data into st: its ops and memory data
 // (IngestProfiler), or with memoryOnly its memory records with a pointer
 // alone (IngestProfilerMemory).
-func loadProfiler(path string, st *store.Store, memoryOnly bool, report func(store.LoadProgress)) (*profiler.Data, error) {
+func loadProfiler(ctx context.Context, path string, st *store.Store, memoryOnly bool, report func(store.LoadProgress)) (*profiler.Data, error) {
 	report(store.LoadProgress{Stage: "reading profiler data"})
-	d, err := profiler.ReadDir(path)
+	d, err := profiler.ReadDirContext(ctx, path)
 	if err != nil {
 		return nil, err
 	}

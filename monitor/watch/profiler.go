@@ -132,72 +132,22 @@ func ProfilerOps(ops []profiler.Op, deltas []int64) []store.Op {
 const maxProfilerDevice = 1024
 
 // profilerMemory turns the PTA memory records of d that carry a pointer
-// into trace entries: MALLOC → alloc, FREE → free_requested and
-// BLOCK_FREE → free_completed (or FREE → free when the source records no
-// BLOCK_FREE), and collects the totals the records state. The records
-// carry no segments, so the segment map stays empty; the blocks allocated
-// before the first record are not in the trace, but they are in the totals.
+// into trace entries and the totals the records state
+// (profiler.TraceFromMemory: MALLOC → alloc, FREE → free_requested,
+// BLOCK_FREE → free_completed, or FREE → free when the source records no
+// BLOCK_FREE). The records carry no segments, so the segment map stays
+// empty; the blocks allocated before the first record are not in the
+// trace, but they are in the totals.
 func profilerMemory(d *profiler.Data) (*snapshot.Snapshot, []store.DeviceTotals) {
-	blockFree := false
-	for i := range d.Memory {
-		if d.Memory[i].Kind == profiler.MemoryBlockFree {
-			blockFree = true
-			break
-		}
-	}
 	snap := &snapshot.Snapshot{Stacks: []snapshot.Stack{nil}}
 	var devs []store.DeviceTotals
-	sizes := map[uint64]int64{} // live pointer → allocated size
-	for i := range d.Memory {
-		m := &d.Memory[i]
-		if m.Component != profiler.CompPTA || m.Ptr == 0 || m.Device < 0 || m.Device > maxProfilerDevice {
-			continue
+	for _, t := range profiler.TraceFromMemory(d.Memory, maxProfilerDevice) {
+		dt := store.DeviceTotals{Init: store.Totals(t.Init), OK: t.Complete, After: make([]store.Totals, len(t.After))}
+		for i, a := range t.After {
+			dt.After[i] = store.Totals(a)
 		}
-		e := snapshot.TraceEntry{Addr: m.Ptr, Stream: uint64(max(m.Stream, 0)), TimeUS: m.TimeNS / 1000}
-		switch {
-		case m.Kind == profiler.MemoryMalloc && m.AllocSize > 0:
-			e.Action, e.Size = snapshot.ActionAlloc, m.AllocSize
-			sizes[m.Ptr] = m.AllocSize
-		case m.Kind == profiler.MemoryFree:
-			e.Action, e.Size = snapshot.ActionFreeRequested, sizes[m.Ptr]
-			if !blockFree {
-				e.Action = snapshot.ActionFree
-				delete(sizes, m.Ptr)
-			}
-		case m.Kind == profiler.MemoryBlockFree:
-			e.Action, e.Size = snapshot.ActionFreeCompleted, sizes[m.Ptr]
-			delete(sizes, m.Ptr)
-		default:
-			continue
-		}
-		if e.Size == 0 && m.AllocSize < 0 {
-			e.Size = -m.AllocSize
-		}
-		for len(snap.DeviceTraces) <= m.Device {
-			snap.DeviceTraces = append(snap.DeviceTraces, nil)
-			devs = append(devs, store.DeviceTotals{OK: true})
-		}
-		t := &devs[m.Device]
-		after := store.Totals{Allocated: m.Allocated, Reserved: m.Reserved, Active: m.Active}
-		if len(t.After) == 0 {
-			// before the first record: its totals less its own change
-			t.Init = after
-			switch e.Action {
-			case snapshot.ActionAlloc:
-				t.Init.Allocated -= e.Size
-				t.Init.Active -= e.Size
-			case snapshot.ActionFree:
-				t.Init.Allocated += e.Size
-				t.Init.Active += e.Size
-			case snapshot.ActionFreeRequested:
-				t.Init.Allocated += e.Size
-			case snapshot.ActionFreeCompleted:
-				t.Init.Active += e.Size
-			}
-		}
-		t.OK = t.OK && m.HasAllocated && m.HasActive
-		t.After = append(t.After, after)
-		snap.DeviceTraces[m.Device] = append(snap.DeviceTraces[m.Device], e)
+		snap.DeviceTraces = append(snap.DeviceTraces, t.Entries)
+		devs = append(devs, dt)
 	}
 	return snap, devs
 }

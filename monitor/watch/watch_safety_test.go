@@ -54,12 +54,12 @@ func TestWatchSlowWriterCutAtDots(t *testing.T) {
 	if e.Size != int64(len(snap)) {
 		t.Fatalf("reported at %d bytes of %d: a partial pickle", e.Size, len(snap))
 	}
-	select {
-	case e := <-w.Events:
-		if e.Kind == EventSnapshot {
+	// not reported again: everything the watcher had to say about it is
+	// out before two later snapshots are (barrier)
+	for _, e := range barrier(t, w, dir) {
+		if e.Kind == EventSnapshot && e.Path == p {
 			t.Fatalf("reported again: %+v", e)
 		}
-	case <-time.After(300 * time.Millisecond):
 	}
 }
 
@@ -134,7 +134,11 @@ func TestDirSourceManyNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	time.Sleep(400 * time.Millisecond) // the scan is over
+	select { // the scan is over
+	case <-d.Ready():
+	case <-time.After(time.Minute):
+		t.Fatal("the scan of an empty directory never ended")
+	}
 	const n = 10_000
 	body := []byte(`{"segments": [], "device_traces": [[]]}`)
 	start := time.Now()

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,32 @@ func nextEvent(t *testing.T, w *Watcher, keep func(Event) bool) Event {
 }
 
 func kind(k EventKind) func(Event) bool { return func(e Event) bool { return e.Kind == k } }
+
+// barrier writes two marker snapshots into dir, one after the other was
+// reported, and returns every event that came before the second marker's:
+// all the watcher had to report about what happened before barrier was
+// called. A test that something is NOT reported checks that list instead
+// of waiting a fixed time. The watcher reports a settled file at the tick
+// that sees it settled, so whatever the first marker's tick reported is out
+// before the second marker's event.
+func barrier(t *testing.T, w *Watcher, dir string) []Event {
+	t.Helper()
+	var seen []Event
+	for i := range 2 {
+		p := filepath.Join(dir, fmt.Sprintf("barrier-%d-%d.json", time.Now().UnixNano(), i))
+		if err := os.WriteFile(p, []byte(`{"segments": [], "device_traces": []}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		nextEvent(t, w, func(e Event) bool {
+			if e.Kind == EventSnapshot && e.Path == p {
+				return true
+			}
+			seen = append(seen, e)
+			return false
+		})
+	}
+	return seen
+}
 
 // writePieces writes b in n pieces with a pause between them.
 func writePieces(t *testing.T, path string, b []byte, n int, pause time.Duration) {
@@ -169,7 +196,7 @@ func TestWatchProfilerDir(t *testing.T) {
 	}
 	fw := filepath.Join(prof, "FRAMEWORK")
 	os.Mkdir(fw, 0o750)
-	time.Sleep(50 * time.Millisecond)
+	barrier(t, w, dir) // the watcher has seen FRAMEWORK appear
 	f := filepath.Join(fw, "torch.op_range")
 	writePieces(t, f, rec, 5, 60*time.Millisecond)
 	var last int64
@@ -182,7 +209,7 @@ func TestWatchProfilerDir(t *testing.T) {
 	}
 	out := filepath.Join(prof, "ASCEND_PROFILER_OUTPUT")
 	os.Mkdir(out, 0o750)
-	time.Sleep(50 * time.Millisecond)
+	barrier(t, w, dir) // and its output directory
 	os.WriteFile(filepath.Join(out, "analyse.done"), nil, 0o640)
 	if e := nextEvent(t, w, kind(EventAnalyseDone)); e.Dir != prof {
 		t.Fatalf("analyse.done: %+v", e)
@@ -208,7 +235,8 @@ func TestWatchRootVanishes(t *testing.T) {
 		t.Fatalf("vanish: %+v", e)
 	}
 	os.Mkdir(dir, 0o755)
-	time.Sleep(100 * time.Millisecond)
+	// written at once: before the watcher sees the directory again, its
+	// rescan finds the file; after, fsnotify reports it
 	p := filepath.Join(dir, "back.json")
 	os.WriteFile(p, []byte(`{"segments": []}`), 0o644)
 	if e := nextEvent(t, w, kind(EventSnapshot)); e.Path != p {

@@ -13,10 +13,12 @@ func TestParseAddr(t *testing.T) {
 		{"localhost:7070", "tcp", "localhost:7070"},
 		{":7070", "tcp", ":7070"},
 	} {
-		n, a, err := ParseAddr(c.in, -1)
-		if err != nil || n != c.network || a != c.addr {
-			t.Errorf("ParseAddr(%q) = %s %s %v", c.in, n, a, err)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			n, a, err := ParseAddr(c.in, -1)
+			if err != nil || n != c.network || a != c.addr {
+				t.Errorf("ParseAddr(%q) = %s %s %v", c.in, n, a, err)
+			}
+		})
 	}
 	if n, a, err := ParseAddr("4242", -1); err != nil || n != "unix" || !strings.Contains(a, "4242") {
 		t.Errorf("pid address: %s %s %v", n, a, err)

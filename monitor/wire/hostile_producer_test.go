@@ -175,11 +175,13 @@ func TestHostileStallIsNotAClose(t *testing.T) {
 		{"mid-frame", append(validPrefix(), half...), "stalled"},
 		{"between frames", validPrefix(), "silent"},
 	} {
-		path := fakeProducer(t, func(c net.Conn) { c.Write(tc.data); time.Sleep(3 * time.Second) })
-		_, _, err := runClient(t, path, ClientOptions{Silence: 300 * time.Millisecond})
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "closed") {
-			t.Errorf("%s: Run = %v, want %q and no \"closed\"", tc.name, err, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			path := fakeProducer(t, func(c net.Conn) { c.Write(tc.data); time.Sleep(3 * time.Second) })
+			_, _, err := runClient(t, path, ClientOptions{Silence: 300 * time.Millisecond})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "closed") {
+				t.Errorf("%s: Run = %v, want %q and no \"closed\"", tc.name, err, tc.want)
+			}
+		})
 	}
 }
 

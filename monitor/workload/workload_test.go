@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -388,7 +389,7 @@ func TestPacedFollowsWallClock(t *testing.T) {
 
 // TestConfigErrors: bad options fail New with a clear message.
 func TestConfigErrors(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		cfg  Config
 		want string
 	}{
@@ -398,10 +399,12 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Layers: 1000}, "at most 256"},
 		{Config{AllocConf: "max_split_size_mb:1"}, "max_split_size_mb"},
 	} {
-		_, err := New(c.cfg)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want %q", c.cfg, err, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			_, err := New(c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v: err %v, want %q", c.cfg, err, c.want)
+			}
+		})
 	}
 }
 

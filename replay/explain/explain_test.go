@@ -2,6 +2,7 @@ package explain
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 
 func TestFormatFrame(t *testing.T) {
 	f := snapshot.Frame{Filename: `D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, Line: 39, Name: "forward"}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		w    int
 		want string
 	}{
@@ -24,13 +25,15 @@ func TestFormatFrame(t *testing.T) {
 		{24, `forward  …\model.py:39`},
 		{18, `fo…  …\model.py:39`},
 	} {
-		got := FormatFrame(f, c.w)
-		if got != c.want {
-			t.Errorf("width %d: %q, want %q", c.w, got, c.want)
-		}
-		if c.w > 0 && len([]rune(got)) > c.w {
-			t.Errorf("width %d: %q is %d runes", c.w, got, len([]rune(got)))
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			got := FormatFrame(f, c.w)
+			if got != c.want {
+				t.Errorf("width %d: %q, want %q", c.w, got, c.want)
+			}
+			if c.w > 0 && len([]rune(got)) > c.w {
+				t.Errorf("width %d: %q is %d runes", c.w, got, len([]rune(got)))
+			}
+		})
 	}
 	if got := TruncLeft("/a/b/c.py", 6); got != "…/c.py" {
 		t.Errorf("TruncLeft %q", got)
@@ -43,7 +46,7 @@ func TestFormatFrame(t *testing.T) {
 func TestCallsite(t *testing.T) {
 	fr := func(file string) snapshot.Frame { return snapshot.Frame{Filename: file, Line: 1, Name: "f"} }
 	g := &Grouper{}
-	for _, c := range []struct {
+	for i, c := range []struct {
 		stack []string
 		want  string
 	}{
@@ -55,13 +58,15 @@ func TestCallsite(t *testing.T) {
 		{[]string{"/opt/torchvision/ops.py"}, "/opt/torchvision/ops.py"}, // torch as a prefix of another name is user code
 		{[]string{"torch/a.py", "torch/b.py"}, "torch/a.py"},             // only library frames: the innermost
 	} {
-		var st snapshot.Stack
-		for _, f := range c.stack {
-			st = append(st, fr(f))
-		}
-		if got, _ := g.Callsite(st); got.Filename != c.want {
-			t.Errorf("%v: call site %q, want %q", c.stack, got.Filename, c.want)
-		}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			var st snapshot.Stack
+			for _, f := range c.stack {
+				st = append(st, fr(f))
+			}
+			if got, _ := g.Callsite(st); got.Filename != c.want {
+				t.Errorf("%v: call site %q, want %q", c.stack, got.Filename, c.want)
+			}
+		})
 	}
 	g.Library = regexp.MustCompile(`^/job/model\.py$`)
 	if got, _ := g.Callsite(snapshot.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Filename != "torch/x.py" {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/npumon/npumon/replay/tiling"
+
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
@@ -82,23 +84,10 @@ func figures(tl *replay.Timeline, i int, state []snapshot.Segment) Figures {
 // StateFigures reads a segment map: reserved bytes (Σ segment sizes),
 // allocated (active_allocated blocks), cached free (inactive blocks) and the
 // largest inactive block. The OOM figures of explain and of the TUI's OOM
-// panel both come from here.
+// panel both come from here (tiling.FiguresOf).
 func StateFigures(state []snapshot.Segment) Figures {
-	var f Figures
-	for _, s := range state {
-		f.Reserved += s.TotalSize
-		for k := range s.Blocks {
-			b := &s.Blocks[k]
-			switch b.State {
-			case snapshot.StateActiveAllocated:
-				f.Allocated += b.Size
-			case snapshot.StateInactive:
-				f.CachedFree += b.Size
-				f.LargestCachedFree = max(f.LargestCachedFree, b.Size)
-			}
-		}
-	}
-	return f
+	t := tiling.FiguresOf(state)
+	return Figures{Reserved: t.Reserved, Allocated: t.Allocated, CachedFree: t.Free, LargestCachedFree: t.LargestFree}
 }
 
 // Holders groups the live allocations at the moment spec; top > 0 keeps

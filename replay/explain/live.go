@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/npumon/npumon/replay/tiling"
+
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
@@ -40,7 +42,7 @@ func NewWalker(tl *replay.Timeline) *Walker {
 			w.live[b.Address] = a
 		}
 		a.Size += s.Size()
-		a.Frames = replay.BlockFrames(b)
+		a.Frames = tiling.BlockFrames(b)
 		a.Pending = b.State == snapshot.StateActivePendingFree
 	}
 	return w

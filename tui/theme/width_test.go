@@ -23,9 +23,11 @@ func TestFit(t *testing.T) {
 		w    int
 		want string
 	}{{"abc", 5, "abc  "}, {"abcdef", 3, "abc"}, {"ab", 2, "ab"}, {"x", 0, ""}} {
-		if got := Fit(c.in, c.w); got != c.want {
-			t.Errorf("Fit(%q, %d) = %q, want %q", c.in, c.w, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			if got := Fit(c.in, c.w); got != c.want {
+				t.Errorf("Fit(%q, %d) = %q, want %q", c.in, c.w, got, c.want)
+			}
+		})
 	}
 	if got := Width(Fit("\x1b[1mlong styled text\x1b[0m", 4)); got != 4 {
 		t.Errorf("truncated styled width %d", got)

@@ -16,9 +16,11 @@ func TestUnfinished(t *testing.T) {
 		{"\x1bOA", false}, {"\x1bx", false}, {"\x1b[M", true}, {"\x1b[M ab", false}, {"\x1b[<0;10;5", true},
 		{"\x1b[<0;10;5M", false}, {"\x1b[200~", false}, {"\x1b[1;2\x07", false},
 	} {
-		if got := Unfinished([]byte(tc.in)); got != tc.want {
-			t.Errorf("Unfinished(%q) = %v, want %v", tc.in, got, tc.want)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			if got := Unfinished([]byte(tc.in)); got != tc.want {
+				t.Errorf("Unfinished(%q) = %v, want %v", tc.in, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/NimbleMarkets/ntcharts/canvas"
 	"github.com/NimbleMarkets/ntcharts/linechart"
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
@@ -51,13 +52,16 @@ type Model struct {
 	cancel  context.CancelFunc
 	noHint  bool // the owner shows the keys in its own hint line
 
+	// Keys are the view's bindings (DefaultKeyMap).
+	Keys KeyMap
+
 	// XLabel, when set, writes the time axis as the main timeline does:
 	// t is an entry's epoch µs, span the axis span in µs.
 	XLabel func(t, span int64) string
 }
 
 // New returns an empty view.
-func New(th *theme.Theme) Model { return Model{th: th} }
+func New(th *theme.Theme) Model { return Model{th: th, Keys: DefaultKeyMap()} }
 
 // Start runs the simulations of c with run in the background and returns
 // the command whose ResultMsg fills the view. A running simulation is
@@ -127,8 +131,8 @@ func (m *Model) Err() error { return m.err }
 // Running reports whether a simulation is in flight.
 func (m *Model) Running() bool { return m.running }
 
-// Update handles results, sizes and the view's keys: ↑/↓ (k/j) select a
-// run, d the next device, esc or w close.
+// Update handles results, sizes and the view's keys (Keys): ↑/↓ (k/j)
+// select a run, d the next device, esc or w close.
 func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case ResultMsg:
@@ -140,19 +144,19 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.SetSize(msg.Width, msg.Height)
 	case tea.KeyMsg:
-		switch msg.String() {
-		case "esc", "w":
+		switch {
+		case key.Matches(msg, m.Keys.Close):
 			m.Stop()
 			return m, func() tea.Msg { return CloseMsg{} }
-		case "up", "k":
+		case key.Matches(msg, m.Keys.Up):
 			if m.sel > 0 {
 				m.sel--
 			}
-		case "down", "j":
+		case key.Matches(msg, m.Keys.Down):
 			if d := m.device(); d != nil && m.sel < len(d.Runs)-1 {
 				m.sel++
 			}
-		case "d":
+		case key.Matches(msg, m.Keys.Device):
 			if m.res != nil && len(m.res.Devices) > 0 {
 				m.dev = (m.dev + 1) % len(m.res.Devices)
 				m.sel = 0

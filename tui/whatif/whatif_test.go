@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/charmbracelet/bubbles/key"
+
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
@@ -164,6 +166,23 @@ func TestKeys(t *testing.T) {
 		if _, ok := cmd().(CloseMsg); !ok {
 			t.Errorf("%s: command does not close", k)
 		}
+	}
+}
+
+// The view matches its Keys: rebinding a key moves the action.
+func TestKeysRebound(t *testing.T) {
+	m := loaded(t, "fragmentation.pickle", true, "expandable_segments:True")
+	m.Keys.Down = key.NewBinding(key.WithKeys("x"))
+	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("j")})
+	if m.sel != 0 {
+		t.Fatalf("j moved the selection after Down was rebound to x")
+	}
+	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")})
+	if m.sel != 1 {
+		t.Fatalf("x did not move the selection: %d", m.sel)
+	}
+	if got := len(DefaultKeyMap().ShortHelp()); got != 4 {
+		t.Fatalf("help lists %d bindings", got)
 	}
 }
 

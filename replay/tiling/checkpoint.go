@@ -1,0 +1,97 @@
+package tiling
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+)
+
+// Checkpoint is a frozen segment map right after At entries: segments and
+// live blocks, sorted by address once EnsureSorted has run. Dump leaves it
+// unsorted (cheap to take while ingesting); the first query that needs it
+// sorts it, once.
+type Checkpoint struct {
+	At     int64
+	Segs   []snapshot.Segment // Blocks nil
+	Blocks []Block
+	sorted sync.Once
+}
+
+// EnsureSorted sorts the checkpoint the first time it is called.
+func (cp *Checkpoint) EnsureSorted() { cp.sorted.Do(cp.sort) }
+
+func (cp *Checkpoint) sort() {
+	slices.SortFunc(cp.Segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
+	slices.SortFunc(cp.Blocks, func(a, b Block) int { return cmp.Compare(a.Addr, b.Addr) })
+}
+
+// Freeze copies the state into a sorted checkpoint.
+func (st *State) Freeze(at int64) *Checkpoint {
+	cp := st.Dump(at)
+	if st.base == nil {
+		cp.sort()
+	} else if st.segs != nil {
+		slices.SortFunc(cp.Segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
+	}
+	cp.sorted.Do(func() {})
+	return cp
+}
+
+// Dump copies the state into a checkpoint; blocks come out unsorted unless
+// the state has a base (then base and changes are merged in order).
+func (st *State) Dump(at int64) *Checkpoint {
+	cp := &Checkpoint{At: at}
+	if st.segs == nil {
+		cp.Segs = st.baseSegs // sorted, shared read-only
+	} else {
+		cp.Segs = make([]snapshot.Segment, 0, len(st.segs))
+		for _, s := range st.segs {
+			cp.Segs = append(cp.Segs, s)
+		}
+	}
+	if st.base == nil {
+		cp.Blocks = make([]Block, 0, len(st.blocks))
+		for _, b := range st.blocks {
+			cp.Blocks = append(cp.Blocks, b)
+		}
+		return cp
+	}
+	changed := make([]Block, 0, len(st.blocks))
+	for _, b := range st.blocks {
+		changed = append(changed, b)
+	}
+	slices.SortFunc(changed, func(a, b Block) int { return cmp.Compare(a.Addr, b.Addr) })
+	out := make([]Block, 0, len(st.base)+len(changed))
+	i, j := 0, 0
+	for i < len(st.base) || j < len(changed) {
+		switch {
+		case j == len(changed) || (i < len(st.base) && st.base[i].Addr < changed[j].Addr):
+			b := st.base[i]
+			i++
+			if _, ok := st.gone[b.Addr]; !ok {
+				out = append(out, b)
+			}
+		case i < len(st.base) && st.base[i].Addr == changed[j].Addr:
+			i++ // replaced by the change
+		default:
+			out = append(out, changed[j])
+			j++
+		}
+	}
+	cp.Blocks = out
+	return cp
+}
+
+// Thaw returns a mutable state on top of a checkpoint (sorting it first):
+// blocks stay in the checkpoint and only changes are kept; segments are
+// copied on the first segment entry.
+func (cp *Checkpoint) Thaw() *State {
+	cp.EnsureSorted()
+	st := &State{blocks: map[uint64]Block{}, base: cp.Blocks, gone: map[uint64]struct{}{}, baseSegs: cp.Segs}
+	if st.base == nil {
+		st.base = []Block{}
+	}
+	return st
+}

@@ -1,0 +1,39 @@
+package tui
+
+import (
+	"testing"
+
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// Every key a pane acts on while focused is on the help screen, and each
+// of them is one the pane takes (update says so).
+func TestPaneKeysInHelp(t *testing.T) {
+	m := small(t, 160, 48)
+	inHelp := map[string]bool{}
+	for _, g := range m.keys.FullHelp() {
+		for _, b := range g {
+			inHelp[b.Help().Key+" "+b.Help().Desc] = true
+		}
+	}
+	for p, pn := range m.panels {
+		t.Run(paneNames[p], func(t *testing.T) {
+			m.focus = pane(p)
+			for _, b := range pn.keyMap(&m.keys) {
+				if !inHelp[b.Help().Key+" "+b.Help().Desc] {
+					t.Errorf("%s is not on the help screen", b.Help().Key)
+				}
+				if b.Help().Key == m.keys.NextMatch.Help().Key || b.Help().Key == m.keys.PrevMatch.Help().Key {
+					continue // n/N act on the filter, with any pane focused
+				}
+				msg := keyMsg(b.Keys()[0])
+				if _, ok := pn.update(m, msg); !ok {
+					t.Errorf("%s pane does not take %s", paneNames[p], b.Help().Key)
+				}
+			}
+			if _, ok := pn.update(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")}); ok {
+				t.Errorf("%s pane takes x", paneNames[p])
+			}
+		})
+	}
+}
