@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -288,76 +289,120 @@ func floorDiv(a, b int64) int64 {
 // PTA MALLOC and FREE records on the op's thread in [StartNS, EndNS]; with CSV records (no
 // sizes, no threads), the PTA Allocated total after the op's last record
 // minus the total before its first, on the device of those records.
-// Untimed ops get 0.
+// Untimed ops get 0. MemDeltas is the same rule for records that arrive in
+// batches.
 func (d *Data) OpMemDeltas() []int64 {
+	var md MemDeltas
+	md.Add(d.Memory)
 	out := make([]int64, len(d.Ops))
-	type series struct {
-		t   []int64
-		sum []int64 // prefix sums of AllocSize, or Allocated totals
-	}
-	sized := false
-	for i := range d.Memory {
-		if d.Memory[i].AllocSize != 0 {
-			sized = true
-			break
-		}
-	}
-	by := map[uint64]*series{} // key: TID (sized) or device (totals)
-	for i := range d.Memory {  // Memory is time-sorted
-		m := &d.Memory[i]
-		if m.Component != CompPTA || (!sized && !m.HasAllocated) || (sized && m.Kind == MemoryBlockFree) {
-			continue // BLOCK_FREE returns a block to the pool: allocated bytes do not change
-		}
-		k := m.TID
-		if !sized {
-			k = uint64(m.Device)
-		}
-		s := by[k]
-		if s == nil {
-			s = &series{}
-			by[k] = s
-		}
-		v := m.Allocated
-		if sized {
-			v = m.AllocSize
-			if n := len(s.sum); n > 0 {
-				v += s.sum[n-1]
-			}
-		}
-		s.t = append(s.t, m.TimeNS)
-		s.sum = append(s.sum, v)
-	}
-	if len(by) == 0 {
-		return out
-	}
 	for i := range d.Ops {
-		o := &d.Ops[i]
-		if !o.Timed() {
-			continue
-		}
-		eval := func(s *series) int64 {
-			lo := sort.Search(len(s.t), func(j int) bool { return s.t[j] >= o.StartNS })
-			hi := sort.Search(len(s.t), func(j int) bool { return s.t[j] > o.EndNS })
-			if hi <= lo {
-				return 0
-			}
-			before := int64(0)
-			if lo > 0 {
-				before = s.sum[lo-1]
-			} else if !sized {
-				before = s.sum[0] // no earlier total: count from the first record
-			}
-			return s.sum[hi-1] - before
-		}
-		if sized {
-			if s := by[o.TID]; s != nil {
-				out[i] = eval(s)
-			}
-			continue
-		}
-		for _, s := range by {
-			out[i] += eval(s)
-		}
+		out[i] = md.Of(&d.Ops[i])
 	}
 	return out
+}
+
+// MemDeltas answers, per op, the change of allocated bytes during it (the
+// rule of Data.OpMemDeltas) from memory records added in batches, as a
+// tail reads them while the profiler writes: an op's delta counts the
+// records added by the time it is asked. Whether the records carry sizes
+// (FRAMEWORK) or totals only (CSV) is decided by the first batch that has
+// any. It keeps 16 bytes per PTA record. The zero value is ready to use.
+type MemDeltas struct {
+	sized, decided bool
+	by             map[uint64]*memSeries // key: TID (sized) or device (totals)
+}
+
+// memSeries is one key's records in time order: their times and the
+// prefix sums of AllocSize (sized) or the Allocated totals.
+type memSeries struct {
+	t, sum []int64
+}
+
+// Add takes a batch of memory records (time-sorted, as Data.Memory and a
+// tail batch's are; a record older than its key's last is put in place).
+func (m *MemDeltas) Add(recs []MemoryRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	if !m.decided {
+		m.decided = true
+		for i := range recs {
+			if recs[i].AllocSize != 0 {
+				m.sized = true
+				break
+			}
+		}
+	}
+	if m.by == nil {
+		m.by = map[uint64]*memSeries{}
+	}
+	for i := range recs {
+		r := &recs[i]
+		if r.Component != CompPTA || (!m.sized && !r.HasAllocated) || (m.sized && r.Kind == MemoryBlockFree) {
+			continue // BLOCK_FREE returns a block to the pool: allocated bytes do not change
+		}
+		k, v := uint64(r.Device), r.Allocated
+		if m.sized {
+			k, v = r.TID, r.AllocSize
+		}
+		s := m.by[k]
+		if s == nil {
+			s = &memSeries{}
+			m.by[k] = s
+		}
+		s.add(r.TimeNS, v, m.sized)
+	}
+}
+
+// add puts one record's value in time order, after those of the same time.
+func (s *memSeries) add(t, v int64, sized bool) {
+	n := len(s.t)
+	j := n
+	if n > 0 && s.t[n-1] > t { // a late record: its place
+		j = sort.Search(n, func(i int) bool { return s.t[i] > t })
+	}
+	if !sized {
+		s.t, s.sum = slices.Insert(s.t, j, t), slices.Insert(s.sum, j, v)
+		return
+	}
+	prev := int64(0)
+	if j > 0 {
+		prev = s.sum[j-1]
+	}
+	s.t, s.sum = slices.Insert(s.t, j, t), slices.Insert(s.sum, j, prev+v)
+	for i := j + 1; i <= n; i++ { // the records after a late one count it too
+		s.sum[i] += v
+	}
+}
+
+// Of returns op o's change of allocated bytes from the records added so far.
+func (m *MemDeltas) Of(o *Op) int64 {
+	if !o.Timed() || len(m.by) == 0 {
+		return 0
+	}
+	eval := func(s *memSeries) int64 {
+		lo := sort.Search(len(s.t), func(j int) bool { return s.t[j] >= o.StartNS })
+		hi := sort.Search(len(s.t), func(j int) bool { return s.t[j] > o.EndNS })
+		if hi <= lo {
+			return 0
+		}
+		before := int64(0)
+		if lo > 0 {
+			before = s.sum[lo-1]
+		} else if !m.sized {
+			before = s.sum[0] // no earlier total: count from the first record
+		}
+		return s.sum[hi-1] - before
+	}
+	if m.sized {
+		if s := m.by[o.TID]; s != nil {
+			return eval(s)
+		}
+		return 0
+	}
+	var d int64
+	for _, s := range m.by {
+		d += eval(s)
+	}
+	return d
 }

@@ -324,6 +324,42 @@ func TestOpMemDeltas(t *testing.T) {
 	}
 }
 
+// TestMemDeltasInBatches: records added in batches, in order or the later
+// batches first (records older than those already held), give every op
+// the delta of the whole set, for records with sizes (FRAMEWORK) and for
+// totals only (CSV).
+func TestMemDeltasInBatches(t *testing.T) {
+	for _, dir := range []string{genDir, filepath.Join(fixtures(t), "mstt")} {
+		d, err := ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := d.OpMemDeltas()
+		n := len(d.Memory)
+		batches := [][]MemoryRecord{d.Memory[:n/3], d.Memory[n/3 : 2*n/3], d.Memory[2*n/3:]}
+		for _, order := range [][]int{{0, 1, 2}, {2, 1, 0}, {1, 0, 2}} {
+			t.Run(fmt.Sprintf("%s/%v", filepath.Base(dir), order), func(t *testing.T) {
+				var m MemDeltas
+				for _, b := range order {
+					m.Add(batches[b])
+				}
+				nonzero := 0
+				for i := range d.Ops {
+					if got := m.Of(&d.Ops[i]); got != want[i] {
+						t.Fatalf("op %d %s: %d in batches, %d whole", i, d.Ops[i].Name, got, want[i])
+					}
+					if want[i] != 0 {
+						nonzero++
+					}
+				}
+				if nonzero == 0 && dir == genDir {
+					t.Fatal("no op has a delta: the test compares nothing")
+				}
+			})
+		}
+	}
+}
+
 // TestEveryFixtureFileReads walks every CSV and JSON fixture: CSVs through
 // the header-indexed table reader (all rows), JSON through encoding/json.
 // The CANN SQLite export (msinsight_msprof_0.db) is out of scope.

@@ -153,13 +153,16 @@ func profilerMemory(d *profiler.Data) (*snapshot.Snapshot, []store.DeviceTotals)
 }
 
 // ProfilerTail follows the FRAMEWORK files of profiler directories while
-// they are written (profiler.Tailer) and appends their ops to a Store.
-// Memory records of a live run are not turned into a trace: a watched
-// directory's memory data comes from its snapshots.
+// they are written (profiler.Tailer) and appends their ops to a Store,
+// each with its memory delta from the memory records read so far
+// (profiler.MemDeltas). Memory records of a live run are not turned into
+// a trace: a watched directory's memory data comes from its snapshots, or
+// from a profiler directory once it is opened (Load).
 type ProfilerTail struct {
-	tail  *profiler.Tailer
-	store *store.Store
-	ops   int
+	tail   *profiler.Tailer
+	store  *store.Store
+	deltas profiler.MemDeltas
+	ops    int
 }
 
 // NewProfilerTail follows path (a *_ascend_pt directory, or a parent where
@@ -173,15 +176,23 @@ func NewProfilerTail(path string, st *store.Store) (*ProfilerTail, error) {
 }
 
 // Poll reads what the profiler wrote since the last Poll and appends its
-// timed ops to the Store; it returns how many it appended. A read error
-// is returned after whatever could be read was appended. Not safe for
-// concurrent use (one goroutine polls).
+// timed ops, with their memory deltas, to the Store; it returns how many
+// it appended. A read error is returned after whatever could be read was
+// appended. Not safe for concurrent use (one goroutine polls).
 func (p *ProfilerTail) Poll() (int, error) {
 	b, err := p.tail.Poll()
-	if b == nil || len(b.Ops) == 0 {
+	if b == nil {
 		return 0, err
 	}
-	ops := ProfilerOps(b.Ops, nil)
+	p.deltas.Add(b.Memory) // an op's records are written before the op itself
+	if len(b.Ops) == 0 {
+		return 0, err
+	}
+	deltas := make([]int64, len(b.Ops))
+	for i := range b.Ops {
+		deltas[i] = p.deltas.Of(&b.Ops[i])
+	}
+	ops := ProfilerOps(b.Ops, deltas)
 	p.store.AppendOps(ops)
 	p.ops += len(ops)
 	return len(ops), err

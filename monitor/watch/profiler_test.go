@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -147,6 +148,42 @@ func TestProfilerTailGrows(t *testing.T) {
 	}
 	if tail.Ops() != timed || len(s.Ops(-1<<62, 1<<62)) != timed {
 		t.Fatalf("tail appended %d ops (store %d), want %d", tail.Ops(), len(s.Ops(-1<<62, 1<<62)), timed)
+	}
+}
+
+// TestProfilerTailMemDeltas: the ops a tail appends carry the memory delta
+// the whole directory gives them (as npumon replay shows them), not 0.
+func TestProfilerTailMemDeltas(t *testing.T) {
+	d, err := profiler.ReadDir(genProfilerDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]int64{} // start µs → Σ delta of the ops starting then
+	for _, o := range ProfilerOps(d.Ops, d.OpMemDeltas()) {
+		want[o.StartUS] += o.MemDelta
+	}
+	parent := t.TempDir() // the directory alone: its siblings here share its pid, threads and times
+	if err := os.CopyFS(filepath.Join(parent, filepath.Base(genProfilerDir)), os.DirFS(genProfilerDir)); err != nil {
+		t.Fatal(err)
+	}
+	s := store.New(store.Options{})
+	tail, err := NewProfilerTail(parent, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tail.Poll(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int64{}
+	nonzero := 0
+	for _, o := range s.Ops(-1<<62, 1<<62) {
+		got[o.StartUS] += o.MemDelta
+		if o.MemDelta != 0 {
+			nonzero++
+		}
+	}
+	if nonzero == 0 || !maps.Equal(got, want) {
+		t.Fatalf("tail deltas by start %v, want %v", got, want)
 	}
 }
 
