@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -107,5 +108,27 @@ func BenchmarkLoadPythonPickleLoad1M(b *testing.B) {
 				b.Fatalf("%v: %s", err, out)
 			}
 		}
+	})
+}
+
+// BenchmarkLoadedStateAt1M is a random cursor's StateAt + Summary on the
+// Store LoadSnapshot built from a generated file (its checkpoints are as
+// ingest spaced them).
+func BenchmarkLoadedStateAt1M(b *testing.B) {
+	eachLoadBenchFile(b, func(b *testing.B, path string) {
+		st := NewStore(StoreOptions{})
+		if _, err := LoadSnapshot(context.Background(), path, st, func(LoadProgress) {}); err != nil {
+			b.Fatal(err)
+		}
+		first, last := st.Bounds(0)
+		r := rand.New(rand.NewPCG(1, 2))
+		b.ResetTimer()
+		c0 := cpuNow()
+		for b.Loop() {
+			c := first + r.Int64N(last-first+1)
+			st.StateAt(0, c)
+			st.Summary(0, c)
+		}
+		reportCPU(b, c0, 0, "")
 	})
 }

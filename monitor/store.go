@@ -17,7 +17,8 @@ import (
 type StoreOptions struct {
 	// CheckpointEvery is K, the number of entries between segment-map
 	// checkpoints: a seek costs one checkpoint restore plus at most K
-	// entries. Default 2048.
+	// entries. Default 2048. While more than K blocks are live the gap is
+	// the number of live blocks instead (checkpointGap).
 	CheckpointEvery int
 }
 
@@ -374,6 +375,7 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 		last = d.recs.at(n - 1).time
 		act, res = d.active.at(n-1), d.reserved.at(n-1)
 	}
+	next := d.cps[len(d.cps)-1].At + d.checkpointGap(k)
 	for i := range entries {
 		e := &entries[i]
 		seq := int64(d.recs.Len())
@@ -402,10 +404,20 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 			d.reserved.append(res)
 		}
 		d.byAction[e.Action].append(seq)
-		if (seq+1)%int64(k) == 0 {
+		if seq+1 >= next {
 			d.cps = append(d.cps, d.head.Dump(seq+1))
+			next = seq + 1 + d.checkpointGap(k)
 		}
 	}
+}
+
+// checkpointGap is the number of entries until the next checkpoint: k, or
+// the number of live blocks when there are more (a checkpoint copies every
+// live block, so a trace holding many live blocks would otherwise spend more
+// memory on checkpoints than on its entries; a seek then rolls forward at
+// most as many entries as the state it builds has blocks).
+func (d *devLog) checkpointGap(k int) int64 {
+	return int64(max(k, d.head.Live()))
 }
 
 func newDevLog(id int, base TimeBase) *devLog {

@@ -73,25 +73,56 @@ func CheckComplete(p string) error {
 var errIncomplete = errors.New("pickle does not end with STOP (still being written?)")
 
 // skimPickle walks the opcodes of a pickle of size bytes from r without
-// building anything.
-func skimPickle(r *bufio.Reader, size int64) error {
-	var off int64
+// building anything. It reads through a buffer of its own, not byte by
+// byte: replay runs it beside the full decode of a large file.
+func skimPickle(r io.Reader, size int64) error {
+	buf := make([]byte, 1<<20)
+	var off int64 // file offset of buf[pos]
+	pos, end := 0, 0
+	eof := false
+	// fill makes n bytes (n ≤ len(buf)) available at pos, unless the input ends.
+	fill := func(n int) bool {
+		if end-pos >= n {
+			return true
+		}
+		copy(buf, buf[pos:end])
+		end -= pos
+		pos = 0
+		for end < n && !eof {
+			m, err := r.Read(buf[end:])
+			end += m
+			if err != nil {
+				eof = true
+			}
+		}
+		return end-pos >= n
+	}
 	skip := func(n int64) error {
 		if n < 0 || n > size-off {
 			return errIncomplete
 		}
-		if _, err := r.Discard(int(n)); err != nil {
+		if have := int64(end - pos); n <= have {
+			pos += int(n)
+			off += n
+			return nil
+		}
+		rest := n - int64(end-pos)
+		off += int64(end - pos)
+		pos, end = 0, 0
+		if m, err := io.CopyN(io.Discard, r, rest); err != nil || m != rest {
 			return errIncomplete
 		}
-		off += n
+		off += rest
 		return nil
 	}
 	// lenArg reads a w-byte little-endian length and skips that many bytes.
 	lenArg := func(w int) error {
-		var b [8]byte
-		if _, err := io.ReadFull(r, b[:w]); err != nil {
+		if !fill(w) {
 			return errIncomplete
 		}
+		var b [8]byte
+		copy(b[:], buf[pos:pos+w])
+		pos += w
 		off += int64(w)
 		n := binary.LittleEndian.Uint64(b[:])
 		if n > uint64(size) {
@@ -100,10 +131,11 @@ func skimPickle(r *bufio.Reader, size int64) error {
 		return skip(int64(n))
 	}
 	for {
-		op, err := r.ReadByte()
-		if err != nil {
+		if pos >= end && !fill(1) {
 			return errIncomplete
 		}
+		op := buf[pos]
+		pos++
 		at := off
 		off++
 		var serr error

@@ -44,6 +44,10 @@ func FromSegments(segs []allocator.Segment) *State {
 	return st
 }
 
+// Live is the number of live blocks (for a thawed state, those of its
+// checkpoint plus those changed since: an upper bound).
+func (st *State) Live() int { return len(st.blocks) + len(st.base) }
+
 // segMap returns segs, building it from baseSegs on first use.
 func (st *State) segMap() map[uint64]allocator.Segment {
 	if st.segs == nil {
