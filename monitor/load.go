@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
@@ -18,6 +19,9 @@ type LoadProgress struct {
 	// EntriesTotal is the number of entries to index, 0 when unknown.
 	EntriesTotal int64
 }
+
+// progressEvery is how often LoadSnapshot reports the entries indexed.
+var progressEvery = 100 * time.Millisecond
 
 // LoadSnapshot decodes the snapshot file at path (pickle or JSON export)
 // into store, reporting progress from its own goroutine, and returns the
@@ -42,7 +46,28 @@ func LoadSnapshot(ctx context.Context, path string, store *Store, report func(Lo
 			n += int64(len(tr))
 		}
 		report(LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
-		if err := store.IngestSnapshot(capt.Snapshot); err != nil {
+		// While the Store indexes, the entries it has indexed so far are
+		// reported every progressEvery.
+		from := store.indexed.Load()
+		stop, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			t := time.NewTicker(progressEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					done := min(store.indexed.Load()-from, n)
+					report(LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: done, EntriesTotal: n})
+				}
+			}
+		}()
+		err = store.IngestSnapshot(capt.Snapshot)
+		close(stop)
+		<-stopped
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		store.IngestOps(AnnotationOps(capt.Snapshot))

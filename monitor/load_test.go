@@ -3,9 +3,14 @@ package monitor
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/replay"
 )
 
 // TestLoadSnapshot: a real snapshot loads into the Store with progress
@@ -63,5 +68,57 @@ func TestLoadProfiler(t *testing.T) {
 	if len(stages) < 2 || stages[0] != "reading profiler data" || stages[len(stages)-1] != "indexing" ||
 		len(store.Ops(0, 1<<62)) == 0 || store.Len(store.Devices()[0]) == 0 {
 		t.Fatalf("stages %v, %d ops", stages, len(store.Ops(0, 1<<62)))
+	}
+}
+
+// TestLoadSnapshotIndexingProgress: while the Store indexes a large trace,
+// the entries indexed so far are reported, never decreasing, and the last
+// report has them all.
+func TestLoadSnapshotIndexingProgress(t *testing.T) {
+	// One segment; 1 MiB blocks allocated and freed in turn.
+	const base, mib = 0x7f0000000000, 1 << 20
+	snap := &allocator.Snapshot{Segments: []allocator.Segment{{Address: base, TotalSize: 64 * mib, IsLarge: true,
+		Blocks: []allocator.Block{{Address: base, Size: 64 * mib, State: allocator.StateInactive}}}}}
+	var tr []allocator.TraceEntry
+	for i := range 4*indexStep + 1000 {
+		a := uint64(base + (i/2%64)*mib)
+		act := allocator.ActionAlloc
+		if i%2 == 1 {
+			act = allocator.ActionFreeCompleted
+		}
+		tr = append(tr, allocator.TraceEntry{Action: act, Addr: a, Size: mib, TimeUS: int64(1_700_000_000_000_000 + i)})
+	}
+	snap.DeviceTraces = [][]allocator.TraceEntry{tr}
+	path := filepath.Join(t.TempDir(), "big.pickle")
+	if err := replay.WriteFile(path, snap, replay.WritePickle, replay.ExportDict); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = time.Microsecond // every tick of the ingest is seen
+	var mu sync.Mutex
+	var idx []int64
+	var total int64
+	_, err := LoadSnapshot(context.Background(), path, NewStore(StoreOptions{}), func(p LoadProgress) {
+		if p.Stage == "indexing" {
+			mu.Lock()
+			idx = append(idx, p.Entries)
+			total = p.EntriesTotal
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := 0
+	for i, e := range idx {
+		if i > 0 && e < idx[i-1] {
+			t.Fatalf("indexing progress went back: %v", idx)
+		}
+		if e > 0 && e < total {
+			mid++
+		}
+	}
+	if total == 0 || idx[len(idx)-1] != total || mid == 0 {
+		t.Fatalf("indexing progress %v of %d: want steps between 0 and the total, ending at it", idx, total)
 	}
 }

@@ -62,7 +62,15 @@ type Store struct {
 
 	annotations []allocator.Annotation
 	info        map[int]DeviceInfo
+
+	// indexed counts entries the ingests of captures have indexed, in
+	// steps of indexStep (LoadSnapshot's progress while it indexes).
+	indexed atomic.Int64
 }
+
+// indexStep is how many entries a capture's ingest indexes between two
+// additions to Store.indexed.
+const indexStep = 1 << 16
 
 // attr holds the rarely varying fields of an entry, interned per Store.
 type attr struct {
@@ -101,6 +109,8 @@ type devLog struct {
 	attrs    *attrTable
 	gaps     []GapRecord
 	missed   int64
+
+	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
 
 	lastMu sync.Mutex
 	last   *checkpoint // the last state a query rolled to (cursor stepping)
@@ -235,7 +245,9 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	for a, c := range pre.counts {
 		d.byAction[allocator.Action(a)].reserve(c)
 	}
+	d.indexed = &s.indexed
 	d.appendEntries(tl.Entries, s.k, true)
+	d.indexed = nil
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.init.Allocated, stated.init.Reserved, stated.init.Active
 		for i, t := range stated.after {
@@ -407,6 +419,9 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 		if seq+1 >= next {
 			d.cps = append(d.cps, d.head.Dump(seq+1))
 			next = seq + 1 + d.checkpointGap(k)
+		}
+		if (i+1)%indexStep == 0 && d.indexed != nil {
+			d.indexed.Add(indexStep)
 		}
 	}
 }
