@@ -201,22 +201,30 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	if dev < len(snap.DeviceTraces) {
 		entries = snap.DeviceTraces[dev]
 	}
-	// The reconstruction of the initial state (replay) and this package's
-	// own pass over the trace are independent: run them side by side.
+	// Two goroutines: one reconstructs the initial state (replay) and rolls
+	// the segment map forward from it (checkpoints, pending-free bytes);
+	// the other scans the trace (action counts, time base, the overrides
+	// the first needs) and stores the records, the action indexes and the
+	// active and reserved series relative to the start, which only the
+	// initial state fixes (added once both are done).
+	d := newDevLog(dev, TimeSequence)
+	d.indexed = &s.indexed
 	var pre prepass
-	done := make(chan struct{})
+	scanned, stored := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stored)
 		pre = scanCapture(snap, dev, entries)
-		close(done)
+		if pre.hasTime {
+			d.base = TimeEpochUS
+		}
+		close(scanned)
+		d.storeCapture(entries, &pre.counts)
 	}()
 	tl, err := replay.NewTimeline(snap, dev)
-	<-done
+	<-scanned
 	if err != nil {
+		<-stored
 		return nil, fmt.Errorf("monitor: ingest device %d: %w", dev, err)
-	}
-	d := newDevLog(dev, TimeSequence)
-	if pre.hasTime {
-		d.base = TimeEpochUS
 	}
 	d.ov = pre.ov
 	d.head = stateFromSegments(tl.Initial)
@@ -237,17 +245,20 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
 	d.cps = []*checkpoint{d.head.Freeze(0)}
-	n := len(entries)
-	d.recs.reserve(n)
-	d.active.v.reserve(n)
-	d.allocated.v.reserve(n)
-	d.reserved.v.reserve(n)
-	for a, c := range pre.counts {
-		d.byAction[allocator.Action(a)].reserve(c)
-	}
-	d.indexed = &s.indexed
-	d.appendEntries(tl.Entries, s.k, true)
+	d.rollCapture(entries, s.k)
+	<-stored
 	d.indexed = nil
+	// active and reserved were stored relative to the start; allocated
+	// holds the pending-free bytes after each entry (allocated = active −
+	// pending).
+	for ci, ch := range d.active.v.chunks {
+		res, alloc := d.reserved.v.chunks[ci], d.allocated.v.chunks[ci]
+		for j := range ch {
+			ch[j] += d.initActive
+			res[j] += d.initReserv
+			alloc[j] = ch[j] - alloc[j]
+		}
+	}
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.init.Allocated, stated.init.Reserved, stated.init.Active
 		for i, t := range stated.after {
@@ -260,6 +271,64 @@ func (s *Store) buildCapture(snap *allocator.Snapshot, dev int, stated *deviceTo
 	d.allocated.reindex()
 	d.reserved.reindex()
 	return d, nil
+}
+
+// storeCapture is the record side of a capture's ingest (buildCapture):
+// the records, the action indexes, and the active and reserved series
+// relative to the start.
+func (d *devLog) storeCapture(entries []allocator.TraceEntry, counts *[256]int) {
+	n := len(entries)
+	d.recs.reserve(n)
+	d.active.v.reserve(n)
+	d.reserved.v.reserve(n)
+	for a, c := range counts {
+		d.byAction[allocator.Action(a)].reserve(c)
+	}
+	at := d.attrs
+	var last, act, res int64
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(i)
+		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
+		if e.Action == allocator.ActionOOM {
+			r.addr = uint64(e.DeviceFree)
+		}
+		if d.base == TimeSequence {
+			r.time = seq
+		} else {
+			r.time = max(e.TimeUS, last) // keep times non-decreasing
+			last = r.time
+		}
+		d.recs.append(r)
+		act += replay.ActiveDelta(e)
+		res += replay.ReservedDelta(e)
+		d.active.bulk(act)
+		d.reserved.bulk(res)
+		d.byAction[e.Action].append(seq)
+		if (i+1)%indexStep == 0 {
+			d.indexed.Add(indexStep)
+		}
+	}
+}
+
+// rollCapture is the segment-map side of a capture's ingest: it rolls the
+// state forward from the initial one over every entry, dumping
+// checkpoints, and keeps the pending-free bytes after each entry in the
+// allocated series (buildCapture turns them into allocated bytes).
+func (d *devLog) rollCapture(entries []allocator.TraceEntry, k int) {
+	d.allocated.v.reserve(len(entries))
+	next := d.checkpointGap(k)
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(i)
+		v := tiling.EntryOf(e)
+		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
+		d.allocated.bulk(d.pending)
+		if seq+1 >= next {
+			d.cps = append(d.cps, d.head.Dump(seq+1))
+			next = seq + 1 + d.checkpointGap(k)
+		}
+	}
 }
 
 // totals are a device's byte totals as a source states them.
@@ -419,9 +488,6 @@ func (d *devLog) appendEntries(entries []allocator.TraceEntry, k int, bulk bool)
 		if seq+1 >= next {
 			d.cps = append(d.cps, d.head.Dump(seq+1))
 			next = seq + 1 + d.checkpointGap(k)
-		}
-		if (i+1)%indexStep == 0 && d.indexed != nil {
-			d.indexed.Add(indexStep)
 		}
 	}
 }
