@@ -1,11 +1,14 @@
 package replay
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -76,6 +79,30 @@ func TestCheckCompleteCutAtDot(t *testing.T) {
 		}
 		if cuts == 0 {
 			t.Fatalf("%s: no '.' byte to cut after", name)
+		}
+	}
+}
+
+// The skim reads through its own buffer: fed one byte per Read (every
+// argument then skipped past the buffer) or all at once, it accepts the
+// whole pickle and refuses every cut.
+func TestSkimPickleReads(t *testing.T) {
+	full, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := map[string]func(b []byte) io.Reader{
+		"whole":    func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"one byte": func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+	}
+	for name, r := range readers {
+		if err := skimPickle(r(full), int64(len(full))); err != nil {
+			t.Fatalf("%s: complete pickle refused: %v", name, err)
+		}
+		for cut := 1; cut < len(full); cut += 4999 {
+			if err := skimPickle(r(full[:cut]), int64(cut)); err == nil {
+				t.Fatalf("%s: cut at %d passed as complete", name, cut)
+			}
 		}
 	}
 }
