@@ -14,8 +14,9 @@ import (
 
 // CheckComplete tells whether a snapshot file is completely written,
 // without decoding it: a pickle's opcode stream is walked (each opcode's
-// argument skipped by its length) and must end with STOP exactly at the
-// end of the file; a JSON file must parse to a snapshot shape (a dict
+// argument skipped by its length, each FRAME but one ending at the end of
+// the file skipped whole: frames hold whole opcodes) and must end with
+// STOP exactly at the end of the file; a JSON file must parse to a snapshot shape (a dict
 // with "segments", or a list). A file cut anywhere — even right after a
 // byte that happens to be STOP — fails. It never blocks on a FIFO or
 // device named like a snapshot. Directory watchers call it before the
@@ -36,7 +37,11 @@ func CheckComplete(p string) error {
 		return fmt.Errorf("%s: too short for a snapshot", p)
 	}
 	if head[0] == opProto {
-		if err := skimPickle(r, fi.Size()); err != nil {
+		// The skim reads the file itself: it seeks past whole frames.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if err := skimPickle(f, fi.Size()); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		return nil
@@ -109,11 +114,34 @@ func skimPickle(r io.Reader, size int64) error {
 		rest := n - int64(end-pos)
 		off += int64(end - pos)
 		pos, end = 0, 0
-		if m, err := io.CopyN(io.Discard, r, rest); err != nil || m != rest {
+		if sk, ok := r.(io.Seeker); ok {
+			if _, err := sk.Seek(rest, io.SeekCurrent); err != nil {
+				return errIncomplete
+			}
+		} else if m, err := io.CopyN(io.Discard, r, rest); err != nil || m != rest {
 			return errIncomplete
 		}
 		off += rest
 		return nil
+	}
+	// frame passes a FRAME's content without walking it, unless it ends
+	// at the end of the file: then its opcodes must end with STOP there.
+	// A pickle's frames hold whole opcodes (an unpickler refuses one that
+	// runs past its frame), so the next opcode follows the frame.
+	frame := func() error {
+		if !fill(8) {
+			return errIncomplete
+		}
+		n := binary.LittleEndian.Uint64(buf[pos : pos+8])
+		pos += 8
+		off += 8
+		switch {
+		case n > uint64(size-off):
+			return errIncomplete
+		case int64(n) == size-off:
+			return nil // the last frame: walked
+		}
+		return skip(int64(n))
 	}
 	// lenArg reads a w-byte little-endian length and skips that many bytes.
 	lenArg := func(w int) error {
@@ -154,8 +182,10 @@ func skimPickle(r io.Reader, size int64) error {
 			serr = skip(2)
 		case opBinInt, opLongBinGet, opLongBinPut:
 			serr = skip(4)
-		case opBinFloat, opFrame:
+		case opBinFloat:
 			serr = skip(8)
+		case opFrame:
+			serr = frame()
 		case opShortBinString, opShortBinBytes, opShortBinUni, opLong1:
 			serr = lenArg(1)
 		case opBinString, opBinBytes, opBinUnicode, opLong4:
