@@ -106,11 +106,14 @@ func BenchmarkStatsFile1M(b *testing.B) {
 func BenchmarkPythonPickleLoad1M(b *testing.B) {
 	py := fixture.Tool(b, "python3", "python3")
 	eachBenchFile(b, func(b *testing.B, path string) {
+		var cpu time.Duration
 		for b.Loop() {
 			cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", path)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("%v: %s", err, out)
 			}
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "child-cpu-ns/op")
 	})
 }
