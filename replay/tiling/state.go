@@ -20,6 +20,9 @@ type State struct {
 	// baseSegs are the checkpoint's sorted segments while segs is nil (no
 	// segment entry applied yet); the common query never copies them.
 	baseSegs []allocator.Segment
+	// segsDump is segs as the last Dump sorted them, shared read-only by
+	// the checkpoints dumped until a segment changes (segMap clears it).
+	segsDump []allocator.Segment
 }
 
 // NewState is an empty segment map.
@@ -50,6 +53,7 @@ func (st *State) Live() int { return len(st.blocks) + len(st.base) }
 
 // segMap returns segs, building it from baseSegs on first use.
 func (st *State) segMap() map[uint64]allocator.Segment {
+	st.segsDump = nil // the caller changes segments
 	if st.segs == nil {
 		st.segs = make(map[uint64]allocator.Segment, len(st.baseSegs)+4)
 		for _, s := range st.baseSegs {
