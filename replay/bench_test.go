@@ -3,7 +3,9 @@ package replay
 import (
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -27,9 +29,21 @@ func eachBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
 			}
 			b.SetBytes(fi.Size())
 			b.ReportAllocs()
+			c0 := cpuNow()
 			fn(b, f.path)
+			b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// cpuNow is this process's user+system CPU time (children excluded): the
+// shared development machine makes wall time swing with other load, so the
+// benchmarks report CPU per op beside it (GC and helper goroutines
+// included).
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).
@@ -92,11 +106,14 @@ func BenchmarkStatsFile1M(b *testing.B) {
 func BenchmarkPythonPickleLoad1M(b *testing.B) {
 	py := fixture.Tool(b, "python3", "python3")
 	eachBenchFile(b, func(b *testing.B, path string) {
+		var cpu time.Duration
 		for b.Loop() {
 			cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", path)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				b.Fatalf("%v: %s", err, out)
 			}
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "child-cpu-ns/op")
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/npumon/npumon/replay/tiling"
 
@@ -172,15 +173,17 @@ func (l *list) setKind(k listKind) {
 
 // builder owns the model under construction.
 type builder struct {
-	stream  bool         // trace entries go to per-list accumulators, not into the model
-	offset  func() int64 // input position, for capacity estimates; nil if unknown
-	total   int64        // input size, -1 if unknown
-	memo    *memo        // nil for JSON
-	stacks  *snapshot.StackTable
-	free    []*dict
-	actions map[string]snapshot.Action
-	table   *snapshot.ActionTable // this decode's unknown actions
-	strs    map[string]string
+	stream   bool         // trace entries go to per-list accumulators, not into the model
+	offset   func() int64 // input position, for capacity estimates; nil if unknown
+	total    int64        // input size, -1 if unknown
+	memo     *memo        // nil for JSON
+	stacks   *snapshot.StackTable
+	free     []*dict
+	actions  map[string]snapshot.Action
+	table    *snapshot.ActionTable // this decode's unknown actions
+	actCache [8]actCached
+	actNext  uint8
+	strs     map[string]internedStr
 
 	// Frames are interned twice over: each distinct frame gets an id
 	// (frameIDs, frameTab), and each distinct sequence of ids a StackID
@@ -246,7 +249,7 @@ func newBuilder() *builder {
 		stacks:   snapshot.NewStackTable(),
 		actions:  make(map[string]snapshot.Action),
 		table:    snapshot.NewActionTable(),
-		strs:     make(map[string]string),
+		strs:     make(map[string]internedStr),
 		frameIDs: make(map[snapshot.Frame]uint32),
 		frameTab: []snapshot.Frame{{}},
 		stackOf:  make(map[string]snapshot.StackID),
@@ -254,19 +257,68 @@ func newBuilder() *builder {
 }
 
 // intern returns p as a string, sharing short repeated strings (keys,
-// states, actions that a producer did not memoize).
-func (b *builder) intern(p []byte) string {
+// states, actions that a producer did not memoize), and the string's key
+// code (traceKeyCode), which a string value carries in n.
+func (b *builder) intern(p []byte) (string, uint64) {
 	if len(p) > 64 {
-		return string(p)
+		return string(p), 0
 	}
 	if s, ok := b.strs[string(p)]; ok {
-		return s
+		return s.s, s.code
 	}
 	s := string(p)
+	c := traceKeyCode(s)
 	if len(b.strs) < 1<<16 {
-		b.strs[s] = s
+		b.strs[s] = internedStr{s, c}
 	}
-	return s
+	return s, c
+}
+
+type internedStr struct {
+	s    string
+	code uint64
+}
+
+// Codes of the trace-entry keys. A string value made by the pickle decoder
+// carries its code (0: none), so the millions of trace-entry fields are
+// dispatched on an integer, not by comparing key strings.
+const (
+	tkAction = 1 + iota
+	tkAddr
+	tkSize
+	tkStream
+	tkDeviceFree
+	tkTimeUS
+	tkFrames
+	tkCompileContext
+	tkUserMetadata
+	tkPoolID
+)
+
+func traceKeyCode(k string) uint64 {
+	switch k {
+	case "action":
+		return tkAction
+	case "addr":
+		return tkAddr
+	case "size":
+		return tkSize
+	case "stream":
+		return tkStream
+	case "device_free":
+		return tkDeviceFree
+	case "time_us":
+		return tkTimeUS
+	case "frames":
+		return tkFrames
+	case "compile_context":
+		return tkCompileContext
+	case "user_metadata":
+		return tkUserMetadata
+	case "pool_id":
+		return tkPoolID
+	}
+	return 0
 }
 
 func (b *builder) newDict() val {
@@ -341,17 +393,35 @@ func (b *builder) recycle(d *dict) {
 }
 
 func (b *builder) action(s string) snapshot.Action {
-	if a, ok := b.actions[s]; ok {
-		return a
+	// The action strings of a pickle are memoized: every entry's action
+	// shares one of a few strings, found here by its bytes' address.
+	p := unsafe.StringData(s)
+	for i := range b.actCache {
+		if c := &b.actCache[i]; c.p == p && c.n == len(s) && p != nil {
+			return c.a
+		}
 	}
-	a := b.table.Parse(s)
-	if len(b.actions) < 1024 {
-		b.actions[s] = a
+	a, ok := b.actions[s]
+	if !ok {
+		a = b.table.Parse(s)
+		if len(b.actions) < 1024 {
+			b.actions[s] = a
+		}
+		if a == snapshot.ActionWorkspaceSnapshot {
+			b.sawWorkspace = true
+		}
 	}
-	if a == snapshot.ActionWorkspaceSnapshot {
-		b.sawWorkspace = true
-	}
+	b.actCache[b.actNext%uint8(len(b.actCache))] = actCached{p, len(s), a}
+	b.actNext++
 	return a
+}
+
+// actCached is a recently used action string: its bytes' address, length
+// and action.
+type actCached struct {
+	p *byte
+	n int
+	a snapshot.Action
 }
 
 // setItems applies key/value pairs to a dict.
@@ -385,6 +455,12 @@ func (b *builder) setItems(dv val, items []val) error {
 		}
 		if k.k != kStr {
 			return fmt.Errorf("%s dict has a %s key; keys are strings", d.kind, k.k)
+		}
+		if d.kind == dTrace && k.n != 0 {
+			if err := b.setTrace(d, k.n, k.s, v); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := b.set(d, k.s, v); err != nil {
 			return err
@@ -607,39 +683,8 @@ func (b *builder) listOf(d *dict, key string, v *val, k listKind) (*list, error)
 func (b *builder) set(d *dict, key string, v *val) (err error) {
 	switch d.kind {
 	case dTrace:
-		e := d.te
-		switch key {
-		case "action":
-			var s string
-			if s, err = b.str(d, key, v); err == nil {
-				e.Action = b.action(s)
-			}
-		case "addr":
-			e.Addr, err = b.u64(d, key, v)
-		case "size":
-			e.Size, err = b.i64(d, key, v)
-		case "stream":
-			e.Stream, err = b.u64(d, key, v)
-			b.sawStream = b.sawStream || e.Stream != 0
-			b.sawStreamZero = b.sawStreamZero || (err == nil && e.Stream == 0)
-		case "device_free":
-			e.DeviceFree, err = b.i64(d, key, v)
-		case "time_us":
-			if v.k != kNone {
-				e.TimeUS, err = b.i64(d, key, v)
-				b.sawTime = true
-			}
-		case "frames":
-			e.Frames, err = b.frames(d, key, v)
-		case "compile_context":
-			e.CompileContext, err = b.str(d, key, v)
-		case "user_metadata":
-			e.UserMetadata, err = b.str(d, key, v)
-		case "pool_id":
-			if v.k != kNone {
-				e.PoolID, err = b.pool(d, key, v)
-				e.HasPoolID = err == nil
-			}
+		if c := traceKeyCode(key); c != 0 {
+			return b.setTrace(d, c, key, v)
 		}
 	case dFrame:
 		f := d.fr
@@ -764,6 +809,45 @@ func (b *builder) set(d *dict, key string, v *val) (err error) {
 	return err
 }
 
+// setTrace stores the trace-entry field of key code c (traceKeyCode).
+func (b *builder) setTrace(d *dict, c uint64, key string, v *val) (err error) {
+	e := d.te
+	switch c {
+	case tkAction:
+		var s string
+		if s, err = b.str(d, key, v); err == nil {
+			e.Action = b.action(s)
+		}
+	case tkAddr:
+		e.Addr, err = b.u64(d, key, v)
+	case tkSize:
+		e.Size, err = b.i64(d, key, v)
+	case tkStream:
+		e.Stream, err = b.u64(d, key, v)
+		b.sawStream = b.sawStream || e.Stream != 0
+		b.sawStreamZero = b.sawStreamZero || (err == nil && e.Stream == 0)
+	case tkDeviceFree:
+		e.DeviceFree, err = b.i64(d, key, v)
+	case tkTimeUS:
+		if v.k != kNone {
+			e.TimeUS, err = b.i64(d, key, v)
+			b.sawTime = true
+		}
+	case tkFrames:
+		e.Frames, err = b.frames(d, key, v)
+	case tkCompileContext:
+		e.CompileContext, err = b.str(d, key, v)
+	case tkUserMetadata:
+		e.UserMetadata, err = b.str(d, key, v)
+	case tkPoolID:
+		if v.k != kNone {
+			e.PoolID, err = b.pool(d, key, v)
+			e.HasPoolID = err == nil
+		}
+	}
+	return err
+}
+
 // ensureList gives an untyped list its kind (converting waiting elements)
 // or checks a typed list's kind.
 func (b *builder) ensureList(l *list, k listKind) error {
@@ -782,6 +866,23 @@ func (b *builder) ensureList(l *list, k listKind) error {
 
 // appendItems adds elements to a list.
 func (b *builder) appendItems(l *list, items []val) error {
+	if l.kind == lFrames && !l.interned {
+		// The common case, a frames list filled by one APPENDS: frame dicts
+		// already placed before (shared through the memo) become their ids
+		// here; anything else goes the general way from the first other item.
+		if cap(l.fids)-len(l.fids) < len(items) {
+			l.fids = b.fidSpace(l.fids, len(items))
+		}
+		for len(items) > 0 {
+			it := &items[0]
+			if it.k != kDict || it.gen != it.d.gen || it.d.kind != dFrame || it.d.fid == 0 {
+				break
+			}
+			b.charge(elemBytes)
+			l.fids = append(l.fids, it.d.fid)
+			items = items[1:]
+		}
+	}
 	for i := range items {
 		if i == 1 && l.kind == lFrames && !l.interned && cap(l.fids)-len(l.fids) < len(items)-1 {
 			l.fids = b.fidSpace(l.fids, len(items)-1)

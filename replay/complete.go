@@ -14,8 +14,9 @@ import (
 
 // CheckComplete tells whether a snapshot file is completely written,
 // without decoding it: a pickle's opcode stream is walked (each opcode's
-// argument skipped by its length) and must end with STOP exactly at the
-// end of the file; a JSON file must parse to a snapshot shape (a dict
+// argument skipped by its length, each FRAME but one ending at the end of
+// the file skipped whole: frames hold whole opcodes) and must end with
+// STOP exactly at the end of the file; a JSON file must parse to a snapshot shape (a dict
 // with "segments", or a list). A file cut anywhere — even right after a
 // byte that happens to be STOP — fails. It never blocks on a FIFO or
 // device named like a snapshot. Directory watchers call it before the
@@ -36,7 +37,11 @@ func CheckComplete(p string) error {
 		return fmt.Errorf("%s: too short for a snapshot", p)
 	}
 	if head[0] == opProto {
-		if err := skimPickle(r, fi.Size()); err != nil {
+		// The skim reads the file itself: it seeks past whole frames.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if err := skimPickle(f, fi.Size()); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		return nil
@@ -73,25 +78,79 @@ func CheckComplete(p string) error {
 var errIncomplete = errors.New("pickle does not end with STOP (still being written?)")
 
 // skimPickle walks the opcodes of a pickle of size bytes from r without
-// building anything.
-func skimPickle(r *bufio.Reader, size int64) error {
-	var off int64
+// building anything. It reads through a buffer of its own, not byte by
+// byte: replay runs it beside the full decode of a large file.
+func skimPickle(r io.Reader, size int64) error {
+	buf := make([]byte, 1<<20)
+	var off int64 // file offset of buf[pos]
+	pos, end := 0, 0
+	eof := false
+	// fill makes n bytes (n ≤ len(buf)) available at pos, unless the input ends.
+	fill := func(n int) bool {
+		if end-pos >= n {
+			return true
+		}
+		copy(buf, buf[pos:end])
+		end -= pos
+		pos = 0
+		for end < n && !eof {
+			m, err := r.Read(buf[end:])
+			end += m
+			if err != nil {
+				eof = true
+			}
+		}
+		return end-pos >= n
+	}
 	skip := func(n int64) error {
 		if n < 0 || n > size-off {
 			return errIncomplete
 		}
-		if _, err := r.Discard(int(n)); err != nil {
+		if have := int64(end - pos); n <= have {
+			pos += int(n)
+			off += n
+			return nil
+		}
+		rest := n - int64(end-pos)
+		off += int64(end - pos)
+		pos, end = 0, 0
+		if sk, ok := r.(io.Seeker); ok {
+			if _, err := sk.Seek(rest, io.SeekCurrent); err != nil {
+				return errIncomplete
+			}
+		} else if m, err := io.CopyN(io.Discard, r, rest); err != nil || m != rest {
 			return errIncomplete
 		}
-		off += n
+		off += rest
 		return nil
+	}
+	// frame passes a FRAME's content without walking it, unless it ends
+	// at the end of the file: then its opcodes must end with STOP there.
+	// A pickle's frames hold whole opcodes (an unpickler refuses one that
+	// runs past its frame), so the next opcode follows the frame.
+	frame := func() error {
+		if !fill(8) {
+			return errIncomplete
+		}
+		n := binary.LittleEndian.Uint64(buf[pos : pos+8])
+		pos += 8
+		off += 8
+		switch {
+		case n > uint64(size-off):
+			return errIncomplete
+		case int64(n) == size-off:
+			return nil // the last frame: walked
+		}
+		return skip(int64(n))
 	}
 	// lenArg reads a w-byte little-endian length and skips that many bytes.
 	lenArg := func(w int) error {
-		var b [8]byte
-		if _, err := io.ReadFull(r, b[:w]); err != nil {
+		if !fill(w) {
 			return errIncomplete
 		}
+		var b [8]byte
+		copy(b[:], buf[pos:pos+w])
+		pos += w
 		off += int64(w)
 		n := binary.LittleEndian.Uint64(b[:])
 		if n > uint64(size) {
@@ -100,10 +159,11 @@ func skimPickle(r *bufio.Reader, size int64) error {
 		return skip(int64(n))
 	}
 	for {
-		op, err := r.ReadByte()
-		if err != nil {
+		if pos >= end && !fill(1) {
 			return errIncomplete
 		}
+		op := buf[pos]
+		pos++
 		at := off
 		off++
 		var serr error
@@ -122,8 +182,10 @@ func skimPickle(r *bufio.Reader, size int64) error {
 			serr = skip(2)
 		case opBinInt, opLongBinGet, opLongBinPut:
 			serr = skip(4)
-		case opBinFloat, opFrame:
+		case opBinFloat:
 			serr = skip(8)
+		case opFrame:
+			serr = frame()
 		case opShortBinString, opShortBinBytes, opShortBinUni, opLong1:
 			serr = lenArg(1)
 		case opBinString, opBinBytes, opBinUnicode, opLong4:

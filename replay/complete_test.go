@@ -1,11 +1,15 @@
 package replay
 
 import (
+	"bytes"
+	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -77,5 +81,56 @@ func TestCheckCompleteCutAtDot(t *testing.T) {
 		if cuts == 0 {
 			t.Fatalf("%s: no '.' byte to cut after", name)
 		}
+	}
+}
+
+// The skim reads through its own buffer: fed one byte per Read (every
+// argument then skipped past the buffer) or all at once, it accepts the
+// whole pickle and refuses every cut.
+func TestSkimPickleReads(t *testing.T) {
+	full, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := map[string]func(b []byte) io.Reader{
+		"whole":    func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"one byte": func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+	}
+	for name, r := range readers {
+		if err := skimPickle(r(full), int64(len(full))); err != nil {
+			t.Fatalf("%s: complete pickle refused: %v", name, err)
+		}
+		for cut := 1; cut < len(full); cut += 4999 {
+			if err := skimPickle(r(full[:cut]), int64(cut)); err == nil {
+				t.Fatalf("%s: cut at %d passed as complete", name, cut)
+			}
+		}
+	}
+}
+
+// Frames are passed whole, so a pickle cut exactly where a frame ends
+// must still fail, and a bad opcode in the last frame is still found.
+func TestSkimPickleFrames(t *testing.T) {
+	full, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []int // where each frame ends, following the FRAME headers from the start
+	for off := 2; off+9 <= len(full) && full[off] == opFrame; {
+		off += 9 + int(binary.LittleEndian.Uint64(full[off+1:]))
+		ends = append(ends, off)
+	}
+	if len(ends) < 2 {
+		t.Fatalf("want a framed fixture, found %d frames", len(ends))
+	}
+	for _, cut := range ends[:len(ends)-1] {
+		if err := skimPickle(bytes.NewReader(full[:cut]), int64(cut)); err == nil {
+			t.Fatalf("cut at the end of a frame (%d of %d bytes) passed as complete", cut, len(full))
+		}
+	}
+	bad := bytes.Clone(full)
+	bad[len(bad)-2] = 'c' // GLOBAL just before STOP, inside the last frame
+	if err := skimPickle(bytes.NewReader(bad), int64(len(bad))); err == nil || !strings.Contains(err.Error(), "opcode") {
+		t.Fatalf("a bad opcode in the last frame: %v", err)
 	}
 }

@@ -116,7 +116,8 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 				}
 			}
 		case string:
-			v := val{k: kStr, s: b.intern([]byte(t))}
+			is, code := b.intern([]byte(t))
+			v := val{k: kStr, s: is, n: code}
 			if lv := stackTop(stack); lv != nil && lv.obj && lv.key.k == kNone {
 				lv.key = v
 				continue

@@ -294,7 +294,7 @@ func (d *decoder) get(i uint64) error {
 	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack) < maxStackDepth {
 		row := &d.memo.rows[*sl-1]
 		if row.slot == uint32(i) && (row.v.k != kDict || row.v.d.gen == row.v.gen) {
-			d.stack = append(d.stack, row.v)
+			row.v.copyTo(d.grow())
 			return nil
 		}
 	}
@@ -315,6 +315,58 @@ func (d *decoder) push(v val) error {
 	}
 	d.stack = append(d.stack, v)
 	return nil
+}
+
+// grow adds a slot on top of the stack and returns it; its fields are
+// stale until the caller writes all of them. The caller checks the depth.
+func (d *decoder) grow() *val {
+	n := len(d.stack)
+	if n == cap(d.stack) {
+		d.stack = append(d.stack, val{})
+	} else {
+		d.stack = d.stack[:n+1]
+	}
+	return &d.stack[n]
+}
+
+// pushScalar pushes a value without strings or builders (ints, floats,
+// None, bools). Writing the fields one by one into the slot avoids the
+// stack temporary a val literal goes through: copying that temporary with
+// overlapping 16-byte moves stalls on store forwarding, and BINGET and the
+// integer opcodes are most of a snapshot's opcodes.
+func (d *decoder) pushScalar(k kind, n uint64) error {
+	if len(d.stack) >= maxStackDepth {
+		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
+	}
+	v := d.grow()
+	v.k, v.gen, v.n, v.m = k, 0, n, 0
+	if v.s != "" {
+		v.s = ""
+	}
+	if v.d != nil {
+		v.d = nil
+	}
+	if v.l != nil {
+		v.l = nil
+	}
+	return nil
+}
+
+// pushRef pushes a string, dict or list value (see pushScalar).
+func (d *decoder) pushRef(k kind, gen uint32, str string, dd *dict, l *list) error {
+	if len(d.stack) >= maxStackDepth {
+		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
+	}
+	v := d.grow()
+	v.k, v.gen, v.n, v.m = k, gen, 0, 0
+	v.s, v.d, v.l = str, dd, l
+	return nil
+}
+
+// copyTo writes v into dst field by field (see pushScalar).
+func (v *val) copyTo(dst *val) {
+	dst.k, dst.gen, dst.n, dst.m = v.k, v.gen, v.n, v.m
+	dst.s, dst.d, dst.l = v.s, v.d, v.l
 }
 
 func (d *decoder) pop() (val, error) {
@@ -387,7 +439,7 @@ func (d *decoder) run() (val, error) {
 				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
 			}
 			d.marks = append(d.marks, len(d.stack))
-			if err := d.push(val{k: kMark}); err != nil {
+			if err := d.pushScalar(kMark, 0); err != nil {
 				return val{}, err
 			}
 		case opPop:
@@ -402,25 +454,25 @@ func (d *decoder) run() (val, error) {
 				return val{}, err
 			}
 		case opNone:
-			err = d.push(val{k: kNone})
+			err = d.pushScalar(kNone, 0)
 		case opNewTrue:
-			err = d.push(val{k: kBool, n: 1})
+			err = d.pushScalar(kBool, 1)
 		case opNewFalse:
-			err = d.push(val{k: kBool})
+			err = d.pushScalar(kBool, 0)
 		case opBinInt1:
 			var c byte
 			if c, err = in.byte(); err == nil {
-				err = d.push(val{k: kInt, n: uint64(c)})
+				err = d.pushScalar(kInt, uint64(c))
 			}
 		case opBinInt2:
 			var p []byte
 			if p, err = in.next(2); err == nil {
-				err = d.push(val{k: kInt, n: uint64(binary.LittleEndian.Uint16(p))})
+				err = d.pushScalar(kInt, uint64(binary.LittleEndian.Uint16(p)))
 			}
 		case opBinInt:
 			var p []byte
 			if p, err = in.next(4); err == nil {
-				err = d.push(val{k: kInt, n: uint64(int64(int32(binary.LittleEndian.Uint32(p))))})
+				err = d.pushScalar(kInt, uint64(int64(int32(binary.LittleEndian.Uint32(p)))))
 			}
 		case opLong1:
 			var c byte
@@ -439,7 +491,7 @@ func (d *decoder) run() (val, error) {
 		case opBinFloat:
 			var p []byte
 			if p, err = in.next(8); err == nil {
-				err = d.push(val{k: kFloat, n: binary.BigEndian.Uint64(p)})
+				err = d.pushScalar(kFloat, binary.BigEndian.Uint64(p))
 			}
 		case opShortBinUni, opShortBinString, opShortBinBytes:
 			var c byte
@@ -457,11 +509,12 @@ func (d *decoder) run() (val, error) {
 				err = d.str(binary.LittleEndian.Uint64(p), op == opBinUnicode8)
 			}
 		case opEmptyDict:
-			err = d.push(d.b.newDict())
+			dv := d.b.newDict()
+			err = d.pushRef(kDict, dv.gen, "", dv.d, nil)
 		case opEmptyList:
-			err = d.push(val{k: kList, l: d.b.newList()})
+			err = d.pushRef(kList, 0, "", nil, d.b.newList())
 		case opEmptyTuple:
-			err = d.push(val{k: kTuple})
+			err = d.pushScalar(kTuple, 0)
 		case opTuple1, opTuple2, opTuple3:
 			n := int(op-opTuple1) + 1
 			if len(d.stack) < n {
@@ -651,7 +704,7 @@ func (d *decoder) long(n int) error {
 		return err
 	}
 	if n == 0 {
-		return d.push(val{k: kInt})
+		return d.pushScalar(kInt, 0)
 	}
 	neg := p[n-1]&0x80 != 0
 	// Strip sign-extension bytes, then the value must fit 64 bits.
@@ -674,12 +727,12 @@ func (d *decoder) long(n int) error {
 		if sig < 8 {
 			u |= ^uint64(0) << (8 * sig)
 		}
-		return d.push(val{k: kInt, n: u})
+		return d.pushScalar(kInt, u)
 	}
 	if u > math.MaxInt64 {
-		return d.push(val{k: kUint, n: u})
+		return d.pushScalar(kUint, u)
 	}
-	return d.push(val{k: kInt, n: u})
+	return d.pushScalar(kInt, u)
 }
 
 // str reads a string (or byte string) of n bytes.
@@ -693,14 +746,19 @@ func (d *decoder) str(n uint64, text bool) error {
 		return err
 	}
 	if !text {
-		return d.push(val{k: kBytes, n: uint64(ln)})
+		return d.pushScalar(kBytes, uint64(ln))
 	}
 	if d.op == opShortBinUni || d.op == opBinUnicode || d.op == opBinUnicode8 {
 		if !utf8.Valid(p) {
 			return fmt.Errorf("string is not valid UTF-8")
 		}
 	}
-	return d.push(val{k: kStr, s: d.b.intern(p)})
+	is, code := d.b.intern(p)
+	if err := d.pushRef(kStr, 0, is, nil, nil); err != nil {
+		return err
+	}
+	d.stack[len(d.stack)-1].n = code
+	return nil
 }
 
 // tupleOf packs items into a tuple value. 2-tuples of ints (pool ids) are

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/tiling"
 
-	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -18,7 +18,8 @@ import (
 type Options struct {
 	// CheckpointEvery is K, the number of entries between segment-map
 	// checkpoints: a seek costs one checkpoint restore plus at most K
-	// entries. Default 2048.
+	// entries. Default 2048. While more than K blocks are live the gap is
+	// the number of live blocks instead (checkpointGap).
 	CheckpointEvery int
 }
 
@@ -65,7 +66,15 @@ type Store struct {
 
 	annotations []snapshot.Annotation
 	info        map[int]DeviceInfo
+
+	// indexed counts entries the ingests of captures have indexed, in
+	// steps of indexStep (LoadSnapshot's progress while it indexes).
+	indexed atomic.Int64
 }
+
+// indexStep is how many entries a capture's ingest indexes between two
+// additions to Store.indexed.
+const indexStep = 1 << 16
 
 // attr holds the rarely varying fields of an entry, interned per Store.
 type attr struct {
@@ -105,6 +114,8 @@ type devLog struct {
 	gaps     []GapRecord
 	missed   int64
 
+	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
+
 	lastMu sync.Mutex
 	last   *checkpoint // the last state a query rolled to (cursor stepping)
 	// measured is Summary's view of the last state a query saw (StateAt
@@ -137,6 +148,10 @@ func (s *Store) Actions() *snapshot.ActionTable {
 
 // ActionName returns the serialized name of an action of this Store.
 func (s *Store) ActionName(a snapshot.Action) string { return s.Actions().Name(a) }
+
+// Indexed is the number of entries the ingests of captures have indexed
+// so far, counted in steps (a loader's progress while a capture indexes).
+func (s *Store) Indexed() int64 { return s.indexed.Load() }
 
 func (s *Store) changed() { s.ver.Add(1) }
 
@@ -210,22 +225,30 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	if dev < len(snap.DeviceTraces) {
 		entries = snap.DeviceTraces[dev]
 	}
-	// The reconstruction of the initial state (replay) and this package's
-	// own pass over the trace are independent: run them side by side.
+	// Two goroutines: one reconstructs the initial state (replay) and rolls
+	// the segment map forward from it (checkpoints, pending-free bytes);
+	// the other scans the trace (action counts, time base, the overrides
+	// the first needs) and stores the records, the action indexes and the
+	// active and reserved series relative to the start, which only the
+	// initial state fixes (added once both are done).
+	d := newDevLog(dev, TimeSequence)
+	d.indexed = &s.indexed
 	var pre prepass
-	done := make(chan struct{})
+	scanned, stored := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stored)
 		pre = scanCapture(snap, dev, entries)
-		close(done)
+		if pre.hasTime {
+			d.base = TimeEpochUS
+		}
+		close(scanned)
+		d.storeCapture(entries, &pre.counts)
 	}()
 	tl, err := replay.NewTimeline(snap, dev)
-	<-done
+	<-scanned
 	if err != nil {
+		<-stored
 		return nil, fmt.Errorf("monitor: ingest device %d: %w", dev, err)
-	}
-	d := newDevLog(dev, TimeSequence)
-	if pre.hasTime {
-		d.base = TimeEpochUS
 	}
 	d.ov = pre.ov
 	d.head = stateFromSegments(tl.Initial)
@@ -246,15 +269,20 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
 	d.cps = []*checkpoint{d.head.Freeze(0)}
-	n := len(entries)
-	d.recs.reserve(n)
-	d.active.v.reserve(n)
-	d.allocated.v.reserve(n)
-	d.reserved.v.reserve(n)
-	for a, c := range pre.counts {
-		d.byAction[snapshot.Action(a)].reserve(c)
+	d.rollCapture(entries, s.k)
+	<-stored
+	d.indexed = nil
+	// active and reserved were stored relative to the start; allocated
+	// holds the pending-free bytes after each entry (allocated = active −
+	// pending).
+	for ci, ch := range d.active.v.chunks {
+		res, alloc := d.reserved.v.chunks[ci], d.allocated.v.chunks[ci]
+		for j := range ch {
+			ch[j] += d.initActive
+			res[j] += d.initReserv
+			alloc[j] = ch[j] - alloc[j]
+		}
 	}
-	d.appendEntries(tl.Entries, s.k, true)
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.Init.Allocated, stated.Init.Reserved, stated.Init.Active
 		for i, t := range stated.After {
@@ -267,6 +295,64 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	d.allocated.reindex()
 	d.reserved.reindex()
 	return d, nil
+}
+
+// storeCapture is the record side of a capture's ingest (buildCapture):
+// the records, the action indexes, and the active and reserved series
+// relative to the start.
+func (d *devLog) storeCapture(entries []snapshot.TraceEntry, counts *[256]int) {
+	n := len(entries)
+	d.recs.reserve(n)
+	d.active.v.reserve(n)
+	d.reserved.v.reserve(n)
+	for a, c := range counts {
+		d.byAction[snapshot.Action(a)].reserve(c)
+	}
+	at := d.attrs
+	var last, act, res int64
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(i)
+		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
+		if e.Action == snapshot.ActionOOM {
+			r.addr = uint64(e.DeviceFree)
+		}
+		if d.base == TimeSequence {
+			r.time = seq
+		} else {
+			r.time = max(e.TimeUS, last) // keep times non-decreasing
+			last = r.time
+		}
+		d.recs.append(r)
+		act += replay.ActiveDelta(e)
+		res += replay.ReservedDelta(e)
+		d.active.bulk(act)
+		d.reserved.bulk(res)
+		d.byAction[e.Action].append(seq)
+		if (i+1)%indexStep == 0 {
+			d.indexed.Add(indexStep)
+		}
+	}
+}
+
+// rollCapture is the segment-map side of a capture's ingest: it rolls the
+// state forward from the initial one over every entry, dumping
+// checkpoints, and keeps the pending-free bytes after each entry in the
+// allocated series (buildCapture turns them into allocated bytes).
+func (d *devLog) rollCapture(entries []snapshot.TraceEntry, k int) {
+	d.allocated.v.reserve(len(entries))
+	next := d.checkpointGap(k)
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(i)
+		v := tiling.EntryOf(e)
+		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
+		d.allocated.bulk(d.pending)
+		if seq+1 >= next {
+			d.cps = append(d.cps, d.head.Dump(seq+1))
+			next = seq + 1 + d.checkpointGap(k)
+		}
+	}
 }
 
 // Totals are a device's byte totals as a source states them.
@@ -394,6 +480,7 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 		last = d.recs.at(n - 1).time
 		act, res = d.active.at(n-1), d.reserved.at(n-1)
 	}
+	next := d.cps[len(d.cps)-1].At + d.checkpointGap(k)
 	for i := range entries {
 		e := &entries[i]
 		seq := int64(d.recs.Len())
@@ -422,10 +509,20 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 			d.reserved.append(res)
 		}
 		d.byAction[e.Action].append(seq)
-		if (seq+1)%int64(k) == 0 {
+		if seq+1 >= next {
 			d.cps = append(d.cps, d.head.Dump(seq+1))
+			next = seq + 1 + d.checkpointGap(k)
 		}
 	}
+}
+
+// checkpointGap is the number of entries until the next checkpoint: k, or
+// the number of live blocks when there are more (a checkpoint copies every
+// live block, so a trace holding many live blocks would otherwise spend more
+// memory on checkpoints than on its entries; a seek then rolls forward at
+// most as many entries as the state it builds has blocks).
+func (d *devLog) checkpointGap(k int) int64 {
+	return int64(max(k, d.head.Live()))
 }
 
 func newDevLog(id int, base TimeBase) *devLog {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/classify"
 )
+
+// progressEvery is how often Load reports the entries indexed.
+var progressEvery = 100 * time.Millisecond
 
 // LoadOptions tune Load.
 type LoadOptions struct {
@@ -83,7 +87,28 @@ func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay
 		n += int64(len(tr))
 	}
 	report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, EntriesTotal: n})
-	if err := st.IngestSnapshot(capt.Snapshot); err != nil {
+	// While the Store indexes, the entries it has indexed so far are
+	// reported every progressEvery.
+	from := st.Indexed()
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				done := min(st.Indexed()-from, n)
+				report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: done, EntriesTotal: n})
+			}
+		}
+	}()
+	err = st.IngestSnapshot(capt.Snapshot)
+	close(stop)
+	<-stopped
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if withOps {

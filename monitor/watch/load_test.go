@@ -8,8 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -102,5 +105,57 @@ func TestLoadByContent(t *testing.T) {
 	l, err := Load(context.Background(), genProfilerDir, mem, LoadOptions{MemoryOnly: true})
 	if err != nil || l.Profiler == nil || mem.Len(mem.Devices()[0]) == 0 || len(mem.Ops(0, 1<<62)) != 0 {
 		t.Fatalf("memory only: %v, %d ops", err, len(mem.Ops(0, 1<<62)))
+	}
+}
+
+// TestLoadSnapshotIndexingProgress: while the Store indexes a large trace,
+// the entries indexed so far are reported, never decreasing, and the last
+// report has them all.
+func TestLoadSnapshotIndexingProgress(t *testing.T) {
+	// One segment; 1 MiB blocks allocated and freed in turn.
+	const base, mib = 0x7f0000000000, 1 << 20
+	snap := &snapshot.Snapshot{Segments: []snapshot.Segment{{Address: base, TotalSize: 64 * mib, IsLarge: true,
+		Blocks: []snapshot.Block{{Address: base, Size: 64 * mib, State: snapshot.StateInactive}}}}}
+	var tr []snapshot.TraceEntry
+	for i := range 4<<16 + 1000 { // several of the Store's indexing steps (1<<16 entries)
+		a := uint64(base + (i/2%64)*mib)
+		act := snapshot.ActionAlloc
+		if i%2 == 1 {
+			act = snapshot.ActionFreeCompleted
+		}
+		tr = append(tr, snapshot.TraceEntry{Action: act, Addr: a, Size: mib, TimeUS: int64(1_700_000_000_000_000 + i)})
+	}
+	snap.DeviceTraces = [][]snapshot.TraceEntry{tr}
+	path := filepath.Join(t.TempDir(), "big.pickle")
+	if err := replay.WriteFile(path, snap, replay.WritePickle, replay.ExportDict); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = time.Microsecond // every tick of the ingest is seen
+	var mu sync.Mutex
+	var idx []int64
+	var total int64
+	_, err := Load(context.Background(), path, store.New(store.Options{}), LoadOptions{Report: func(p store.LoadProgress) {
+		if p.Stage == "indexing" {
+			mu.Lock()
+			idx = append(idx, p.Entries)
+			total = p.EntriesTotal
+			mu.Unlock()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := 0
+	for i, e := range idx {
+		if i > 0 && e < idx[i-1] {
+			t.Fatalf("indexing progress went back: %v", idx)
+		}
+		if e > 0 && e < total {
+			mid++
+		}
+	}
+	if total == 0 || idx[len(idx)-1] != total || mid == 0 {
+		t.Fatalf("indexing progress %v of %d: want steps between 0 and the total, ending at it", idx, total)
 	}
 }

@@ -23,8 +23,17 @@ type Checkpoint struct {
 func (cp *Checkpoint) EnsureSorted() { cp.sorted.Do(cp.sort) }
 
 func (cp *Checkpoint) sort() {
-	slices.SortFunc(cp.Segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
+	sortSegs(cp.Segs)
 	slices.SortFunc(cp.Blocks, func(a, b Block) int { return cmp.Compare(a.Addr, b.Addr) })
+}
+
+// sortSegs sorts segments by address; sorted ones (checkpoints may share
+// them) are only read.
+func sortSegs(segs []snapshot.Segment) {
+	cmpAddr := func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) }
+	if !slices.IsSortedFunc(segs, cmpAddr) {
+		slices.SortFunc(segs, cmpAddr)
+	}
 }
 
 // Freeze copies the state into a sorted checkpoint.
@@ -33,7 +42,7 @@ func (st *State) Freeze(at int64) *Checkpoint {
 	if st.base == nil {
 		cp.sort()
 	} else if st.segs != nil {
-		slices.SortFunc(cp.Segs, func(a, b snapshot.Segment) int { return cmp.Compare(a.Address, b.Address) })
+		sortSegs(cp.Segs)
 	}
 	cp.sorted.Do(func() {})
 	return cp
@@ -43,13 +52,18 @@ func (st *State) Freeze(at int64) *Checkpoint {
 // the state has a base (then base and changes are merged in order).
 func (st *State) Dump(at int64) *Checkpoint {
 	cp := &Checkpoint{At: at}
-	if st.segs == nil {
+	switch {
+	case st.segs == nil:
 		cp.Segs = st.baseSegs // sorted, shared read-only
-	} else {
+	case st.segsDump != nil:
+		cp.Segs = st.segsDump // no segment changed since the last Dump
+	default:
 		cp.Segs = make([]snapshot.Segment, 0, len(st.segs))
 		for _, s := range st.segs {
 			cp.Segs = append(cp.Segs, s)
 		}
+		sortSegs(cp.Segs)
+		st.segsDump = cp.Segs
 	}
 	if st.base == nil {
 		cp.Blocks = make([]Block, 0, len(st.blocks))

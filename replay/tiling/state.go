@@ -20,6 +20,9 @@ type State struct {
 	// baseSegs are the checkpoint's sorted segments while segs is nil (no
 	// segment entry applied yet); the common query never copies them.
 	baseSegs []snapshot.Segment
+	// segsDump is segs as the last Dump sorted them, shared read-only by
+	// the checkpoints dumped until a segment changes (segMap clears it).
+	segsDump []snapshot.Segment
 }
 
 // NewState is an empty segment map.
@@ -44,8 +47,13 @@ func FromSegments(segs []snapshot.Segment) *State {
 	return st
 }
 
+// Live is the number of live blocks (for a thawed state, those of its
+// checkpoint plus those changed since: an upper bound).
+func (st *State) Live() int { return len(st.blocks) + len(st.base) }
+
 // segMap returns segs, building it from baseSegs on first use.
 func (st *State) segMap() map[uint64]snapshot.Segment {
+	st.segsDump = nil // the caller changes segments
 	if st.segs == nil {
 		st.segs = make(map[uint64]snapshot.Segment, len(st.baseSegs)+4)
 		for _, s := range st.baseSegs {

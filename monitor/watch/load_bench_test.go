@@ -1,0 +1,160 @@
+package watch
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/fixture"
+)
+
+// loadBenchFiles are the generated snapshots `make bench-data` writes:
+// "distinct" is shaped like real dumps (a frames list object per
+// allocation), "shared" refers to 400 shared stack lists.
+var loadBenchFiles = []struct{ name, path string }{
+	{"distinct", "../../testdata/bench/snapshot_1m_distinct.pickle"},
+	{"shared", "../../testdata/bench/snapshot_1m.pickle"},
+}
+
+func eachLoadBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
+	for _, f := range loadBenchFiles {
+		b.Run(f.name, func(b *testing.B) {
+			fi, err := os.Stat(f.path)
+			if err != nil {
+				b.Skip("run make bench-data first")
+			}
+			b.SetBytes(fi.Size())
+			b.ReportAllocs()
+			fn(b, f.path)
+		})
+	}
+}
+
+// BenchmarkLoadSnapshot1M is what `npumon replay` does before its first
+// full frame: Load (decode + Store ingest + ops) of a generated
+// 1,000,000-entry file into a fresh Store. It reports CPU per op beside
+// wall time, and the heap in use once loaded (capture and Store kept, as
+// replay keeps them) as live-B.
+func BenchmarkLoadSnapshot1M(b *testing.B) {
+	eachLoadBenchFile(b, func(b *testing.B, path string) {
+		c0 := cpuNow()
+		var st *store.Store
+		var capt *replay.Capture
+		for b.Loop() {
+			st, capt = nil, nil // the last iteration's load is garbage now
+			st = store.New(store.Options{})
+			var err error
+			var l Loaded
+			l, err = Load(context.Background(), path, st, LoadOptions{})
+			capt = l.Capture
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, c0, 0, "")
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapAlloc), "live-B")
+		runtime.KeepAlive(st)
+		runtime.KeepAlive(capt)
+	})
+}
+
+// BenchmarkLoadSnapshotDecode1M is the decoding share of LoadSnapshot1M
+// (the full model, as replay needs it).
+func BenchmarkLoadSnapshotDecode1M(b *testing.B) {
+	eachLoadBenchFile(b, func(b *testing.B, path string) {
+		c0 := cpuNow()
+		for b.Loop() {
+			if _, err := replay.DecodeFile(path, replay.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, c0, 0, "")
+	})
+}
+
+// BenchmarkLoadSnapshotIngest1M is the Store's share: IngestSnapshot of a
+// capture decoded once outside the timer.
+func BenchmarkLoadSnapshotIngest1M(b *testing.B) {
+	eachLoadBenchFile(b, func(b *testing.B, path string) {
+		c, err := replay.DecodeFile(path, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		c0 := cpuNow()
+		for b.Loop() {
+			st := store.New(store.Options{})
+			if err := st.IngestSnapshot(c.Snapshot); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b, c0, 0, "")
+	})
+}
+
+// BenchmarkLoadPythonPickleLoad1M is the baseline: CPython's C-accelerated
+// pickle.load of the same file in a child process (interpreter start-up
+// included, as for `npumon replay`).
+func BenchmarkLoadPythonPickleLoad1M(b *testing.B) {
+	py := fixture.Tool(b, "python3", "python3")
+	eachLoadBenchFile(b, func(b *testing.B, path string) {
+		var cpu time.Duration
+		for b.Loop() {
+			cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", path)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op") // the child's
+	})
+}
+
+// BenchmarkLoadedStateAt1M is a random cursor's StateAt + Summary on the
+// Store Load built from a generated file (its checkpoints are as
+// ingest spaced them).
+func BenchmarkLoadedStateAt1M(b *testing.B) {
+	eachLoadBenchFile(b, func(b *testing.B, path string) {
+		st := store.New(store.Options{})
+		if _, err := Load(context.Background(), path, st, LoadOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		first, last := st.Bounds(0)
+		r := rand.New(rand.NewPCG(1, 2))
+		b.ResetTimer()
+		c0 := cpuNow()
+		for b.Loop() {
+			c := first + r.Int64N(last-first+1)
+			st.StateAt(0, c)
+			st.Summary(0, c)
+		}
+		reportCPU(b, c0, 0, "")
+	})
+}
+
+// cpuNow is this process's user+system CPU time (benchmarks report CPU per
+// op: the development machine is shared, so wall-clock ns/op swings).
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU adds cpu-ns/op (and, when items > 0, cpu-based per-second rates).
+func reportCPU(b *testing.B, start time.Duration, items float64, unit string) {
+	cpu := cpuNow() - start
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	if items > 0 {
+		b.ReportMetric(items/cpu.Seconds(), unit)
+	}
+}
