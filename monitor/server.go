@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/npumon/npumon/allocator"
 )
@@ -35,10 +36,14 @@ type ServerOptions struct {
 	// Peaks reports the producer's own peaks per device since it started,
 	// sent in every HELLO (optional).
 	Peaks func() []DevicePeak
-	// QueueEntries bounds the entries (and ops) the server holds for
-	// clients that have not sent them yet, shared by all clients (default
-	// 65536). A client that falls further behind loses the oldest: a GAP
-	// follows, then a fresh snapshot (ResyncInterval).
+	// QueueBytes bounds the memory of the queue of entries (and ops) the
+	// server holds for clients that have not sent them yet, shared by all
+	// clients (default DefaultQueueBytes: about 300,000 entries, 300 ms at
+	// 1 M entries/s). A client that falls further behind loses the oldest:
+	// a GAP follows, then a fresh snapshot (ResyncInterval).
+	QueueBytes int
+	// QueueEntries, when positive, also bounds the queue by its entries
+	// (and ops) in it; 0: only QueueBytes bounds it.
 	QueueEntries int
 	// Heartbeat is the heartbeat interval (default 1 s).
 	Heartbeat time.Duration
@@ -55,6 +60,12 @@ type ServerOptions struct {
 	// ClientBuffer is the most bytes encoded for a client before they are
 	// written to it (default 256 KiB), besides one snapshot or stack frame.
 	ClientBuffer int
+	// SocketBuffer is the kernel send buffer asked for each client's
+	// connection (SO_SNDBUF; default DefaultSocketBuffer, which the kernel
+	// caps at net.core.wmem_max): encoded frames that wait there for a
+	// client not scheduled in time are not dropped. Negative: the
+	// system's default.
+	SocketBuffer int
 	// Logf receives one line per notable event: a client dropped for
 	// stalling, entries dropped for a slow client, a refused client, a
 	// warning about the listening address. Default: standard error, with
@@ -134,16 +145,43 @@ type record struct {
 	entries []allocator.TraceEntry
 	gapNext uint64
 	ops     []Op
+	bytes   int // memory held, as recBytes counts it
 }
 
 func (r *record) size() int { return max(len(r.entries)+len(r.ops), 1) }
 
+// Memory a queue record holds: its slices' capacity and the strings in
+// them (strings shared with the caller are counted anyway), plus the
+// record itself.
+const (
+	entryBytes  = int(unsafe.Sizeof(allocator.TraceEntry{}))
+	opBytes     = int(unsafe.Sizeof(Op{}))
+	recordBytes = int(unsafe.Sizeof(record{}))
+)
+
+func entryStrBytes(ents []allocator.TraceEntry) int {
+	n := 0
+	for i := range ents {
+		n += len(ents[i].CompileContext) + len(ents[i].UserMetadata)
+	}
+	return n
+}
+
+func recBytes(r *record) int {
+	n := recordBytes + cap(r.entries)*entryBytes + entryStrBytes(r.entries) + cap(r.ops)*opBytes
+	for i := range r.ops {
+		n += len(r.ops[i].Name) + len(r.ops[i].InputDims)
+	}
+	return n
+}
+
 // recQueue is the shared queue: recs[h:] are records base.. in order.
 type recQueue struct {
-	recs []record
-	h    int
-	base uint64 // index of recs[h]
-	held int    // size() summed over recs[h:]
+	recs  []record
+	h     int
+	base  uint64 // index of recs[h]
+	held  int    // size() summed over recs[h:]
+	bytes int    // bytes summed over recs[h:]
 }
 
 func (q *recQueue) end() uint64 { return q.base + uint64(len(q.recs)-q.h) }
@@ -280,9 +318,23 @@ func describeMode(m os.FileMode) string {
 	return m.Type().String()
 }
 
+// DefaultQueueBytes is ServerOptions.QueueBytes's default.
+const DefaultQueueBytes = 32 << 20
+
+// DefaultSocketBuffer is ServerOptions.SocketBuffer's default: at about 13
+// encoded bytes per entry, 4 MiB (the kernel doubles it for its own
+// bookkeeping) holds some 300,000 entries more per client.
+const DefaultSocketBuffer = 4 << 20
+
 func serverDefaults(opts ServerOptions) ServerOptions {
-	if opts.QueueEntries <= 0 {
-		opts.QueueEntries = 1 << 16
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = DefaultQueueBytes
+	}
+	if opts.QueueEntries < 0 {
+		opts.QueueEntries = 0
+	}
+	if opts.SocketBuffer == 0 {
+		opts.SocketBuffer = DefaultSocketBuffer
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = time.Second
@@ -397,11 +449,14 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 		q := &s.q
 		if n := len(q.recs); n > q.h {
 			last := &q.recs[n-1]
-			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= maxRecord {
+			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= cap(last.entries) {
 				// clients hold this record's slice with its old length:
 				// appending never changes what they see
 				last.entries = append(last.entries, entries...)
+				sb := entryStrBytes(entries)
 				q.held += len(entries)
+				q.bytes += sb
+				last.bytes += sb
 				s.trimLocked()
 				s.wakeAllLocked()
 				s.pubMu.Unlock()
@@ -409,9 +464,11 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 				return
 			}
 		}
-		// full size at once: entries published one by one fill it
-		// without regrowing
-		s.pushLocked(record{device: device, first: first, entries: append(make([]allocator.TraceEntry, 0, max(len(entries), maxRecord)), entries...)})
+		// room for more to be merged into it, yet a record of a few
+		// entries holds little memory (its capacity counts against
+		// QueueBytes)
+		ents := make([]allocator.TraceEntry, 0, max(len(entries), min(maxRecord, 64*len(entries))))
+		s.pushLocked(record{device: device, first: first, entries: append(ents, entries...)})
 	}
 	s.pubMu.Unlock()
 	s.published.Add(uint64(len(entries)))
@@ -451,8 +508,10 @@ func (s *Server) pushLocked(r record) {
 		clear(q.recs[n:])
 		q.recs, q.h = q.recs[:n], 0
 	}
+	r.bytes = recBytes(&r)
 	q.recs = append(q.recs, r)
 	q.held += r.size()
+	q.bytes += r.bytes
 	s.trimLocked()
 	s.wakeAllLocked()
 }
@@ -462,7 +521,7 @@ func (s *Server) pushLocked(r record) {
 // sent to it).
 func (s *Server) trimLocked() {
 	q := &s.q
-	for q.held > s.opts.QueueEntries && len(q.recs)-q.h > 1 {
+	for (q.bytes > s.opts.QueueBytes || s.opts.QueueEntries > 0 && q.held > s.opts.QueueEntries) && len(q.recs)-q.h > 1 {
 		r := &q.recs[q.h]
 		for c := range s.clients {
 			if c.cur.rec != q.base {
@@ -484,6 +543,7 @@ func (s *Server) trimLocked() {
 			c.cur = cursor{rec: q.base + 1}
 		}
 		q.held -= r.size()
+		q.bytes -= r.bytes
 		*r = record{}
 		q.h++
 		q.base++
@@ -544,6 +604,9 @@ func (s *Server) acceptLoop() {
 				lastRefusedLog, refusedSince = time.Now(), 0
 			}
 			continue
+		}
+		if b, ok := conn.(interface{ SetWriteBuffer(int) error }); ok && s.opts.SocketBuffer > 0 {
+			b.SetWriteBuffer(s.opts.SocketBuffer) // best effort: the kernel caps it
 		}
 		s.wg.Add(1)
 		go s.serveClient(c)

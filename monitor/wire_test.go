@@ -165,7 +165,7 @@ func TestWireEndToEnd(t *testing.T) {
 // A client that stops reading gets GAP records; Publish never waits for it.
 func TestWireSlowClientGetsGaps(t *testing.T) {
 	path := shortSock(t)
-	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour})
+	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour, SocketBuffer: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
