@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,7 +26,8 @@ type ServerOptions struct {
 	// per device the sequence number (see Published) of the first entry the
 	// state does not reflect; entries before it are not sent to that
 	// client. A nil map means "everything published so far". Nil Snapshot:
-	// clients start from an empty state.
+	// clients start from an empty state and get every entry published
+	// after they connected.
 	Snapshot func() (*allocator.Snapshot, map[int]uint64)
 	// Stack resolves the StackIDs of published entries (sent once per
 	// client in STACKS frames). Must be safe for concurrent use. Nil: stack
@@ -585,7 +587,7 @@ func (s *Server) acceptLoop() {
 		var c *serverClient
 		if !full {
 			c = &serverClient{id: s.nextID.Add(1), conn: conn, wake: make(chan struct{}, 1), lost: map[int]uint64{},
-				sent: map[allocator.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true}
+				sent: map[allocator.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true, joined: maps.Clone(s.seq)}
 			// registered before its snapshot is taken, so that nothing
 			// published after it is missed; what it reflects is trimmed
 			s.clients[c] = struct{}{}
@@ -627,6 +629,7 @@ type serverClient struct {
 	idle        bool // took everything there was: Publish wakes it
 
 	// writer goroutine only
+	joined map[int]uint64 // the sequence numbers when it was registered: the queue holds what follows
 	sent   map[allocator.StackID]bool
 	want   map[int]uint64 // per device: the next sequence number the client expects
 	gapped bool           // a GAP was sent and no snapshot has repaired it yet
@@ -738,7 +741,13 @@ func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 	if s.opts.Snapshot != nil {
 		snap, resume = s.opts.Snapshot()
 	}
-	if resume == nil {
+	switch {
+	case resume != nil:
+	case s.opts.Snapshot == nil && c.joined != nil:
+		// no state to start from: the client gets everything queued
+		// since it was registered, not only what comes after this
+		resume = c.joined
+	default:
 		s.pubMu.Lock()
 		resume = make(map[int]uint64, len(s.seq))
 		for d, n := range s.seq {
@@ -746,6 +755,7 @@ func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 		}
 		s.pubMu.Unlock()
 	}
+	c.joined = nil
 	var segs []allocator.Segment
 	if snap != nil {
 		segs = snap.Segments
