@@ -134,10 +134,16 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	if *liveTUI {
 		mode = "TUI"
 	}
-	fmt.Printf("live (%s): published %d in %v (%.0f/s), attach received %d, missed %d, server dropped %d, attach CPU %v (%.0f ns/entry, %.0f%% of a core), maxrss %d MB; producer CPU %v\n",
-		mode, sent+1, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), r.received, r.missed, srv.Stats().Dropped,
+	// every entry published is received or reported missed: the rest
+	// went unaccounted
+	unaccounted := int64(sent+1) - int64(r.received+r.missed)
+	fmt.Printf("live (%s): published %d in %v (%.0f/s), attach received %d, missed %d, unaccounted %d, server dropped %d, attach CPU %v (%.0f ns/entry, %.0f%% of a core), maxrss %d MB; producer CPU %v\n",
+		mode, sent+1, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), r.received, r.missed, unaccounted, srv.Stats().Dropped,
 		r.cpu.Round(time.Millisecond), float64(r.cpu.Nanoseconds())/float64(max(r.received, 1)), 100*r.cpu.Seconds()/elapsed.Seconds(),
 		r.maxRSS>>20, prodCPU.Round(time.Millisecond))
+	if unaccounted != 0 {
+		b.Errorf("%d entries published were neither received nor reported missed", unaccounted)
+	}
 }
 
 // liveHeadless is `npumon attach --headless`, a child of the test.

@@ -216,7 +216,8 @@ type readFrame struct {
 	typ  byte
 	p    []byte
 	err  error
-	more bool // the next frame's header was already buffered (no network wait)
+	more bool  // the next frame's header was already buffered (no network wait)
+	cost int64 // what it counts against readAheadBytes
 }
 
 // readBuffer is the kernel receive buffer asked for a TCP connection
@@ -228,10 +229,9 @@ const readBuffer = 4 << 20
 // 1 M entries/s) that a busy or briefly starved attach takes in later
 // instead of leaving them to the producer's queue, which drops them.
 // readAheadFrames bounds their number.
-const (
-	readAheadBytes  = 64 << 20
-	readAheadFrames = 4096
-)
+const readAheadFrames = 4096
+
+var readAheadBytes int64 = 64 << 20 // a variable for tests
 
 // frameCost is what a read-ahead frame counts against readAheadBytes.
 func frameCost(p []byte) int64 { return int64(cap(p)) + 64 }
@@ -258,7 +258,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		}
 	}
 
-	fr := &frameReader{r: bufio.NewReaderSize(conn, 64<<10)}
+	fr := &frameReader{r: bufio.NewReaderSize(conn, 256<<10)}
 	var pendingOps []Op
 	flushOps := func() {
 		if len(pendingOps) > 0 {
@@ -339,7 +339,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			}
 			held.Add(n)
 			select {
-			case frames <- readFrame{typ, p, err, more}:
+			case frames <- readFrame{typ, p, err, more, n}:
 			case <-quit:
 				return
 			}
@@ -356,13 +356,13 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		if !more || len(pendingOps) >= 1<<16 {
 			flushOps()
 		}
-		if f.p != nil { // the previous frame is processed
-			held.Add(-frameCost(f.p))
+		if f.cost > 0 { // the previous frame is processed
+			held.Add(-f.cost)
 			select {
 			case room <- struct{}{}:
 			default:
 			}
-			if cap(f.p) <= maxPooledFrame {
+			if cap(f.p) > 0 && cap(f.p) <= maxPooledFrame {
 				select {
 				case free <- f.p[:0]:
 				default:

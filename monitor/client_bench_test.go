@@ -111,3 +111,43 @@ func BenchmarkClientIngest(b *testing.B) {
 	b.StopTimer()
 	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
 }
+
+// The read-ahead's byte budget is given back frame by frame: many more
+// frames than it holds at once pass through it, tiny ones too.
+func TestClientReadAheadBudget(t *testing.T) {
+	defer func(b int64) { readAheadBytes = b }(readAheadBytes)
+	readAheadBytes = 4096
+	path := shortSock(t)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ents := liveEntries(3000)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		e := &enc{}
+		encodeHello(e, &Hello{Version: ProtocolVersion, PID: 1, Host: "t", ClockSource: "realtime"})
+		encodeSnapshot(e, nil, map[int]uint64{0: 0})
+		for i := range 20000 {
+			encodeHeartbeat(e, int64(i), nil)
+		}
+		for i := 0; i < len(ents); i += 100 { // 100 entries (some 1.3 KB) a frame
+			encodeEntries(e, 0, uint64(i), ents[i:i+100])
+		}
+		c.Write(e.b)
+		<-done
+	}()
+	st := NewStore(StoreOptions{})
+	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cl.Run(ctx)
+	waitFor(t, "every entry", func() bool { return cl.Status().Entries == uint64(len(ents)) })
+}
