@@ -88,6 +88,7 @@ func WithDropHandler(fn func(dropped uint64)) TrackerOption {
 // a slow or blocked callback costs drops, never allocator latency.
 type tracker struct {
 	fn     func(device int, e TraceEntry)
+	batch  func(device int, es []TraceEntry) // instead of fn: entries in batches
 	onDrop func(uint64)
 	limit  int
 
@@ -120,6 +121,7 @@ func (t *tracker) push(e rawEntry) {
 func (t *tracker) run(a *Allocator) {
 	defer close(t.done)
 	var batch []rawEntry
+	var out []TraceEntry
 	var conv converter
 	var convAt time.Time
 	for {
@@ -138,8 +140,18 @@ func (t *tracker) run(a *Allocator) {
 				if convAt.IsZero() || time.Since(convAt) > 100*time.Millisecond {
 					conv, convAt = a.clk.converter(), time.Now()
 				}
-				for i := range batch {
-					t.fn(a.device, a.convert(batch[i], conv))
+				if t.batch == nil {
+					for i := range batch {
+						t.fn(a.device, a.convert(batch[i], conv))
+					}
+					continue
+				}
+				for lo := 0; lo < len(batch); lo += maxTrackerBatch {
+					out = out[:0]
+					for _, r := range batch[lo:min(len(batch), lo+maxTrackerBatch)] {
+						out = append(out, a.convert(r, conv))
+					}
+					t.batch(a.device, out)
 				}
 				continue
 			}
@@ -160,6 +172,20 @@ func (t *tracker) run(a *Allocator) {
 // called from fn itself.
 func (a *Allocator) AttachTracker(fn func(device int, e TraceEntry), opts ...TrackerOption) (detach func()) {
 	t := a.newTracker(fn, opts)
+	a.mu.Lock()
+	a.trackers = append(a.trackers, t)
+	a.mu.Unlock()
+	return a.detacher(t)
+}
+
+// maxTrackerBatch caps the entries AttachBatchTracker's fn gets at once.
+const maxTrackerBatch = 4096
+
+// AttachBatchTracker is AttachTracker for a fn that takes the entries in
+// batches, as many at a time (at most 4,096) as waited for it: one call
+// where AttachTracker makes one per entry. es is reused after fn returns.
+func (a *Allocator) AttachBatchTracker(fn func(device int, es []TraceEntry), opts ...TrackerOption) (detach func()) {
+	t := a.newTracker(nil, append(opts, func(t *tracker) { t.batch = fn }))
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
 	a.mu.Unlock()

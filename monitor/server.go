@@ -451,9 +451,17 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 		q := &s.q
 		if n := len(q.recs); n > q.h {
 			last := &q.recs[n-1]
-			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= cap(last.entries) {
+			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= maxRecord {
 				// clients hold this record's slice with its old length:
-				// appending never changes what they see
+				// appending never changes what they see (a larger array
+				// leaves the old one to them)
+				if need := len(last.entries) + len(entries); need > cap(last.entries) {
+					grown := make([]allocator.TraceEntry, len(last.entries), min(maxRecord, max(2*cap(last.entries), need)))
+					copy(grown, last.entries)
+					q.bytes += (cap(grown) - cap(last.entries)) * entryBytes
+					last.bytes += (cap(grown) - cap(last.entries)) * entryBytes
+					last.entries = grown
+				}
 				last.entries = append(last.entries, entries...)
 				sb := entryStrBytes(entries)
 				q.held += len(entries)
@@ -466,9 +474,9 @@ func (s *Server) Publish(device int, entries []allocator.TraceEntry) {
 				return
 			}
 		}
-		// room for more to be merged into it, yet a record of a few
-		// entries holds little memory (its capacity counts against
-		// QueueBytes)
+		// room for more to be merged into it (doubled as they come), yet
+		// a record of a few entries holds little memory (its capacity
+		// counts against QueueBytes)
 		ents := make([]allocator.TraceEntry, 0, max(len(entries), min(maxRecord, 64*len(entries))))
 		s.pushLocked(record{device: device, first: first, entries: append(ents, entries...)})
 	}

@@ -118,24 +118,29 @@ func AttachAllocators(store *Store, allocs []*allocator.Allocator, opts SourceOp
 		c := &cut{want: -1}
 		synced := false
 		var stackMap map[allocator.StackID]allocator.StackID
-		fn := func(device int, e allocator.TraceEntry) {
-			if !synced {
+		fn := func(device int, es []allocator.TraceEntry) {
+			i := 0
+			for ; !synced && i < len(es); i++ {
 				// before the cut: already in the snapshot
-				synced = e.Action == allocator.ActionSnapshot && c.seen(e.Size, 0)
+				synced = es[i].Action == allocator.ActionSnapshot && c.seen(es[i].Size, 0)
+			}
+			if es = es[i:]; len(es) == 0 {
 				return
 			}
 			<-ready
-			if e.Frames > 0 {
-				id, ok := stackMap[e.Frames]
-				if !ok {
-					id = store.InternStack(a.Stack(e.Frames))
-					stackMap[e.Frames] = id
+			for j := range es {
+				if e := &es[j]; e.Frames > 0 {
+					id, ok := stackMap[e.Frames]
+					if !ok {
+						id = store.InternStack(a.Stack(e.Frames))
+						stackMap[e.Frames] = id
+					}
+					e.Frames = id
 				}
-				e.Frames = id
 			}
-			store.Append(device, []allocator.TraceEntry{e})
+			store.Append(device, es)
 		}
-		detaches = append(detaches, a.AttachTracker(fn, allocator.WithTrackerBuffer(opts.Buffer),
+		detaches = append(detaches, a.AttachBatchTracker(fn, allocator.WithTrackerBuffer(opts.Buffer),
 			allocator.WithDropHandler(func(n uint64) { store.NoteGap(dev, int64(n)) })))
 		snap, _, _ := c.snapshot(a)
 		stackMap = map[allocator.StackID]allocator.StackID{}
@@ -308,14 +313,28 @@ func ServeAllocators(network, address string, allocs []*allocator.Allocator, opt
 	var detaches []func()
 	for ai, a := range allocs {
 		dev := a.Device()
-		fn := func(device int, e allocator.TraceEntry) {
-			e.Frames = intern(ai, e.Frames, func() allocator.Stack { return a.Stack(e.Frames) })
-			srv.Publish(device, []allocator.TraceEntry{e})
-			if e.Action == allocator.ActionSnapshot {
-				cuts[ai].seen(e.Size, srv.Published(device))
+		// a batch is published in one piece, but for snapshot entries,
+		// whose position the cut needs
+		fn := func(device int, es []allocator.TraceEntry) {
+			lastRaw, lastID := allocator.StackID(-1), allocator.NoStack
+			start := 0
+			for i := range es {
+				e := &es[i]
+				if raw := e.Frames; raw == lastRaw {
+					e.Frames = lastID
+				} else {
+					e.Frames = intern(ai, raw, func() allocator.Stack { return a.Stack(raw) })
+					lastRaw, lastID = raw, e.Frames
+				}
+				if e.Action == allocator.ActionSnapshot {
+					srv.Publish(device, es[start:i+1])
+					start = i + 1
+					cuts[ai].seen(e.Size, srv.Published(device))
+				}
 			}
+			srv.Publish(device, es[start:])
 		}
-		detaches = append(detaches, a.AttachTracker(fn,
+		detaches = append(detaches, a.AttachBatchTracker(fn,
 			allocator.WithDropHandler(func(n uint64) { srv.PublishGap(dev, n) })))
 	}
 	stop = func() error {
