@@ -224,9 +224,13 @@ func BenchmarkServeMallocFreeStalledClient(b *testing.B) { benchServeMallocFree(
 // A client that falls behind gets GAPs, then a fresh snapshot that makes
 // its state exact again.
 func TestServeAllocatorsResyncAfterGap(t *testing.T) {
+	// a small read-ahead and socket buffer: the stalled Store soon stops
+	// the reading, and the producer's queue overflows
+	defer func(b int64) { readAheadBytes = b }(readAheadBytes)
+	readAheadBytes = 4096
 	allocs, _ := newAllocators(t, 1)
 	path := shortSock(t)
-	srv, stop, err := ServeAllocators("unix", path, allocs, ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond})
+	srv, stop, err := ServeAllocators("unix", path, allocs, ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond, SocketBuffer: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
