@@ -324,8 +324,9 @@ func describeMode(m os.FileMode) string {
 const DefaultQueueBytes = 32 << 20
 
 // DefaultSocketBuffer is ServerOptions.SocketBuffer's default: at about 13
-// encoded bytes per entry, 4 MiB (the kernel doubles it for its own
-// bookkeeping) holds some 300,000 entries more per client.
+// encoded bytes per entry, 4 MiB (which the kernel doubles, counting its
+// own bookkeeping in it) holds some 300,000 to 600,000 entries more per
+// client.
 const DefaultSocketBuffer = 4 << 20
 
 func serverDefaults(opts ServerOptions) ServerOptions {
