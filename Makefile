@@ -92,10 +92,12 @@ bench-data:
 	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m_distinct.pickle 1000000 distinct
 	python3 replay/testdata/gen_bench.py testdata/bench/snapshot_1m_oom.pickle 1000000 --oom
 
-# The live path at a set rate: a producer feeds the real `npumon attach --headless` over a
-# Unix socket; reports entries received and missed and attach's CPU per entry.
+# The live path at a set rate: a producer feeds the real `npumon attach` over a Unix socket,
+# its terminal UI drawing in tmux (LIVE_FLAGS= for --headless); reports entries received and
+# missed and attach's CPU per entry.
+LIVE_FLAGS ?= -live-tui
 bench-live: build
-	NPUMON_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -run '^$$' -bench LiveAttach -benchtime 1x ./e2e/ -live-rate 1000000 -live-for 60s
+	NPUMON_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -run '^$$' -bench LiveAttach -benchtime 1x ./e2e/ -live-rate 1000000 -live-for 60s $(LIVE_FLAGS)
 
 # Optional: installs Debian's python3-torch (1.13, CPU) and compares `npumon stats` with
 # `python3 -m torch.cuda._memory_viz stats` on 1.13-form exports. Too heavy for CI.

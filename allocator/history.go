@@ -89,6 +89,7 @@ func WithDropHandler(fn func(dropped uint64)) TrackerOption {
 // a slow or blocked callback costs drops, never allocator latency.
 type tracker struct {
 	fn     func(device int, e snapshot.TraceEntry)
+	batch  func(device int, es []snapshot.TraceEntry) // instead of fn: entries in batches
 	onDrop func(uint64)
 	limit  int
 
@@ -121,6 +122,7 @@ func (t *tracker) push(e rawEntry) {
 func (t *tracker) run(a *Allocator) {
 	defer close(t.done)
 	var batch []rawEntry
+	var out []snapshot.TraceEntry
 	var conv converter
 	var convAt time.Time
 	for {
@@ -139,8 +141,18 @@ func (t *tracker) run(a *Allocator) {
 				if convAt.IsZero() || time.Since(convAt) > 100*time.Millisecond {
 					conv, convAt = a.clk.converter(), time.Now()
 				}
-				for i := range batch {
-					t.fn(a.device, a.convert(batch[i], conv))
+				if t.batch == nil {
+					for i := range batch {
+						t.fn(a.device, a.convert(batch[i], conv))
+					}
+					continue
+				}
+				for lo := 0; lo < len(batch); lo += maxTrackerBatch {
+					out = out[:0]
+					for _, r := range batch[lo:min(len(batch), lo+maxTrackerBatch)] {
+						out = append(out, a.convert(r, conv))
+					}
+					t.batch(a.device, out)
 				}
 				continue
 			}
@@ -161,6 +173,20 @@ func (t *tracker) run(a *Allocator) {
 // called from fn itself.
 func (a *Allocator) AttachTracker(fn func(device int, e snapshot.TraceEntry), opts ...TrackerOption) (detach func()) {
 	t := a.newTracker(fn, opts)
+	a.mu.Lock()
+	a.trackers = append(a.trackers, t)
+	a.mu.Unlock()
+	return a.detacher(t)
+}
+
+// maxTrackerBatch caps the entries AttachBatchTracker's fn gets at once.
+const maxTrackerBatch = 4096
+
+// AttachBatchTracker is AttachTracker for a fn that takes the entries in
+// batches, as many at a time (at most 4,096) as waited for it: one call
+// where AttachTracker makes one per entry. es is reused after fn returns.
+func (a *Allocator) AttachBatchTracker(fn func(device int, es []snapshot.TraceEntry), opts ...TrackerOption) (detach func()) {
+	t := a.newTracker(nil, append(opts, func(t *tracker) { t.batch = fn }))
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
 	a.mu.Unlock()

@@ -324,3 +324,39 @@ func TestCycleCounterCalibrates(t *testing.T) {
 		t.Fatalf("counter read converts to %d ns, wall clock was [%d, %d]", got, before, after)
 	}
 }
+
+// A batch tracker sees the same entries as a per-entry one, in batches.
+func TestBatchTrackerSeesWhatATrackerSees(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	s := e.stream()
+	var mu sync.Mutex
+	var one, batched []snapshot.TraceEntry
+	calls := 0
+	release := make(chan struct{})
+	detachOne := e.a.AttachTracker(func(_ int, te snapshot.TraceEntry) {
+		mu.Lock()
+		one = append(one, te)
+		mu.Unlock()
+	})
+	detachBatch := e.a.AttachBatchTracker(func(dev int, es []snapshot.TraceEntry) {
+		<-release // entries pile up meanwhile: later calls get many
+		mu.Lock()
+		batched = append(batched, es...)
+		calls++
+		mu.Unlock()
+	})
+	for i := range 3000 {
+		p := e.malloc(int64(512+i), s)
+		e.clock.Advance(time.Microsecond)
+		e.free(p)
+	}
+	close(release)
+	detachBatch()
+	detachOne()
+	if len(one) != 1+3*3000 || !slices.Equal(one, batched) {
+		t.Fatalf("per entry %d, batched %d: not the same entries", len(one), len(batched))
+	}
+	if calls > 10 {
+		t.Fatalf("%d calls for %d entries: not batched", calls, len(batched))
+	}
+}

@@ -121,24 +121,29 @@ func Store(st *store.Store, allocs []*allocator.Allocator, opts Options) (detach
 		c := &cut{want: -1}
 		synced := false
 		var stackMap map[snapshot.StackID]snapshot.StackID
-		fn := func(device int, e snapshot.TraceEntry) {
-			if !synced {
+		fn := func(device int, es []snapshot.TraceEntry) {
+			i := 0
+			for ; !synced && i < len(es); i++ {
 				// before the cut: already in the snapshot
-				synced = e.Action == snapshot.ActionSnapshot && c.seen(e.Size, 0)
+				synced = es[i].Action == snapshot.ActionSnapshot && c.seen(es[i].Size, 0)
+			}
+			if es = es[i:]; len(es) == 0 {
 				return
 			}
 			<-ready
-			if e.Frames > 0 {
-				id, ok := stackMap[e.Frames]
-				if !ok {
-					id = st.InternStack(a.Stack(e.Frames))
-					stackMap[e.Frames] = id
+			for j := range es {
+				if e := &es[j]; e.Frames > 0 {
+					id, ok := stackMap[e.Frames]
+					if !ok {
+						id = st.InternStack(a.Stack(e.Frames))
+						stackMap[e.Frames] = id
+					}
+					e.Frames = id
 				}
-				e.Frames = id
 			}
-			st.Append(device, []snapshot.TraceEntry{e})
+			st.Append(device, es)
 		}
-		detaches = append(detaches, a.AttachTracker(fn, allocator.WithTrackerBuffer(opts.Buffer),
+		detaches = append(detaches, a.AttachBatchTracker(fn, allocator.WithTrackerBuffer(opts.Buffer),
 			allocator.WithDropHandler(func(n uint64) { st.NoteGap(dev, int64(n)) })))
 		snap, _, _ := c.snapshot(a)
 		stackMap = map[snapshot.StackID]snapshot.StackID{}
@@ -293,14 +298,28 @@ func Serve(network, address string, allocs []*allocator.Allocator, opts wire.Ser
 	var detaches []func()
 	for ai, a := range allocs {
 		dev := a.Device()
-		fn := func(device int, e snapshot.TraceEntry) {
-			e.Frames = intern(ai, e.Frames, func() snapshot.Stack { return a.Stack(e.Frames) })
-			srv.Publish(device, []snapshot.TraceEntry{e})
-			if e.Action == snapshot.ActionSnapshot {
-				cuts[ai].seen(e.Size, srv.Published(device))
+		// a batch is published in one piece, but for snapshot entries,
+		// whose position the cut needs
+		fn := func(device int, es []snapshot.TraceEntry) {
+			lastRaw, lastID := snapshot.StackID(-1), snapshot.NoStack
+			start := 0
+			for i := range es {
+				e := &es[i]
+				if raw := e.Frames; raw == lastRaw {
+					e.Frames = lastID
+				} else {
+					e.Frames = intern(ai, raw, func() snapshot.Stack { return a.Stack(raw) })
+					lastRaw, lastID = raw, e.Frames
+				}
+				if e.Action == snapshot.ActionSnapshot {
+					srv.Publish(device, es[start:i+1])
+					start = i + 1
+					cuts[ai].seen(e.Size, srv.Published(device))
+				}
 			}
+			srv.Publish(device, es[start:])
 		}
-		detaches = append(detaches, a.AttachTracker(fn,
+		detaches = append(detaches, a.AttachBatchTracker(fn,
 			allocator.WithDropHandler(func(n uint64) { srv.PublishGap(dev, n) })))
 	}
 	stop = func() error {

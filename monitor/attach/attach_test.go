@@ -231,7 +231,7 @@ func BenchmarkServeMallocFreeStalledClient(b *testing.B) { benchServeMallocFree(
 func TestServeResyncAfterGap(t *testing.T) {
 	allocs, _ := newAllocators(t, 1)
 	path := shortSock(t)
-	srv, stop, err := Serve("unix", path, allocs, wire.ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond})
+	srv, stop, err := Serve("unix", path, allocs, wire.ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond, SocketBuffer: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,15 @@ package wire
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -225,12 +226,25 @@ type readFrame struct {
 	typ  byte
 	p    []byte
 	err  error
-	more bool // the next frame's header was already buffered (no network wait)
+	more bool  // the next frame's header was already buffered (no network wait)
+	cost int64 // what it counts against readAheadBytes
 }
 
-// readAhead bounds the frames read but not yet processed (each at most
-// 32,768 entries as a server sends them).
-const readAhead = 64
+// readBuffer is the kernel receive buffer asked for a TCP connection
+// (capped by net.core.rmem_max).
+const readBuffer = 4 << 20
+
+// readAheadBytes bounds the bytes of the frames read but not yet
+// processed: at about 13 bytes per entry, some 5 million entries (5 s at
+// 1 M entries/s) that a busy or briefly starved attach takes in later
+// instead of leaving them to the producer's queue, which drops them.
+// readAheadFrames bounds their number.
+const readAheadFrames = 4096
+
+var readAheadBytes int64 = 64 << 20 // a variable for tests
+
+// frameCost is what a read-ahead frame counts against readAheadBytes.
+func frameCost(p []byte) int64 { return int64(cap(p)) + 64 }
 
 // session runs one connection; connected reports whether the handshake
 // completed.
@@ -241,6 +255,11 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		return false, err
 	}
 	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		// room in the kernel for what arrives while this process is not
+		// scheduled (a Unix socket's room is the producer's send buffer)
+		tc.SetReadBuffer(readBuffer)
+	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if c.opts.ExpectPID > 0 && c.network == "unix" {
@@ -249,7 +268,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		}
 	}
 
-	fr := &frameReader{r: bufio.NewReaderSize(conn, 64<<10)}
+	fr := &frameReader{r: bufio.NewReaderSize(conn, 256<<10)}
 	var pendingOps []store.Op
 	flushOps := func() {
 		if len(pendingOps) > 0 {
@@ -294,26 +313,43 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		clear(c.expected)
 	}
 
-	stacks := map[uint64]snapshot.StackID{}
+	var stacks stackMap
 	var buf []snapshot.TraceEntry
 	var sizeBuf []int64
 	haveSnap := false
 	// Frames are read ahead by their own goroutine, so the socket keeps
 	// draining while a batch is stored (and while queries hold the Store):
 	// the producer's bounded queue then absorbs only what this process
-	// cannot take at all. At most readAhead frames wait here.
-	frames := make(chan readFrame, readAhead)
+	// cannot take at all. At most readAheadBytes (and readAheadFrames)
+	// wait here. Each frame is read into a buffer of its own, which comes
+	// back through free once processed (nothing keeps a frame's bytes).
+	frames := make(chan readFrame, readAheadFrames)
+	free := make(chan []byte, 64)
+	var held atomic.Int64 // frameCost of the frames read and not yet processed
+	room := make(chan struct{}, 1)
 	quit := make(chan struct{})
 	defer close(quit)
 	go func() {
 		for {
-			typ, p, err := next()
-			if err == nil {
-				p = bytes.Clone(p) // next reuses its buffer
-			}
-			more := fr.r.(*bufio.Reader).Buffered() >= 5
 			select {
-			case frames <- readFrame{typ, p, err, more}:
+			case b := <-free:
+				fr.buf = b
+			default:
+				fr.buf = nil
+			}
+			typ, p, err := next()
+			more := fr.r.(*bufio.Reader).Buffered() >= 5
+			n := frameCost(p)
+			for h := held.Load(); h > 0 && h+n > readAheadBytes; h = held.Load() {
+				select {
+				case <-room:
+				case <-quit:
+					return
+				}
+			}
+			held.Add(n)
+			select {
+			case frames <- readFrame{typ, p, err, more, n}:
 			case <-quit:
 				return
 			}
@@ -323,15 +359,29 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		}
 	}()
 	more := true
+	var f readFrame
 	for {
 		// OPS are handed to the Store in batches: where the reading had
 		// to wait for the network after the last frame, or once many are held
 		if !more || len(pendingOps) >= 1<<16 {
 			flushOps()
 		}
-		f := <-frames
+		if f.cost > 0 { // the previous frame is processed
+			held.Add(-f.cost)
+			select {
+			case room <- struct{}{}:
+			default:
+			}
+			if cap(f.p) > 0 && cap(f.p) <= maxPooledFrame {
+				select {
+				case free <- f.p[:0]:
+				default:
+				}
+			}
+		}
+		f = <-frames
 		more = f.more
-		typ, p, err := f.typ, f.p, f.err
+		typ, p, err = f.typ, f.p, f.err
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = errors.New("producer closed the connection")
@@ -344,7 +394,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err != nil {
 				return haveSnap, fmt.Errorf("protocol error: STACKS: %w", err)
 			}
-			if len(stacks)+len(ws) > 2*c.opts.Limits.Stacks {
+			if stacks.n+len(ws) > 2*c.opts.Limits.Stacks {
 				return haveSnap, &LimitError{fmt.Sprintf("the producer defined more than %d stack ids", 2*c.opts.Limits.Stacks)}
 			}
 			for _, w := range ws {
@@ -355,7 +405,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 					}
 					c.maxStack = id
 				}
-				stacks[w.id] = id
+				stacks.set(w.id, id)
 			}
 		case frameSnapshot:
 			segs, resume, err := decodeSnapshot(p)
@@ -365,7 +415,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if err := c.checkSnapshot(segs, resume); err != nil {
 				return haveSnap, err
 			}
-			(&snapshot.Snapshot{Segments: segs}).RemapStacks(func(id snapshot.StackID) snapshot.StackID { return stacks[uint64(id)] })
+			(&snapshot.Snapshot{Segments: segs}).RemapStacks(func(id snapshot.StackID) snapshot.StackID { return stacks.get(uint64(id)) })
 			if haveSnap {
 				c.resync(segs, resume)
 				continue
@@ -394,7 +444,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 				c.store.NoteGap(dev, int64(first-exp))
 			}
 			for i := range ents {
-				ents[i].Frames = stacks[uint64(ents[i].Frames)]
+				ents[i].Frames = stacks.get(uint64(ents[i].Frames))
 			}
 			c.store.AppendSized(dev, ents, sizes)
 			c.stored += int64(len(ents))
@@ -455,6 +505,54 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			return haveSnap, fmt.Errorf("protocol error: unknown frame type %d", typ)
 		}
 	}
+}
+
+// maxPooledFrame: frame buffers up to this size are reused.
+const maxPooledFrame = 1 << 20
+
+// denseStackIDs: producer stack ids below it are mapped through a slice
+// (grown as ids are defined: at most 4 MiB), larger ones through a map.
+const denseStackIDs = 1 << 20
+
+// stackMap maps a producer's stack ids to the Store's.
+type stackMap struct {
+	dense  []snapshot.StackID // Store id + 1; 0: not defined
+	sparse map[uint64]snapshot.StackID
+	n      int // ids defined
+}
+
+// get returns the Store's id for a producer's id (0 when not defined).
+func (m *stackMap) get(id uint64) snapshot.StackID {
+	if id < uint64(len(m.dense)) {
+		if v := m.dense[id]; v > 0 {
+			return v - 1
+		}
+		return 0
+	}
+	if id < denseStackIDs {
+		return 0
+	}
+	return m.sparse[id]
+}
+
+func (m *stackMap) set(id uint64, v snapshot.StackID) {
+	if id >= denseStackIDs {
+		if m.sparse == nil {
+			m.sparse = map[uint64]snapshot.StackID{}
+		}
+		if _, ok := m.sparse[id]; !ok {
+			m.n++
+		}
+		m.sparse[id] = v
+		return
+	}
+	if id >= uint64(len(m.dense)) {
+		m.dense = slices.Grow(m.dense, int(id)+1-len(m.dense))[:id+1]
+	}
+	if m.dense[id] == 0 {
+		m.n++
+	}
+	m.dense[id] = v + 1
 }
 
 func handshakeErr(err error) error {
@@ -618,10 +716,14 @@ func (c *Client) checkEntries(dev int, ents []snapshot.TraceEntry) error {
 	if c.stored+int64(len(ents)) > c.opts.Limits.Entries {
 		return &LimitError{fmt.Sprintf("%d entries kept, the most this client keeps (raise it with --max-entries)", c.stored)}
 	}
+	lastStream, checked := uint64(0), false
 	for i := range ents {
 		t := &ents[i]
-		if err := c.checkStream(dev, t.Stream); err != nil {
-			return err
+		if !checked || t.Stream != lastStream {
+			if err := c.checkStream(dev, t.Stream); err != nil {
+				return err
+			}
+			lastStream, checked = t.Stream, true
 		}
 		if err := c.checkString(t.CompileContext); err != nil {
 			return err

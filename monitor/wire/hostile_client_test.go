@@ -63,7 +63,10 @@ func stuckClients(t testing.TB, path string, n int) []net.Conn {
 func TestHostileStuckClients(t *testing.T) {
 	path := shortSock(t)
 	var log logLines
-	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, WriteTimeout: 300 * time.Millisecond, Logf: log.logf})
+	// the system's socket buffers, which fill at once (the default ones
+	// are TestHostileStuckClientSocketBuffer's); the write timeout leaves
+	// a slow (race-detector) build time to overflow the queue first
+	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, WriteTimeout: 2 * time.Second, Logf: log.logf, SocketBuffer: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +97,28 @@ func TestHostileStuckClients(t *testing.T) {
 	if d := time.Since(start); d > 4*time.Second { // Close gives up after 1.5 s; the slack is for a loaded machine
 		t.Fatalf("Close took %v", d)
 	}
+}
+
+// A client that stops reading is disconnected with the default socket
+// buffer too (SocketBuffer: more room in the kernel, filled later).
+func TestHostileStuckClientSocketBuffer(t *testing.T) {
+	path := shortSock(t)
+	var log logLines
+	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, WriteTimeout: 300 * time.Millisecond, Logf: log.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	stuckClients(t, path, 1)
+	waitFor(t, "a client", func() bool { return srv.Stats().Clients == 1 })
+	ents := testEntries(1000, 7)
+	deadline := time.Now().Add(30 * time.Second)
+	for srv.Stats().Stalled == 0 && time.Now().Before(deadline) {
+		srv.Publish(0, ents)
+		time.Sleep(50 * time.Microsecond)
+	}
+	waitFor(t, "the stuck client dropped", func() bool { return srv.Stats().Stalled == 1 && srv.Stats().Clients == 0 })
+	waitFor(t, "a log line for the dropped client", func() bool { return log.has("took no data") })
 }
 
 // Close with clients that stopped reading (default WriteTimeout, longer

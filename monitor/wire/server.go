@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
@@ -25,7 +27,8 @@ type ServerOptions struct {
 	// per device the sequence number (see Published) of the first entry the
 	// state does not reflect; entries before it are not sent to that
 	// client. A nil map means "everything published so far". Nil Snapshot:
-	// clients start from an empty state.
+	// clients start from an empty state and get every entry published
+	// after they connected.
 	Snapshot func() (*snapshot.Snapshot, map[int]uint64)
 	// Stack resolves the StackIDs of published entries (sent once per
 	// client in STACKS frames). Must be safe for concurrent use. Nil: stack
@@ -39,10 +42,14 @@ type ServerOptions struct {
 	// Peaks reports the producer's own peaks per device since it started,
 	// sent in every HELLO (optional).
 	Peaks func() []DevicePeak
-	// QueueEntries bounds the entries (and ops) the server holds for
-	// clients that have not sent them yet, shared by all clients (default
-	// 65536). A client that falls further behind loses the oldest: a GAP
-	// follows, then a fresh snapshot (ResyncInterval).
+	// QueueBytes bounds the memory of the queue of entries (and ops) the
+	// server holds for clients that have not sent them yet, shared by all
+	// clients (default DefaultQueueBytes: about 300,000 entries, 300 ms at
+	// 1 M entries/s). A client that falls further behind loses the oldest:
+	// a GAP follows, then a fresh snapshot (ResyncInterval).
+	QueueBytes int
+	// QueueEntries, when positive, also bounds the queue by its entries
+	// (and ops) in it; 0: only QueueBytes bounds it.
 	QueueEntries int
 	// Heartbeat is the heartbeat interval (default 1 s).
 	Heartbeat time.Duration
@@ -59,6 +66,12 @@ type ServerOptions struct {
 	// ClientBuffer is the most bytes encoded for a client before they are
 	// written to it (default 256 KiB), besides one snapshot or stack frame.
 	ClientBuffer int
+	// SocketBuffer is the kernel send buffer asked for each client's
+	// connection (SO_SNDBUF; default DefaultSocketBuffer, which the kernel
+	// caps at net.core.wmem_max): encoded frames that wait there for a
+	// client not scheduled in time are not dropped. Negative: the
+	// system's default.
+	SocketBuffer int
 	// Logf receives one line per notable event: a client dropped for
 	// stalling, entries dropped for a slow client, a refused client, a
 	// warning about the listening address. Default: standard error, with
@@ -138,16 +151,43 @@ type record struct {
 	entries []snapshot.TraceEntry
 	gapNext uint64
 	ops     []store.Op
+	bytes   int // memory held, as recBytes counts it
 }
 
 func (r *record) size() int { return max(len(r.entries)+len(r.ops), 1) }
 
+// Memory a queue record holds: its slices' capacity and the strings in
+// them (strings shared with the caller are counted anyway), plus the
+// record itself.
+const (
+	entryBytes  = int(unsafe.Sizeof(snapshot.TraceEntry{}))
+	opBytes     = int(unsafe.Sizeof(store.Op{}))
+	recordBytes = int(unsafe.Sizeof(record{}))
+)
+
+func entryStrBytes(ents []snapshot.TraceEntry) int {
+	n := 0
+	for i := range ents {
+		n += len(ents[i].CompileContext) + len(ents[i].UserMetadata)
+	}
+	return n
+}
+
+func recBytes(r *record) int {
+	n := recordBytes + cap(r.entries)*entryBytes + entryStrBytes(r.entries) + cap(r.ops)*opBytes
+	for i := range r.ops {
+		n += len(r.ops[i].Name) + len(r.ops[i].InputDims)
+	}
+	return n
+}
+
 // recQueue is the shared queue: recs[h:] are records base.. in order.
 type recQueue struct {
-	recs []record
-	h    int
-	base uint64 // index of recs[h]
-	held int    // size() summed over recs[h:]
+	recs  []record
+	h     int
+	base  uint64 // index of recs[h]
+	held  int    // size() summed over recs[h:]
+	bytes int    // bytes summed over recs[h:]
 }
 
 func (q *recQueue) end() uint64 { return q.base + uint64(len(q.recs)-q.h) }
@@ -284,9 +324,24 @@ func describeMode(m os.FileMode) string {
 	return m.Type().String()
 }
 
+// DefaultQueueBytes is ServerOptions.QueueBytes's default.
+const DefaultQueueBytes = 32 << 20
+
+// DefaultSocketBuffer is ServerOptions.SocketBuffer's default: at about 13
+// encoded bytes per entry, 4 MiB (which the kernel doubles, counting its
+// own bookkeeping in it) holds some 300,000 to 600,000 entries more per
+// client.
+const DefaultSocketBuffer = 4 << 20
+
 func serverDefaults(opts ServerOptions) ServerOptions {
-	if opts.QueueEntries <= 0 {
-		opts.QueueEntries = 1 << 16
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = DefaultQueueBytes
+	}
+	if opts.QueueEntries < 0 {
+		opts.QueueEntries = 0
+	}
+	if opts.SocketBuffer == 0 {
+		opts.SocketBuffer = DefaultSocketBuffer
 	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = time.Second
@@ -403,9 +458,20 @@ func (s *Server) Publish(device int, entries []snapshot.TraceEntry) {
 			last := &q.recs[n-1]
 			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= maxRecord {
 				// clients hold this record's slice with its old length:
-				// appending never changes what they see
+				// appending never changes what they see (a larger array
+				// leaves the old one to them)
+				if need := len(last.entries) + len(entries); need > cap(last.entries) {
+					grown := make([]snapshot.TraceEntry, len(last.entries), min(maxRecord, max(2*cap(last.entries), need)))
+					copy(grown, last.entries)
+					q.bytes += (cap(grown) - cap(last.entries)) * entryBytes
+					last.bytes += (cap(grown) - cap(last.entries)) * entryBytes
+					last.entries = grown
+				}
 				last.entries = append(last.entries, entries...)
+				sb := entryStrBytes(entries)
 				q.held += len(entries)
+				q.bytes += sb
+				last.bytes += sb
 				s.trimLocked()
 				s.wakeAllLocked()
 				s.pubMu.Unlock()
@@ -413,9 +479,11 @@ func (s *Server) Publish(device int, entries []snapshot.TraceEntry) {
 				return
 			}
 		}
-		// full size at once: entries published one by one fill it
-		// without regrowing
-		s.pushLocked(record{device: device, first: first, entries: append(make([]snapshot.TraceEntry, 0, max(len(entries), maxRecord)), entries...)})
+		// room for more to be merged into it (doubled as they come), yet
+		// a record of a few entries holds little memory (its capacity
+		// counts against QueueBytes)
+		ents := make([]snapshot.TraceEntry, 0, max(len(entries), min(maxRecord, 64*len(entries))))
+		s.pushLocked(record{device: device, first: first, entries: append(ents, entries...)})
 	}
 	s.pubMu.Unlock()
 	s.published.Add(uint64(len(entries)))
@@ -455,8 +523,10 @@ func (s *Server) pushLocked(r record) {
 		clear(q.recs[n:])
 		q.recs, q.h = q.recs[:n], 0
 	}
+	r.bytes = recBytes(&r)
 	q.recs = append(q.recs, r)
 	q.held += r.size()
+	q.bytes += r.bytes
 	s.trimLocked()
 	s.wakeAllLocked()
 }
@@ -466,7 +536,7 @@ func (s *Server) pushLocked(r record) {
 // sent to it).
 func (s *Server) trimLocked() {
 	q := &s.q
-	for q.held > s.opts.QueueEntries && len(q.recs)-q.h > 1 {
+	for (q.bytes > s.opts.QueueBytes || s.opts.QueueEntries > 0 && q.held > s.opts.QueueEntries) && len(q.recs)-q.h > 1 {
 		r := &q.recs[q.h]
 		for c := range s.clients {
 			if c.cur.rec != q.base {
@@ -488,6 +558,7 @@ func (s *Server) trimLocked() {
 			c.cur = cursor{rec: q.base + 1}
 		}
 		q.held -= r.size()
+		q.bytes -= r.bytes
 		*r = record{}
 		q.h++
 		q.base++
@@ -529,7 +600,7 @@ func (s *Server) acceptLoop() {
 		var c *serverClient
 		if !full {
 			c = &serverClient{id: s.nextID.Add(1), conn: conn, wake: make(chan struct{}, 1), lost: map[int]uint64{},
-				sent: map[snapshot.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true}
+				sent: map[snapshot.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true, joined: maps.Clone(s.seq)}
 			// registered before its snapshot is taken, so that nothing
 			// published after it is missed; what it reflects is trimmed
 			s.clients[c] = struct{}{}
@@ -548,6 +619,9 @@ func (s *Server) acceptLoop() {
 				lastRefusedLog, refusedSince = time.Now(), 0
 			}
 			continue
+		}
+		if b, ok := conn.(interface{ SetWriteBuffer(int) error }); ok && s.opts.SocketBuffer > 0 {
+			b.SetWriteBuffer(s.opts.SocketBuffer) // best effort: the kernel caps it
 		}
 		s.wg.Add(1)
 		go s.serveClient(c)
@@ -568,6 +642,7 @@ type serverClient struct {
 	idle        bool // took everything there was: Publish wakes it
 
 	// writer goroutine only
+	joined map[int]uint64 // the sequence numbers when it was registered: the queue holds what follows
 	sent   map[snapshot.StackID]bool
 	want   map[int]uint64 // per device: the next sequence number the client expects
 	gapped bool           // a GAP was sent and no snapshot has repaired it yet
@@ -679,7 +754,13 @@ func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 	if s.opts.Snapshot != nil {
 		snap, resume = s.opts.Snapshot()
 	}
-	if resume == nil {
+	switch {
+	case resume != nil:
+	case s.opts.Snapshot == nil && c.joined != nil:
+		// no state to start from: the client gets everything queued
+		// since it was registered, not only what comes after this
+		resume = c.joined
+	default:
 		s.pubMu.Lock()
 		resume = make(map[int]uint64, len(s.seq))
 		for d, n := range s.seq {
@@ -687,6 +768,7 @@ func (s *Server) encodeState(c *serverClient, e *enc) map[int]uint64 {
 		}
 		s.pubMu.Unlock()
 	}
+	c.joined = nil
 	var segs []snapshot.Segment
 	if snap != nil {
 		segs = snap.Segments

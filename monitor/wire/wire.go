@@ -635,12 +635,24 @@ func decodeEntries(p []byte, out []snapshot.TraceEntry) (device int, first uint6
 // decodeEntriesSized is decodeEntries that also appends, per entry, its
 // block_size (0 when the producer did not send one) to sizes.
 func decodeEntriesSized(p []byte, out []snapshot.TraceEntry, sizes []int64) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
-	return decodeEntriesNamed(p, out, sizes, nil)
+	if dev, fst, o, sz, ok := decodeEntriesFast(p, out, sizes); ok {
+		return dev, fst, o, sz, nil
+	}
+	// anything unusual (an error, an action by name, strings): the careful
+	// decoder, which names the field and offset of an error
+	return decodeEntriesCareful(p, out, sizes, nil)
 }
 
 // decodeEntriesNamed is decodeEntriesSized registering unknown actions in
 // actions (nil: they decode as ActionOther).
 func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+	if dev, fst, o, sz, ok := decodeEntriesFast(p, out, sizes); ok {
+		return dev, fst, o, sz, nil
+	}
+	return decodeEntriesCareful(p, out, sizes, actions)
+}
+
+func decodeEntriesCareful(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
 	d := &dec{b: p, actions: actions}
 	device = int(d.iv("device"))
 	first = d.uv("first_seq")
@@ -690,6 +702,115 @@ func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, acti
 		sizes = append(sizes, bs)
 	}
 	return device, first, out, sizes, d.done()
+}
+
+// uvAt reads the uvarint at b[off:]; off < 0 after it means a bad or
+// short one.
+func uvAt(b []byte, off int) (uint64, int) {
+	if off < len(b) && b[off] < 0x80 {
+		return uint64(b[off]), off + 1
+	}
+	v, n := binary.Uvarint(b[off:])
+	if n <= 0 {
+		return 0, -1
+	}
+	return v, off + n
+}
+
+func zigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// decodeEntriesFast is decodeEntriesSized for well-formed frames of known
+// action codes and no strings, without per-field error bookkeeping; ok is
+// false where it meets anything else (what it appended to out and sizes
+// is then past their lengths, to be overwritten).
+func decodeEntriesFast(p []byte, out []snapshot.TraceEntry, sizes []int64) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, ok bool) {
+	var u, n uint64
+	off := 0
+	u, off = uvAt(p, off)
+	if off < 0 {
+		return
+	}
+	device = int(zigzag(u))
+	if first, off = uvAt(p, off); off < 0 {
+		return
+	}
+	if n, off = uvAt(p, off); off < 0 || n > uint64((len(p)-off)/7) || n > maxFrameEntries {
+		return
+	}
+	var last int64
+	for range n {
+		if off >= len(p) {
+			return
+		}
+		code := p[off]
+		off++
+		if int(code) >= len(wireActions) {
+			return
+		}
+		var t snapshot.TraceEntry
+		t.Action = wireActions[code]
+		if t.Addr, off = uvAt(p, off); off < 0 {
+			return
+		}
+		if u, off = uvAt(p, off); off < 0 {
+			return
+		}
+		t.Size = zigzag(u)
+		if t.Stream, off = uvAt(p, off); off < 0 {
+			return
+		}
+		if u, off = uvAt(p, off); off < 0 {
+			return
+		}
+		last += zigzag(u)
+		t.TimeUS = last
+		if u, off = uvAt(p, off); off < 0 {
+			return
+		}
+		t.Frames = snapshot.StackID(u)
+		if off >= len(p) {
+			return
+		}
+		f := p[off]
+		off++
+		var bs int64
+		if f != 0 {
+			if f&^31 != 0 || f&(2|4) != 0 { // strings: the careful decoder
+				return
+			}
+			if f&1 != 0 {
+				t.HasPoolID = true
+				if u, off = uvAt(p, off); off < 0 {
+					return
+				}
+				t.PoolID[0] = zigzag(u)
+				if u, off = uvAt(p, off); off < 0 {
+					return
+				}
+				t.PoolID[1] = zigzag(u)
+			}
+			if f&8 != 0 {
+				if u, off = uvAt(p, off); off < 0 {
+					return
+				}
+				t.DeviceFree = zigzag(u)
+			}
+			if f&16 != 0 {
+				if u, off = uvAt(p, off); off < 0 {
+					return
+				}
+				if bs = zigzag(u); bs <= 0 {
+					return
+				}
+			}
+		}
+		out = append(out, t)
+		sizes = append(sizes, bs)
+	}
+	if off != len(p) {
+		return
+	}
+	return device, first, out, sizes, true
 }
 
 func decodeOps(p []byte) ([]store.Op, error) {

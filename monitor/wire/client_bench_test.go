@@ -1,0 +1,154 @@
+package wire
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/monitor/store"
+)
+
+// liveEntries is the pattern e2e's BenchmarkLiveAttach publishes: one
+// 256 MiB segment (entry 0), then alloc / free_requested /
+// free_completed of 512 KiB blocks in 256 slots picked by an LCG, 1,000
+// entries per µs of time.
+func liveEntries(n int) []snapshot.TraceEntry {
+	const seg = uint64(0x7f0000000000)
+	const slots = 256
+	out := make([]snapshot.TraceEntry, n)
+	t0 := int64(1_750_000_000_000_000)
+	out[0] = snapshot.TraceEntry{Action: snapshot.ActionSegmentAlloc, Addr: seg, Size: slots << 20, TimeUS: t0}
+	state := make([]uint8, slots)
+	var k uint32 = 1
+	for i := 1; i < n; i++ {
+		k = k*1664525 + 1013904223
+		s := int(k>>8) % slots
+		e := snapshot.TraceEntry{Addr: seg + uint64(s)<<20, Size: 512 << 10, Stream: 1, TimeUS: t0 + int64(i/1000), Frames: snapshot.StackID(1 + s%7)}
+		switch state[s] {
+		case 0:
+			e.Action, state[s] = snapshot.ActionAlloc, 1
+		case 1:
+			e.Action, state[s] = snapshot.ActionFreeRequested, 2
+		default:
+			e.Action, state[s] = snapshot.ActionFreeCompleted, 0
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// BenchmarkClientIngest measures what an attach spends per entry on its
+// side of a Unix socket: reading, decoding and storing ENTRIES frames of
+// the live benchmark's pattern (4,096 entries each, as the server sends
+// them). The frames are encoded before the clock starts and written by
+// a plain writer, so the figure is the client's (cpu-ns/op counts the
+// writer's one write per 256 KiB too). Use -benchtime Nx: the stream is
+// encoded whole beforehand.
+func BenchmarkClientIngest(b *testing.B) {
+	dir, _ := filepathTemp()
+	defer removeAll(dir)
+	path := filepath.Join(dir, "c.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	const frame = 4096
+	ents := liveEntries(b.N)
+	done := make(chan struct{})
+	defer close(done)
+	stacks := make([]snapshot.Stack, 8)
+	ids := make([]snapshot.StackID, 8)
+	for i := range stacks {
+		ids[i] = snapshot.StackID(i)
+		stacks[i] = snapshot.Stack{{Filename: "train.py", Line: int64(10 + i), Name: "step"}}
+	}
+	// the stream, cut into chunks of whole frames
+	var chunks [][]byte
+	e := &enc{}
+	for i := 0; i < len(ents); i += frame {
+		encodeEntries(e, 0, uint64(i), ents[i:min(i+frame, len(ents))])
+		if len(e.b) >= 256<<10 {
+			chunks = append(chunks, e.b)
+			e = &enc{}
+		}
+	}
+	if len(e.b) > 0 {
+		chunks = append(chunks, e.b)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		h := &enc{}
+		encodeHello(h, &Hello{Version: ProtocolVersion, PID: 1, Host: "bench", ClockSource: "realtime"})
+		encodeStacks(h, ids[1:], stacks[1:])
+		encodeSnapshot(h, nil, map[int]uint64{0: 0})
+		if _, err := c.Write(h.b); err != nil {
+			return
+		}
+		for _, ch := range chunks {
+			if _, err := c.Write(ch); err != nil {
+				return
+			}
+		}
+		<-done
+	}()
+	st := store.New(store.Options{})
+	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true, Limits: ClientLimits{Entries: 1 << 40}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cl.Run(ctx)
+	b.ResetTimer()
+	c0 := cpuNow()
+	for cl.Status().Entries < uint64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.StopTimer()
+	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
+}
+
+// The read-ahead's byte budget is given back frame by frame: many more
+// frames than it holds at once pass through it, tiny ones too.
+func TestClientReadAheadBudget(t *testing.T) {
+	defer func(b int64) { readAheadBytes = b }(readAheadBytes)
+	readAheadBytes = 4096
+	path := shortSock(t)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ents := liveEntries(3000)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		e := &enc{}
+		encodeHello(e, &Hello{Version: ProtocolVersion, PID: 1, Host: "t", ClockSource: "realtime"})
+		encodeSnapshot(e, nil, map[int]uint64{0: 0})
+		for i := range 20000 {
+			encodeHeartbeat(e, int64(i), nil)
+		}
+		for i := 0; i < len(ents); i += 100 { // 100 entries (some 1.3 KB) a frame
+			encodeEntries(e, 0, uint64(i), ents[i:i+100])
+		}
+		c.Write(e.b)
+		<-done
+	}()
+	st := store.New(store.Options{})
+	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go cl.Run(ctx)
+	waitFor(t, "every entry", func() bool { return cl.Status().Entries == uint64(len(ents)) })
+}
