@@ -27,7 +27,7 @@ func rankExtraLayers(r int) int { return r / 2 }
 // with its own allocator, and shows the ranks overview live. With --out DIR
 // rank r writes to DIR/rank{r}.
 func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config, n int, ascii bool, headless time.Duration,
-	mf *metricsFlag) error {
+	mf *metricsFlag, so monitor.StoreOptions) error {
 	if n < 2 || n > 64 {
 		return usageError{fmt.Errorf("--ranks must be in [2, 64], got %d", n)}
 	}
@@ -52,7 +52,7 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 				return err
 			}
 		}
-		store := monitor.NewStore(monitor.StoreOptions{})
+		store := monitor.NewStore(so)
 		cfg.OnOp = monitor.NewOpBatcher(store.AppendOps).Add
 		w, err := workload.New(cfg)
 		if err != nil {

@@ -124,7 +124,7 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 		if members != nil {
 			return exporterRanks(ctx, src, members)
 		}
-		store := monitor.NewStore(monitor.StoreOptions{})
+		store := monitor.NewStore(monitor.StoreOptions{Retain: monitor.DefaultRetention}) // live: bounded
 		wd := monitor.NewDirSource(src, store, monitor.DirOptions{Follow: true})
 		if err := wd.Start(ctx); err != nil {
 			return nil, nil, err
@@ -135,7 +135,7 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
+	store := monitor.NewStore(monitor.StoreOptions{Retain: monitor.DefaultRetention}) // live: bounded
 	client := monitor.NewClient(network, addr, store, monitor.ClientOptions{})
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -140,7 +140,7 @@ func simMetrics(mf *metricsFlag, out io.Writer, w *workload.Workload) (stop func
 	if mf.addr == "" {
 		return func() {}, nil
 	}
-	store := monitor.NewStore(monitor.StoreOptions{})
+	store := monitor.NewStore(monitor.StoreOptions{Retain: monitor.DefaultRetention}) // a live Store: bounded
 	detach, err := monitor.AttachAllocators(store, []*allocator.Allocator{w.Allocator()},
 		monitor.SourceOptions{Devices: func() []monitor.DeviceInfo { return []monitor.DeviceInfo{w.DeviceInfo()} }})
 	if err != nil {

@@ -33,6 +33,7 @@ func newWatchCmd() *cobra.Command {
 		maxSize  = sizeFlag(monitor.DefaultWatchMaxBytes)
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
+	rf := newRetainFlag()
 	c := &cobra.Command{
 		Use:   "watch DIR",
 		Short: "Show the memory snapshots and profiler runs landing in a directory",
@@ -74,7 +75,7 @@ func newWatchCmd() *cobra.Command {
 					return watchRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), dir, members, follow, ascii, headless, &mf)
 				}
 			}
-			store := monitor.NewStore(monitor.StoreOptions{})
+			store := monitor.NewStore(rf.storeOptions())
 			wd := monitor.NewDirSource(dir, store, monitor.DirOptions{Follow: follow, Pick: open, MaxBytes: int64(maxSize)})
 			if err := wd.Start(ctx); err != nil {
 				return err
@@ -104,7 +105,7 @@ func newWatchCmd() *cobra.Command {
 					return err
 				}
 				wd.Stop()
-				return writeWatchSummary(c.OutOrStdout(), dir, wd, m.Summary())
+				return writeWatchSummary(c.OutOrStdout(), dir, wd, m.Summary(), rf.r)
 			}
 			return tui.Run(ctx, opts)
 		},
@@ -118,6 +119,7 @@ func newWatchCmd() *cobra.Command {
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(f)
+	rf.register(f)
 	return c
 }
 
@@ -130,7 +132,7 @@ type watchSummaryJSON struct {
 	Errors   []string          `json:"errors,omitempty"`
 }
 
-func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.Summary) error {
+func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.Summary, ret monitor.Retention) error {
 	kind := summaryTrace
 	for _, c := range d.List() {
 		if c.Path == d.Current() && c.Kind == monitor.CaptureProfiler {
@@ -139,6 +141,7 @@ func writeWatchSummary(w io.Writer, dir string, d *monitor.DirSource, s monitor.
 	}
 	out := watchSummaryJSON{replaySummaryJSON: replaySummary(dir, s, kind), Open: d.Current(),
 		Captures: d.List(), Ops: d.Ops(), Errors: d.Errors()}
+	withRetention(&out.replaySummaryJSON, s, ret)
 	return writeJSON(w, out)
 }
 
