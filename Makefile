@@ -11,7 +11,7 @@ VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 
                  { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
                  echo "$(BASE_VERSION)")
 
-.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator bench-producer fuzz lint docs crosscheck bench-data clean
+.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -98,6 +98,11 @@ bench-data:
 LIVE_FLAGS ?= -live-tui
 bench-live: build
 	NPUMON_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -run '^$$' -bench LiveAttach -benchtime 1x ./e2e/ -live-rate 1000000 -live-for 60s $(LIVE_FLAGS)
+
+# Ten minutes of `npumon sim` at its top rate into `npumon attach --headless`: attach's RSS at
+# 1, 2, 5 and 10 minutes with the default retention window (docs/retention.md). Not for CI.
+bench-soak: build
+	NPUMON_BIN=$(CURDIR)/$(BIN) nice $(GO) test -tags e2e -run '^$$' -bench Soak -benchtime 1x -timeout 30m ./e2e/ -soak-for 10m -v
 
 # Optional: installs Debian's python3-torch (1.13, CPU) and compares `npumon stats` with
 # `python3 -m torch.cuda._memory_viz stats` on 1.13-form exports. Too heavy for CI.

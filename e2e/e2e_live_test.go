@@ -109,6 +109,7 @@ func TestAttachReconnects(t *testing.T) {
 	if strings.Contains(screen, "disconnected") {
 		t.Errorf("still disconnected:\n%s", screen)
 	}
+	p.waitFor("↻") // the restart marker on the timeline (docs/retention.md)
 	p.send("q")
 	p.waitFor("NPUMON_EXIT=0")
 }

@@ -124,10 +124,19 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		l := row(mark, tf.clock(e.Time), actionName(e), addr, bytesize.Format(e.Size), m.streams.label(e.Stream), op)
+		size, stream := bytesize.Format(e.Size), m.streams.label(e.Stream)
+		if store.IsMarker(e.Action) {
+			// the state was replaced here (a new process, or a fresh
+			// snapshot): a restart's Addr is the new pid
+			addr, size, stream, op = "", "", "", "state resent"
+			if e.Action == store.ActionRestart {
+				addr, op = fmt.Sprintf("pid %d", e.Addr), fmt.Sprintf("new process, pid %d", e.Addr)
+			}
+		}
+		l := row(mark, tf.clock(e.Time), actionName(e), addr, size, stream, op)
 		if i == m.evCur {
 			l = th.Selected.Render(l)
-		} else if e.Action == snapshot.ActionOOM {
+		} else if e.Action == snapshot.ActionOOM || store.IsMarker(e.Action) {
 			l = th.Warn.Render(l)
 		}
 		lines = append(lines, l)

@@ -137,6 +137,10 @@ func (m *Model) headerLines() []string {
 				warn = append(warn, th.Warn.Render(n))
 			}
 		}
+		// what a retention window thinned comes right after the warnings
+		if n := m.retainNote(m.w >= 120); n != "" {
+			warn = append(warn, th.Dim.Render(n))
+		}
 		parts = append(warn, parts...)
 		if hbm, ok := m.hbm(); ok {
 			parts = append(parts, hbm)

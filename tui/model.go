@@ -93,6 +93,8 @@ type Model struct {
 	first     int64
 	last      int64
 	n         int64
+	thinned   int64 // entries before the Source's retention window (retain.go)
+	detail    int64 // the cursor of the earliest position held in detail (thinned > 0)
 	hasData   bool
 	ops       []store.Op   // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
@@ -392,6 +394,9 @@ func (m *Model) refreshData() {
 	if m.pos > m.n {
 		m.pos = -1 // the log was replaced
 	}
+	if m.pos >= 0 && m.pos < m.thinned {
+		m.pos = m.thinned // the window moved past the cursor
+	}
 	m.cursor = m.clampCursor(m.cursor)
 	m.refreshWindow()
 	m.refreshCursor()
@@ -427,12 +432,28 @@ func (m *Model) readBounds() {
 	m.base = src.TimeBase(m.dev)
 	m.first, m.last = src.Bounds(m.dev)
 	m.n = src.Len(m.dev)
+	m.thinned, m.detail = 0, 0
+	if rs, ok := src.(retainSource); ok {
+		ri := rs.Retained(m.dev)
+		m.thinned, m.detail = ri.Thinned, ri.DetailFrom
+	}
 }
 
 // clampCursor keeps c in [first−1, last]; first−1 is the initial state.
-func (m *Model) clampCursor(c int64) int64 { return max(m.first-1, min(c, m.last)) }
+// Before a retention window's start the detail is gone: the cursor stops
+// at the window's first position (the timeline still draws the series).
+func (m *Model) clampCursor(c int64) int64 {
+	lo := m.first - 1
+	if m.thinned > 0 {
+		lo = m.detail
+	}
+	return max(lo, min(c, m.last))
+}
 
 func (m *Model) setCursor(c int64) {
+	if m.thinned > 0 && c < m.detail {
+		m.statusErr = "detail before " + m.timeFmt().clock(m.detail) + " was thinned (--retain); the timeline keeps its series"
+	}
 	c = m.clampCursor(c)
 	if c == m.cursor && m.pos < 0 {
 		return
@@ -451,6 +472,10 @@ func (m *Model) stepEvent(d int) {
 	src := m.o.Source
 	if _, ok := src.(seqSource); ok && m.dev >= 0 && m.n > 0 {
 		n := m.sum.Applied + int64(d)
+		if n < m.thinned {
+			m.statusErr = "detail before " + m.timeFmt().clock(m.detail) + " was thinned (--retain)"
+			return
+		}
 		if n < 0 || n > m.n {
 			return
 		}
@@ -494,6 +519,17 @@ func (m *Model) refreshWindow() {
 		}
 		marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkOOM})
 		t = nt
+	}
+	for _, act := range []snapshot.Action{store.ActionRestart, store.ActionResync} {
+		t := m.win0 - 1
+		for range 64 {
+			nt, ok := m.o.Source.Next(m.dev, t, act)
+			if !ok || nt >= m.win1 || nt <= t {
+				break
+			}
+			marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkRestart})
+			t = nt
+		}
 	}
 	if m.base == store.TimeEpochUS {
 		// m.steps is in start order: visit only the window's step ops

@@ -51,6 +51,13 @@ type seqSource interface {
 
 var _ seqSource = (*store.Store)(nil)
 
+// retainSource is implemented by stores with a retention window.
+type retainSource interface {
+	Retained(device int) store.RetainInfo
+}
+
+var _ retainSource = (*store.Store)(nil)
+
 // gapSource is implemented by stores that record entries a live producer dropped.
 type gapSource interface {
 	Gaps(device int) []store.GapRecord

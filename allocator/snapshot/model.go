@@ -35,6 +35,12 @@ const (
 	// (Size = allocated bytes at TimeUS), for sources with totals but no
 	// block-level trace. torch never writes it.
 	ActionMemoryRecord
+	// ActionRestart and ActionResync are npumon's own marker entries of a
+	// live Store: a new producer process took over the session (Addr holds
+	// its pid), or a fresh snapshot from the same producer replaced the
+	// state. torch never writes them.
+	ActionRestart
+	ActionResync
 	numKnownActions
 )
 
@@ -43,7 +49,7 @@ var knownActionNames = [numKnownActions]string{
 	"alloc", "free_requested", "free_completed", "free",
 	"segment_alloc", "segment_free", "segment_map", "segment_unmap",
 	"snapshot", "oom", "user_defined", "annotate", "workspace_snapshot",
-	"memory_record",
+	"memory_record", "restart", "resync",
 }
 
 // ActionOther stands for every unknown action once a table is full.

@@ -36,6 +36,7 @@ func newAttachCmd() *cobra.Command {
 		maxEntries int64
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
+	rf := newRetainFlag()
 	c := &cobra.Command{
 		Use:   "attach ADDR...",
 		Short: "Show a running instrumented process's device memory live",
@@ -67,7 +68,7 @@ func newAttachCmd() *cobra.Command {
 			}
 			lim := wire.ClientLimits{Entries: maxEntries}
 			if len(addrs) > 1 {
-				return attachRanks(c.OutOrStdout(), c.ErrOrStderr(), addrs, ascii, headless, &mf, lim)
+				return attachRanks(c.OutOrStdout(), c.ErrOrStderr(), addrs, ascii, headless, &mf, lim, rf.storeOptions())
 			}
 			a, err := resolveAttachAddr(addrs[0])
 			if err != nil {
@@ -77,7 +78,7 @@ func newAttachCmd() *cobra.Command {
 			defer stop()
 			// after the first signal, a second one ends the process at once
 			go func() { <-ctx.Done(); stop() }()
-			store := store.New(store.Options{})
+			store := store.New(rf.storeOptions())
 			client := wire.NewClient(a.Network, a.Address, store, wire.ClientOptions{ExpectPID: a.PID, Limits: lim})
 			cctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
@@ -127,7 +128,7 @@ func newAttachCmd() *cobra.Command {
 					return err
 				}
 				st := client.Status()
-				if err := writeAttachSummary(c.OutOrStdout(), name, m.Summary(), st); err != nil {
+				if err := writeAttachSummary(c.OutOrStdout(), name, m.Summary(), st, rf.r); err != nil {
 					return err
 				}
 				return attachFailure(addrs[0], st, ctx)
@@ -140,7 +141,8 @@ func newAttachCmd() *cobra.Command {
 	f.IntVar(&device, "device", 0, "device to show first")
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
-	f.Int64Var(&maxEntries, "max-entries", wire.DefaultMaxEntries, "keep at most this many trace entries per process (about 220 bytes of memory each)")
+	f.Int64Var(&maxEntries, "max-entries", wire.DefaultMaxEntries, "hold at most this many trace entries in detail per process (about 100 bytes of memory each); past it attach stops receiving")
+	rf.register(f)
 	mf.register(f)
 	return c
 }
@@ -198,9 +200,10 @@ type attachSummaryJSON struct {
 	Error string `json:"error,omitempty"`
 }
 
-func writeAttachSummary(w io.Writer, name string, s store.Summary, st wire.ClientStatus) error {
+func writeAttachSummary(w io.Writer, name string, s store.Summary, st wire.ClientStatus, ret store.Retention) error {
 	out := attachSummaryJSON{replaySummaryJSON: replaySummary(name, s, summaryAttach), Connection: st.State.String(),
 		Received: st.Entries, MissedEntries: st.Missed}
+	withRetention(&out.replaySummaryJSON, s, ret)
 	out.Gaps, out.Resyncs = st.Gaps, st.Resyncs
 	if st.Err != nil {
 		out.Error = st.Err.Error()
@@ -241,7 +244,7 @@ func expandAddrs(args []string) ([]string, error) {
 
 // attachRanks attaches to several producers and shows them in the ranks
 // overview, numbered in argument order.
-func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag, lim wire.ClientLimits) error {
+func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag, lim wire.ClientLimits, so store.Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }() // a second signal ends the process at once
@@ -263,7 +266,7 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 		if err != nil {
 			return err
 		}
-		store := store.New(store.Options{})
+		store := store.New(so)
 		client := wire.NewClient(ad.Network, ad.Address, store, wire.ClientOptions{ExpectPID: ad.PID, Limits: lim})
 		wg.Add(1)
 		go func() { defer wg.Done(); client.Run(cctx) }()

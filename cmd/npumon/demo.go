@@ -36,6 +36,7 @@ func newDemoCmd() *cobra.Command {
 		mf       metricsFlag
 		nRanks   int
 	)
+	rf := newRetainFlag()
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Watch a simulated training job's device memory live (no NPU needed)",
@@ -55,9 +56,9 @@ func newDemoCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if c.Flags().Changed("ranks") {
-				return demoRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), cfg, nRanks, ascii, headless, &mf)
+				return demoRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), cfg, nRanks, ascii, headless, &mf, rf.storeOptions())
 			}
-			st := store.New(store.Options{})
+			st := store.New(rf.storeOptions())
 			cfg.OnOp = store.NewOpBatcher(st.AppendOps).Add
 			cfg.Logf = func(string, ...any) {} // the UI shows OOMs; keep the terminal clean
 			w, err := workload.New(cfg)
@@ -109,7 +110,9 @@ func newDemoCmd() *cobra.Command {
 				return werr
 			}
 			if m != nil {
-				return writeReplaySummary(c.OutOrStdout(), name, m.Summary(), summaryTrace)
+				out := replaySummary(name, m.Summary(), summaryTrace)
+				withRetention(&out, m.Summary(), rf.r)
+				return writeJSON(c.OutOrStdout(), out)
 			}
 			return nil
 		},
@@ -118,6 +121,7 @@ func newDemoCmd() *cobra.Command {
 	c.Flags().BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	c.Flags().DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(c.Flags())
+	rf.register(c.Flags())
 	c.Flags().IntVar(&nRanks, "ranks", 0, "run N ranks side by side (rank r holds r/2 layers more than its device was sized for: a deliberate skew) and show the ranks overview; with --out each writes to DIR/rank{r}")
 	return c
 }

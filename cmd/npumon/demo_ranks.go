@@ -28,7 +28,7 @@ func rankExtraLayers(r int) int { return r / 2 }
 // with its own allocator, and shows the ranks overview live. With --out DIR
 // rank r writes to DIR/rank{r}.
 func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config, n int, ascii bool, headless time.Duration,
-	mf *metricsFlag) error {
+	mf *metricsFlag, so store.Options) error {
 	if n < 2 || n > 64 {
 		return usageError{fmt.Errorf("--ranks must be in [2, 64], got %d", n)}
 	}
@@ -53,7 +53,7 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 				return err
 			}
 		}
-		st := store.New(store.Options{})
+		st := store.New(so)
 		cfg.OnOp = store.NewOpBatcher(st.AppendOps).Add
 		w, err := workload.New(cfg)
 		if err != nil {

@@ -126,7 +126,7 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 		if members != nil {
 			return exporterRanks(ctx, src, members)
 		}
-		store := store.New(store.Options{})
+		store := store.New(store.Options{Retain: store.DefaultRetention}) // live: bounded
 		wd := watch.NewDirSource(src, store, watch.DirOptions{Follow: true})
 		if err := wd.Start(ctx); err != nil {
 			return nil, nil, err
@@ -137,7 +137,7 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	store := store.New(store.Options{})
+	store := store.New(store.Options{Retain: store.DefaultRetention}) // live: bounded
 	client := wire.NewClient(network, addr, store, wire.ClientOptions{})
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -226,7 +226,8 @@ func TestProducerAttachMatchesReplay(t *testing.T) {
 			if tc.timed {
 				g := got.replaySummaryJSON
 				g.Source = want.Source
-				g.PeakScope = want.PeakScope // attach: since attach (or the process); replay: the capture
+				g.PeakScope = want.PeakScope                             // attach: since attach (or the process); replay: the capture
+				g.Retain, g.ThinnedEntries, g.DetailFrom = nil, nil, nil // live only (nothing thinned here)
 				if pre > 0 {
 					g.Entries, g.Applied, g.FirstTime = g.Entries+pre, g.Applied+pre, want.FirstTime
 				}

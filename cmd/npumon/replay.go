@@ -185,6 +185,12 @@ type replaySummaryJSON struct {
 	OOMs      int    `json:"ooms"`
 	// Note says what a source lacks (e.g. no block-level trace).
 	Note string `json:"note,omitempty"`
+	// Live commands only (docs/retention.md): the --retain policy, the
+	// entries before its window (their detail was thinned) and the cursor
+	// from which the detail is held (absent while nothing was thinned).
+	Retain         *string `json:"retain,omitempty"`
+	ThinnedEntries *int64  `json:"thinned_entries,omitempty"`
+	DetailFrom     *int64  `json:"detail_from,omitempty"`
 }
 
 // summaryKind says what a summary's source holds.
@@ -195,10 +201,6 @@ const (
 	summaryProfiler                    // profiler records: totals only, no segment map
 	summaryAttach                      // a live client: a segment map, peaks since attach
 )
-
-func writeReplaySummary(w io.Writer, path string, s store.Summary, kind summaryKind) error {
-	return writeJSON(w, replaySummary(path, s, kind))
-}
 
 // replaySummary fills the --headless JSON from a Summary, so that every
 // TUI command prints the same fields.

@@ -143,7 +143,7 @@ func simMetrics(mf *metricsFlag, out io.Writer, w *workload.Workload) (stop func
 	if mf.addr == "" {
 		return func() {}, nil
 	}
-	st := store.New(store.Options{})
+	st := store.New(store.Options{Retain: store.DefaultRetention}) // a live Store: bounded
 	detach, err := attach.Store(st, []*allocator.Allocator{w.Allocator()},
 		attach.Options{Devices: func() []store.DeviceInfo { return []store.DeviceInfo{w.DeviceInfo()} }})
 	if err != nil {

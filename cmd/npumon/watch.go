@@ -34,6 +34,7 @@ func newWatchCmd() *cobra.Command {
 		maxSize  = sizeFlag(watch.DefaultMaxBytes)
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
+	rf := newRetainFlag()
 	c := &cobra.Command{
 		Use:   "watch DIR",
 		Short: "Show the memory snapshots and profiler runs landing in a directory",
@@ -75,7 +76,7 @@ func newWatchCmd() *cobra.Command {
 					return watchRanks(ctx, c.OutOrStdout(), c.ErrOrStderr(), dir, members, follow, ascii, headless, &mf)
 				}
 			}
-			store := store.New(store.Options{})
+			store := store.New(rf.storeOptions())
 			wd := watch.NewDirSource(dir, store, watch.DirOptions{Follow: follow, Pick: open, MaxBytes: int64(maxSize)})
 			if err := wd.Start(ctx); err != nil {
 				return err
@@ -105,7 +106,7 @@ func newWatchCmd() *cobra.Command {
 					return err
 				}
 				wd.Stop()
-				return writeWatchSummary(c.OutOrStdout(), dir, wd, m.Summary())
+				return writeWatchSummary(c.OutOrStdout(), dir, wd, m.Summary(), rf.r)
 			}
 			return tui.Run(ctx, opts)
 		},
@@ -119,6 +120,7 @@ func newWatchCmd() *cobra.Command {
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(f)
+	rf.register(f)
 	return c
 }
 
@@ -131,7 +133,7 @@ type watchSummaryJSON struct {
 	Errors   []string      `json:"errors,omitempty"`
 }
 
-func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summary) error {
+func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summary, ret store.Retention) error {
 	kind := summaryTrace
 	for _, c := range d.List() {
 		if c.Path == d.Current() && c.Kind == watch.EntryProfiler {
@@ -140,6 +142,7 @@ func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summ
 	}
 	out := watchSummaryJSON{replaySummaryJSON: replaySummary(dir, s, kind), Open: d.Current(),
 		Captures: d.List(), Ops: d.Ops(), Errors: d.Errors()}
+	withRetention(&out.replaySummaryJSON, s, ret)
 	return writeJSON(w, out)
 }
 

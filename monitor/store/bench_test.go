@@ -342,3 +342,21 @@ func BenchmarkStoreCursorStep(b *testing.B) {
 	}
 	reportCPU(b, c0, 0, "")
 }
+
+// BenchmarkStoreAppendRetained is StoreAppend with a retention window of
+// 65,536 entries: every 4,096 entries a chunk is thinned.
+func BenchmarkStoreAppendRetained(b *testing.B) {
+	snap, _ := benchStore(b)
+	tr := snap.DeviceTraces[0]
+	st := New(Options{Retain: Retention{Entries: 1 << 16}})
+	tl, _ := replay.NewTimeline(snap, 0)
+	st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil)
+	b.ResetTimer()
+	c0 := cpuNow()
+	for i := 0; i < b.N; i += 256 {
+		j := i % (len(tr) - 256)
+		st.Append(0, tr[j:j+min(256, b.N-i)])
+	}
+	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+}

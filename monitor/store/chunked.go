@@ -6,8 +6,13 @@ package store
 // keeps small logs small), and pointers into it stay valid.
 type chunked[T any] struct {
 	chunks [][]T // every chunk but the last holds chunkLen elements
+	skip   int   // chunks dropped from the front (dropBefore); indexes stay global
 	n      int
+	spare  [][]T // dropped full-size chunks, reused by append (a retention window's log turns over without allocating)
 }
+
+// maxSpare bounds the dropped chunks kept for reuse.
+const maxSpare = 4
 
 const (
 	chunkBits = 12
@@ -19,13 +24,13 @@ const (
 func (c *chunked[T]) Len() int { return c.n }
 
 // at returns element i.
-func (c *chunked[T]) at(i int) T { return c.chunks[i>>chunkBits][i&chunkMask] }
+func (c *chunked[T]) at(i int) T { return c.chunks[i>>chunkBits-c.skip][i&chunkMask] }
 
 // ptr returns a pointer to element i.
-func (c *chunked[T]) ptr(i int) *T { return &c.chunks[i>>chunkBits][i&chunkMask] }
+func (c *chunked[T]) ptr(i int) *T { return &c.chunks[i>>chunkBits-c.skip][i&chunkMask] }
 
 // set replaces element i.
-func (c *chunked[T]) set(i int, x T) { c.chunks[i>>chunkBits][i&chunkMask] = x }
+func (c *chunked[T]) set(i int, x T) { c.chunks[i>>chunkBits-c.skip][i&chunkMask] = x }
 
 // last returns the last element (the zero value when empty).
 func (c *chunked[T]) last() T {
@@ -38,11 +43,16 @@ func (c *chunked[T]) last() T {
 
 // append adds x at the end.
 func (c *chunked[T]) append(x T) {
-	k := c.n >> chunkBits
+	k := c.n>>chunkBits - c.skip
 	if k == len(c.chunks) {
-		if k == 0 {
+		switch {
+		case c.n == 0:
 			c.chunks = append(c.chunks, make([]T, 0, 16))
-		} else {
+		case len(c.spare) > 0: // old contents are overwritten before they are read
+			c.chunks = append(c.chunks, c.spare[len(c.spare)-1][:0])
+			c.spare[len(c.spare)-1] = nil
+			c.spare = c.spare[:len(c.spare)-1]
+		default:
 			c.chunks = append(c.chunks, make([]T, 0, chunkLen))
 		}
 	}
@@ -58,10 +68,31 @@ func (c *chunked[T]) reserve(n int) {
 	}
 }
 
+// lo is the first index still held: elements before it were dropped.
+func (c *chunked[T]) lo() int { return c.skip << chunkBits }
+
+// dropBefore releases the whole chunks holding only elements before i;
+// indexes keep their meaning, and elements before lo() must not be read.
+// The chunk being appended to is never dropped while it has room.
+func (c *chunked[T]) dropBefore(i int) {
+	k := min(i, c.n)>>chunkBits - c.skip
+	if k <= 0 {
+		return
+	}
+	for _, ch := range c.chunks[:k] {
+		if cap(ch) == chunkLen && len(c.spare) < maxSpare {
+			c.spare = append(c.spare, ch)
+		}
+	}
+	clear(c.chunks[:k])
+	c.chunks = c.chunks[k:]
+	c.skip += k
+}
+
 // each calls fn with the consecutive pieces of elements [i, j).
 func (c *chunked[T]) each(i, j int, fn func([]T)) {
 	for i < j {
-		ch := c.chunks[i>>chunkBits]
+		ch := c.chunks[i>>chunkBits-c.skip]
 		end := min(j-(i&^chunkMask), len(ch))
 		fn(ch[i&chunkMask : end])
 		i += end - i&chunkMask
@@ -74,7 +105,7 @@ func (c *chunked[T]) search(f func(*T) bool) int { return c.searchFrom(0, f) }
 
 // searchFrom is search over [from, n).
 func (c *chunked[T]) searchFrom(from int, f func(*T) bool) int {
-	lo, hi := from, c.n
+	lo, hi := max(from, c.lo()), c.n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if !f(c.ptr(m)) {

@@ -19,7 +19,7 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 	if d == nil {
 		return nil
 	}
-	n = d.clampPos(n)
+	n = max(d.clampPos(n), d.off) // the map before the retention window was dropped
 	cp := d.checkpointAt(n)
 	out := make([]explain.Alloc, 0, len(cp.Blocks))
 	segs := cp.Segs // sorted by address
@@ -29,7 +29,7 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.Addr }); i < len(segs) && segs[i].Address <= b.Addr {
 			a.Stream = segs[i].Stream
 		}
-		if b.Born >= 0 && b.Born < int64(d.recs.Len()) {
+		if b.Born >= d.off && b.Born < int64(d.recs.Len()) {
 			// the trace's size, as the active series counts it (an
 			// allocation that survives carries the final block's sizes)
 			r := d.recs.ptr(int(b.Born))

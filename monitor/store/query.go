@@ -39,7 +39,25 @@ func (s *Store) Bounds(device int) (first, last int64) {
 	if d == nil || d.recs.Len() == 0 {
 		return 0, 0
 	}
-	return d.recs.ptr(0).time, d.recs.last().time
+	return d.first(), d.recs.last().time
+}
+
+// first is the time of entry 0, held or thinned.
+func (d *devLog) first() int64 {
+	if d.off > 0 {
+		return d.firstTime
+	}
+	return d.recs.ptr(0).time
+}
+
+// position returns the number of entries with time ≤ cursor, and whether
+// that position lies before the retention window (then it is known to the
+// thinned buckets' resolution only).
+func (d *devLog) position(cursor int64) (int64, bool) {
+	if d.off > 0 && cursor < d.thin.lastTime {
+		return min(d.thin.positionIn(cursor), d.off-1), true
+	}
+	return d.applied(cursor), false
 }
 
 // Len returns the number of entries in device's log.
@@ -54,12 +72,13 @@ func (s *Store) Len(device int) int64 {
 
 // applied returns the number of entries with time ≤ cursor.
 func (d *devLog) applied(cursor int64) int64 {
-	return int64(d.recs.search(func(r *rec) bool { return r.time > cursor }))
+	return max(int64(d.recs.search(func(r *rec) bool { return r.time > cursor })), d.off)
 }
 
 // lowerBound returns the first index ≥ from whose time is ≥ t.
 func (d *devLog) lowerBound(from int, t int64) int {
-	return d.recs.searchFrom(from, func(r *rec) bool { return r.time >= t })
+	// never before the retention window (its chunk may still hold thinned entries)
+	return d.recs.searchFrom(max(from, int(d.off)), func(r *rec) bool { return r.time >= t })
 }
 
 func (d *devLog) view(j int64) entryView {
@@ -154,6 +173,9 @@ func (s *Store) StateAt(device int, cursor int64) State {
 	if d == nil {
 		return State{Device: device, Cursor: cursor}
 	}
+	if n, thin := d.position(cursor); thin {
+		return State{Device: device, Cursor: cursor, Applied: n, Thinned: true}
+	}
 	return d.state(cursor, d.applied(cursor))
 }
 
@@ -170,7 +192,8 @@ func (s *Store) Applied(device int, cursor int64) int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if d := s.devs[device]; d != nil {
-		return d.applied(cursor)
+		n, _ := d.position(cursor)
+		return n
 	}
 	return 0
 }
@@ -185,6 +208,9 @@ func (s *Store) StateAtSeq(device int, n int64) State {
 		return State{Device: device, Cursor: -1}
 	}
 	n = d.clampPos(n)
+	if n < d.off {
+		return State{Device: device, Cursor: d.cursorOf(n), Applied: n, Thinned: true}
+	}
 	return d.state(d.cursorOf(n), n)
 }
 
@@ -199,6 +225,9 @@ func (d *devLog) cursorOf(n int64) int64 {
 	if n <= 0 {
 		return d.beforeFirst()
 	}
+	if n <= d.off { // thinned: to its bucket's resolution
+		return d.thin.timeAt(n)
+	}
 	return d.recs.ptr(int(n - 1)).time
 }
 
@@ -212,12 +241,29 @@ func (d *devLog) state(cursor, n int64) State {
 	return st
 }
 
-// valueAt returns a series value after n entries (n = 0: the initial value).
-func valueAt(sr *series, init int64, n int64) int64 {
+// valueAt returns a series value after n entries (n = 0: the initial
+// value; n = d.off: the last thinned value).
+func (d *devLog) valueAt(c Column, n int64) int64 {
+	sr, init := d.col(c)
 	if n <= 0 {
 		return init
 	}
+	if n == d.off {
+		b := &d.thin.buckets[len(d.thin.buckets)-1]
+		return [...]int64{b.lastA, b.lastL, b.lastR}[c]
+	}
 	return sr.at(int(n - 1))
+}
+
+// col returns a series and its initial value.
+func (d *devLog) col(c Column) (*series, int64) {
+	switch c {
+	case ColAllocated:
+		return &d.allocated, d.initAllocated
+	case ColReserved:
+		return &d.reserved, d.initReserv
+	}
+	return &d.active, d.initActive
 }
 
 // Series returns per-column extremes of the active, allocated and reserved
@@ -240,19 +286,35 @@ func (s *Store) Series(device int, t0, t1 int64, columns int) Series {
 	span := t1 - t0
 	cols := int64(columns)
 	i := d.lowerBound(0, t0)
+	cs := t0
 	for c := int64(0); c < cols; c++ {
 		ce := t0 + span/cols*(c+1) + span%cols*(c+1)/cols
 		j := d.lowerBound(i, ce)
-		out.Active[c] = column(&d.active, d.initActive, i, j)
-		out.Allocated[c] = column(&d.allocated, d.initAllocated, i, j)
-		out.Reserved[c] = column(&d.reserved, d.initReserv, i, j)
-		i = j
+		thin := d.off > 0 && cs <= d.thin.lastTime
+		if thin { // the column starts in the thinned part: its buckets
+			out.Active[c], out.Allocated[c], out.Reserved[c] = d.thin.column(d, cs, ce)
+		}
+		if !thin || j > i {
+			out.Active[c] = merge(out.Active[c], d.column(ColActive, i, j), thin)
+			out.Allocated[c] = merge(out.Allocated[c], d.column(ColAllocated, i, j), thin)
+			out.Reserved[c] = merge(out.Reserved[c], d.column(ColReserved, i, j), thin)
+		}
+		i, cs = j, ce
 	}
 	return out
 }
 
-func column(sr *series, init int64, i, j int) MinMax {
-	v := valueAt(sr, init, int64(i))
+// merge is b, or a widened by b when both hold values.
+func merge(a, b MinMax, both bool) MinMax {
+	if !both {
+		return b
+	}
+	return MinMax{min(a.Min, b.Min), max(a.Max, b.Max)}
+}
+
+func (d *devLog) column(c Column, i, j int) MinMax {
+	sr, _ := d.col(c)
+	v := d.valueAt(c, int64(i))
 	mm := MinMax{v, v}
 	if e, ok := sr.extremes(i, j); ok {
 		mm.Min, mm.Max = min(mm.Min, e.Min), max(mm.Max, e.Max)
@@ -302,11 +364,13 @@ func (s *Store) EventsAroundSeq(device int, n int64, before, after int) []Event 
 	if d == nil {
 		return nil
 	}
-	return d.eventsAround(d.clampPos(n), before, after, s.actions)
+	return d.eventsAround(max(d.clampPos(n), d.off), before, after, s.actions)
 }
 
+// eventsAround lists entries around position n ≥ d.off; the thinned
+// entries before the window are never listed.
 func (d *devLog) eventsAround(n int64, before, after int, actions *snapshot.ActionTable) []Event {
-	i := max(0, n-int64(max(before, 0)))
+	i := max(d.off, n-int64(max(before, 0)))
 	j := min(int64(d.recs.Len()), n+int64(max(after, 0)))
 	out := make([]Event, 0, j-i)
 	for k := i; k < j; k++ {
@@ -323,6 +387,9 @@ func (s *Store) Summary(device int, cursor int64) Summary {
 	if d == nil {
 		return Summary{Device: device, Cursor: cursor}
 	}
+	if n, thin := d.position(cursor); thin {
+		return d.thinnedSummary(cursor, n)
+	}
 	return d.summary(cursor, d.applied(cursor))
 }
 
@@ -335,7 +402,30 @@ func (s *Store) SummaryAtSeq(device int, n int64) Summary {
 		return Summary{Device: device, Cursor: -1}
 	}
 	n = d.clampPos(n)
+	if n < d.off {
+		return d.thinnedSummary(d.cursorOf(n), n)
+	}
 	return d.summary(d.cursorOf(n), n)
+}
+
+// thinnedSummary describes a position before the retention window: the
+// times, counts and the peaks up to the window (the thinned part's running
+// maxima) — its byte and segment-map figures were dropped.
+func (d *devLog) thinnedSummary(cursor, n int64) Summary {
+	sum := Summary{Device: d.id, Cursor: cursor, TimeBase: d.base, Applied: n, Entries: int64(d.recs.Len()), Thinned: true}
+	sum.FirstTime, sum.LastTime = d.first(), d.recs.last().time
+	sum.ThinnedEntries, sum.DetailFrom = d.off, d.thin.lastTime
+	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(ColActive, d.off)
+	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()
+	sum.PeakReservedBytes, _ = d.peak(ColReserved, d.off)
+	sum.PeakAllocatedBytes, _ = d.peak(ColAllocated, d.off)
+	sum.OOMs = countBelow(&d.byAction[snapshot.ActionOOM], n)
+	for _, g := range d.gaps {
+		if g.At <= n {
+			sum.Dropped += g.Missed
+		}
+	}
+	return sum
 }
 
 func (d *devLog) summary(cursor, n int64) Summary {
@@ -344,21 +434,24 @@ func (d *devLog) summary(cursor, n int64) Summary {
 	sum.Applied = n
 	sum.Entries = int64(d.recs.Len())
 	if d.recs.Len() > 0 {
-		sum.FirstTime, sum.LastTime = d.recs.ptr(0).time, d.recs.last().time
+		sum.FirstTime, sum.LastTime = d.first(), d.recs.last().time
 	}
-	sum.ActiveBytes = valueAt(&d.active, d.initActive, n)
-	sum.AllocatedBytes = valueAt(&d.allocated, d.initAllocated, n)
-	sum.ReservedBytes = valueAt(&d.reserved, d.initReserv, n)
+	if d.off > 0 {
+		sum.ThinnedEntries, sum.DetailFrom = d.off, d.thin.lastTime
+	}
+	sum.ActiveBytes = d.valueAt(ColActive, n)
+	sum.AllocatedBytes = d.valueAt(ColAllocated, n)
+	sum.ReservedBytes = d.valueAt(ColReserved, n)
 	m := d.measureAt(n)
 	sum.Segments = m.fig.Segments
 	sum.Blocks, sum.LiveBlocks = m.fig.Blocks, m.live
 	sum.MapAllocatedBytes = m.fig.Allocated
 	sum.TotalFreeBytes, sum.LargestFreeBlock = m.fig.Free, m.fig.LargestFree
 	sum.Fragmentation = replay.FreeFragmentation(sum.LargestFreeBlock, sum.TotalFreeBytes)
-	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(&d.active, d.initActive, n)
+	sum.PeakActiveBytes, sum.PeakActiveTime = d.peak(ColActive, n)
 	sum.PeakActiveAtStart = sum.PeakActiveBytes == d.initActive && sum.PeakActiveTime == d.beforeFirst()
-	sum.PeakReservedBytes, _ = d.peak(&d.reserved, d.initReserv, n)
-	sum.PeakAllocatedBytes, _ = d.peak(&d.allocated, d.initAllocated, n)
+	sum.PeakReservedBytes, _ = d.peak(ColReserved, n)
+	sum.PeakAllocatedBytes, _ = d.peak(ColAllocated, n)
 	sum.OOMs = countBelow(&d.byAction[snapshot.ActionOOM], n)
 	for _, g := range d.gaps {
 		if g.At <= n {
@@ -373,17 +466,25 @@ func (d *devLog) beforeFirst() int64 {
 	if d.recs.Len() == 0 || d.base == TimeSequence {
 		return -1
 	}
-	return d.recs.ptr(0).time - 1
+	return d.first() - 1
 }
 
 // peak returns the largest value over the first n entries (and the initial
 // value) and the time of the first entry reaching it (beforeFirst when the
-// initial value is the peak).
-func (d *devLog) peak(sr *series, init int64, n int64) (int64, int64) {
+// initial value is the peak). Thinned entries count through their running
+// maxima, so a peak is exact for the whole session; n ≥ d.off.
+func (d *devLog) peak(c Column, n int64) (int64, int64) {
+	sr, init := d.col(c)
 	best, at := init, d.beforeFirst()
-	if mm, ok := sr.extremes(0, int(n)); ok && mm.Max > best {
+	if t := &d.thin; t.havePeak {
+		v := [...]int64{t.peakA, t.peakL, t.peakR}[c]
+		if v > best {
+			best, at = v, t.peakATime // the time is kept for the active series only
+		}
+	}
+	if mm, ok := sr.extremes(int(d.off), int(n)); ok && mm.Max > best {
 		best = mm.Max
-		if i := sr.firstAtLeast(0, int(n), best); i >= 0 {
+		if i := sr.firstAtLeast(int(d.off), int(n), best); i >= 0 {
 			at = d.recs.ptr(i).time
 		}
 	}
@@ -403,7 +504,7 @@ func (s *Store) Peak(device int) (cursor int64, activeBytes int64) {
 	if d == nil {
 		return 0, 0
 	}
-	v, at := d.peak(&d.active, d.initActive, int64(d.recs.Len()))
+	v, at := d.peak(ColActive, int64(d.recs.Len()))
 	return at, v
 }
 
@@ -435,8 +536,8 @@ func (s *Store) Prev(device int, cursor int64, action snapshot.Action) (int64, b
 	seqs := &d.byAction[action]
 	m := int64(d.lowerBound(0, cursor))
 	k := countBelow(seqs, m) - 1
-	if k < 0 {
-		return 0, false
+	if k < seqs.lo() || seqs.at(k) < d.off {
+		return 0, false // none, or only before the retention window
 	}
 	return d.recs.ptr(int(seqs.at(k))).time, true
 }
@@ -465,7 +566,7 @@ func (s *Store) PrevEvent(device int, cursor int64) (int64, bool) {
 		return 0, false
 	}
 	m := d.lowerBound(0, cursor)
-	if m == 0 {
+	if int64(m) <= d.off {
 		return 0, false
 	}
 	return d.recs.ptr(m - 1).time, true

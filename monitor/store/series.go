@@ -38,6 +38,16 @@ func (s *series) append(x int64) {
 	}
 }
 
+// dropBefore releases the values before i and the pyramid items covering
+// only them (whole chunks); extremes and firstAtLeast must then be asked
+// about ranges from i on.
+func (s *series) dropBefore(i int) {
+	s.v.dropBefore(i)
+	for l := range s.levels {
+		s.levels[l].dropBefore(i >> (fanoutBits * (l + 1)))
+	}
+}
+
 // at is value i.
 func (s *series) at(i int) int64 { return s.v.at(i) }
 
@@ -170,32 +180,3 @@ func (s *series) firstAtLeast(i, j int, x int64) int {
 
 // set replaces value i; call refresh(i) afterwards when the pyramid exists.
 func (s *series) set(i int, x int64) { s.v.set(i, x) }
-
-// refresh recomputes the pyramid items covering index i after v[i] changed.
-func (s *series) refresh(i int) {
-	for l := range s.levels {
-		sh := fanoutBits * (l + 1)
-		k := i >> sh
-		lo := k << fanoutBits
-		var m MinMax
-		if l == 0 {
-			hi := min(s.v.Len(), lo+fanout)
-			m = MinMax{s.v.at(lo), s.v.at(lo)}
-			s.v.each(lo, hi, func(p []int64) {
-				for _, x := range p {
-					m.Min, m.Max = min(m.Min, x), max(m.Max, x)
-				}
-			})
-		} else {
-			below := &s.levels[l-1]
-			hi := min(below.Len(), lo+fanout)
-			m = below.at(lo)
-			below.each(lo, hi, func(p []MinMax) {
-				for _, x := range p {
-					m.Min, m.Max = min(m.Min, x.Min), max(m.Max, x.Max)
-				}
-			})
-		}
-		s.levels[l].set(k, m)
-	}
-}

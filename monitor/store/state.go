@@ -11,7 +11,6 @@ import (
 // rolling forward from Timeline.Initial reaches the state undoing
 // backwards from the final state gives (docs/timeline.md).
 type (
-	liveBlock  = tiling.Block
 	segState   = tiling.State
 	checkpoint = tiling.Checkpoint
 	entryView  = tiling.Entry

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/tiling"
@@ -21,6 +22,11 @@ type Options struct {
 	// entries. Default 2048. While more than K blocks are live the gap is
 	// the number of live blocks instead (checkpointGap).
 	CheckpointEvery int
+	// Now is the clock marker entries take their time from (nil: time.Now).
+	Now func() time.Time
+	// Retain bounds what live appends keep in full detail (retain.go); the
+	// zero value keeps everything. A capture ingested whole is not thinned.
+	Retain Retention
 }
 
 // DefaultCheckpointEvery is the K a zero Options gets.
@@ -70,6 +76,10 @@ type Store struct {
 	// indexed counts entries the ingests of captures have indexed, in
 	// steps of indexStep (LoadSnapshot's progress while it indexes).
 	indexed atomic.Int64
+
+	retain     Retention
+	opsThinned int64 // ops dropped by the retention window
+	now        func() time.Time
 }
 
 // indexStep is how many entries a capture's ingest indexes between two
@@ -116,6 +126,13 @@ type devLog struct {
 
 	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
 
+	// retention (retain.go): entries before off are thinned; firstTime is
+	// entry 0's time once it is gone
+	off       int64
+	firstTime int64
+	thin      thinned
+	sizes     chunked[int64] // live block sizes per entry (overrides.sizes)
+
 	lastMu sync.Mutex
 	last   *checkpoint // the last state a query rolled to (cursor stepping)
 	// measured is Summary's view of the last state a query saw (StateAt
@@ -129,7 +146,13 @@ func New(opts Options) *Store {
 	if k <= 0 {
 		k = DefaultCheckpointEvery
 	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &Store{
+		now:     now,
+		retain:  opts.Retain,
 		k:       k,
 		devs:    map[int]*devLog{},
 		stacks:  []snapshot.Stack{nil},
@@ -591,9 +614,22 @@ func (s *Store) Append(device int, entries []snapshot.TraceEntry) {
 		return
 	}
 	s.mu.Lock()
-	s.liveDev(device).appendEntries(entries, s.k, false)
+	d := s.liveDev(device)
+	d.appendEntries(entries, s.k, false)
+	s.retainDev(d)
 	s.mu.Unlock()
 	s.changed()
+}
+
+// retainDev thins d when its window is full; the caller holds the write lock.
+func (s *Store) retainDev(d *devLog) {
+	if !s.retain.Enabled() {
+		return
+	}
+	if to := d.retainDue(s.retain); to > d.off {
+		d.thinTo(to)
+		s.retainOps()
+	}
 }
 
 // AppendSized is Append with, per entry, the rounded size of the block an
@@ -607,21 +643,41 @@ func (s *Store) AppendSized(device int, entries []snapshot.TraceEntry, blockSize
 	}
 	s.mu.Lock()
 	d := s.liveDev(device)
-	n := int64(d.recs.Len())
-	for i, bs := range blockSizes[:min(len(blockSizes), len(entries))] {
-		if e := &entries[i]; bs > 0 && bs != e.Size && e.Action == snapshot.ActionAlloc {
-			d.ov.Blocks[n+int64(i)] = liveBlock{Addr: e.Addr, Size: bs, Req: e.Size, Frames: e.Frames}
+	n := d.recs.Len()
+	if d.ov.Sizes == nil {
+		d.ov.Sizes = d.sizeAt
+	}
+	for d.sizes.Len() < n { // entries appended without sizes
+		d.sizes.append(0)
+	}
+	for i := range entries {
+		var bs int64
+		if i < len(blockSizes) && entries[i].Action == snapshot.ActionAlloc && blockSizes[i] != entries[i].Size {
+			bs = max(blockSizes[i], 0)
 		}
+		d.sizes.append(bs)
 	}
 	d.appendEntries(entries, s.k, false)
+	s.retainDev(d)
 	s.mu.Unlock()
 	s.changed()
 }
 
 // Rebase replaces device's current state with segs (a fresh producer
-// snapshot after a gap): later queries see segs from the current position
-// on, and the byte series continue from its totals.
+// snapshot after a gap): a resync marker entry is appended, after which
+// queries see segs and the byte series continue from its totals. The
+// entries before it keep their figures and segment maps.
 func (s *Store) Rebase(device int, segs []snapshot.Segment) {
+	s.mark(device, segs, ActionResync, 0)
+}
+
+// Restart is Rebase for a new producer process (pid): the marker entry is
+// a restart, shown on the timeline and in the event list.
+func (s *Store) Restart(device int, segs []snapshot.Segment, pid int) {
+	s.mark(device, segs, ActionRestart, pid)
+}
+
+func (s *Store) mark(device int, segs []snapshot.Segment, action snapshot.Action, pid int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.liveDev(device)
@@ -631,39 +687,8 @@ func (s *Store) Rebase(device int, segs []snapshot.Segment) {
 			mine = append(mine, segs[i])
 		}
 	}
-	d.head = stateFromSegments(mine)
-	d.lastMu.Lock()
-	d.last, d.measured = nil, measured{} // cached answers may sit at the rebase position
-	d.lastMu.Unlock()
-	var act, pend, res int64
-	for b := range d.head.Blocks() {
-		act += b.Live()
-		if b.State == snapshot.StateActivePendingFree {
-			pend += b.Live()
-		}
-	}
-	for sg := range d.head.Segments() {
-		res += sg.TotalSize
-	}
-	d.pending = pend
-	n := int64(d.recs.Len())
-	cp := d.head.Freeze(n)
-	if last := len(d.cps) - 1; d.cps[last].At == n {
-		d.cps[last] = cp
-	} else {
-		d.cps = append(d.cps, cp)
-	}
-	if n == 0 {
-		d.initActive, d.initAllocated, d.initReserv = act, act-pend, res
-	} else {
-		// the series are per entry; the new totals apply from the last entry on
-		d.active.set(int(n-1), act)
-		d.allocated.set(int(n-1), act-pend)
-		d.reserved.set(int(n-1), res)
-		d.active.refresh(int(n - 1))
-		d.allocated.refresh(int(n - 1))
-		d.reserved.refresh(int(n - 1))
-	}
+	d.appendMarker(mine, action, pid, s.now().UnixMicro())
+	s.retainDev(d)
 	s.changed()
 }
 
@@ -808,6 +833,7 @@ func (s *Store) AppendOps(ops []Op) {
 		}
 		s.opMaxEnd = append(s.opMaxEnd, m)
 	}
+	s.retainOps()
 	s.mu.Unlock()
 	s.changed()
 }

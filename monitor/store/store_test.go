@@ -345,16 +345,24 @@ func TestStoreGapAndRebase(t *testing.T) {
 		{Address: 0x1000, Size: 512, RequestedSize: 500, State: snapshot.StateActiveAllocated},
 		{Address: 0x1200, Size: 7680},
 	}}
+	before := st.SummaryAtSeq(1, 2)
 	st.Rebase(1, []snapshot.Segment{seg})
 	st.Append(1, []snapshot.TraceEntry{e(snapshot.ActionAlloc, 0x1400, 300, 12)})
-	sum := st.Summary(1, 100)
+	// the resync is an entry of its own: what came before keeps its figures
+	if after := st.SummaryAtSeq(1, 2); after.ActiveBytes != before.ActiveBytes || after.ReservedBytes != before.ReservedBytes {
+		t.Fatalf("entry 1 changed by the resync: %+v, was %+v", after, before)
+	}
+	if ev := st.EventsAroundSeq(1, 3, 1, 0); len(ev) != 1 || ev[0].Action != ActionResync || ev[0].Seq != 2 {
+		t.Fatalf("resync marker: %+v", ev)
+	}
+	sum := st.Summary(1, 1<<62)
 	if sum.Dropped != 7 || sum.ReservedBytes != 8192 || sum.ActiveBytes != 800 {
 		t.Fatalf("summary after rebase: %+v", sum)
 	}
 	if g := st.Gaps(1); len(g) != 1 || g[0].At != 2 || g[0].Missed != 7 {
 		t.Fatalf("gaps %+v", g)
 	}
-	s := st.StateAt(1, 12)
+	s := st.StateAt(1, 1<<62)
 	if len(s.Segments) != 1 || s.Segments[0].TotalSize != 8192 || len(s.Segments[0].Blocks) != 4 {
 		t.Fatalf("state after rebase: %+v", s.Segments)
 	}

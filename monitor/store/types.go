@@ -77,6 +77,10 @@ type State struct {
 	Applied  int64 // number of log entries applied (entries with Seq < Applied)
 	Segments []snapshot.Segment
 	Gaps     []Gap
+	// Thinned: the cursor is before the retention window (docs/retention.md);
+	// its segment map was dropped, Segments and Gaps are empty and Applied
+	// is known only to the thinned series' resolution.
+	Thinned bool
 }
 
 // MinMax is one chart column: the extremes of a value over the column's span.
@@ -134,6 +138,14 @@ type Summary struct {
 	PeakAllocatedBytes int64
 	OOMs               int
 	Dropped            int64 // entries a live producer dropped (gap records) up to the cursor
+	// ThinnedEntries are the entries before the retention window (their
+	// detail was dropped; the byte series and peaks still cover them), and
+	// DetailFrom the cursor of the earliest position held in detail.
+	ThinnedEntries int64
+	DetailFrom     int64
+	// Thinned: the cursor is before the window; only the peaks, the counts
+	// and the times are given (the byte and segment-map figures are 0).
+	Thinned bool
 }
 
 // LoadProgress reports how far loading a saved capture into a Store has

@@ -142,7 +142,6 @@ type Client struct {
 	streams  map[int]map[uint64]bool
 	strs     map[string]bool
 	maxStack snapshot.StackID
-	stored   int64
 }
 
 // NewClient returns a client for network ("unix" or "tcp") and address
@@ -447,7 +446,6 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 				ents[i].Frames = stacks.get(uint64(ents[i].Frames))
 			}
 			c.store.AppendSized(dev, ents, sizes)
-			c.stored += int64(len(ents))
 			c.expected[dev] = first + uint64(len(ents))
 			n := uint64(len(ents))
 			c.mu.Lock()
@@ -589,7 +587,11 @@ func (c *Client) startSession(h *Hello, segs []snapshot.Segment, resume map[int]
 			if same && resume[d] > c.expected[d] {
 				c.store.NoteGap(d, int64(resume[d]-c.expected[d]))
 			}
-			c.store.Rebase(d, segs)
+			if same {
+				c.store.Rebase(d, segs)
+			} else { // another process: a restart marker on the timeline
+				c.store.Restart(d, segs, h.PID)
+			}
 		}
 		for _, di := range h.Devices {
 			c.store.SetDeviceInfo(di)
@@ -713,8 +715,9 @@ func (c *Client) checkEntries(dev int, ents []snapshot.TraceEntry) error {
 	if err := c.checkDevice(dev); err != nil {
 		return err
 	}
-	if c.stored+int64(len(ents)) > c.opts.Limits.Entries {
-		return &LimitError{fmt.Sprintf("%d entries kept, the most this client keeps (raise it with --max-entries)", c.stored)}
+	// what the Store holds in detail: a retention window thins the rest
+	if held := c.store.Held(); held+int64(len(ents)) > c.opts.Limits.Entries {
+		return &LimitError{fmt.Sprintf("%d entries kept, the most this client keeps (raise it with --max-entries)", held)}
 	}
 	lastStream, checked := uint64(0), false
 	for i := range ents {

@@ -149,6 +149,10 @@ type Overrides struct {
 	// Round is the block size of a request that does not survive
 	// (replay.SizeRounder of the capture); nil keeps the requested size.
 	Round func(int64) int64
+	// Sizes, if set, gives the block size a live producer sent for the
+	// alloc at seq (0: none, the block keeps its requested size): a
+	// per-entry table costs a live log far less than Blocks would.
+	Sizes func(seq int64) int64
 }
 
 // NewOverrides is an empty set of overrides.
@@ -181,6 +185,10 @@ func (st *State) Apply(e *Entry, seq int64, device int, ov *Overrides) (pendingD
 				b.State = snapshot.StateActiveAllocated
 				if b.Frames == snapshot.NoStack {
 					b.Frames = e.Frames
+				}
+			} else if ov.Sizes != nil {
+				if bs := ov.Sizes(seq); bs > 0 {
+					b.Size, b.Est = bs, false
 				}
 			}
 		}

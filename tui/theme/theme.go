@@ -16,6 +16,7 @@ type Glyphs struct {
 	Allocated, Pending, Slack, Free rune // segment map block states
 	Reserved, Active, AllocArea     rune // timeline areas
 	Cursor, Step, OOM, Highlight    rune // timeline marker strip
+	Restart                         rune // timeline marker strip: a producer restart or resync
 	Selected                        string
 	VBar, HBar                      string
 	Ellipsis                        string
@@ -24,14 +25,14 @@ type Glyphs struct {
 var unicodeGlyphs = Glyphs{
 	Allocated: '█', Pending: '▒', Slack: '░', Free: '·',
 	Reserved: '░', Active: '▒', AllocArea: '█',
-	Cursor: '│', Step: '┆', OOM: '✗', Highlight: '━',
+	Cursor: '│', Step: '┆', OOM: '✗', Highlight: '━', Restart: '↻',
 	Selected: "▶", VBar: "│", HBar: "─", Ellipsis: "…",
 }
 
 var asciiGlyphs = Glyphs{
 	Allocated: '#', Pending: '%', Slack: '-', Free: '.',
 	Reserved: '.', Active: '+', AllocArea: '#',
-	Cursor: '|', Step: ':', OOM: 'X', Highlight: '=',
+	Cursor: '|', Step: ':', OOM: 'X', Highlight: '=', Restart: 'R',
 	Selected: ">", VBar: "|", HBar: "-", Ellipsis: "~",
 }
 

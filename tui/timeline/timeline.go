@@ -23,6 +23,7 @@ type MarkerKind uint8
 const (
 	MarkStep MarkerKind = iota
 	MarkOOM
+	MarkRestart // a live producer restarted (or resent its state): history before it is its own
 )
 
 // Marker is a point in time drawn on the marker strip.
@@ -130,6 +131,10 @@ func (m *Model) View() string {
 		switch mk.Kind {
 		case MarkOOM:
 			c.Set(x0+col, 0, th.G.OOM, &th.Warn)
+		case MarkRestart:
+			if c.At(x0+col, 0) == ' ' { // an OOM in the same column wins
+				c.Set(x0+col, 0, th.G.Restart, &th.Warn)
+			}
 		case MarkStep:
 			steps = append(steps, col)
 		}
