@@ -238,8 +238,11 @@ func TestServeAllocatorsResyncAfterGap(t *testing.T) {
 	st := NewStore(StoreOptions{})
 	cl := NewClient("unix", path, st, ClientOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go cl.Run(ctx)
+	done := make(chan struct{})
+	go func() { cl.Run(ctx); close(done) }()
+	// the client reads readAheadBytes until Run returns: stop it before
+	// the deferred restore above writes the variable
+	defer func() { cancel(); <-done }()
 	waitFor(t, "connected", func() bool { return cl.Status().State == StateConnected })
 	// stall the client: its Store refuses writes while the producer churns
 	st.mu.Lock()
