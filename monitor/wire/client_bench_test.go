@@ -148,7 +148,9 @@ func TestClientReadAheadBudget(t *testing.T) {
 	st := store.New(store.Options{})
 	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go cl.Run(ctx)
+	ran := make(chan struct{})
+	go func() { cl.Run(ctx); close(ran) }()
+	// stop the client before the deferred restore writes readAheadBytes
+	defer func() { cancel(); <-ran }()
 	waitFor(t, "every entry", func() bool { return cl.Status().Entries == uint64(len(ents)) })
 }
