@@ -1,35 +1,25 @@
 package allocator
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/testdata/benchcpu"
 )
-
-// cpuClock reads the process's user+system CPU time. The development
-// machine is shared by several busy processes, so wall-clock ns/op mostly
-// measures waiting for a core; cpu-ns/op (reported beside it) is the
-// benchmark's own cost.
-func cpuClock() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // loop runs body b.N times and reports cpu-ns/op.
 func loop(b *testing.B, body func()) {
 	b.ReportAllocs()
-	c0 := cpuClock()
+	c0 := benchcpu.Now()
 	n := 0
 	for b.Loop() {
 		body()
 		n++
 	}
-	b.ReportMetric(float64(cpuClock()-c0)/float64(n), "cpu-ns/op")
+	b.ReportMetric(float64(benchcpu.Now()-c0)/float64(n), "cpu-ns/op")
 }
 
 func benchAllocator(b *testing.B, conf string) (*Allocator, acl.Stream) {
@@ -172,16 +162,16 @@ func BenchmarkHistoryOverhead(b *testing.B) {
 	var tOff, tOn time.Duration
 	n := 0
 	for b.Loop() {
-		c0 := cpuClock()
+		c0 := benchcpu.Now()
 		for range block {
 			pair(off, s1)
 		}
-		c1 := cpuClock()
+		c1 := benchcpu.Now()
 		for range block {
 			pair(on, s2)
 		}
 		tOff += c1 - c0
-		tOn += cpuClock() - c1
+		tOn += benchcpu.Now() - c1
 		n += block
 	}
 	b.ReportMetric(float64(tOff)/float64(n), "off-ns/pair")

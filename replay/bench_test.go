@@ -3,10 +3,10 @@ package replay
 import (
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/testdata/benchcpu"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -29,21 +29,11 @@ func eachBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
 			}
 			b.SetBytes(fi.Size())
 			b.ReportAllocs()
-			c0 := cpuNow()
+			c0 := benchcpu.Now()
 			fn(b, f.path)
-			b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuNow is this process's user+system CPU time (children excluded): the
-// shared development machine makes wall time swing with other load, so the
-// benchmarks report CPU per op beside it (GC and helper goroutines
-// included).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).

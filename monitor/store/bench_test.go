@@ -5,13 +5,13 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // benchCapture is a consistent capture of n entries over 256 segments
@@ -137,7 +137,7 @@ func heapInUse() uint64 {
 func BenchmarkStoreIngest(b *testing.B) {
 	snap, _ := benchStore(b)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	var st *Store
 	for i := 0; i < b.N; i++ {
 		st = New(Options{})
@@ -146,7 +146,7 @@ func BenchmarkStoreIngest(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportCPU(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
+	benchcpu.Report(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(benchEntries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 	st = nil
 	base := heapInUse()
@@ -169,13 +169,13 @@ func BenchmarkStoreIngest(b *testing.B) {
 func BenchmarkTimelineBaseline(b *testing.B) {
 	snap, _ := benchStore(b)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i++ {
 		if _, err := replay.NewTimeline(snap, 0); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
+	benchcpu.Report(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(benchEntries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
 
@@ -186,7 +186,7 @@ func BenchmarkStoreStateAt(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i++ {
 		c := first + r.Int64N(last-first+1)
 		t0 := time.Now()
@@ -197,7 +197,7 @@ func BenchmarkStoreStateAt(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	reportCPU(b, c0, 0, "")
+	benchcpu.Report(b, c0, 0, "")
 	slices.Sort(durs)
 	b.ReportMetric(float64(durs[len(durs)/2].Nanoseconds()), "median-ns")
 }
@@ -207,14 +207,14 @@ func BenchmarkStoreSeries200(b *testing.B) {
 	_, st := benchStore(b)
 	first, last := st.Bounds(0)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i++ {
 		s := st.Series(0, first, last+1, 200)
 		if len(s.Active) != 200 {
 			b.Fatal("columns")
 		}
 	}
-	reportCPU(b, c0, 0, "")
+	benchcpu.Report(b, c0, 0, "")
 }
 
 // BenchmarkStoreSummary: Summary at random cursors (a StateAt plus peaks).
@@ -236,12 +236,12 @@ func BenchmarkStoreAppend(b *testing.B) {
 	tl, _ := replay.NewTimeline(snap, 0)
 	st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i += 256 {
 		j := i % (len(tr) - 256)
 		st.Append(0, tr[j:j+min(256, b.N-i)])
 	}
-	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
+	benchcpu.Report(b, c0, float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
 
@@ -266,11 +266,11 @@ func BenchmarkTimelineStateAfter(b *testing.B) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i++ {
 		tl.StateAfter(r.IntN(len(tl.Entries)))
 	}
-	reportCPU(b, c0, 0, "")
+	benchcpu.Report(b, c0, 0, "")
 }
 
 // BenchmarkSeriesNaive: the same 200 columns by scanning every value, the
@@ -279,8 +279,8 @@ func BenchmarkSeriesNaive(b *testing.B) {
 	_, st := benchStore(b)
 	d := st.devs[0]
 	b.ResetTimer()
-	c0 := cpuNow()
-	defer func() { reportCPU(b, c0, 0, "") }()
+	c0 := benchcpu.Now()
+	defer func() { benchcpu.Report(b, c0, 0, "") }()
 	for i := 0; i < b.N; i++ {
 		v := &d.active.v
 		out := make([]MinMax, 200)
@@ -297,35 +297,17 @@ func BenchmarkSeriesNaive(b *testing.B) {
 	}
 }
 
-// cpuNow is this process's user+system CPU time. The development machine is
-// shared, so wall-clock ns/op swings with other load; benchmarks report
-// CPU per op too (which counts every goroutine, GC included).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU adds cpu-ns/op (and, when perOp > 0, cpu-based per-second rates).
-func reportCPU(b *testing.B, start time.Duration, items float64, unit string) {
-	cpu := cpuNow() - start
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-	if items > 0 {
-		b.ReportMetric(items/cpu.Seconds(), unit)
-	}
-}
-
 // BenchmarkStoreStateAtStep: StateAt while stepping the cursor one event at
 // a time (the TUI's arrow keys), which rolls on from the previous answer.
 func BenchmarkStoreStateAtStep(b *testing.B) {
 	_, st := benchStore(b)
 	evs := st.Events(0, -1<<62, 1<<62, 0)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i++ {
 		st.StateAt(0, evs[(500_000+i)%len(evs)].Time)
 	}
-	reportCPU(b, c0, 0, "")
+	benchcpu.Report(b, c0, 0, "")
 }
 
 // BenchmarkStoreCursorStep: what a TUI cursor move asks the Store for —
@@ -334,13 +316,13 @@ func BenchmarkStoreCursorStep(b *testing.B) {
 	_, st := benchStore(b)
 	evs := st.Events(0, -1<<62, 1<<62, 0)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i++ {
 		c := evs[(500_000+i)%len(evs)].Time
 		st.StateAt(0, c)
 		st.Summary(0, c)
 	}
-	reportCPU(b, c0, 0, "")
+	benchcpu.Report(b, c0, 0, "")
 }
 
 // BenchmarkStoreAppendRetained is StoreAppend with a retention window of
@@ -352,11 +334,11 @@ func BenchmarkStoreAppendRetained(b *testing.B) {
 	tl, _ := replay.NewTimeline(snap, 0)
 	st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for i := 0; i < b.N; i += 256 {
 		j := i % (len(tr) - 256)
 		st.Append(0, tr[j:j+min(256, b.N-i)])
 	}
-	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
+	benchcpu.Report(b, c0, float64(b.N), "entries/cpu-s")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }

@@ -6,12 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/benchcpu"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -44,7 +44,7 @@ func eachLoadBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
 // replay keeps them) as live-B.
 func BenchmarkLoadSnapshot1M(b *testing.B) {
 	eachLoadBenchFile(b, func(b *testing.B, path string) {
-		c0 := cpuNow()
+		c0 := benchcpu.Now()
 		var st *store.Store
 		var capt *replay.Capture
 		for b.Loop() {
@@ -58,7 +58,7 @@ func BenchmarkLoadSnapshot1M(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		reportCPU(b, c0, 0, "")
+		benchcpu.Report(b, c0, 0, "")
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -72,13 +72,13 @@ func BenchmarkLoadSnapshot1M(b *testing.B) {
 // (the full model, as replay needs it).
 func BenchmarkLoadSnapshotDecode1M(b *testing.B) {
 	eachLoadBenchFile(b, func(b *testing.B, path string) {
-		c0 := cpuNow()
+		c0 := benchcpu.Now()
 		for b.Loop() {
 			if _, err := replay.DecodeFile(path, replay.Options{}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		reportCPU(b, c0, 0, "")
+		benchcpu.Report(b, c0, 0, "")
 	})
 }
 
@@ -91,14 +91,14 @@ func BenchmarkLoadSnapshotIngest1M(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ResetTimer()
-		c0 := cpuNow()
+		c0 := benchcpu.Now()
 		for b.Loop() {
 			st := store.New(store.Options{})
 			if err := st.IngestSnapshot(c.Snapshot); err != nil {
 				b.Fatal(err)
 			}
 		}
-		reportCPU(b, c0, 0, "")
+		benchcpu.Report(b, c0, 0, "")
 	})
 }
 
@@ -132,29 +132,12 @@ func BenchmarkLoadedStateAt1M(b *testing.B) {
 		first, last := st.Bounds(0)
 		r := rand.New(rand.NewPCG(1, 2))
 		b.ResetTimer()
-		c0 := cpuNow()
+		c0 := benchcpu.Now()
 		for b.Loop() {
 			c := first + r.Int64N(last-first+1)
 			st.StateAt(0, c)
 			st.Summary(0, c)
 		}
-		reportCPU(b, c0, 0, "")
+		benchcpu.Report(b, c0, 0, "")
 	})
-}
-
-// cpuNow is this process's user+system CPU time (benchmarks report CPU per
-// op: the development machine is shared, so wall-clock ns/op swings).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU adds cpu-ns/op (and, when items > 0, cpu-based per-second rates).
-func reportCPU(b *testing.B, start time.Duration, items float64, unit string) {
-	cpu := cpuNow() - start
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-	if items > 0 {
-		b.ReportMetric(items/cpu.Seconds(), unit)
-	}
 }

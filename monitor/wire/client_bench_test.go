@@ -9,6 +9,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // liveEntries is the pattern e2e's BenchmarkLiveAttach publishes: one
@@ -105,12 +106,12 @@ func BenchmarkClientIngest(b *testing.B) {
 	defer cancel()
 	go cl.Run(ctx)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	for cl.Status().Entries < uint64(b.N) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	b.StopTimer()
-	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
+	benchcpu.Report(b, c0, float64(b.N), "entries/cpu-s")
 }
 
 // The read-ahead's byte budget is given back frame by frame: many more

@@ -2,9 +2,7 @@ package wire
 
 import (
 	"os"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // filepathTemp makes a short temporary directory (Unix socket paths are
@@ -20,21 +18,4 @@ func fileMode(t *testing.T, path string) os.FileMode {
 		t.Fatal(err)
 	}
 	return fi.Mode().Perm()
-}
-
-// cpuNow is this process's user+system CPU time (benchmarks report CPU per
-// op: the development machine is shared, so wall-clock ns/op swings).
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU adds cpu-ns/op (and, when items > 0, cpu-based per-second rates).
-func reportCPU(b *testing.B, start time.Duration, items float64, unit string) {
-	cpu := cpuNow() - start
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-	if items > 0 {
-		b.ReportMetric(items/cpu.Seconds(), unit)
-	}
 }

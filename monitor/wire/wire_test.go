@@ -18,6 +18,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // shortSock returns a Unix socket path short enough for sun_path.
@@ -497,7 +498,7 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 	}
 	ents := testEntries(256, 9)
 	b.ResetTimer()
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	sent := 0
 	for sent < b.N {
 		n := min(len(ents), b.N-sent)
@@ -515,7 +516,7 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 		b.Fatalf("%d dropped", d)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
-	reportCPU(b, c0, float64(b.N), "entries/cpu-s")
+	benchcpu.Report(b, c0, float64(b.N), "entries/cpu-s")
 }
 
 // The example in docs/protocol.md is exactly what the encoder writes.
@@ -797,14 +798,14 @@ func BenchmarkDecodeEntries(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var out []snapshot.TraceEntry
 			var sizes []int64
-			c0 := cpuNow()
+			c0 := benchcpu.Now()
 			for b.Loop() {
 				var err error
 				if _, _, out, sizes, err = c.dec(p, out[:0], sizes[:0]); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N*4096), "cpu-ns/entry")
+			b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N*4096), "cpu-ns/entry")
 		})
 	}
 }

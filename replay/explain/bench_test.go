@@ -3,12 +3,11 @@ package explain
 import (
 	"context"
 	"os"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif/sim"
+	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // make bench-data writes both files (Python's pickle).
@@ -22,20 +21,12 @@ func benchFile(b *testing.B, path string) {
 	if _, err := os.Stat(path); err != nil {
 		b.Skip("run make bench-data first")
 	}
-	c0 := cpuNow()
+	c0 := benchcpu.Now()
 	b.Cleanup(func() {
 		if b.N > 0 {
-			b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	})
-}
-
-// cpuNow is the process's CPU time (user + system): on a shared machine
-// its ratios are steadier than wall time's.
-func cpuNow() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkStatsFile1MOOM is the baseline of BenchmarkExplain1MOOM: `npumon
