@@ -331,22 +331,11 @@ func (d *devLog) storeCapture(entries []snapshot.TraceEntry, counts *[256]int) {
 	for a, c := range counts {
 		d.byAction[snapshot.Action(a)].reserve(c)
 	}
-	at := d.attrs
 	var last, act, res int64
 	for i := range entries {
 		e := &entries[i]
 		seq := int64(i)
-		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
-		if e.Action == snapshot.ActionOOM {
-			r.addr = uint64(e.DeviceFree)
-		}
-		if d.base == TimeSequence {
-			r.time = seq
-		} else {
-			r.time = max(e.TimeUS, last) // keep times non-decreasing
-			last = r.time
-		}
-		d.recs.append(r)
+		d.recs.append(d.recordOf(e, seq, &last))
 		act += replay.ActiveDelta(e)
 		res += replay.ReservedDelta(e)
 		d.active.bulk(act)
@@ -493,10 +482,25 @@ func attrOf(e *snapshot.TraceEntry) attr {
 	return attr{stream: e.Stream, pool: e.PoolID, hasPool: e.HasPoolID, compileContext: e.CompileContext, userMetadata: e.UserMetadata}
 }
 
+// recordOf is entry e's record at log position seq; last is the time of the
+// record before it, advanced so times never go backwards.
+func (d *devLog) recordOf(e *snapshot.TraceEntry, seq int64, last *int64) rec {
+	r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: d.attrs.intern(attrOf(e))}
+	if e.Action == snapshot.ActionOOM {
+		r.addr = uint64(e.DeviceFree)
+	}
+	if d.base == TimeSequence {
+		r.time = seq
+	} else {
+		r.time = max(e.TimeUS, *last)
+		*last = r.time
+	}
+	return r
+}
+
 // appendEntries indexes entries at the end of the log. bulk (a whole
 // capture) builds the series pyramids once at the end.
 func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) {
-	at := d.attrs
 	var last int64
 	act, res := d.initActive, d.initReserv
 	if n := d.recs.Len(); n > 0 {
@@ -507,17 +511,7 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 	for i := range entries {
 		e := &entries[i]
 		seq := int64(d.recs.Len())
-		r := rec{addr: e.Addr, size: e.Size, frames: e.Frames, action: e.Action, attr: at.intern(attrOf(e))}
-		if e.Action == snapshot.ActionOOM {
-			r.addr = uint64(e.DeviceFree)
-		}
-		if d.base == TimeSequence {
-			r.time = seq
-		} else {
-			r.time = max(e.TimeUS, last) // keep times non-decreasing
-			last = r.time
-		}
-		d.recs.append(r)
+		d.recs.append(d.recordOf(e, seq, &last))
 		v := tiling.EntryOf(e)
 		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
 		act += replay.ActiveDelta(e)
