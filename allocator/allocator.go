@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 )
@@ -318,7 +319,7 @@ func (a *Allocator) failMalloc(p *allocParams, size int64, ctx snapshot.StackID)
 		Rejected:  p.rejected,
 	}
 	if p.rejected {
-		e.msg = "NPU out of memory. Allocation was preemptively rejected because it would exceed per_process_memory_fraction limit. Requested size: " + FormatSize(p.allocSize)
+		e.msg = "NPU out of memory. Allocation was preemptively rejected because it would exceed per_process_memory_fraction limit. Requested size: " + bytesize.Torch(p.allocSize)
 		a.mu.Unlock()
 		return e
 	}
@@ -340,21 +341,21 @@ func (a *Allocator) failMalloc(p *allocParams, size int64, ctx snapshot.StackID)
 func (a *Allocator) oomMessage(e *OOMError) string {
 	allowed := ""
 	if e.AllowedSet {
-		allowed = FormatSize(e.Allowed) + " allowed; "
+		allowed = bytesize.Torch(e.Allowed) + " allowed; "
 	}
 	if a.cfg.Flavour == config.FlavourCUDA {
 		return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. "+
 			"%sOf the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. "+
 			"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
 			"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-			FormatSize(e.AllocSize), e.Device, FormatSize(e.TotalCapacity), FormatSize(e.DeviceFree),
-			allowed, FormatSize(e.Allocated), FormatSize(e.Reserved-e.Allocated))
+			bytesize.Torch(e.AllocSize), e.Device, bytesize.Torch(e.TotalCapacity), bytesize.Torch(e.DeviceFree),
+			allowed, bytesize.Torch(e.Allocated), bytesize.Torch(e.Reserved-e.Allocated))
 	}
 	return fmt.Sprintf("NPU out of memory. Tried to allocate %s (NPU %d; %s total capacity; %s already allocated; "+
 		"%s current active; %s free; %s%s reserved in total by PyTorch).If reserved memory is >> allocated memory "+
 		"try setting max_split_size_mb to avoid fragmentation.",
-		FormatSize(e.AllocSize), e.Device, FormatSize(e.TotalCapacity), FormatSize(e.Allocated),
-		FormatSize(e.Active), FormatSize(e.DeviceFree), allowed, FormatSize(e.Reserved))
+		bytesize.Torch(e.AllocSize), e.Device, bytesize.Torch(e.TotalCapacity), bytesize.Torch(e.Allocated),
+		bytesize.Torch(e.Active), bytesize.Torch(e.DeviceFree), allowed, bytesize.Torch(e.Reserved))
 }
 
 func (a *Allocator) gcEnabled() bool { return a.fractionSet && a.cfg.GCThreshold > 0 }

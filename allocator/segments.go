@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 )
@@ -24,7 +25,7 @@ func (a *Allocator) allocBlock(p *allocParams, isRetry bool, ctx snapshot.StackI
 		a.stats.NumOOMRejections++
 		p.rejected = true
 		p.err = acl.ErrMemoryAllocation
-		a.warnOnce(fmt.Sprintf("Preemptively rejecting allocation of %s: it would exceed per_process_memory_fraction", FormatSize(size)))
+		a.warnOnce(fmt.Sprintf("Preemptively rejecting allocation of %s: it would exceed per_process_memory_fraction", bytesize.Torch(size)))
 		return false
 	}
 	if a.cfg.ExpandableSegments {

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 )
 
@@ -195,10 +194,6 @@ func (s *Stats) resetAccumulated() {
 	s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams = 0, 0, 0
 	s.NumDeviceAlloc, s.NumDeviceFree, s.NumOOMRejections = 0, 0, 0
 }
-
-// FormatSize is torch's format_size (bytesize.Torch), the size text of
-// the allocator's out-of-memory message.
-func FormatSize(n int64) string { return bytesize.Torch(n) }
 
 // summarySize is memory_summary's _format_size: B/KiB/MiB/GiB/TiB/PiB with
 // no decimals, switching unit above 768 times the smaller one.
