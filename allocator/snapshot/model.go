@@ -274,17 +274,18 @@ func (s *Segment) SegmentType() string {
 // End returns the first address past the segment.
 func (s *Segment) End() uint64 { return s.Address + uint64(s.TotalSize) }
 
-// TraceEntry is one allocator event.
+// TraceEntry is one allocator event. The small fields come first so the
+// struct packs into 96 bytes: a replay holds millions of them.
 type TraceEntry struct {
 	Action     Action
+	HasPoolID  bool
+	Frames     StackID
 	Addr       uint64 // 0 for oom and snapshot
 	Size       int64
 	Stream     uint64
 	DeviceFree int64 // oom only: bytes the device reported free
 	TimeUS     int64 // epoch microseconds; 0 when the source has no time
-	Frames     StackID
 	PoolID     PoolID
-	HasPoolID  bool
 	// Optional strings of newer torch builds; empty when absent.
 	CompileContext string
 	UserMetadata   string

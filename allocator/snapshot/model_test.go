@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 )
 
 func TestActionTable(t *testing.T) {
@@ -27,5 +28,13 @@ func TestActionTable(t *testing.T) {
 	}
 	if a.Parse("one_more") != ActionOther || a.Name(x) != "vendor_x" {
 		t.Error("a full table")
+	}
+}
+
+// A replay holds one TraceEntry per trace entry of the file; its size is
+// most of a loaded capture's memory.
+func TestTraceEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(TraceEntry{}); n > 96 {
+		t.Errorf("TraceEntry is %d bytes, want at most 96 (order the small fields first)", n)
 	}
 }
