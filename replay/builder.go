@@ -202,6 +202,11 @@ type builder struct {
 
 	accs []*traceAcc // streaming: per device, nil where the trace was empty
 
+	// Trace entries fastEntry decoded, waiting for their list to take them
+	// (kEntry values index entryQ), and how many still wait.
+	entryQ      []snapshot.TraceEntry
+	entriesLive int
+
 	// Memory budget: bytes of builders, memo rows and model values made so
 	// far, against a limit proportional to the input, so hostile input
 	// (a million empty dicts, a frame list of a million memo references)
@@ -906,8 +911,18 @@ func (l *list) length() int {
 }
 
 func (b *builder) appendOne(l *list, v val) error {
-	if v.k == kStack {
+	switch v.k {
+	case kStack:
 		v = v.asList()
+	case kEntry:
+		if l.untyped() {
+			l.setKind(lTraces)
+		}
+		if l.kind == lTraces {
+			b.placeEntry(l, v.n)
+			return nil
+		}
+		v = b.materialize(v)
 	}
 	switch v.k {
 	case kDict:
@@ -989,17 +1004,7 @@ func (b *builder) place(l *list, d *dict) error {
 		l.fids = append(l.fids, b.frameID(d))
 		return nil
 	case dTrace:
-		if b.stream {
-			if l.acc == nil {
-				l.acc = newTraceAcc()
-			}
-			l.acc.add(d.te)
-			break
-		}
-		if len(l.entries) == cap(l.entries) {
-			b.growEntries(l)
-		}
-		l.entries = append(l.entries, *d.te)
+		b.keepEntry(l, d.te)
 	case dBlock:
 		if d.seen&hasAddress == 0 {
 			l.noAddr = true
@@ -1019,6 +1024,22 @@ func (b *builder) place(l *list, d *dict) error {
 	}
 	b.recycle(d)
 	return nil
+}
+
+// keepEntry adds a trace entry to list l: to its running figures when
+// streaming, else to its entries.
+func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
+	if b.stream {
+		if l.acc == nil {
+			l.acc = newTraceAcc()
+		}
+		l.acc.add(e)
+		return
+	}
+	if len(l.entries) == cap(l.entries) {
+		b.growEntries(l)
+	}
+	l.entries = append(l.entries, *e)
 }
 
 // minEntryBytes is a floor on the bytes one trace entry takes in a file;

@@ -102,9 +102,10 @@ const (
 	kList
 	kMark
 	kStack // a frames list already interned: n holds its StackID
+	kEntry // a trace-entry dict fastEntry decoded: n indexes the builder's entry queue
 )
 
-var kindNames = [...]string{"None", "bool", "int", "int", "float", "str", "bytes", "tuple", "tuple", "dict", "list", "mark", "list"}
+var kindNames = [...]string{"None", "bool", "int", "int", "float", "str", "bytes", "tuple", "tuple", "dict", "list", "mark", "list", "dict"}
 
 func (k kind) String() string { return kindNames[k] }
 
@@ -168,6 +169,10 @@ type decoder struct {
 	proto int
 	op    byte  // current opcode
 	opOff int64 // offset of the current opcode
+
+	fast      fastState // fastEntry's scratch
+	fastStack val       // fastRef's answer for an interned frames list
+	noFast    bool      // every entry the general way (tests compare the two)
 }
 
 // memo maps memo indexes to values. A snapshot memoizes every dict and
@@ -216,22 +221,9 @@ func (m *memo) newPages(i uint64) int {
 }
 
 func (m *memo) put(i uint64, v val, limit int64) error {
-	if i >= maxMemo || int64(i) > limit {
-		return fmt.Errorf("memo index %d out of range", i)
-	}
-	if i >= m.count {
-		m.count = i + 1
-	}
-	p := i >> memoShift
-	for uint64(len(m.pages)) <= p {
-		m.pages = append(m.pages, nil)
-	}
-	if m.pages[p] == nil {
-		m.pages[p] = make([]uint32, memoPage)
-	}
-	sl := &m.pages[p][i&(memoPage-1)]
-	if r := *sl; r != 0 && r&stackSlot == 0 && m.rows[r-1].slot == uint32(i) {
-		m.release(r)
+	sl, err := m.claim(i, limit)
+	if err != nil {
+		return err
 	}
 	var row uint32
 	if n := len(m.free); n > 0 {
@@ -251,6 +243,37 @@ func (m *memo) put(i uint64, v val, limit int64) error {
 	}
 	return nil
 }
+
+// claim checks memo index i and returns its slot, creating its page and
+// releasing the row the slot held; the caller writes the slot.
+func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
+	if i >= maxMemo || int64(i) > limit {
+		return nil, fmt.Errorf("memo index %d out of range", i)
+	}
+	if i >= m.count {
+		m.count = i + 1
+	}
+	p := i >> memoShift
+	for uint64(len(m.pages)) <= p {
+		m.pages = append(m.pages, nil)
+	}
+	if m.pages[p] == nil {
+		m.pages[p] = make([]uint32, memoPage)
+	}
+	sl := &m.pages[p][i&(memoPage-1)]
+	if r := *sl; r != 0 && r&stackSlot == 0 && m.rows[r-1].slot == uint32(i) {
+		m.release(r)
+	}
+	return sl, nil
+}
+
+// placedRow is the row every slot of an already placed trace entry points
+// to (fastEntry): its slot never matches, so a later reference fails as a
+// reference to a placed dict does.
+const placedRow = 0
+
+// newMemo returns an empty memo holding only placedRow.
+func newMemo() memo { return memo{rows: []memoRow{placedRow: {slot: freeRow}}} }
 
 // release frees a row (1-based); its slot goes stale.
 func (m *memo) release(r uint32) {
@@ -384,7 +407,11 @@ func (d *decoder) top() (*val, error) {
 	if n == 0 || d.stack[n-1].k == kMark {
 		return nil, fmt.Errorf("opcode 0x%02x: stack underflow", d.op)
 	}
-	return &d.stack[n-1], nil
+	t := &d.stack[n-1]
+	if t.k == kEntry {
+		*t = d.b.materialize(*t) // to be stored, or changed: a dict of its own
+	}
+	return t, nil
 }
 
 // popMark returns the values above the newest mark and removes them and the mark.
@@ -433,6 +460,9 @@ func (d *decoder) run() (val, error) {
 			if err != nil {
 				return val{}, fmt.Errorf("STOP with an empty stack")
 			}
+			if v.k == kEntry {
+				v = d.b.materialize(v)
+			}
 			return v, nil
 		case opMark:
 			if len(d.marks) >= maxMarkDepth {
@@ -446,13 +476,17 @@ func (d *decoder) run() (val, error) {
 			if n := len(d.stack); n > 0 && d.stack[n-1].k == kMark {
 				d.marks = d.marks[:len(d.marks)-1]
 				d.stack = d.stack[:n-1]
-			} else if _, err := d.pop(); err != nil {
+			} else if v, err := d.pop(); err != nil {
 				return val{}, err
+			} else if v.k == kEntry {
+				d.b.materialize(v)
 			}
 		case opPopMark:
-			if _, err := d.popMark(); err != nil {
+			items, err := d.popMark()
+			if err != nil {
 				return val{}, err
 			}
+			d.b.settle(items)
 		case opNone:
 			err = d.pushScalar(kNone, 0)
 		case opNewTrue:
@@ -509,6 +543,9 @@ func (d *decoder) run() (val, error) {
 				err = d.str(binary.LittleEndian.Uint64(p), op == opBinUnicode8)
 			}
 		case opEmptyDict:
+			if l := d.batchList(); l != nil && d.fastEntry(l) {
+				break
+			}
 			dv := d.b.newDict()
 			err = d.pushRef(kDict, dv.gen, "", dv.d, nil)
 		case opEmptyList:
@@ -526,12 +563,14 @@ func (d *decoder) run() (val, error) {
 					return val{}, fmt.Errorf("TUPLE%d: stack underflow", n)
 				}
 			}
+			d.b.settle(items)
 			t := tupleOf(items)
 			d.stack = d.stack[:len(d.stack)-n]
 			err = d.push(t)
 		case opTuple:
 			var items []val
 			if items, err = d.popMark(); err == nil {
+				d.b.settle(items)
 				err = d.push(tupleOf(items))
 			}
 		case opList:
@@ -545,6 +584,7 @@ func (d *decoder) run() (val, error) {
 		case opDict:
 			var items []val
 			if items, err = d.popMark(); err == nil {
+				d.b.settle(items)
 				dv := d.b.newDict()
 				if err = d.b.setItems(dv, items); err == nil {
 					err = d.push(dv)
@@ -586,6 +626,7 @@ func (d *decoder) run() (val, error) {
 			if items[0].k == kMark || items[1].k == kMark {
 				return val{}, fmt.Errorf("SETITEM: stack underflow")
 			}
+			d.b.settle(items)
 			kv := [2]val{items[0], items[1]}
 			d.stack = d.stack[:len(d.stack)-2]
 			var t *val
@@ -598,6 +639,7 @@ func (d *decoder) run() (val, error) {
 		case opSetItems:
 			var items []val
 			if items, err = d.popMark(); err == nil {
+				d.b.settle(items)
 				var t *val
 				if t, err = d.top(); err == nil {
 					if t.k != kDict {
@@ -703,8 +745,19 @@ func (d *decoder) long(n int) error {
 	if err != nil {
 		return err
 	}
+	k, u, err := longValue(p)
+	if err != nil {
+		return err
+	}
+	return d.pushScalar(k, u)
+}
+
+// longValue is the integer of LONG1/LONG4's bytes p: kInt (int64 bits) or,
+// above MaxInt64, kUint.
+func longValue(p []byte) (kind, uint64, error) {
+	n := len(p)
 	if n == 0 {
-		return d.pushScalar(kInt, 0)
+		return kInt, 0, nil
 	}
 	neg := p[n-1]&0x80 != 0
 	// Strip sign-extension bytes, then the value must fit 64 bits.
@@ -717,7 +770,7 @@ func (d *decoder) long(n int) error {
 		break
 	}
 	if sig > 8 || (neg && sig == 8 && p[7]&0x80 == 0) {
-		return fmt.Errorf("integer of %d bytes does not fit 64 bits", n)
+		return 0, 0, fmt.Errorf("integer of %d bytes does not fit 64 bits", n)
 	}
 	var u uint64
 	for i := sig - 1; i >= 0; i-- {
@@ -727,12 +780,12 @@ func (d *decoder) long(n int) error {
 		if sig < 8 {
 			u |= ^uint64(0) << (8 * sig)
 		}
-		return d.pushScalar(kInt, u)
+		return kInt, u, nil
 	}
 	if u > math.MaxInt64 {
-		return d.pushScalar(kUint, u)
+		return kUint, u, nil
 	}
-	return d.pushScalar(kInt, u)
+	return kInt, u, nil
 }
 
 // str reads a string (or byte string) of n bytes.
@@ -772,7 +825,7 @@ func tupleOf(items []val) val {
 
 // decodePickle decodes a whole pickle stream into a snapshot.
 func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
-	d := &decoder{in: in, b: b}
+	d := &decoder{in: in, b: b, memo: newMemo()}
 	d.b.memo = &d.memo
 	top, err := d.run()
 	if err != nil {
