@@ -368,7 +368,7 @@ const (
 	dictBytes    = 160
 	listBytes    = 96 + 200 // the list, and the listMore most lists never get
 	payloadBytes = 160
-	entryBytes   = 112
+	entryBytes   = int64(unsafe.Sizeof(snapshot.TraceEntry{}))
 	elemBytes    = 64 // a frame, block, history record, annotation or list pointer
 )
 
