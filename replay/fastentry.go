@@ -78,10 +78,21 @@ type fastState struct {
 	fids     []uint32
 	inline   bool
 	framePut int
-	te   snapshot.TraceEntry
-	d    dict // kind dTrace, te: &te, for setTrace's error messages
+	te       snapshot.TraceEntry
+	d        dict // kind dTrace, te: &te, for setTrace's error messages
 
 	count int // entries decoded this way (tests)
+
+	// Keys already resolved, by memo index (i&63): every entry names the
+	// same few. Valid while no memo slot has been overwritten (rewrites).
+	keys     [64]fastKey
+	rewrites uint64
+}
+
+type fastKey struct {
+	i  uint64
+	ok bool
+	v  val // the string's memo value
 }
 
 // batchList returns the list whose MARK … APPENDS batch the value about to
@@ -138,8 +149,8 @@ func (d *decoder) fastEntry(l *list) bool {
 		if o != opBinGet && o != opLongBinGet {
 			return false
 		}
-		k := d.fastRef(&c, o)
-		if k == nil || k.k != kStr || k.n == 0 {
+		k := d.fastKey(&c, o)
+		if k == nil {
 			return false
 		}
 		var v val
@@ -251,6 +262,44 @@ func (d *decoder) fastMemo(c *cursor, v val) bool {
 	return true
 }
 
+// fastKey is fastRef for a key: a string with a trace-entry key code, or
+// nil.
+func (d *decoder) fastKey(c *cursor, o byte) *val {
+	f := &d.fast
+	if f.rewrites != d.memo.rewrites {
+		f.keys, f.rewrites = [64]fastKey{}, d.memo.rewrites
+	}
+	var i uint64
+	if o == opBinGet {
+		if c.p >= len(c.buf) {
+			return nil
+		}
+		i = uint64(c.buf[c.p])
+		c.p++
+	} else {
+		p, ok := c.bytes(4)
+		if !ok {
+			return nil
+		}
+		i = uint64(binary.LittleEndian.Uint32(p))
+	}
+	for j := range f.n {
+		if f.puts[j].i == i {
+			return nil // stored by this entry: not in the memo yet
+		}
+	}
+	k := &f.keys[i&63]
+	if k.ok && k.i == i {
+		return &k.v
+	}
+	v := d.memoRef(i)
+	if v == nil || v.k != kStr || v.n == 0 {
+		return nil
+	}
+	*k = fastKey{i: i, ok: true, v: *v}
+	return &k.v
+}
+
 // fastRef reads a BINGET or LONG_BINGET argument and returns the live memo
 // value it names (a kStack value for an interned frames list, in the
 // decoder's scratch), or nil when the general way must decide.
@@ -275,6 +324,11 @@ func (d *decoder) fastRef(c *cursor, o byte) *val {
 			return nil // stored by this entry: not in the memo yet
 		}
 	}
+	return d.memoRef(i)
+}
+
+// memoRef returns the live memo value of index i, or nil.
+func (d *decoder) memoRef(i uint64) *val {
 	sl := d.memo.slot(i)
 	if sl == nil || *sl == 0 {
 		return nil

@@ -189,6 +189,9 @@ type memo struct {
 	rows  []memoRow
 	free  []uint32
 	count uint64 // MEMOIZE's next index
+	// rewrites counts stores to an index that held a value: until it
+	// changes, a string's index keeps naming that string (fastKey).
+	rewrites uint64
 }
 
 type memoRow struct {
@@ -261,8 +264,11 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 		m.pages[p] = make([]uint32, memoPage)
 	}
 	sl := &m.pages[p][i&(memoPage-1)]
-	if r := *sl; r != 0 && r&stackSlot == 0 && m.rows[r-1].slot == uint32(i) {
-		m.release(r)
+	if r := *sl; r != 0 {
+		m.rewrites++
+		if r&stackSlot == 0 && m.rows[r-1].slot == uint32(i) {
+			m.release(r)
+		}
 	}
 	return sl, nil
 }
