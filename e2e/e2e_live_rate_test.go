@@ -21,6 +21,7 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 var (
@@ -87,12 +88,9 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	}
 	var self0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
-	const seg = uint64(0x7f0000000000)
-	const slots = 256
 	batch := make([]snapshot.TraceEntry, 1024)
-	state := make([]uint8, slots) // 0 free, 1 allocated, 2 free requested
-	var k uint32 = 1
-	srv.Publish(0, []snapshot.TraceEntry{{Action: snapshot.ActionSegmentAlloc, Addr: seg, Size: slots << 20, TimeUS: time.Now().UnixMicro()}})
+	live := wiretest.NewLive()
+	srv.Publish(0, []snapshot.TraceEntry{live.Segment(time.Now().UnixMicro())})
 	start := time.Now()
 	sent := 0
 	for time.Since(start) < d {
@@ -104,18 +102,7 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 		now := time.Now().UnixMicro()
 		n := min(len(batch), due-sent)
 		for i := range batch[:n] {
-			k = k*1664525 + 1013904223 // an LCG picks the slot
-			s := int(k>>8) % slots
-			e := snapshot.TraceEntry{Addr: seg + uint64(s)<<20, Size: 512 << 10, Stream: 1, TimeUS: now, Frames: snapshot.StackID(1 + s%7)}
-			switch state[s] {
-			case 0:
-				e.Action, state[s] = snapshot.ActionAlloc, 1
-			case 1:
-				e.Action, state[s] = snapshot.ActionFreeRequested, 2
-			default:
-				e.Action, state[s] = snapshot.ActionFreeCompleted, 0
-			}
-			batch[i] = e
+			batch[i] = live.Next(now)
 		}
 		srv.Publish(0, batch[:n])
 		sent += n

@@ -17,6 +17,8 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
+	"github.com/npumon/npumon/testdata/poll"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 func newAllocators(t testing.TB, n int) ([]*allocator.Allocator, *acl.Runtime) {
@@ -131,7 +133,7 @@ func TestStore(t *testing.T) {
 func TestServe(t *testing.T) {
 	allocs, _ := newAllocators(t, 1)
 	churn(t, allocs[0], 5, 150)
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	_, stop, err := Serve("unix", path, allocs, wire.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -144,11 +146,11 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == wire.ConnConnected })
+	poll.Until(t, "connected", func() bool { return cl.Status().State == wire.ConnConnected })
 	<-done
 	churn(t, allocs[0], 7, 100)
 	want := allocs[0].Snapshot() // its marker is the last entry
-	waitFor(t, "caught up", func() bool {
+	poll.Until(t, "caught up", func() bool {
 		evs := st.EventsAround(0, 1<<62, 1, 0)
 		return len(evs) == 1 && evs[0].Action == snapshot.ActionSnapshot && evs[0].Size == totalActive(want)
 	})
@@ -186,37 +188,9 @@ func TestServe(t *testing.T) {
 // the wire, with stalled clients connected (they read the handshake, then
 // nothing). ns/op is one pair (two, or three, trace entries published).
 func benchServeMallocFree(b *testing.B, stalled int) {
-	allocs, _ := newAllocators(b, 1)
-	dir, _ := filepathTemp()
-	defer removeAll(dir)
-	path := dir + "/s.sock"
-	srv, stop, err := Serve("unix", path, allocs, wire.ServerOptions{QueueEntries: 4096, Logf: func(string, ...any) {}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stop()
-	for i := 0; i < stalled; i++ {
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
+	benchServe(b, stalled, wire.ServerOptions{QueueEntries: 4096}, func(c net.Conn) {
 		c.Read(make([]byte, 64)) // the start of HELLO; the rest stays unread
-	}
-	for srv.Stats().Clients != stalled {
-		time.Sleep(time.Millisecond)
-	}
-	a := allocs[0]
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		p, err := a.Malloc(4096, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		a.Free(p)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(srv.Stats().Dropped), "dropped")
+	})
 }
 
 // BenchmarkServeMallocFreeNoClient is the baseline: served, nobody connected.
@@ -230,7 +204,7 @@ func BenchmarkServeMallocFreeStalledClient(b *testing.B) { benchServeMallocFree(
 // its state exact again.
 func TestServeResyncAfterGap(t *testing.T) {
 	allocs, _ := newAllocators(t, 1)
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, stop, err := Serve("unix", path, allocs, wire.ServerOptions{QueueEntries: 64, ResyncInterval: 20 * time.Millisecond, Heartbeat: 10 * time.Millisecond, SocketBuffer: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -243,17 +217,17 @@ func TestServeResyncAfterGap(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == wire.ConnConnected })
+	poll.Until(t, "connected", func() bool { return cl.Status().State == wire.ConnConnected })
 	// stall the client while the producer churns
 	hold.Lock()
 	live := churn(t, allocs[0], 9, 40000)
-	waitFor(t, "drops", func() bool { return srv.Stats().Dropped > 0 })
+	poll.Until(t, "drops", func() bool { return srv.Stats().Dropped > 0 })
 	hold.Unlock()
 	for _, p := range live[:len(live)/2] {
 		allocs[0].Free(p)
 	}
 	want := liveBlocks(allocs[0].Snapshot().Segments)
-	waitFor(t, "state repaired", func() bool {
+	poll.Until(t, "state repaired", func() bool {
 		return reflect.DeepEqual(liveBlocks(st.StateAt(0, 1<<62).Segments), want)
 	})
 	s := cl.Status()
@@ -267,7 +241,7 @@ func TestServeResyncAfterGap(t *testing.T) {
 // fills as with a client that fell behind.
 func stallRelay(t *testing.T, server string) (path string, hold *sync.Mutex) {
 	t.Helper()
-	path = shortSock(t)
+	path = wiretest.ShortSock(t)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/monitor/wire"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // BenchmarkServeMallocFreeStalled16: the client cap's worth of clients that
@@ -16,24 +17,31 @@ func BenchmarkServeMallocFreeStalled16(b *testing.B) { benchServeMallocFree(b, 1
 // BenchmarkServeMallocFreeReading16: 16 clients reading at full rate; the
 // allocator pays one copy per entry, not one per client.
 func BenchmarkServeMallocFreeReading16(b *testing.B) {
+	benchServe(b, 16, wire.ServerOptions{}, func(c net.Conn) { go io.Copy(io.Discard, c) })
+}
+
+// benchServe runs Malloc/Free pairs on an allocator served over the wire
+// under opts, with clients connected, each handed to client once dialled.
+// ns/op is one pair; "dropped" is what the server dropped for slow
+// clients.
+func benchServe(b *testing.B, clients int, opts wire.ServerOptions, client func(net.Conn)) {
 	allocs, _ := newAllocators(b, 1)
-	dir, _ := filepathTemp()
-	defer removeAll(dir)
-	path := dir + "/s.sock"
-	srv, stop, err := Serve("unix", path, allocs, wire.ServerOptions{Logf: func(string, ...any) {}})
+	path := wiretest.ShortSock(b)
+	opts.Logf = func(string, ...any) {}
+	srv, stop, err := Serve("unix", path, allocs, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer stop()
-	for range 16 {
+	for range clients {
 		c, err := net.Dial("unix", path)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		go io.Copy(io.Discard, c)
+		client(c)
 	}
-	for srv.Stats().Clients != 16 {
+	for srv.Stats().Clients != clients {
 		time.Sleep(time.Millisecond)
 	}
 	a := allocs[0]

@@ -11,6 +11,7 @@ import (
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/testdata/poll"
 )
 
 // snapshotDir writes the real fixtures into a fresh directory under names
@@ -90,7 +91,7 @@ func TestDirSourceOpensNewestAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wd.Stop()
-	waitFor(t, "the newest dump to open", func() bool { return filepath.Base(wd.Current()) == "a_newest.pickle" })
+	poll.Until(t, "the newest dump to open", func() bool { return filepath.Base(wd.Current()) == "a_newest.pickle" })
 	if n := names(wd.List()); strings.Join(n, " ") != "c_oldest.pickle b_middle.pickle a_newest.pickle crashed.pickle" {
 		t.Errorf("picker order %v", n)
 	}
@@ -104,7 +105,7 @@ func TestDirSourceOpensNewestAndHolds(t *testing.T) {
 	if err := os.WriteFile(fresh, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new dump to be counted", func() bool { return wd.NewCaptures() == 1 })
+	poll.Until(t, "the new dump to be counted", func() bool { return wd.NewCaptures() == 1 })
 	if filepath.Base(wd.Current()) != "a_newest.pickle" {
 		t.Fatalf("the held capture was replaced by %s", wd.Current())
 	}
@@ -113,16 +114,5 @@ func TestDirSourceOpensNewestAndHolds(t *testing.T) {
 	}
 	if wd.Current() != fresh || wd.NewCaptures() != 0 || !wd.Following() {
 		t.Errorf("after FollowNewest: open %s, %d new, following %v", wd.Current(), wd.NewCaptures(), wd.Following())
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/testdata/poll"
 )
 
 // A slow writer whose pieces end right after '.' bytes (the STOP opcode's
@@ -83,7 +84,7 @@ func TestWatchRefusesHugeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	waitFor(t, "the size error", func() bool {
+	poll.Until(t, "the size error", func() bool {
 		for _, e := range d.Errors() {
 			if strings.Contains(e, "over the 1024.00 MiB limit") {
 				return true

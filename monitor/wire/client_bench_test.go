@@ -3,40 +3,25 @@ package wire
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/testdata/benchcpu"
+	"github.com/npumon/npumon/testdata/poll"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
-// liveEntries is the pattern e2e's BenchmarkLiveAttach publishes: one
-// 256 MiB segment (entry 0), then alloc / free_requested /
-// free_completed of 512 KiB blocks in 256 slots picked by an LCG, 1,000
-// entries per µs of time.
+// liveEntries is the pattern e2e's BenchmarkLiveAttach publishes
+// (wiretest.Live), 1,000 entries per µs of time.
 func liveEntries(n int) []snapshot.TraceEntry {
-	const seg = uint64(0x7f0000000000)
-	const slots = 256
 	out := make([]snapshot.TraceEntry, n)
 	t0 := int64(1_750_000_000_000_000)
-	out[0] = snapshot.TraceEntry{Action: snapshot.ActionSegmentAlloc, Addr: seg, Size: slots << 20, TimeUS: t0}
-	state := make([]uint8, slots)
-	var k uint32 = 1
+	l := wiretest.NewLive()
+	out[0] = l.Segment(t0)
 	for i := 1; i < n; i++ {
-		k = k*1664525 + 1013904223
-		s := int(k>>8) % slots
-		e := snapshot.TraceEntry{Addr: seg + uint64(s)<<20, Size: 512 << 10, Stream: 1, TimeUS: t0 + int64(i/1000), Frames: snapshot.StackID(1 + s%7)}
-		switch state[s] {
-		case 0:
-			e.Action, state[s] = snapshot.ActionAlloc, 1
-		case 1:
-			e.Action, state[s] = snapshot.ActionFreeRequested, 2
-		default:
-			e.Action, state[s] = snapshot.ActionFreeCompleted, 0
-		}
-		out[i] = e
+		out[i] = l.Next(t0 + int64(i/1000))
 	}
 	return out
 }
@@ -49,9 +34,7 @@ func liveEntries(n int) []snapshot.TraceEntry {
 // writer's one write per 256 KiB too). Use -benchtime Nx: the stream is
 // encoded whole beforehand.
 func BenchmarkClientIngest(b *testing.B) {
-	dir, _ := filepathTemp()
-	defer removeAll(dir)
-	path := filepath.Join(dir, "c.sock")
+	path := wiretest.ShortSock(b)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		b.Fatal(err)
@@ -119,7 +102,7 @@ func BenchmarkClientIngest(b *testing.B) {
 func TestClientReadAheadBudget(t *testing.T) {
 	defer func(b int64) { readAheadBytes = b }(readAheadBytes)
 	readAheadBytes = 4096
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -153,5 +136,5 @@ func TestClientReadAheadBudget(t *testing.T) {
 	go func() { cl.Run(ctx); close(ran) }()
 	// stop the client before the deferred restore writes readAheadBytes
 	defer func() { cancel(); <-ran }()
-	waitFor(t, "every entry", func() bool { return cl.Status().Entries == uint64(len(ents)) })
+	poll.Until(t, "every entry", func() bool { return cl.Status().Entries == uint64(len(ents)) })
 }

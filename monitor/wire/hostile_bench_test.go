@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // BenchmarkServerCloseStuck16 reports how long Close takes with 16 clients
@@ -19,7 +20,7 @@ func BenchmarkServerCloseStuck16(b *testing.B) {
 	var held int64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		path := shortSock(&testing.T{})
+		path := wiretest.ShortSock(b)
 		srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, Logf: func(string, ...any) {}})
 		if err != nil {
 			b.Fatal(err)
@@ -68,7 +69,7 @@ func BenchmarkClientHeapPerEntry(b *testing.B) {
 	}
 	data := append(validPrefix(), e.b...)
 	for i := 0; i < b.N; i++ {
-		path := shortSock(&testing.T{})
+		path := wiretest.ShortSock(b)
 		ln, err := net.Listen("unix", path)
 		if err != nil {
 			b.Fatal(err)

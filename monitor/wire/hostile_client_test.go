@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/testdata/poll"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // Hostile clients: the producer (inside the instrumented job) never waits
@@ -61,7 +64,7 @@ func stuckClients(t testing.TB, path string, n int) []net.Conn {
 // bounded by its queue, the clients are disconnected after WriteTimeout
 // (logged), and Close returns promptly.
 func TestHostileStuckClients(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	var log logLines
 	// the system's socket buffers, which fill at once (the default ones
 	// are TestHostileStuckClientSocketBuffer's); the write timeout leaves
@@ -71,7 +74,7 @@ func TestHostileStuckClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	stuckClients(t, path, 16)
-	waitFor(t, "16 clients", func() bool { return srv.Stats().Clients == 16 })
+	poll.Until(t, "16 clients", func() bool { return srv.Stats().Clients == 16 })
 	ents := testEntries(1000, 7)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -86,9 +89,9 @@ func TestHostileStuckClients(t *testing.T) {
 		t.Fatalf("server holds %d MiB more with 16 stuck clients", held>>20)
 	}
 	t.Logf("heap held with 16 stuck clients after 2M entries: %d KiB", held>>10)
-	waitFor(t, "stuck clients dropped", func() bool { return srv.Stats().Stalled == 16 && srv.Stats().Clients == 0 })
-	waitFor(t, "a log line for the dropped clients", func() bool { return log.has("took no data") })
-	waitFor(t, "a log line for entries dropped", func() bool { return log.has("fell behind") })
+	poll.Until(t, "stuck clients dropped", func() bool { return srv.Stats().Stalled == 16 && srv.Stats().Clients == 0 })
+	poll.Until(t, "a log line for the dropped clients", func() bool { return log.has("took no data") })
+	poll.Until(t, "a log line for entries dropped", func() bool { return log.has("fell behind") })
 	if srv.Stats().Dropped == 0 {
 		t.Fatal("drops for slow clients were not counted")
 	}
@@ -102,7 +105,7 @@ func TestHostileStuckClients(t *testing.T) {
 // A client that stops reading is disconnected with the default socket
 // buffer too (SocketBuffer: more room in the kernel, filled later).
 func TestHostileStuckClientSocketBuffer(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	var log logLines
 	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, WriteTimeout: 300 * time.Millisecond, Logf: log.logf})
 	if err != nil {
@@ -110,27 +113,27 @@ func TestHostileStuckClientSocketBuffer(t *testing.T) {
 	}
 	defer srv.Close()
 	stuckClients(t, path, 1)
-	waitFor(t, "a client", func() bool { return srv.Stats().Clients == 1 })
+	poll.Until(t, "a client", func() bool { return srv.Stats().Clients == 1 })
 	ents := testEntries(1000, 7)
 	deadline := time.Now().Add(30 * time.Second)
 	for srv.Stats().Stalled == 0 && time.Now().Before(deadline) {
 		srv.Publish(0, ents)
 		time.Sleep(50 * time.Microsecond)
 	}
-	waitFor(t, "the stuck client dropped", func() bool { return srv.Stats().Stalled == 1 && srv.Stats().Clients == 0 })
-	waitFor(t, "a log line for the dropped client", func() bool { return log.has("took no data") })
+	poll.Until(t, "the stuck client dropped", func() bool { return srv.Stats().Stalled == 1 && srv.Stats().Clients == 0 })
+	poll.Until(t, "a log line for the dropped client", func() bool { return log.has("took no data") })
 }
 
 // Close with clients that stopped reading (default WriteTimeout, longer
 // than the shutdown) is over within two seconds.
 func TestHostileShutdownWithStuckClients(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, Logf: func(string, ...any) {}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stuckClients(t, path, 16)
-	waitFor(t, "clients", func() bool { return srv.Stats().Clients == 16 })
+	poll.Until(t, "clients", func() bool { return srv.Stats().Clients == 16 })
 	ents := testEntries(1000, 7)
 	for range 500 {
 		srv.Publish(0, ents)
@@ -145,7 +148,7 @@ func TestHostileShutdownWithStuckClients(t *testing.T) {
 
 // Past MaxClients a client gets a BYE that says why.
 func TestHostileClientCap(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	var log logLines
 	srv, err := Listen("unix", path, ServerOptions{MaxClients: 2, Logf: log.logf})
 	if err != nil {
@@ -153,7 +156,7 @@ func TestHostileClientCap(t *testing.T) {
 	}
 	defer srv.Close()
 	stuckClients(t, path, 2)
-	waitFor(t, "2 clients", func() bool { return srv.Stats().Clients == 2 })
+	poll.Until(t, "2 clients", func() bool { return srv.Stats().Clients == 2 })
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +170,7 @@ func TestHostileClientCap(t *testing.T) {
 	if reason, _ := decodeBye(p); !strings.Contains(reason, "too many clients") {
 		t.Fatalf("BYE %q", reason)
 	}
-	waitFor(t, "the refusal logged", func() bool { return log.has("refused 1 client") })
+	poll.Until(t, "the refusal logged", func() bool { return log.has("refused 1 client") })
 	if srv.Stats().Refused != 1 {
 		t.Fatalf("refusal not counted: %+v", srv.Stats())
 	}
@@ -197,7 +200,7 @@ func TestListenLeavesNonSocketsAlone(t *testing.T) {
 		t.Fatal("directory removed")
 	}
 	// a stale socket (its listener gone without cleaning up) is replaced
-	sock := shortSock(t)
+	sock := wiretest.ShortSock(t)
 	ln, _ := net.Listen("unix", sock)
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/testdata/poll"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // history is everything a view can ask about the first n positions of
@@ -36,7 +38,7 @@ func history(t *testing.T, st *store.Store, n int64) []byte {
 // between the two processes' entries, on the timeline (Next) and in the
 // event list, and the new process's entries continue from its snapshot.
 func TestClientProducerRestart(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	devs := []store.DeviceInfo{{ID: 0, Name: "Ascend910B-sim", HBMTotal: 64 << 30}}
 	srv, err := Listen("unix", path, ServerOptions{
 		Hello:    Hello{PID: 1111, Host: "node1", StartUS: 1_750_000_000_000_000, Devices: devs},
@@ -51,14 +53,14 @@ func TestClientProducerRestart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
+	poll.Until(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 	srv.Publish(0, testEntries(120, 5))
-	waitFor(t, "first entries", func() bool { return st.Len(0) == 120 })
+	poll.Until(t, "first entries", func() bool { return st.Len(0) == 120 })
 	before := history(t, st, 120)
 	last := st.SummaryAtSeq(0, 120)
 
 	srv.Close()
-	waitFor(t, "reconnecting", func() bool { return cl.Status().State == ConnReconnecting })
+	poll.Until(t, "reconnecting", func() bool { return cl.Status().State == ConnReconnecting })
 	// the new process: another pid, another state (one 8 MiB segment, 1 MiB in use)
 	seg := snapshot.Segment{Device: 0, Address: 0x20000000, TotalSize: 8 << 20, Stream: 3, IsLarge: true, Blocks: []snapshot.Block{
 		{Address: 0x20000000, Size: 1 << 20, RequestedSize: 1 << 20, State: snapshot.StateActiveAllocated},
@@ -74,10 +76,10 @@ func TestClientProducerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv2.Close()
-	waitFor(t, "the new process", func() bool { h := cl.Status().Hello; return h != nil && h.PID == 2222 })
-	waitFor(t, "the restart marker", func() bool { return st.Len(0) == 121 })
+	poll.Until(t, "the new process", func() bool { h := cl.Status().Hello; return h != nil && h.PID == 2222 })
+	poll.Until(t, "the restart marker", func() bool { return st.Len(0) == 121 })
 	srv2.Publish(0, []snapshot.TraceEntry{{Action: snapshot.ActionAlloc, Addr: 0x20100000, Size: 4096, Stream: 3, TimeUS: time.Now().UnixMicro()}})
-	waitFor(t, "the new process's entry", func() bool { return st.Len(0) == 122 })
+	poll.Until(t, "the new process's entry", func() bool { return st.Len(0) == 122 })
 
 	if after := history(t, st, 120); !bytes.Equal(after, before) {
 		t.Fatalf("the restart rewrote history received before it:\n before %.400s\n after  %.400s", before, after)

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,29 +18,9 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/testdata/benchcpu"
+	"github.com/npumon/npumon/testdata/poll"
+	"github.com/npumon/npumon/testdata/wiretest"
 )
-
-// shortSock returns a Unix socket path short enough for sun_path.
-func shortSock(t *testing.T) string {
-	t.Helper()
-	dir, err := filepathTemp()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeAll(dir) })
-	return filepath.Join(dir, "p.sock")
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 // testActions names the unknown action testEntries uses.
 var testActions = snapshot.NewActionTable()
@@ -91,7 +70,7 @@ func initialSnapshot() *snapshot.Snapshot {
 // Many entries end to end over a real Unix socket: none lost when the
 // client keeps up, every field intact, stacks resolved.
 func TestWireEndToEnd(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{
 		Hello:    Hello{Devices: []store.DeviceInfo{{ID: 0, Name: "Ascend910B-sim", HBMTotal: 64 << 30, Streams: 2}}},
 		Snapshot: func() (*snapshot.Snapshot, map[int]uint64) { return initialSnapshot(), nil },
@@ -117,19 +96,19 @@ func TestWireEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cl.Run(ctx) }()
-	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
+	poll.Until(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 
 	const n = 200_000
 	ents := testEntries(n, 1)
 	for i := 0; i < n; i += 1000 {
 		srv.Publish(0, ents[i:i+1000])
 		// a client that keeps up: the backlog stays below the queue bound
-		waitFor(t, "client to keep up", func() bool { return st.Len(0) > int64(i-30000) })
+		poll.Until(t, "client to keep up", func() bool { return st.Len(0) > int64(i-30000) })
 	}
 	srv.PublishOps([]store.Op{{Name: "aten::mm", StartUS: 5, EndUS: 9, Seq: 1, Step: -1, Thread: 77}})
-	waitFor(t, "all entries", func() bool { return st.Len(0) == n })
-	waitFor(t, "ops", func() bool { return len(st.Ops(0, 100)) == 1 })
-	waitFor(t, "heartbeat", func() bool { di, _ := st.DeviceInfo(0); return di.HBMUsed == 123 })
+	poll.Until(t, "all entries", func() bool { return st.Len(0) == n })
+	poll.Until(t, "ops", func() bool { return len(st.Ops(0, 100)) == 1 })
+	poll.Until(t, "heartbeat", func() bool { di, _ := st.DeviceInfo(0); return di.HBMUsed == 123 })
 	if di, _ := st.DeviceInfo(0); di.Name != "Ascend910B-sim" {
 		t.Fatalf("device info %+v", di)
 	}
@@ -175,7 +154,7 @@ func TestWireEndToEnd(t *testing.T) {
 
 // A client that stops reading gets GAP records; Publish never waits for it.
 func TestWireSlowClientGetsGaps(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour, SocketBuffer: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +171,7 @@ func TestWireSlowClientGetsGaps(t *testing.T) {
 			t.Fatalf("frame %d %v, want %d", typ, err, want)
 		}
 	}
-	waitFor(t, "registered", func() bool { return srv.Stats().Clients == 1 })
+	poll.Until(t, "registered", func() bool { return srv.Stats().Clients == 1 })
 	// The client reads nothing now. Publishing far more than the queue and
 	// the socket buffers hold must finish (a blocked Publish would hang).
 	const n = 2_000_000
@@ -246,7 +225,7 @@ func TestWireSlowClientGetsGaps(t *testing.T) {
 
 // fakeProducer serves one connection with the bytes write produces.
 func fakeProducer(t *testing.T, write func(c net.Conn)) string {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +313,7 @@ func TestWireGarbageIntoClient(t *testing.T) {
 
 // Garbage into the server: that connection is dropped, others continue.
 func TestWireGarbageIntoServer(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -357,15 +336,15 @@ func TestWireGarbageIntoServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "good client connected", func() bool { return cl.Status().State == ConnConnected })
-	waitFor(t, "bad client gone", func() bool { return srv.Stats().Clients == 1 })
+	poll.Until(t, "good client connected", func() bool { return cl.Status().State == ConnConnected })
+	poll.Until(t, "bad client gone", func() bool { return srv.Stats().Clients == 1 })
 	srv.Publish(1, testEntries(10, 4))
-	waitFor(t, "entries", func() bool { return st.Len(1) == 10 })
+	poll.Until(t, "entries", func() bool { return st.Len(1) == 10 })
 }
 
 // The client reconnects with backoff, says so, and keeps its history.
 func TestWireReconnect(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -378,11 +357,11 @@ func TestWireReconnect(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
+	poll.Until(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 	srv.Publish(0, testEntries(100, 5))
-	waitFor(t, "first entries", func() bool { return st.Len(0) == 100 })
+	poll.Until(t, "first entries", func() bool { return st.Len(0) == 100 })
 	srv.Close()
-	waitFor(t, "waiting to reconnect", func() bool { s := cl.Status(); return s.State == ConnDisconnected && s.Backoff > 0 })
+	poll.Until(t, "waiting to reconnect", func() bool { s := cl.Status(); return s.State == ConnDisconnected && s.Backoff > 0 })
 	if err := cl.Status().Err; err == nil || !strings.Contains(err.Error(), "goodbye") {
 		t.Fatalf("disconnect reason %v", err)
 	}
@@ -391,12 +370,12 @@ func TestWireReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv2.Close()
-	waitFor(t, "reconnected", func() bool { return cl.Status().State == ConnConnected })
+	poll.Until(t, "reconnected", func() bool { return cl.Status().State == ConnConnected })
 	if cl.Status().Attempt == 0 {
 		t.Fatal("attempt count not reported")
 	}
 	srv2.Publish(0, testEntries(50, 6))
-	waitFor(t, "entries after reconnect", func() bool { return st.Len(0) == 150 })
+	poll.Until(t, "entries after reconnect", func() bool { return st.Len(0) == 150 })
 	mu.Lock()
 	defer mu.Unlock()
 	if seen[ConnDisconnected] == 0 || seen[ConnReconnecting] == 0 || seen[ConnConnected] < 2 {
@@ -418,13 +397,13 @@ func TestListenTCPDefaultsToLoopback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go cl.Run(ctx)
-	waitFor(t, "connected", func() bool { return cl.Status().State == ConnConnected })
+	poll.Until(t, "connected", func() bool { return cl.Status().State == ConnConnected })
 	srv.Publish(0, testEntries(10, 7))
-	waitFor(t, "entries", func() bool { return st.Len(0) == 10 })
+	poll.Until(t, "entries", func() bool { return st.Len(0) == 10 })
 }
 
 func TestListenUnixMode(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -480,9 +459,7 @@ func FuzzWireDecode(f *testing.F) {
 // BenchmarkWireUnixSocket measures entries/s from Publish to the Store
 // through a real Unix socket.
 func BenchmarkWireUnixSocket(b *testing.B) {
-	dir, _ := filepathTemp()
-	defer removeAll(dir)
-	path := filepath.Join(dir, "b.sock")
+	path := wiretest.ShortSock(b)
 	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
@@ -552,7 +529,7 @@ func TestWireDocExample(t *testing.T) {
 // Several clients at once, one leaving mid-stream and one joining late:
 // each that stays gets every entry published while it was there.
 func TestWireSeveralClients(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -568,7 +545,7 @@ func TestWireSeveralClients(t *testing.T) {
 		c := NewClient("unix", path, st, ClientOptions{})
 		ctx, cancel := context.WithCancel(context.Background())
 		go c.Run(ctx)
-		waitFor(t, "connected", func() bool { return c.Status().State == ConnConnected })
+		poll.Until(t, "connected", func() bool { return c.Status().State == ConnConnected })
 		return cl{st, c, cancel}
 	}
 	a, b, leaver := start(), start(), start()
@@ -576,21 +553,21 @@ func TestWireSeveralClients(t *testing.T) {
 	defer b.cancel()
 	ents := testEntries(30000, 8)
 	srv.Publish(0, ents[:10000])
-	waitFor(t, "leaver has the first part", func() bool { return leaver.st.Len(0) == 10000 })
+	poll.Until(t, "leaver has the first part", func() bool { return leaver.st.Len(0) == 10000 })
 	leaver.cancel()
-	waitFor(t, "leaver gone", func() bool { return srv.Stats().Clients == 2 })
+	poll.Until(t, "leaver gone", func() bool { return srv.Stats().Clients == 2 })
 	srv.Publish(0, ents[10000:20000])
 	late := start()
 	defer late.cancel()
 	srv.Publish(0, ents[20000:])
 	for name, c := range map[string]cl{"a": a, "b": b} {
-		waitFor(t, name+" complete", func() bool { return c.st.Len(0) == 30000 })
+		poll.Until(t, name+" complete", func() bool { return c.st.Len(0) == 30000 })
 		if g := c.st.Gaps(0); len(g) != 0 {
 			t.Fatalf("%s: gaps %v", name, g)
 		}
 	}
 	// the late client starts at its snapshot: only what came after it
-	waitFor(t, "late client", func() bool { return late.st.Len(0) == 10000 })
+	poll.Until(t, "late client", func() bool { return late.st.Len(0) == 10000 })
 	want := ents[20000]
 	want.Frames = 0 // no Stack resolver: ids arrive without frames and resolve to none
 	if ev := late.st.Events(0, -1<<62, 1<<62, 1); ev[0].TraceEntry != want {
@@ -682,7 +659,7 @@ func TestWirePollingProducerErrors(t *testing.T) {
 // A server without Snapshot sends a client every entry published after it
 // connected, those published while its HELLO was being prepared too.
 func TestWireNoSnapshotKeepsEarlyEntries(t *testing.T) {
-	path := shortSock(t)
+	path := wiretest.ShortSock(t)
 	registered, published := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, Peaks: func() []DevicePeak {
