@@ -167,16 +167,7 @@ func (d *devLog) remember(m measured) {
 
 // StateAt returns the segment map of device at cursor.
 func (s *Store) StateAt(device int, cursor int64) State {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.devs[device]
-	if d == nil {
-		return State{Device: device, Cursor: cursor}
-	}
-	if n, thin := d.position(cursor); thin {
-		return State{Device: device, Cursor: cursor, Applied: n, Thinned: true}
-	}
-	return d.state(cursor, d.applied(cursor))
+	return query(s, device, cursor, (*devLog).atCursor, (*devLog).stateAt, State{Device: device, Cursor: cursor})
 }
 
 // Sequence-precise positions. Real captures hold several entries in one
@@ -201,17 +192,48 @@ func (s *Store) Applied(device int, cursor int64) int64 {
 // StateAtSeq returns the segment map of device after its first n entries
 // (n is clamped to [0, Len]).
 func (s *Store) StateAtSeq(device int, n int64) State {
+	return query(s, device, n, (*devLog).atSeq, (*devLog).stateAt, State{Device: device, Cursor: -1})
+}
+
+// query answers a query about device at q under the read lock: answer at
+// the spot pos resolves q to in the device's log; unknown for a device
+// without one.
+func query[R any](s *Store, device int, q int64, pos func(*devLog, int64) spot, answer func(*devLog, spot) R, unknown R) R {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d := s.devs[device]
 	if d == nil {
-		return State{Device: device, Cursor: -1}
+		return unknown
 	}
+	return answer(d, pos(d, q))
+}
+
+// spot is where a query stands in a device's log: a time cursor, the
+// position there (entries applied), and whether that position lies before
+// the retention window (see position).
+type spot struct {
+	cursor, n int64
+	thin      bool
+}
+
+// atCursor is the spot of a time cursor.
+func (d *devLog) atCursor(cursor int64) spot {
+	n, thin := d.position(cursor)
+	return spot{cursor: cursor, n: n, thin: thin}
+}
+
+// atSeq is the spot of position n, clamped into the log.
+func (d *devLog) atSeq(n int64) spot {
 	n = d.clampPos(n)
-	if n < d.off {
-		return State{Device: device, Cursor: d.cursorOf(n), Applied: n, Thinned: true}
+	return spot{cursor: d.cursorOf(n), n: n, thin: n < d.off}
+}
+
+// stateAt is the segment map at p; a thinned spot has no map.
+func (d *devLog) stateAt(p spot) State {
+	if p.thin {
+		return State{Device: d.id, Cursor: p.cursor, Applied: p.n, Thinned: true}
 	}
-	return d.state(d.cursorOf(n), n)
+	return d.state(p.cursor, p.n)
 }
 
 // clampPos keeps a position inside the log.
@@ -381,31 +403,20 @@ func (d *devLog) eventsAround(n int64, before, after int, actions *snapshot.Acti
 
 // Summary describes device at cursor.
 func (s *Store) Summary(device int, cursor int64) Summary {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.devs[device]
-	if d == nil {
-		return Summary{Device: device, Cursor: cursor}
-	}
-	if n, thin := d.position(cursor); thin {
-		return d.thinnedSummary(cursor, n)
-	}
-	return d.summary(cursor, d.applied(cursor))
+	return query(s, device, cursor, (*devLog).atCursor, (*devLog).summaryAt, Summary{Device: device, Cursor: cursor})
 }
 
 // SummaryAtSeq describes device after its first n entries (see StateAtSeq).
 func (s *Store) SummaryAtSeq(device int, n int64) Summary {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.devs[device]
-	if d == nil {
-		return Summary{Device: device, Cursor: -1}
+	return query(s, device, n, (*devLog).atSeq, (*devLog).summaryAt, Summary{Device: device, Cursor: -1})
+}
+
+// summaryAt describes the device at p.
+func (d *devLog) summaryAt(p spot) Summary {
+	if p.thin {
+		return d.thinnedSummary(p.cursor, p.n)
 	}
-	n = d.clampPos(n)
-	if n < d.off {
-		return d.thinnedSummary(d.cursorOf(n), n)
-	}
-	return d.summary(d.cursorOf(n), n)
+	return d.summary(p.cursor, p.n)
 }
 
 // thinnedSummary describes a position before the retention window: the
