@@ -56,19 +56,11 @@ func newPanels() [numPanes]panel {
 type timelinePanel struct{ size }
 
 func (p *timelinePanel) update(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
-	k := m.keys
-	switch {
-	case key.Matches(msg, k.Up, k.Down):
+	if k := m.keys; key.Matches(msg, k.Up, k.Down) {
 		m.stepEvent(dir(msg, k.Up))
-	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown):
-		cursorPage(m, msg)
-	case key.Matches(msg, k.Sort):
-		m.statusErr = "s sorts the segments (2) or ops (4) pane"
-	case key.Matches(msg, k.Enter):
-	default:
-		return nil, false
+		return nil, true
 	}
-	return nil, true
+	return nil, cursorKey(m, msg)
 }
 
 func (p *timelinePanel) view(m *Model) []string { return strings.Split(m.tl.View(), "\n") }
@@ -83,17 +75,11 @@ type segmentsPanel struct{ size }
 
 func (p *segmentsPanel) update(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
 	k := m.keys
+	if d, ok := listStep(&m.keys, msg, page(p.h)/2); ok {
+		m.seg.Move(d)
+		return m.allocAtCmd(), true
+	}
 	switch {
-	case key.Matches(msg, k.Up, k.Down):
-		m.seg.Move(dir(msg, k.Up))
-	case key.Matches(msg, k.Home):
-		m.seg.Move(-1 << 30)
-	case key.Matches(msg, k.EndList):
-		m.seg.Move(1 << 30)
-	case key.Matches(msg, k.PageUp):
-		m.seg.Move(-page(p.h) / 2)
-	case key.Matches(msg, k.PageDown):
-		m.seg.Move(page(p.h) / 2)
 	case key.Matches(msg, k.Enter):
 		m.seg.Enter()
 	case key.Matches(msg, k.Sort):
@@ -120,20 +106,13 @@ type eventsPanel struct{ size }
 
 func (p *eventsPanel) update(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
 	k := m.keys
-	switch {
-	case key.Matches(msg, k.Up, k.Down):
-		if m.flt != nil {
-			m.jumpMatch(dir(msg, k.Up))
-		} else {
-			m.stepEvent(dir(msg, k.Up))
-		}
-	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown):
-		cursorPage(m, msg)
-	case key.Matches(msg, k.Sort):
-		m.statusErr = "s sorts the segments (2) or ops (4) pane"
-	case key.Matches(msg, k.Enter):
-	default:
-		return nil, false
+	if !key.Matches(msg, k.Up, k.Down) {
+		return nil, cursorKey(m, msg)
+	}
+	if m.flt != nil {
+		m.jumpMatch(dir(msg, k.Up))
+	} else {
+		m.stepEvent(dir(msg, k.Up))
 	}
 	return nil, true
 }
@@ -150,17 +129,11 @@ type opsPanel struct{ size }
 
 func (p *opsPanel) update(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
 	k := m.keys
+	if d, ok := listStep(&m.keys, msg, page(p.h)); ok {
+		m.opSel = clampInt(m.opSel+d, 0, len(m.opView)-1)
+		return nil, true
+	}
 	switch {
-	case key.Matches(msg, k.Up, k.Down):
-		m.opSel += dir(msg, k.Up)
-	case key.Matches(msg, k.Home):
-		m.opSel = 0
-	case key.Matches(msg, k.EndList):
-		m.opSel = len(m.opView) - 1
-	case key.Matches(msg, k.PageUp):
-		m.opSel -= page(p.h)
-	case key.Matches(msg, k.PageDown):
-		m.opSel += page(p.h)
 	case key.Matches(msg, k.Enter):
 		if m.opSel < 0 || m.opSel >= len(m.opView) {
 			return nil, true
@@ -178,11 +151,8 @@ func (p *opsPanel) update(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
 		m.opSort = (m.opSort + 1) % len(opSortNames)
 		m.rebuildOpView()
 		return nil, true
-	default:
-		return nil, false
 	}
-	m.opSel = clampInt(m.opSel, 0, len(m.opView)-1)
-	return nil, true
+	return nil, false
 }
 
 func (p *opsPanel) view(m *Model) []string { return m.opLines(p.w, p.h) }
@@ -197,6 +167,43 @@ func dir(msg tea.KeyMsg, up key.Binding) int {
 		return -1
 	}
 	return 1
+}
+
+// listStep is how far a key moves the selection of a list pane (segments,
+// ops): ±1 for ↑/↓, ±pageRows for the page keys, and far enough for home
+// and end that the list's clamp stops at its first or last row. false: not
+// one of those keys.
+func listStep(k *keyMap, msg tea.KeyMsg, pageRows int) (int, bool) {
+	switch {
+	case key.Matches(msg, k.Up, k.Down):
+		return dir(msg, k.Up), true
+	case key.Matches(msg, k.Home):
+		return -1 << 30, true
+	case key.Matches(msg, k.EndList):
+		return 1 << 30, true
+	case key.Matches(msg, k.PageUp):
+		return -pageRows, true
+	case key.Matches(msg, k.PageDown):
+		return pageRows, true
+	}
+	return 0, false
+}
+
+// cursorKey takes the keys besides ↑/↓ that the panes following the cursor
+// (timeline, events) share: home, end and the page keys move the cursor,
+// s says which panes sort, enter does nothing. false: not one of them.
+func cursorKey(m *Model, msg tea.KeyMsg) bool {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown):
+		cursorPage(m, msg)
+	case key.Matches(msg, k.Sort):
+		m.statusErr = "s sorts the segments (2) or ops (4) pane"
+	case key.Matches(msg, k.Enter):
+	default:
+		return false
+	}
+	return true
 }
 
 // cursorPage moves the cursor a page of entries (the events pane's
