@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -101,4 +104,40 @@ func TestClientProducerRestart(t *testing.T) {
 	if g := st.Gaps(0); len(g) != 0 {
 		t.Fatalf("a restart is not a gap: %+v", g)
 	}
+}
+
+// A producer restarted on the same socket path while the old one is still
+// closing (its clients get a grace to take their BYE) keeps its socket:
+// the old one gives up the path when it stops listening, never later.
+func TestCloseLeavesSuccessorSocket(t *testing.T) {
+	path := wiretest.ShortSock(t)
+	opts := ServerOptions{Heartbeat: time.Hour, Logf: func(string, ...any) {}, SocketBuffer: -1}
+	old, err := Listen("unix", path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a client that reads nothing, its socket full: Close waits out the grace
+	stuckClients(t, path, 1)
+	poll.Until(t, "the client", func() bool { return old.Stats().Clients == 1 })
+	ents := testEntries(1000, 7)
+	for range 200 {
+		old.Publish(0, ents)
+	}
+	closed := make(chan struct{})
+	go func() { old.Close(); close(closed) }()
+	poll.Until(t, "the old producer to leave the path", func() bool {
+		_, err := os.Lstat(path)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	succ, err := Listen("unix", path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer succ.Close()
+	<-closed
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("the successor's socket after the old producer closed: %v", err)
+	}
+	c.Close()
 }

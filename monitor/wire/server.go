@@ -390,6 +390,14 @@ func (s *Server) Close() error {
 		by := time.Now().Add(closeGrace)
 		s.closeBy.Store(by.UnixNano())
 		close(s.closed)
+		// The socket path goes as listening stops, not after the clients'
+		// grace below: by then a restarted producer may serve there.
+		if u, ok := s.ln.Addr().(*net.UnixAddr); ok && u.Name != "" && u.Name[0] != '@' {
+			if ul, ok := s.ln.(*net.UnixListener); ok {
+				ul.SetUnlinkOnClose(false) // removed here, once
+			}
+			os.Remove(u.Name)
+		}
 		err = s.ln.Close()
 		s.pubMu.Lock()
 		for c := range s.clients {
@@ -413,9 +421,6 @@ func (s *Server) Close() error {
 			case <-done:
 			case <-time.After(250 * time.Millisecond):
 			}
-		}
-		if u, ok := s.ln.Addr().(*net.UnixAddr); ok {
-			os.Remove(u.Name)
 		}
 	})
 	return err
