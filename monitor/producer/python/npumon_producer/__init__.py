@@ -594,6 +594,14 @@ class Producer:
                 c.push(bytes(b), -1, droppable=False)
                 c.close()
             ln, self._listener = self._listener, None
+            path, self._path = self._path, None
+        # the path goes as listening stops, not after the clients' writers
+        # are done: by then a restarted producer may serve there
+        if path:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
         if ln is not None:
             try:
                 ln.close()
@@ -606,12 +614,6 @@ class Producer:
                 c.sock.close()
             except Exception:
                 pass
-        if self._path:
-            try:
-                os.unlink(self._path)
-            except OSError:
-                pass
-            self._path = None
 
     def _error(self, what, e):
         self.errors += 1

@@ -3,6 +3,8 @@ TestProducerPython)."""
 import os
 import socket
 import tempfile
+import threading
+import time
 import unittest
 
 import npumon_producer as p
@@ -153,6 +155,57 @@ class TestSocketPath(unittest.TestCase):
             live.close()  # the file stays: a stale socket
             p.prepare_socket_path(sock)
             self.assertFalse(os.path.exists(sock))
+
+    def test_stopping_producer_leaves_a_successors_socket(self):
+        """A producer restarted on the same path while the old one still
+        waits for its clients' writers to finish keeps its socket: the old
+        one gives up the path when it stops listening, never later."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.sock")
+            old = p.Producer(interval=1, address="unix:" + path)
+            old._bind()
+            release = threading.Event()
+
+            class Writing:  # a client whose writer thread has not finished
+                sock = socket.socket(socket.AF_UNIX)
+                thread = threading.Thread(target=release.wait, daemon=True)
+
+                def push(self, *a, **kw):
+                    pass
+
+                def close(self):
+                    pass
+
+            w = Writing()
+            w.thread.start()
+            old._clients.append(w)
+            stopping = threading.Thread(target=old._shutdown, args=(60,), daemon=True)
+            stopping.start()
+
+            def listening():
+                c = socket.socket(socket.AF_UNIX)
+                try:
+                    c.connect(path)
+                    return True
+                except OSError:
+                    return False
+                finally:
+                    c.close()
+
+            deadline = time.monotonic() + 20
+            while listening():
+                self.assertLess(time.monotonic(), deadline, "the old producer still listens")
+                time.sleep(0.002)
+            succ = p.Producer(interval=1, address="unix:" + path)
+            succ._bind()
+            try:
+                release.set()
+                stopping.join(20)
+                self.assertFalse(stopping.is_alive())
+                self.assertTrue(listening(), "the successor's socket is gone")
+            finally:
+                succ._shutdown(1)
+            self.assertFalse(os.path.exists(path))
 
     def test_socket_dir_must_be_ours_0700(self):
         with tempfile.TemporaryDirectory() as base:
