@@ -27,6 +27,12 @@ func init() { subcommands = append(subcommands, newAttachCmd) }
 // down after the UI ends.
 const clientExitWait = 2 * time.Second
 
+// attachWatch, when set (by tests), is handed a single-address attach's
+// client and Store as it starts, and a function that ends a headless run
+// there (its summary is of the newest data, as at the end of its duration).
+// Tests wait on what the client received instead of a guessed duration.
+var attachWatch func(client *wire.Client, st *store.Store, endHeadless func())
+
 func newAttachCmd() *cobra.Command {
 	var (
 		ascii      bool
@@ -86,6 +92,12 @@ func newAttachCmd() *cobra.Command {
 			// ends a headless run early
 			hctx, hcancel := context.WithCancel(ctx)
 			defer hcancel()
+			var endHeadless chan struct{}
+			if attachWatch != nil {
+				endHeadless = make(chan struct{})
+				var once sync.Once
+				attachWatch(client, store, func() { once.Do(func() { close(endHeadless) }) })
+			}
 			go func() {
 				client.Run(cctx)
 				close(done)
@@ -110,7 +122,7 @@ func newAttachCmd() *cobra.Command {
 				name = "unix:" + filepath.Base(a.Address)
 			}
 			opts := tui.Options{Source: store, SourceName: name, Live: true, ASCII: ascii, Device: device,
-				ConnState: func() (wire.ConnState, string) { return tui.ClientConn(client.Status()) }}
+				ConnState: func() (wire.ConnState, string) { return tui.ClientConn(client.Status()) }, Done: endHeadless}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err

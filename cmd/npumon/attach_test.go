@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor/attach"
+	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/monitor/workload"
 )
@@ -32,18 +34,18 @@ func TestAttachHeadless(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	code, out, errOut := captureRun(t, "attach", "unix:"+sock, "--headless", "1s")
+	att := startAttach(t, "unix:"+sock)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var s attachSummaryJSON
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatalf("%v: %q", err, out)
-	}
 	st := w.Allocator().Stats()
+	// the attach ends once it holds the finished workload's state (exit
+	// status and output as at the end of its --headless time)
+	s := att.until(t, "the workload's last state", func(_ wire.ClientStatus, got *store.Store) bool {
+		sum := got.Summary(0, math.MaxInt64)
+		return sum.ReservedBytes == st.ReservedBytes[0].Current && sum.ActiveBytes == st.RequestedBytes[0].Current &&
+			int64(sum.Segments) == st.Segment[0].Current
+	})
 	if s.Connection != "connected" || s.Received == 0 || s.MissedEntries != 0 {
 		t.Errorf("connection %+v", s)
 	}

@@ -143,13 +143,6 @@ func runtimeDir(t *testing.T) string {
 	return d
 }
 
-func attachJSON(t *testing.T, args ...string) attachSummaryJSON {
-	t.Helper()
-	var s attachSummaryJSON
-	runJSON(t, &s, append([]string{"attach"}, args...)...)
-	return s
-}
-
 // attachAsync runs `npumon attach ARGS` in the background; the test does
 // not end before it has.
 func attachAsync(t *testing.T, args ...string) <-chan attachSummaryJSON {
@@ -166,6 +159,70 @@ func attachAsync(t *testing.T, args ...string) <-chan attachSummaryJSON {
 	}()
 	t.Cleanup(func() { <-finished })
 	return res
+}
+
+// watchedAttach is a headless `npumon attach` whose client the test
+// watches (attachWatch): it ends when what the test waits for has come,
+// not after a guessed duration.
+type watchedAttach struct {
+	res    <-chan attachSummaryJSON
+	client *wire.Client
+	store  *store.Store
+	end    func()
+}
+
+// startAttach runs `npumon attach ARGS --headless 60s`; the 60 s only bound
+// a run whose awaited condition never comes (see until).
+func startAttach(t *testing.T, args ...string) *watchedAttach {
+	t.Helper()
+	type started struct {
+		c   *wire.Client
+		st  *store.Store
+		end func()
+	}
+	ch := make(chan started, 1)
+	attachWatch = func(c *wire.Client, st *store.Store, end func()) { ch <- started{c, st, end} }
+	a := &watchedAttach{res: attachAsync(t, append(args, "--headless", "60s")...)}
+	select {
+	case s := <-ch:
+		a.client, a.store, a.end = s.c, s.st, s.end
+	case s := <-a.res:
+		attachWatch = nil
+		t.Fatalf("attach ended before it started a client: %+v", s)
+	}
+	attachWatch = nil
+	return a
+}
+
+// until waits for cond on the attach's client status and Store, then
+// ends the attach and returns its summary.
+func (a *watchedAttach) until(t *testing.T, what string, cond func(wire.ClientStatus, *store.Store) bool) attachSummaryJSON {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond(a.client.Status(), a.store) {
+		select {
+		case s := <-a.res:
+			t.Fatalf("attach ran its whole --headless time without %s: %+v", what, s)
+		case <-tick.C:
+		}
+	}
+	a.end()
+	return <-a.res
+}
+
+// attachUntil is startAttach(ARGS).until(what, cond).
+func attachUntil(t *testing.T, what string, cond func(wire.ClientStatus, *store.Store) bool, args ...string) attachSummaryJSON {
+	t.Helper()
+	return startAttach(t, args...).until(t, what, cond)
+}
+
+// producerGone: the client's session with the producer pid is over (its
+// BYE taken: every entry sent before it is in the Store).
+func producerGone(pid int) func(wire.ClientStatus, *store.Store) bool {
+	return func(st wire.ClientStatus, _ *store.Store) bool {
+		return st.Hello != nil && st.Hello.PID == pid && st.State != wire.ConnConnected
+	}
 }
 
 // sameState: the figures of the allocator state at the newest entry.
@@ -213,7 +270,7 @@ func TestProducerAttachMatchesReplay(t *testing.T) {
 			begin := time.Now().UnixMicro()
 			p := startProducer(t, "1h", tc.env, args...)
 			p.await(t, "ready")
-			got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "2s")
+			got := attachUntil(t, "the job's goodbye", producerGone(p.pid), strconv.Itoa(p.pid))
 			done := p.await(t, "done")
 			p.wait(t)
 			want := headlessSummary(t, "--headless", "10ms", dump)
@@ -282,7 +339,7 @@ func TestProducerRingOverflow(t *testing.T) {
 	p := startProducer(t, "1h", []string{"NPUMON_PRODUCER_MAX_ENTRIES=300"}, "--fixture",
 		fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), "--cuda", "--clients", "1", "--manual", "--dump", dump)
 	p.await(t, "ready")
-	got := attachJSON(t, strconv.Itoa(p.pid), "--headless", "2s")
+	got := attachUntil(t, "the job's goodbye", producerGone(p.pid), strconv.Itoa(p.pid))
 	done := p.await(t, "done")
 	p.wait(t)
 	want := headlessSummary(t, "--headless", "10ms", dump)
@@ -311,7 +368,7 @@ func TestProducerSlowConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
-	attached := attachAsync(t, strconv.Itoa(p.pid), "--headless", "3s")
+	attached := startAttach(t, strconv.Itoa(p.pid))
 	p.await(t, "holding") // the whole trace has happened; the stalled client read nothing
 	read := make(chan []byte, 1)
 	go func() {
@@ -321,7 +378,7 @@ func TestProducerSlowConsumer(t *testing.T) {
 	os.WriteFile(release, nil, 0o600)
 	p.await(t, "done")
 	p.wait(t)
-	got := <-attached
+	got := attached.until(t, "the job's goodbye", producerGone(p.pid))
 	want := headlessSummary(t, "--headless", "10ms", dump)
 	sameState(t, got, want)
 	if got.Gaps != 0 || got.PeakActiveBytes != want.PeakActiveBytes {
@@ -379,9 +436,9 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 
 	a := startProducer(t, "20ms", env, "--fixture", cuda, "--cuda", "--clients", "1", "--steps", "4", "--manual", "--hold", "30")
 	a.await(t, "ready")
-	// attach must outlive a kill, a restart (a Python start-up on a loaded
-	// machine) and its reconnect backoff
-	attached := attachAsync(t, "unix:"+sock, "--headless", "12s")
+	// attach outlives a kill, a restart and its reconnect backoff: it
+	// ends when the restarted job has said goodbye
+	attached := startAttach(t, "unix:"+sock)
 	a.await(t, "holding")
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
@@ -403,7 +460,7 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 	os.WriteFile(release, nil, 0o600)
 	b.await(t, "done")
 	b.wait(t)
-	got := <-attached
+	got := attached.until(t, "the restarted job's goodbye", producerGone(b.pid))
 	// the state is the restarted job's; the log also keeps the killed
 	// job's entries (and its peak)
 	want := headlessSummary(t, "--headless", "10ms", dump)
