@@ -118,7 +118,7 @@ func TestDirSourceManyExisting(t *testing.T) {
 	}
 	defer d.Stop()
 	want := filepath.Join(dir, fmt.Sprintf("snap_%05d.json", n-1))
-	waitLong(t, "the newest of 10,000 to open", func() bool { return d.Current() == want })
+	poll.Within(t, 3*time.Minute, "the newest of 10,000 to open", func() bool { return d.Current() == want })
 	if got := len(d.List()); got != n {
 		t.Fatalf("listed %d captures, want %d", got, n)
 	}
@@ -155,7 +155,7 @@ func TestDirSourceManyNew(t *testing.T) {
 	}
 	// files landing together are reported in any order: the last one
 	// reported is the newest capture
-	waitLong(t, "the newest to open", func() bool { l := d.List(); return d.Current() == l[len(l)-1].Path })
+	poll.Within(t, 3*time.Minute, "the newest to open", func() bool { l := d.List(); return d.Current() == l[len(l)-1].Path })
 	t.Logf("10,000 new files seen in %v", time.Since(start))
 }
 
@@ -186,22 +186,8 @@ json.dump({'segments': [], 'device_traces': [trace]}, open(sys.argv[1], 'w'))
 		t.Fatal(err)
 	}
 	defer d.Stop()
-	waitLong(t, "the JSON snapshot to open", func() bool { return d.Current() == p })
+	poll.Within(t, 3*time.Minute, "the JSON snapshot to open", func() bool { return d.Current() == p })
 	if st.Len(0) != 50000 {
 		t.Fatalf("store holds %d entries (errors %v)", st.Len(0), d.Errors())
-	}
-}
-
-// waitLong is waitFor for work whose time depends on the machine (a race
-// build on a loaded one is many times slower): it catches "never", not
-// "slow".
-func waitLong(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

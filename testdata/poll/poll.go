@@ -12,7 +12,15 @@ import (
 // would otherwise hang: cond, not the time, is what the test waits for.
 func Until(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	Within(tb, 20*time.Second, what, cond)
+}
+
+// Within is Until with another limit, for work whose time depends on the
+// machine (a race build on a loaded one is many times slower): the limit
+// catches "never", not "slow".
+func Within(tb testing.TB, limit time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			tb.Fatalf("timed out waiting for %s", what)
