@@ -173,17 +173,19 @@ func (l *list) setKind(k listKind) {
 
 // builder owns the model under construction.
 type builder struct {
-	stream   bool         // trace entries go to per-list accumulators, not into the model
-	offset   func() int64 // input position, for capacity estimates; nil if unknown
-	total    int64        // input size, -1 if unknown
-	memo     *memo        // nil for JSON
-	stacks   *snapshot.StackTable
-	free     []*dict
-	actions  map[string]snapshot.Action
-	table    *snapshot.ActionTable // this decode's unknown actions
-	actCache [8]actCached
-	actNext  uint8
-	strs     map[string]internedStr
+	stream    bool         // trace entries go to per-list accumulators, not into the model
+	offset    func() int64 // input position, for capacity estimates; nil if unknown
+	total     int64        // input size, -1 if unknown
+	memo      *memo        // nil for JSON
+	stacks    *snapshot.StackTable
+	free      []*dict
+	actions   map[string]snapshot.Action
+	table     *snapshot.ActionTable // this decode's unknown actions
+	actCache  [8]actCached
+	actNext   uint8
+	texts     *snapshot.TextTable // entries' strings; nil until one has any
+	textCache textCached
+	strs      map[string]internedStr
 
 	// Frames are interned twice over: each distinct frame gets an id
 	// (frameIDs, frameTab), and each distinct sequence of ids a StackID
@@ -419,6 +421,34 @@ func (b *builder) action(s string) snapshot.Action {
 	b.actCache[b.actNext%uint8(len(b.actCache))] = actCached{p, len(s), a}
 	b.actNext++
 	return a
+}
+
+// text returns the TextID of an entry's string in this decode's table.
+// Producers write the same few strings on every entry ("N/A", ""), and
+// the decoder shares their bytes, so the last one is known by its address.
+func (b *builder) text(s string) snapshot.TextID {
+	if s == "" {
+		return snapshot.NoText
+	}
+	p := unsafe.StringData(s)
+	if c := &b.textCache; c.p == p && c.n == len(s) {
+		return c.id
+	}
+	if b.texts == nil {
+		b.texts = snapshot.NewTextTable()
+	}
+	id := b.texts.Intern(s)
+	b.charge(int64(len(s)) + 16)
+	b.textCache = textCached{p, len(s), id}
+	return id
+}
+
+// textCached is the string text last looked up: its bytes' address,
+// length and id.
+type textCached struct {
+	p  *byte
+	n  int
+	id snapshot.TextID
 }
 
 // actCached is a recently used action string: its bytes' address, length
@@ -841,9 +871,15 @@ func (b *builder) setTrace(d *dict, c uint64, key string, v *val) (err error) {
 	case tkFrames:
 		e.Frames, err = b.frames(d, key, v)
 	case tkCompileContext:
-		e.CompileContext, err = b.str(d, key, v)
+		var s string
+		if s, err = b.str(d, key, v); err == nil {
+			e.CompileContext = b.text(s)
+		}
 	case tkUserMetadata:
-		e.UserMetadata, err = b.str(d, key, v)
+		var s string
+		if s, err = b.str(d, key, v); err == nil {
+			e.UserMetadata = b.text(s)
+		}
 	case tkPoolID:
 		if v.k != kNone {
 			e.PoolID, err = b.pool(d, key, v)
@@ -1112,7 +1148,7 @@ func (b *builder) finishSegment(d *dict) snapshot.Segment {
 
 // finish turns the pickle's top value into a snapshot and names its schema.
 func (b *builder) finish(top val) (*snapshot.Snapshot, string, error) {
-	snap := &snapshot.Snapshot{}
+	snap := &snapshot.Snapshot{Texts: b.texts}
 	if b.table.Len() > 0 {
 		snap.Actions = b.table
 	}

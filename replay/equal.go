@@ -12,16 +12,20 @@ import (
 // distinct stack, so they are not part of the model: an export round trip
 // writes segments before traces and may renumber them. Two snapshots are
 // the same when everything else is equal and every block, history record,
-// segment and trace entry names a stack with the same frames.
+// segment and trace entry names a stack with the same frames (and every
+// entry the same action and strings).
 func SameModel(a, b *snapshot.Snapshot) bool {
 	return reflect.DeepEqual(canonical(a), canonical(b))
 }
 
 // canonical is a copy of s with stack ids renumbered in a fixed walk
 // order (segments, their blocks and histories, then traces) and the stack
-// table reordered to match.
+// table reordered to match; the entries' actions and strings are numbered
+// afresh the same way, so two tables that name the same things compare
+// equal.
 func canonical(s *snapshot.Snapshot) *snapshot.Snapshot {
-	out := &snapshot.Snapshot{Settings: s.Settings, ExternalAnnotations: s.ExternalAnnotations, Stacks: []snapshot.Stack{nil}}
+	out := &snapshot.Snapshot{Settings: s.Settings, ExternalAnnotations: s.ExternalAnnotations, Stacks: []snapshot.Stack{nil},
+		Actions: snapshot.NewActionTable(), Texts: snapshot.NewTextTable()}
 	ids := map[snapshot.StackID]snapshot.StackID{}
 	m := func(id snapshot.StackID) snapshot.StackID {
 		st := s.Stack(id)
@@ -56,7 +60,11 @@ func canonical(s *snapshot.Snapshot) *snapshot.Snapshot {
 	for d, tr := range s.DeviceTraces {
 		out.DeviceTraces[d] = slices.Clone(tr)
 		for i := range out.DeviceTraces[d] {
-			out.DeviceTraces[d][i].Frames = m(out.DeviceTraces[d][i].Frames)
+			e := &out.DeviceTraces[d][i]
+			e.Frames = m(e.Frames)
+			e.Action = out.Actions.Parse(s.ActionName(e.Action))
+			e.CompileContext = out.Texts.Intern(s.Text(e.CompileContext))
+			e.UserMetadata = out.Texts.Intern(s.Text(e.UserMetadata))
 		}
 	}
 	return out

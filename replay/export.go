@@ -80,7 +80,7 @@ func writeSnapshot(e emitter, s *snapshot.Snapshot, schema ExportSchema) {
 	for _, tr := range s.DeviceTraces {
 		e.beginList()
 		for i := range tr {
-			writeEntry(e, &tr[i], s.Actions)
+			writeEntry(e, &tr[i], s)
 		}
 		e.endList()
 	}
@@ -231,10 +231,10 @@ func writeSegment113(e emitter, s *snapshot.Segment) {
 	e.endDict()
 }
 
-func writeEntry(e emitter, t *snapshot.TraceEntry, actions *snapshot.ActionTable) {
+func writeEntry(e emitter, t *snapshot.TraceEntry, s *snapshot.Snapshot) {
 	e.beginDict()
 	e.key("action")
-	e.str(actions.Name(t.Action))
+	e.str(s.ActionName(t.Action))
 	if t.Action == snapshot.ActionOOM {
 		e.key("device_free")
 		e.int(t.DeviceFree)
@@ -250,13 +250,13 @@ func writeEntry(e emitter, t *snapshot.TraceEntry, actions *snapshot.ActionTable
 		e.key("time_us")
 		e.int(t.TimeUS)
 	}
-	if t.CompileContext != "" {
+	if t.CompileContext != snapshot.NoText {
 		e.key("compile_context")
-		e.str(t.CompileContext)
+		e.str(s.Text(t.CompileContext))
 	}
-	if t.UserMetadata != "" {
+	if t.UserMetadata != snapshot.NoText {
 		e.key("user_metadata")
-		e.str(t.UserMetadata)
+		e.str(s.Text(t.UserMetadata))
 	}
 	if t.HasPoolID {
 		e.key("pool_id")

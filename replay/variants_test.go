@@ -45,7 +45,7 @@ func TestCUDA21Content(t *testing.T) {
 	if tr[3].Action != snapshot.ActionUserDefined || s.Stack(tr[3].Frames)[0].Name != "START" {
 		t.Errorf("user_defined entry = %+v", tr[3])
 	}
-	if tr[8].Action != snapshot.ActionAnnotate || tr[8].UserMetadata != "kv-cache" || tr[7].UserMetadata != "tagged" || tr[7].CompileContext != "N/A" {
+	if tr[8].Action != snapshot.ActionAnnotate || s.Text(tr[8].UserMetadata) != "kv-cache" || s.Text(tr[7].UserMetadata) != "tagged" || s.Text(tr[7].CompileContext) != "N/A" {
 		t.Errorf("annotate / metadata = %+v / %+v", tr[8], tr[7])
 	}
 	if tr[9].Action.Known() || s.ActionName(tr[9].Action) != "mystery_action" {

@@ -274,8 +274,9 @@ func (s *Segment) SegmentType() string {
 // End returns the first address past the segment.
 func (s *Segment) End() uint64 { return s.Address + uint64(s.TotalSize) }
 
-// TraceEntry is one allocator event. The small fields come first so the
-// struct packs into 96 bytes: a replay holds millions of them.
+// TraceEntry is one allocator event. A replay holds millions of them, so
+// it has no pointers (its strings are TextIDs, its frames a StackID: the
+// collector never scans a trace) and its small fields come first (72 bytes).
 type TraceEntry struct {
 	Action     Action
 	HasPoolID  bool
@@ -286,9 +287,10 @@ type TraceEntry struct {
 	DeviceFree int64 // oom only: bytes the device reported free
 	TimeUS     int64 // epoch microseconds; 0 when the source has no time
 	PoolID     PoolID
-	// Optional strings of newer torch builds; empty when absent.
-	CompileContext string
-	UserMetadata   string
+	// Optional strings of newer torch builds, in the snapshot's Texts;
+	// NoText when absent.
+	CompileContext TextID
+	UserMetadata   TextID
 }
 
 // Annotation is an external annotation (record_function range edge).
@@ -329,7 +331,13 @@ type Snapshot struct {
 	// Actions names the trace's actions beyond the known ones; nil when
 	// there are none.
 	Actions *ActionTable
+	// Texts holds the strings trace entries name by TextID; nil when there
+	// are none.
+	Texts *TextTable
 }
+
+// Text returns the string id names in s.Texts ("" for NoText).
+func (s *Snapshot) Text(id TextID) string { return s.Texts.Text(id) }
 
 // ActionName returns the serialized name of a, a known action or one of
 // s.Actions.
@@ -377,6 +385,74 @@ func (s *Snapshot) Devices() []int {
 		}
 	}
 	return out
+}
+
+// TextID names a string of a TextTable; NoText is the empty string.
+type TextID uint32
+
+const NoText TextID = 0
+
+// TextTable interns the optional strings of trace entries (compile
+// context, user metadata): a table belongs to what decodes with it, like
+// an ActionTable. A nil *TextTable holds only "". It is safe for
+// concurrent use.
+type TextTable struct {
+	mu    sync.RWMutex
+	texts []string // index = TextID; texts[NoText] = ""
+	index map[string]TextID
+}
+
+// NewTextTable returns a table holding only "".
+func NewTextTable() *TextTable {
+	return &TextTable{texts: []string{""}, index: map[string]TextID{}}
+}
+
+// Intern returns the id of s, adding a copy when new; "" is NoText, as is
+// every string for a nil table (it keeps none).
+func (t *TextTable) Intern(s string) TextID {
+	if s == "" || t == nil {
+		return NoText
+	}
+	t.mu.RLock()
+	id, ok := t.index[s]
+	t.mu.RUnlock()
+	if ok {
+		return id
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.index[s]; ok {
+		return id
+	}
+	id = TextID(len(t.texts))
+	s = strings.Clone(s)
+	t.texts = append(t.texts, s)
+	t.index[s] = id
+	return id
+}
+
+// Text returns the string of id; "" for NoText, a nil table or an id it
+// does not hold.
+func (t *TextTable) Text(id TextID) string {
+	if t == nil || id == NoText {
+		return ""
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if int(id) < len(t.texts) {
+		return t.texts[id]
+	}
+	return ""
+}
+
+// Len returns the number of strings, "" included.
+func (t *TextTable) Len() int {
+	if t == nil {
+		return 1
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.texts)
 }
 
 // StackTable interns stacks so identical frame lists share one StackID.

@@ -64,6 +64,8 @@ type Store struct {
 	// actions names the entries' actions beyond the known ones: the
 	// ingested capture's table, or the one live sources decode into.
 	actions *snapshot.ActionTable
+	// texts holds the strings entries name by TextID, like actions.
+	texts *snapshot.TextTable
 
 	ops      []Op    // sorted by StartUS
 	opMaxEnd []int64 // prefix max of EndUS over ops
@@ -91,8 +93,8 @@ type attr struct {
 	stream         uint64
 	pool           snapshot.PoolID
 	hasPool        bool
-	compileContext string
-	userMetadata   string
+	compileContext snapshot.TextID // of the Store's Texts
+	userMetadata   snapshot.TextID
 }
 
 // rec is one stored entry (40 bytes). For oom entries addr holds DeviceFree.
@@ -158,7 +160,16 @@ func New(opts Options) *Store {
 		stacks:  []snapshot.Stack{nil},
 		info:    map[int]DeviceInfo{},
 		actions: snapshot.NewActionTable(),
+		texts:   snapshot.NewTextTable(),
 	}
+}
+
+// Texts returns the table of the strings this Store's entries name by
+// TextID (compile context, user metadata); live sources intern theirs in it.
+func (s *Store) Texts() *snapshot.TextTable {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.texts
 }
 
 // Actions returns the table that names this Store's actions beyond the
@@ -232,6 +243,9 @@ func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) err
 	} // else: ids are already this Store's (live sources intern via InternStack)
 	if snap.Actions != nil {
 		s.actions = snap.Actions // codes are the capture's, like its stack ids
+	}
+	if snap.Texts != nil {
+		s.texts = snap.Texts // so are text ids
 	}
 	s.annotations = append([]snapshot.Annotation(nil), snap.ExternalAnnotations...)
 	for _, b := range logs {

@@ -140,7 +140,6 @@ type Client struct {
 	// as the Store keeps it)
 	devices  map[int]bool
 	streams  map[int]map[uint64]bool
-	strs     map[string]bool
 	maxStack snapshot.StackID
 }
 
@@ -158,7 +157,7 @@ func NewClient(network, address string, store *store.Store, opts ClientOptions) 
 	}
 	opts.Limits = opts.Limits.withDefaults()
 	return &Client{network: network, address: address, store: store, opts: opts, expected: map[int]uint64{},
-		devices: map[int]bool{}, streams: map[int]map[uint64]bool{}, strs: map[string]bool{}}
+		devices: map[int]bool{}, streams: map[int]map[uint64]bool{}}
 }
 
 // Status returns the current status.
@@ -426,7 +425,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if !haveSnap {
 				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
 			}
-			dev, first, ents, sizes, err := decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions())
+			dev, first, ents, sizes, err := decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions(), c.store.Texts())
 			if err != nil {
 				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
 			}
@@ -700,17 +699,6 @@ func (c *Client) checkStream(dev int, stream uint64) error {
 	return nil
 }
 
-func (c *Client) checkString(s string) error {
-	if s == "" || c.strs[s] {
-		return nil
-	}
-	if len(c.strs) >= c.opts.Limits.Strings {
-		return &LimitError{fmt.Sprintf("more than %d distinct compile_context/user_metadata values", c.opts.Limits.Strings)}
-	}
-	c.strs[s] = true
-	return nil
-}
-
 func (c *Client) checkEntries(dev int, ents []snapshot.TraceEntry) error {
 	if err := c.checkDevice(dev); err != nil {
 		return err
@@ -728,12 +716,10 @@ func (c *Client) checkEntries(dev int, ents []snapshot.TraceEntry) error {
 			}
 			lastStream, checked = t.Stream, true
 		}
-		if err := c.checkString(t.CompileContext); err != nil {
-			return err
-		}
-		if err := c.checkString(t.UserMetadata); err != nil {
-			return err
-		}
+	}
+	// decoding interned the entries' strings in the Store's table
+	if n := c.store.Texts().Len() - 1; n > c.opts.Limits.Strings {
+		return &LimitError{fmt.Sprintf("more than %d distinct compile_context/user_metadata values", c.opts.Limits.Strings)}
 	}
 	return nil
 }

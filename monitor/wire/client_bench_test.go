@@ -52,12 +52,12 @@ func BenchmarkClientIngest(b *testing.B) {
 	}
 	// the stream, cut into chunks of whole frames
 	var chunks [][]byte
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	for i := 0; i < len(ents); i += frame {
 		encodeEntries(e, 0, uint64(i), ents[i:min(i+frame, len(ents))])
 		if len(e.b) >= 256<<10 {
 			chunks = append(chunks, e.b)
-			e = &enc{}
+			e = &enc{texts: testTexts}
 		}
 	}
 	if len(e.b) > 0 {
@@ -69,7 +69,7 @@ func BenchmarkClientIngest(b *testing.B) {
 			return
 		}
 		defer c.Close()
-		h := &enc{}
+		h := &enc{texts: testTexts}
 		encodeHello(h, &Hello{Version: ProtocolVersion, PID: 1, Host: "bench", ClockSource: "realtime"})
 		encodeStacks(h, ids[1:], stacks[1:])
 		encodeSnapshot(h, nil, map[int]uint64{0: 0})
@@ -117,7 +117,7 @@ func TestClientReadAheadBudget(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		e := &enc{}
+		e := &enc{texts: testTexts}
 		encodeHello(e, &Hello{Version: ProtocolVersion, PID: 1, Host: "t", ClockSource: "realtime"})
 		encodeSnapshot(e, nil, map[int]uint64{0: 0})
 		for i := range 20000 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/testdata/wiretest"
 )
@@ -55,10 +56,10 @@ func BenchmarkServerCloseStuck16(b *testing.B) {
 // client (heap-B/entry); ClientLimits.Entries times it bounds a session.
 func BenchmarkClientHeapPerEntry(b *testing.B) {
 	const n = 1 << 20
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	ents := testEntries(32768, 1)
 	for i := range ents {
-		ents[i].CompileContext, ents[i].UserMetadata = "", ""
+		ents[i].CompileContext, ents[i].UserMetadata = snapshot.NoText, snapshot.NoText
 	}
 	span := ents[len(ents)-1].TimeUS - ents[0].TimeUS + 1
 	for i := 0; i < n; i += len(ents) {

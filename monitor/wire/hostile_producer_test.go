@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -48,7 +49,7 @@ func heapGrowth(f func()) uint64 {
 // A 16 MiB HELLO listing 2.2 million devices is refused from its count,
 // allocating little (it once cost 2.7 GB and made attach unkillable).
 func TestHostileHugeHello(t *testing.T) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	off := e.frame(frameHello)
 	e.b = append(e.b, protocolMagic...)
 	e.b = binary.LittleEndian.AppendUint16(e.b, ProtocolVersion)
@@ -88,7 +89,7 @@ func TestHostileHugeHello(t *testing.T) {
 // Past its entry limit a client stops, with the entries it had, and does
 // not reconnect.
 func TestHostileEntryFlood(t *testing.T) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	for i := range 40 {
 		encodeEntries(e, 0, uint64(i*1000), testEntries(1000, uint64(i)))
 	}
@@ -117,7 +118,7 @@ func TestHostileEntryFlood(t *testing.T) {
 // each ends the session with an error naming it.
 func TestHostileLimits(t *testing.T) {
 	frames := func(build func(e *enc)) []byte {
-		e := &enc{}
+		e := &enc{texts: testTexts}
 		build(e)
 		return append(validPrefix(), e.b...)
 	}
@@ -126,7 +127,7 @@ func TestHostileLimits(t *testing.T) {
 			ents := testEntries(streams, 1)
 			for i := range ents {
 				ents[i].Stream = uint64(i)
-				ents[i].CompileContext, ents[i].UserMetadata = "", ""
+				ents[i].CompileContext, ents[i].UserMetadata = snapshot.NoText, snapshot.NoText
 			}
 			encodeEntries(e, dev, 0, ents)
 		}
@@ -149,7 +150,18 @@ func TestHostileLimits(t *testing.T) {
 			}
 			encodeHeartbeat(e, 0, hb)
 		}), "more than 64 devices"},
-		"streams":    {frames(entriesOn(0, 2000)), "more than 1024 streams"},
+		"streams": {frames(entriesOn(0, 2000)), "more than 1024 streams"},
+		"strings": {frames(func(e *enc) {
+			e.texts = snapshot.NewTextTable()
+			for f := range 40 {
+				ents := testEntries(2000, 1)
+				for i := range ents {
+					ents[i].Stream = 0
+					ents[i].UserMetadata = e.texts.Intern(fmt.Sprint("step ", f*2000+i))
+				}
+				encodeEntries(e, 0, uint64(f*2000), ents)
+			}
+		}), "more than 65536 distinct compile_context/user_metadata values"},
 		"deep stack": {frames(func(e *enc) { encodeStacks(e, []snapshot.StackID{1}, []snapshot.Stack{deep}) }), "over the limit of 1024"},
 		"ops":        {frames(func(e *enc) { encodeOps(e, make([]store.Op, maxFrameOps+1)) }), "over the limit"},
 	} {
@@ -164,7 +176,7 @@ func TestHostileLimits(t *testing.T) {
 // A producer that stops sending in the middle of a frame has stalled: it
 // did not close the connection, and the error says so (not "closed").
 func TestHostileStallIsNotAClose(t *testing.T) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeEntries(e, 0, 0, testEntries(50, 3))
 	half := e.b[:len(e.b)/2]
 	for _, tc := range []struct {
@@ -189,7 +201,7 @@ func TestHostileStallIsNotAClose(t *testing.T) {
 // the Store in batches merged in linear time, not one re-sort per frame.
 func TestHostileOpsReverseOrder(t *testing.T) {
 	const n = 151_000
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	for i := range n {
 		t0 := int64(n-i) * 10
 		encodeOps(e, []store.Op{{Name: "aten::add", StartUS: t0, EndUS: t0 + 5, Thread: 1}})

@@ -37,6 +37,9 @@ type ServerOptions struct {
 	// Actions names the published entries' actions beyond the known ones
 	// (nil: there are none; such an entry is sent as "other").
 	Actions *snapshot.ActionTable
+	// Texts holds the strings the published entries name by TextID (nil:
+	// they name none).
+	Texts *snapshot.TextTable
 	// Devices reports current device information for heartbeats (optional).
 	Devices func() []store.DeviceInfo
 	// Peaks reports the producer's own peaks per device since it started,
@@ -156,25 +159,16 @@ type record struct {
 
 func (r *record) size() int { return max(len(r.entries)+len(r.ops), 1) }
 
-// Memory a queue record holds: its slices' capacity and the strings in
-// them (strings shared with the caller are counted anyway), plus the
-// record itself.
+// Memory a queue record holds: its slices' capacity and the strings of its
+// ops, plus the record itself (entries name their strings by TextID).
 const (
 	entryBytes  = int(unsafe.Sizeof(snapshot.TraceEntry{}))
 	opBytes     = int(unsafe.Sizeof(store.Op{}))
 	recordBytes = int(unsafe.Sizeof(record{}))
 )
 
-func entryStrBytes(ents []snapshot.TraceEntry) int {
-	n := 0
-	for i := range ents {
-		n += len(ents[i].CompileContext) + len(ents[i].UserMetadata)
-	}
-	return n
-}
-
 func recBytes(r *record) int {
-	n := recordBytes + cap(r.entries)*entryBytes + entryStrBytes(r.entries) + cap(r.ops)*opBytes
+	n := recordBytes + cap(r.entries)*entryBytes + cap(r.ops)*opBytes
 	for i := range r.ops {
 		n += len(r.ops[i].Name) + len(r.ops[i].InputDims)
 	}
@@ -473,10 +467,7 @@ func (s *Server) Publish(device int, entries []snapshot.TraceEntry) {
 					last.entries = grown
 				}
 				last.entries = append(last.entries, entries...)
-				sb := entryStrBytes(entries)
 				q.held += len(entries)
-				q.bytes += sb
-				last.bytes += sb
 				s.trimLocked()
 				s.wakeAllLocked()
 				s.pubMu.Unlock()
@@ -700,7 +691,7 @@ func (s *Server) serveClient(c *serverClient) {
 		c.conn.Close()
 	}()
 
-	e := &enc{actions: s.opts.Actions}
+	e := &enc{actions: s.opts.Actions, texts: s.opts.Texts}
 	h := s.hello()
 	encodeHello(e, &h)
 	c.want = s.encodeState(c, e)

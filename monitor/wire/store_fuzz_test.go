@@ -11,7 +11,7 @@ import (
 // them) into a live Store and runs every query: no panic, no hang, and the
 // invariants hold.
 func FuzzStoreLive(f *testing.F) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeEntries(e, 0, 0, testEntries(200, 1))
 	f.Add(e.b[5:])
 	f.Add([]byte{0, 0, 3, 4, 0, 0, 0, 0, 0, 0, 6, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x7f, 0, 0, 0, 0, 7, 1, 1, 0, 0, 0, 0, 0})

@@ -91,6 +91,7 @@ type DevicePeak struct {
 type enc struct {
 	b       []byte
 	actions *snapshot.ActionTable // names the entries' unknown actions
+	texts   *snapshot.TextTable   // holds the entries' strings
 }
 
 func (e *enc) u8(v uint8)     { e.b = append(e.b, v) }
@@ -260,17 +261,17 @@ func encodeEntriesSized(e *enc, device int, first uint64, entries []snapshot.Tra
 		if i < len(blockSizes) {
 			bs = blockSizes[i]
 		}
-		flags := b2u(t.HasPoolID) | b2u(t.CompileContext != "")<<1 | b2u(t.UserMetadata != "")<<2 | b2u(t.DeviceFree != 0)<<3 | b2u(bs > 0)<<4
+		flags := b2u(t.HasPoolID) | b2u(t.CompileContext != snapshot.NoText)<<1 | b2u(t.UserMetadata != snapshot.NoText)<<2 | b2u(t.DeviceFree != 0)<<3 | b2u(bs > 0)<<4
 		e.u8(flags)
 		if t.HasPoolID {
 			e.iv(t.PoolID[0])
 			e.iv(t.PoolID[1])
 		}
-		if t.CompileContext != "" {
-			e.str(t.CompileContext)
+		if t.CompileContext != snapshot.NoText {
+			e.str(e.texts.Text(t.CompileContext))
 		}
-		if t.UserMetadata != "" {
-			e.str(t.UserMetadata)
+		if t.UserMetadata != snapshot.NoText {
+			e.str(e.texts.Text(t.UserMetadata))
 		}
 		if t.DeviceFree != 0 {
 			e.iv(t.DeviceFree)
@@ -338,6 +339,7 @@ type dec struct {
 	off     int
 	err     error
 	actions *snapshot.ActionTable // registers the entries' unknown actions
+	texts   *snapshot.TextTable   // interns the entries' strings
 }
 
 func (d *dec) fail(field string, err error) {
@@ -640,20 +642,21 @@ func decodeEntriesSized(p []byte, out []snapshot.TraceEntry, sizes []int64) (dev
 	}
 	// anything unusual (an error, an action by name, strings): the careful
 	// decoder, which names the field and offset of an error
-	return decodeEntriesCareful(p, out, sizes, nil)
+	return decodeEntriesCareful(p, out, sizes, nil, nil)
 }
 
 // decodeEntriesNamed is decodeEntriesSized registering unknown actions in
-// actions (nil: they decode as ActionOther).
-func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+// actions (nil: they decode as ActionOther) and the entries' strings in
+// texts (nil: they are dropped).
+func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable, texts *snapshot.TextTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
 	if dev, fst, o, sz, ok := decodeEntriesFast(p, out, sizes); ok {
 		return dev, fst, o, sz, nil
 	}
-	return decodeEntriesCareful(p, out, sizes, actions)
+	return decodeEntriesCareful(p, out, sizes, actions, texts)
 }
 
-func decodeEntriesCareful(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
-	d := &dec{b: p, actions: actions}
+func decodeEntriesCareful(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable, texts *snapshot.TextTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+	d := &dec{b: p, actions: actions, texts: texts}
 	device = int(d.iv("device"))
 	first = d.uv("first_seq")
 	n := d.countMax("entries", 7, maxFrameEntries)
@@ -681,10 +684,10 @@ func decodeEntriesCareful(p []byte, out []snapshot.TraceEntry, sizes []int64, ac
 			t.PoolID = snapshot.PoolID{d.iv("entry.pool_id"), d.iv("entry.pool_id")}
 		}
 		if f&2 != 0 {
-			t.CompileContext = d.str("entry.compile_context")
+			t.CompileContext = d.texts.Intern(d.str("entry.compile_context"))
 		}
 		if f&4 != 0 {
-			t.UserMetadata = d.str("entry.user_metadata")
+			t.UserMetadata = d.texts.Intern(d.str("entry.user_metadata"))
 		}
 		if f&8 != 0 {
 			t.DeviceFree = d.iv("entry.device_free")

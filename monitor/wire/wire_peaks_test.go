@@ -17,7 +17,7 @@ func TestHelloPeaks(t *testing.T) {
 		{"with peaks", []DevicePeak{{Device: 0, ActiveBytes: 29_400_000_000, ReservedBytes: 31 << 30}, {Device: 3, ActiveBytes: 1, ReservedBytes: 2 << 20}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &enc{}
+			e := &enc{texts: testTexts}
 			encodeHello(e, &Hello{Version: ProtocolVersion, PID: 7, Host: "h", Peaks: tc.peaks})
 			h, err := decodeHello(e.b[5:])
 			if err != nil {

@@ -25,6 +25,9 @@ import (
 // testActions names the unknown action testEntries uses.
 var testActions = snapshot.NewActionTable()
 
+// testTexts holds the strings testEntries names.
+var testTexts = snapshot.NewTextTable()
+
 func testEntries(n int, seed uint64) []snapshot.TraceEntry {
 	r := rand.New(rand.NewPCG(seed, 1))
 	out := make([]snapshot.TraceEntry, n)
@@ -42,8 +45,8 @@ func testEntries(n int, seed uint64) []snapshot.TraceEntry {
 		return out
 	}
 	out[5].Action = testActions.Parse("wire_test_custom")
-	out[7].CompileContext = "N/A"
-	out[9].UserMetadata = "meta"
+	out[7].CompileContext = testTexts.Intern("N/A")
+	out[9].UserMetadata = testTexts.Intern("meta")
 	out[11].HasPoolID, out[11].PoolID = true, snapshot.PoolID{1, -2}
 	return out
 }
@@ -76,6 +79,7 @@ func TestWireEndToEnd(t *testing.T) {
 		Snapshot: func() (*snapshot.Snapshot, map[int]uint64) { return initialSnapshot(), nil },
 		Stack:    stackOf,
 		Actions:  testActions,
+		Texts:    testTexts,
 		Devices: func() []store.DeviceInfo {
 			return []store.DeviceInfo{{ID: 0, HBMTotal: 64 << 30, HBMUsed: 123}}
 		},
@@ -245,7 +249,7 @@ func fakeProducer(t *testing.T, write func(c net.Conn)) string {
 }
 
 func validPrefix() []byte {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeHello(e, &Hello{Version: ProtocolVersion, PID: 42, Host: "h"})
 	encodeSnapshot(e, initialSnapshot().Segments, map[int]uint64{0: 0})
 	return e.b
@@ -253,7 +257,7 @@ func validPrefix() []byte {
 
 // A producer dying mid-frame leaves the client cleanly disconnected.
 func TestWireProducerKilledMidFrame(t *testing.T) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeEntries(e, 0, 0, testEntries(50, 3))
 	frame := e.b
 	path := fakeProducer(t, func(c net.Conn) {
@@ -292,7 +296,7 @@ func TestWireGarbageIntoClient(t *testing.T) {
 			return append(b, 6, 0, 0, 0, frameEntries, 0, 0, 1, 200, 0)
 		}(),
 		"entries-first": func() []byte {
-			e := &enc{}
+			e := &enc{texts: testTexts}
 			encodeHello(e, &Hello{Version: ProtocolVersion})
 			encodeEntries(e, 0, 0, testEntries(2, 1))
 			return e.b
@@ -419,7 +423,7 @@ func TestListenUnixMode(t *testing.T) {
 
 func FuzzWireDecode(f *testing.F) {
 	f.Add(validPrefix())
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeEntries(e, 0, 0, testEntries(5, 1))
 	encodeOps(e, []store.Op{{Name: "x"}})
 	encodeHeartbeat(e, 1, []store.DeviceInfo{{ID: 1}})
@@ -498,7 +502,7 @@ func BenchmarkWireUnixSocket(b *testing.B) {
 
 // The example in docs/protocol.md is exactly what the encoder writes.
 func TestWireDocExample(t *testing.T) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeHello(e, &Hello{Version: ProtocolVersion, PID: 4242, Host: "n1", ClockSource: "realtime"})
 	encodeSnapshot(e, nil, nil)
 	doc, err := os.ReadFile("../../docs/protocol.md")
@@ -589,7 +593,7 @@ func TestWirePollingProducer(t *testing.T) {
 		{Action: snapshot.ActionAlloc, Addr: 1<<20 + 1024, Size: 3000, TimeUS: 5},
 	}
 	path := fakeProducer(t, func(c net.Conn) {
-		e := &enc{}
+		e := &enc{texts: testTexts}
 		encodeHello(e, &Hello{Version: ProtocolVersion, PID: 7, Host: "h", TimeBase: store.TimePollUS, Resolution: 250 * time.Millisecond})
 		encodeSnapshot(e, []snapshot.Segment{seg}, map[int]uint64{0: 0})
 		encodeEntriesSized(e, 0, 0, ents, []int64{1024}) // the second block's size is not known
@@ -621,7 +625,7 @@ func TestWirePollingProducer(t *testing.T) {
 // Broken additions are decode errors naming the field.
 func TestWirePollingProducerErrors(t *testing.T) {
 	entry := func(flags byte, extra ...byte) []byte {
-		e := &enc{}
+		e := &enc{texts: testTexts}
 		off := e.frame(frameEntries)
 		e.iv(0)
 		e.uv(0)
@@ -649,7 +653,7 @@ func TestWirePollingProducerErrors(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeHello(e, &Hello{Version: ProtocolVersion, TimeBase: store.TimePollUS, ClockSource: "realtime"})
 	if _, err := decodeHello(e.b[5:]); err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Errorf("poll time base without a resolution: %v", err)
@@ -726,14 +730,14 @@ func TestDecodeEntriesFastAgrees(t *testing.T) {
 		{"unsized", plain[:100], nil, true},
 		{"strings and named actions", testEntries(300, 3), nil, false},
 	} {
-		e := &enc{}
+		e := &enc{texts: testTexts}
 		encodeEntriesSized(e, 3, 12345, c.ents, c.sizes)
 		p := e.b[5:]
 		dev, first, got, gotSizes, ok := decodeEntriesFast(p, nil, nil)
 		if ok != c.fast {
 			t.Fatalf("%s: fast decoder took it: %v, want %v", c.name, ok, c.fast)
 		}
-		wdev, wfirst, want, wantSizes, err := decodeEntriesCareful(p, nil, nil, nil)
+		wdev, wfirst, want, wantSizes, err := decodeEntriesCareful(p, nil, nil, nil, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -744,7 +748,7 @@ func TestDecodeEntriesFastAgrees(t *testing.T) {
 		for cut := 0; cut < len(p); cut += 1 + cut/8 {
 			for _, q := range [][]byte{p[:cut], damaged(p, cut)} {
 				_, _, a, _, errA := decodeEntriesSized(q, nil, nil)
-				_, _, b, _, errB := decodeEntriesCareful(q, nil, nil, nil)
+				_, _, b, _, errB := decodeEntriesCareful(q, nil, nil, nil, nil)
 				if fmt.Sprint(errA) != fmt.Sprint(errB) || errA == nil && !slices.Equal(a, b) {
 					t.Fatalf("%s, cut at %d: %v / %v", c.name, cut, errA, errB)
 				}
@@ -763,14 +767,14 @@ func damaged(p []byte, at int) []byte {
 // benchmark's pattern, by the decoder attach uses and by the careful one
 // alone (cpu-ns per entry).
 func BenchmarkDecodeEntries(b *testing.B) {
-	e := &enc{}
+	e := &enc{texts: testTexts}
 	encodeEntries(e, 0, 0, liveEntries(4096))
 	p := e.b[5:]
 	for _, c := range []struct {
 		name string
 		dec  func([]byte, []snapshot.TraceEntry, []int64) (int, uint64, []snapshot.TraceEntry, []int64, error)
 	}{{"attach", decodeEntriesSized}, {"careful", func(p []byte, out []snapshot.TraceEntry, sizes []int64) (int, uint64, []snapshot.TraceEntry, []int64, error) {
-		return decodeEntriesCareful(p, out, sizes, nil)
+		return decodeEntriesCareful(p, out, sizes, nil, nil)
 	}}} {
 		b.Run(c.name, func(b *testing.B) {
 			var out []snapshot.TraceEntry
@@ -784,5 +788,30 @@ func BenchmarkDecodeEntries(b *testing.B) {
 			}
 			b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N*4096), "cpu-ns/entry")
 		})
+	}
+}
+
+// TestEntryTextsCrossTheWire: an entry's strings, named by TextID in the
+// producer's table, arrive as the same strings in the client's table (its
+// own ids).
+func TestEntryTextsCrossTheWire(t *testing.T) {
+	ents := testEntries(20, 9)
+	e := &enc{texts: testTexts}
+	encodeEntries(e, 0, 0, ents)
+	mine := snapshot.NewTextTable()
+	mine.Intern("already here") // so the client's ids differ from the producer's
+	_, _, got, _, err := decodeEntriesNamed(e.b[5:], nil, nil, nil, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ents {
+		for _, f := range [][2]snapshot.TextID{{ents[i].CompileContext, got[i].CompileContext}, {ents[i].UserMetadata, got[i].UserMetadata}} {
+			if want, have := testTexts.Text(f[0]), mine.Text(f[1]); want != have {
+				t.Errorf("entry %d: %q arrived as %q", i, want, have)
+			}
+		}
+	}
+	if mine.Text(got[7].CompileContext) != "N/A" || mine.Text(got[9].UserMetadata) != "meta" {
+		t.Error("the test entries' strings did not arrive")
 	}
 }
