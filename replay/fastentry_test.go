@@ -13,10 +13,21 @@ import (
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
-// decodeBothWays decodes a pickle with fastEntry and with every entry the
-// general way; fast is how many entries fastEntry decoded.
-func decodeBothWays(data []byte, stream bool) (fastSnap, slowSnap *snapshot.Snapshot, fastErr, slowErr error, fast int) {
-	run := func(noFast bool) (*snapshot.Snapshot, error, int) {
+// bothWays is a pickle decoded with fastEntry and with every entry the
+// general way; n is how many entries fastEntry decoded.
+type bothWays struct {
+	fast, slow       *snapshot.Snapshot
+	fastErr, slowErr error
+	n                int
+}
+
+func decodeBothWays(data []byte, stream bool) bothWays {
+	type result struct {
+		snap *snapshot.Snapshot
+		n    int
+		err  error
+	}
+	run := func(noFast bool) result {
 		b := newBuilder()
 		b.stream = stream
 		in := newByteReader(bytes.NewReader(data), int64(len(data)), nil)
@@ -26,14 +37,13 @@ func decodeBothWays(data []byte, stream bool) (fastSnap, slowSnap *snapshot.Snap
 		b.memo = &d.memo
 		top, err := d.run()
 		if err != nil {
-			return nil, offsetError(d.opOff, err), d.fast.count
+			return result{nil, d.fast.count, offsetError(d.opOff, err)}
 		}
 		snap, _, err := b.finish(top)
-		return snap, err, d.fast.count
+		return result{snap, d.fast.count, err}
 	}
-	fastSnap, fastErr, fast = run(false)
-	slowSnap, slowErr, _ = run(true)
-	return
+	f, s := run(false), run(true)
+	return bothWays{fast: f.snap, slow: s.snap, fastErr: f.err, slowErr: s.err, n: f.n}
 }
 
 // sameDecode fails t unless both ways agree: the same model, or both an
@@ -41,10 +51,11 @@ func decodeBothWays(data []byte, stream bool) (fastSnap, slowSnap *snapshot.Snap
 // before its list takes it is the one case where only fastEntry refuses.
 func sameDecode(t *testing.T, name string, data []byte) int {
 	t.Helper()
-	fs, ss, fe, se, n := decodeBothWays(data, false)
+	r := decodeBothWays(data, false)
+	fe, se := r.fastErr, r.slowErr
 	switch {
 	case fe == nil && se == nil:
-		if !reflect.DeepEqual(fs, ss) {
+		if !reflect.DeepEqual(r.fast, r.slow) {
 			t.Errorf("%s: the fast and the general entry decoding give different models", name)
 		}
 	case fe != nil && se == nil:
@@ -54,7 +65,7 @@ func sameDecode(t *testing.T, name string, data []byte) int {
 	case fe == nil && se != nil:
 		t.Errorf("%s: only the general entry decoding fails: %v", name, se)
 	}
-	return n
+	return r.n
 }
 
 // TestFastEntriesMatchGeneral: every pickle the repository has, the
@@ -91,9 +102,9 @@ func TestFastEntriesMatchGeneral(t *testing.T) {
 		if n := sameDecode(t, shape, data); n < 18000 {
 			t.Errorf("%s: fastEntry took %d of 20,000 entries", shape, n)
 		}
-		fs, ss, fe, se, _ := decodeBothWays(data, true)
-		if fe != nil || se != nil || !reflect.DeepEqual(fs, ss) || !reflect.DeepEqual(fastAccs(t, data, false), fastAccs(t, data, true)) {
-			t.Errorf("%s streamed: the two ways differ (%v, %v)", shape, fe, se)
+		r := decodeBothWays(data, true)
+		if r.fastErr != nil || r.slowErr != nil || !reflect.DeepEqual(r.fast, r.slow) || !reflect.DeepEqual(fastAccs(t, data, false), fastAccs(t, data, true)) {
+			t.Errorf("%s streamed: the two ways differ (%v, %v)", shape, r.fastErr, r.slowErr)
 		}
 	}
 	// Odd but plain pickles, each written by Python in protocols 2 and 4.
