@@ -60,6 +60,22 @@ func (c *cursor) bytes(n int) ([]byte, bool) {
 	return s, true
 }
 
+// index consumes the memo index of a BINGET or LONG_BINGET (o).
+func (c *cursor) index(o byte) (uint64, bool) {
+	if o == opBinGet {
+		p, ok := c.bytes(1)
+		if !ok {
+			return 0, false
+		}
+		return uint64(p[0]), true
+	}
+	p, ok := c.bytes(4)
+	if !ok {
+		return 0, false
+	}
+	return uint64(binary.LittleEndian.Uint32(p)), true
+}
+
 // fastPut is a memo store fastEntry makes once the whole entry is read.
 type fastPut struct {
 	i   uint64
@@ -269,24 +285,9 @@ func (d *decoder) fastKey(c *cursor, o byte) *val {
 	if f.rewrites != d.memo.rewrites {
 		f.keys, f.rewrites = [64]fastKey{}, d.memo.rewrites
 	}
-	var i uint64
-	if o == opBinGet {
-		if c.p >= len(c.buf) {
-			return nil
-		}
-		i = uint64(c.buf[c.p])
-		c.p++
-	} else {
-		p, ok := c.bytes(4)
-		if !ok {
-			return nil
-		}
-		i = uint64(binary.LittleEndian.Uint32(p))
-	}
-	for j := range f.n {
-		if f.puts[j].i == i {
-			return nil // stored by this entry: not in the memo yet
-		}
+	i, ok := d.fastIndex(c, o)
+	if !ok {
+		return nil
 	}
 	k := &f.keys[i&63]
 	if k.ok && k.i == i {
@@ -304,27 +305,26 @@ func (d *decoder) fastKey(c *cursor, o byte) *val {
 // value it names (a kStack value for an interned frames list, in the
 // decoder's scratch), or nil when the general way must decide.
 func (d *decoder) fastRef(c *cursor, o byte) *val {
-	var i uint64
-	if o == opBinGet {
-		p, ok := c.bytes(1)
-		if !ok {
-			return nil
-		}
-		i = uint64(p[0])
-	} else {
-		p, ok := c.bytes(4)
-		if !ok {
-			return nil
-		}
-		i = uint64(binary.LittleEndian.Uint32(p))
+	if i, ok := d.fastIndex(c, o); ok {
+		return d.memoRef(i)
+	}
+	return nil
+}
+
+// fastIndex consumes a BINGET or LONG_BINGET argument; false for an index
+// this entry stores (not in the memo yet).
+func (d *decoder) fastIndex(c *cursor, o byte) (uint64, bool) {
+	i, ok := c.index(o)
+	if !ok {
+		return 0, false
 	}
 	f := &d.fast
 	for j := range f.n {
 		if f.puts[j].i == i {
-			return nil // stored by this entry: not in the memo yet
+			return 0, false
 		}
 	}
-	return d.memoRef(i)
+	return i, true
 }
 
 // memoRef returns the live memo value of index i, or nil.

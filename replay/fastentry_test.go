@@ -13,6 +13,19 @@ import (
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
+// testDecoder is a decoder of data set up as decodeFormat sets one up,
+// with every entry the general way when noFast.
+func testDecoder(data []byte, stream, noFast bool) *decoder {
+	b := newBuilder()
+	b.stream = stream
+	in := newByteReader(bytes.NewReader(data), int64(len(data)), nil)
+	b.offset, b.total = in.offset, int64(len(data))
+	b.setLimit(int64(len(data)))
+	d := &decoder{in: in, b: b, memo: newMemo(), noFast: noFast}
+	b.memo = &d.memo
+	return d
+}
+
 // bothWays is a pickle decoded with fastEntry and with every entry the
 // general way; n is how many entries fastEntry decoded.
 type bothWays struct {
@@ -28,18 +41,12 @@ func decodeBothWays(data []byte, stream bool) bothWays {
 		err  error
 	}
 	run := func(noFast bool) result {
-		b := newBuilder()
-		b.stream = stream
-		in := newByteReader(bytes.NewReader(data), int64(len(data)), nil)
-		b.offset, b.total = in.offset, int64(len(data))
-		b.setLimit(int64(len(data)))
-		d := &decoder{in: in, b: b, memo: newMemo(), noFast: noFast}
-		b.memo = &d.memo
+		d := testDecoder(data, stream, noFast)
 		top, err := d.run()
 		if err != nil {
 			return result{nil, d.fast.count, offsetError(d.opOff, err)}
 		}
-		snap, _, err := b.finish(top)
+		snap, _, err := d.b.finish(top)
 		return result{snap, d.fast.count, err}
 	}
 	f, s := run(false), run(true)
@@ -158,21 +165,15 @@ for name, tr in cases.items():
 // fastAccs decodes streamed and returns the per-device running figures.
 func fastAccs(t *testing.T, data []byte, noFast bool) []*traceAcc {
 	t.Helper()
-	b := newBuilder()
-	b.stream = true
-	in := newByteReader(bytes.NewReader(data), int64(len(data)), nil)
-	b.offset, b.total = in.offset, int64(len(data))
-	b.setLimit(int64(len(data)))
-	d := &decoder{in: in, b: b, memo: newMemo(), noFast: noFast}
-	b.memo = &d.memo
+	d := testDecoder(data, true, noFast)
 	top, err := d.run()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.finish(top); err != nil {
+	if _, _, err := d.b.finish(top); err != nil {
 		t.Fatal(err)
 	}
-	return b.accs
+	return d.b.accs
 }
 
 // FuzzFastEntries: on any input the fast and the general entry decoding
