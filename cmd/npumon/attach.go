@@ -208,7 +208,8 @@ type attachSummaryJSON struct {
 	Gaps             int   `json:"gaps,omitempty"`
 	Resyncs          int   `json:"resyncs,omitempty"`
 	TimeResolutionUS int64 `json:"time_resolution_us,omitempty"`
-	// Error is why the last connection ended or failed.
+	// Error is why the last connection ended or failed (while retrying
+	// after a connection that was up: why it ended, then the retry's error).
 	Error string `json:"error,omitempty"`
 }
 

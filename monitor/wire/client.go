@@ -186,6 +186,7 @@ func (c *Client) set(f func(*ClientStatus)) {
 // returns the last connection error, or ctx.Err().
 func (c *Client) Run(ctx context.Context) error {
 	backoff := c.opts.MinBackoff
+	var ended error // why the last connection that was up ended
 	for attempt := 0; ; attempt++ {
 		if attempt == 0 {
 			c.set(func(s *ClientStatus) { s.State = ConnConnecting })
@@ -197,7 +198,15 @@ func (c *Client) Run(ctx context.Context) error {
 			c.set(func(s *ClientStatus) { s.State = ConnClosed; s.Err = ctx.Err() })
 			return ctx.Err()
 		}
-		c.set(func(s *ClientStatus) { s.State = ConnDisconnected; s.Err = err })
+		shown := err
+		if connected {
+			ended = err
+		} else if ended != nil && err != nil {
+			// a retry's dial error alone ("no such file") would hide why
+			// the data stopped (a goodbye, a dropped connection)
+			shown = fmt.Errorf("%v; reconnecting: %w", ended, err)
+		}
+		c.set(func(s *ClientStatus) { s.State = ConnDisconnected; s.Err = shown })
 		var le *LimitError
 		var pe *PeerError
 		if c.opts.NoReconnect || errors.As(err, &le) || errors.As(err, &pe) {

@@ -369,6 +369,11 @@ func TestWireReconnect(t *testing.T) {
 	if err := cl.Status().Err; err == nil || !strings.Contains(err.Error(), "goodbye") {
 		t.Fatalf("disconnect reason %v", err)
 	}
+	// a failed retry keeps the goodbye in view
+	poll.Until(t, "a failed retry", func() bool { return cl.Status().Attempt >= 2 })
+	if err := cl.Status().Err; err == nil || !strings.Contains(err.Error(), "goodbye") || !strings.Contains(err.Error(), "reconnecting: ") {
+		t.Fatalf("after a failed retry the reason is %v", err)
+	}
 	srv2, err := Listen("unix", path, ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
