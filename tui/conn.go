@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,10 +14,15 @@ import (
 // (Options.ConnState): the state in the words of wire.ConnState, which
 // attach's headless JSON also uses, and a detail: the producer once
 // connected, the attempt while reconnecting, and while disconnected the
-// reason and when the next attempt is.
+// reason (a producer's goodbye, while retries fail too) and when the next
+// attempt is.
 func ClientConn(s wire.ClientStatus) (wire.ConnState, string) {
 	why := ""
-	if s.Err != nil { // the innermost cause: "connection refused", not the dial's whole story
+	var bye *wire.GoodbyeError
+	switch {
+	case errors.As(s.Err, &bye): // why the data stopped, not a retry's dial error
+		why = "producer said goodbye (" + bye.Reason + ")"
+	case s.Err != nil: // the innermost cause: "connection refused", not the dial's whole story
 		why = s.Err.Error()
 		if i := strings.IndexByte(why, '\n'); i >= 0 {
 			why = why[:i]

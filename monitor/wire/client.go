@@ -117,6 +117,12 @@ type LimitError struct{ What string }
 
 func (e *LimitError) Error() string { return "limit reached: " + e.What }
 
+// GoodbyeError is a connection the producer ended with a goodbye (its
+// reason: "finished", "stopping", …).
+type GoodbyeError struct{ Reason string }
+
+func (e *GoodbyeError) Error() string { return "producer said goodbye: " + e.Reason }
+
 // PeerError is a Unix socket whose peer is not the process asked for (or
 // whose directory is not safe); the client does not retry it.
 type PeerError struct{ Msg string }
@@ -204,7 +210,7 @@ func (c *Client) Run(ctx context.Context) error {
 		} else if ended != nil && err != nil {
 			// a retry's dial error alone ("no such file") would hide why
 			// the data stopped (a goodbye, a dropped connection)
-			shown = fmt.Errorf("%v; reconnecting: %w", ended, err)
+			shown = fmt.Errorf("%w; reconnecting: %w", ended, err)
 		}
 		c.set(func(s *ClientStatus) { s.State = ConnDisconnected; s.Err = shown })
 		var le *LimitError
@@ -506,7 +512,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			}
 		case frameBye:
 			reason, _ := decodeBye(p)
-			return true, fmt.Errorf("producer said goodbye: %s", reason)
+			return true, &GoodbyeError{Reason: reason}
 		default:
 			return haveSnap, fmt.Errorf("protocol error: unknown frame type %d", typ)
 		}
