@@ -21,7 +21,7 @@ func ClientConn(s wire.ClientStatus) (wire.ConnState, string) {
 	var bye *wire.GoodbyeError
 	switch {
 	case errors.As(s.Err, &bye): // why the data stopped, not a retry's dial error
-		why = "producer said goodbye (" + bye.Reason + ")"
+		why = "goodbye: " + bye.Reason
 	case s.Err != nil: // the innermost cause: "connection refused", not the dial's whole story
 		why = s.Err.Error()
 		if i := strings.IndexByte(why, '\n'); i >= 0 {

@@ -33,7 +33,7 @@ func TestClientConn(t *testing.T) {
 		{wire.ClientStatus{State: wire.ConnClosed}, wire.ConnClosed, ""},
 		// after a goodbye the retries' dial errors do not hide it
 		{wire.ClientStatus{State: wire.ConnDisconnected, Err: fmt.Errorf("%w; reconnecting: %w", &wire.GoodbyeError{Reason: "finished"}, refused),
-			Backoff: 2 * time.Second}, wire.ConnDisconnected, "· reconnecting in 2s · producer said goodbye (finished)"},
+			Backoff: 2 * time.Second}, wire.ConnDisconnected, "· reconnecting in 2s · goodbye: finished"},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			state, detail := ClientConn(c.s)
