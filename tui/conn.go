@@ -45,8 +45,7 @@ func ClientConn(s wire.ClientStatus) (wire.ConnState, string) {
 		return s.State, fmt.Sprintf("attempt %d", s.Attempt)
 	case wire.ConnDisconnected:
 		if s.Backoff > 0 {
-			// the reason first: a narrow header cuts from the right
-			return s.State, fmt.Sprintf("· %s · reconnecting in %s", why, s.Backoff.Round(100*time.Millisecond))
+			return s.State, fmt.Sprintf("· reconnecting in %s · %s", s.Backoff.Round(100*time.Millisecond), why)
 		}
 	}
 	return s.State, why

@@ -28,12 +28,12 @@ func TestClientConn(t *testing.T) {
 			TimeBase: store.TimePollUS, Resolution: 500 * time.Millisecond}}, wire.ConnConnected, "pid 42@node1 · times ≈500ms"},
 		{wire.ClientStatus{State: wire.ConnConnecting}, wire.ConnConnecting, ""},
 		{wire.ClientStatus{State: wire.ConnReconnecting, Attempt: 3}, wire.ConnReconnecting, "attempt 3"},
-		{wire.ClientStatus{State: wire.ConnDisconnected, Err: refused, Backoff: 1234 * time.Millisecond}, wire.ConnDisconnected, "· connection refused · reconnecting in 1.2s"},
+		{wire.ClientStatus{State: wire.ConnDisconnected, Err: refused, Backoff: 1234 * time.Millisecond}, wire.ConnDisconnected, "· reconnecting in 1.2s · connection refused"},
 		{wire.ClientStatus{State: wire.ConnDisconnected, Err: refused}, wire.ConnDisconnected, "connection refused"},
 		{wire.ClientStatus{State: wire.ConnClosed}, wire.ConnClosed, ""},
 		// after a goodbye the retries' dial errors do not hide it
 		{wire.ClientStatus{State: wire.ConnDisconnected, Err: fmt.Errorf("%w; reconnecting: %w", &wire.GoodbyeError{Reason: "finished"}, refused),
-			Backoff: 2 * time.Second}, wire.ConnDisconnected, "· goodbye: finished · reconnecting in 2s"},
+			Backoff: 2 * time.Second}, wire.ConnDisconnected, "· reconnecting in 2s · goodbye: finished"},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			state, detail := ClientConn(c.s)
