@@ -72,3 +72,33 @@ func TestHeaderDroppedOfUnknownSize(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderKeepsConnectionReason: where the wide first line would cut a
+// disconnected client's retry time and reason off, the compact line shows
+// them; where it fits, the wide line stays.
+func TestHeaderKeepsConnectionReason(t *testing.T) {
+	detail := "· reconnecting in 1.6s · goodbye: producer closing"
+	for _, c := range []struct {
+		w    int
+		wide bool
+	}{{120, false}, {140, false}, {200, true}} {
+		t.Run(fmt.Sprint(c.w), func(t *testing.T) {
+			st := store.New(store.Options{})
+			if err := st.StartLive(smallSnapshot(true), nil); err != nil {
+				t.Fatal(err)
+			}
+			o := testOptions(st)
+			o.Live = true
+			o.ConnState = func() (wire.ConnState, string) { return wire.ConnDisconnected, detail }
+			m := newSized(t, o, c.w, 40)
+			m.Update(tickMsg(fixedNow))
+			line := strings.SplitN(m.View(), "\n", 2)[0]
+			if !strings.Contains(line, "disconnected "+detail) {
+				t.Errorf("%d columns: the header lacks the reason:\n%s", c.w, line)
+			}
+			if got := strings.HasPrefix(strings.TrimSpace(line), "npumon"); got != c.wide {
+				t.Errorf("%d columns: wide line %v, want %v:\n%s", c.w, got, c.wide, line)
+			}
+		})
+	}
+}

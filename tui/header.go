@@ -28,57 +28,11 @@ func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
 
 func (m *Model) headerLines() []string {
 	th := m.th
-	sep := th.Dim.Render("  " + th.G.VBar + "  ")
-	if m.w < 120 {
-		sep = th.Dim.Render(" " + th.G.VBar + " ")
-	}
-	name := m.sourceName()
-	if name == "" {
-		name = "(no source)"
-	}
-	wide := m.w >= 120
-	var l1 []string
-	if wide {
-		l1 = append(l1, th.Header.Render("npumon"))
-	}
-	nameAt := len(l1)
-	l1 = append(l1, name)
-	switch {
-	case m.hasData && m.dev < 0:
-		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)), th.Warn.Render("no allocator trace in this source"))
-	case m.hasData && m.n == 0:
-		l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Warn.Render("no trace entries in this file"))
-	case m.hasData:
-		if wide {
-			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, slices.Index(m.devices, m.dev)+1, len(m.devices)))
-			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
-		} else {
-			dev := fmt.Sprintf("dev %d", m.dev)
-			if len(m.devices) > 1 {
-				dev += fmt.Sprintf(" (%d of %d)", slices.Index(m.devices, m.dev)+1, len(m.devices))
-			}
-			l1 = append(l1, dev, th.Header.Render(m.timeFmt().clock(m.cursor)))
-		}
-	}
-	if m.hasData && m.base == store.TimeSequence {
-		l1 = append(l1, th.Warn.Render("no timestamps in this file"))
-	}
-	mode := th.Mode.Render(m.modeText())
-	if m.o.Live && !m.follow && m.hasData {
-		behind := m.n - m.sum.Applied
-		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.last-m.cursor), behind))
-	}
-	l1 = append(l1, mode)
-	if m.conn != wire.ConnNone {
-		c := m.conn.String()
-		if m.connNote != "" {
-			c += " " + m.connNote
-		}
-		if m.conn == wire.ConnConnected {
-			l1 = append(l1, th.Dim.Render(c))
-		} else {
-			l1 = append(l1, th.Warn.Render(c))
-		}
+	// The wide first line (from 120 columns) unless its fixed parts would
+	// not fit: then the compact one, so the connection's reason shows.
+	l1, nameAt, sep := m.headerLine1(m.w >= 120)
+	if m.w >= 120 && line1Width(l1, nameAt, sep, 12) > m.w {
+		l1, nameAt, sep = m.headerLine1(false)
 	}
 	var l2 string
 	switch {
@@ -152,14 +106,77 @@ func (m *Model) headerLines() []string {
 	}
 	// The source name gives way first, from the left: state, time and
 	// device always show.
-	rest := theme.Width(sep) * (len(l1) - 1)
-	for i, p := range l1 {
-		if i != nameAt {
-			rest += theme.Width(p)
+	l1[nameAt] = shortName(l1[nameAt], max(12, m.w-line1Width(l1, nameAt, sep, 0)))
+	return []string{strings.Join(l1, sep), l2}
+}
+
+// headerLine1 is the header's first line, wide or compact, as parts; the
+// source name is parts[nameAt], whole.
+func (m *Model) headerLine1(wide bool) (l1 []string, nameAt int, sep string) {
+	th := m.th
+	sep = th.Dim.Render("  " + th.G.VBar + "  ")
+	if !wide {
+		sep = th.Dim.Render(" " + th.G.VBar + " ")
+	}
+	name := m.sourceName()
+	if name == "" {
+		name = "(no source)"
+	}
+	if wide {
+		l1 = append(l1, th.Header.Render("npumon"))
+	}
+	nameAt = len(l1)
+	l1 = append(l1, name)
+	switch {
+	case m.hasData && m.dev < 0:
+		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)), th.Warn.Render("no allocator trace in this source"))
+	case m.hasData && m.n == 0:
+		l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Warn.Render("no trace entries in this file"))
+	case m.hasData:
+		if wide {
+			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, slices.Index(m.devices, m.dev)+1, len(m.devices)))
+			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
+		} else {
+			dev := fmt.Sprintf("dev %d", m.dev)
+			if len(m.devices) > 1 {
+				dev += fmt.Sprintf(" (%d of %d)", slices.Index(m.devices, m.dev)+1, len(m.devices))
+			}
+			l1 = append(l1, dev, th.Header.Render(m.timeFmt().clock(m.cursor)))
 		}
 	}
-	l1[nameAt] = shortName(name, max(12, m.w-rest))
-	return []string{strings.Join(l1, sep), l2}
+	if m.hasData && m.base == store.TimeSequence {
+		l1 = append(l1, th.Warn.Render("no timestamps in this file"))
+	}
+	mode := th.Mode.Render(m.modeText())
+	if m.o.Live && !m.follow && m.hasData {
+		behind := m.n - m.sum.Applied
+		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.last-m.cursor), behind))
+	}
+	l1 = append(l1, mode)
+	if m.conn != wire.ConnNone {
+		c := m.conn.String()
+		if m.connNote != "" {
+			c += " " + m.connNote
+		}
+		if m.conn == wire.ConnConnected {
+			l1 = append(l1, th.Dim.Render(c))
+		} else {
+			l1 = append(l1, th.Warn.Render(c))
+		}
+	}
+	return l1, nameAt, sep
+}
+
+// line1Width is the width of l1 joined by sep with its name part counted
+// as nameWidth columns.
+func line1Width(l1 []string, nameAt int, sep string, nameWidth int) int {
+	w := theme.Width(sep)*(len(l1)-1) + nameWidth
+	for i, p := range l1 {
+		if i != nameAt {
+			w += theme.Width(p)
+		}
+	}
+	return w
 }
 
 // entryText is the header's position: the index of the last entry applied
