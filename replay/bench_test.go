@@ -2,38 +2,20 @@ package replay
 
 import (
 	"os"
-	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/npumon/npumon/testdata/benchcpu"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
-// benchFiles are the generated 1,000,000-entry snapshots (make bench-data):
-// "distinct" is shaped like real dumps (a frames list object per
-// allocation), "shared" refers to 400 shared stack lists.
-var benchFiles = []struct{ name, path string }{
-	{"distinct", "../testdata/bench/snapshot_1m_distinct.pickle"},
-	{"shared", "../testdata/bench/snapshot_1m.pickle"},
-}
-
-// eachBenchFile runs fn as a sub-benchmark per generated file, reporting
-// the file's size per op and allocations; a missing file skips its case.
+// eachBenchFile runs fn per generated 1M-entry snapshot
+// (benchcpu.EachSnapshot1M), reporting its CPU per op.
 func eachBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
-	for _, f := range benchFiles {
-		b.Run(f.name, func(b *testing.B) {
-			fi, err := os.Stat(f.path)
-			if err != nil {
-				b.Skip("run make bench-data first")
-			}
-			b.SetBytes(fi.Size())
-			b.ReportAllocs()
-			c0 := benchcpu.Now()
-			fn(b, f.path)
-			b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
-		})
-	}
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
+		c0 := benchcpu.Now()
+		fn(b, path)
+		b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
 }
 
 // BenchmarkDecodeFixture decodes the newest real fixture (495 KB, 5163 entries).
@@ -94,16 +76,7 @@ func BenchmarkStatsFile1M(b *testing.B) {
 // pickle.load of the same file in a child process (interpreter start-up
 // included, as for `npumon stats`).
 func BenchmarkPythonPickleLoad1M(b *testing.B) {
-	py := fixture.Tool(b, "python3", "python3")
 	eachBenchFile(b, func(b *testing.B, path string) {
-		var cpu time.Duration
-		for b.Loop() {
-			cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", path)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("%v: %s", err, out)
-			}
-			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		}
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "child-cpu-ns/op")
+		b.ReportMetric(float64(benchcpu.PythonPickleLoad(b, path).Nanoseconds()), "child-cpu-ns/op")
 	})
 }

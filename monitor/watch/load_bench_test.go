@@ -3,39 +3,13 @@ package watch
 import (
 	"context"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/benchcpu"
-	"github.com/npumon/npumon/testdata/fixture"
 )
-
-// loadBenchFiles are the generated snapshots `make bench-data` writes:
-// "distinct" is shaped like real dumps (a frames list object per
-// allocation), "shared" refers to 400 shared stack lists.
-var loadBenchFiles = []struct{ name, path string }{
-	{"distinct", "../../testdata/bench/snapshot_1m_distinct.pickle"},
-	{"shared", "../../testdata/bench/snapshot_1m.pickle"},
-}
-
-func eachLoadBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
-	for _, f := range loadBenchFiles {
-		b.Run(f.name, func(b *testing.B) {
-			fi, err := os.Stat(f.path)
-			if err != nil {
-				b.Skip("run make bench-data first")
-			}
-			b.SetBytes(fi.Size())
-			b.ReportAllocs()
-			fn(b, f.path)
-		})
-	}
-}
 
 // BenchmarkLoadSnapshot1M is what `npumon replay` does before its first
 // full frame: Load (decode + Store ingest + ops) of a generated
@@ -43,7 +17,7 @@ func eachLoadBenchFile(b *testing.B, fn func(b *testing.B, path string)) {
 // wall time, and the heap in use once loaded (capture and Store kept, as
 // replay keeps them) as live-B.
 func BenchmarkLoadSnapshot1M(b *testing.B) {
-	eachLoadBenchFile(b, func(b *testing.B, path string) {
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
 		c0 := benchcpu.Now()
 		var st *store.Store
 		var capt *replay.Capture
@@ -71,7 +45,7 @@ func BenchmarkLoadSnapshot1M(b *testing.B) {
 // BenchmarkLoadSnapshotDecode1M is the decoding share of LoadSnapshot1M
 // (the full model, as replay needs it).
 func BenchmarkLoadSnapshotDecode1M(b *testing.B) {
-	eachLoadBenchFile(b, func(b *testing.B, path string) {
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
 		c0 := benchcpu.Now()
 		for b.Loop() {
 			if _, err := replay.DecodeFile(path, replay.Options{}); err != nil {
@@ -85,7 +59,7 @@ func BenchmarkLoadSnapshotDecode1M(b *testing.B) {
 // BenchmarkLoadSnapshotIngest1M is the Store's share: IngestSnapshot of a
 // capture decoded once outside the timer.
 func BenchmarkLoadSnapshotIngest1M(b *testing.B) {
-	eachLoadBenchFile(b, func(b *testing.B, path string) {
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
 		c, err := replay.DecodeFile(path, replay.Options{})
 		if err != nil {
 			b.Fatal(err)
@@ -106,17 +80,8 @@ func BenchmarkLoadSnapshotIngest1M(b *testing.B) {
 // pickle.load of the same file in a child process (interpreter start-up
 // included, as for `npumon replay`).
 func BenchmarkLoadPythonPickleLoad1M(b *testing.B) {
-	py := fixture.Tool(b, "python3", "python3")
-	eachLoadBenchFile(b, func(b *testing.B, path string) {
-		var cpu time.Duration
-		for b.Loop() {
-			cmd := exec.Command(py, "-c", "import pickle,sys\nwith open(sys.argv[1],'rb') as f: pickle.load(f)", path)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("%v: %s", err, out)
-			}
-			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		}
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op") // the child's
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
+		b.ReportMetric(float64(benchcpu.PythonPickleLoad(b, path).Nanoseconds()), "cpu-ns/op") // the child's
 	})
 }
 
@@ -124,7 +89,7 @@ func BenchmarkLoadPythonPickleLoad1M(b *testing.B) {
 // Store Load built from a generated file (its checkpoints are as
 // ingest spaced them).
 func BenchmarkLoadedStateAt1M(b *testing.B) {
-	eachLoadBenchFile(b, func(b *testing.B, path string) {
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
 		st := store.New(store.Options{})
 		if _, err := Load(context.Background(), path, st, LoadOptions{}); err != nil {
 			b.Fatal(err)
