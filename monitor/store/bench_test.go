@@ -229,10 +229,14 @@ func BenchmarkStoreSummary(b *testing.B) {
 }
 
 // BenchmarkStoreAppend: live appends in batches of 256 entries.
-func BenchmarkStoreAppend(b *testing.B) {
+func BenchmarkStoreAppend(b *testing.B) { benchAppend(b, Options{}) }
+
+// benchAppend appends the generated trace to a live Store of opts in
+// batches of 256 entries, round and round.
+func benchAppend(b *testing.B, opts Options) {
 	snap, _ := benchStore(b)
 	tr := snap.DeviceTraces[0]
-	st := New(Options{})
+	st := New(opts)
 	tl, _ := replay.NewTimeline(snap, 0)
 	st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil)
 	b.ResetTimer()
@@ -328,17 +332,5 @@ func BenchmarkStoreCursorStep(b *testing.B) {
 // BenchmarkStoreAppendRetained is StoreAppend with a retention window of
 // 65,536 entries: every 4,096 entries a chunk is thinned.
 func BenchmarkStoreAppendRetained(b *testing.B) {
-	snap, _ := benchStore(b)
-	tr := snap.DeviceTraces[0]
-	st := New(Options{Retain: Retention{Entries: 1 << 16}})
-	tl, _ := replay.NewTimeline(snap, 0)
-	st.StartLive(&snapshot.Snapshot{Segments: tl.Initial}, nil)
-	b.ResetTimer()
-	c0 := benchcpu.Now()
-	for i := 0; i < b.N; i += 256 {
-		j := i % (len(tr) - 256)
-		st.Append(0, tr[j:j+min(256, b.N-i)])
-	}
-	benchcpu.Report(b, c0, float64(b.N), "entries/cpu-s")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+	benchAppend(b, Options{Retain: Retention{Entries: 1 << 16}})
 }
