@@ -158,17 +158,7 @@ func TestWireEndToEnd(t *testing.T) {
 
 // A client that stops reading gets GAP records; Publish never waits for it.
 func TestWireSlowClientGetsGaps(t *testing.T) {
-	path := wiretest.ShortSock(t)
-	srv, err := Listen("unix", path, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour, SocketBuffer: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	srv, conn, _ := serveAndDial(t, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour, SocketBuffer: -1})
 	fr := &frameReader{r: conn}
 	for _, want := range []byte{frameHello, frameSnapshot} {
 		if typ, _, err := fr.next(); err != nil || typ != want {
@@ -317,16 +307,7 @@ func TestWireGarbageIntoClient(t *testing.T) {
 
 // Garbage into the server: that connection is dropped, others continue.
 func TestWireGarbageIntoServer(t *testing.T) {
-	path := wiretest.ShortSock(t)
-	srv, err := Listen("unix", path, ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	bad, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, bad, path := serveAndDial(t, ServerOptions{})
 	bad.Write([]byte("\x00\x00\x00\x10garbage garbage garbage"))
 	bad.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1<<16)
@@ -668,22 +649,12 @@ func TestWirePollingProducerErrors(t *testing.T) {
 // A server without Snapshot sends a client every entry published after it
 // connected, those published while its HELLO was being prepared too.
 func TestWireNoSnapshotKeepsEarlyEntries(t *testing.T) {
-	path := wiretest.ShortSock(t)
 	registered, published := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, Peaks: func() []DevicePeak {
+	srv, conn, _ := serveAndDial(t, ServerOptions{Heartbeat: time.Hour, Peaks: func() []DevicePeak {
 		once.Do(func() { close(registered); <-published })
 		return nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	conn, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	<-registered
 	ents := testEntries(3, 1)
 	srv.Publish(0, ents)
@@ -819,4 +790,22 @@ func TestEntryTextsCrossTheWire(t *testing.T) {
 	if mine.Text(got[7].CompileContext) != "N/A" || mine.Text(got[9].UserMetadata) != "meta" {
 		t.Error("the test entries' strings did not arrive")
 	}
+}
+
+// serveAndDial starts a Server with opts on a fresh socket and connects a
+// raw connection to it; both close when the test ends.
+func serveAndDial(t *testing.T, opts ServerOptions) (*Server, net.Conn, string) {
+	t.Helper()
+	path := wiretest.ShortSock(t)
+	srv, err := Listen("unix", path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, conn, path
 }
