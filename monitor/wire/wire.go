@@ -628,30 +628,16 @@ func decodeSnapshot(p []byte) ([]snapshot.Segment, map[int]uint64, error) {
 	return segs, resume, d.done()
 }
 
-// decodeEntries decodes an ENTRIES frame, appending to out.
-func decodeEntries(p []byte, out []snapshot.TraceEntry) (device int, first uint64, _ []snapshot.TraceEntry, _ error) {
-	device, first, out, _, err := decodeEntriesSized(p, out, nil)
-	return device, first, out, err
-}
-
-// decodeEntriesSized is decodeEntries that also appends, per entry, its
-// block_size (0 when the producer did not send one) to sizes.
-func decodeEntriesSized(p []byte, out []snapshot.TraceEntry, sizes []int64) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+// decodeEntriesNamed decodes an ENTRIES frame, appending its entries to out
+// and, per entry, its block_size (0 when the producer did not send one) to
+// sizes; unknown actions are registered in actions (nil: they decode as
+// ActionOther) and the entries' strings in texts (nil: they are dropped).
+func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable, texts *snapshot.TextTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
 	if dev, fst, o, sz, ok := decodeEntriesFast(p, out, sizes); ok {
 		return dev, fst, o, sz, nil
 	}
 	// anything unusual (an error, an action by name, strings): the careful
 	// decoder, which names the field and offset of an error
-	return decodeEntriesCareful(p, out, sizes, nil, nil)
-}
-
-// decodeEntriesNamed is decodeEntriesSized registering unknown actions in
-// actions (nil: they decode as ActionOther) and the entries' strings in
-// texts (nil: they are dropped).
-func decodeEntriesNamed(p []byte, out []snapshot.TraceEntry, sizes []int64, actions *snapshot.ActionTable, texts *snapshot.TextTable) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
-	if dev, fst, o, sz, ok := decodeEntriesFast(p, out, sizes); ok {
-		return dev, fst, o, sz, nil
-	}
 	return decodeEntriesCareful(p, out, sizes, actions, texts)
 }
 

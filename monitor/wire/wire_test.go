@@ -809,3 +809,15 @@ func serveAndDial(t *testing.T, opts ServerOptions) (*Server, net.Conn, string) 
 	t.Cleanup(func() { conn.Close() })
 	return srv, conn, path
 }
+
+// decodeEntries decodes an ENTRIES frame as attach does, without tables
+// (unknown actions are ActionOther, strings dropped), appending to out.
+func decodeEntries(p []byte, out []snapshot.TraceEntry) (device int, first uint64, _ []snapshot.TraceEntry, _ error) {
+	device, first, out, _, err := decodeEntriesSized(p, out, nil)
+	return device, first, out, err
+}
+
+// decodeEntriesSized is decodeEntries that also appends the block sizes.
+func decodeEntriesSized(p []byte, out []snapshot.TraceEntry, sizes []int64) (device int, first uint64, _ []snapshot.TraceEntry, _ []int64, _ error) {
+	return decodeEntriesNamed(p, out, sizes, nil, nil)
+}
