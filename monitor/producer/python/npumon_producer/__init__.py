@@ -544,6 +544,7 @@ class Producer:
         self._used = set()  # devices the job has memory on: the only ones asked for HBM figures
         self._clients = []
         self._mem = None
+        self._npu = None  # the device module (torch_npu.npu or torch.cuda) once found
         self._time_base = wire.TIME_POLL_US
         self._devinfo = []
         self._settings = None
@@ -957,11 +958,17 @@ class Producer:
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         c = _Client(self, conn, self.queue)
         with self._mu:
+            if self._listener is None:  # shut down while this one was accepted: nothing to serve
+                conn.close()
+                return
             b = self._hello()
             self._state(b, {})
             c.q.append((bytes(b), 0))
+            # started before anyone can see it: _shutdown joins the writers of
+            # the clients it finds, so that the job does not exit (killing the
+            # daemon threads) before they have sent what they hold and BYE
+            c.thread.start()
             self._clients.append(c)
-        c.thread.start()
         # a client never sends anything: bytes or EOF end its session
         threading.Thread(target=self._watch, args=(c,), name="npumon-producer-watch", daemon=True).start()
 

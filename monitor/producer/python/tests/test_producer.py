@@ -207,6 +207,63 @@ class TestSocketPath(unittest.TestCase):
                 succ._shutdown(1)
             self.assertFalse(os.path.exists(path))
 
+    def test_client_joining_as_the_job_stops_gets_its_goodbye(self):
+        """A client that joins while the job stops is sent its state and
+        BYE before stop() returns: the job exits right after, taking the
+        daemon writer threads with it. Its writer thread here starts
+        slowly, so that stop() comes while the client joins."""
+
+        class Idle:  # an allocator with nothing in it
+            def _record_memory_history(self, **kw):
+                pass
+
+            def _snapshot(self):
+                return {"segments": [], "device_traces": []}
+
+        class SlowStart(threading.Thread):
+            def start(self):
+                time.sleep(0.2)
+                super().start()
+
+        class SlowClient(p._Client):
+            def __init__(self, *a):
+                super().__init__(*a)
+                self.thread = SlowStart(target=self._run, daemon=True)
+
+        orig, p._Client = p._Client, SlowClient
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s.sock")
+            prod = p.Producer(interval=3600, address="unix:" + path)
+            prod._find_backend = lambda: Idle()
+            try:
+                prod.start()
+                deadline = time.monotonic() + 20
+                while not prod.stats()["serving"]:
+                    self.assertEqual(prod.errors, 0)
+                    self.assertLess(time.monotonic(), deadline, "the producer never served")
+                    time.sleep(0.002)
+                c = socket.socket(socket.AF_UNIX)
+                c.connect(path)
+                time.sleep(0.05)  # the producer is in the middle of its join
+                prod.stop(timeout=20)
+            finally:
+                p._Client = orig
+            self.assertEqual(prod.errors, 0)
+            c.setblocking(False)  # all of it is here already, or it never will be
+            got = bytearray()
+            while True:
+                try:
+                    chunk = c.recv(1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                got += chunk
+            c.close()
+            bye = bytearray()
+            wire.bye(bye, "producer exiting")
+            self.assertTrue(got.endswith(bye), "the client got %d bytes without BYE" % len(got))
+
     def test_socket_dir_must_be_ours_0700(self):
         with tempfile.TemporaryDirectory() as base:
             good = os.path.join(base, "new")
