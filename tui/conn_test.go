@@ -9,6 +9,7 @@ import (
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
+	"github.com/npumon/npumon/tui/theme"
 )
 
 // TestClientConn: each client state reads as the header shows it, in the
@@ -75,13 +76,15 @@ func TestHeaderDroppedOfUnknownSize(t *testing.T) {
 
 // TestHeaderKeepsConnectionReason: where the wide first line would cut a
 // disconnected client's retry time and reason off, the compact line shows
-// them; where it fits, the wide line stays.
+// them; where it fits, the wide line stays; where even the compact line
+// cannot hold them (80 and 100 columns), the header keeps the state word
+// and the hint line at the bottom shows the reason whole.
 func TestHeaderKeepsConnectionReason(t *testing.T) {
 	detail := "· reconnecting in 1.6s · goodbye: producer closing"
 	for _, c := range []struct {
-		w    int
-		wide bool
-	}{{120, false}, {140, false}, {200, true}} {
+		w           int
+		wide, below bool
+	}{{80, false, true}, {100, false, true}, {120, false, false}, {140, false, false}, {200, true, false}} {
 		t.Run(fmt.Sprint(c.w), func(t *testing.T) {
 			st := store.New(store.Options{})
 			if err := st.StartLive(smallSnapshot(true), nil); err != nil {
@@ -90,14 +93,27 @@ func TestHeaderKeepsConnectionReason(t *testing.T) {
 			o := testOptions(st)
 			o.Live = true
 			o.ConnState = func() (wire.ConnState, string) { return wire.ConnDisconnected, detail }
-			m := newSized(t, o, c.w, 40)
+			m := newSized(t, o, c.w, 24)
 			m.Update(tickMsg(fixedNow))
-			line := strings.SplitN(m.View(), "\n", 2)[0]
-			if !strings.Contains(line, "disconnected "+detail) {
-				t.Errorf("%d columns: the header lacks the reason:\n%s", c.w, line)
+			lines := strings.Split(m.View(), "\n")
+			top, bottom := lines[0], lines[len(lines)-1]
+			whole := "disconnected " + detail
+			if c.below {
+				if strings.Contains(top, detail[:6]) || !strings.Contains(top, "disconnected") || !strings.Contains(bottom, whole) {
+					t.Errorf("%d columns: want the state on top and the reason below:\n%s\n…\n%s", c.w, top, bottom)
+				}
+				for _, l := range []string{top, bottom} {
+					if theme.Width(l) > c.w {
+						t.Errorf("%d columns: a line of %d:\n%s", c.w, theme.Width(l), l)
+					}
+				}
+				return
 			}
-			if got := strings.HasPrefix(strings.TrimSpace(line), "npumon"); got != c.wide {
-				t.Errorf("%d columns: wide line %v, want %v:\n%s", c.w, got, c.wide, line)
+			if !strings.Contains(top, whole) || strings.Contains(bottom, whole) {
+				t.Errorf("%d columns: the header lacks the reason (or the hint line repeats it):\n%s\n…\n%s", c.w, top, bottom)
+			}
+			if got := strings.HasPrefix(strings.TrimSpace(top), "npumon"); got != c.wide {
+				t.Errorf("%d columns: wide line %v, want %v:\n%s", c.w, got, c.wide, top)
 			}
 		})
 	}

@@ -28,12 +28,7 @@ func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
 
 func (m *Model) headerLines() []string {
 	th := m.th
-	// The wide first line (from 120 columns) unless its fixed parts would
-	// not fit: then the compact one, so the connection's reason shows.
-	l1, nameAt, sep := m.headerLine1(m.w >= 120)
-	if m.w >= 120 && line1Width(l1, nameAt, sep, 12) > m.w {
-		l1, nameAt, sep = m.headerLine1(false)
-	}
+	l1, nameAt, sep, _ := m.line1()
 	var l2 string
 	switch {
 	case m.loading:
@@ -110,9 +105,34 @@ func (m *Model) headerLines() []string {
 	return []string{strings.Join(l1, sep), l2}
 }
 
-// headerLine1 is the header's first line, wide or compact, as parts; the
-// source name is parts[nameAt], whole.
-func (m *Model) headerLine1(wide bool) (l1 []string, nameAt int, sep string) {
+// line1 is the header's first line as parts: the wide form (from 120
+// columns) unless its fixed parts would not fit, then the compact one, so
+// the connection's note shows. Where even that cannot hold the note of a
+// client that is not connected (why, and when it retries), the line keeps
+// the state word and noteBelow says the hint line carries the note.
+func (m *Model) line1() (l1 []string, nameAt int, sep string, noteBelow bool) {
+	l1, nameAt, sep = m.headerLine1(m.w >= 120, true)
+	if m.w >= 120 && line1Width(l1, nameAt, sep, 12) > m.w {
+		l1, nameAt, sep = m.headerLine1(false, true)
+	}
+	if m.conn != wire.ConnNone && m.conn != wire.ConnConnected && m.connNote != "" && line1Width(l1, nameAt, sep, 12) > m.w {
+		l1, nameAt, sep = m.headerLine1(false, false)
+		noteBelow = true
+	}
+	return l1, nameAt, sep, noteBelow
+}
+
+// connText is the connection's state and note, as the header shows them.
+func (m *Model) connText() string {
+	if m.connNote == "" {
+		return m.conn.String()
+	}
+	return m.conn.String() + " " + m.connNote
+}
+
+// headerLine1 is the header's first line, wide or compact, with or without
+// the connection's note, as parts; the source name is parts[nameAt], whole.
+func (m *Model) headerLine1(wide, note bool) (l1 []string, nameAt int, sep string) {
 	th := m.th
 	sep = th.Dim.Render("  " + th.G.VBar + "  ")
 	if !wide {
@@ -155,8 +175,8 @@ func (m *Model) headerLine1(wide bool) (l1 []string, nameAt int, sep string) {
 	l1 = append(l1, mode)
 	if m.conn != wire.ConnNone {
 		c := m.conn.String()
-		if m.connNote != "" {
-			c += " " + m.connNote
+		if note {
+			c = m.connText()
 		}
 		if m.conn == wire.ConnConnected {
 			l1 = append(l1, th.Dim.Render(c))

@@ -35,6 +35,9 @@ func (m *Model) hintLine() string {
 	case screenView:
 		return th.Hint.Render(m.viewHint())
 	}
+	if _, _, _, below := m.line1(); below { // a narrow header has no room for why
+		return th.Warn.Render(m.connText()) + th.Hint.Render(" · ? help")
+	}
 	hl := m.help
 	hl.Width = m.w
 	short := m.keys.ShortHelp()
