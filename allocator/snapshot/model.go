@@ -8,6 +8,7 @@ package snapshot
 
 import (
 	"encoding/binary"
+	"math"
 	"strings"
 	"sync"
 )
@@ -88,13 +89,11 @@ func (a Action) String() string {
 // *ActionTable knows the known actions only (Parse gives ActionOther for
 // any other name). It is safe for concurrent use.
 type ActionTable struct {
-	mu    sync.RWMutex
-	names []string // codes numKnownActions.. ; index = code − numKnownActions
-	index map[string]Action
+	names interner // the registered names: code numKnownActions+i is names' i
 }
 
 // NewActionTable returns a table that knows only the known actions.
-func NewActionTable() *ActionTable { return &ActionTable{index: map[string]Action{}} }
+func NewActionTable() *ActionTable { return &ActionTable{} }
 
 // Parse returns the Action for a serialized action string, registering an
 // unknown name (up to a cap; beyond it ActionOther).
@@ -105,25 +104,10 @@ func (t *ActionTable) Parse(s string) Action {
 	if t == nil || s == "other" { // "other": what Name gives ActionOther
 		return ActionOther
 	}
-	t.mu.RLock()
-	a, ok := t.index[s]
-	t.mu.RUnlock()
-	if ok {
-		return a
+	if i, ok := t.names.intern(s, maxActions-int(numKnownActions)); ok {
+		return numKnownActions + Action(i)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if a, ok := t.index[s]; ok {
-		return a
-	}
-	if int(numKnownActions)+len(t.names) >= maxActions {
-		return ActionOther
-	}
-	a = numKnownActions + Action(len(t.names))
-	s = strings.Clone(s)
-	t.names = append(t.names, s)
-	t.index[s] = a
-	return a
+	return ActionOther
 }
 
 // Name returns the action as it was serialized: torch's name for a known
@@ -132,10 +116,8 @@ func (t *ActionTable) Name(a Action) string {
 	if a < numKnownActions || t == nil || a == ActionOther {
 		return a.String()
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if i := int(a - numKnownActions); i < len(t.names) {
-		return t.names[i]
+	if s, ok := t.names.name(uint32(a - numKnownActions)); ok {
+		return s
 	}
 	return "other"
 }
@@ -145,9 +127,7 @@ func (t *ActionTable) Len() int {
 	if t == nil {
 		return 0
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.names)
+	return t.names.len()
 }
 
 // Known reports whether the action is one the model gives meaning to.
@@ -397,15 +377,11 @@ const NoText TextID = 0
 // an ActionTable. A nil *TextTable holds only "". It is safe for
 // concurrent use.
 type TextTable struct {
-	mu    sync.RWMutex
-	texts []string // index = TextID; texts[NoText] = ""
-	index map[string]TextID
+	texts interner // the strings but "": TextID i+1 is texts' i
 }
 
 // NewTextTable returns a table holding only "".
-func NewTextTable() *TextTable {
-	return &TextTable{texts: []string{""}, index: map[string]TextID{}}
-}
+func NewTextTable() *TextTable { return &TextTable{} }
 
 // Intern returns the id of s, adding a copy when new; "" is NoText, as is
 // every string for a nil table (it keeps none).
@@ -413,22 +389,8 @@ func (t *TextTable) Intern(s string) TextID {
 	if s == "" || t == nil {
 		return NoText
 	}
-	t.mu.RLock()
-	id, ok := t.index[s]
-	t.mu.RUnlock()
-	if ok {
-		return id
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if id, ok := t.index[s]; ok {
-		return id
-	}
-	id = TextID(len(t.texts))
-	s = strings.Clone(s)
-	t.texts = append(t.texts, s)
-	t.index[s] = id
-	return id
+	i, _ := t.texts.intern(s, math.MaxUint32-1)
+	return TextID(i + 1)
 }
 
 // Text returns the string of id; "" for NoText, a nil table or an id it
@@ -437,12 +399,8 @@ func (t *TextTable) Text(id TextID) string {
 	if t == nil || id == NoText {
 		return ""
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if int(id) < len(t.texts) {
-		return t.texts[id]
-	}
-	return ""
+	s, _ := t.texts.name(uint32(id - 1))
+	return s
 }
 
 // Len returns the number of strings, "" included.
@@ -450,9 +408,58 @@ func (t *TextTable) Len() int {
 	if t == nil {
 		return 1
 	}
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.texts)
+	return t.texts.len() + 1
+}
+
+// interner numbers strings in the order they come: the concurrent core of
+// ActionTable and TextTable. The zero value is an empty interner.
+type interner struct {
+	mu    sync.RWMutex
+	names []string
+	index map[string]uint32
+}
+
+// intern returns s's number, adding a copy of s when it is new and fewer
+// than limit strings are held (false when it is not and cannot be).
+func (in *interner) intern(s string, limit int) (uint32, bool) {
+	in.mu.RLock()
+	i, ok := in.index[s]
+	in.mu.RUnlock()
+	if ok {
+		return i, true
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if i, ok := in.index[s]; ok {
+		return i, true
+	}
+	if len(in.names) >= limit {
+		return 0, false
+	}
+	if in.index == nil {
+		in.index = map[string]uint32{}
+	}
+	i = uint32(len(in.names))
+	s = strings.Clone(s)
+	in.names = append(in.names, s)
+	in.index[s] = i
+	return i, true
+}
+
+// name returns the string numbered i, false when there is none.
+func (in *interner) name(i uint32) (string, bool) {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	if int64(i) < int64(len(in.names)) {
+		return in.names[i], true
+	}
+	return "", false
+}
+
+func (in *interner) len() int {
+	in.mu.RLock()
+	defer in.mu.RUnlock()
+	return len(in.names)
 }
 
 // StackTable interns stacks so identical frame lists share one StackID.

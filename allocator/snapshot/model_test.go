@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -72,5 +73,35 @@ func TestTextTable(t *testing.T) {
 	var none *TextTable
 	if none.Text(a) != "" || none.Len() != 1 {
 		t.Error("nil table")
+	}
+}
+
+// Tables are shared by a decoder and the readers of what it decoded: every
+// goroutine that interns a string gets its one id.
+func TestTablesConcurrent(t *testing.T) {
+	tt, at := NewTextTable(), NewActionTable()
+	ids := make([][2][]uint32, 4)
+	var wg sync.WaitGroup
+	for g := range ids {
+		wg.Go(func() {
+			for i := range 50 {
+				s := fmt.Sprint("s", (i*7+g)%50)
+				ids[g][0] = append(ids[g][0], uint32(tt.Intern(s)))
+				ids[g][1] = append(ids[g][1], uint32(at.Parse(s)))
+				_ = tt.Text(TextID(i)) + at.Name(Action(i))
+			}
+		})
+	}
+	wg.Wait()
+	for g := range ids {
+		for i := range 50 {
+			s := fmt.Sprint("s", (i*7+g)%50)
+			if tt.Text(TextID(ids[g][0][i])) != s || at.Name(Action(ids[g][1][i])) != s {
+				t.Fatalf("goroutine %d: %q got text %q, action %q", g, s, tt.Text(TextID(ids[g][0][i])), at.Name(Action(ids[g][1][i])))
+			}
+		}
+	}
+	if tt.Len() != 51 || at.Len() != 50 {
+		t.Fatalf("lengths %d %d", tt.Len(), at.Len())
 	}
 }
