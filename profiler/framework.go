@@ -2,9 +2,12 @@ package profiler
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // FRAMEWORK files (docs/reference/profiler-format.md §2): little-endian,
@@ -226,22 +229,6 @@ type Records struct {
 	SkippedRecs int // envelopes shorter than their constant block (skipped, as torch_npu does)
 }
 
-// DecodeError reports corrupt FRAMEWORK bytes at a file offset; errors.As
-// finds it in ReadDir's and ReadFrameworkFile's errors, with File set.
-type DecodeError struct {
-	File   string // "" from a Decoder fed by the caller
-	Offset int64
-	Msg    string
-}
-
-func (e *DecodeError) Error() string {
-	s := fmt.Sprintf("offset %d: %s", e.Offset, e.Msg)
-	if e.File != "" {
-		s = e.File + ": " + s
-	}
-	return s
-}
-
 // Decoder decodes one FRAMEWORK file incrementally: Feed it the file's bytes
 // in any chunking and it emits every complete record exactly once, keeping a
 // partial trailing record until the rest arrives.
@@ -264,7 +251,7 @@ func (d *Decoder) Offset() int64 { return d.off }
 func (d *Decoder) Pending() int { return len(d.pending) }
 
 // Feed decodes the complete records in pending bytes + p into out. A
-// corrupt record yields a *DecodeError; the decoder then stays at that offset.
+// corrupt record yields a *safefile.OffsetError; the decoder then stays at that offset.
 func (d *Decoder) Feed(p []byte, out *Records) error {
 	buf := p
 	if len(d.pending) > 0 {
@@ -303,14 +290,14 @@ func (d *Decoder) decode(b []byte, out *Records) (int, error) {
 		}
 		return n, nil
 	case KindUnknown:
-		return 0, &DecodeError{"", d.off, "unknown FRAMEWORK file kind"}
+		return 0, &safefile.OffsetError{Offset: d.off, Err: errors.New("unknown FRAMEWORK file kind")}
 	}
 	fixed := d.fixedLen()
 	i := 0
 	for len(b)-i >= envHeaderLen {
 		l := binary.LittleEndian.Uint32(b[i+2:])
 		if l > maxRecordBytes {
-			return i, &DecodeError{"", d.off + int64(i), fmt.Sprintf("record length %d exceeds limit %d", l, maxRecordBytes)}
+			return i, &safefile.OffsetError{Offset: d.off + int64(i), Err: fmt.Errorf("record length %d exceeds limit %d", l, maxRecordBytes)}
 		}
 		end := i + envHeaderLen + int(l)
 		if end > len(b) {
@@ -320,7 +307,7 @@ func (d *Decoder) decode(b []byte, out *Records) (int, error) {
 		if len(v) < fixed {
 			out.SkippedRecs++
 		} else if err := d.decodeValue(v, fixed, out); err != nil {
-			return i, &DecodeError{"", d.off + int64(i), err.Error()}
+			return i, &safefile.OffsetError{Offset: d.off + int64(i), Err: err}
 		}
 		i = end
 	}

@@ -2,11 +2,14 @@ package profiler
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 func addFrameworkSeeds(f *testing.F) {
@@ -104,6 +107,10 @@ func FuzzTraceView(f *testing.F) {
 		err := ReadTraceView(bytes.NewReader(data), "t.json", func(ev *TraceEvent) error { n++; return nil })
 		if err != nil && (!strings.HasPrefix(err.Error(), "t.json: offset ") || strings.Contains(err.Error(), "\n")) {
 			t.Fatalf("error %q lacks file and offset", err)
+		}
+		var oe *safefile.OffsetError
+		if err != nil && (!errors.As(err, &oe) || oe.File != "t.json" || oe.Offset < 0 || oe.Offset > int64(len(data))) {
+			t.Fatalf("error %v: OffsetError %+v (input of %d bytes)", err, oe, len(data))
 		}
 	})
 }

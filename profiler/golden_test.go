@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -117,9 +119,9 @@ func TestBadInputErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), FileMemory+": offset 83: record length") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("framework error %v", err)
 	}
-	var de *DecodeError
+	var de *safefile.OffsetError
 	if !errors.As(err, &de) || de.File != filepath.Join(fw, FileMemory) || de.Offset != 83 {
-		t.Fatalf("framework error %v: DecodeError %+v", err, de)
+		t.Fatalf("framework error %v: OffsetError %+v", err, de)
 	}
 	// a cancelled read stops with ctx.Err()
 	ctx, cancel := context.WithCancel(context.Background())

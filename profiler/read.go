@@ -48,7 +48,7 @@ func readFrameworkFile(ctx context.Context, path string, out *Records) (pending 
 		n, rerr := f.Read(buf)
 		if n > 0 {
 			if err := d.Feed(buf[:n], out); err != nil {
-				if de, ok := err.(*DecodeError); ok {
+				if de, ok := err.(*safefile.OffsetError); ok {
 					de.File = path
 					return d.Pending(), de
 				}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // Streaming trace_view.json reader (docs/reference/profiler-format.md §6). The
@@ -45,12 +47,13 @@ var ErrTruncatedTrace = errors.New("trace ends before its closing ']'")
 
 const maxTraceEvent = 64 << 20
 
-// ReadTraceView streams the events of r to fn. name is used in errors, which
-// carry the byte offset of the offending event.
+// ReadTraceView streams the events of r to fn. Its errors are
+// *safefile.OffsetError with File name and the byte offset of the
+// offending event.
 func ReadTraceView(r io.Reader, name string, fn func(*TraceEvent) error) error {
 	s := &traceScanner{r: r, buf: make([]byte, 0, 1<<20), names: map[string]string{}}
 	if err := s.start(); err != nil {
-		return fmt.Errorf("%s: offset %d: %w", name, s.off+int64(s.i), err)
+		return &safefile.OffsetError{File: name, Offset: s.off + int64(s.i), Err: err}
 	}
 	var ev TraceEvent
 	p := jsonParser{names: s.names}
@@ -60,12 +63,12 @@ func ReadTraceView(r io.Reader, name string, fn func(*TraceEvent) error) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%s: offset %d: %w", name, off, err)
+			return &safefile.OffsetError{File: name, Offset: off, Err: err}
 		}
 		ev = TraceEvent{Seq: -1, CorrID: -1}
 		p.b, p.i = obj, 0
 		if err := p.event(&ev); err != nil {
-			return fmt.Errorf("%s: offset %d: %w", name, off+int64(p.i), err)
+			return &safefile.OffsetError{File: name, Offset: off + int64(p.i), Err: err}
 		}
 		if err := fn(&ev); err != nil {
 			return err

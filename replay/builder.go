@@ -560,7 +560,7 @@ func fieldError(d *dict, key, want string, v *val) error {
 	return keyErrorf(d, key, "want %s, got %s", want, v.k)
 }
 
-// keyError is a bad value under one key of a snapshot dict; OffsetError
+// keyError is a bad value under one key of a snapshot dict; safefile.OffsetError
 // reports it as its Field.
 type keyError struct {
 	kind, key string
@@ -570,7 +570,7 @@ type keyError struct {
 func (e *keyError) Error() string { return fmt.Sprintf("%s key %q: %v", e.kind, e.key, e.err) }
 func (e *keyError) Unwrap() error { return e.err }
 
-// field is the key as OffsetError.Field names it: "block.size".
+// field is the key as safefile.OffsetError.Field names it: "block.size".
 func (e *keyError) field() string { return e.kind + "." + e.key }
 
 // keyErrorf is a keyError for key of d.

@@ -49,7 +49,7 @@ var ErrNotSnapshot = errors.New("not a memory snapshot")
 
 // DecodeFile reads a snapshot file. Errors are one line naming the path and
 // the byte offset or key where decoding stopped; errors.As finds an
-// *OffsetError in those, errors.Is finds ErrTruncated or ErrNotSnapshot.
+// *safefile.OffsetError in those, errors.Is finds ErrTruncated or ErrNotSnapshot.
 func DecodeFile(path string, opts Options) (*Capture, error) {
 	return DecodeFileContext(context.Background(), path, opts)
 }
@@ -82,7 +82,7 @@ func decodeFile(ctx context.Context, path string, opts Options, stream bool) (*C
 		return nil, nil, fmt.Errorf("%s: %s, over the %s limit for a snapshot here", path, bytesize.Torch(size), bytesize.Torch(opts.MaxFileSize))
 	}
 	c, accs, err := decode(ctx, f, size, opts, stream)
-	if oe, ok := err.(*OffsetError); ok {
+	if oe, ok := err.(*safefile.OffsetError); ok {
 		oe.File = path
 		return nil, nil, oe
 	}

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // Errors a caller tests for: ErrTruncated and ErrNotSnapshot with
-// errors.Is, the place with errors.As(*OffsetError); the one-line text
+// errors.Is, the place with errors.As(*safefile.OffsetError); the one-line text
 // stays "PATH: offset N: cause".
 func TestDecodeErrorsAreTestable(t *testing.T) {
 	dir := t.TempDir()
@@ -47,12 +49,12 @@ func TestDecodeErrorsAreTestable(t *testing.T) {
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("errors.Is(%v, %v) = false", err, tc.is)
 			}
-			var oe *OffsetError
+			var oe *safefile.OffsetError
 			if !errors.As(err, &oe) {
-				t.Fatalf("no *OffsetError in %v", err)
+				t.Fatalf("no *safefile.OffsetError in %v", err)
 			}
 			if oe.File != tc.path || (tc.offset >= 0 && oe.Offset != tc.offset) || oe.Field != tc.field {
-				t.Errorf("OffsetError{File %q Offset %d Field %q}, want %q %d %q", oe.File, oe.Offset, oe.Field, tc.path, tc.offset, tc.field)
+				t.Errorf("safefile.OffsetError{File %q Offset %d Field %q}, want %q %d %q", oe.File, oe.Offset, oe.Field, tc.path, tc.offset, tc.field)
 			}
 			if tc.text != "" && err.Error() != tc.text {
 				t.Errorf("text %q, want %q", err.Error(), tc.text)
@@ -122,7 +124,7 @@ func TestDecodeContextCancel(t *testing.T) {
 	if r.n > at+readChunk+ctxCheckEvery {
 		t.Errorf("read %d bytes after cancelling at %d", r.n-at, at)
 	}
-	var oe *OffsetError
+	var oe *safefile.OffsetError
 	if !errors.As(err, &oe) || oe.Offset > r.n {
 		t.Errorf("%v: no offset within the %d bytes read", err, r.n)
 	}

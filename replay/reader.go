@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // ErrTruncated is wrapped by errors for input that ends before the data it
@@ -12,31 +14,10 @@ import (
 // being written or copied.
 var ErrTruncated = errors.New("unexpected end of file (truncated?)")
 
-// OffsetError is a decoding error at a byte offset of the input, as
-// errors.As finds it: File is the path (DecodeFile; "" for Decode), Offset
-// where decoding stopped, Field the snapshot key whose value was bad
-// ("block.size"; "" when the error is not in one value), and Err the cause
-// (ErrTruncated, ErrNotSnapshot, ctx.Err() of a cancelled decode, …).
-type OffsetError struct {
-	File   string
-	Offset int64
-	Field  string
-	Err    error
-}
-
-func (e *OffsetError) Error() string {
-	s := fmt.Sprintf("offset %d: %v", e.Offset, e.Err)
-	if e.File != "" {
-		s = e.File + ": " + s
-	}
-	return s
-}
-
-func (e *OffsetError) Unwrap() error { return e.Err }
-
-// offsetError places err at byte offset off, naming the key it is about.
-func offsetError(off int64, err error) *OffsetError {
-	e := &OffsetError{Offset: off, Err: err}
+// offsetError places err at byte offset off, naming the snapshot key it is
+// about ("block.size") as the error's Field. File is set by DecodeFile.
+func offsetError(off int64, err error) *safefile.OffsetError {
+	e := &safefile.OffsetError{Offset: off, Err: err}
 	var ke *keyError
 	if errors.As(err, &ke) {
 		e.Field = ke.field()

@@ -2,7 +2,8 @@
 // os.Open on a path a user or another process chose: a FIFO, socket or
 // device named like a snapshot would block the open or the read forever,
 // and a huge file would be read whole. Every reader of npumon input goes
-// through Open.
+// through Open, and places what it finds wrong in the bytes with an
+// OffsetError.
 package safefile
 
 import (
@@ -87,3 +88,26 @@ func describe(m os.FileMode) string {
 	}
 	return m.Type().String()
 }
+
+// OffsetError is a decoding error at a byte offset of an input, as
+// errors.As finds it in every decoder's errors (snapshots, FRAMEWORK
+// files): File is the path ("" when the decoder was fed bytes, not a
+// file), Offset where decoding stopped, Field the name of the value that
+// was bad ("block.size"; "" when the error is not in one value), and Err
+// the cause.
+type OffsetError struct {
+	File   string
+	Offset int64
+	Field  string
+	Err    error
+}
+
+func (e *OffsetError) Error() string {
+	s := fmt.Sprintf("offset %d: %v", e.Offset, e.Err)
+	if e.File != "" {
+		s = e.File + ": " + s
+	}
+	return s
+}
+
+func (e *OffsetError) Unwrap() error { return e.Err }
