@@ -72,7 +72,7 @@ type oomFacts struct {
 	time                                 int64
 	requested, free                      int64
 	reserved, allocated, cached, largest int64
-	verdict, op                          string
+	verdict, reason, op                  string
 	frames                               snapshot.Stack
 	top                                  []explain.Group
 }
@@ -289,7 +289,8 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	}
 	fig := explain.StateFigures(st.Segments)
 	f.reserved, f.allocated, f.cached, f.largest = fig.Reserved, fig.Allocated, fig.CachedFree, fig.LargestCachedFree
-	f.verdict = explain.Verdict(f.allocated, f.requested, f.reserved, f.free)
+	f.verdict = fig.Verdict(f.requested, f.free)
+	f.reason = fig.Reason(f.requested, f.free, bytesize.Format)
 	if m.base == store.TimeEpochUS {
 		if op, ok := src.OpAt(e.Time); ok {
 			f.op = op.Name
@@ -435,7 +436,7 @@ func (m *Model) settleView() {
 func (m *Model) viewLines(body int) []string {
 	v := m.x.top()
 	if v.kind == viewOOM {
-		return pad(m.oomLines(v.oom), body)
+		return pad(m.oomLines(v.oom, body), body)
 	}
 	head, rows := m.viewContent(v)
 	out := append([]string{}, head...)
@@ -532,17 +533,62 @@ func (m *Model) stackLines(v *xview) (head, rows []string) {
 	return head, rows
 }
 
-func (m *Model) oomLines(o *oomFacts) []string {
-	th := m.th
-	tf := m.timeFmt()
-	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, tf.full(o.time)), m.w))}
-	verdict := th.Warn.Render(o.verdict)
-	why := "allocated + request > reserved + device free: the device cannot give that much"
-	if o.verdict == "fragmentation" {
-		why = "the bytes exist (cached or device free), no block or range is large enough"
+// oomLines is the OOM panel in at most body lines. What does not fit gives
+// way in this order: the blank lines between sections, stack frames past
+// the first (v shows the whole stack), the panel's own key hint (the bottom
+// line has the keys), holders past the second (h shows them all), the
+// verdict's sentence past its first line, holders past the first.
+func (m *Model) oomLines(o *oomFacts, body int) []string {
+	const indent = "                       " // under the values
+	reason := wrap(o.reason, max(20, m.w-len(indent)))
+	frames := o.frames[:min(len(o.frames), 4)]
+	gap, hint, nr, nf, nh := 1, true, len(reason), max(1, len(frames)), len(o.top)
+	lines := func() int { // title, verdict, six figures; two titled sections; the hint
+		n := 8 + nr + (gap + 1 + nf) + (gap + 1 + nh)
+		if hint {
+			n += gap + 1
+		}
+		return n
 	}
+	for lines() > body {
+		switch {
+		case gap > 0:
+			gap = 0
+		case nf > 1:
+			nf--
+		case hint:
+			hint = false
+		case nh > 2:
+			nh--
+		case nr > 1:
+			nr--
+			reason[nr-1] += " …"
+		case nh > 1:
+			nh--
+		default:
+			return m.oomPanel(o, reason, 1, 1, 1, 0, false)
+		}
+	}
+	return m.oomPanel(o, reason, nr, nf, nh, gap, hint)
+}
+
+// oomPanel lays the OOM panel out: nr lines of the verdict's sentence, nf
+// stack frames, nh holders, gap blank lines between sections, the panel's
+// hint or not.
+func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint bool) []string {
+	th := m.th
+	const indent = "                       "
+	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, m.timeFmt().full(o.time)), m.w))}
 	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), m.w)) }
-	out = append(out, fit("  verdict              "+verdict, m.w), fit("                       "+th.Dim.Render(why), m.w))
+	blank := func() {
+		for range gap {
+			out = append(out, "")
+		}
+	}
+	out = append(out, fit("  verdict              "+th.Warn.Render(o.verdict), m.w))
+	for _, l := range reason[:min(nr, len(reason))] {
+		out = append(out, fit(indent+th.Dim.Render(l), m.w))
+	}
 	row("requested", bytesize.Format(o.requested))
 	row("device free", bytesize.Format(o.free))
 	row("reserved", bytesize.Format(o.reserved))
@@ -553,27 +599,29 @@ func (m *Model) oomLines(o *oomFacts) []string {
 		op = "—"
 	}
 	row("op", op)
-	out = append(out, "", th.Dim.Render(fit("the failing request's stack (v: whole stack)", m.w)))
-	frames := o.frames
-	if len(frames) > 4 {
-		frames = frames[:4]
-	}
-	for _, f := range frames {
+	blank()
+	out = append(out, th.Dim.Render(fit("the failing request's stack (v: whole stack)", m.w)))
+	for _, f := range o.frames[:min(nf, len(o.frames))] {
 		out = append(out, "  "+explain.FormatFrame(f, m.w-2))
 	}
 	if len(o.frames) == 0 {
 		out = append(out, "  no stack recorded")
 	}
-	out = append(out, "", th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
-	for _, g := range o.top {
+	blank()
+	out = append(out, th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
+	for _, g := range o.top[:min(nh, len(o.top))] {
 		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count)
 		out = append(out, r+fitKey(g.Key, m.w-theme.Width(r)))
 	}
-	hint := "w: what-if (other allocator settings) · o: next OOM · esc: back"
-	if m.o.WhatIf == nil {
-		hint = "o: next OOM · esc: back (what-if needs a snapshot file: npumon whatif / explain)"
+	if hint {
+		h := "w: what-if (other allocator settings) · o: next OOM · esc: back"
+		if m.o.WhatIf == nil {
+			h = "o: next OOM · esc: back (what-if needs a snapshot file: npumon whatif / explain)"
+		}
+		blank()
+		out = append(out, th.Dim.Render(fit(h, m.w)))
 	}
-	return append(out, "", th.Dim.Render(fit(hint, m.w)))
+	return out
 }
 
 // viewHint is the hint line while a view is open.

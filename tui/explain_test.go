@@ -1,8 +1,12 @@
 package tui
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/explain"
 )
 
 // TestHoldersView: h lists the live allocations at the cursor by call site
@@ -105,6 +109,48 @@ func TestOOMPanel(t *testing.T) {
 	m = newSized(t, testOptions(smallWithOps(t)), 80, 24)
 	press(m, "g", "o")
 	checkFrame(t, m.View(), 80, 24)
+}
+
+// TestOOMPanelGivesWay: however short the screen, the panel keeps the
+// verdict, the first frame of the failing stack and the top holder; the
+// rest gives way in its documented order, and a tall screen shows it all.
+func TestOOMPanelGivesWay(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 80, 24)
+	o := &oomFacts{seq: 7, requested: 64 << 20, verdict: "shortage", reason: strings.Repeat("figures and words ", 12)}
+	for i := range 6 {
+		o.frames = append(o.frames, snapshot.Frame{Filename: "train.py", Line: int64(10 + i), Name: fmt.Sprint("f", i)})
+	}
+	for i := range 5 {
+		o.top = append(o.top, explain.Group{Key: fmt.Sprint("holder", i), Bytes: int64(5-i) << 20, Count: 1})
+	}
+	full := m.oomLines(o, 100)
+	all := strings.Join(full, "\n")
+	for _, want := range []string{"f3", "holder4", "o: next OOM", "figures and words"} {
+		if !strings.Contains(all, want) {
+			t.Fatalf("a tall panel lacks %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, "f4") {
+		t.Errorf("more than four frames:\n%s", all)
+	}
+	prev := len(full)
+	for body := len(full); body >= 13; body-- {
+		lines := m.oomLines(o, body)
+		v := strings.Join(lines, "\n")
+		if len(lines) > body || len(lines) > prev {
+			t.Fatalf("body %d: %d lines (the one above had %d):\n%s", body, len(lines), prev, v)
+		}
+		prev = len(lines)
+		for _, want := range []string{"verdict              shortage", "figures", "f0", "top holders", "holder0", "cached free"} {
+			if !strings.Contains(v, want) {
+				t.Fatalf("body %d lacks %q:\n%s", body, want, v)
+			}
+		}
+		// holders go only after the frames past the first have
+		if strings.Contains(v, "f1") && !strings.Contains(v, "holder4") {
+			t.Errorf("body %d: a holder went before a frame:\n%s", body, v)
+		}
+	}
 }
 
 // TestStackFromEvent: v on the events pane opens the stack of the entry at

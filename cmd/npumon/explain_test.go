@@ -101,7 +101,7 @@ func TestExplainJSON(t *testing.T) {
 		t.Errorf("leak suspects %+v", d.LeakSuspects)
 	}
 	code, out, _ := captureRun(t, "explain", leakFile, "--no-whatif")
-	if code != 0 || !strings.Contains(out, "verdict: fragmentation") || !strings.Contains(out, "log_hidden_states") {
+	if code != 0 || !strings.Contains(out, "verdict: fragmentation\n    ") || !strings.Contains(out, "the what-if tries other allocator settings") || !strings.Contains(out, "log_hidden_states") {
 		t.Errorf("text: exit %d\n%s", code, out)
 	}
 }

@@ -54,6 +54,19 @@ type OOM struct {
 	WhatIf     []WhatIfRun `json:"whatif"`
 }
 
+// Figures are the state figures of o.
+func (o *OOM) Figures() Figures {
+	return Figures{Reserved: o.ReservedBytes, Allocated: o.AllocatedBytes, CachedFree: o.CachedFreeBytes, LargestCachedFree: o.LargestCachedFreeBytes}
+}
+
+// deviceFree is what the device reported free, 0 where unknown.
+func (o *OOM) deviceFree() int64 {
+	if o.DeviceFreeBytes == nil {
+		return 0
+	}
+	return *o.DeviceFreeBytes
+}
+
 // WhatIfRun is one configuration's answer for a device: does the recorded
 // trace, its oom requests included, run without an out-of-memory error? On
 // a device with oom entries the runs end at the last one explained: what
@@ -288,7 +301,7 @@ func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []All
 		if kind == "oom" {
 			free := e.DeviceFree
 			o.DeviceFreeBytes = &free
-			o.Verdict = Verdict(o.AllocatedBytes, o.RequestedBytes, o.ReservedBytes, free)
+			o.Verdict = f.Verdict(o.RequestedBytes, free)
 		}
 	}
 	o.TopHolders = g.Group(live, active)
@@ -381,12 +394,37 @@ func leakSuspects(points []StepPoint, series []map[string]int64) []LeakSuspect {
 	return out
 }
 
-// Verdict says why a request failed: "shortage" when allocated + requested
-// exceed reserved + device free (the device cannot give that much), else
-// "fragmentation" (the bytes exist, no block or range is large enough).
-func Verdict(allocated, requested, reserved, deviceFree int64) string {
-	if allocated+requested > reserved+deviceFree {
+// Verdict says why a request of requested bytes failed in the state f with
+// deviceFree bytes free on the device: "shortage" when allocated +
+// requested exceed reserved + device free (the device cannot give that
+// much), else "fragmentation" (the bytes exist, no block or range is large
+// enough).
+func (f Figures) Verdict(requested, deviceFree int64) string {
+	if f.Allocated+requested > f.Reserved+deviceFree {
 		return "shortage"
 	}
 	return "fragmentation"
+}
+
+// Reason is the verdict as a sentence with the figures it rests on and
+// what it points to; size writes a byte count.
+func (f Figures) Reason(requested, deviceFree int64, size func(int64) string) string {
+	if f.Verdict(requested, deviceFree) == "shortage" {
+		return fmt.Sprintf("%s allocated + %s requested exceed %s reserved + %s free on the device: "+
+			"no allocator setting makes this fit; the holders below must hold less",
+			size(f.Allocated), size(requested), size(f.Reserved), size(deviceFree))
+	}
+	if pending := f.Reserved - f.Allocated - f.CachedFree; f.CachedFree+deviceFree < requested && pending > 0 {
+		return fmt.Sprintf("%s of the reserved bytes are freed but still in use on another stream (free requested, "+
+			"not completed): until they are, %s cached free + %s free on the device do not cover the %s requested",
+			size(pending), size(f.CachedFree), size(deviceFree), size(requested))
+	}
+	if f.LargestCachedFree >= requested {
+		return fmt.Sprintf("a cached block of %s would hold the %s requested but may not serve it (another stream "+
+			"or pool, or kept whole by max_split_size_mb); the what-if tries other allocator settings",
+			size(f.LargestCachedFree), size(requested))
+	}
+	return fmt.Sprintf("%s cached free + %s free on the device cover the %s requested, but the largest "+
+		"cached block is %s: the bytes exist, not in one piece; the what-if tries other allocator settings",
+		size(f.CachedFree), size(deviceFree), size(requested), size(f.LargestCachedFree))
 }

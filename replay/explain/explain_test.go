@@ -189,8 +189,29 @@ func TestExplainPeakWithoutOOM(t *testing.T) {
 	}
 }
 
+// TestVerdict: the boundary, and the sentence each verdict gives with the
+// figures it rests on.
 func TestVerdict(t *testing.T) {
-	if Verdict(10, 5, 12, 2) != "shortage" || Verdict(10, 5, 12, 3) != "fragmentation" {
+	f := Figures{Reserved: 12, Allocated: 10, CachedFree: 2, LargestCachedFree: 1}
+	if f.Verdict(5, 2) != "shortage" || f.Verdict(5, 3) != "fragmentation" {
 		t.Error("verdict boundary: allocated + requested > reserved + free is a shortage")
+	}
+	size := func(n int64) string { return fmt.Sprintf("%dB", n) }
+	for _, c := range []struct {
+		f               Figures
+		requested, free int64
+		want            []string
+	}{
+		{f, 5, 2, []string{"10B allocated + 5B requested exceed 12B reserved + 2B free", "no allocator setting"}},
+		{f, 5, 3, []string{"2B cached free + 3B free on the device cover the 5B requested", "largest cached block is 1B", "not in one piece"}},
+		{Figures{Reserved: 12, Allocated: 4, CachedFree: 8, LargestCachedFree: 8}, 5, 0, []string{"a cached block of 8B would hold the 5B requested", "another stream or pool"}},
+		{Figures{Reserved: 12, Allocated: 4, CachedFree: 2, LargestCachedFree: 2}, 5, 1, []string{"6B of the reserved bytes are freed but still in use on another stream", "2B cached free + 1B free on the device do not cover the 5B requested"}},
+	} {
+		r := c.f.Reason(c.requested, c.free, size)
+		for _, w := range c.want {
+			if !strings.Contains(r, w) {
+				t.Errorf("%+v, %d requested, %d free: %q lacks %q", c.f, c.requested, c.free, r, w)
+			}
+		}
 	}
 }
