@@ -424,6 +424,11 @@ func (f Figures) Reason(requested, deviceFree int64, size func(int64) string) st
 			"or pool, or kept whole by max_split_size_mb); the what-if tries other allocator settings",
 			size(f.LargestCachedFree), size(requested))
 	}
+	if deviceFree >= requested {
+		return fmt.Sprintf("the device reports %s free, more than the %s requested, but not in one range, and the "+
+			"largest cached block is %s: the bytes exist, not in one piece; the what-if tries other allocator settings",
+			size(deviceFree), size(requested), size(f.LargestCachedFree))
+	}
 	return fmt.Sprintf("%s cached free + %s free on the device cover the %s requested, but the largest "+
 		"cached block is %s: the bytes exist, not in one piece; the what-if tries other allocator settings",
 		size(f.CachedFree), size(deviceFree), size(requested), size(f.LargestCachedFree))

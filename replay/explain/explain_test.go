@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
@@ -205,6 +206,7 @@ func TestVerdict(t *testing.T) {
 		{f, 5, 2, []string{"10B allocated + 5B requested exceed 12B reserved + 2B free", "no allocator setting"}},
 		{f, 5, 3, []string{"2B cached free + 3B free on the device cover the 5B requested", "largest cached block is 1B", "not in one piece"}},
 		{Figures{Reserved: 12, Allocated: 4, CachedFree: 8, LargestCachedFree: 8}, 5, 0, []string{"a cached block of 8B would hold the 5B requested", "another stream or pool"}},
+		{f, 5, 7, []string{"the device reports 7B free, more than the 5B requested, but not in one range", "largest cached block is 1B"}},
 		{Figures{Reserved: 12, Allocated: 4, CachedFree: 2, LargestCachedFree: 2}, 5, 1, []string{"6B of the reserved bytes are freed but still in use on another stream", "2B cached free + 1B free on the device do not cover the 5B requested"}},
 	} {
 		r := c.f.Reason(c.requested, c.free, size)
@@ -213,5 +215,14 @@ func TestVerdict(t *testing.T) {
 				t.Errorf("%+v, %d requested, %d free: %q lacks %q", c.f, c.requested, c.free, r, w)
 			}
 		}
+	}
+}
+
+// Text output names a moment by the wall clock and the epoch µs both.
+func TestTimeText(t *testing.T) {
+	defer func(l *time.Location) { time.Local = l }(time.Local)
+	time.Local = time.UTC
+	if got := timeText(1796146835856249); got != "(2026-12-01 17:40:35.856249, 1796146835856249 µs)" {
+		t.Errorf("timeText: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -15,9 +16,15 @@ func momentText(m Moment) string {
 		s = m.Spec + ": before the first entry"
 	}
 	if m.TimeUS != nil {
-		s += fmt.Sprintf(" (%d µs)", *m.TimeUS)
+		s += " " + timeText(*m.TimeUS)
 	}
 	return s
+}
+
+// timeText is an epoch-µs time as the local wall clock, the number after
+// it: "(2026-12-01 17:40:35.856249, 1796146835856249 µs)".
+func timeText(us int64) string {
+	return fmt.Sprintf("(%s, %d µs)", time.UnixMicro(us).Format("2006-01-02 15:04:05.000000"), us)
 }
 
 func oldestText(g *Group) string {
@@ -77,7 +84,7 @@ func (e *Explanation) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "\n  no oom entry; the active peak, after entry %d", o.Index)
 			}
 			if o.TimeUS != nil {
-				fmt.Fprintf(w, " (%d µs)", *o.TimeUS)
+				fmt.Fprint(w, " "+timeText(*o.TimeUS))
 			}
 			fmt.Fprintln(w)
 			if o.Kind == "oom" {
