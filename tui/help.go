@@ -1,10 +1,12 @@
 package tui
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 
+	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
@@ -29,6 +31,11 @@ func (m *Model) hintLine() string {
 	case screenDevices:
 		return th.Hint.Render(m.devicesHint())
 	case screenPicker:
+		// a narrow row cuts a capture's error: the selected one's shows whole here
+		if i := m.pick.sel; i >= 0 && i < len(m.pick.list) && m.pick.list[i].Error != "" {
+			e := ": " + m.pick.list[i].Error
+			return th.Warn.Render(fit(explain.TruncMiddle(filepath.Base(m.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
+		}
 		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
 	case screenWhatIf:
 		return th.Hint.Render(tuiwhatif.Hint + " · q quits")

@@ -10,6 +10,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/tui/theme"
 )
 
 // PickerRow is what the capture picker shows of one entry of a watched
@@ -153,7 +155,7 @@ func (m *Model) sourceName() string {
 func (m *Model) pickerLines(body int) []string {
 	th := m.th
 	lines := []string{
-		th.Header.Render("Captures in "+m.o.SourceName) + th.Dim.Render(" · arrival order · ↑/↓ select · enter opens · esc closes"),
+		fit(th.Header.Render("Captures in "+m.o.SourceName)+th.Dim.Render(" · arrival order · ↑/↓ select · enter opens · esc closes"), m.w),
 		th.Dim.Render(fmt.Sprintf("   %4s  %-8s  %-12s  %10s  %s", "#", "kind", "arrived", "size", "name")),
 	}
 	rows := body - len(lines)
@@ -176,19 +178,26 @@ func (m *Model) pickerLines(body int) []string {
 		if c.Open {
 			open = "*"
 		}
-		row := fmt.Sprintf("%s%s%4d  %-8s  %-12s  %10s  %s", mark, open, i+1, c.Kind,
-			c.Arrived.In(m.o.Location).Format("15:04:05.000"), bytesize.Format(c.Size), filepath.Base(c.Path))
+		row := fmt.Sprintf("%s%s%4d  %-8s  %-12s  %10s  ", mark, open, i+1, c.Kind,
+			c.Arrived.In(m.o.Location).Format("15:04:05.000"), bytesize.Format(c.Size))
+		var note string
+		switch {
+		case c.Path == m.pick.opening:
+			note = th.Dim.Render("  opening…")
+		case c.Error != "":
+			note = th.Warn.Render("  " + c.Error)
+		case c.Open:
+			note = th.Dim.Render("  (open)")
+		}
+		// the name gives way from its middle, down to 20 columns; past that
+		// the note (an error's text) is cut at the screen's edge
+		name := filepath.Base(c.Path)
+		name = explain.TruncMiddle(name, max(20, m.w-theme.Width(row)-theme.Width(note)))
+		row += name
 		if i == m.pick.sel {
 			row = th.Header.Render(row)
 		}
-		switch {
-		case c.Path == m.pick.opening:
-			row += th.Dim.Render("  opening…")
-		case c.Error != "":
-			row += th.Warn.Render("  " + c.Error)
-		case c.Open:
-			row += th.Dim.Render("  (open)")
-		}
+		row = fit(row+note, m.w)
 		lines = append(lines, row)
 	}
 	for len(lines) < body {

@@ -131,6 +131,31 @@ func TestCapturePicker(t *testing.T) {
 	}
 }
 
+// TestCapturePickerAt80: at 80 columns long names give way from the
+// middle (what they are and which one both stay), a failed capture's
+// error starts after its name and shows whole on the bottom line while
+// it is selected, and no row is wider than the screen.
+func TestCapturePickerAt80(t *testing.T) {
+	st := store.New(store.Options{})
+	caps := &dirCaptures{st: st, snaps: map[string]*snapshot.Snapshot{}}
+	caps.add("/dumps/oom_snapshot_25713_20261201174035123456.pickle", nil, fixedNow)
+	caps.add("/dumps/vm_25713_20261201174035813_ascend_pt_and_more", smallSnapshot(true), fixedNow)
+	caps.list[0].Error = "offset 4711: unexpected end of file (truncated?)"
+	o := testOptions(st)
+	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
+	m := newSized(t, o, 80, 24)
+	m.Update(tickMsg(fixedNow))
+	press(m, "c", "up") // the broken one
+	v := m.View()
+	for _, want := range []string{"oom_snaps…456.pickle  offset 4711", "vm_25713_2026", "pt_and_more",
+		"oom_snapshot_2…35123456.pickle: offset 4711: unexpected end of file (truncated?)"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("picker at 80 columns lacks %q:\n%s", want, v)
+		}
+	}
+	checkFrame(t, v, 80, 24)
+}
+
 // TestCapturePickerOnlyWhenWatching: without Options.Captures, c opens no
 // picker but says what it is for, and the header is the source name alone.
 func TestCapturePickerOnlyWhenWatching(t *testing.T) {

@@ -42,6 +42,15 @@ func TestFormatFrame(t *testing.T) {
 	if got := TruncRight("abcdef", 4); got != "abc…" {
 		t.Errorf("TruncRight %q", got)
 	}
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{{"oom_snapshot_1.pickle", 12, "oom_s…pickle"}, {"abcdef", 6, "abcdef"}, {"abcdef", 5, "ab…ef"}, {"abcdef", 1, "…"}, {"äöüßéè", 4, "ä…éè"}} {
+		if got := TruncMiddle(c.s, c.n); got != c.want {
+			t.Errorf("TruncMiddle(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
 }
 
 func TestCallsite(t *testing.T) {

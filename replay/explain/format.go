@@ -65,3 +65,18 @@ func TruncRight(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// TruncMiddle shortens s to at most n runes by cutting its middle, marked
+// "…": a file name keeps both what it is (oom_snapshot_…) and which one
+// (…_step000039.pickle).
+func TruncMiddle(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	if n <= 1 {
+		return "…"
+	}
+	head := (n - 1) / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
+}
