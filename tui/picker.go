@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -25,6 +26,9 @@ type PickerRow struct {
 	Error   string // why it cannot be opened; "" when it can
 	Open    bool   // the capture shown
 }
+
+// why is the row's error without its path, which the row already names.
+func (r *PickerRow) why() string { return strings.ReplaceAll(r.Error, r.Path+": ", "") }
 
 // Captures is a watched directory's list of captures; Options.Captures
 // turns the capture picker on (key c). Both methods are called from the UI:
@@ -185,7 +189,7 @@ func (m *Model) pickerLines(body int) []string {
 		case c.Path == m.pick.opening:
 			note = th.Dim.Render("  opening…")
 		case c.Error != "":
-			note = th.Warn.Render("  " + c.Error)
+			note = th.Warn.Render("  " + c.why())
 		case c.Open:
 			note = th.Dim.Render("  (open)")
 		}

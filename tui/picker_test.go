@@ -140,7 +140,7 @@ func TestCapturePickerAt80(t *testing.T) {
 	caps := &dirCaptures{st: st, snaps: map[string]*snapshot.Snapshot{}}
 	caps.add("/dumps/oom_snapshot_25713_20261201174035123456.pickle", nil, fixedNow)
 	caps.add("/dumps/vm_25713_20261201174035813_ascend_pt_and_more", smallSnapshot(true), fixedNow)
-	caps.list[0].Error = "offset 4711: unexpected end of file (truncated?)"
+	caps.list[0].Error = "/dumps/oom_snapshot_25713_20261201174035123456.pickle: offset 4711: unexpected end of file (truncated?)"
 	o := testOptions(st)
 	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
 	m := newSized(t, o, 80, 24)
