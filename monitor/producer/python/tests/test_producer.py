@@ -220,8 +220,11 @@ class TestSocketPath(unittest.TestCase):
             def _snapshot(self):
                 return {"segments": [], "device_traces": []}
 
+        joining = threading.Event()
+
         class SlowStart(threading.Thread):
             def start(self):
+                joining.set()
                 time.sleep(0.2)
                 super().start()
 
@@ -244,8 +247,8 @@ class TestSocketPath(unittest.TestCase):
                     time.sleep(0.002)
                 c = socket.socket(socket.AF_UNIX)
                 c.connect(path)
-                time.sleep(0.05)  # the producer is in the middle of its join
-                prod.stop(timeout=20)
+                self.assertTrue(joining.wait(20), "the producer never took the client")
+                prod.stop(timeout=20)  # while the client's writer starts
             finally:
                 p._Client = orig
             self.assertEqual(prod.errors, 0)
