@@ -533,14 +533,16 @@ func (m *Model) stackLines(v *xview) (head, rows []string) {
 	return head, rows
 }
 
+// oomIndent puts a line of the OOM panel under its figures' values.
+const oomIndent = "                       "
+
 // oomLines is the OOM panel in at most body lines. What does not fit gives
 // way in this order: the blank lines between sections, stack frames past
 // the first (v shows the whole stack), the panel's own key hint (the bottom
 // line has the keys), holders past the second (h shows them all), the
 // verdict's sentence past its first line, holders past the first.
 func (m *Model) oomLines(o *oomFacts, body int) []string {
-	const indent = "                       " // under the values
-	reason := wrap(o.reason, max(20, m.w-len(indent)))
+	reason := wrap(o.reason, max(20, m.w-len(oomIndent)))
 	frames := o.frames[:min(len(o.frames), 4)]
 	gap, hint, nr, nf, nh := 1, true, len(reason), max(1, len(frames)), len(o.top)
 	lines := func() int { // title, verdict, six figures; two titled sections; the hint
@@ -577,7 +579,6 @@ func (m *Model) oomLines(o *oomFacts, body int) []string {
 // hint or not.
 func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint bool) []string {
 	th := m.th
-	const indent = "                       "
 	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, m.timeFmt().full(o.time)), m.w))}
 	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), m.w)) }
 	blank := func() {
@@ -587,7 +588,7 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	}
 	out = append(out, fit("  verdict              "+th.Warn.Render(o.verdict), m.w))
 	for _, l := range reason[:min(nr, len(reason))] {
-		out = append(out, fit(indent+th.Dim.Render(l), m.w))
+		out = append(out, fit(oomIndent+th.Dim.Render(l), m.w))
 	}
 	row("requested", bytesize.Format(o.requested))
 	row("device free", bytesize.Format(o.free))
