@@ -93,6 +93,12 @@ func (p *Poller) Latest() npusmi.Sample {
 	case p.wake <- struct{}{}:
 	default:
 	}
+	return p.sample()
+}
+
+// sample returns the newest sample without telling Run it is wanted: Run's
+// own polls must not keep the polling going.
+func (p *Poller) sample() npusmi.Sample {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.last
@@ -110,7 +116,7 @@ func (p *Poller) Poll(ctx context.Context) npusmi.Sample {
 		p.last.Info, p.last.Usages, p.last.At = in, us, time.Now()
 	}
 	p.mu.Unlock()
-	return p.Latest()
+	return p.sample()
 }
 
 // Run polls every interval while samples are wanted, until ctx ends.

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/testdata/poll"
 )
 
 const (
@@ -115,6 +117,8 @@ func TestRunPollsOnDemand(t *testing.T) {
 	done := make(chan struct{})
 	go func() { p.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
+	// an absence can only be watched for a while: a slow machine that has
+	// not started Run by then lets this pass without proving much, never fail
 	time.Sleep(100 * time.Millisecond)
 	if _, err := os.Stat(filepath.Join(dir, "calls.log")); err == nil {
 		t.Fatal("npu-smi ran before anyone asked")
@@ -122,13 +126,28 @@ func TestRunPollsOnDemand(t *testing.T) {
 	if s := p.Latest(); s.Seq != 0 || s.Info != nil {
 		t.Fatalf("sample before a poll: %+v", s)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Latest().Seq < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("no polls after Latest")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, "polls after Latest", func() bool { return p.Latest().Seq >= 3 })
+}
+
+// TestRunStopsWhenNobodyAsks: once Latest is no longer called, Run stops
+// polling (a view that is not shown costs no npu-smi calls), whatever it
+// polled before.
+func TestRunStopsWhenNobodyAsks(t *testing.T) {
+	var calls atomic.Int64
+	p := NewFunc("counted", 10*time.Millisecond, func() *npusmi.Info { calls.Add(1); return &npusmi.Info{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	poll.Until(t, "polls after Latest", func() bool { return p.Latest().Seq >= 3 })
+	// nobody asks from here on: within three intervals (and a poll that
+	// may be under way) Run goes to sleep. A window of 50 intervals without
+	// a call shows it; polling every interval never gives one.
+	poll.Within(t, time.Minute, "a quiet window of 50 intervals", func() bool {
+		before := calls.Load()
+		time.Sleep(500 * time.Millisecond)
+		return calls.Load() == before
+	})
 }
 
 func TestNewFunc(t *testing.T) {
