@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,21 +125,77 @@ func TestHostileStuckClientSocketBuffer(t *testing.T) {
 	poll.Until(t, "a log line for the dropped client", func() bool { return log.has("took no data") })
 }
 
-// Close with clients that stopped reading (default WriteTimeout, longer
-// than the shutdown) is over within two seconds.
+// writeWatch is a listener whose connections count the writes under way
+// on them: a server's client writer blocked on a client that does not read
+// shows as a write that does not end.
+type writeWatch struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []*watchedConn
+}
+
+type watchedConn struct {
+	net.Conn
+	writing atomic.Int32
+}
+
+func (c *watchedConn) Write(b []byte) (int, error) {
+	c.writing.Add(1)
+	defer c.writing.Add(-1)
+	return c.Conn.Write(b)
+}
+
+func (l *writeWatch) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	w := &watchedConn{Conn: c}
+	l.mu.Lock()
+	l.conns = append(l.conns, w)
+	l.mu.Unlock()
+	return w, nil
+}
+
+// allWriting reports whether n connections were accepted and each has a
+// write under way.
+func (l *writeWatch) allWriting(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.conns) != n {
+		return false
+	}
+	for _, c := range l.conns {
+		if c.writing.Load() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Close with clients that stopped reading (a WriteTimeout longer than the
+// shutdown) is over within two seconds.
 func TestHostileShutdownWithStuckClients(t *testing.T) {
 	path := wiretest.ShortSock(t)
-	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, Logf: func(string, ...any) {}})
+	ln, err := net.Listen("unix", path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ww := &writeWatch{Listener: ln}
+	// an hour: no writer gives up on its own, however long the machine
+	// takes to get them all stuck
+	srv := Serve(ww, ServerOptions{Heartbeat: time.Hour, WriteTimeout: time.Hour, Logf: func(string, ...any) {}})
 	stuckClients(t, path, 16)
 	poll.Until(t, "clients", func() bool { return srv.Stats().Clients == 16 })
 	ents := testEntries(1000, 7)
-	for range 500 {
-		srv.Publish(0, ents)
-	}
-	time.Sleep(100 * time.Millisecond) // their writes are blocked now
+	// publish until every client's writer is stuck in a write that its
+	// client does not take
+	poll.Until(t, "16 blocked writes", func() bool {
+		for range 50 {
+			srv.Publish(0, ents)
+		}
+		return ww.allWriting(16)
+	})
 	start := time.Now()
 	srv.Close()
 	if d := time.Since(start); d > 4*time.Second { // Close gives up after 1.5 s; the slack is for a loaded machine

@@ -188,7 +188,11 @@ func TestHostileStallIsNotAClose(t *testing.T) {
 		{"between frames", validPrefix(), "silent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := fakeProducer(t, func(c net.Conn) { c.Write(tc.data); time.Sleep(3 * time.Second) })
+			// the connection stays open until the test is over: the client
+			// must find the stall however long it takes to notice
+			hold := make(chan struct{})
+			t.Cleanup(func() { close(hold) })
+			path := fakeProducer(t, func(c net.Conn) { c.Write(tc.data); <-hold })
 			_, _, err := runClient(t, path, ClientOptions{Silence: 300 * time.Millisecond})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "closed") {
 				t.Errorf("%s: Run = %v, want %q and no \"closed\"", tc.name, err, tc.want)
