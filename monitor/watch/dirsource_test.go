@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/testdata/poll"
 )
 
 // TestDirSourcePicker: the picker's list (DirSource as tui.Captures) holds
@@ -33,17 +33,11 @@ func TestDirSourcePicker(t *testing.T) {
 	}
 	defer wd.Stop()
 	var list []watch.Entry
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, "the newest snapshot to open", func() bool {
 		list = wd.List()
-		if open := openOf(list); open >= 0 && strings.HasSuffix(list[open].Path, "_step000005.pickle") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("newest snapshot never opened: %+v", list)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		open := openOf(list)
+		return open >= 0 && strings.HasSuffix(list[open].Path, "_step000005.pickle")
+	})
 	var snaps []int
 	for i, c := range list {
 		if c.Size <= 0 || c.Arrived.IsZero() || c.Error != "" {
@@ -151,11 +145,7 @@ func TestDirSourcePick(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wd.Stop()
-	for deadline := time.Now().Add(5 * time.Second); wd.Current() == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing opened; errors %v", wd.Errors())
-		}
-	}
+	poll.Until(t, "a capture to open", func() bool { return wd.Current() != "" })
 	if wd.Current() != scanned[0].Path || wd.Following() || len(wd.Errors()) != 0 || st.Len(0) == 0 {
 		t.Fatalf("open %q following %v errors %v", wd.Current(), wd.Following(), wd.Errors())
 	}

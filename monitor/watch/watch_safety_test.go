@@ -40,17 +40,7 @@ func TestWatchSlowWriterCutAtDots(t *testing.T) {
 	}
 	defer w.Close()
 	p := filepath.Join(dir, "slow.pickle")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prev := 0
-	for _, c := range append(cuts, len(snap)) {
-		f.Write(snap[prev:c])
-		prev = c
-		time.Sleep(200 * time.Millisecond) // far longer than Settle: each partial file settles
-	}
-	f.Close()
+	writeSettling(t, w, dir, p, snap, cuts) // each partial file settles and is checked
 	e := nextEvent(t, w, kind(EventSnapshot))
 	if e.Size != int64(len(snap)) {
 		t.Fatalf("reported at %d bytes of %d: a partial pickle", e.Size, len(snap))

@@ -15,7 +15,7 @@ import (
 // next waits for the next event matching keep (others are collected).
 func nextEvent(t *testing.T, w *Watcher, keep func(Event) bool) Event {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(time.Minute) // only bounds a hang
 	for {
 		select {
 		case e, ok := <-w.Events:
@@ -76,7 +76,43 @@ func writePieces(t *testing.T, path string, b []byte, n int, pause time.Duration
 	}
 }
 
-// A real snapshot written in pieces, with pauses longer than Settle, is
+// writeSettling writes b to path in pieces ending at cuts (then the rest),
+// and after each partial piece waits until the watcher has seen that
+// partial file settle (barrier), failing if it reported it as a snapshot.
+func writeSettling(t *testing.T, w *Watcher, dir, path string, b []byte, cuts []int) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	prev := 0
+	for _, c := range append(cuts, len(b)) {
+		if _, err := f.Write(b[prev:c]); err != nil {
+			t.Fatal(err)
+		}
+		prev = c
+		if c == len(b) {
+			break
+		}
+		for _, e := range barrier(t, w, dir) {
+			if e.Kind == EventSnapshot && e.Path == path {
+				t.Fatalf("reported at %d bytes of %d: a partial file (%+v)", c, len(b), e)
+			}
+		}
+	}
+}
+
+// evenCuts cuts n bytes into k pieces.
+func evenCuts(n, k int) []int {
+	var cuts []int
+	for i := 1; i < k; i++ {
+		cuts = append(cuts, n*i/k)
+	}
+	return cuts
+}
+
+// A real snapshot written in pieces, each of which settles, is
 // reported once, complete; the partial versions are never reported.
 func TestWatchSnapshotWrittenInPieces(t *testing.T) {
 	snap, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"))
@@ -90,7 +126,7 @@ func TestWatchSnapshotWrittenInPieces(t *testing.T) {
 	}
 	defer w.Close()
 	p := filepath.Join(dir, "oom_snapshot_4242_20261129120000.pickle")
-	writePieces(t, p, snap, 4, 150*time.Millisecond)
+	writeSettling(t, w, dir, p, snap, evenCuts(len(snap), 4))
 	e := nextEvent(t, w, kind(EventSnapshot))
 	if e.Path != p || e.Size != int64(len(snap)) || e.Existing {
 		t.Fatalf("event %+v, want %s with %d bytes", e, p, len(snap))
@@ -129,7 +165,7 @@ func TestWatchJSONAndExisting(t *testing.T) {
 	}
 	p := filepath.Join(dir, "live.json")
 	body := []byte(`{"segments": [{"device": 0, "address": 1, "total_size": 2, "blocks": []}], "device_traces": [[]]}`)
-	writePieces(t, p, body, 3, 120*time.Millisecond) // half a JSON document never parses
+	writeSettling(t, w, dir, p, body, evenCuts(len(body), 3)) // half a JSON document never parses
 	if e := nextEvent(t, w, kind(EventSnapshot)); e.Path != p || e.Size != int64(len(body)) {
 		t.Fatalf("new json: %+v", e)
 	}
