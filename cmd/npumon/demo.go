@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,12 @@ import (
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/tui"
 )
+
+// demoWatch, when set (by tests), is handed a single-rank demo's store and
+// a function that ends a headless run at once, as the job's end does: a test
+// ends the run when what it waits for is in the store, not after a guessed
+// time.
+var demoWatch func(st *store.Store, endHeadless func())
 
 func init() { subcommands = append(subcommands, newDemoCmd) }
 
@@ -87,6 +94,14 @@ func newDemoCmd() *cobra.Command {
 			}()
 			name := fmt.Sprintf("demo · %s · pid %d", cfg.Scenario, w.Config().PID)
 			opts := tui.Options{Source: st, SourceName: name, Live: true, ASCII: ascii, Done: ended}
+			if demoWatch != nil {
+				end := make(chan struct{})
+				var once sync.Once
+				stopHeadless := func() { once.Do(func() { close(end) }) }
+				go func() { <-ended; stopHeadless() }()
+				demoWatch(st, stopHeadless)
+				opts.Done = end
+			}
 			// the devices view shows the simulated device, the demo its process
 			pid := w.Config().PID
 			feed := devpoll.NewFunc("simulated device", time.Second, func() *npusmi.Info {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // TestDemoFlagErrors: bad workload options are usage errors (exit 2) with
@@ -34,11 +36,34 @@ func TestDemoFlagErrors(t *testing.T) {
 	}
 }
 
+// demoUntil runs `npumon demo ARGS --headless 2m` into v and ends the run
+// as soon as cond holds of the demo's store (demoWatch): how long the job
+// takes to get there depends on the machine, what it gets to does not. The
+// 2 minutes only bound a run that never gets there.
+func demoUntil(t *testing.T, v any, cond func(*store.Store) bool, args ...string) {
+	t.Helper()
+	stop := make(chan struct{})
+	demoWatch = func(st *store.Store, end func()) {
+		go func() {
+			for !cond(st) {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			end()
+		}()
+	}
+	defer func() { demoWatch = nil; close(stop) }()
+	runJSON(t, v, append(append([]string{"demo"}, args...), "--headless", "2m")...)
+}
+
 // TestDemoHeadless runs the demo's data path for a moment: the live Store
 // fills from the in-process allocator and the summary is the newest state.
 func TestDemoHeadless(t *testing.T) {
 	var s replaySummaryJSON
-	runJSON(t, &s, "demo", "--headless", "700ms", "--rate", "20", "--layers", "2", "--device-mem", "16GiB")
+	demoUntil(t, &s, func(st *store.Store) bool { return st.Len(0) >= 1000 }, "--rate", "20", "--layers", "2", "--device-mem", "16GiB")
 	if !strings.HasPrefix(s.Source, "demo · steady · pid ") || s.TimeBase != "epoch_us" || s.Entries < 1000 ||
 		s.Applied == 0 || s.Applied > s.Entries || s.ReservedBytes <= 0 || s.Segments == nil || *s.Segments == 0 || s.PeakActiveBytes < s.ActiveBytes {
 		t.Fatalf("summary %+v", s)

@@ -105,7 +105,7 @@ func (s *syncBuf) String() string {
 // await returns the next line that has key, failing on an "error" line.
 func (p *pyProducer) await(t *testing.T, key string) map[string]any {
 	t.Helper()
-	timeout := time.After(15 * time.Second)
+	timeout := time.After(time.Minute) // only bounds a hang
 	for {
 		select {
 		case m, ok := <-p.lines:

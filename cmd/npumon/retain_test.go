@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/npumon/npumon/monitor/store"
 )
 
 // TestRetainFlag: --retain is read strictly by every live command (exit 2,
@@ -25,7 +27,8 @@ func TestRetainFlag(t *testing.T) {
 		}
 	}
 	var s replaySummaryJSON
-	runJSON(t, &s, "demo", "--headless", "1500ms", "--rate", "200", "--layers", "2", "--device-mem", "16GiB", "--retain", "4096")
+	demoUntil(t, &s, func(st *store.Store) bool { return st.Retained(0).Thinned > 0 },
+		"--rate", "200", "--layers", "2", "--device-mem", "16GiB", "--retain", "4096")
 	if s.Retain == nil || *s.Retain != "4096" || s.ThinnedEntries == nil || *s.ThinnedEntries == 0 ||
 		s.DetailFrom == nil || *s.DetailFrom <= s.FirstTime || *s.DetailFrom > s.LastTime || s.Entries-*s.ThinnedEntries < 4096 {
 		t.Fatalf("retention in the summary: retain %v thinned %v detail_from %v, entries %d (%d…%d)", s.Retain, s.ThinnedEntries, s.DetailFrom, s.Entries, s.FirstTime, s.LastTime)
