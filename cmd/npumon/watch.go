@@ -175,6 +175,14 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 		if err := loadRanks(ctx, rs); err != nil {
 			return err
 		}
+		// the window counts from every watched rank's capture being open,
+		// as a single directory's does
+		for _, wd := range sources {
+			select {
+			case <-wd.Ready():
+			case <-ctx.Done():
+			}
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(headless):
