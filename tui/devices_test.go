@@ -275,9 +275,9 @@ func TestDevicesGolden(t *testing.T) {
 				tm.Send(keyMsg(k))
 			}
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(tc.wait)) },
-				teatest.WithDuration(5*time.Second))
+				teatest.WithDuration(time.Minute))
 			tm.Send(keyMsg("q"))
-			fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
+			fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute))
 			v := fm.View()
 			checkFrame(t, v, 80, 24)
 			golden.RequireEqual(t, []byte(v))

@@ -59,14 +59,14 @@ func TestGolden(t *testing.T) {
 			o.ASCII = strings.Contains(tc.name, "ascii")
 			tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(tc.w, tc.h))
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("Timeline")) },
-				teatest.WithDuration(5*time.Second))
+				teatest.WithDuration(time.Minute))
 			for _, k := range tc.keys {
 				tm.Send(k)
 			}
 			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(tc.wait)) },
-				teatest.WithDuration(5*time.Second))
+				teatest.WithDuration(time.Minute))
 			tm.Send(keyMsg("q"))
-			fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
+			fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute))
 			v := fm.View()
 			checkFrame(t, v, tc.w, tc.h)
 			golden.RequireEqual(t, []byte(v))

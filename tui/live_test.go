@@ -62,7 +62,7 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	wait := func(what string, cond func(string) bool) {
 		t.Helper()
 		teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return cond(string(b)) },
-			teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+			teatest.WithDuration(time.Minute), teatest.WithCheckInterval(20*time.Millisecond))
 	}
 	wait("live header", func(s string) bool {
 		return strings.Contains(s, "LIVE") && strings.Contains(s, "HBM 3.00 GiB / 64.0 GiB") && strings.Contains(s, "pid 4242")
@@ -74,7 +74,7 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	tm.Send(keyMsg("f"))
 	wait("following again", func(s string) bool { return bytes.Contains([]byte(s), []byte("LIVE")) })
 	tm.Send(keyMsg("q"))
-	fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model)
+	fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute)).(*Model)
 	if fm.Summary().Applied < 3 || !fm.follow {
 		t.Fatalf("final: applied %d follow %v", fm.Summary().Applied, fm.follow)
 	}

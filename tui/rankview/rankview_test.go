@@ -184,14 +184,18 @@ func TestGolden(t *testing.T) {
 			o := jobOptions(t)
 			o.ASCII = tc.ascii
 			tm := teatest.NewTestModel(t, New(o), teatest.WithInitialTermSize(tc.w, tc.h))
-			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("peak max/min: reserved")) },
-				teatest.WithDuration(5*time.Second))
+			// every rank loaded: a header drawn after the last "loading"
+			// (ranks load one by one; the imbalance line is there from two)
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+				last := bytes.LastIndex(b, []byte("loading"))
+				return bytes.Contains(b, []byte("peak max/min: reserved")) && bytes.Contains(b[last+1:], []byte("3 ranks"))
+			}, teatest.WithDuration(time.Minute))
+			// keys are handled in order, q last: the final model has seen them
 			for _, k := range tc.keys {
 				tm.Send(key(k))
 			}
-			time.Sleep(100 * time.Millisecond)
 			tm.Send(key("q"))
-			fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
+			fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute))
 			v := fm.View()
 			checkFrame(t, v, tc.w, tc.h)
 			golden.RequireEqual(t, []byte(v))
