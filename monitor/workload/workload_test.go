@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -359,21 +360,36 @@ func abs(x int64) int64 {
 // TestPacedFollowsWallClock: a paced run keeps simulated time at the wall
 // clock and stops promptly when cancelled.
 func TestPacedFollowsWallClock(t *testing.T) {
-	w, err := New(Config{Seed: 1, Layers: 2, Paced: true, Rate: 10})
+	var step atomic.Int64 // the step of the newest op: steps done
+	w, err := New(Config{Seed: 1, Layers: 2, Paced: true, Rate: 10, OnOp: func(op store.Op) { step.Store(op.Step) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	t0 := time.Now()
+	at := make(chan time.Time, 1)
+	go func() {
+		// cancelled after 400 ms and a finished step, however long a slow
+		// machine takes for one (the run is cancelled mid-step then); the
+		// minute only bounds a run that never finishes one
+		time.Sleep(400 * time.Millisecond)
+		for deadline := time.Now().Add(time.Minute); step.Load() < 1 && time.Now().Before(deadline); {
+			time.Sleep(2 * time.Millisecond)
+		}
+		at <- time.Now()
+		cancel()
+	}()
 	if err := w.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(t0); el > 2*time.Second {
+	cancelled := <-at
+	if el := time.Since(cancelled); el > 2*time.Second {
 		t.Fatalf("cancel took %v", el)
 	}
-	if n := w.StepNum(); n < 1 || n > 5 {
-		t.Errorf("%d steps in 400ms at 10 steps/s", n)
+	// paced at 10 steps/s: no more steps than the wall clock allows
+	if n, most := w.StepNum(), int(cancelled.Sub(t0)/(100*time.Millisecond))+1; n < 1 || n > most {
+		t.Errorf("%d steps in %v at 10 steps/s (at most %d)", n, cancelled.Sub(t0), most)
 	}
 	if d := time.Until(w.Now()); d > 50*time.Millisecond || d < -time.Second {
 		t.Errorf("simulated clock %v from the wall clock", d)
