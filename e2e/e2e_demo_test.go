@@ -35,14 +35,11 @@ func TestDemoInTmux(t *testing.T) {
 	t0 := time.Now()
 	p := startTmux(t, 120, 40, []string{"NO_COLOR=1", "TZ=UTC"}, bin, "demo")
 	screen := p.waitFor("[1 Timeline]", "2 Segments", "3 Events", "4 Ops", "LIVE", "aten::", "segments", "HBM")
-	// The target is 2 s; the bound leaves room for a loaded CI machine.
-	if el := time.Since(t0); el > 5*time.Second {
-		t.Errorf("all panes with data only after %v", el)
-	} else {
-		t.Logf("all panes with data after %v", el.Round(time.Millisecond))
-	}
+	// The target is 2 s. How long it takes on this machine is logged, not
+	// asserted: a CI machine may be many times slower (waitFor bounds a hang).
+	t.Logf("all panes with data after %v (target 2 s)", time.Since(t0).Round(time.Millisecond))
 	n0 := entries(t, screen)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for entries(t, p.capture()) <= n0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("data not moving: still %d entries", n0)
@@ -70,7 +67,10 @@ func TestDemoFilesDecode(t *testing.T) {
 	bin := npumonBin(t)
 	dir := t.TempDir()
 	var s liveSummary
-	runJSON(t, bin, &s, "demo", "--headless", "2s", "--scenario", "oom", "--device-mem", "8GiB", "--layers", "2",
+	// 40 steps (2 s at this rate) and the summary when they are done: the
+	// files do not depend on how fast the machine is; the 2 minutes only
+	// bound a job that never ends
+	runJSON(t, bin, &s, "demo", "--headless", "2m", "--steps", "40", "--scenario", "oom", "--device-mem", "8GiB", "--layers", "2",
 		"--rate", "20", "--snapshot-every", "5", "--out", dir)
 	if s.OOMs == 0 {
 		t.Fatalf("no OOM in the oom scenario: %+v", s)

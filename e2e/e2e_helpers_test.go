@@ -180,10 +180,15 @@ func (p *tmuxPane) typeText(s string) {
 	}
 }
 
-// poll captures the screen until ok holds of it, for at most 15 s; it
+// waitLimit bounds every wait of these tests for a process, a screen or a
+// server: it only ends a test that would otherwise hang, so it is far longer
+// than any of them takes on a slow, loaded machine.
+const waitLimit = time.Minute
+
+// poll captures the screen until ok holds of it, for at most waitLimit; it
 // returns the last screen and whether ok held.
 func (p *tmuxPane) poll(ok func(screen string) bool) (string, bool) {
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		screen := p.capture()
 		if ok(screen) {

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // simSummary is the JSON line sim prints when its job ends.
@@ -51,7 +50,7 @@ var servingRe = regexp.MustCompile(`^npumon sim: pid (\d+) serving on (\S+) `)
 func startSim(t *testing.T, bin string, args ...string) (*proc, string) {
 	t.Helper()
 	p := startProc(t, bin, append([]string{"sim"}, args...)...)
-	l := p.line(15 * time.Second)
+	l := p.line(waitLimit)
 	m := servingRe.FindStringSubmatch(l)
 	if m == nil {
 		t.Fatalf("sim's first line %q", l)
@@ -74,7 +73,7 @@ func TestSimAttachSameTotals(t *testing.T) {
 		got <- s
 	}()
 	var want simSummary
-	if err := json.Unmarshal([]byte(sim.line(20*time.Second)), &want); err != nil {
+	if err := json.Unmarshal([]byte(sim.line(waitLimit)), &want); err != nil {
 		t.Fatal(err)
 	}
 	s := <-got

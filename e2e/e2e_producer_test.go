@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestPythonProducerInTmux: `npumon attach` in a real terminal on a job run
@@ -28,7 +27,7 @@ func TestPythonProducerInTmux(t *testing.T) {
 		"PYTHONDONTWRITEBYTECODE=1", "NPUMON_PRODUCER_ADDR=unix:"+sock,
 		"python3", "-m", "npumon_producer", "--interval", "100ms", filepath.Join(py, "tests", "train_standin.py"),
 		"--fixture", "../replay/testdata/npu_workspace.pickle", "--clients", "1", "--hold-file", release)
-	if l := job.line(15 * time.Second); !strings.Contains(l, `"ready"`) {
+	if l := job.line(waitLimit); !strings.Contains(l, `"ready"`) {
 		t.Fatalf("job: %s", l)
 	}
 	p := startTmux(t, 160, 40, []string{"NO_COLOR=1"}, bin, "attach", "unix:"+sock)

@@ -91,7 +91,7 @@ func TestPrometheusScrapesSim(t *testing.T) {
 	dir := t.TempDir()
 	sim, pid := startSim(t, bin, "--listen", "unix:"+filepath.Join(dir, "sim.sock"), "--metrics", "127.0.0.1:0",
 		"--device-mem", "8GiB", "--layers", "2", "--rate", "20", "--steps", "10")
-	l := sim.line(15 * time.Second)
+	l := sim.line(waitLimit)
 	m := metricsRe.FindStringSubmatch(l)
 	if m == nil {
 		t.Fatalf("sim's metrics line %q", l)
@@ -112,21 +112,21 @@ func TestPrometheusScrapesSim(t *testing.T) {
 
 	// the job's end: from here on the sim's figures no longer change
 	var want simSummary
-	if err := json.Unmarshal([]byte(sim.line(30*time.Second)), &want); err != nil {
+	if err := json.Unmarshal([]byte(sim.line(waitLimit)), &want); err != nil {
 		t.Fatal(err)
 	}
 	ended := float64(time.Now().UnixMilli()) / 1000
 
 	// wait for a scrape taken after the job's end
 	sel := `npumon_reserved_bytes{job="npumon-e2e"}`
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		res := promQuery(t, base, "timestamp("+sel+")")
 		if len(res) == 1 && sampleValue(t, res[0]) > ended {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no scrape after the job's end in 45 s (last answer %v); prometheus stderr:\n%s", res, prom.stderr())
+			t.Fatalf("no scrape after the job's end in %v (last answer %v); prometheus stderr:\n%s", waitLimit, res, prom.stderr())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -196,20 +196,20 @@ func TestExporterSources(t *testing.T) {
 
 	sim, pid := startSim(t, bin, "--listen", "unix:"+sock, "--device-mem", "8GiB", "--layers", "2", "--rate", "20", "--steps", "5")
 	var want simSummary
-	if err := json.Unmarshal([]byte(sim.line(30*time.Second)), &want); err != nil {
+	if err := json.Unmarshal([]byte(sim.line(waitLimit)), &want); err != nil {
 		t.Fatal(err)
 	}
 	exp := startProc(t, bin, "exporter", "--metrics", "127.0.0.1:0", "unix:"+sock, capDir)
 	var endpoint string
 	for endpoint == "" {
-		if m := exporterRe.FindStringSubmatch(exp.line(15 * time.Second)); m != nil {
+		if m := exporterRe.FindStringSubmatch(exp.line(waitLimit)); m != nil {
 			endpoint = m[1]
 		}
 	}
 	wantLive := fmt.Sprintf(`npumon_reserved_bytes{id="0",pid="%s",rank=""} %v`, pid, float64(want.ReservedBytes))
 	d := stats.Devices[0]
 	wantDir := fmt.Sprintf(`npumon_reserved_bytes{id="%d",pid="",rank=""} %v`, d.Device, float64(d.ReservedBytes))
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	var body string
 	for {
 		resp, err := http.Get(endpoint)
@@ -241,7 +241,7 @@ func TestExporterRanks(t *testing.T) {
 	exp := startProc(t, bin, "exporter", "--metrics", "127.0.0.1:0", job)
 	var endpoint string
 	for endpoint == "" {
-		if m := exporterRe.FindStringSubmatch(exp.line(15 * time.Second)); m != nil {
+		if m := exporterRe.FindStringSubmatch(exp.line(waitLimit)); m != nil {
 			endpoint = m[1]
 		}
 	}
@@ -251,7 +251,7 @@ func TestExporterRanks(t *testing.T) {
 		`npumon_reserved_bytes{id="2",pid="",rank="2"} 3.145728e+07`,
 		`npumon_ooms_total{id="1",pid="",rank="1"} 1`,
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		resp, err := http.Get(endpoint)
 		if err != nil {

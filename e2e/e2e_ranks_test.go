@@ -23,7 +23,7 @@ func TestRanksDemoStatsAndOverview(t *testing.T) {
 		} `json:"ranks"`
 	}
 	runJSON(t, bin, &sum, "demo", "--ranks", "4", "--steps", "3", "--rate", "20", "--layers", "2", "--device-mem", "16GiB",
-		"--out", dir, "--snapshot-every", "1", "--headless", "2s")
+		"--out", dir, "--snapshot-every", "1", "--headless", "2m") // ends with the jobs; 2m only bounds a hang
 	if len(sum.Ranks) != 4 {
 		t.Fatalf("demo summary %+v", sum)
 	}

@@ -17,11 +17,16 @@ import (
 func TestSimOutWatch(t *testing.T) {
 	bin := npumonBin(t)
 	dir := t.TempDir()
+	// a job of 10 steps (about a second: five snapshots, two profiler
+	// directories) that ends well inside watch's window, so that the
+	// summary is of a directory nothing writes to any more: a job still
+	// writing when the window ends leaves its newest snapshot listed and
+	// not yet opened. The window is the only guess here; it allows a
+	// machine ten times slower than the job's pace.
 	startSim(t, bin, "--listen", "unix:"+filepath.Join(t.TempDir(), "s.sock"), "--out", dir,
-		"--snapshot-every", "2", "--layers", "2", "--device-mem", "16GiB", "--rate", "10")
-	time.Sleep(200 * time.Millisecond)
+		"--snapshot-every", "2", "--layers", "2", "--device-mem", "16GiB", "--rate", "10", "--steps", "10")
 	var s liveSummary
-	runJSON(t, bin, &s, "watch", dir, "--headless", "3s")
+	runJSON(t, bin, &s, "watch", dir, "--headless", "10s")
 	var snaps, profs int
 	for _, c := range s.Captures {
 		if c.Existing {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestTUIHoldersInTmux: in a replay, h lists the holders at the peak, enter
@@ -50,7 +49,11 @@ func TestTUIHoldersInTmux(t *testing.T) {
 			t.Fatalf("the help never showed the explain keys:\n%s", sc)
 		}
 		p.send("Down")
-		time.Sleep(50 * time.Millisecond)
+		// one line at a time: the next Down only once this one has scrolled
+		// (a slow app must not get a burst that scrolls past the keys)
+		if last, ok := p.poll(func(screen string) bool { return screen != sc }); !ok {
+			t.Fatalf("Down did not scroll the help, which never showed the explain keys:\n%s", last)
+		}
 	}
 	p.send("q")
 	p.waitFor("NPUMON_EXIT=0")
