@@ -69,7 +69,11 @@ func TestSimAttachSameTotals(t *testing.T) {
 	got := make(chan liveSummary, 1)
 	go func() {
 		var s liveSummary
-		runJSON(t, bin, &s, "attach", "unix:"+sock, "--headless", "3s")
+		// the window must outlast the job, which started with the sim (30
+		// steps paced at 20/s: 1.5 s of wall time unless a step's work
+		// takes over 50 ms, which it does not on a machine even several
+		// times slower): the summary is then of the ended job
+		runJSON(t, bin, &s, "attach", "unix:"+sock, "--headless", "8s")
 		got <- s
 	}()
 	var want simSummary
