@@ -66,7 +66,24 @@ func TestAttachHeadless(t *testing.T) {
 // ends, prints the summary, and exits 1 with the reason.
 func TestAttachNothingListening(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
-	code, out, errOut := captureRun(t, "attach", "unix:"+sock, "--headless", "300ms")
+	// the run ends once the client has tried the socket (however long a
+	// loaded machine takes to get there); the minute only bounds a hang
+	stop := make(chan struct{})
+	defer close(stop)
+	attachWatch = func(c *wire.Client, _ *store.Store, end func()) {
+		go func() {
+			for c.Status().Err == nil {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+			end()
+		}()
+	}
+	defer func() { attachWatch = nil }()
+	code, out, errOut := captureRun(t, "attach", "unix:"+sock, "--headless", "1m")
 	if code != exitFail || !strings.Contains(errOut, "never connected") || !strings.Contains(errOut, "no such file") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
