@@ -17,16 +17,18 @@ import (
 func TestSimOutWatch(t *testing.T) {
 	bin := npumonBin(t)
 	dir := t.TempDir()
-	// a job of 10 steps (about a second: five snapshots, two profiler
-	// directories) that ends well inside watch's window, so that the
-	// summary is of a directory nothing writes to any more: a job still
-	// writing when the window ends leaves its newest snapshot listed and
-	// not yet opened. The window is the only guess here; it allows a
-	// machine ten times slower than the job's pace.
+	// a job of 20 steps paced at 10/s (2 s: ten snapshots, four profiler
+	// directories, so that watch may take over a second to start and still
+	// see two snapshots and a profiler directory arrive) that ends well
+	// inside watch's window, so that the summary is of a directory nothing
+	// writes to any more: a job still writing when the window ends leaves
+	// its newest snapshot listed and not yet opened. A step's work takes a
+	// few ms of the 100 ms it is paced to: the window allows for a machine
+	// many times slower.
 	startSim(t, bin, "--listen", "unix:"+filepath.Join(t.TempDir(), "s.sock"), "--out", dir,
-		"--snapshot-every", "2", "--layers", "2", "--device-mem", "16GiB", "--rate", "10", "--steps", "10")
+		"--snapshot-every", "2", "--layers", "2", "--device-mem", "16GiB", "--rate", "10", "--steps", "20")
 	var s liveSummary
-	runJSON(t, bin, &s, "watch", dir, "--headless", "10s")
+	runJSON(t, bin, &s, "watch", dir, "--headless", "12s")
 	var snaps, profs int
 	for _, c := range s.Captures {
 		if c.Existing {
