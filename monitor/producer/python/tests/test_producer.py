@@ -107,7 +107,7 @@ class TestNeverRaises(unittest.TestCase):
         prod = p.Producer(interval=0.01, address="unix:/nonexistent-dir/x/y.sock")
         prod._find_backend = lambda: BrokenMemory()
         prod.start()
-        prod._thread.join(2)
+        prod._thread.join(60)  # bounds a hang only
         self.assertFalse(prod._thread.is_alive())
         self.assertGreaterEqual(prod.errors, 1)
         self.assertFalse(prod.poll())

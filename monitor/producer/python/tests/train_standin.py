@@ -59,14 +59,14 @@ def main():
         sys.modules["torch"].__version__ = "2.0.1+standin"  # before time_us existed
     npumon_standin.current = alloc  # the job initialises its device
     st = npumon_producer.stats
-    wait(lambda: st().get("serving") or st().get("errors"), 10, "the producer")
+    wait(lambda: st().get("serving") or st().get("errors"), 60, "the producer")
     if not st().get("serving"):
         # the producer could not start (e.g. another one serves there): the job goes on
         say(refused=os.getpid(), stats=st())
         return
     say(ready=os.getpid(), socket=st().get("socket"))
     if a.clients:
-        wait(lambda: st().get("clients", 0) >= a.clients, 20, "clients")
+        wait(lambda: st().get("clients", 0) >= a.clients, 60, "clients")
         say(clients=st().get("clients"))
     for d in range(alloc.ndev):
         total = alloc.remaining(d)
@@ -82,7 +82,7 @@ def main():
         time.sleep(a.hold)
     if a.hold_file:
         say(holding=True)
-        wait(lambda: os.path.exists(a.hold_file), 20, a.hold_file)
+        wait(lambda: os.path.exists(a.hold_file), 60, a.hold_file)
     prod = npumon_producer.start()  # the running producer (the first start wins)
     npumon_producer.stop()
     if a.dump and alloc.last is not None:
