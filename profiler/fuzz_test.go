@@ -48,8 +48,9 @@ func FuzzFrameworkDecoder(f *testing.F) {
 			if d1.Offset()+int64(d1.Pending()) != int64(len(data)) {
 				t.Fatalf("bytes unaccounted: offset %d pending %d len %d", d1.Offset(), d1.Pending(), len(data))
 			}
-		} else if !strings.HasPrefix(err1.Error(), "offset ") {
-			t.Fatalf("error %q lacks an offset", err1)
+		} else if oe := (*safefile.OffsetError)(nil); !strings.HasPrefix(err1.Error(), "offset ") ||
+			!errors.As(err1, &oe) || oe.Offset < 0 || oe.Offset > int64(len(data)) {
+			t.Fatalf("error %q lacks an offset inside the input (%d bytes)", err1, len(data))
 		}
 	})
 }
