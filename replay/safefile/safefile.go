@@ -91,7 +91,7 @@ func describe(m os.FileMode) string {
 
 // OffsetError is a decoding error at a byte offset of an input, as
 // errors.As finds it in every decoder's errors (snapshots, FRAMEWORK
-// files): File is the path ("" when the decoder was fed bytes, not a
+// files, trace_view.json): File is the path ("" when the decoder was fed bytes, not a
 // file), Offset where decoding stopped, Field the name of the value that
 // was bad ("block.size"; "" when the error is not in one value), and Err
 // the cause.
