@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,6 +110,27 @@ func TestOOMPanel(t *testing.T) {
 	m = newSized(t, testOptions(smallWithOps(t)), 80, 24)
 	press(m, "g", "o")
 	checkFrame(t, m.View(), 80, 24)
+}
+
+// TestHintNamesOOMKey: where the source has an oom entry (before or after
+// the cursor) the hint line starts with the key that explains it; a source
+// without one does not waste the room.
+func TestHintNamesOOMKey(t *testing.T) {
+	hint := func(m *Model) string { v := strings.Split(m.View(), "\n"); return v[len(v)-1] }
+	m := newSized(t, testOptions(smallWithOps(t)), 80, 24)
+	for _, keys := range [][]string{{"G"}, {"g"}} { // after the oom, then before it
+		press(m, keys...)
+		if h := hint(m); !strings.HasPrefix(strings.TrimSpace(h), "o next OOM") {
+			t.Errorf("after %v: hint %q", keys, h)
+		}
+	}
+	snap := smallSnapshot(true)
+	tr := snap.DeviceTraces[0]
+	snap.DeviceTraces[0] = slices.DeleteFunc(slices.Clone(tr), func(e snapshot.TraceEntry) bool { return e.Action == snapshot.ActionOOM })
+	m = newSized(t, testOptions(storeOf(t, snap, nil)), 80, 24)
+	if h := hint(m); strings.Contains(h, "OOM") {
+		t.Errorf("no oom in the source, hint %q", h)
+	}
 }
 
 // TestOOMPanelGivesWay: however short the screen, the panel keeps the

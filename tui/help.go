@@ -51,6 +51,9 @@ func (m *Model) hintLine() string {
 	if m.o.Captures != nil {
 		short = append([]key.Binding{m.keys.Captures}, short...)
 	}
+	if m.hasData && (m.sum.OOMs > 0 || m.oomAhead) { // the source has an OOM: say first how to see why
+		short = append([]key.Binding{m.keys.NextOOM}, short...)
+	}
 	return hl.ShortHelpView(short)
 }
 

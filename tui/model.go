@@ -102,6 +102,7 @@ type Model struct {
 	steps     []int        // indices of the step ops (IsStep) in m.ops
 	conn      wire.ConnState
 	connNote  string
+	oomAhead  bool // an oom entry after the cursor (with sum.OOMs: the source has one)
 	statusErr string
 
 	// cursor and playback
@@ -570,6 +571,7 @@ func (m *Model) refreshCursor() {
 		m.sum = src.Summary(m.dev, m.cursor)
 		m.seg.SetState(src.StateAt(m.dev, m.cursor))
 	}
+	_, m.oomAhead = src.Next(m.dev, m.cursor, snapshot.ActionOOM)
 	m.hasOpAt = false
 	if m.base == store.TimeEpochUS {
 		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
