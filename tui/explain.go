@@ -543,17 +543,12 @@ const oomIndent = "                       "
 // verdict's sentence past its first line, holders past the first.
 func (m *Model) oomLines(o *oomFacts, body int) []string {
 	reason := wrap(o.reason, max(20, m.w-len(oomIndent)))
-	frames := o.frames[:min(len(o.frames), 4)]
-	gap, hint, nr, nf, nh := 1, true, len(reason), max(1, len(frames)), len(o.top)
-	lines := func() int { // title, verdict, six figures; two titled sections; the hint
-		n := 8 + nr + (gap + 1 + nf) + (gap + 1 + nh)
-		if hint {
-			n += gap + 1
-		}
-		return n
-	}
-	for lines() > body {
+	gap, hint, nr, nf, nh := 1, true, len(reason), min(len(o.frames), 4), len(o.top)
+	for {
+		out := m.oomPanel(o, reason, nr, nf, nh, gap, hint)
 		switch {
+		case len(out) <= body:
+			return out
 		case gap > 0:
 			gap = 0
 		case nf > 1:
@@ -564,19 +559,17 @@ func (m *Model) oomLines(o *oomFacts, body int) []string {
 			nh--
 		case nr > 1:
 			nr--
-			reason[nr-1] += " …"
 		case nh > 1:
 			nh--
 		default:
-			return m.oomPanel(o, reason, 1, 1, 1, 0, false)
+			return out
 		}
 	}
-	return m.oomPanel(o, reason, nr, nf, nh, gap, hint)
 }
 
-// oomPanel lays the OOM panel out: nr lines of the verdict's sentence, nf
-// stack frames, nh holders, gap blank lines between sections, the panel's
-// hint or not.
+// oomPanel lays the OOM panel out: the first nr lines of the verdict's
+// sentence (marked "…" when cut), nf stack frames, nh holders, gap blank
+// lines between sections, the panel's hint or not.
 func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint bool) []string {
 	th := m.th
 	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, m.timeFmt().full(o.time)), m.w))}
@@ -587,7 +580,10 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 		}
 	}
 	out = append(out, fit("  verdict              "+th.Warn.Render(o.verdict), m.w))
-	for _, l := range reason[:min(nr, len(reason))] {
+	for i, l := range reason[:nr] {
+		if i == nr-1 && nr < len(reason) {
+			l += " …"
+		}
 		out = append(out, fit(oomIndent+th.Dim.Render(l), m.w))
 	}
 	row("requested", bytesize.Format(o.requested))
@@ -602,7 +598,7 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	row("op", op)
 	blank()
 	out = append(out, th.Dim.Render(fit("the failing request's stack (v: whole stack)", m.w)))
-	for _, f := range o.frames[:min(nf, len(o.frames))] {
+	for _, f := range o.frames[:nf] {
 		out = append(out, "  "+explain.FormatFrame(f, m.w-2))
 	}
 	if len(o.frames) == 0 {
@@ -610,7 +606,7 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	}
 	blank()
 	out = append(out, th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
-	for _, g := range o.top[:min(nh, len(o.top))] {
+	for _, g := range o.top[:nh] {
 		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count)
 		out = append(out, r+fitKey(g.Key, m.w-theme.Width(r)))
 	}
