@@ -54,8 +54,8 @@ type OOM struct {
 	WhatIf     []WhatIfRun `json:"whatif"`
 }
 
-// Figures are the state figures of o.
-func (o *OOM) Figures() Figures {
+// figures are the state figures of o.
+func (o *OOM) figures() Figures {
 	return Figures{Reserved: o.ReservedBytes, Allocated: o.AllocatedBytes, CachedFree: o.CachedFreeBytes, LargestCachedFree: o.LargestCachedFreeBytes}
 }
 

@@ -88,7 +88,7 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			}
 			fmt.Fprintln(w)
 			if o.Kind == "oom" {
-				fmt.Fprintf(w, "  verdict: %s\n    %s\n", o.Verdict, o.Figures().Reason(o.RequestedBytes, o.deviceFree(), bytesize.Torch))
+				fmt.Fprintf(w, "  verdict: %s\n    %s\n", o.Verdict, o.figures().Reason(o.RequestedBytes, o.deviceFree(), bytesize.Torch))
 			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			if o.Index >= 0 {
