@@ -68,13 +68,13 @@ type explainUI struct {
 
 // oomFacts are what the OOM panel shows for one oom entry.
 type oomFacts struct {
-	seq                                  int64
-	time                                 int64
-	requested, free                      int64
-	reserved, allocated, cached, largest int64
-	verdict, reason, op                  string
-	frames                               snapshot.Stack
-	top                                  []explain.Group
+	seq                 int64
+	time                int64
+	requested, free     int64
+	fig                 explain.Figures // the segment map right after the entry
+	verdict, reason, op string
+	frames              snapshot.Stack
+	top                 []explain.Group
 }
 
 func newExplainUI() explainUI { return explainUI{by: explain.ByCallsite, at: -1, markN: -1} }
@@ -288,7 +288,7 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 		st = src.StateAt(m.dev, e.Time)
 	}
 	fig := explain.StateFigures(st.Segments)
-	f.reserved, f.allocated, f.cached, f.largest = fig.Reserved, fig.Allocated, fig.CachedFree, fig.LargestCachedFree
+	f.fig = fig
 	f.verdict = fig.Verdict(f.requested, f.free)
 	f.reason = fig.Reason(f.requested, f.free, bytesize.Format)
 	if m.base == store.TimeEpochUS {
@@ -588,9 +588,9 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	}
 	row("requested", bytesize.Format(o.requested))
 	row("device free", bytesize.Format(o.free))
-	row("reserved", bytesize.Format(o.reserved))
-	row("allocated", bytesize.Format(o.allocated))
-	row("cached free", fmt.Sprintf("%s (largest block %s)", bytesize.Format(o.cached), bytesize.Format(o.largest)))
+	row("reserved", bytesize.Format(o.fig.Reserved))
+	row("allocated", bytesize.Format(o.fig.Allocated))
+	row("cached free", fmt.Sprintf("%s (largest block %s)", bytesize.Format(o.fig.CachedFree), bytesize.Format(o.fig.LargestCachedFree)))
 	op := o.op
 	if op == "" {
 		op = "—"
