@@ -26,9 +26,11 @@ func (m *Model) modeText() string {
 
 func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
 
-func (m *Model) headerLines() []string {
+// headerLines is the header's two lines, and whether the connection's note
+// did not fit the first (the hint line then carries it).
+func (m *Model) headerLines() (lines []string, noteBelow bool) {
 	th := m.th
-	l1, nameAt, sep, _ := m.line1()
+	l1, nameAt, sep, noteBelow := m.line1()
 	var l2 string
 	switch {
 	case m.loading:
@@ -102,7 +104,7 @@ func (m *Model) headerLines() []string {
 	// The source name gives way first, from the left: state, time and
 	// device always show.
 	l1[nameAt] = shortName(l1[nameAt], max(12, m.w-line1Width(l1, nameAt, sep, 0)))
-	return []string{strings.Join(l1, sep), l2}
+	return []string{strings.Join(l1, sep), l2}, noteBelow
 }
 
 // line1 is the header's first line as parts: the wide form (from 120

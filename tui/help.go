@@ -11,7 +11,9 @@ import (
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
 
-func (m *Model) hintLine() string {
+// hintLine is the bottom line; noteBelow: the header had no room for the
+// connection's note, which then goes here.
+func (m *Model) hintLine(noteBelow bool) string {
 	th := m.th
 	switch m.input {
 	case inputFilter:
@@ -42,7 +44,7 @@ func (m *Model) hintLine() string {
 	case screenView:
 		return th.Hint.Render(m.viewHint())
 	}
-	if _, _, _, below := m.line1(); below { // a narrow header has no room for why
+	if noteBelow { // a narrow header has no room for why
 		return th.Warn.Render(m.connText()) + th.Hint.Render(" · ? help")
 	}
 	hl := m.help

@@ -104,10 +104,13 @@ func (m *Model) render() string {
 		return strings.Join(lines, "\n")
 	}
 	lines := make([]string, 0, m.h)
+	noteBelow := false
 	if m.o.DevicesOnly {
 		lines = append(lines, m.devicesHeader()...)
 	} else {
-		lines = append(lines, m.headerLines()...)
+		var head []string
+		head, noteBelow = m.headerLines()
+		lines = append(lines, head...)
 	}
 	switch m.screen() {
 	case screenHelp:
@@ -127,7 +130,7 @@ func (m *Model) render() string {
 	default:
 		lines = append(lines, m.bodyLines(body)...)
 	}
-	lines = append(lines, m.hintLine())
+	lines = append(lines, m.hintLine(noteBelow))
 	for len(lines) < m.h {
 		lines = append(lines, "")
 	}
