@@ -81,6 +81,7 @@ func TestViewContent(t *testing.T) {
 		". recorded  X first OOM  [* baseline]  + expandable_segments:True  o max_split",
 		"recorded", "entry 110 (200.00 MiB)", "none (recorded OOM fits)",
 		"baseline fidelity: reserved curve max |",
+		"the baseline reproduces this run: it runs out at the recorded OOM (entry 110)",
 		"esc close",
 	} {
 		if !strings.Contains(v, want) {
@@ -241,7 +242,7 @@ func TestWithoutHint(t *testing.T) {
 	m.SetHint(false)
 	m.SetSize(80, 20)
 	lines := checkSize(t, m.View(), 80, 20)
-	if !strings.HasPrefix(lines[19], "baseline fidelity") || strings.Contains(m.View(), "esc close") {
+	if !strings.HasPrefix(lines[19], "the baseline reproduces this run") || strings.Contains(m.View(), "esc close") {
 		t.Errorf("last row %q; the view still draws its hint", lines[19])
 	}
 }
