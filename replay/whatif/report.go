@@ -33,11 +33,15 @@ func (d *DeviceResult) Table() [][]string {
 }
 
 // runOOMCell is a run's OOM cell: an alternative that runs without OOM
-// while the baseline does not reproduce the recording is no fix, and the
-// cell says so.
+// while the baseline does not reproduce the recording is no fix, and a
+// baseline that fits the recorded OOM does not reproduce it; the cell says
+// so.
 func runOOMCell(r *Run) string {
-	if r.Verdict == VerdictUntrusted {
+	switch {
+	case r.Verdict == VerdictUntrusted:
 		return "none (not a fix: no reproduction)"
+	case r.Verdict == VerdictDiffers && r.FirstOOM == nil && r.RecordedOOMsFit > 0:
+		return "none (the recorded OOM fits: no reproduction)"
 	}
 	return oomCell(r.FirstOOM, r.OOMs, r.RecordedOOMsFit)
 }

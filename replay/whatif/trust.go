@@ -142,7 +142,7 @@ func Assess(d *DeviceResult) {
 	}
 	t.Reproduces = len(t.Mismatch) == 0
 	if !t.Reproduces {
-		t.Causes = causes(d)
+		t.Causes = causes(d, &t)
 	}
 	d.Trust = t
 	for i, r := range d.Runs {
@@ -162,7 +162,7 @@ func Assess(d *DeviceResult) {
 }
 
 // causes lists what in d's file the simulation cannot know.
-func causes(d *DeviceResult) []Reason {
+func causes(d *DeviceResult, t *Trust) []Reason {
 	in := d.Input
 	out := []Reason{}
 	if in.Initial > 0 {
@@ -179,8 +179,13 @@ func causes(d *DeviceResult) []Reason {
 			"the trace has %d segment events where the baseline needed %d: the recorded reserved curve is not known between the start and the end",
 			d.Recorded.SegmentAllocs+d.Recorded.SegmentFrees, d.Runs[0].SegmentAllocs+d.Runs[0].SegmentFrees)})
 	}
-	if strings.HasPrefix(d.DeviceMemSource, deviceMemGuessPrefix) {
+	switch {
+	case strings.HasPrefix(d.DeviceMemSource, deviceMemGuessPrefix):
 		out = append(out, Reason{CauseUnknownDevice, "unknown device size: " + d.DeviceMemSource + "; --device-mem gives it"})
+	case t.ReproducesOOM != nil && !*t.ReproducesOOM && d.Runs[0].FirstOOM == nil:
+		out = append(out, Reason{CauseUnknownDevice, fmt.Sprintf(
+			"unknown device size: the allocator may have had less than the simulated %s (%s): the runtime's own reservation, other processes, memory outside the caching allocator",
+			bytesize.Torch(d.DeviceMem), d.DeviceMemSource)})
 	}
 	if in.Unmatched > 0 {
 		out = append(out, Reason{CauseUnmatched, fmt.Sprintf("%d trace entries are not explained by the rest of the trace (a free of an address not live, an alloc over a live one)", in.Unmatched)})
