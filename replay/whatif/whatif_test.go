@@ -30,7 +30,9 @@ func TestAlternatives(t *testing.T) {
 	tr := func(es ...snapshot.TraceEntry) *snapshot.Snapshot {
 		return &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{es}}
 	}
-	alloc := func(n int64) snapshot.TraceEntry { return snapshot.TraceEntry{Action: snapshot.ActionAlloc, Addr: 1, Size: n} }
+	alloc := func(n int64) snapshot.TraceEntry {
+		return snapshot.TraceEntry{Action: snapshot.ActionAlloc, Addr: 1, Size: n}
+	}
 	oom := func(n int64) snapshot.TraceEntry { return snapshot.TraceEntry{Action: snapshot.ActionOOM, Size: n} }
 	for i, tc := range []struct {
 		s    *snapshot.Snapshot
