@@ -50,6 +50,12 @@ type Trust struct {
 	// baseline's first failure is that entry.
 	RecordedOOMIndex *int  `json:"recorded_oom_index"`
 	ReproducesOOM    *bool `json:"reproduces_recorded_oom"`
+	// DeviceMem is the device size the baseline was judged on: the file's
+	// (FileDeviceMem, DeviceResult.Reference) when --device-mem gives
+	// another.
+	DeviceMem int64 `json:"judged_on_device_mem"`
+	// OnFileDevice is true when that is not the runs' device.
+	OnFileDevice bool `json:"judged_on_file_device"`
 	// Mismatch lists how the baseline differs from the recording; Causes
 	// what the file shows that the simulation cannot know, the likely
 	// reasons. Both are empty when it reproduces.
@@ -100,6 +106,10 @@ func Assess(d *DeviceResult) {
 	}
 	t.Simulated = true
 	base := d.Runs[0]
+	t.DeviceMem = d.DeviceMem
+	if d.Reference != nil { // the recording is judged on its own device
+		base, t.DeviceMem, t.OnFileDevice = d.Reference, d.FileDeviceMem, true
+	}
 	ranOut := base.OOMs > 0 || base.FailedAllocs > 0
 	if ro := d.Recorded.FirstOOM; ro != nil {
 		ok := base.FirstOOM != nil && base.FirstOOM.Index == ro.Index
@@ -128,7 +138,7 @@ func Assess(d *DeviceResult) {
 		// reserved bytes: compare those, the one exact recorded figure.
 		what = "final"
 		sim = base.FinalReserved
-		rec = sim - d.Fidelity.FinalDiff
+		rec = At(d.Recorded.Reserved, d.Until)
 	}
 	t.PeakCompared = what
 	t.RecordedPeakReserved, t.SimulatedPeakReserved = rec, sim
@@ -180,12 +190,12 @@ func causes(d *DeviceResult, t *Trust) []Reason {
 			d.Recorded.SegmentAllocs+d.Recorded.SegmentFrees, d.Runs[0].SegmentAllocs+d.Runs[0].SegmentFrees)})
 	}
 	switch {
-	case strings.HasPrefix(d.DeviceMemSource, deviceMemGuessPrefix):
-		out = append(out, Reason{CauseUnknownDevice, "unknown device size: " + d.DeviceMemSource + "; --device-mem gives it"})
-	case t.ReproducesOOM != nil && !*t.ReproducesOOM && d.Runs[0].FirstOOM == nil:
+	case strings.HasPrefix(d.FileDeviceMemSource, deviceMemGuessPrefix):
+		out = append(out, Reason{CauseUnknownDevice, "unknown device size: " + d.FileDeviceMemSource})
+	case t.ReproducesOOM != nil && !*t.ReproducesOOM && t.Mismatch[0].Code == ReasonBaselineFits:
 		out = append(out, Reason{CauseUnknownDevice, fmt.Sprintf(
 			"unknown device size: the allocator may have had less than the simulated %s (%s): the runtime's own reservation, other processes, memory outside the caching allocator",
-			bytesize.Torch(d.DeviceMem), d.DeviceMemSource)})
+			bytesize.Torch(t.DeviceMem), d.FileDeviceMemSource)})
 	}
 	if in.Unmatched > 0 {
 		out = append(out, Reason{CauseUnmatched, fmt.Sprintf("%d trace entries are not explained by the rest of the trace (a free of an address not live, an alloc over a live one)", in.Unmatched)})
@@ -225,6 +235,9 @@ func (t *Trust) Text() string {
 	if t.Reproduces {
 		peak := fmt.Sprintf("%s reserved %s (recorded %s)", t.PeakCompared,
 			bytesize.Torch(t.SimulatedPeakReserved), bytesize.Torch(t.RecordedPeakReserved))
+		if t.OnFileDevice {
+			peak += fmt.Sprintf(", on the file's own device of %s", bytesize.Torch(t.DeviceMem))
+		}
 		if t.ReproducesOOM != nil {
 			return fmt.Sprintf("the baseline reproduces this run: it runs out at the recorded OOM (entry %d), %s; an alternative that fits is a fix",
 				*t.RecordedOOMIndex, peak)
@@ -232,6 +245,9 @@ func (t *Trust) Text() string {
 		return "the baseline reproduces this run: no OOM, " + peak + "; compare the alternatives with it"
 	}
 	s := "the simulation does not reproduce this run, so no alternative is called a fix: " + reasonTexts(t.Mismatch)
+	if t.OnFileDevice {
+		s += fmt.Sprintf(" (on the file's own device of %s)", bytesize.Torch(t.DeviceMem))
+	}
 	if len(t.Causes) > 0 {
 		s += ". Why: " + reasonTexts(t.Causes)
 	}

@@ -72,8 +72,16 @@ type DeviceResult struct {
 	// entries − 1 when they ran to the end).
 	Until    int      `json:"simulated_until"`
 	Recorded Recorded `json:"recorded"`
+	// FileDeviceMem is the device size the file implies (the oom entry's
+	// reserved + free bytes, else the guess), whatever --device-mem says.
+	FileDeviceMem       int64  `json:"file_device_mem"`
+	FileDeviceMemSource string `json:"file_device_mem_source"`
 	// Runs are the baseline (Runs[0]) and the alternatives in order.
 	Runs []*Run `json:"runs"`
+	// Reference is the baseline on FileDeviceMem when the runs use another
+	// device size (--device-mem): the recording is reproduced, or not, on
+	// its own device, and Trust is judged on it. nil otherwise.
+	Reference *Run `json:"reference_baseline,omitempty"`
 	// Fidelity compares the baseline's reserved curve with the recorded one.
 	Fidelity Fidelity `json:"baseline_fidelity"`
 	// Trust says whether the baseline reproduces the recording, and so

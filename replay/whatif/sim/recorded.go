@@ -58,8 +58,6 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 	}
 
 	switch {
-	case deviceMem > 0:
-		dr.DeviceMem, dr.DeviceMemSource = deviceMem, "given (--device-mem)"
 	// A device_free of 0 is a reading too: the device was full.
 	case rec.FirstOOM != nil && oomFree >= 0 && oomReserved >= 0 && oomReserved+oomFree > 0:
 		dr.DeviceMem = oomReserved + oomFree
@@ -79,6 +77,10 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 
 	// acl's devices hold at least one 2 MiB page.
 	dr.DeviceMem = max(dr.DeviceMem, 2*config.MiB)
+	dr.FileDeviceMem, dr.FileDeviceMemSource = dr.DeviceMem, dr.DeviceMemSource
+	if deviceMem > 0 {
+		dr.DeviceMem, dr.DeviceMemSource = max(deviceMem, 2*config.MiB), "given (--device-mem)"
+	}
 
 	// Only a device without room forces a release inside a malloc when the
 	// baseline has neither max_split_size nor garbage collection.

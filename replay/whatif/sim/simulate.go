@@ -116,6 +116,27 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 			}()
 		}
 	}
+	// On another device than the file's, the baseline also runs on the
+	// file's own, to judge the reproduction there (whatif.Assess).
+	for di := range res.Devices {
+		dr := &res.Devices[di]
+		if len(dr.Runs) == 0 || dr.DeviceMem == dr.FileDeviceMem {
+			continue
+		}
+		in := inputs[di]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			run, err := simulate(ctx, in, "baseline on the file's device", cfgs[0], dr.FileDeviceMem, contiguous)
+			if err != nil {
+				once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
+				return
+			}
+			dr.Reference = run
+		}()
+	}
 	wg.Wait()
 	if firstErr != nil {
 		return nil, firstErr

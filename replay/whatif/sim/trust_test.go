@@ -109,10 +109,19 @@ func TestTrustOnKnownTraces(t *testing.T) {
 		t.Errorf("verdicts %q %q", d.Runs[0].Verdict, d.Runs[1].Verdict)
 	}
 
-	// A device too small for the recording: the baseline runs out earlier.
+	// Another device (--device-mem): the baseline there runs out early, as
+	// it must on 512 MiB, but the reproduction is judged on the file's own
+	// device (1 GiB from the oom entry), so the answers stay trusted.
 	d = simulateFile(t, "fragmentation.pickle", whatif.Options{DeviceMem: 512 * MiB, Confs: []string{"expandable_segments:True"}})
-	if got := codes(d.Trust.Mismatch); len(got) == 0 || got[0] != whatif.ReasonBaselineEarly {
-		t.Errorf("512 MiB: mismatch %v", got)
+	if tr := d.Trust; !tr.Reproduces || !tr.OnFileDevice || tr.DeviceMem != 1024*MiB || d.Reference == nil || d.FileDeviceMem != 1024*MiB {
+		t.Errorf("512 MiB: trust %+v, reference %v", tr, d.Reference != nil)
+	}
+	if o := d.Runs[0].FirstOOM; o == nil || o.Index != 11 || d.Runs[1].Verdict != whatif.VerdictFails {
+		t.Errorf("512 MiB: baseline first OOM %+v, expandable_segments %q", o, d.Runs[1].Verdict)
+	}
+	// The same device as the file's: no second baseline.
+	if d := simulateFile(t, "fragmentation.pickle", whatif.Options{DeviceMem: 1024 * MiB}); d.Reference != nil || d.Trust.OnFileDevice {
+		t.Error("a reference baseline on the file's own device size")
 	}
 }
 
