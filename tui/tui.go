@@ -63,9 +63,10 @@ type Options struct {
 	Captures Captures
 	// WhatIf, when set, returns the decoded snapshot for key w, the what-if
 	// view (replay/whatif): nil while it is still loading. WhatIfConfs are
-	// the alternatives it compares (default DefaultWhatIfConfs). Simulate
-	// runs it (sim.Simulate, from replay/whatif/sim: the TUI does not link
-	// the allocator); without it w says the what-if is not available.
+	// the alternatives it compares (default whatif.Alternatives, as the
+	// whatif and explain commands). Simulate runs it (sim.Simulate, from
+	// replay/whatif/sim: the TUI does not link the allocator); without it
+	// w says the what-if is not available.
 	WhatIf      func() *replay.Capture
 	WhatIfConfs []string
 	Simulate    whatif.Simulator

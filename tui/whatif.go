@@ -10,9 +10,6 @@ import (
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
 
-// DefaultWhatIfConfs are the alternatives w compares when Options names none.
-var DefaultWhatIfConfs = []string{"expandable_segments:True", "max_split_size_mb:128"}
-
 // openWhatIf re-simulates the current device's trace under the what-if
 // alternatives and shows the comparison in place of the panes (w).
 func (m *Model) openWhatIf() tea.Cmd {
@@ -29,13 +26,13 @@ func (m *Model) openWhatIf() tea.Cmd {
 		m.statusErr = "what-if: the snapshot is not loaded yet"
 		return nil
 	}
-	confs := m.o.WhatIfConfs
-	if len(confs) == 0 {
-		confs = DefaultWhatIfConfs
-	}
-	opts := whatif.Options{Confs: confs}
+	var opts whatif.Options
 	if m.dev >= 0 {
 		opts.Devices = []int{m.dev}
+	}
+	opts.Confs = m.o.WhatIfConfs
+	if len(opts.Confs) == 0 { // the one set whatif and explain try too
+		opts.Confs = whatif.Alternatives(capt.Snapshot, opts.Devices)
 	}
 	m.wiOpen = true
 	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))

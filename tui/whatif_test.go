@@ -1,12 +1,16 @@
 package tui
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
@@ -89,5 +93,59 @@ func TestWhatIfTimeAxis(t *testing.T) {
 			}
 			m.Update(press(m, "esc")())
 		})
+	}
+}
+
+// TestWhatIfSameAlternativesAsExplain: w tries the set explain tries
+// (whatif.Alternatives), and the view prints the baseline's trust in the
+// words of whatif and explain: on leak_steps.pickle the simulation does
+// not reproduce the run and no alternative is a fix.
+func TestWhatIfSameAlternativesAsExplain(t *testing.T) {
+	for _, file := range []string{"../replay/testdata/leak_steps.pickle", "../replay/whatif/sim/testdata/fragmentation.pickle", "../replay/whatif/sim/testdata/deferred.pickle"} {
+		c, err := replay.DecodeFile(file, replay.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tuiOpts, explainOpts whatif.Options
+		record := func(into *whatif.Options) whatif.Simulator {
+			return func(ctx context.Context, c *replay.Capture, opts whatif.Options) (*whatif.Result, error) {
+				*into = opts
+				return sim.Simulate(ctx, c, opts)
+			}
+		}
+		e, err := explain.Explain(context.Background(), c, explain.Options{Simulate: record(&explainOpts)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := store.New(store.Options{})
+		if err := st.IngestSnapshot(c.Snapshot); err != nil {
+			t.Fatal(err)
+		}
+		o := testOptions(st)
+		o.WhatIf, o.Simulate = func() *replay.Capture { return c }, record(&tuiOpts)
+		m := newSized(t, o, 100, 30)
+		m.refreshData()
+		cmd := press(m, "w")
+		if cmd == nil {
+			t.Fatal("w did not start the what-if view")
+		}
+		m.Update(cmd())
+		want := whatif.Alternatives(c.Snapshot, nil)
+		if !slices.Equal(tuiOpts.Confs, want) || !slices.Equal(explainOpts.Confs, want) {
+			t.Errorf("%s: TUI tries %v, explain %v, want %v", file, tuiOpts.Confs, explainOpts.Confs, want)
+		}
+		v := m.View()
+		checkFrame(t, v, 100, 30)
+		tr := e.Devices[0].WhatIfTrust
+		if tr == nil {
+			t.Fatalf("%s: explain has no what-if trust", file)
+		}
+		words := strings.Fields(tr.Text())[:6] // the sentence's start, as explain prints it
+		if !strings.Contains(strings.Join(strings.Fields(v), " "), strings.Join(words, " ")) {
+			t.Errorf("%s: the view lacks %q:\n%s", file, strings.Join(words, " "), v)
+		}
+		if !tr.Reproduces && (!strings.Contains(v, "not a fix") || strings.Contains(v, "none (recorded OOM fits)")) {
+			t.Errorf("%s: an alternative reads as a fix:\n%s", file, v)
+		}
 	}
 }

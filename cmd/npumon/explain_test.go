@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -177,7 +178,9 @@ func TestExplainDemoLeak(t *testing.T) {
 }
 
 // TestExplainDemoFragmentation: on a small device the fragmentation
-// scenario fails for fragmentation, and an alternative setting fits.
+// scenario fails for fragmentation; the what-if's baseline, on the device
+// size the oom entry gives (reserved + device free), reproduces that OOM,
+// and an alternative is called a fix only with it.
 func TestExplainDemoFragmentation(t *testing.T) {
 	files := demoOut(t, "--scenario", "fragmentation", "--steps", "30", "--snapshot-every", "0", "--device-mem", "512MiB", "--layers", "48")
 	var e explain.Explanation
@@ -186,9 +189,14 @@ func TestExplainDemoFragmentation(t *testing.T) {
 	if o.Kind != "oom" || o.Verdict != "fragmentation" {
 		t.Fatalf("oom %+v", o)
 	}
-	fits := slices.ContainsFunc(o.WhatIf[1:], func(r explain.WhatIfRun) bool { return r.Fits })
-	if !fits {
-		t.Errorf("no alternative fits: %+v", o.WhatIf)
+	tr := e.Devices[0].WhatIfTrust
+	if tr == nil || !tr.Reproduces || tr.ReproducesOOM == nil || !*tr.ReproducesOOM || o.WhatIf[0].Verdict != whatif.VerdictReproduces {
+		t.Fatalf("the baseline does not reproduce the demo's own run: %+v, %+v", tr, o.WhatIf)
+	}
+	for _, r := range o.WhatIf[1:] {
+		if r.Fits != (r.Verdict == whatif.VerdictFits) || r.Verdict == whatif.VerdictUntrusted {
+			t.Errorf("alternative %+v", r)
+		}
 	}
 }
 

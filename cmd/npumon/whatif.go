@@ -30,7 +30,10 @@ func newWhatifCmd() *cobra.Command {
 			"with the file's own settings (allocator_settings, else the defaults) and once per --conf\n" +
 			"(PYTORCH_NPU_ALLOC_CONF syntax; PYTORCH_CUDA_ALLOC_CONF for CUDA files), and reports peak\n" +
 			"reserved / allocated, segments, cached free bytes at the peak, retries, OOMs and how closely the\n" +
-			"baseline follows the recorded reserved curve. The device size is --device-mem, else derived\n" +
+			"baseline follows the recorded reserved curve. Without --conf it tries expandable_segments:True and\n" +
+			"max_split_size_mb of half the first failing request (explain and the TUI's w try the same). An\n" +
+			"alternative is called a fix only when the baseline reproduces the recording (its peak reserved and\n" +
+			"its OOM); otherwise the report says why not. The device size is --device-mem, else derived\n" +
 			"from an oom entry, else the recorded peak plus 12.5% headroom; the report says which.\n" +
 			"empty_cache calls are inferred from segment releases outside a malloc.",
 		Args: exactArgs(1),
@@ -73,6 +76,9 @@ func newWhatifCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if len(opts.Confs) == 0 { // the one set explain and the TUI try too
+				opts.Confs = whatif.Alternatives(capt.Snapshot, opts.Devices)
+			}
 			res, err := sim.Simulate(context.Background(), capt, opts)
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
@@ -83,7 +89,7 @@ func newWhatifCmd() *cobra.Command {
 			return res.WriteText(c.OutOrStdout())
 		},
 	}
-	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration, e.g. expandable_segments:True (repeatable)")
+	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration, e.g. expandable_segments:True (repeatable; default: expandable_segments:True and a max_split_size_mb, as explain and the TUI)")
 	c.Flags().StringVar(&deviceMem, "device-mem", "", "simulated device memory, e.g. 64GiB (default: from the file)")
 	c.Flags().StringVar(&flavour, "flavour", "auto", "allocator to imitate: auto (from the file), npu or cuda")
 	c.Flags().StringVar(&model, "device-model", "auto", "contiguous (one free range per device allocation, as npumon's simulated NPU), paged (bytes only), or auto (contiguous for NPU files)")

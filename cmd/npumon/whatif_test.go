@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/testdata/fixture"
 )
@@ -145,5 +146,54 @@ func TestWhatifOnRealFixture(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestWhatifSameAlternativesAsExplain: without --conf, whatif and explain
+// try one set of alternatives (whatif.Alternatives), and both carry the
+// baseline's trust: on leak_steps.pickle (its baseline fits where the run
+// ran out) neither calls an alternative a fix; on a snapshot without
+// allocations there is nothing to simulate.
+func TestWhatifSameAlternativesAsExplain(t *testing.T) {
+	for _, file := range []string{leakFile, whatifTrace} {
+		var w struct {
+			Confs   []string `json:"alternatives"`
+			Devices []struct {
+				Trust whatif.Trust `json:"trust"`
+				Runs  []whatif.Run `json:"runs"`
+			} `json:"devices"`
+		}
+		runJSON(t, &w, "whatif", file, "--json")
+		var e explain.Explanation
+		runJSON(t, &e, "explain", file, "--json")
+		var confs []string
+		for _, r := range e.Devices[0].OOMs[0].WhatIf[1:] {
+			confs = append(confs, r.Conf)
+		}
+		if len(w.Confs) != 2 || strings.Join(w.Confs, ",") != strings.Join(confs, ",") {
+			t.Errorf("%s: whatif tries %v, explain %v", file, w.Confs, confs)
+		}
+		tr := e.Devices[0].WhatIfTrust
+		if tr == nil || tr.Reproduces != w.Devices[0].Trust.Reproduces {
+			t.Errorf("%s: explain trust %+v, whatif %+v", file, tr, w.Devices[0].Trust)
+		}
+		for _, r := range w.Devices[0].Runs {
+			if r.Verdict == whatif.VerdictFits && !w.Devices[0].Trust.Reproduces {
+				t.Errorf("%s: %s fits without reproduction", file, r.Name)
+			}
+		}
+	}
+	_, out, _ := captureRun(t, "whatif", leakFile)
+	if !strings.Contains(out, "the simulation does not reproduce this run") || !strings.Contains(out, "not a fix") {
+		t.Errorf("leak_steps:\n%s", out)
+	}
+	f := fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle")
+	_, out, _ = captureRun(t, "whatif", f)
+	if !strings.Contains(out, "nothing to simulate") || strings.Contains(out, "fits") {
+		t.Errorf("a snapshot without allocations:\n%s", out)
+	}
+	_, out, _ = captureRun(t, "explain", f)
+	if !strings.Contains(out, "what-if: nothing to simulate") || strings.Contains(out, "fits") {
+		t.Errorf("explain on a snapshot without allocations:\n%s", out)
 	}
 }

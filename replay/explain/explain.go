@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
@@ -26,6 +25,9 @@ type DeviceExplanation struct {
 	OOMs         []OOM         `json:"ooms"`
 	LeakSuspects []LeakSuspect `json:"leak_suspects"`
 	WhatIfNote   string        `json:"whatif_note,omitempty"` // why no what-if ran, when none did
+	// WhatIfTrust is the what-if's baseline against the recording
+	// (whatif.Trust); absent when no what-if ran.
+	WhatIfTrust *whatif.Trust `json:"whatif_trust,omitempty"`
 }
 
 // OOM explains one failed allocation (Kind "oom") or, in a trace without
@@ -72,8 +74,14 @@ func (o *OOM) deviceFree() int64 {
 // a device with oom entries the runs end at the last one explained: what
 // the program did after failing would not have happened had it fitted.
 type WhatIfRun struct {
-	Conf              string `json:"conf"` // "baseline": the recording's own settings
-	Fits              bool   `json:"fits"`
+	Conf string `json:"conf"` // "baseline": the recording's own settings
+	// Fits is true only for a fix: the run makes every request and the
+	// baseline reproduces the recording (Verdict "fits").
+	Fits bool `json:"fits"`
+	// Verdict is the what-if's (whatif.Run.Verdict): reproduces or
+	// does_not_reproduce for the baseline, else fits, still_fails or
+	// no_oom_untrusted.
+	Verdict           string `json:"verdict"`
 	PeakReservedBytes int64  `json:"peak_reserved_bytes"`
 }
 
@@ -82,7 +90,7 @@ type Options struct {
 	By    By  // leak suspects and top holders; "" = callsite
 	Top   int // top holders per oom; 0 = 5
 	Ops   []Op
-	Confs []string // alternatives; nil = DefaultConfs
+	Confs []string // alternatives; nil = whatif.Alternatives (the TUI's and whatif's too)
 	// NoWhatIf skips the simulation; so does a nil Simulate.
 	NoWhatIf bool
 	// Simulate runs the what-if (sim.Simulate from replay/whatif/sim).
@@ -93,15 +101,6 @@ type Options struct {
 	// undo walk); 0 = 16.
 	MaxOOMs int
 	Library func(*Grouper) // adjusts each grouper (e.g. a library regex)
-}
-
-// DefaultConfs are the alternatives tried for a failure of request bytes:
-// expandable segments, and a max_split_size_mb of half the request (at
-// least the allocator's minimum of 20) so that cached blocks that large
-// are never split by smaller requests.
-func DefaultConfs(request int64) []string {
-	mb := max(request/2/config.MiB, 20)
-	return []string{"expandable_segments:True", fmt.Sprintf("max_split_size_mb:%d", mb)}
 }
 
 // Explain answers for every device of c.
@@ -133,7 +132,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 	if !opts.NoWhatIf && opts.Simulate != nil && len(devices) > 0 {
 		confs := opts.Confs
 		if confs == nil {
-			confs = DefaultConfs(firstRequest(c.Snapshot, devices))
+			confs = whatif.Alternatives(c.Snapshot, devices)
 		}
 		until := map[int]int{}
 		for _, dev := range devices {
@@ -165,6 +164,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		}
 	default:
 		for i := range out.Devices {
+			out.Devices[i].WhatIfTrust = &r.res.Devices[i].Trust
 			runs := whatIfRuns(&r.res.Devices[i])
 			for j := range out.Devices[i].OOMs {
 				out.Devices[i].OOMs[j].WhatIf = runs
@@ -188,26 +188,8 @@ func lastOOM(s *snapshot.Snapshot, dev, maxOOMs int) int {
 	return last
 }
 
-// firstRequest is the size of the first oom entry on the devices, else
-// of the allocation that reaches the first device's active peak.
-func firstRequest(s *snapshot.Snapshot, devices []int) int64 {
-	for _, dev := range devices {
-		if dev < len(s.DeviceTraces) {
-			for i := range s.DeviceTraces[dev] {
-				if e := &s.DeviceTraces[dev][i]; e.Action == snapshot.ActionOOM {
-					return e.Size
-				}
-			}
-		}
-	}
-	if tl, err := replay.NewTimelineWithoutInitial(s, devices[0]); err == nil {
-		if i := PeakIndex(tl); i >= 0 {
-			return tl.Entries[i].Size
-		}
-	}
-	return 0
-}
-
+// whatIfRuns are dr's runs as explain reports them; Fits only where the
+// what-if calls the run a fix (whatif.Assess).
 func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
 	out := make([]WhatIfRun, 0, len(dr.Runs))
 	for _, r := range dr.Runs {
@@ -215,7 +197,7 @@ func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
 		if r.Name == "baseline" {
 			conf = "baseline"
 		}
-		out = append(out, WhatIfRun{Conf: conf, Fits: r.OOMs == 0 && r.FailedAllocs == 0, PeakReservedBytes: r.PeakReserved})
+		out = append(out, WhatIfRun{Conf: conf, Fits: r.Verdict == whatif.VerdictFits, Verdict: r.Verdict, PeakReservedBytes: r.PeakReserved})
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
 )
 
@@ -194,8 +195,11 @@ func TestExplainPeakWithoutOOM(t *testing.T) {
 	if o.Kind != "peak" || o.Verdict != "none" || o.DeviceFreeBytes != nil || len(o.WhatIf) != 3 || o.WhatIf[0].Conf != "baseline" {
 		t.Errorf("peak %+v", o)
 	}
-	if !o.WhatIf[0].Fits {
-		t.Errorf("the recording's own settings run its trace: %+v", o.WhatIf)
+	if o.WhatIf[0].Verdict != whatif.VerdictReproduces || o.WhatIf[0].Fits {
+		t.Errorf("the recording's own settings reproduce its trace, and the baseline is no fix: %+v", o.WhatIf)
+	}
+	if tr := e.Devices[0].WhatIfTrust; tr == nil || !tr.Reproduces {
+		t.Errorf("whatif_trust %+v", tr)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/whatif"
 )
 
 func momentText(m Moment) string {
@@ -123,17 +124,16 @@ func (e *Explanation) WriteText(w io.Writer) error {
 				fmt.Fprintln(w, "    what if:")
 				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 				for _, r := range o.WhatIf {
-					fits := "still fails"
-					if r.Fits {
-						fits = "fits"
-					}
-					fmt.Fprintf(tw, "      %s\t%s\tpeak reserved %s\n", r.Conf, fits, bytesize.Torch(r.PeakReservedBytes))
+					fmt.Fprintf(tw, "      %s\t%s\tpeak reserved %s\n", r.Conf, whatif.VerdictText(r.Verdict), bytesize.Torch(r.PeakReservedBytes))
 				}
 				tw.Flush()
 			}
 		}
 		if d.WhatIfNote != "" {
 			fmt.Fprintf(w, "  %s\n", d.WhatIfNote)
+		}
+		if t := d.WhatIfTrust; t != nil {
+			fmt.Fprintf(w, "  what-if: %s\n", t.Text())
 		}
 		switch {
 		case d.Steps < MinLeakSteps:

@@ -26,10 +26,24 @@ func (d *DeviceResult) Table() [][]string {
 			r.Name, bytesize.Torch(r.PeakReserved), bytesize.Torch(r.PeakAllocated),
 			fmt.Sprintf("%d/%d", r.SegmentAllocs, r.SegmentFrees),
 			fmt.Sprintf("%s (%.1f%%)", bytesize.Torch(r.CachedFreeAtPeak), 100*r.CachedFreeFraction),
-			fmt.Sprint(r.AllocRetries), oomCell(r.FirstOOM, r.OOMs, r.RecordedOOMsFit),
+			fmt.Sprint(r.AllocRetries), runOOMCell(r),
 		})
 	}
 	return rows
+}
+
+// runOOMCell is a run's OOM cell: an alternative that runs without OOM
+// while the baseline does not reproduce the recording is no fix, and a
+// baseline that fits the recorded OOM does not reproduce it; the cell says
+// so.
+func runOOMCell(r *Run) string {
+	switch {
+	case r.Verdict == VerdictUntrusted:
+		return "none (not a fix: no reproduction)"
+	case r.Verdict == VerdictDiffers && r.FirstOOM == nil && r.RecordedOOMsFit > 0:
+		return "none (the recorded OOM fits: no reproduction)"
+	}
+	return oomCell(r.FirstOOM, r.OOMs, r.RecordedOOMsFit)
 }
 
 func oomCell(o *OOM, n, fit int) string {
@@ -52,6 +66,9 @@ func oomCell(o *OOM, n, fit int) string {
 // FidelityLine says in one sentence how far the baseline follows the
 // recording.
 func (d *DeviceResult) FidelityLine() string {
+	if len(d.Runs) == 0 {
+		return "baseline fidelity: nothing simulated"
+	}
 	f := d.Fidelity
 	s := fmt.Sprintf("baseline fidelity: reserved curve max |Δ| %s, mean |Δ| %s over %d points (%.2f%% of the recorded peak); peak Δ %s, final Δ %s",
 		bytesize.Torch(f.MaxAbsDiff), bytesize.Torch(int64(f.MeanAbsDiff+0.5)), f.Points, 100*f.Relative,
@@ -94,6 +111,10 @@ func (r *Result) WriteText(w io.Writer) error {
 		if in.Unmatched > 0 {
 			fmt.Fprintf(&b, ", %d unmatched entries", in.Unmatched)
 		}
+		if !d.Trust.Simulated {
+			fmt.Fprintf(&b, "\n%s\n", d.TrustLine())
+			continue
+		}
 		fmt.Fprintf(&b, "\ndevice memory: %s, %s\n\n", bytesize.Torch(d.DeviceMem), d.DeviceMemSource)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, strings.Join(Columns, "\t"))
@@ -101,7 +122,7 @@ func (r *Result) WriteText(w io.Writer) error {
 			fmt.Fprintln(tw, strings.Join(row, "\t"))
 		}
 		tw.Flush()
-		fmt.Fprintf(&b, "\n%s\n", d.FidelityLine())
+		fmt.Fprintf(&b, "\n%s\n%s\n", d.FidelityLine(), d.TrustLine())
 		for _, run := range d.Runs {
 			if o := run.FirstOOM; o != nil {
 				fmt.Fprintf(&b, "%s: at the first OOM %s reserved, %s allocated\n", run.Name,

@@ -68,22 +68,42 @@ type DeviceResult struct {
 	DeviceMem       int64      `json:"device_mem"`
 	DeviceMemSource string     `json:"device_mem_source"`
 	HasTimestamps   bool       `json:"has_timestamps"`
-	Recorded        Recorded   `json:"recorded"`
+	// Until is the last trace entry the runs simulated (Options.Until;
+	// entries − 1 when they ran to the end).
+	Until    int      `json:"simulated_until"`
+	Recorded Recorded `json:"recorded"`
+	// FileDeviceMem is the device size the file implies (the oom entry's
+	// reserved + free bytes, else the guess), whatever --device-mem says.
+	FileDeviceMem       int64  `json:"file_device_mem"`
+	FileDeviceMemSource string `json:"file_device_mem_source"`
 	// Runs are the baseline (Runs[0]) and the alternatives in order.
 	Runs []*Run `json:"runs"`
+	// Reference is the baseline on FileDeviceMem when the runs use another
+	// device size (--device-mem): the recording is reproduced, or not, on
+	// its own device, and Trust is judged on it. nil otherwise.
+	Reference *Run `json:"reference_baseline,omitempty"`
 	// Fidelity compares the baseline's reserved curve with the recorded one.
 	Fidelity Fidelity `json:"baseline_fidelity"`
+	// Trust says whether the baseline reproduces the recording, and so
+	// whether an alternative that runs without OOM may be called a fix
+	// (Assess).
+	Trust Trust `json:"trust"`
 }
 
 // InputStats counts what the input sequence was built from.
 type InputStats struct {
-	Entries       int `json:"entries"`        // trace entries of the device
-	Initial       int `json:"initial_allocs"` // allocations live before the trace, allocated first
-	Allocs        int `json:"allocs"`
-	Frees         int `json:"frees"`
-	DeferredFrees int `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
-	OOMRequests   int `json:"oom_requests"`   // recorded oom entries, retried as requests
-	EmptyCaches   int `json:"empty_caches"`   // empty_cache calls inferred from segment releases
+	Entries int `json:"entries"`        // trace entries of the device
+	Initial int `json:"initial_allocs"` // allocations live before the trace, allocated first
+	// InitialBytes sums them; Ghosts and GhostBytes are those of them no
+	// trace entry names (ghost blocks, docs/timeline.md rule (b)).
+	InitialBytes  int64 `json:"initial_bytes"`
+	Ghosts        int   `json:"ghost_blocks"`
+	GhostBytes    int64 `json:"ghost_bytes"`
+	Allocs        int   `json:"allocs"`
+	Frees         int   `json:"frees"`
+	DeferredFrees int   `json:"deferred_frees"` // free_requested … later free_completed: modelled with RecordStream
+	OOMRequests   int   `json:"oom_requests"`   // recorded oom entries, retried as requests
+	EmptyCaches   int   `json:"empty_caches"`   // empty_cache calls inferred from segment releases
 	// Workspace counts torch_npu workspace blocks (workspace_snapshot,
 	// segment_alloc, alloc triples): memory of another allocator, held on
 	// the device for the whole run and counted as reserved and allocated.
@@ -136,7 +156,11 @@ type Run struct {
 	FirstOOM           *OOM    `json:"first_oom"`
 	FailedAllocs       int     `json:"failed_allocs"`     // recorded allocations this run could not make
 	RecordedOOMsFit    int     `json:"recorded_ooms_fit"` // recorded oom requests that fit here
-	Reserved           []Point `json:"reserved"`
+	// Verdict is the run's answer (Assess): VerdictReproduces or
+	// VerdictDiffers for the baseline, else VerdictFits, VerdictFails or
+	// VerdictUntrusted; "" when nothing was simulated.
+	Verdict  string  `json:"verdict"`
+	Reserved []Point `json:"reserved"`
 }
 
 // OOM locates an out-of-memory failure.

@@ -192,14 +192,19 @@ func (m *Model) View() string {
 	case d == nil:
 		c.Text(0, 0, "what-if: nothing simulated", &th.Header)
 	}
-	if d == nil || m.err != nil {
-		c.Text(0, m.h-1, "esc close", &th.Hint)
-		return c.StringWith(th)
-	}
-
 	dot := " · "
 	if th.ASCII {
 		dot = " | "
+	}
+	if d != nil && m.err == nil && len(d.Runs) == 0 {
+		// Nothing to simulate: the same words as whatif and explain.
+		c.Text(0, 0, theme.Fit(fmt.Sprintf("What-if%sdevice %d", dot, d.Device), m.w), &th.TitleFocused)
+		m.trustLines(c, d, 2, max(1, m.h-3))
+		d = nil
+	}
+	if d == nil || m.err != nil {
+		c.Text(0, m.h-1, "esc close", &th.Hint)
+		return c.StringWith(th)
 	}
 	title := fmt.Sprintf("What-if%sdevice %d%s%s allocator%sdevice memory %s (%s)",
 		dot, d.Device, dot, m.res.Flavour, dot, bytesize.Torch(d.DeviceMem), d.DeviceMemSource)
@@ -212,13 +217,18 @@ func (m *Model) View() string {
 	}
 	tableRows := min(len(rows)+1, max(2, m.h-8-hintH)) // header + runs, keep ≥5 chart rows
 	chartTop := 2
-	chartH := m.h - chartTop - tableRows - 1 - hintH
+	trustH := 1 // a run not reproduced gets a second row for the why
+	if !d.Trust.Reproduces {
+		trustH = 2
+	}
+	chartH := m.h - chartTop - tableRows - 1 - trustH - hintH
 	m.legend(c, d, 1)
 	if chartH >= 4 {
 		m.chart(c, d, chartTop, chartH)
 	}
-	m.table(c, rows, m.h-1-hintH-tableRows, tableRows)
-	c.Text(0, m.h-1-hintH, theme.Fit(d.FidelityLine(), m.w), &th.Dim)
+	m.table(c, rows, m.h-1-trustH-hintH-tableRows, tableRows)
+	c.Text(0, m.h-1-trustH-hintH, theme.Fit(d.FidelityLine(), m.w), &th.Dim)
+	m.trustLines(c, d, m.h-trustH-hintH, trustH)
 	if !m.noHint {
 		hint := Hint
 		if th.ASCII {
@@ -227,6 +237,40 @@ func (m *Model) View() string {
 		c.Text(0, m.h-1, theme.Fit(hint, m.w), &th.Hint)
 	}
 	return c.StringWith(th)
+}
+
+// trustLines writes the baseline's standing (whatif.Trust.Text, the words
+// of whatif and explain) into up to n rows from y: a warning when the
+// simulation does not reproduce the run.
+func (m *Model) trustLines(c *theme.Canvas, d *whatif.DeviceResult, y, n int) {
+	st := &m.th.Dim
+	if !d.Trust.Reproduces {
+		st = &m.th.Warn
+	}
+	for i, line := range wrap(d.TrustLine(), m.w) {
+		if i >= n {
+			break
+		}
+		c.Text(0, y+i, theme.Fit(line, m.w), st)
+	}
+}
+
+// wrap breaks s at spaces into lines of at most w cells.
+func wrap(s string, w int) []string {
+	var out []string
+	var line string
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case theme.Width(line)+1+theme.Width(word) <= w:
+			line += " " + word
+		default:
+			out = append(out, line)
+			line = word
+		}
+	}
+	return append(out, line)
 }
 
 func (m *Model) runStyle(i int) *lipgloss.Style {

@@ -17,6 +17,7 @@ import (
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
+	"github.com/npumon/npumon/testdata/fixture"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -81,6 +82,7 @@ func TestViewContent(t *testing.T) {
 		". recorded  X first OOM  [* baseline]  + expandable_segments:True  o max_split",
 		"recorded", "entry 110 (200.00 MiB)", "none (recorded OOM fits)",
 		"baseline fidelity: reserved curve max |",
+		"the baseline reproduces this run: it runs out at the recorded OOM (entry 110)",
 		"esc close",
 	} {
 		if !strings.Contains(v, want) {
@@ -241,7 +243,27 @@ func TestWithoutHint(t *testing.T) {
 	m.SetHint(false)
 	m.SetSize(80, 20)
 	lines := checkSize(t, m.View(), 80, 20)
-	if !strings.HasPrefix(lines[19], "baseline fidelity") || strings.Contains(m.View(), "esc close") {
+	if !strings.HasPrefix(lines[19], "the baseline reproduces this run") || strings.Contains(m.View(), "esc close") {
 		t.Errorf("last row %q; the view still draws its hint", lines[19])
+	}
+}
+
+// TestNothingToSimulate: a snapshot without allocations shows why there
+// is nothing to simulate, in the words of whatif and explain, and no run.
+func TestNothingToSimulate(t *testing.T) {
+	c, err := replay.DecodeFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"), replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(newTheme(true))
+	cmd := m.Start(context.Background(), sim.Simulate, c, whatif.Options{Confs: whatif.Alternatives(c.Snapshot, nil)})
+	m, _ = m.Update(cmd())
+	for _, sz := range [][2]int{{80, 24}, {40, 6}} {
+		m.SetSize(sz[0], sz[1])
+		v := m.View()
+		checkSize(t, v, sz[0], sz[1])
+		if !strings.Contains(v, "nothing to simulate") || strings.Contains(v, "fits") || strings.Contains(v, "baseline ") {
+			t.Errorf("%v:\n%s", sz, v)
+		}
 	}
 }

@@ -99,6 +99,11 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.Stream, size: size})
 		state[x.Block.Address] = addrState{live, id}
 		in.stats.Initial++
+		in.stats.InitialBytes += size
+		if _, named := last[x.Block.Address]; !named { // rule (b): a ghost block
+			in.stats.Ghosts++
+			in.stats.GhostBytes += size
+		}
 	}
 	never := int32(n) // completes after the last entry
 	free := func(i int, id int32, doneAt int32) {

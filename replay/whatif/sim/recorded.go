@@ -58,9 +58,8 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 	}
 
 	switch {
-	case deviceMem > 0:
-		dr.DeviceMem, dr.DeviceMemSource = deviceMem, "given (--device-mem)"
-	case rec.FirstOOM != nil && oomFree > 0 && oomReserved >= 0:
+	// A device_free of 0 is a reading too: the device was full.
+	case rec.FirstOOM != nil && oomFree >= 0 && oomReserved >= 0 && oomReserved+oomFree > 0:
 		dr.DeviceMem = oomReserved + oomFree
 		dr.DeviceMemSource = fmt.Sprintf("from the oom entry %d: %s reserved + %s free on the device",
 			rec.FirstOOM.Index, bytesize.Torch(oomReserved), bytesize.Torch(oomFree))
@@ -68,12 +67,20 @@ func prepareDevice(s *snapshot.Snapshot, device int, deviceMem int64, base confi
 		peak := max(rec.PeakReserved, rec.PeakActive)
 		head := config.RoundUp(int64(float64(peak)*Headroom), 2*config.MiB)
 		dr.DeviceMem = max(peak+head, 2*config.MiB)
-		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, no oom entry)",
-			bytesize.Torch(peak), Headroom*100)
+		why := "no oom entry"
+		if rec.FirstOOM != nil {
+			why = "the oom entry reports no free device bytes"
+		}
+		dr.DeviceMemSource = fmt.Sprintf("guessed: recorded peak reserved %s + %g%% headroom (no --device-mem, %s)",
+			bytesize.Torch(peak), Headroom*100, why)
 	}
 
 	// acl's devices hold at least one 2 MiB page.
 	dr.DeviceMem = max(dr.DeviceMem, 2*config.MiB)
+	dr.FileDeviceMem, dr.FileDeviceMemSource = dr.DeviceMem, dr.DeviceMemSource
+	if deviceMem > 0 {
+		dr.DeviceMem, dr.DeviceMemSource = max(deviceMem, 2*config.MiB), "given (--device-mem)"
+	}
 
 	// Only a device without room forces a release inside a malloc when the
 	// baseline has neither max_split_size nor garbage collection.

@@ -77,9 +77,13 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 			return nil, err
 		}
 		dr.Runs = make([]*whatif.Run, len(cfgs))
+		if whatif.NothingToSimulate(dr.Input) {
+			dr.Runs = []*whatif.Run{} // Assess says so
+		}
 		if u, ok := opts.Until[d]; ok {
 			in.until = int32(min(max(u, -1), 1<<31-1))
 		}
+		dr.Until = int(min(in.until, int32(len(in.entries)-1)))
 		res.Devices = append(res.Devices, *dr)
 		inputs = append(inputs, in)
 	}
@@ -97,7 +101,7 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 	for di := range res.Devices {
 		dr := &res.Devices[di]
 		in := inputs[di]
-		for ci := range cfgs {
+		for ci := range dr.Runs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -112,19 +116,46 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 			}()
 		}
 	}
+	// On another device than the file's, the baseline also runs on the
+	// file's own, to judge the reproduction there (whatif.Assess).
+	for di := range res.Devices {
+		dr := &res.Devices[di]
+		if len(dr.Runs) == 0 || dr.DeviceMem == dr.FileDeviceMem {
+			continue
+		}
+		in := inputs[di]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			run, err := simulate(ctx, in, "baseline on the file's device", cfgs[0], dr.FileDeviceMem, contiguous)
+			if err != nil {
+				once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
+				return
+			}
+			dr.Reference = run
+		}()
+	}
 	wg.Wait()
 	if firstErr != nil {
 		return nil, firstErr
 	}
 	for di := range res.Devices {
 		dr := &res.Devices[di]
+		if len(dr.Runs) == 0 {
+			whatif.Assess(dr)
+			continue
+		}
 		dr.Fidelity = fidelity(dr.Recorded.Reserved, dr.Runs[0].Reserved, inputs[di], dr.Recorded.PeakReserved)
 		rec := dr.Recorded.Reserved
 		dr.Fidelity.PeakDiff = dr.Runs[0].PeakReserved - dr.Recorded.PeakReserved
-		dr.Fidelity.FinalDiff = dr.Runs[0].FinalReserved - rec[len(rec)-1].Bytes
+		// The runs end at Until: the recording's reserved bytes there.
+		dr.Fidelity.FinalDiff = dr.Runs[0].FinalReserved - whatif.At(rec, dr.Until)
 		recEvents := int64(dr.Recorded.SegmentAllocs + dr.Recorded.SegmentFrees)
 		dr.Fidelity.RecordedSegmentEvents = recEvents > 0
 		dr.Fidelity.CurvePinned = curvePinned(recEvents, dr.Runs[0].SegmentAllocs+dr.Runs[0].SegmentFrees)
+		whatif.Assess(dr)
 	}
 	return res, nil
 }

@@ -28,6 +28,14 @@ are known:
       free 20 MiB tail and one more mapped page. Reserved peaks at 60 MiB;
       classic segments would need 80 MiB (a second 40 MiB segment).
 
+  lost_history.pickle   torch_npu style, recorded after fragmentation: ten 20 MiB
+      segments each hold one 2 MiB block allocated before recording began and
+      never freed (ghost blocks), the rest cached. A 4 MiB request takes the
+      front of the first cached block and is freed; a 30 MiB request then OOMs
+      (200 MiB reserved, 10 MiB free on the device). The what-if cannot know
+      where those blocks were made: it packs them into one segment, so its
+      baseline fits the request and does not reproduce the run.
+
 Run: python3 gen_traces.py  (writes the .pickle files next to this script).
 """
 import os
@@ -192,9 +200,25 @@ def expandable():
     dump("expandable.pickle", {"segments": [seg], "device_traces": [tr]})
 
 
+def lost_history():
+    S = 0xFFFF_A000_1000
+    base = 0x12C0_0000_0000
+    seg = [base + k * 20 * MiB for k in range(10)]
+    x = seg[0] + 2 * MiB  # best fit: the first cached 18 MiB block, lowest address
+    tr = [
+        entry("alloc", x, 4 * MiB - 32, S),
+        entry("free_requested", x, 4 * MiB - 32, S),
+        entry("free_completed", x, 4 * MiB - 32, S),
+        entry("oom", 0, 30 * MiB, S, device_free=10 * MiB),
+    ]
+    segs = [segment(a, 20 * MiB, S, [(2 * MiB, 2 * MiB - 32, "active_allocated"), (18 * MiB, 0, "inactive")]) for a in seg]
+    dump("lost_history.pickle", {"segments": segs, "device_traces": [tr]})
+
+
 if __name__ == "__main__":
     fragmentation()
     max_split()
     deferred()
     workspace()
     expandable()
+    lost_history()
