@@ -45,6 +45,14 @@ func newStatsCmd() *cobra.Command {
 					return rs.writeText(c.OutOrStdout())
 				}
 			}
+			// a job's dump directory: its newest snapshot (else run)
+			if j, ok, err := jobInput(path); err != nil {
+				return err
+			} else if ok && j.Snapshot != "" {
+				path = j.Snapshot
+			} else if ok {
+				path = j.Runs[0]
+			}
 			in, err := classifyInput(path)
 			if err != nil {
 				return err
