@@ -42,7 +42,11 @@ func newReplayCmd() *cobra.Command {
 			"raw FRAMEWORK data as a trace) in the terminal UI: timeline, segment map, event trace\n" +
 			"and op table share one time cursor you move like a video (space plays, ←/→ step,\n" +
 			"? lists every key). A directory holding several ranks' captures (docs/ranks.md) opens\n" +
-			"the ranks overview: every rank side by side; enter opens one, esc comes back.\n" +
+			"the ranks overview: every rank side by side; enter opens one, esc comes back. A job's\n" +
+			"dump directory (snapshots and *_ascend_pt runs side by side, as demo --out writes it)\n" +
+			"opens its newest snapshot with the ops of every profiler run of the same process (the pid\n" +
+			"in the names, docs/files.md); c lists the other captures. watch DIR follows one live.\n" +
+			"Without --device the source's first device is shown.\n" +
 			"With --headless DURATION nothing is drawn: the file is loaded, played (with --play)\n" +
 			"for DURATION and the summary at the final cursor is printed as JSON.",
 		Args: exactArgs(1),
