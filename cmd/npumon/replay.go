@@ -89,14 +89,8 @@ func newReplayCmd() *cobra.Command {
 			}
 			var captures tui.Captures
 			if isJob {
-				file := job.Snapshot
-				if file == "" {
-					file = job.Runs[0]
-				}
-				path, st = file, nil
-				if fi, err := os.Stat(file); err == nil {
-					st = fi
-				} else {
+				path = job.Open()
+				if st, err = os.Stat(path); err != nil {
 					return err
 				}
 				load = func(ctx context.Context, report func(tui.Progress)) error {

@@ -48,10 +48,8 @@ func newStatsCmd() *cobra.Command {
 			// a job's dump directory: its newest snapshot (else run)
 			if j, ok, err := jobInput(path); err != nil {
 				return err
-			} else if ok && j.Snapshot != "" {
-				path = j.Snapshot
 			} else if ok {
-				path = j.Runs[0]
+				path = j.Open()
 			}
 			in, err := classifyInput(path)
 			if err != nil {

@@ -74,10 +74,7 @@ func NewJobCaptures(j classify.Job, st *store.Store, o LoadOptions) *JobCaptures
 		add(EntryProfiler, p)
 	}
 	byArrival(c.list)
-	c.open = j.Snapshot
-	if c.open == "" && len(j.Runs) > 0 {
-		c.open = j.Runs[0]
-	}
+	c.open = j.Open()
 	return c
 }
 

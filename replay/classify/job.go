@@ -80,6 +80,15 @@ type Job struct {
 	AllRuns   []string
 }
 
+// Open is the capture a command opens for the directory: Snapshot, else
+// the newest run.
+func (j Job) Open() string {
+	if j.Snapshot != "" || len(j.Runs) == 0 {
+		return j.Snapshot
+	}
+	return j.Runs[0]
+}
+
 // IsJobDir reports whether in (a classified directory) is read as a job's
 // dump directory by ResolveJob: a directory holding profiler runs, or a
 // plain directory holding snapshot files. A profiler run itself is not.

@@ -91,7 +91,7 @@ func TestResolveJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Base(j.Snapshot) != "snapshot_77_step000019.pickle" || j.PID != 77 {
+	if filepath.Base(j.Snapshot) != "snapshot_77_step000019.pickle" || j.PID != 77 || j.Open() != j.Snapshot {
 		t.Errorf("snapshot %s pid %d", j.Snapshot, j.PID)
 	}
 	want := []string{"h_77_20261201110000000_ascend_pt", "h_77_20261201110100000_ascend_pt", "h_77_20261201110200000_ascend_pt"}
@@ -137,7 +137,7 @@ func TestResolveJobRunsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.Snapshot != "" || !slices.Equal(bases(j.Runs), []string{"trainer_20261201110000000_ascend_pt"}) {
+	if j.Snapshot != "" || !slices.Equal(bases(j.Runs), []string{"trainer_20261201110000000_ascend_pt"}) || j.Open() != j.Runs[0] {
 		t.Errorf("%+v", j)
 	}
 	// no name carries a pid: all runs are the process's
