@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay/safefile"
 )
 
 // A job's dump directory is where one training job writes its memory
@@ -220,8 +221,8 @@ func snapshotsIn(dir string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if !e.Type().IsRegular() || strings.HasPrefix(e.Name(), ".") {
-			continue
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue // a symlink to a file is followed; FIFOs and sockets are refused by the open
 		}
 		p := filepath.Join(dir, e.Name())
 		if isSnapshotFile(p) {
@@ -235,7 +236,7 @@ func snapshotsIn(dir string) ([]string, error) {
 const snapshotSniff = 4 << 10
 
 func isSnapshotFile(p string) bool {
-	f, err := os.Open(p)
+	f, err := safefile.Open(p) // never blocks on a FIFO named *.pickle
 	if err != nil {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -83,6 +84,11 @@ func TestResolveJob(t *testing.T) {
 		"config.json",
 		"h_77_20261201110200000_ascend_pt",
 	)
+	// a FIFO named like a snapshot: never opened for reading, so never
+	// blocking
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.pickle"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	in, err := Path(dir)
 	if err != nil || !IsJobDir(in) {
 		t.Fatalf("IsJobDir(%v) false (%v)", in, err)
@@ -150,5 +156,19 @@ func TestResolveJobRunsOnly(t *testing.T) {
 	plain := jobDir(t, "config.json")
 	if in, _ := Path(plain); IsJobDir(in) {
 		t.Error("a directory of a config file is a job directory")
+	}
+}
+
+// TestResolveJobSymlink: a symlink to a snapshot file elsewhere is the
+// directory's snapshot.
+func TestResolveJobSymlink(t *testing.T) {
+	src := filepath.Join(jobDir(t, "elsewhere.pickle"), "elsewhere.pickle")
+	dir := t.TempDir()
+	if err := os.Symlink(src, filepath.Join(dir, "snapshot_5_step000001.pickle")); err != nil {
+		t.Fatal(err)
+	}
+	j, err := ResolveJob(dir)
+	if err != nil || filepath.Base(j.Snapshot) != "snapshot_5_step000001.pickle" || j.PID != 5 {
+		t.Fatalf("%+v, %v", j, err)
 	}
 }
