@@ -80,10 +80,11 @@ func newCheckCmd() *cobra.Command {
 			if maxGrowth < 0 {
 				return usageError{fmt.Errorf("--max-growth must not be negative, got %g", maxGrowth)}
 			}
-			if err := requireSnapshot(args[0], "check"); err != nil {
+			file, err := requireSnapshot(args[0], "check")
+			if err != nil {
 				return err
 			}
-			st, err := replay.StatsFile(args[0], replay.StatsOptions{})
+			st, err := replay.StatsFile(file, replay.StatsOptions{})
 			if err != nil {
 				return err
 			}
