@@ -73,14 +73,14 @@ func TestCallsite(t *testing.T) {
 			for _, f := range c.stack {
 				st = append(st, fr(f))
 			}
-			if got, _ := g.Callsite(st); got.Filename != c.want {
-				t.Errorf("%v: call site %q, want %q", c.stack, got.Filename, c.want)
+			if got, _ := g.Callsite(st); got.Label != FrameKey(fr(c.want)) {
+				t.Errorf("%v: call site %q, want %q", c.stack, got.Label, c.want)
 			}
 		})
 	}
 	g.Library = regexp.MustCompile(`^/job/model\.py$`)
-	if got, _ := g.Callsite(snapshot.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Filename != "torch/x.py" {
-		t.Errorf("custom library: %q", got.Filename)
+	if got, _ := g.Callsite(snapshot.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Label != FrameKey(fr("torch/x.py")) {
+		t.Errorf("custom library: %q", got.Label)
 	}
 	if _, ok := g.Callsite(nil); ok {
 		t.Error("empty stack has a call site")
