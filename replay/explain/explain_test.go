@@ -288,3 +288,28 @@ func TestExplainTextNoEvents(t *testing.T) {
 		t.Errorf("no-events text:\n%s", b.String())
 	}
 }
+
+// TestByStackSkipsNativePrefix: --by stack keys start at the first frame
+// that is not native, so the unwinder prefix every stack shares is gone.
+func TestByStackSkipsNativePrefix(t *testing.T) {
+	c := decode(t, fixture.Path(t, "snapshots/cuda-silmont-mem_snapshot.pickle"))
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.Holders("peak", d.Grouper(ByStack), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Groups) < 3 {
+		t.Fatalf("%d groups", len(h.Groups))
+	}
+	for _, g := range h.Groups {
+		if strings.HasPrefix(g.Key, "torch::unwind") || strings.HasPrefix(g.Key, "torch::CapturedTraceback") {
+			t.Errorf("stack key starts at the unwinder: %.120s", g.Key)
+		}
+		if len(g.Frames) < 20 {
+			t.Errorf("JSON frames cut: %d", len(g.Frames))
+		}
+	}
+}
