@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/frames"
 	"github.com/npumon/npumon/replay/whatif"
 )
 
@@ -15,6 +16,15 @@ import (
 type Explanation struct {
 	Path    string              `json:"path"`
 	Devices []DeviceExplanation `json:"devices"`
+
+	frames *frames.Rules // the frame rules its groups used (nil: the default)
+}
+
+func (e *Explanation) rules() *frames.Rules {
+	if e.frames == nil {
+		return &frames.Rules{}
+	}
+	return e.frames
 }
 
 // DeviceExplanation is one device's answer: every oom entry (or the peak
@@ -54,6 +64,8 @@ type OOM struct {
 	Frames     []Frame     `json:"frames"`
 	TopHolders []Group     `json:"top_holders"`
 	WhatIf     []WhatIfRun `json:"whatif"`
+
+	changes bool // some entry of the trace changes the active bytes
 }
 
 // figures are the state figures of o.
@@ -122,6 +134,11 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		devices = []int{*opts.Device}
 	}
 	out := &Explanation{Path: c.Path, Devices: []DeviceExplanation{}}
+	if opts.Library != nil {
+		g := &Grouper{}
+		opts.Library(g)
+		out.frames = g.Rules()
+	}
 	// The what-if runs (the costliest part) start first and overlap the
 	// per-device walks.
 	type simResult struct {
@@ -270,6 +287,12 @@ func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
 func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []Alloc, top int) OOM {
 	tl := d.Timeline
 	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
+	for k := range tl.Entries {
+		if replay.ActiveDelta(&tl.Entries[k]) != 0 {
+			o.changes = true
+			break
+		}
+	}
 	o.ReservedBytes, o.AllocatedBytes, o.CachedFreeBytes, o.LargestCachedFreeBytes = f.Reserved, f.Allocated, f.CachedFree, f.LargestCachedFree
 	var active int64
 	for k := range live {
