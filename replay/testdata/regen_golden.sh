@@ -19,7 +19,7 @@ for i in -1 0 2 3 5 8 9 11; do
   python3 ref_stats.py npu_workspace.pickle --at-index $i > golden/npu_workspace.pickle.at$i.stats.json
 done
 # holders (end, peak) and explain, by the independent reference ref_explain.py
-for f in $F/*.pickle cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
+for f in $F/*.pickle $F/*.pkl cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
          npu_workspace.pickle torch113_list.pickle torch113_list.json wide_addr.pickle leak_steps.pickle; do
   b=$(basename "$f")
   python3 ref_explain.py holders "$f" --at end > "golden/$b.holders-end.json"
