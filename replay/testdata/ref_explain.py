@@ -286,12 +286,13 @@ def optimizer_steps(entries):
 
 def period_steps(entries):
     n = len(entries)
-    occ = {}
+    occ, key_of = {}, [None] * n
     for i, e in enumerate(entries):
         if e["action"] in ("snapshot", "oom"):
             continue
         key = (e["action"], json.dumps(e.get("frames") or [], sort_keys=True), e.get("size", 0))
         occ.setdefault(key, []).append(i)
+        key_of[i] = key
     by_count = {}
     for key, o in occ.items():
         if len(o) >= MIN_LEAK_STEPS:
@@ -301,16 +302,22 @@ def period_steps(entries):
     for c in cands:
         rows = by_count[c]
         med = [sorted(r[k] for r in rows)[len(rows) // 2] for k in range(c)]
-        lo = [med[0] - (med[1] - med[0]) // 2] + [(med[k - 1] + med[k]) // 2 for k in range(1, c)]
-        hi = [(med[k] + med[k + 1]) // 2 for k in range(c - 1)] + [med[-1] + (med[-1] - med[-2]) // 2]
-        good = [r for r in rows if all(lo[k] < r[k] <= hi[k] for k in range(c))]
+        lo = [2 * med[0] - med[1]] + med[:-1]
+        hi = med[1:] + [2 * med[-1] - med[-2]]
+        good = [r for r in rows if all(lo[k] < r[k] < hi[k] for k in range(c))
+                and all(4 * abs((r[k] - r[k - 1]) - (med[k] - med[k - 1])) <= med[k] - med[k - 1] for k in range(1, c))]
         if not good:
             continue
         starts = [min(r[k] for r in good) for k in range(c)]
         ends = [max(r[k] for r in good) for k in range(c)]
         if any(starts[k] <= ends[k - 1] for k in range(1, c)):
             continue
-        if ends[-1] - starts[0] + 1 < 0.5 * n:
+        span = ends[-1] - starts[0] + 1
+        if span < 0.5 * n:
+            continue
+        # a quarter of the iterations' entries have keys that occur a multiple of c times
+        recur = sum(1 for i in range(starts[0], ends[-1] + 1) if key_of[i] is not None and len(occ[key_of[i]]) % c == 0)
+        if recur < 0.25 * span:
             continue
         fits.append((c, len(good), starts, ends))
     if not fits:
