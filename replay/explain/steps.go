@@ -45,9 +45,10 @@ type Steps struct {
 	Source StepSource
 	// Ends holds each step's end (Step, Index, TimeUS; Bytes is unused).
 	Ends []StepPoint
-	// Starts holds each step's first entry where the source knows it (the
-	// repeat period: what lies between iterations is no step's), else
-	// the entry after the previous end (0 for the first step).
+	// Starts holds each step's first entry: the entry after the previous
+	// end, 0 for the first step, except for the repeat period, whose
+	// first iteration starts after the setup (entries before it and after
+	// the last end belong to no step).
 	Starts []int
 	// Note says, when no source gave MinLeakSteps ends, why not.
 	Note string
@@ -220,9 +221,9 @@ func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.S
 const minPeriodCover = 0.5
 
 // minPeriodShare is the share of the iterations' entries whose keys must
-// recur a multiple of the iterations' count times: in a training loop
-// most entries do, in a trace without a loop a few keys line up by chance.
-const minPeriodShare = 0.25
+// recur (MinLeakSteps times or more): in a training loop most entries do,
+// in a trace without a loop a few keys line up by chance.
+const minPeriodShare = 0.5
 
 // periodKey identifies an entry for the repeat period: the same action at
 // the same stack with the same size recurs once per iteration.
@@ -313,12 +314,13 @@ func periodKeys(tl *replay.Timeline) (ids []int32, counts []int32) {
 // the keys' median k-1-th and k+1-th occurrences and each gap between its
 // occurrences is within a quarter of the medians' gap (the same phase in
 // every iteration). Iteration k spans its following keys' k-th
-// occurrences; a candidate holds when the iterations do not overlap, span
-// half the trace, and a quarter of their entries have keys that occur a
-// multiple of c times. Of
-// the holding candidates, the fewest iterations that at least a quarter
-// as many keys follow as the most-followed one (a loop over layers inside
-// an iteration repeats too, finer).
+// occurrences (then each ends where the next starts); a candidate holds
+// when those do not overlap, span half the trace, and half their entries
+// have keys that recur. Of the
+// holding candidates the most-followed one, or an outer loop of it: the
+// fewest iterations, at most half as many, that at least a quarter as
+// many keys follow (a loop over layers inside an iteration repeats too,
+// finer).
 func periodSteps(tl *replay.Timeline) *Steps {
 	s := &Steps{Source: StepsPeriod}
 	n := len(tl.Entries)
@@ -338,24 +340,38 @@ func periodSteps(tl *replay.Timeline) *Steps {
 		return cmp.Or(cmp.Compare(len(byCount[b]), len(byCount[a])), cmp.Compare(a, b))
 	})
 	cands = cands[:min(len(cands), 8)]
-	// The candidates' keys' occurrences, key by key, in one pass.
+	// The candidates' keys' occurrences, key by key, in one pass: keys
+	// occurring c times, and c-1 times (a trace cut by the history's ring
+	// buffer starts inside an iteration: its keys split between the two).
 	slot := make([]int32, len(counts)) // key → its occurrences' offset in occ, -1 if no candidate's
 	for i := range slot {
 		slot[i] = -1
 	}
 	total := int32(0)
 	for _, c := range cands {
-		for _, id := range byCount[c] {
-			slot[id] = total
-			total += c
+		for _, cc := range []int32{c, c - 1} {
+			for _, id := range byCount[cc] {
+				if slot[id] < 0 {
+					slot[id] = total
+					total += cc
+				}
+			}
 		}
 	}
 	occ := make([]int32, total)
+	fill := slices.Clone(slot)
 	for i, id := range ids {
-		if id >= 0 && slot[id] >= 0 {
-			occ[slot[id]] = int32(i)
-			slot[id]++
+		if id >= 0 && fill[id] >= 0 {
+			occ[fill[id]] = int32(i)
+			fill[id]++
 		}
+	}
+	rowsOf := func(c int32) [][]int32 {
+		rows := make([][]int32, 0, len(byCount[c]))
+		for _, id := range byCount[c] {
+			rows = append(rows, occ[slot[id]:slot[id]+c])
+		}
+		return rows
 	}
 	type fit struct {
 		c            int
@@ -364,21 +380,15 @@ func periodSteps(tl *replay.Timeline) *Steps {
 	}
 	var fits []fit
 	for _, c := range cands {
-		keys := byCount[c]
-		rows := make([][]int32, len(keys))
-		for j, id := range keys {
-			end := slot[id] // advanced past the key's last occurrence
-			rows[j] = occ[end-c : end]
-		}
-		st, en, k := periodFit(int(c), rows, n)
+		rows := rowsOf(c)
+		st, en, k := periodFit(int(c), rows, rowsOf(c-1), n)
 		if k == 0 {
 			continue
 		}
-		// Most of a loop's entries recur a multiple of c times (once per
-		// iteration, or once per layer of each); by chance, few do.
+		// Most of a loop's entries recur; by chance, few do.
 		recur := 0
 		for _, id := range ids[st[0] : en[c-1]+1] {
-			if id >= 0 && counts[id]%c == 0 {
+			if id >= 0 && counts[id] >= MinLeakSteps {
 				recur++
 			}
 		}
@@ -390,16 +400,21 @@ func periodSteps(tl *replay.Timeline) *Steps {
 		s.Note = "the trace does not repeat: no stack, action and size recurs in three or more iterations spanning half of it"
 		return s
 	}
-	most := 0
+	best := fits[0]
 	for _, f := range fits {
-		most = max(most, f.keys)
-	}
-	best := fit{}
-	for _, f := range fits {
-		if 4*f.keys >= most && (best.c == 0 || f.c < best.c) {
+		if f.keys > best.keys || (f.keys == best.keys && f.c < best.c) {
 			best = f
 		}
 	}
+	// An outer loop: at most half as many iterations, followed by a
+	// quarter as many keys or more.
+	outer := best
+	for _, f := range fits {
+		if 2*f.c <= best.c && 4*f.keys >= best.keys && f.c < outer.c {
+			outer = f
+		}
+	}
+	best = outer
 	s.Starts = best.starts
 	for k, end := range best.ends {
 		s.Ends = append(s.Ends, StepPoint{Step: int64(k), Index: end, TimeUS: timeOf(tl, end)})
@@ -407,10 +422,12 @@ func periodSteps(tl *replay.Timeline) *Steps {
 	return s
 }
 
-// periodFit tests c iterations against rows (each key's c occurrences):
-// the iterations' starts and ends and how many keys follow them, 0 keys
-// when the candidate does not hold.
-func periodFit(c int, rows [][]int32, n int) (starts, ends []int, following int) {
+// periodFit tests c iterations against rows (each key's c occurrences)
+// and partial (keys occurring c-1 times, missing the first or the last
+// iteration, whichever median their first occurrence lies nearer): the
+// iterations' starts and ends and how many keys follow them, 0 keys when
+// the candidate does not hold.
+func periodFit(c int, rows, partial [][]int32, n int) (starts, ends []int, following int) {
 	med := make([]int32, c)
 	col := make([]int32, len(rows))
 	for k := range c {
@@ -436,40 +453,52 @@ func periodFit(c int, rows [][]int32, n int) (starts, ends []int, following int)
 	for k := range c {
 		starts[k], ends[k] = n, -1
 	}
-	for _, o := range rows {
-		ok := true
-		for k, v := range o {
+	follow := func(o []int32, shift int) {
+		for j, v := range o {
+			k := j + shift
 			if v <= lo(k) || v >= hi(k) {
-				ok = false
-				break
+				return
 			}
 			// the same phase in every iteration: each gap within a
 			// quarter of the medians' gap
-			if k > 0 {
-				if d, m := v-o[k-1], med[k]-med[k-1]; 4*abs32(d-m) > m {
-					ok = false
-					break
+			if j > 0 {
+				if d, m := v-o[j-1], med[k]-med[k-1]; 4*abs32(d-m) > m {
+					return
 				}
 			}
 		}
-		if !ok {
-			continue
-		}
 		following++
-		for k, v := range o {
+		for j, v := range o {
+			k := j + shift
 			starts[k], ends[k] = min(starts[k], int(v)), max(ends[k], int(v))
 		}
+	}
+	for _, o := range rows {
+		follow(o, 0)
+	}
+	for _, o := range partial {
+		shift := 0
+		if abs32(o[0]-med[1]) < abs32(o[0]-med[0]) {
+			shift = 1
+		}
+		follow(o, shift)
 	}
 	if following == 0 {
 		return nil, nil, 0
 	}
-	for k := 1; k < c; k++ {
-		if starts[k] <= ends[k-1] {
+	for k := range c {
+		if ends[k] < 0 || (k > 0 && starts[k] <= ends[k-1]) {
 			return nil, nil, 0
 		}
 	}
 	if float64(ends[c-1]-starts[0]+1) < minPeriodCover*float64(n) {
 		return nil, nil, 0
+	}
+	// Iterations are contiguous: each ends where the next starts (after
+	// its frees, before the next forward); the last at its last following
+	// key's occurrence.
+	for k := range c - 1 {
+		ends[k] = starts[k+1] - 1
 	}
 	return starts, ends, following
 }
