@@ -32,6 +32,7 @@ type Device struct {
 	Capture  *replay.Capture
 	Timeline *replay.Timeline
 	Ops      *Ops // annotations of the file plus any given ops
+	steps    *Steps
 }
 
 // NewDevice prepares device dev of c; extra ops (from a profiler, say)
