@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/crash"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 )
@@ -142,6 +143,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 			}
 		}
 		go func() {
+			defer crash.Recover()
 			res, err := opts.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices, Until: until})
 			sim <- simResult{res, err}
 		}()

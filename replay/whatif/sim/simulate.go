@@ -30,6 +30,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/crash"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 )
@@ -100,6 +101,7 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 		for ci := range cfgs {
 			wg.Add(1)
 			go func() {
+				defer crash.Recover()
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
