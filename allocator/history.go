@@ -6,6 +6,7 @@ import (
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 )
 
 // RecordContext is how much stack context is kept (torch RecordContext).
@@ -198,7 +199,7 @@ func (a *Allocator) newTracker(fn func(device int, e snapshot.TraceEntry), opts 
 	for _, o := range opts {
 		o(t)
 	}
-	go t.run(a)
+	go func() { defer crash.Recover(); t.run(a) }()
 	return t
 }
 

@@ -21,8 +21,42 @@ import (
 // MiB is the unit of the "(MB)" columns: 1 MB = 2^20 bytes.
 const MiB = 1 << 20
 
+// MaxCSVRecord bounds one CSV record (all its fields, quoted newlines
+// included); a real row is under a few KiB. A longer one is refused with
+// its row number before it is held whole.
+const MaxCSVRecord = 1 << 20
+
+// errRecordTooLong is the cause named for a record over MaxCSVRecord.
+var errRecordTooLong = fmt.Errorf("a record over %d bytes (the limit for one CSV record)", MaxCSVRecord)
+
+// recordLimiter feeds the csv.Reader and refuses to hand it more than
+// MaxCSVRecord bytes (plus its read-ahead) past the end of the last whole
+// record, so one endless field or record cannot grow memory.
+type recordLimiter struct {
+	r    io.Reader
+	n    int64 // bytes handed out
+	mark int64 // input offset just past the last whole record
+}
+
+// csvReadAhead is more than csv.Reader's bufio buffer may hold unread.
+const csvReadAhead = 64 << 10
+
+func (l *recordLimiter) Read(p []byte) (int, error) {
+	room := l.mark + MaxCSVRecord + csvReadAhead - l.n
+	if room <= 0 {
+		return 0, errRecordTooLong
+	}
+	if int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	return n, err
+}
+
 type csvTable struct {
 	name string
+	lim  *recordLimiter
 	r    *csv.Reader
 	cols map[string]int
 	row  int   // 1-based record number of the last record read (header = 1)
@@ -30,12 +64,13 @@ type csvTable struct {
 }
 
 func newCSVTable(r io.Reader, name string) (*csvTable, error) {
-	cr := csv.NewReader(r)
+	lim := &recordLimiter{r: r}
+	cr := csv.NewReader(lim)
 	cr.FieldsPerRecord = -1
 	cr.LazyQuotes = true
 	cr.ReuseRecord = true
-	t := &csvTable{name: name, r: cr, cols: map[string]int{}}
-	hdr, err := cr.Read()
+	t := &csvTable{name: name, lim: lim, r: cr, cols: map[string]int{}}
+	hdr, err := t.read()
 	if err != nil {
 		if err == io.EOF {
 			return nil, fmt.Errorf("%s: empty file, no header", name)
@@ -76,8 +111,18 @@ func (t *csvTable) opt(names ...string) int {
 }
 
 // next returns the next record, or io.EOF.
-func (t *csvTable) next() ([]string, error) {
+// read reads one record, refusing one over MaxCSVRecord.
+func (t *csvTable) read() ([]string, error) {
 	rec, err := t.r.Read()
+	if err == nil && t.r.InputOffset()-t.lim.mark > MaxCSVRecord {
+		err = errRecordTooLong
+	}
+	t.lim.mark = t.r.InputOffset()
+	return rec, err
+}
+
+func (t *csvTable) next() ([]string, error) {
+	rec, err := t.read()
 	if err == io.EOF {
 		return nil, io.EOF
 	}

@@ -89,6 +89,17 @@ const (
 	maxRecordBytes = 64 << 20 // cap on one envelope; larger is corruption
 )
 
+// MaxFrameworkFile bounds one FRAMEWORK file (2 GiB): its records are held
+// in memory, and a profile of ten million operators writes well under
+// this. A larger file (or a sparse one claiming to be) is refused before
+// it is read.
+const MaxFrameworkFile = 2 << 30
+
+// frameworkTooLarge is the error for a FRAMEWORK file over MaxFrameworkFile.
+func frameworkTooLarge(path string, size int64) error {
+	return fmt.Errorf("%s: %d bytes, over the %d-byte limit for a FRAMEWORK file", path, size, int64(MaxFrameworkFile))
+}
+
 // op_range TLV field ids (OpRangeDataType).
 const (
 	fieldName             = 2

@@ -39,11 +39,19 @@ func readFrameworkFile(ctx context.Context, path string, out *Records) (pending 
 		return 0, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return 0, err
+	} else if st.Size() > MaxFrameworkFile {
+		return 0, frameworkTooLarge(path, st.Size())
+	}
 	d := NewDecoder(k)
 	buf := make([]byte, 1<<20)
 	for {
 		if err := ctx.Err(); err != nil {
 			return d.Pending(), err
+		}
+		if d.Offset() > MaxFrameworkFile { // it grew while being read
+			return d.Pending(), frameworkTooLarge(path, d.Offset())
 		}
 		n, rerr := f.Read(buf)
 		if n > 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 )
 
 // Config configures a Recorder.
@@ -526,7 +527,7 @@ func newDumper(dir string, size int, every time.Duration) *dumper {
 		mem: newRing[MemoryUsageRecord](size), every: every,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
-	go d.loop()
+	go func() { defer crash.Recover(); d.loop() }()
 	return d
 }
 

@@ -230,6 +230,9 @@ func (t *Tailer) readNew(path string, f *tailFile, recs *Records) error {
 	if st.Size() == f.off {
 		return nil
 	}
+	if st.Size() > MaxFrameworkFile {
+		return frameworkTooLarge(path, st.Size())
+	}
 	n := min(st.Size()-f.off, t.maxRead)
 	buf := make([]byte, n)
 	got, err := fh.ReadAt(buf, f.off)

@@ -376,7 +376,7 @@ const (
 
 // recycle returns a consumed dict builder; memo references to it go stale.
 func (b *builder) recycle(d *dict) {
-	if r := d.memoRow; r != 0 && b.memo != nil && b.memo.rows[r-1].v.d == d {
+	if r := d.memoRow; r != 0 && b.memo != nil && b.memo.row(r-1).v.d == d {
 		b.memo.release(r)
 	}
 	pend := d.pend[:0]

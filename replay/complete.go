@@ -2,9 +2,7 @@ package replay
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,32 +44,93 @@ func CheckComplete(p string) error {
 		}
 		return nil
 	}
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || (b[0] != '{' && b[0] != '[') {
-		return fmt.Errorf("%s: neither a pickle nor JSON", p)
-	}
-	var shape struct {
-		Segments json.RawMessage `json:"segments"`
-	}
-	if b[0] == '[' {
-		if !json.Valid(b) {
-			var v []json.RawMessage
-			return fmt.Errorf("%s: %w", p, json.Unmarshal(b, &v))
+	for {
+		c, err := r.ReadByte()
+		if err != nil || !isSpace(c) {
+			if err != nil || (c != '{' && c != '[') {
+				return fmt.Errorf("%s: neither a pickle nor JSON", p)
+			}
+			r.UnreadByte()
+			break
 		}
-		return nil
 	}
-	if err := json.Unmarshal(b, &shape); err != nil {
+	if err := checkJSON(r); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
-	}
-	if shape.Segments == nil {
-		return fmt.Errorf("%s: JSON without \"segments\": not a snapshot", p)
 	}
 	return nil
 }
+
+// checkJSON scans a JSON document byte by byte, holding nothing of it (a
+// file read whole would cost its size in memory; the full decode that
+// follows validates every value): its brackets, outside strings, must
+// close the one top-level object or array with only whitespace after
+// it, and an object must have a top-level "segments" key.
+func checkJSON(r *bufio.Reader) error {
+	depth, top := 0, byte(0)
+	inStr, esc, done := false, false, false
+	var key [len("segments") + 1]byte
+	n := 0            // bytes of the current top-level string kept in key
+	maybeKey := false // a top-level string "segments" just closed
+	segments := false // it was followed by ':'
+	for {
+		c, err := r.ReadByte()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if done {
+			if !isSpace(c) {
+				return errors.New("data after the JSON value")
+			}
+			continue
+		}
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+				maybeKey = depth == 1 && top == '{' && n == len("segments") && string(key[:n]) == "segments"
+				continue
+			}
+			if n < len(key) {
+				key[n] = c
+			}
+			n++
+			continue
+		}
+		switch c {
+		case '"':
+			inStr, n = true, 0
+		case '{', '[':
+			if depth == 0 {
+				top = c
+			}
+			depth++
+		case '}', ']':
+			depth--
+			done = depth == 0
+		case ':':
+			segments = segments || maybeKey
+		}
+		if !isSpace(c) && c != '"' {
+			maybeKey = false
+		}
+	}
+	if !done {
+		return errors.New("unexpected end of JSON input")
+	}
+	if top == '{' && !segments {
+		return errors.New("JSON without \"segments\": not a snapshot")
+	}
+	return nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // errIncomplete is a pickle whose opcode stream does not reach STOP at
 // the end of the file.

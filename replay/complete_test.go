@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,6 +42,10 @@ func TestCheckComplete(t *testing.T) {
 		{write("list.json", []byte(`[]`)), ""},
 		{write("cut.json", []byte(`{"segments": [`)), "unexpected end"},
 		{write("other.json", []byte(`{"x": 1}`)), `without "segments"`},
+		{write("nested.json", []byte(`{"x": {"segments": []}, "y": "segments"}`)), `without "segments"`},
+		{write("spaced.json", []byte(" \n\t{\"a\": [1, {\"b\": 2}], \"segments\": []}\n")), ""},
+		{write("trailing.json", []byte(`{"segments": []} {}`)), "data after the JSON value"},
+		{write("cutlist.json", []byte(`[1, 2`)), "unexpected end"},
 		{write("text.txt", []byte("hello")), "neither a pickle nor JSON"},
 		{fifo, "not a regular file"},
 	} {
@@ -132,5 +137,25 @@ func TestSkimPickleFrames(t *testing.T) {
 	bad[len(bad)-2] = 'c' // GLOBAL just before STOP, inside the last frame
 	if err := skimPickle(bytes.NewReader(bad), int64(len(bad))); err == nil || !strings.Contains(err.Error(), "opcode") {
 		t.Fatalf("a bad opcode in the last frame: %v", err)
+	}
+}
+
+// A large JSON file is checked token by token, not read whole: the heap
+// the check reserves stays far below the file's size.
+func TestCheckCompleteJSONBounded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.json")
+	body := bytes.Repeat([]byte(`{"a": 1},`), 3<<20) // 27 MiB
+	if err := os.WriteFile(p, append(append([]byte(`{"segments": [`), body...), []byte(`{"a": 1}]}`)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := CheckComplete(p); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapSys) - int64(before.HeapSys); grew > 16<<20 {
+		t.Errorf("the check reserved %d MiB more heap for a 27 MiB file", grew>>20)
 	}
 }

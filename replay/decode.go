@@ -21,6 +21,9 @@ type Capture struct {
 	// PyTorch's CUDA allocator, and which layout).
 	SchemaEvidence string
 	Snapshot       *snapshot.Snapshot
+	// Implausible is what Sanity found wrong with the snapshot's values
+	// (nil: nothing); decoding still succeeds, and the caller warns.
+	Implausible *Implausible
 }
 
 // Formats reported by Capture.Format.
@@ -90,6 +93,7 @@ func decodeFile(ctx context.Context, path string, opts Options, stream bool) (*C
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	c.Path = path
+	c.Implausible = Sanity(c.Snapshot)
 	return c, accs, nil
 }
 

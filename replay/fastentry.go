@@ -207,13 +207,7 @@ func (d *decoder) fastEntry(l *list) bool {
 	}
 	for j := range f.n {
 		p := &f.puts[j]
-		if d.memo.newPages(p.i) > 0 {
-			b.charge(4 * memoPage)
-		}
 		if p.v.k == kStr {
-			if len(d.memo.free) == 0 {
-				b.charge(64)
-			}
 			_ = d.memo.put(p.i, p.v, p.off) // checked above
 			continue
 		}
@@ -224,6 +218,7 @@ func (d *decoder) fastEntry(l *list) bool {
 			*sl = placedRow + 1
 		}
 	}
+	b.charge(d.memo.takeAlloc())
 	in.pos = c.p
 	b.charge(payloadBytes)
 	b.entryQ = append(b.entryQ, f.te)
@@ -337,7 +332,7 @@ func (d *decoder) memoRef(i uint64) *val {
 		d.fastStack = val{k: kStack, n: uint64(r &^ stackSlot)}
 		return &d.fastStack
 	}
-	row := &d.memo.rows[*sl-1]
+	row := d.memo.row(*sl - 1)
 	if row.slot != uint32(i) || (row.v.k == kDict && row.v.d.gen != row.v.gen) {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 )
@@ -184,10 +185,17 @@ type decoder struct {
 // the rows kept follow the values still reachable, not the pickle's objects.
 // A row remembers its slot: a stale slot (its dict already placed) is caught
 // instead of reading another value.
+//
+// Both tables grow in fixed pages, never by copying, and every byte the memo
+// allocates (pages, the page lists, the free list's growth) is added to
+// alloc, which the decoder charges against its budget (takeAlloc): a pickle
+// of nothing but MEMOIZE opcodes costs exactly what the budget says.
 type memo struct {
-	pages [][]uint32 // memo index → slot: 0 never stored; stackSlot|id; else 1 + row
-	rows  []memoRow
+	pages [][]uint32  // memo index → slot: 0 never stored; stackSlot|id; else 1 + row
+	rows  [][]memoRow // row r is rows[r>>memoShift][r&(memoPage-1)]
+	nrows uint32      // rows in use or free
 	free  []uint32
+	alloc int64  // bytes allocated and not yet charged
 	count uint64 // MEMOIZE's next index
 	// rewrites counts stores to an index that held a value: until it
 	// changes, a string's index keeps naming that string (fastKey).
@@ -197,6 +205,33 @@ type memo struct {
 type memoRow struct {
 	v    val
 	slot uint32
+}
+
+// memoRowBytes is the heap size of one row.
+const memoRowBytes = int64(unsafe.Sizeof(memoRow{}))
+
+// row returns row r (0-based).
+func (m *memo) row(r uint32) *memoRow { return &m.rows[r>>memoShift][r&(memoPage-1)] }
+
+// newRow returns a fresh row's index, allocating its page when needed.
+func (m *memo) newRow() uint32 {
+	r := m.nrows
+	if r&(memoPage-1) == 0 {
+		if len(m.rows) == cap(m.rows) {
+			m.alloc += int64(2*cap(m.rows)+1) * 24 // append's new array of page headers
+		}
+		m.rows = append(m.rows, make([]memoRow, memoPage))
+		m.alloc += memoPage * memoRowBytes
+	}
+	m.nrows++
+	return r
+}
+
+// takeAlloc returns the bytes allocated since the last call.
+func (m *memo) takeAlloc() int64 {
+	n := m.alloc
+	m.alloc = 0
+	return n
 }
 
 const (
@@ -214,15 +249,6 @@ func (m *memo) slot(i uint64) *uint32 {
 	return nil
 }
 
-// newPages reports how many pages put(i) will allocate.
-func (m *memo) newPages(i uint64) int {
-	p := i >> memoShift
-	if p >= uint64(len(m.pages)) || m.pages[p] == nil {
-		return 1
-	}
-	return 0
-}
-
 func (m *memo) put(i uint64, v val, limit int64) error {
 	sl, err := m.claim(i, limit)
 	if err != nil {
@@ -232,11 +258,10 @@ func (m *memo) put(i uint64, v val, limit int64) error {
 	if n := len(m.free); n > 0 {
 		row = m.free[n-1]
 		m.free = m.free[:n-1]
-		m.rows[row] = memoRow{v: v, slot: uint32(i)}
 	} else {
-		row = uint32(len(m.rows))
-		m.rows = append(m.rows, memoRow{v: v, slot: uint32(i)})
+		row = m.newRow()
 	}
+	*m.row(row) = memoRow{v: v, slot: uint32(i)}
 	*sl = row + 1
 	switch v.k {
 	case kDict:
@@ -258,15 +283,19 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 	}
 	p := i >> memoShift
 	for uint64(len(m.pages)) <= p {
+		if len(m.pages) == cap(m.pages) {
+			m.alloc += int64(2*cap(m.pages)+1) * 24 // append's new array of page headers
+		}
 		m.pages = append(m.pages, nil)
 	}
 	if m.pages[p] == nil {
 		m.pages[p] = make([]uint32, memoPage)
+		m.alloc += 4 * memoPage
 	}
 	sl := &m.pages[p][i&(memoPage-1)]
 	if r := *sl; r != 0 {
 		m.rewrites++
-		if r&stackSlot == 0 && m.rows[r-1].slot == uint32(i) {
+		if r&stackSlot == 0 && m.row(r-1).slot == uint32(i) {
 			m.release(r)
 		}
 	}
@@ -279,11 +308,18 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 const placedRow = 0
 
 // newMemo returns an empty memo holding only placedRow.
-func newMemo() memo { return memo{rows: []memoRow{placedRow: {slot: freeRow}}} }
+func newMemo() memo {
+	var m memo
+	*m.row(m.newRow()) = memoRow{slot: freeRow} // placedRow
+	return m
+}
 
 // release frees a row (1-based); its slot goes stale.
 func (m *memo) release(r uint32) {
-	m.rows[r-1] = memoRow{slot: freeRow}
+	*m.row(r - 1) = memoRow{slot: freeRow}
+	if len(m.free) == cap(m.free) {
+		m.alloc += 4 * int64(2*cap(m.free)+1) // append's new array; the old lives until copied
+	}
 	m.free = append(m.free, r-1)
 }
 
@@ -292,10 +328,10 @@ func (m *memo) release(r uint32) {
 func (m *memo) interned(l *list) {
 	r := l.memoRow
 	l.memoRow = 0
-	if r == 0 || m.rows[r-1].v.l != l {
+	if r == 0 || m.row(r-1).v.l != l {
 		return
 	}
-	i := uint64(m.rows[r-1].slot)
+	i := uint64(m.row(r - 1).slot)
 	if sl := m.slot(i); sl != nil && *sl == r {
 		*sl = stackSlot | uint32(l.stack)
 	}
@@ -310,7 +346,7 @@ func (m *memo) get(i uint64) (val, error) {
 	if r := *sl; r&stackSlot != 0 {
 		return val{k: kStack, n: uint64(r &^ stackSlot)}, nil
 	}
-	row := &m.rows[*sl-1]
+	row := m.row(*sl - 1)
 	if row.slot != uint32(i) || (row.v.k == kDict && row.v.d.gen != row.v.gen) {
 		return val{}, fmt.Errorf("memo index %d refers to a dict that was already placed in its list; shared entries are not a memory snapshot shape", i)
 	}
@@ -321,7 +357,7 @@ func (m *memo) get(i uint64) (val, error) {
 func (d *decoder) get(i uint64) error {
 	// Fast path: a live row, copied straight onto the stack.
 	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack) < maxStackDepth {
-		row := &d.memo.rows[*sl-1]
+		row := d.memo.row(*sl - 1)
 		if row.slot == uint32(i) && (row.v.k != kDict || row.v.d.gen == row.v.gen) {
 			row.v.copyTo(d.grow())
 			return nil
@@ -735,14 +771,10 @@ func (d *decoder) line() (string, error) {
 }
 
 func (d *decoder) memoPut(i uint64, v val) error {
-	if i < maxMemo && d.memo.newPages(i) > 0 {
-		d.b.charge(4 * memoPage)
-	}
-	if len(d.memo.free) == 0 {
-		d.b.charge(64)
-	}
 	// A memo index can never exceed the number of bytes read so far.
-	return d.memo.put(i, v, d.in.offset())
+	err := d.memo.put(i, v, d.in.offset())
+	d.b.charge(d.memo.takeAlloc())
+	return err
 }
 
 // long decodes an n-byte little-endian two's-complement integer.

@@ -26,6 +26,8 @@ type Stats struct {
 	HasTimestamps  bool          `json:"has_timestamps"`
 	AtIndex        *int          `json:"at_index,omitempty"` // set with --at-index
 	Devices        []DeviceStats `json:"devices"`
+	// Implausible is the decode's Sanity finding (the caller warns).
+	Implausible *Implausible `json:"-"`
 }
 
 // DeviceStats are one device's figures (docs/json.md defines each name).
@@ -282,7 +284,11 @@ func StatsFile(path string, opts StatsOptions) (*Stats, error) {
 		if err != nil {
 			return nil, err
 		}
-		return ComputeStats(c, opts)
+		st, err := ComputeStats(c, opts)
+		if st != nil {
+			st.Implausible = c.Implausible
+		}
+		return st, err
 	}
 	c, accs, err := decodeFileStreaming(path)
 	if err != nil {
@@ -294,7 +300,7 @@ func StatsFile(path string, opts StatsOptions) (*Stats, error) {
 		hasTime = hasTime || (a != nil && a.firstTime != 0)
 	}
 	out := &Stats{Path: c.Path, Kind: "snapshot", Format: c.Format, Schema: c.Schema, SchemaEvidence: c.SchemaEvidence,
-		HasTimestamps: hasTime, Devices: []DeviceStats{}}
+		HasTimestamps: hasTime, Devices: []DeviceStats{}, Implausible: c.Implausible}
 	devices, err := selectDevices(streamDevices(s, accs), opts.Device)
 	if err != nil {
 		return nil, err

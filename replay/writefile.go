@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 
@@ -44,7 +45,7 @@ func WriteFileWith(path string, s *snapshot.Snapshot, write func(io.Writer, *sna
 	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&os.ModeSymlink == 0 {
 		return fmt.Errorf("%s: exists and is not a regular file; not replacing it", path)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	f, mode, err := createTemp(path)
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,13 @@ func WriteFileWith(path string, s *snapshot.Snapshot, write func(io.Writer, *sna
 		}
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(mode); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	// Durable: the bytes reach the disk before the name does, and the
+	// rename itself is on disk before the export says it is done, so a
+	// crash leaves the old file or the whole new one, never an empty one.
+	if err := syncFile(f); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
@@ -71,7 +78,54 @@ func WriteFileWith(path string, s *snapshot.Snapshot, write func(io.Writer, *sna
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("%s: the rename may not be on disk: %w", path, err)
+	}
 	return nil
+}
+
+// syncFile and syncDir are the fsyncs of a write (tests watch their order).
+var (
+	syncFile = (*os.File).Sync
+	syncDir  = func(dir string) error {
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return d.Sync()
+	}
+)
+
+// createTemp creates the temporary beside path exclusively (O_EXCL, a
+// random name), and returns it at mode 0600 with the mode the output gets
+// once complete: 0666 less the umask, as cp and every shell redirection
+// create files. The kernel applies the umask to the exclusive create, so
+// the umask is read without changing it (umask(2) would, for the whole
+// process).
+func createTemp(path string) (*os.File, os.FileMode, error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	for range 100 {
+		name := filepath.Join(dir, fmt.Sprintf(".%s.%d.tmp", base, rand.Uint64()))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			err = f.Chmod(0o600) // nobody else reads a partial export
+		}
+		if err != nil {
+			f.Close()
+			os.Remove(name)
+			return nil, 0, err
+		}
+		return f, fi.Mode().Perm(), nil
+	}
+	return nil, 0, fmt.Errorf("%s: no free temporary name in %s", path, dir)
 }
 
 // guardWriter stops a write on cancellation or past a size limit.

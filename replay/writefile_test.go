@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -146,5 +147,55 @@ func TestJSONSize(t *testing.T) {
 				t.Errorf("%s schema %d: JSONSize %d, WriteJSON wrote %d", f, sch, n, b.Len())
 			}
 		}
+	}
+}
+
+// An export gets 0666 less the umask, as cp would create it (snapshots
+// name source paths: a umask of 077 must keep them private), never a fixed
+// 0644.
+func TestWriteFileHonoursUmask(t *testing.T) {
+	snap := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{}}}
+	for _, c := range []struct{ umask, want int }{{0o077, 0o600}, {0o022, 0o644}, {0o002, 0o664}, {0o027, 0o640}} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out.pickle")
+		old := syscall.Umask(c.umask)
+		err := WriteFile(out, snap, WritePickle, ExportDict)
+		syscall.Umask(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := int(fi.Mode().Perm()); got != c.want {
+			t.Errorf("umask %03o: mode %03o, want %03o", c.umask, got, c.want)
+		}
+	}
+}
+
+// The file is fsynced before the rename and its directory after it.
+func TestWriteFileDurable(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.pickle")
+	var order []string
+	oldFile, oldDir := syncFile, syncDir
+	defer func() { syncFile, syncDir = oldFile, oldDir }()
+	exists := func() bool { _, err := os.Stat(out); return err == nil }
+	syncFile = func(f *os.File) error {
+		order = append(order, fmt.Sprintf("file renamed=%v", exists()))
+		return f.Sync()
+	}
+	syncDir = func(d string) error {
+		order = append(order, fmt.Sprintf("dir %s renamed=%v", filepath.Base(d), exists()))
+		return oldDir(d)
+	}
+	snap := &snapshot.Snapshot{DeviceTraces: [][]snapshot.TraceEntry{{}}}
+	if err := WriteFile(out, snap, WritePickle, ExportDict); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"file renamed=false", "dir " + filepath.Base(dir) + " renamed=true"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("syncs %q, want %q", order, want)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/npumon/npumon/internal/crash"
 )
 
 // headlessQuitMsg ends a headless run.
@@ -21,9 +23,10 @@ func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, er
 	m.headless = d
 	p := tea.NewProgram(m, tea.WithInput(nil), tea.WithoutRenderer(), tea.WithOutput(io.Discard),
 		tea.WithContext(ctx), tea.WithoutSignalHandler())
-	go p.Send(tea.WindowSizeMsg{Width: 120, Height: 40})
+	go func() { defer crash.Recover(); p.Send(tea.WindowSizeMsg{Width: 120, Height: 40}) }()
 	if opts.Done != nil {
 		go func() {
+			defer crash.Recover()
 			select {
 			case <-opts.Done:
 				p.Send(headlessQuitMsg{})

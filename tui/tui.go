@@ -3,13 +3,17 @@ package tui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/term"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
@@ -129,7 +133,15 @@ func Run(ctx context.Context, opts Options, popts ...tea.ProgramOption) error {
 		base = append(base, tea.WithInput(ttyin.New(os.Stdin)))
 	}
 	p := NewProgram(opts, append(base, popts...)...)
+	// Bubble Tea puts the terminal back itself on a normal end, SIGINT,
+	// SIGTERM and a panic in its own loop or commands; a panic in another
+	// goroutine (crash.Recover) and SIGQUIT / SIGABRT are ours to handle.
+	defer crash.OnCrash(terminalRestorer())()
+	defer onFatalSignal()()
 	final, err := p.Run()
+	if errors.Is(err, tea.ErrProgramPanic) {
+		err = fmt.Errorf("%w; this is a bug in npumon: please report it, with the text above and the command you ran, to the npumon issue tracker", err)
+	}
 	if m, ok := final.(*Model); ok {
 		m.Close()
 		if m.loadErr != nil {
@@ -140,4 +152,47 @@ func Run(ctx context.Context, opts Options, popts ...tea.ProgramOption) error {
 		return nil
 	}
 	return err
+}
+
+// terminalRestorer returns what puts the terminal back as it was before
+// the program started: the input's mode (cooked, echo) and the output's
+// alternate screen, mouse reporting, bracketed paste and cursor.
+func terminalRestorer() func() {
+	var state *term.State
+	if term.IsTerminal(os.Stdin.Fd()) {
+		state, _ = term.GetState(os.Stdin.Fd())
+	}
+	out := term.IsTerminal(os.Stdout.Fd())
+	return func() {
+		if out {
+			// mouse modes off, bracketed paste off, cursor shown, main screen
+			os.Stdout.WriteString("\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?2004l\x1b[?25h\x1b[?1049l")
+		}
+		if state != nil {
+			_ = term.Restore(os.Stdin.Fd(), state)
+		}
+	}
+}
+
+// onFatalSignal makes SIGQUIT and SIGABRT restore the terminal, then take
+// their default action (Go's goroutine dump and exit 2) as if unhandled.
+func onFatalSignal() (stop func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGQUIT, syscall.SIGABRT)
+	done := make(chan struct{})
+	go func() {
+		defer crash.Recover()
+		defer crash.Recover()
+		select {
+		case s := <-sig:
+			crash.RunHooks()
+			signal.Reset(s)
+			_ = syscall.Kill(os.Getpid(), s.(syscall.Signal))
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sig)
+		close(done)
+	}
 }

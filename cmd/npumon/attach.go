@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
@@ -83,7 +84,7 @@ func newAttachCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			// after the first signal, a second one ends the process at once
-			go func() { <-ctx.Done(); stop() }()
+			go func() { defer crash.Recover(); <-ctx.Done(); stop() }()
 			store := store.New(rf.storeOptions())
 			client := wire.NewClient(a.Network, a.Address, store, wire.ClientOptions{ExpectPID: a.PID, Limits: lim})
 			cctx, cancel := context.WithCancel(ctx)
@@ -99,6 +100,7 @@ func newAttachCmd() *cobra.Command {
 				attachWatch(client, store, func() { once.Do(func() { close(endHeadless) }) })
 			}
 			go func() {
+				defer crash.Recover()
 				client.Run(cctx)
 				close(done)
 				if headless > 0 {
@@ -260,13 +262,13 @@ func expandAddrs(args []string) ([]string, error) {
 func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless time.Duration, mf *metricsFlag, lim wire.ClientLimits, so store.Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go func() { <-ctx.Done(); stop() }() // a second signal ends the process at once
+	go func() { defer crash.Recover(); <-ctx.Done(); stop() }() // a second signal ends the process at once
 	cctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
 		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
+		go func() { defer crash.Recover(); wg.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(clientExitWait):
@@ -282,7 +284,7 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 		store := store.New(so)
 		client := wire.NewClient(ad.Network, ad.Address, store, wire.ClientOptions{ExpectPID: ad.PID, Limits: lim})
 		wg.Add(1)
-		go func() { defer wg.Done(); client.Run(cctx) }()
+		go func() { defer crash.Recover(); defer wg.Done(); client.Run(cctx) }()
 		name := ad.String()
 		if ad.Network == "unix" {
 			name = "unix:" + filepath.Base(ad.Address)

@@ -14,7 +14,7 @@ func init() { subcommands = append(subcommands, newCheckCmd) }
 func newCheckCmd() *cobra.Command {
 	var maxPeak, maxReserved string
 	var maxInactive, maxFreeFrag float64
-	var noOOM bool
+	var noOOM, strict bool
 	var baseline string
 	var maxGrowth float64
 	c := &cobra.Command{
@@ -88,6 +88,9 @@ func newCheckCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := implausible(c.ErrOrStderr(), args[0], st.Implausible, strict); err != nil {
+				return err
+			}
 			v := replay.Check(st, lim)
 			if baseline != "" {
 				base, err := replay.StatsFile(baseline, replay.StatsOptions{})
@@ -109,6 +112,7 @@ func newCheckCmd() *cobra.Command {
 	_ = c.Flags().MarkDeprecated("max-fragmentation", "it means inactive/reserved: use --max-inactive-pct (or --max-free-fragmentation for 1 − largest free / inactive)")
 	c.Flags().Float64Var(&maxFreeFrag, "max-free-fragmentation", 0, "largest allowed free_fragmentation (1 − largest free block / inactive) in percent")
 	c.Flags().BoolVar(&noOOM, "no-oom", false, "fail when the trace has oom entries")
+	c.Flags().BoolVar(&strict, "strict", false, "fail (exit 2) on impossible values in the snapshot instead of warning")
 	c.Flags().StringVar(&baseline, "baseline", "", "an earlier snapshot of the same job to compare peaks with (with --max-growth)")
 	c.Flags().Float64Var(&maxGrowth, "max-growth", 0, "largest allowed growth of the peaks over --baseline, in percent")
 	return c

@@ -18,6 +18,7 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/attach"
 	"github.com/npumon/npumon/monitor/devpoll"
 	"github.com/npumon/npumon/monitor/metrics"
@@ -87,6 +88,7 @@ func newDemoCmd() *cobra.Command {
 			wctx, cancel := context.WithCancel(ctx)
 			done, ended := make(chan error, 1), make(chan struct{})
 			go func() {
+				defer crash.Recover()
 				err := w.Run(wctx)
 				detach() // flushes what the allocators recorded into the store
 				close(ended)
@@ -98,7 +100,7 @@ func newDemoCmd() *cobra.Command {
 				end := make(chan struct{})
 				var once sync.Once
 				stopHeadless := func() { once.Do(func() { close(end) }) }
-				go func() { <-ended; stopHeadless() }()
+				go func() { defer crash.Recover(); <-ended; stopHeadless() }()
 				demoWatch(st, stopHeadless)
 				opts.Done = end
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/attach"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/store"
@@ -80,10 +81,10 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 	var wg sync.WaitGroup
 	for i, w := range ws {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = w.Run(wctx) }()
+		go func() { defer crash.Recover(); defer wg.Done(); errs[i] = w.Run(wctx) }()
 	}
 	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
+	go func() { defer crash.Recover(); wg.Wait(); close(allDone) }()
 	var uiErr error
 	if headless > 0 {
 		// as demo --headless: the summary comes when every job has ended

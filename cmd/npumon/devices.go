@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/npumon/npumon/acl"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/devpoll"
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/tui"
@@ -79,7 +80,7 @@ func hostDevices(ctx context.Context, n *npuSMIFlags) (feed tui.DeviceFeed, stop
 func runFeed(ctx context.Context, p *devpoll.Poller) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
+	go func() { defer crash.Recover(); p.Run(ctx); close(done) }()
 	return func() { cancel(); <-done }
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,5 +86,42 @@ func TestCommandsRefuseFIFO(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%v blocked on a FIFO", args)
 		}
+	}
+}
+
+// Snapshots with impossible values decode, but stats and check warn naming
+// the first offender, and --strict turns the warning into an error.
+func TestImpossibleValuesWarn(t *testing.T) {
+	dir := t.TempDir()
+	seg := `{'device': 0, 'address': %v, 'total_size': %v, 'allocated_size': 0, 'active_size': 0, 'requested_size': 0, 'stream': 0, 'segment_type': 'large', 'blocks': %s}`
+	blk := `{'size': %d, 'requested_size': 0, 'state': 'inactive', 'address': %d}`
+	for _, c := range []struct{ name, segs, want string }{
+		{"negative", "[" + fmt.Sprintf(seg, 1<<20, 4096, "["+fmt.Sprintf(blk, -5, 1<<20)+"]") + "]",
+			"segment 0 (device 0, address 0x100000): block 0 size -5 is impossible"},
+		{"two63", "[" + fmt.Sprintf(seg, 1<<20, "2**63-1", "[]") + "]",
+			"segment 0 (device 0, address 0x100000): total_size 9223372036854775807 is impossible"},
+		{"outside", "[" + fmt.Sprintf(seg, 1<<20, 4096, "["+fmt.Sprintf(blk, 4096, 1<<21)+"]") + "]",
+			"block 0 [0x200000, +4096) lies outside its segment [0x100000, +4096)"},
+		{"overlap-blocks", "[" + fmt.Sprintf(seg, 1<<20, 8192, "["+fmt.Sprintf(blk, 4096, 1<<20)+","+fmt.Sprintf(blk, 4096, 1<<20+512)+"]") + "]",
+			"blocks 0 and 1 overlap at 0x100200"},
+		{"overlap-segments", "[" + fmt.Sprintf(seg, 1<<20, 8192, "[]") + "," + fmt.Sprintf(seg, 1<<20+4096, 8192, "[]") + "]",
+			"segments 0 and 1 of device 0 overlap at 0x101000"},
+	} {
+		p := filepath.Join(dir, c.name+".pickle")
+		pyPickle(t, p, "snap = {'segments': "+c.segs+", 'device_traces': [[]]}")
+		code, _, errOut := captureRun(t, "stats", p)
+		if code != 0 || !strings.Contains(errOut, "npumon: warning: "+p+": impossible values") || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: stats exit %d, stderr %q", c.name, code, errOut)
+		}
+		code, _, errOut = captureRun(t, "check", "--strict", "--no-oom", p)
+		if code != 2 || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "warning") {
+			t.Errorf("%s: check --strict exit %d, stderr %q", c.name, code, errOut)
+		}
+	}
+	// a sound snapshot says nothing
+	p := filepath.Join(dir, "sound.pickle")
+	pyPickle(t, p, "snap = {'segments': ["+fmt.Sprintf(seg, 1<<20, 8192, "["+fmt.Sprintf(blk, 4096, 1<<20)+","+fmt.Sprintf(blk, 4096, 1<<20+4096)+"]")+"], 'device_traces': [[]]}")
+	if code, _, errOut := captureRun(t, "stats", "--strict", p); code != 0 || errOut != "" {
+		t.Errorf("sound: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
+	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/classify"
 )
 
@@ -61,3 +63,16 @@ func requireSnapshot(path, cmd string) (string, error) {
 
 // unreadable is the error for an input no command reads.
 func unreadable(in classify.Input) error { return errors.New(in.Describe()) }
+
+// implausible reports what replay.Sanity found in path's snapshot: a
+// warning on w naming the first offender, or with strict the error.
+func implausible(w io.Writer, path string, p *replay.Implausible, strict bool) error {
+	if p == nil {
+		return nil
+	}
+	if strict {
+		return fmt.Errorf("%s: impossible values: %v", path, p)
+	}
+	fmt.Fprintf(w, "npumon: warning: %s: impossible values, figures are suspect: %v (--strict makes this an error)\n", path, p)
+	return nil
+}

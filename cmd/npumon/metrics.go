@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
@@ -141,7 +142,7 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 	client := wire.NewClient(network, addr, store, wire.ClientOptions{})
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { client.Run(cctx); close(done) }()
+	go func() { defer crash.Recover(); client.Run(cctx); close(done) }()
 	return []metrics.Target{clientTarget(store, client)}, func() { cancel(); <-done }, nil
 }
 
@@ -169,6 +170,7 @@ func exporterRanks(ctx context.Context, dir string, members []jobdir.Member) ([]
 			load := rs[i].Load
 			wg.Add(1)
 			go func() {
+				defer crash.Recover()
 				defer wg.Done()
 				if err := load(cctx, func(tui.Progress) {}); err != nil && cctx.Err() == nil {
 					fmt.Fprintf(os.Stderr, "npumon exporter: %v\n", err)

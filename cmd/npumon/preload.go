@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui"
 )
@@ -45,7 +46,7 @@ func preload(ctx context.Context, load func(context.Context, func(tui.Progress))
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- load(lctx, relay) }()
+	go func() { defer crash.Recover(); done <- load(lctx, relay) }()
 	check := func(err error) error {
 		if err != nil {
 			return err

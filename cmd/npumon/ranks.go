@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
@@ -54,6 +55,7 @@ func loadRanks(ctx context.Context, rs []rankview.Rank) error {
 		}
 		wg.Add(1)
 		go func() {
+			defer crash.Recover()
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()

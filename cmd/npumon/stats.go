@@ -12,7 +12,7 @@ import (
 func init() { subcommands = append(subcommands, newStatsCmd) }
 
 func newStatsCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, strict bool
 	var device, atIndex int
 	c := &cobra.Command{
 		Use:   "stats [--json] [--device N] [--at-index I] FILE|DIR",
@@ -72,6 +72,9 @@ func newStatsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := implausible(c.ErrOrStderr(), path, st.Implausible, strict); err != nil {
+				return err
+			}
 			if asJSON {
 				return writeJSON(c.OutOrStdout(), st)
 			}
@@ -79,6 +82,7 @@ func newStatsCmd() *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
+	c.Flags().BoolVar(&strict, "strict", false, "fail (exit 2) on impossible values in the snapshot instead of warning")
 	c.Flags().IntVar(&device, "device", 0, "only this device")
 	c.Flags().IntVar(&atIndex, "at-index", 0, "describe the state right after trace entry I (0-based, -1 = start)")
 	return c

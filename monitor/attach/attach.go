@@ -7,6 +7,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 )
@@ -178,6 +179,7 @@ func Store(st *store.Store, allocs []*allocator.Allocator, opts Options) (detach
 	close(ready)
 	if opts.Devices != nil {
 		go func() {
+			defer crash.Recover()
 			t := time.NewTicker(opts.Interval)
 			defer t.Stop()
 			for {

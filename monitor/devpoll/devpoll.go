@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/npumon/npumon/monitor/npusmi"
@@ -38,6 +39,8 @@ type Options struct {
 }
 
 // maxOutput bounds what one call may print; a real table is a few KiB.
+// A tool printing more is killed at once (not at the timeout), and the
+// parsers bound each line (npusmi.MaxLineBytes).
 const maxOutput = 4 << 20
 
 // ErrNotFound is wrapped by errors for an npu-smi that is not there.
@@ -186,31 +189,49 @@ func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, 
 	return in, us, nil
 }
 
-// limitedBuffer keeps the first maxOutput bytes and notes any overflow.
+// limitedBuffer keeps the first maxOutput bytes; on overflow it notes it
+// and calls stop (which kills the tool), discarding the rest. The buffer
+// is a field, not embedded: an embedded bytes.Buffer's ReadFrom would let
+// io.Copy (how os/exec fills Stdout) bypass Write and read without bound.
 type limitedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	over bool
+	stop func()
 }
 
 func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := maxOutput - b.Len(); len(p) > room {
-		b.over = true
-		b.Buffer.Write(p[:max(room, 0)])
+	if room := maxOutput - b.buf.Len(); len(p) > room {
+		if !b.over {
+			b.over = true
+			b.buf.Write(p[:max(room, 0)])
+			b.stop()
+		}
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }
+
+func (b *limitedBuffer) String() string { return b.buf.String() }
 
 func run(ctx context.Context, o Options, path string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
+	ctx, kill := context.WithCancel(ctx)
+	defer kill()
 	cmd := exec.CommandContext(ctx, path, args...)
-	var stdout, stderr limitedBuffer
+	// The tool runs in its own process group, and the whole group is
+	// killed on timeout or overflow: a hung npu-smi's children (a shell
+	// script's subprocesses, a driver helper) must not outlive it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	stdout, stderr := limitedBuffer{stop: kill}, limitedBuffer{stop: kill}
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	name := "npu-smi " + strings.Join(args, " ")
 	switch {
+	case stdout.over || stderr.over:
+		return nil, fmt.Errorf("%s: more than %d bytes of output", name, maxOutput)
 	case ctx.Err() == context.DeadlineExceeded:
 		return nil, fmt.Errorf("%s: no answer within %v", name, o.Timeout)
 	case err != nil:
@@ -222,10 +243,8 @@ func run(ctx context.Context, o Options, path string, args ...string) ([]byte, e
 			return nil, fmt.Errorf("%s: %v: %s", name, err, msg)
 		}
 		return nil, fmt.Errorf("%s: %v", name, err)
-	case stdout.over:
-		return nil, fmt.Errorf("%s: more than %d bytes of output", name, maxOutput)
 	}
-	return stdout.Bytes(), nil
+	return stdout.buf.Bytes(), nil
 }
 
 func firstLine(s string) string {

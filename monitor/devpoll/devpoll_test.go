@@ -3,10 +3,13 @@ package devpoll
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,5 +163,71 @@ func TestNewFunc(t *testing.T) {
 	s := p.Poll(context.Background())
 	if s.Seq != 2 || s.Info.Chips[0].NPU != 2 || s.Source != "simulated" {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// hostileTool writes an executable shell script as npu-smi.
+func hostileTool(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "npu-smi")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nPATH=/usr/bin:/bin\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A tool printing without end is killed as soon as it passes maxOutput,
+// not left running (and read) until the timeout.
+func TestPollEndlessOutputKilledEarly(t *testing.T) {
+	p := New(Options{Path: hostileTool(t, "exec yes '| 910B3 | OK | 0 0 |'\n"), Timeout: time.Minute})
+	start := time.Now()
+	s := p.Poll(context.Background())
+	if s.Err == nil || !strings.Contains(s.Err.Error(), "npu-smi info: more than 4194304 bytes of output") {
+		t.Fatalf("endless output: %v", s.Err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v: the tool ran until the timeout", d)
+	}
+}
+
+// One line longer than the parser's line bound is refused by name.
+func TestPollLongLine(t *testing.T) {
+	p := New(Options{Path: hostileTool(t, "head -c 200000 /dev/zero | tr '\\0' x\necho\n")})
+	s := p.Poll(context.Background())
+	if s.Err == nil || !strings.Contains(s.Err.Error(), "line 1: a line over 65536 bytes") {
+		t.Fatalf("long line: %v", s.Err)
+	}
+}
+
+// A hung tool is killed with its whole process group: a child it started
+// (here a sleep holding the output pipe) does not outlive the timeout.
+func TestPollTimeoutKillsChildren(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	tool := hostileTool(t, "sleep 300 &\necho $! >"+pidFile+"\nwait\n")
+	p := New(Options{Path: tool, Timeout: 500 * time.Millisecond})
+	s := p.Poll(context.Background())
+	if s.Err == nil || !strings.Contains(s.Err.Error(), "no answer within 500ms") {
+		t.Fatalf("hung tool: %v", s.Err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		// a killed child may linger as a zombie of init for a moment
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the hung tool's child %d still runs after the timeout", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

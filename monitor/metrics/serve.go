@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/npumon/npumon/internal/crash"
 )
 
 // Registry returns a registry holding only c: a scrape reads the Stores
@@ -75,6 +77,7 @@ func Serve(addr string, c *Collector) (*Server, error) {
 	})
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, err: make(chan error, 1)}
 	go func() {
+		defer crash.Recover()
 		err := s.srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil

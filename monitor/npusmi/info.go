@@ -11,6 +11,7 @@ package npusmi
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,6 +120,18 @@ func (e *Error) Error() string {
 // processes stays far below it.
 const MaxLines = 20000
 
+// MaxLineBytes bounds one line of npu-smi output; a real row is under
+// 200 bytes.
+const MaxLineBytes = 64 << 10
+
+// lineErr names a scanner error; a line past MaxLineBytes is said so.
+func lineErr(err error) string {
+	if errors.Is(err, bufio.ErrTooLong) {
+		return fmt.Sprintf("a line over %d bytes", MaxLineBytes)
+	}
+	return err.Error()
+}
+
 // The header cells the parser knows. Keys are the header text with its
 // spaces squeezed.
 var (
@@ -175,7 +188,7 @@ func tokens(s string) []string {
 func ParseInfo(b []byte) (*Info, error) {
 	p := &parser{}
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	sc.Buffer(make([]byte, 0, 4096), MaxLineBytes)
 	const (
 		stTop     = iota // before the device header
 		stHead2          // after the first header row
@@ -282,7 +295,9 @@ func ParseInfo(b []byte) (*Info, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, p.errf("%v", err)
+		p.line++
+		p.text = ""
+		return nil, p.errf("%s", lineErr(err))
 	}
 	p.text = ""
 	switch {

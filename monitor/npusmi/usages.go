@@ -29,7 +29,7 @@ func ParseUsages(b []byte) ([]Usages, error) {
 	var out []Usages
 	var cur *Usages
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	sc.Buffer(make([]byte, 0, 4096), MaxLineBytes)
 	line := 0
 	bad := func(text, msg string) error {
 		t := strings.TrimSpace(text)
@@ -92,7 +92,7 @@ func ParseUsages(b []byte) ([]Usages, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("npu-smi info -t usages: line %d: %v", line+1, err)
+		return nil, fmt.Errorf("npu-smi info -t usages: line %d: %s", line+1, lineErr(err))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("npu-smi info -t usages: no \"NPU ID\" line")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/replay"
@@ -220,6 +221,7 @@ func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) err
 	for i, dev := range devices {
 		wg.Add(1)
 		go func() {
+			defer crash.Recover()
 			defer wg.Done()
 			var st *DeviceTotals
 			if dev < len(stated) && stated[dev].OK && len(stated[dev].After) > 0 {
@@ -273,6 +275,7 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	var pre prepass
 	scanned, stored := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer crash.Recover()
 		defer close(stored)
 		pre = scanCapture(snap, dev, entries)
 		if pre.hasTime {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 )
@@ -212,7 +213,7 @@ func (d *DirSource) Start(ctx context.Context) error {
 	d.w, d.tail = w, tail
 	ctx, d.cancel = context.WithCancel(ctx)
 	d.done = make(chan struct{})
-	go d.loop(ctx)
+	go func() { defer crash.Recover(); d.loop(ctx) }()
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
@@ -92,6 +93,7 @@ func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay
 	from := st.Indexed()
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer crash.Recover()
 		defer close(stopped)
 		t := time.NewTicker(progressEvery)
 		defer t.Stop()
@@ -169,6 +171,7 @@ func untilDone[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
+		defer crash.Recover()
 		v, err := fn()
 		done <- result{v, err}
 	}()

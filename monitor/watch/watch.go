@@ -13,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -161,7 +162,7 @@ func Watch(dir string, opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watch: %s: %w", dir, err)
 	}
 	w.wg.Add(1)
-	go w.loop()
+	go func() { defer crash.Recover(); w.loop() }()
 	return w, nil
 }
 

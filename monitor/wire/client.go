@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 )
 
@@ -343,6 +344,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 	quit := make(chan struct{})
 	defer close(quit)
 	go func() {
+		defer crash.Recover()
 		for {
 			select {
 			case b := <-free:

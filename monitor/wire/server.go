@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 )
 
@@ -363,9 +364,9 @@ func Serve(ln net.Listener, opts ServerOptions) *Server {
 	opts = serverDefaults(opts)
 	s := &Server{ln: ln, opts: opts, seq: map[int]uint64{}, clients: map[*serverClient]struct{}{},
 		closed: make(chan struct{}), start: time.Now().UnixMicro(), logCh: make(chan string, 64)}
-	go s.logLoop()
+	go func() { defer crash.Recover(); s.logLoop() }()
 	s.wg.Add(1)
-	go s.acceptLoop()
+	go func() { defer crash.Recover(); s.acceptLoop() }()
 	return s
 }
 
@@ -400,7 +401,7 @@ func (s *Server) Close() error {
 		}
 		s.pubMu.Unlock()
 		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
+		go func() { defer crash.Recover(); s.wg.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(closeGrace + 250*time.Millisecond):
@@ -620,7 +621,7 @@ func (s *Server) acceptLoop() {
 			b.SetWriteBuffer(s.opts.SocketBuffer) // best effort: the kernel caps it
 		}
 		s.wg.Add(1)
-		go s.serveClient(c)
+		go func() { defer crash.Recover(); s.serveClient(c) }()
 	}
 }
 
@@ -686,6 +687,7 @@ func (s *Server) serveClient(c *serverClient) {
 	}()
 	// A client never sends anything: bytes or EOF end the session.
 	go func() {
+		defer crash.Recover()
 		var b [1]byte
 		c.conn.Read(b[:])
 		c.conn.Close()

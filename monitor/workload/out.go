@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 )
@@ -115,6 +116,7 @@ func newSnapWriter(logf func(string, ...any)) *snapWriter {
 	sw := &snapWriter{logf: logf, jobs: make(chan snapJob, 2)}
 	sw.wg.Add(1)
 	go func() {
+		defer crash.Recover()
 		defer sw.wg.Done()
 		for j := range sw.jobs {
 			err := sw.writeFile(j)

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
 	"github.com/npumon/npumon/replay/whatif"
@@ -162,6 +163,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 			}
 		}
 		go func() {
+			defer crash.Recover()
 			res, err := opts.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices, Until: until})
 			sim <- simResult{res, err}
 		}()

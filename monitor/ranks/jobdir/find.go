@@ -51,6 +51,11 @@ func rankInName(name string) (int, bool) {
 	return n, err == nil
 }
 
+// MaxRanks bounds the ranks opened from one job directory: each holds a
+// Store of its own (2,000 ranks of a small job took 2.45 GB), so a
+// directory of more is refused with a message, not opened.
+const MaxRanks = 1024
+
 // Find returns the ranks held in dir, by rank, or nil when dir does not
 // hold at least two ranks. The rules, first match per entry of dir:
 //
@@ -120,6 +125,9 @@ func Find(dir string) ([]Member, error) {
 	}
 	if len(byRank) < 2 {
 		return nil, nil
+	}
+	if len(byRank) > MaxRanks {
+		return nil, fmt.Errorf("%s holds %d ranks, over the limit of %d for one job directory: open one rank's file, or a directory of fewer ranks", dir, len(byRank), MaxRanks)
 	}
 	out := make([]Member, 0, len(byRank))
 	for _, f := range byRank {

@@ -2,8 +2,10 @@ package jobdir
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +173,26 @@ func TestFindDBExports(t *testing.T) {
 	if err != nil || len(got) != 2 || got[1].Rank != 1 || got[1].Kind != KindProfiler || got[1].Rule != "db_name" ||
 		filepath.Base(got[1].Path) != "ascend_pytorch_profiler_1.db" {
 		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+// A directory of more than MaxRanks ranks is refused with a message naming
+// the count and the limit; MaxRanks ranks still open.
+func TestFindRankCap(t *testing.T) {
+	dir := t.TempDir()
+	for r := range MaxRanks {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("snap_rank%d.pickle", r)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ms, err := Find(dir); err != nil || len(ms) != MaxRanks {
+		t.Fatalf("%d ranks: %d found, %v", MaxRanks, len(ms), err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("snap_rank%d.pickle", MaxRanks)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Find(dir)
+	if err == nil || !strings.Contains(err.Error(), "holds 1025 ranks, over the limit of 1024 for one job directory") {
+		t.Fatalf("over the cap: %v", err)
 	}
 }

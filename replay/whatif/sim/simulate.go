@@ -30,6 +30,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 )
@@ -104,6 +105,7 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 		for ci := range dr.Runs {
 			wg.Add(1)
 			go func() {
+				defer crash.Recover()
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
@@ -126,6 +128,7 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 		in := inputs[di]
 		wg.Add(1)
 		go func() {
+			defer crash.Recover()
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
