@@ -31,7 +31,7 @@ type groupFlags struct {
 }
 
 func (gf *groupFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream or size")
+	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream, size or category (what the memory holds: docs/explain.md)")
 	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the file paths a call site skips")
 	f.IntVar(&gf.device, "device", 0, "device")
 	f.StringArrayVar(&gf.profiler, "profiler", nil, "a torch_npu profiler directory of the same job (repeatable): its ops and ProfilerStep#N steps join the file's own ranges")
