@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,10 @@ func TestHoldersView(t *testing.T) {
 	press(m, "b")
 	if v = m.View(); !strings.Contains(v, "Holders by op") || !strings.Contains(v, "aten::matmul") || !strings.Contains(v, "aten::empty") {
 		t.Fatalf("by op:\n%s", v)
+	}
+	press(m, "b", "b", "b") // stream, size, category
+	if v = m.View(); !strings.Contains(v, "Holders by category") || !regexp.MustCompile(`\b(temporary|activation|unknown|parameter)\b`).MatchString(v) {
+		t.Fatalf("by category:\n%s", v)
 	}
 	press(m, "esc")
 	if m.x.open() {

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/category"
 	"github.com/npumon/npumon/replay/explain"
 )
 
@@ -67,4 +68,42 @@ func AnnotationOps(snap *snapshot.Snapshot) []Op {
 		}
 	}
 	return out
+}
+
+// Categories is what every allocation of a device's log holds
+// (replay/category), for a grouper's Category (explain.CategoryOf): the
+// Born of LiveAtSeq's allocations index it. Computed on first use and
+// again once the log has grown; nil for an unknown device.
+func (s *Store) Categories(device int) *category.Table {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := s.devs[device]
+	if d == nil {
+		return nil
+	}
+	n := d.recs.Len()
+	d.catMu.Lock()
+	defer d.catMu.Unlock()
+	if d.cats != nil && d.catsN == n {
+		return d.cats
+	}
+	var start []category.Start
+	for _, b := range d.cps[0].Blocks {
+		if b.Born < 0 {
+			start = append(start, category.Start{Addr: b.Addr, Frames: b.Frames})
+		}
+	}
+	var e snapshot.TraceEntry
+	entry := func(i int) *snapshot.TraceEntry {
+		r := d.recs.ptr(i)
+		e = snapshot.TraceEntry{Action: r.action, Addr: r.addr, Frames: r.frames}
+		return &e
+	}
+	d.cats, d.catsN = category.ClassifyFunc(int(d.off), n, entry, start, func(id snapshot.StackID) snapshot.Stack {
+		if id <= 0 || int(id) >= len(s.stacks) {
+			return nil
+		}
+		return s.stacks[id]
+	}), n
+	return d.cats
 }

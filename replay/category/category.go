@@ -152,7 +152,14 @@ type liveAlloc struct {
 // Classify gives every allocation of a device trace (entries, with start
 // the allocations live before it) its category; stack resolves stack ids.
 func Classify(entries []snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
-	t := &Table{entry: make([]Category, len(entries)), start: make(map[uint64]Category, len(start))}
+	return ClassifyFunc(0, len(entries), func(i int) *snapshot.TraceEntry { return &entries[i] }, start, stack)
+}
+
+// ClassifyFunc is Classify over a log read entry by entry: entries from
+// to n-1 (earlier ones are gone: a retention window), entry(i) the i-th;
+// Table.Of takes the log's indices.
+func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
+	t := &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))}
 	phases := map[snapshot.StackID]Phase{}
 	phase := func(id snapshot.StackID) Phase {
 		p, ok := phases[id]
@@ -166,8 +173,8 @@ func Classify(entries []snapshot.TraceEntry, start []Start, stack func(snapshot.
 	// that runs no Python: with stacks='python' that is the autograd
 	// engine's device thread.
 	withFrames := false
-	for i := range entries {
-		if entries[i].Action == snapshot.ActionAlloc && entries[i].Frames != snapshot.NoStack {
+	for i := from; i < n; i++ {
+		if e := entry(i); e.Action == snapshot.ActionAlloc && e.Frames != snapshot.NoStack {
 			withFrames = true
 			break
 		}
@@ -178,8 +185,8 @@ func Classify(entries []snapshot.TraceEntry, start []Start, stack func(snapshot.
 	}
 	workspace := map[uint64]bool{}
 	var now counts
-	for i := range entries {
-		e := &entries[i]
+	for i := from; i < n; i++ {
+		e := entry(i)
 		switch e.Action {
 		case snapshot.ActionWorkspaceSnapshot:
 			workspace[e.Addr] = true

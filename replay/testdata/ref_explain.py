@@ -352,11 +352,31 @@ def explain_device(top, dev):
     kind = "oom"
     if not ooms:
         kind, ooms = "peak", [peak_index(start_active, entries)]
+    points = step_points(entries, ops)
+    cats = categories(Live(segs, entries).allocs(), entries)
+
+    def cat_bytes(i):
+        lv = Live(segs, entries)
+        lv.advance(i)
+        sums = {}
+        for a in lv.allocs():
+            k = category_of(cats, a)
+            sums[k] = sums.get(k, 0) + a["size"]
+        return sums
+
     out = []
     for i in ooms:
         lv = Live(segs, entries)
         lv.advance(i)
         allocs = lv.allocs()
+        # the category that grew most since the last step end before i
+        base_idx = max([p["index"] for p in points if p["index"] < i], default=-1)
+        base, now = cat_bytes(base_idx), cat_bytes(i)
+        grew = None
+        for k in sorted(now):
+            d = now[k] - base.get(k, 0)
+            if d > 0 and (grew is None or d > grew["bytes_to"] - grew["bytes_from"]):
+                grew = {"category": k, "from_index": base_idx, "bytes_from": base.get(k, 0), "bytes_to": now[k]}
         reserved, allocated, cached, largest = figures(segs, entries, i)
         o = {"kind": kind, "index": i, "time_us": time_of(entries, i), "requested_bytes": 0,
              "device_free_bytes": None, "reserved_bytes": reserved, "allocated_bytes": allocated,
@@ -372,9 +392,9 @@ def explain_device(top, dev):
                 o["device_free_bytes"] = free
                 o["verdict"] = "shortage" if allocated + e["size"] > reserved + free else "fragmentation"
         o["top_holders"] = group(allocs, sum(a["size"] for a in allocs))[:TOP_HOLDERS]
+        o["grew"] = grew
         out.append(o)
 
-    points = step_points(entries, ops)
     series = []
     last_groups = {}
     for p in points:
