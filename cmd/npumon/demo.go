@@ -157,6 +157,7 @@ type workloadFlags struct {
 	snapshotEvery int
 	steps         int
 	allocConf     string
+	noProfiler    bool
 }
 
 func (wf *workloadFlags) register(f *pflag.FlagSet) {
@@ -173,6 +174,7 @@ func (wf *workloadFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&wf.out, "out", "", "write snapshot pickles and profiler directories here")
 	f.IntVar(&wf.snapshotEvery, "snapshot-every", 10, "with --out: a snapshot pickle every N steps (0: only on OOM)")
 	f.IntVar(&wf.steps, "steps", 0, "stop the job after N steps (0: run until interrupted)")
+	f.BoolVar(&wf.noProfiler, "no-profiler", false, "run the job without a profiler: with --out, no profiler directories and no ProfilerStep#N ranges in the snapshots")
 	f.StringVar(&wf.allocConf, "alloc-conf", "", "allocator settings (PYTORCH_NPU_ALLOC_CONF syntax; default: $PYTORCH_NPU_ALLOC_CONF or its alias $PYTORCH_ALLOC_CONF)")
 }
 
@@ -211,5 +213,5 @@ func (wf *workloadFlags) config() (workload.Config, error) {
 	}
 	return workload.Config{Scenario: sc, Seed: wf.seed, Rate: wf.rate, Layers: wf.layers, DeviceMem: mem,
 		OnOOM: workload.OOMPolicy(wf.onOOM), Out: wf.out, SnapshotEvery: every, Steps: wf.steps,
-		AllocConf: wf.allocConf, Paced: true}, nil
+		AllocConf: wf.allocConf, Paced: true, NoProfiler: wf.noProfiler}, nil
 }

@@ -226,8 +226,10 @@ func newExplainCmd() *cobra.Command {
 			"large enough) or shortage (allocated + request exceed reserved + device free) — the op and\n" +
 			"stack of the failing request, the top holders, and whether the recorded trace would fit\n" +
 			"with expandable_segments:True or a max_split_size_mb (replay/whatif; --conf replaces them).\n" +
-			"Leak suspects are the call sites whose live bytes at the end of each step (ProfilerStep#N\n" +
-			"annotations) keep growing, with the growth per step. See docs/explain.md.",
+			"Leak suspects are the call sites whose live bytes at the end of each step keep growing,\n" +
+			"with the growth per step; steps come from ProfilerStep#N ranges, Optimizer.step#…\n" +
+			"annotations, the optimizer's step call site or the trace's repeat period, in that order,\n" +
+			"and the output names the source. See docs/explain.md.",
 		Args: exactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			by, err := explain.ParseBy(gf.by)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,6 +146,43 @@ func demoOut(t *testing.T, args ...string) []string {
 	}
 	slices.Sort(files)
 	return files
+}
+
+// TestExplainDemoLeakNoProfiler: a leak run without a profiler carries no
+// ProfilerStep#N ranges; explain cuts the trace into iterations by its
+// repeat period and still names the leaking call site first.
+func TestExplainDemoLeakNoProfiler(t *testing.T) {
+	files := demoOut(t, "--scenario", "leak", "--steps", "30", "--snapshot-every", "30", "--device-mem", "4GiB", "--no-profiler")
+	if dirs, _ := filepath.Glob(filepath.Join(filepath.Dir(files[0]), "*_ascend_pt")); len(dirs) != 0 {
+		t.Fatalf("--no-profiler wrote profiler directories %v", dirs)
+	}
+	var e explain.Explanation
+	runJSON(t, &e, "explain", files[len(files)-1], "--json", "--no-whatif")
+	d := e.Devices[0]
+	ls := d.LeakSuspects
+	if d.StepSource != explain.StepsPeriod || d.Steps < 20 || len(ls) == 0 ||
+		ls[0].Key != "log_hidden_states (train.py:71)" || ls[0].GrowthBytesPerStep <= 0 {
+		t.Fatalf("steps %d from %q, leak suspects %+v", d.Steps, d.StepSource, ls)
+	}
+	_, out, _ := captureRun(t, "explain", files[len(files)-1], "--no-whatif")
+	if !strings.Contains(out, fmt.Sprintf("steps: %d from the trace's repeat period", d.Steps)) {
+		t.Fatalf("explain does not name the steps' source:\n%s", out)
+	}
+}
+
+// TestExplainNPUStepsWithoutProfiler: the real torch_npu dump has no time_us
+// and no annotations; its three training iterations come from the
+// optimizer's step call site (torch/optim/adam.py step). Its call sites'
+// live bytes are the same at every iteration's end (an independent
+// reading: replay/testdata/ref_explain.py), so no call site is a suspect.
+func TestExplainNPUStepsWithoutProfiler(t *testing.T) {
+	f := "../../testdata/fixtures/snapshots/npu-2.6-msinsight-snapshot_1768383987920985470.pkl"
+	var e explain.Explanation
+	runJSON(t, &e, "explain", f, "--json", "--no-whatif")
+	d := e.Devices[0]
+	if d.StepSource != explain.StepsOptimizer || d.Steps != 3 || len(d.LeakSuspects) != 0 {
+		t.Fatalf("steps %d from %q, leak suspects %+v", d.Steps, d.StepSource, d.LeakSuspects)
+	}
 }
 
 // TestExplainDemoLeak: the leak scenario's late snapshot names the leaking

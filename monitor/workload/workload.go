@@ -94,6 +94,10 @@ type Config struct {
 	// wait 1, warmup 1, active 3, repeating); NoProfile writes none.
 	Profile   *profiler.Schedule
 	NoProfile bool
+	// NoProfiler runs the job as one that records memory history without
+	// a profiler: no profiler directories (NoProfile) and no
+	// ProfilerStep#N ranges in the snapshots' external_annotations.
+	NoProfiler bool
 
 	// OnOp sees every finished op (step markers included), on Run's
 	// goroutine; it must not block.
@@ -270,7 +274,7 @@ func New(cfg Config) (*Workload, error) {
 		}
 		w.writer = newSnapWriter(w.logf)
 		w.detach = append(w.detach, w.ca.AttachOOMObserver(w.onOOM))
-		if !cfg.NoProfile {
+		if !cfg.NoProfile && !cfg.NoProfiler {
 			if err := w.startProfiler(); err != nil {
 				return nil, err
 			}
@@ -461,6 +465,9 @@ const maxStepAnnotations = 4096
 // noteStep records step n's range as the START / END annotations torch
 // (≥ 2.5) writes for the profiler's ProfilerStep#N record_function.
 func (w *Workload) noteStep(n int, start, end int64) {
+	if w.cfg.NoProfiler {
+		return
+	}
 	if len(w.stepAnns) >= 2*maxStepAnnotations {
 		w.stepAnns = append(w.stepAnns[:0], w.stepAnns[2:]...)
 	}

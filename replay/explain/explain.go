@@ -21,8 +21,12 @@ type Explanation struct {
 // DeviceExplanation is one device's answer: every oom entry (or the peak
 // when there is none) explained, and the leak suspects across its steps.
 type DeviceExplanation struct {
-	Device       int           `json:"device"`
-	Steps        int           `json:"steps"` // step boundaries found
+	Device int `json:"device"`
+	Steps  int `json:"steps"` // step boundaries found
+	// StepSource is where they came from (profiler, annotation,
+	// optimizer, period; "" when none); StepNote why none, when none.
+	StepSource   StepSource    `json:"step_source"`
+	StepNote     string        `json:"step_note,omitempty"`
 	OOMs         []OOM         `json:"ooms"`
 	LeakSuspects []LeakSuspect `json:"leak_suspects"`
 	WhatIfNote   string        `json:"whatif_note,omitempty"` // why no what-if ran, when none did
@@ -266,8 +270,9 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 		kind, stops = "peak", []int{PeakIndex(tl)}
 	}
 	figs := FiguresAfterAll(tl, stops)
-	points := StepPoints(tl, d.Ops.Steps())
-	de.Steps = len(points)
+	steps := d.Steps()
+	points := steps.Ends
+	de.Steps, de.StepSource, de.StepNote = len(points), steps.Source, steps.Note
 
 	w := NewWalker(tl)
 	// what the memory holds, at the last step end (or the start) and at

@@ -33,6 +33,7 @@ type Device struct {
 	Capture  *replay.Capture
 	Timeline *replay.Timeline
 	Ops      *Ops // annotations of the file plus any given ops
+	steps    *Steps
 
 	cats *category.Table // computed on first use
 }

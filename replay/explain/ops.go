@@ -58,6 +58,14 @@ func (o *Ops) At(t int64) string {
 	return ""
 }
 
+// all is every op, sorted for attribution (nil for nil o).
+func (o *Ops) all() []Op {
+	if o == nil {
+		return nil
+	}
+	return o.ops
+}
+
 // Steps returns the step markers, ordered by end.
 func (o *Ops) Steps() []Op {
 	if o == nil {

@@ -143,13 +143,14 @@ func (e *Explanation) WriteText(w io.Writer) error {
 		if d.WhatIfNote != "" {
 			fmt.Fprintf(w, "  %s\n", d.WhatIfNote)
 		}
+		fmt.Fprintf(w, "\n  %s\n", d.StepsLine())
 		switch {
 		case d.Steps < MinLeakSteps:
-			fmt.Fprintf(w, "\n  leak suspects: %d step boundaries found (ProfilerStep#N), %d needed\n", d.Steps, MinLeakSteps)
+			fmt.Fprintf(w, "  leak suspects: %d steps found, %d needed\n", d.Steps, MinLeakSteps)
 		case len(d.LeakSuspects) == 0:
-			fmt.Fprintf(w, "\n  leak suspects: none over %d steps\n", d.Steps)
+			fmt.Fprintf(w, "  leak suspects: none over %d steps\n", d.Steps)
 		default:
-			fmt.Fprintf(w, "\n  leak suspects over %d steps:\n", d.Steps)
+			fmt.Fprintf(w, "  leak suspects over %d steps:\n", d.Steps)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, l := range d.LeakSuspects {
 				fmt.Fprintf(tw, "    %s/step\tover %d steps\t%s\n", signed(l.GrowthBytesPerStep), len(l.Steps), l.Key)
@@ -158,4 +159,16 @@ func (e *Explanation) WriteText(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// StepsLine says how many steps were found and from where, or why none
+// were: "steps: 12 from the trace's repeat period".
+func (d *DeviceExplanation) StepsLine() string {
+	if d.Steps == 0 {
+		if d.StepNote != "" {
+			return "steps: none found (" + d.StepNote + ")"
+		}
+		return "steps: none found"
+	}
+	return fmt.Sprintf("steps: %d from %s", d.Steps, d.StepSource.Describe())
 }

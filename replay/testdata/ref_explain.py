@@ -11,6 +11,7 @@ Paths are left empty; the Go test compares everything else. The what-if
 lists are empty here (the allocator simulation is tested in replay/whatif).
 """
 import json
+import posixpath
 import re
 import sys
 
@@ -328,8 +329,7 @@ def op_at(ops, t):
     return best["name"] if best else ""
 
 
-def step_points(entries, ops):
-    steps = sorted([o for o in ops if o["step"]], key=lambda o: o["end"])
+def step_points(entries, steps):
     out = []
     for s in steps:
         i = -1
@@ -340,8 +340,117 @@ def step_points(entries, ops):
                 break
         if i < 0 or (out and out[-1]["index"] >= i):
             continue
-        out.append({"step": int(s["step"].group(1)), "index": i, "time_us": time_of(entries, i), "bytes": 0})
+        out.append({"step": s["num"], "index": i, "time_us": time_of(entries, i), "bytes": 0})
     return out
+
+
+# docs/explain.md "Steps": the sources in order, the first with
+# MIN_LEAK_STEPS ends wins, else the first with any.
+def is_optimizer_step(f):
+    if f.get("name") != "step":
+        return False
+    p = (f.get("filename") or "").replace("\\", "/")
+    if posixpath.basename(p).startswith("lr_scheduler"):
+        return False
+    d = "/" + posixpath.dirname(p) + "/"
+    return "/optim/" in d or "/optimizers/" in d
+
+
+def range_steps(entries, ranges, numbered):
+    ranges = sorted(ranges, key=lambda o: o["end"])
+    pts = step_points(entries, [dict(o, num=int(o["step"].group(1)) if numbered else n) for n, o in enumerate(ranges)])
+    return pts
+
+
+def optimizer_steps(entries):
+    ends, run_open, last = [], False, -1
+    for i, e in enumerate(entries):
+        fr = e.get("frames")
+        if not fr:
+            continue
+        if any(is_optimizer_step(f) for f in fr):
+            last = i
+            run_open = run_open or e["action"] == "alloc"
+        elif e["action"] == "alloc":
+            if run_open:
+                ends.append(last)
+            run_open = False
+    if run_open:
+        ends.append(last)
+    return ends
+
+
+def period_steps(entries):
+    n = len(entries)
+    occ = {}
+    for i, e in enumerate(entries):
+        if e["action"] in ("snapshot", "oom"):
+            continue
+        key = (e["action"], json.dumps(e.get("frames") or [], sort_keys=True), e.get("size", 0))
+        occ.setdefault(key, []).append(i)
+    by_count = {}
+    for key, o in occ.items():
+        if len(o) >= MIN_LEAK_STEPS:
+            by_count.setdefault(len(o), []).append(o)
+    cands = sorted(by_count, key=lambda c: (-len(by_count[c]), c))[:8]
+    fits = []
+    for c in cands:
+        rows = by_count[c]
+        med = [sorted(r[k] for r in rows)[len(rows) // 2] for k in range(c)]
+        lo = [med[0] - (med[1] - med[0]) // 2] + [(med[k - 1] + med[k]) // 2 for k in range(1, c)]
+        hi = [(med[k] + med[k + 1]) // 2 for k in range(c - 1)] + [med[-1] + (med[-1] - med[-2]) // 2]
+        good = [r for r in rows if all(lo[k] < r[k] <= hi[k] for k in range(c))]
+        if not good:
+            continue
+        starts = [min(r[k] for r in good) for k in range(c)]
+        ends = [max(r[k] for r in good) for k in range(c)]
+        if any(starts[k] <= ends[k - 1] for k in range(1, c)):
+            continue
+        if ends[-1] - starts[0] + 1 < 0.5 * n:
+            continue
+        fits.append((c, len(good), starts, ends))
+    if not fits:
+        return None
+    most = max(f[1] for f in fits)
+    return min((f for f in fits if 4 * f[1] >= most), key=lambda f: f[0])
+
+
+PERIOD_NONE = ("the trace does not repeat: no stack, action and size recurs in three or more "
+               "iterations spanning half of it")
+
+
+def detect_steps(entries, ops):
+    """(source, points, note)"""
+    timed = any(e.get("time_us") for e in entries)
+    markers = [o for o in ops if o["step"]]
+    opt = [o for o in ops if not o["step"] and o["name"].startswith("Optimizer.step#")]
+    notes, fallback = [], None
+    tried = []
+    for src, ranges, what in (("profiler", markers, "ProfilerStep#N ranges"),
+                              ("annotation", opt, "Optimizer.step annotations")):
+        pts, note = [], ""
+        if ranges and not timed:
+            note = "%d %s not placed: the trace has no time_us" % (len(ranges), what)
+        elif ranges:
+            pts = range_steps(entries, ranges, src == "profiler")
+        tried.append((src, pts, note))
+    ends = optimizer_steps(entries)
+    tried.append(("optimizer", [{"step": k, "index": i, "time_us": time_of(entries, i), "bytes": 0}
+                                for k, i in enumerate(ends)], ""))
+    fit = period_steps(entries)
+    if fit:
+        tried.append(("period", [{"step": k, "index": i, "time_us": time_of(entries, i), "bytes": 0}
+                                 for k, i in enumerate(fit[3])], ""))
+    else:
+        tried.append(("period", [], PERIOD_NONE))
+    for src, pts, note in tried:
+        if len(pts) >= MIN_LEAK_STEPS:
+            return src, pts, ""
+        if pts and fallback is None:
+            fallback = (src, pts, "")
+        if note:
+            notes.append(note)
+    return fallback or ("", [], "; ".join(notes))
 
 
 def explain_device(top, dev):
@@ -352,7 +461,7 @@ def explain_device(top, dev):
     kind = "oom"
     if not ooms:
         kind, ooms = "peak", [peak_index(start_active, entries)]
-    points = step_points(entries, ops)
+    source, points, note = detect_steps(entries, ops)
     cats = categories(Live(segs, entries).allocs(), entries)
 
     def cat_bytes(i):
@@ -424,7 +533,10 @@ def explain_device(top, dev):
                              "steps": [dict(points[x], bytes=b[x]) for x in range(j, k)],
                              "frames": last_groups[key]["frames"]})
     suspects.sort(key=lambda s: (-s["growth_bytes_per_step"], s["key"]))
-    return {"device": dev, "steps": len(points), "ooms": out, "leak_suspects": suspects}
+    d = {"device": dev, "steps": len(points), "step_source": source, "ooms": out, "leak_suspects": suspects}
+    if note:
+        d["step_note"] = note
+    return d
 
 
 def devices(top):

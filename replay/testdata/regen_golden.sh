@@ -3,6 +3,7 @@
 # Run from replay/testdata after gen_snapshots.py.
 set -e
 python3 gen_explain.py .
+python3 gen_steps.py .
 F=../../testdata/fixtures/snapshots
 mkdir -p golden
 for f in $F/*.pickle cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
@@ -19,15 +20,16 @@ for i in -1 0 2 3 5 8 9 11; do
   python3 ref_stats.py npu_workspace.pickle --at-index $i > golden/npu_workspace.pickle.at$i.stats.json
 done
 # holders (end, peak) and explain, by the independent reference ref_explain.py
-for f in $F/*.pickle cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
-         npu_workspace.pickle torch113_list.pickle torch113_list.json wide_addr.pickle leak_steps.pickle; do
+for f in $F/*.pickle $F/*.pkl cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle cuda21_p5.pickle cuda21.json \
+         npu_workspace.pickle torch113_list.pickle torch113_list.json wide_addr.pickle leak_steps.pickle \
+         steps_annotation.pickle steps_optimizer.pickle steps_period.pickle steps_norepeat.pickle; do
   b=$(basename "$f")
   python3 ref_explain.py holders "$f" --at end > "golden/$b.holders-end.json"
   python3 ref_explain.py holders "$f" --at peak > "golden/$b.holders-peak.json"
   python3 ref_explain.py explain "$f" > "golden/$b.explain.json"
 done
 # holders by memory category (end, peak), by the same reference's category rules
-for f in $F/*.pickle $F/*.pkl cuda21_p4.pickle npu_workspace.pickle leak_steps.pickle; do
+for f in $F/*.pickle $F/*.pkl cuda21_p4.pickle npu_workspace.pickle leak_steps.pickle steps_optimizer.pickle steps_period.pickle; do
   b=$(basename "$f")
   python3 ref_explain.py holders "$f" --at end --by category > "golden/$b.categories-end.json"
   python3 ref_explain.py holders "$f" --at peak --by category > "golden/$b.categories-peak.json"
