@@ -73,8 +73,12 @@ var (
 	// nodes are torch::autograd::generated::*Backward*::apply).
 	backwardFile = regexp.MustCompile(`(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$`)
 	backwardName = regexp.MustCompile(`^(_engine_run_backward|backward|grad|run_backward)$|torch::autograd::(Engine::|generated::|AccumulateGrad|CopyBackwards|.*Backward)`)
-	// optimizers: torch.optim and the step wrapper's profiler name
-	optimFile = regexp.MustCompile(`(^|[\\/])(torch[\\/]optim|optim|optimizers?)[\\/][^\\/]+\.py$`)
+	// optimizers: a file under an optim/ or optimizers/ directory
+	// (torch/optim, torch_npu/optim, apex/optimizers — the directories
+	// explain's IsOptimizerStep finds step calls in), learning-rate
+	// schedulers excepted; and the step wrapper's profiler name
+	optimFile = regexp.MustCompile(`(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$`)
+	schedFile = regexp.MustCompile(`(^|[\\/])lr_scheduler[^\\/]*$`)
 	optimName = regexp.MustCompile(`Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)`)
 	// parameters: nn.Module construction, .to()/.cuda()/.npu() (each
 	// tensor goes through _apply's convert), init and state-dict loading
@@ -93,7 +97,7 @@ func PhaseOf(st snapshot.Stack) Phase {
 	}
 	for _, f := range st {
 		switch {
-		case optimFile.MatchString(f.Filename) || optimName.MatchString(f.Name):
+		case optimFile.MatchString(f.Filename) && !schedFile.MatchString(f.Filename) || optimName.MatchString(f.Name):
 			return PhaseOptimizer
 		case backwardName.MatchString(f.Name) && (backwardFile.MatchString(f.Filename) || strings.HasPrefix(f.Name, "torch::autograd::")):
 			return PhaseBackward

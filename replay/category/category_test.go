@@ -108,3 +108,10 @@ func TestParse(t *testing.T) {
 		t.Error("Parse accepted an unknown name")
 	}
 }
+
+func TestPhaseOfSchedulerIsNotOptimizer(t *testing.T) {
+	st := snapshot.Stack{{Filename: "/env/site-packages/torch/optim/lr_scheduler.py", Line: 90, Name: "step"}, {Filename: "train.py", Line: 30, Name: "main"}}
+	if got := PhaseOf(st); got != PhaseOther {
+		t.Errorf("a learning-rate scheduler's step: phase %d, want other", got)
+	}
+}

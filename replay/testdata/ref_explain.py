@@ -121,7 +121,8 @@ def callsite_key(fr):
 BACKWARD_FILE = re.compile(r"(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$")
 BACKWARD_NAME = re.compile(r"^(_engine_run_backward|backward|grad|run_backward)$"
                            r"|torch::autograd::(Engine::|generated::|AccumulateGrad|CopyBackwards|.*Backward)")
-OPTIM_FILE = re.compile(r"(^|[\\/])(torch[\\/]optim|optim|optimizers?)[\\/][^\\/]+\.py$")
+OPTIM_FILE = re.compile(r"(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$")
+SCHED_FILE = re.compile(r"(^|[\\/])lr_scheduler[^\\/]*$")
 OPTIM_NAME = re.compile(r"Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)")
 INIT_FILE = re.compile(r"(^|[\\/])torch(_npu)?[\\/](nn[\\/](modules[\\/]module|parameter|init)|utils[\\/]_module)\.py$")
 INIT_NAME = re.compile(r"^(_apply|convert|to|cuda|npu|reset_parameters|_load_from_state_dict|load_state_dict|__init__|Module\.to)$")
@@ -134,7 +135,7 @@ def phase_of(fr):
         return "none"
     for f in fr:
         fn, name = f.get("filename", ""), f.get("name", "")
-        if OPTIM_FILE.search(fn) or OPTIM_NAME.search(name):
+        if (OPTIM_FILE.search(fn) and not SCHED_FILE.search(fn)) or OPTIM_NAME.search(name):
             return "optimizer"
         if BACKWARD_NAME.search(name) and (BACKWARD_FILE.search(fn) or name.startswith("torch::autograd::")):
             return "backward"
