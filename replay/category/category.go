@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/frames"
 )
 
 // Category is what an allocation holds.
@@ -68,11 +69,11 @@ const (
 // innermost matching frame decides (an optimizer closure that calls
 // backward allocates in backward).
 var (
-	// autograd: Python's entry into the engine, and the engine's own
-	// native frames (its device threads run Engine::thread_main, the
-	// nodes are torch::autograd::generated::*Backward*::apply).
+	// autograd: Python's entry into the engine; its native frames (an
+	// autograd node, the engine and its device threads) are
+	// replay/frames' to recognize (nativeBackward).
 	backwardFile = regexp.MustCompile(`(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$`)
-	backwardName = regexp.MustCompile(`^(_engine_run_backward|backward|grad|run_backward)$|torch::autograd::(Engine::|generated::|AccumulateGrad|CopyBackwards|.*Backward)`)
+	backwardName = regexp.MustCompile(`^(_engine_run_backward|backward|grad|run_backward)$`)
 	// optimizers: a file under an optim/ or optimizers/ directory
 	// (torch/optim, torch_npu/optim, apex/optimizers — the directories
 	// explain's IsOptimizerStep finds step calls in), learning-rate
@@ -99,7 +100,7 @@ func PhaseOf(st snapshot.Stack) Phase {
 		switch {
 		case optimFile.MatchString(f.Filename) && !schedFile.MatchString(f.Filename) || optimName.MatchString(f.Name):
 			return PhaseOptimizer
-		case backwardName.MatchString(f.Name) && (backwardFile.MatchString(f.Filename) || strings.HasPrefix(f.Name, "torch::autograd::")):
+		case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
 			return PhaseBackward
 		case initFile.MatchString(f.Filename) && initName.MatchString(f.Name),
 			layerInit.MatchString(f.Filename) && (f.Name == "__init__" || f.Name == "reset_parameters"),
@@ -108,6 +109,17 @@ func PhaseOf(st snapshot.Stack) Phase {
 		}
 	}
 	return PhaseOther
+}
+
+// nativeBackward reports whether f is one of autograd's native frames: an
+// autograd node's apply (torch::autograd::generated::BmmBackward0::apply,
+// AccumulateGrad) or the engine's (torch::autograd::Engine::…, whose
+// thread_main the backward threads run).
+func nativeBackward(f snapshot.Frame) bool {
+	if _, ok := frames.AutogradNode(f.Name); ok {
+		return true
+	}
+	return frames.Backward(snapshot.Stack{f})
 }
 
 // Start is an allocation live before the first entry.

@@ -119,8 +119,14 @@ def callsite_key(fr):
 # is recognized by, and the rules over what was allocated while an
 # allocation lived.
 BACKWARD_FILE = re.compile(r"(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$")
-BACKWARD_NAME = re.compile(r"^(_engine_run_backward|backward|grad|run_backward)$"
-                           r"|torch::autograd::(Engine::|generated::|AccumulateGrad|CopyBackwards|.*Backward)")
+BACKWARD_NAME = re.compile(r"^(_engine_run_backward|backward|grad|run_backward)$")
+# autograd's native frames: a node's apply (not the base Node), the engine
+AUTOGRAD_NODE = re.compile(r"^torch::autograd::(?:generated::)?([A-Za-z_][A-Za-z0-9_]*)::apply\(")
+
+
+def native_backward(name):
+    m = AUTOGRAD_NODE.match(name)
+    return (m is not None and m.group(1) != "Node") or "torch::autograd::Engine::" in name
 OPTIM_FILE = re.compile(r"(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$")
 SCHED_FILE = re.compile(r"(^|[\\/])lr_scheduler[^\\/]*$")
 OPTIM_NAME = re.compile(r"Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)")
@@ -137,7 +143,7 @@ def phase_of(fr):
         fn, name = f.get("filename", ""), f.get("name", "")
         if (OPTIM_FILE.search(fn) and not SCHED_FILE.search(fn)) or OPTIM_NAME.search(name):
             return "optimizer"
-        if BACKWARD_NAME.search(name) and (BACKWARD_FILE.search(fn) or name.startswith("torch::autograd::")):
+        if (BACKWARD_NAME.search(name) and BACKWARD_FILE.search(fn)) or native_backward(name):
             return "backward"
         if (INIT_FILE.search(fn) and INIT_NAME.search(name)) or \
                 (LAYER_FILE.search(fn) and name in ("__init__", "reset_parameters")) or LOAD_NAME.search(name):
