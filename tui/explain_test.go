@@ -205,3 +205,22 @@ func TestHelpListsExplainKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestCategoryChart: C stacks the timeline by memory category (the bands
+// drawn with their letters, the legend on the status line); C again goes
+// back to the areas.
+func TestCategoryChart(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
+	press(m, "C")
+	v := m.View()
+	if !strings.Contains(v, "timeline by category: P parameter") || !strings.Contains(v, "T temporary") {
+		t.Fatalf("no legend after C:\n%s", v)
+	}
+	if !m.catChart || m.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.tl.View()) {
+		t.Fatalf("no category bands on the timeline:\n%s", m.tl.View())
+	}
+	press(m, "C")
+	if m.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.tl.View()) {
+		t.Fatalf("C did not go back to the areas:\n%s", m.tl.View())
+	}
+}

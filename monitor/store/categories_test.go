@@ -48,3 +48,43 @@ func TestCategoriesAgreeWithExplain(t *testing.T) {
 		})
 	}
 }
+
+// TestCategorySeries: each column of the stacked category chart holds the
+// bytes per category at the column's end, as the holders view counts them
+// there; the columns add up to the active series.
+func TestCategorySeries(t *testing.T) {
+	for _, path := range captureFiles(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			c, err := replay.DecodeFile(path, replay.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := New(Options{CheckpointEvery: 97})
+			if err := st.IngestSnapshot(c.Snapshot); err != nil {
+				t.Fatal(err)
+			}
+			dev := st.Devices()[0]
+			first, last := st.Bounds(dev)
+			const cols = 7
+			series := st.CategorySeries(dev, first, last+1, cols)
+			if len(series) != cols {
+				t.Fatalf("%d columns", len(series))
+			}
+			tab := st.Categories(dev)
+			span := last + 1 - first
+			for k := range cols {
+				ce := first + span/cols*int64(k+1) + span%cols*int64(k+1)/cols
+				n := st.Applied(dev, ce-1)
+				var want [8]int64
+				for _, a := range st.LiveAtSeq(dev, n) {
+					want[tab.Of(a.Born, a.Addr)] += a.Size
+				}
+				for cat, v := range series[k] {
+					if v != want[cat] {
+						t.Errorf("column %d (%d entries): category %d has %d bytes, the holders %d", k, n, cat, v, want[cat])
+					}
+				}
+			}
+		})
+	}
+}

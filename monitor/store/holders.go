@@ -107,3 +107,65 @@ func (s *Store) Categories(device int) *category.Table {
 	}), n
 	return d.cats
 }
+
+// CategorySeries returns, for each of columns equal spans of [t0, t1)
+// (Series' columns), the live bytes of each memory category (indexed by
+// category.Category) after the column's last entry: the timeline's
+// stacked category chart. One LiveAtSeq at the window's start, then a
+// walk over the window's entries.
+func (s *Store) CategorySeries(device int, t0, t1 int64, columns int) [][category.Count]int64 {
+	if columns <= 0 || t1 <= t0 {
+		return nil
+	}
+	cats := s.Categories(device)
+	if cats == nil {
+		return nil
+	}
+	s.mu.RLock()
+	d := s.devs[device]
+	if d == nil {
+		s.mu.RUnlock()
+		return nil
+	}
+	p0 := d.lowerBound(0, t0)
+	s.mu.RUnlock()
+	type liveCat struct {
+		c    category.Category
+		size int64
+	}
+	live := map[uint64]liveCat{}
+	var sums [category.Count]int64
+	for _, a := range s.LiveAtSeq(device, int64(p0)) {
+		c := cats.Of(a.Born, a.Addr)
+		live[a.Addr] = liveCat{c, a.Size}
+		sums[c] += a.Size
+	}
+	out := make([][category.Count]int64, columns)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	span, cols := t1-t0, int64(columns)
+	i := max(p0, int(d.off))
+	for c := int64(0); c < cols; c++ {
+		ce := t0 + span/cols*(c+1) + span%cols*(c+1)/cols
+		j := d.lowerBound(i, ce)
+		for ; i < j; i++ {
+			r := d.recs.ptr(i)
+			switch r.action {
+			case snapshot.ActionAlloc:
+				k := cats.Entry(i)
+				if old, ok := live[r.addr]; ok { // a second alloc at a live address
+					sums[old.c] -= old.size
+				}
+				live[r.addr] = liveCat{k, r.size}
+				sums[k] += r.size
+			case snapshot.ActionFreeCompleted, snapshot.ActionFree:
+				if old, ok := live[r.addr]; ok {
+					sums[old.c] -= old.size
+					delete(live, r.addr)
+				}
+			}
+		}
+		out[c] = sums
+	}
+	return out
+}

@@ -31,6 +31,9 @@ const (
 	numCategories
 )
 
+// Count is the number of categories; a Category indexes [Count]int64.
+const Count = int(numCategories)
+
 var names = [numCategories]string{"unknown", "parameter", "gradient", "optimizer_state", "activation", "temporary", "workspace"}
 
 // All lists every category.
