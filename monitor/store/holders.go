@@ -112,7 +112,9 @@ func (s *Store) Categories(device int) *category.Table {
 // (Series' columns), the live bytes of each memory category (indexed by
 // category.Category) after the column's last entry: the timeline's
 // stacked category chart. One LiveAtSeq at the window's start, then a
-// walk over the window's entries.
+// walk over the window's entries, each adding its size to the category
+// it allocates or taking it from the one it frees (Table.Entry), as the
+// active series counts them.
 func (s *Store) CategorySeries(device int, t0, t1 int64, columns int) [][category.Count]int64 {
 	if columns <= 0 || t1 <= t0 {
 		return nil
@@ -129,16 +131,9 @@ func (s *Store) CategorySeries(device int, t0, t1 int64, columns int) [][categor
 	}
 	p0 := d.lowerBound(0, t0)
 	s.mu.RUnlock()
-	type liveCat struct {
-		c    category.Category
-		size int64
-	}
-	live := map[uint64]liveCat{}
 	var sums [category.Count]int64
 	for _, a := range s.LiveAtSeq(device, int64(p0)) {
-		c := cats.Of(a.Born, a.Addr)
-		live[a.Addr] = liveCat{c, a.Size}
-		sums[c] += a.Size
+		sums[cats.Of(a.Born, a.Addr)] += a.Size
 	}
 	out := make([][category.Count]int64, columns)
 	s.mu.RLock()
@@ -149,20 +144,11 @@ func (s *Store) CategorySeries(device int, t0, t1 int64, columns int) [][categor
 		ce := t0 + span/cols*(c+1) + span%cols*(c+1)/cols
 		j := d.lowerBound(i, ce)
 		for ; i < j; i++ {
-			r := d.recs.ptr(i)
-			switch r.action {
+			switch r := d.recs.ptr(i); r.action {
 			case snapshot.ActionAlloc:
-				k := cats.Entry(i)
-				if old, ok := live[r.addr]; ok { // a second alloc at a live address
-					sums[old.c] -= old.size
-				}
-				live[r.addr] = liveCat{k, r.size}
-				sums[k] += r.size
+				sums[cats.Entry(i)] += r.size
 			case snapshot.ActionFreeCompleted, snapshot.ActionFree:
-				if old, ok := live[r.addr]; ok {
-					sums[old.c] -= old.size
-					delete(live, r.addr)
-				}
+				sums[cats.Entry(i)] -= r.size
 			}
 		}
 		out[c] = sums

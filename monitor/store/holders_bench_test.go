@@ -127,3 +127,28 @@ func BenchmarkHoldersByCategoryAt1M(b *testing.B) {
 	b.ReportMetric(float64(mb.Nanoseconds()), "baseline-median-ns")
 	b.ReportMetric(float64(mh)/float64(mb), "x-baseline")
 }
+
+// BenchmarkCategorySeries1M: the stacked category chart over the whole 1M
+// log at 200 columns (the categories already computed), against Series
+// (the areas' chart) of the same window.
+func BenchmarkCategorySeries1M(b *testing.B) {
+	st := benchStore1M(b)
+	first, last := st.Bounds(0)
+	st.Categories(0)
+	var cat, base []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		s := st.Series(0, first, last+1, 200)
+		base = append(base, time.Since(t0))
+		t0 = time.Now()
+		c := st.CategorySeries(0, first, last+1, 200)
+		cat = append(cat, time.Since(t0))
+		if len(c) != 200 || s.Columns != 200 {
+			b.Fatal("no columns")
+		}
+	}
+	mc, mb := median(cat), median(base)
+	b.ReportMetric(float64(mc.Nanoseconds()), "median-ns")
+	b.ReportMetric(float64(mb.Nanoseconds()), "baseline-median-ns")
+	b.ReportMetric(float64(mc)/float64(mb), "x-baseline")
+}

@@ -133,7 +133,9 @@ type Start struct {
 
 // Table is the category of every allocation of one trace.
 type Table struct {
-	entry []Category // by trace index; meaningful at alloc entries
+	// entry is by trace index: at an alloc entry the category of the
+	// allocation it makes, at a free entry that of the allocation it ends
+	entry []Category
 	start map[uint64]Category
 }
 
@@ -152,7 +154,8 @@ func (t *Table) Of(born int, addr uint64) Category {
 	return Unknown
 }
 
-// Entry is the category of the allocation entry i makes.
+// Entry is the category of the allocation entry i makes (an alloc
+// entry) or ends (a free entry: free_requested, free_completed, free).
 func (t *Table) Entry(i int) Category { return t.Of(i, 0) }
 
 // counts are running counts of alloc entries by phase, taken when an
@@ -203,6 +206,7 @@ func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []S
 		live[s.Addr] = &liveAlloc{idx: -1, addr: s.Addr, phase: phase(s.Frames)}
 	}
 	workspace := map[uint64]bool{}
+	ended := map[uint64]Category{} // freed, waiting for the free's completion
 	var now counts
 	for i := from; i < n; i++ {
 		e := entry(i)
@@ -231,8 +235,14 @@ func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []S
 			}
 		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
 			if a := live[e.Addr]; a != nil {
-				t.set(a, now, false)
+				ended[e.Addr] = t.set(a, now, false)
 				delete(live, e.Addr)
+			}
+			if c, ok := ended[e.Addr]; ok {
+				t.entry[i] = c
+				if e.Action != snapshot.ActionFreeRequested {
+					delete(ended, e.Addr)
+				}
 			}
 		}
 	}
@@ -242,13 +252,14 @@ func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []S
 	return t
 }
 
-func (t *Table) set(a *liveAlloc, now counts, never bool) {
+func (t *Table) set(a *liveAlloc, now counts, never bool) Category {
 	c := decide(a, now, never)
 	if a.idx < 0 {
 		t.start[a.addr] = c
 	} else {
 		t.entry[a.idx] = c
 	}
+	return c
 }
 
 // decide applies the rules (docs/explain.md, "Memory categories") to one

@@ -81,12 +81,23 @@ func TestClassify(t *testing.T) {
 	start := []Start{{Addr: 0x10, Frames: snapshot.NoStack}, {Addr: 0x20, Frames: snapshot.NoStack}, {Addr: 0x30, Frames: optim}}
 	entries = append(entries, snapshot.TraceEntry{Action: snapshot.ActionFree, Addr: 0x20, Size: 512})
 	tab := Classify(entries, start, func(id snapshot.StackID) snapshot.Stack { return stacks[id] })
+	made := map[uint64]Category{}
 	for i, e := range evs {
-		if e.act == snapshot.ActionAlloc {
+		switch e.act {
+		case snapshot.ActionAlloc:
 			if got := tab.Entry(i); got != e.want {
 				t.Errorf("entry %d (%s): %s, want %s", i, e.label, got, e.want)
 			}
+			made[e.addr] = e.want
+		case snapshot.ActionFree:
+			// a free entry carries the category of what it frees
+			if got := tab.Entry(i); got != made[e.addr] {
+				t.Errorf("free entry %d at 0x%x: %s, want %s", i, e.addr, got, made[e.addr])
+			}
 		}
+	}
+	if got := tab.Entry(len(entries) - 1); got != Unknown {
+		t.Errorf("the free of an allocation live before the trace: %s, want unknown", got)
 	}
 	for _, c := range []struct {
 		addr uint64
