@@ -168,6 +168,15 @@ func TestExplainDemoLeakNoProfiler(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf("steps: %d from the trace's repeat period", d.Steps)) {
 		t.Fatalf("explain does not name the steps' source:\n%s", out)
 	}
+	// 300 steps overflow the 100,000-entry history: the trace starts
+	// inside a step.
+	files = demoOut(t, "--scenario", "leak", "--steps", "300", "--snapshot-every", "300", "--device-mem", "16GiB", "--no-profiler")
+	runJSON(t, &e, "explain", files[len(files)-1], "--json", "--no-whatif")
+	d = e.Devices[0]
+	if ls = d.LeakSuspects; d.StepSource != explain.StepsPeriod || d.Steps < 200 || len(ls) == 0 ||
+		ls[0].Key != "log_hidden_states (train.py:71)" || ls[0].GrowthBytesPerStep <= 0 {
+		t.Fatalf("a cut history: steps %d from %q, leak suspects %+v", d.Steps, d.StepSource, ls)
+	}
 }
 
 // TestExplainNPUStepsWithoutProfiler: the real torch_npu dump has no time_us

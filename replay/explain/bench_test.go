@@ -70,3 +70,37 @@ func BenchmarkExplain1MOOMNoWhatIf(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStatsFile1M is the baseline of BenchmarkDetectSteps1M: `npumon
+// stats` on the same file.
+func BenchmarkStatsFile1M(b *testing.B) {
+	benchFile(b, bench1M)
+	for b.Loop() {
+		if _, err := replay.StatsFile(bench1M, replay.StatsOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDetectSteps1M is step detection on the decoded 1,000,000-entry
+// file: every source tried, the repeat period the one that holds.
+func BenchmarkDetectSteps1M(b *testing.B) {
+	if _, err := os.Stat(bench1M); err != nil {
+		b.Skip("run make bench-data first")
+	}
+	c, err := replay.DecodeFile(bench1M, replay.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchFile(b, bench1M) // CPU time from here: the detection only
+	b.ResetTimer()
+	var s *Steps
+	for b.Loop() {
+		s = DetectSteps(d.Timeline, c.Snapshot.Stack, d.Ops)
+	}
+	b.ReportMetric(float64(s.Len()), "steps")
+}

@@ -45,9 +45,10 @@ type Steps struct {
 	Source StepSource
 	// Ends holds each step's end (Step, Index, TimeUS; Bytes is unused).
 	Ends []StepPoint
-	// Starts holds each step's first entry where the source knows it (the
-	// repeat period: what lies between iterations is no step's), else
-	// the entry after the previous end (0 for the first step).
+	// Starts holds each step's first entry: the entry after the previous
+	// end, 0 for the first step, except for the repeat period, whose
+	// first iteration starts after the setup (entries before it and after
+	// the last end belong to no step).
 	Starts []int
 	// Note says, when no source gave MinLeakSteps ends, why not.
 	Note string
@@ -175,14 +176,19 @@ func IsOptimizerStep(f snapshot.Frame) bool {
 // of any action inside the step.
 func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack) *Steps {
 	s := &Steps{Source: StepsOptimizer}
-	inStep := map[snapshot.StackID]bool{}
+	var inStep []int8 // per stack id: 0 not yet looked at, 1 inside a step, -1 not
 	in := func(id snapshot.StackID) bool {
-		v, ok := inStep[id]
-		if !ok {
-			v = slices.ContainsFunc(stack(id), IsOptimizerStep)
-			inStep[id] = v
+		if int(id) >= len(inStep) {
+			n := max(int(id)+1, 2*len(inStep))
+			inStep = append(inStep, make([]int8, n-len(inStep))...)
 		}
-		return v
+		if inStep[id] == 0 {
+			inStep[id] = -1
+			if slices.ContainsFunc(stack(id), IsOptimizerStep) {
+				inStep[id] = 1
+			}
+		}
+		return inStep[id] > 0
 	}
 	open, last := false, -1
 	closeRun := func() {
@@ -193,7 +199,7 @@ func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.S
 	}
 	for i := range tl.Entries {
 		e := &tl.Entries[i]
-		if e.Frames == snapshot.NoStack {
+		if e.Frames <= snapshot.NoStack {
 			continue
 		}
 		if in(e.Frames) {
@@ -214,6 +220,11 @@ func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.S
 // together for the repeat period to count.
 const minPeriodCover = 0.5
 
+// minPeriodShare is the share of the iterations' entries whose keys must
+// recur (MinLeakSteps times or more): in a training loop most entries do,
+// in a trace without a loop a few keys line up by chance.
+const minPeriodShare = 0.5
+
 // periodKey identifies an entry for the repeat period: the same action at
 // the same stack with the same size recurs once per iteration.
 type periodKey struct {
@@ -222,31 +233,102 @@ type periodKey struct {
 	size   int64
 }
 
+// periodKeys numbers the entries' keys: ids[i] is entry i's key (-1 for
+// snapshot and oom entries), counts[id] how often it occurs.
+func periodKeys(tl *replay.Timeline) (ids []int32, counts []int32) {
+	ids = make([]int32, len(tl.Entries))
+	// A key recurs only where its stack does: counting stacks first (a
+	// slice, cheap) keeps entries of stacks seen once or twice out of the
+	// maps, which would otherwise hold nearly every entry of a trace whose
+	// stacks never repeat.
+	maxStack := snapshot.StackID(0)
+	for i := range tl.Entries {
+		maxStack = max(maxStack, tl.Entries[i].Frames)
+	}
+	stackCount := make([]int32, int(maxStack)+1)
+	for i := range tl.Entries {
+		if f := tl.Entries[i].Frames; f >= 0 {
+			stackCount[f]++
+		}
+	}
+	// A counting sketch (one saturating byte per hash bucket, a pass of
+	// cheap array updates) over-counts but never under-counts: an entry
+	// whose bucket holds fewer than MinLeakSteps has a key that recurs
+	// fewer times and stays out of the maps too.
+	bits := 10
+	for bits < 22 && 1<<bits < len(tl.Entries) {
+		bits++
+	}
+	sketch := make([]uint8, 1<<bits)
+	bucket := func(e *snapshot.TraceEntry) uint64 {
+		h := (uint64(e.Action)<<32 | uint64(uint32(e.Frames))) * 0x9E3779B97F4A7C15
+		h = (h ^ uint64(e.Size)) * 0xBF58476D1CE4E5B9
+		return h >> (64 - bits)
+	}
+	for i := range tl.Entries {
+		e := &tl.Entries[i]
+		if e.Frames >= 0 && stackCount[e.Frames] >= MinLeakSteps {
+			if b := bucket(e); sketch[b] < MinLeakSteps {
+				sketch[b]++
+			}
+		}
+	}
+	// Most keys pack exactly into 64 bits (a hash map on them is several
+	// times cheaper than one on the struct); the rest go to a second map.
+	packed := make(map[uint64]int32, 4096)
+	other := map[periodKey]int32{}
+	for i := range tl.Entries {
+		e := &tl.Entries[i]
+		if e.Action == snapshot.ActionSnapshot || e.Action == snapshot.ActionOOM ||
+			e.Frames < 0 || stackCount[e.Frames] < MinLeakSteps || sketch[bucket(e)] < MinLeakSteps {
+			ids[i] = -1
+			continue
+		}
+		var id int32
+		var ok bool
+		if uint64(e.Action) < 1<<4 && uint32(e.Frames) < 1<<28 && uint64(e.Size) < 1<<32 {
+			k := uint64(e.Action)<<60 | uint64(e.Frames)<<32 | uint64(e.Size)
+			if id, ok = packed[k]; !ok {
+				id = int32(len(counts))
+				packed[k] = id
+				counts = append(counts, 0)
+			}
+		} else {
+			k := periodKey{e.Action, e.Frames, e.Size}
+			if id, ok = other[k]; !ok {
+				id = int32(len(counts))
+				other[k] = id
+				counts = append(counts, 0)
+			}
+		}
+		ids[i] = id
+		counts[id]++
+	}
+	return ids, counts
+}
+
 // periodSteps cuts the trace into iterations by its repeat period (the
 // rule: docs/explain.md "Steps"). Keys (action, stack, size) that occur
 // exactly c times, c ≥ MinLeakSteps, are candidates for c iterations; a
-// key follows the period when its k-th occurrence lies between the
-// midpoints of the keys' median k-1-th, k-th and k+1-th occurrences.
-// Iteration k spans its following keys' k-th occurrences; a candidate
-// holds when the iterations do not overlap and span half the trace. Of
-// the holding candidates, the fewest iterations that at least a quarter
-// as many keys follow as the most-followed one (a loop over layers inside
-// an iteration repeats too, finer).
+// key follows the period when its k-th occurrence lies strictly between
+// the keys' median k-1-th and k+1-th occurrences and each gap between its
+// occurrences is within a quarter of the medians' gap (the same phase in
+// every iteration). Iteration k spans its following keys' k-th
+// occurrences (then each ends where the next starts); a candidate holds
+// when those do not overlap, span half the trace, and half their entries
+// have keys that recur. Of the
+// holding candidates the most-followed one, or an outer loop of it: the
+// fewest iterations, at most half as many, that at least a quarter as
+// many keys follow (a loop over layers inside an iteration repeats too,
+// finer).
 func periodSteps(tl *replay.Timeline) *Steps {
 	s := &Steps{Source: StepsPeriod}
 	n := len(tl.Entries)
-	counts := make(map[periodKey]int32, 1024)
-	for i := range tl.Entries {
-		e := &tl.Entries[i]
-		if e.Action == snapshot.ActionSnapshot || e.Action == snapshot.ActionOOM {
-			continue
-		}
-		counts[periodKey{e.Action, e.Frames, e.Size}]++
-	}
-	byCount := map[int32][]periodKey{}
-	for k, c := range counts {
+	ids, counts := periodKeys(tl)
+	byCount := map[int32][]int32{}
+	for id, c := range counts {
 		if c >= MinLeakSteps {
-			byCount[c] = append(byCount[c], k)
+			byCount[c] = append(byCount[c], int32(id))
 		}
 	}
 	// Try the candidates most keys share first; a handful is enough.
@@ -255,12 +337,42 @@ func periodSteps(tl *replay.Timeline) *Steps {
 		cands = append(cands, c)
 	}
 	slices.SortFunc(cands, func(a, b int32) int {
-		if d := len(byCount[b]) - len(byCount[a]); d != 0 {
-			return d
-		}
-		return int(a - b)
+		return cmp.Or(cmp.Compare(len(byCount[b]), len(byCount[a])), cmp.Compare(a, b))
 	})
 	cands = cands[:min(len(cands), 8)]
+	// The candidates' keys' occurrences, key by key, in one pass: keys
+	// occurring c times, and c-1 times (a trace cut by the history's ring
+	// buffer starts inside an iteration: its keys split between the two).
+	slot := make([]int32, len(counts)) // key → its occurrences' offset in occ, -1 if no candidate's
+	for i := range slot {
+		slot[i] = -1
+	}
+	total := int32(0)
+	for _, c := range cands {
+		for _, cc := range []int32{c, c - 1} {
+			for _, id := range byCount[cc] {
+				if slot[id] < 0 {
+					slot[id] = total
+					total += cc
+				}
+			}
+		}
+	}
+	occ := make([]int32, total)
+	fill := slices.Clone(slot)
+	for i, id := range ids {
+		if id >= 0 && fill[id] >= 0 {
+			occ[fill[id]] = int32(i)
+			fill[id]++
+		}
+	}
+	rowsOf := func(c int32) [][]int32 {
+		rows := make([][]int32, 0, len(byCount[c]))
+		for _, id := range byCount[c] {
+			rows = append(rows, occ[slot[id]:slot[id]+c])
+		}
+		return rows
+	}
 	type fit struct {
 		c            int
 		keys         int
@@ -268,7 +380,19 @@ func periodSteps(tl *replay.Timeline) *Steps {
 	}
 	var fits []fit
 	for _, c := range cands {
-		if st, en, k := periodFit(tl, int(c), byCount[c], n); k > 0 {
+		rows := rowsOf(c)
+		st, en, k := periodFit(int(c), rows, rowsOf(c-1), n)
+		if k == 0 {
+			continue
+		}
+		// Most of a loop's entries recur; by chance, few do.
+		recur := 0
+		for _, id := range ids[st[0] : en[c-1]+1] {
+			if id >= 0 && counts[id] >= MinLeakSteps {
+				recur++
+			}
+		}
+		if float64(recur) >= minPeriodShare*float64(en[c-1]-st[0]+1) {
 			fits = append(fits, fit{int(c), k, st, en})
 		}
 	}
@@ -276,16 +400,21 @@ func periodSteps(tl *replay.Timeline) *Steps {
 		s.Note = "the trace does not repeat: no stack, action and size recurs in three or more iterations spanning half of it"
 		return s
 	}
-	most := 0
+	best := fits[0]
 	for _, f := range fits {
-		most = max(most, f.keys)
-	}
-	best := fit{}
-	for _, f := range fits {
-		if 4*f.keys >= most && (best.c == 0 || f.c < best.c) {
+		if f.keys > best.keys || (f.keys == best.keys && f.c < best.c) {
 			best = f
 		}
 	}
+	// An outer loop: at most half as many iterations, followed by a
+	// quarter as many keys or more.
+	outer := best
+	for _, f := range fits {
+		if 2*f.c <= best.c && 4*f.keys >= best.keys && f.c < outer.c {
+			outer = f
+		}
+	}
+	best = outer
 	s.Starts = best.starts
 	for k, end := range best.ends {
 		s.Ends = append(s.Ends, StepPoint{Step: int64(k), Index: end, TimeUS: timeOf(tl, end)})
@@ -293,75 +422,90 @@ func periodSteps(tl *replay.Timeline) *Steps {
 	return s
 }
 
-// periodFit tests c iterations against keys (each occurring c times):
-// the iterations' starts and ends and how many keys follow them, 0 keys
-// when the candidate does not hold.
-func periodFit(tl *replay.Timeline, c int, keys []periodKey, n int) (starts, ends []int, following int) {
-	slot := make(map[periodKey]int, len(keys))
-	for i, k := range keys {
-		slot[k] = i
-	}
-	occ := make([]int32, len(keys)*c) // key i's occurrences at occ[i*c:]
-	seen := make([]int32, len(keys))
-	for i := range tl.Entries {
-		e := &tl.Entries[i]
-		if j, ok := slot[periodKey{e.Action, e.Frames, e.Size}]; ok {
-			occ[j*c+int(seen[j])] = int32(i)
-			seen[j]++
-		}
-	}
+// periodFit tests c iterations against rows (each key's c occurrences)
+// and partial (keys occurring c-1 times, missing the first or the last
+// iteration, whichever median their first occurrence lies nearer): the
+// iterations' starts and ends and how many keys follow them, 0 keys when
+// the candidate does not hold.
+func periodFit(c int, rows, partial [][]int32, n int) (starts, ends []int, following int) {
 	med := make([]int32, c)
-	col := make([]int32, len(keys))
+	col := make([]int32, len(rows))
 	for k := range c {
-		for i := range keys {
-			col[i] = occ[i*c+k]
+		for i, r := range rows {
+			col[i] = r[k]
 		}
 		slices.Sort(col)
 		med[k] = col[len(col)/2]
 	}
 	lo := func(k int) int32 {
 		if k == 0 {
-			return med[0] - (med[1]-med[0])/2
+			return med[0] - (med[1] - med[0])
 		}
-		return (med[k-1] + med[k]) / 2
+		return med[k-1]
 	}
 	hi := func(k int) int32 {
 		if k == c-1 {
-			return med[c-1] + (med[c-1]-med[c-2])/2
+			return med[c-1] + (med[c-1] - med[c-2])
 		}
-		return (med[k] + med[k+1]) / 2
+		return med[k+1]
 	}
 	starts, ends = make([]int, c), make([]int, c)
 	for k := range c {
 		starts[k], ends[k] = n, -1
 	}
-	for i := range keys {
-		o := occ[i*c : (i+1)*c]
-		ok := true
-		for k, v := range o {
-			if v <= lo(k) || v > hi(k) {
-				ok = false
-				break
+	follow := func(o []int32, shift int) {
+		for j, v := range o {
+			k := j + shift
+			if v <= lo(k) || v >= hi(k) {
+				return
+			}
+			// the same phase in every iteration: each gap within a
+			// quarter of the medians' gap
+			if j > 0 {
+				if d, m := v-o[j-1], med[k]-med[k-1]; 4*abs32(d-m) > m {
+					return
+				}
 			}
 		}
-		if !ok {
-			continue
-		}
 		following++
-		for k, v := range o {
+		for j, v := range o {
+			k := j + shift
 			starts[k], ends[k] = min(starts[k], int(v)), max(ends[k], int(v))
 		}
+	}
+	for _, o := range rows {
+		follow(o, 0)
+	}
+	for _, o := range partial {
+		shift := 0
+		if abs32(o[0]-med[1]) < abs32(o[0]-med[0]) {
+			shift = 1
+		}
+		follow(o, shift)
 	}
 	if following == 0 {
 		return nil, nil, 0
 	}
-	for k := 1; k < c; k++ {
-		if starts[k] <= ends[k-1] {
+	for k := range c {
+		if ends[k] < 0 || (k > 0 && starts[k] <= ends[k-1]) {
 			return nil, nil, 0
 		}
 	}
 	if float64(ends[c-1]-starts[0]+1) < minPeriodCover*float64(n) {
 		return nil, nil, 0
 	}
+	// Iterations are contiguous: each ends where the next starts (after
+	// its frees, before the next forward); the last at its last following
+	// key's occurrence.
+	for k := range c - 1 {
+		ends[k] = starts[k+1] - 1
+	}
 	return starts, ends, following
+}
+
+func abs32(v int32) int32 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,6 +95,29 @@ func TestIsOptimizerStep(t *testing.T) {
 	} {
 		if got := IsOptimizerStep(snapshot.Frame{Filename: tc.file, Name: tc.name}); got != tc.want {
 			t.Errorf("%s %s: %v, want %v", tc.name, tc.file, got, tc.want)
+		}
+	}
+}
+
+// TestPeriodOnNPUDump: on the real torch_npu dump (no time_us) the repeat
+// period alone finds the script's three iterations, the first one's extra
+// optimizer state (allocated once) left out of the period: each iteration
+// starts at train_one_step's first allocation (entries 329, 3261, 5842,
+// an independent reading with Python's pickle) and the optimizer's step
+// lies inside it.
+func TestPeriodOnNPUDump(t *testing.T) {
+	c := decode(t, source(t, "npu-2.6-msinsight-snapshot_1768383987920985470.pkl"))
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := periodSteps(d.Timeline)
+	if p.Len() != 3 || !slices.Equal(p.Starts, []int{329, 3261, 5842}) {
+		t.Fatalf("%d iterations, starts %v, ends %+v (%s)", p.Len(), p.Starts, p.Ends, p.Note)
+	}
+	for k, e := range d.Steps().Ends {
+		if p.StepOf(e.Index) != k {
+			t.Fatalf("the optimizer's step %d ends at %d, outside iteration %d (%v..%+v)", k, e.Index, k, p.Starts, p.Ends)
 		}
 	}
 }

@@ -389,12 +389,13 @@ def optimizer_steps(entries):
 
 def period_steps(entries):
     n = len(entries)
-    occ = {}
+    occ, key_of = {}, [None] * n
     for i, e in enumerate(entries):
         if e["action"] in ("snapshot", "oom"):
             continue
         key = (e["action"], json.dumps(e.get("frames") or [], sort_keys=True), e.get("size", 0))
         occ.setdefault(key, []).append(i)
+        key_of[i] = key
     by_count = {}
     for key, o in occ.items():
         if len(o) >= MIN_LEAK_STEPS:
@@ -404,22 +405,42 @@ def period_steps(entries):
     for c in cands:
         rows = by_count[c]
         med = [sorted(r[k] for r in rows)[len(rows) // 2] for k in range(c)]
-        lo = [med[0] - (med[1] - med[0]) // 2] + [(med[k - 1] + med[k]) // 2 for k in range(1, c)]
-        hi = [(med[k] + med[k + 1]) // 2 for k in range(c - 1)] + [med[-1] + (med[-1] - med[-2]) // 2]
-        good = [r for r in rows if all(lo[k] < r[k] <= hi[k] for k in range(c))]
+        lo = [2 * med[0] - med[1]] + med[:-1]
+        hi = med[1:] + [2 * med[-1] - med[-2]]
+        def follows(r, shift):
+            ks = range(shift, shift + len(r))
+            return (all(lo[k] < r[k - shift] < hi[k] for k in ks)
+                    and all(4 * abs((r[k - shift] - r[k - shift - 1]) - (med[k] - med[k - 1])) <= med[k] - med[k - 1]
+                            for k in ks[1:]))
+
+        # keys seen c times, and c-1 times missing the first or the last
+        # iteration (whichever median their first occurrence is nearer)
+        good = [(r, 0) for r in rows if follows(r, 0)]
+        for r in by_count.get(c - 1, []):
+            shift = 1 if abs(r[0] - med[1]) < abs(r[0] - med[0]) else 0
+            if follows(r, shift):
+                good.append((r, shift))
         if not good:
             continue
-        starts = [min(r[k] for r in good) for k in range(c)]
-        ends = [max(r[k] for r in good) for k in range(c)]
-        if any(starts[k] <= ends[k - 1] for k in range(1, c)):
+        starts = [min((r[k - sh] for r, sh in good if 0 <= k - sh < len(r)), default=None) for k in range(c)]
+        ends = [max((r[k - sh] for r, sh in good if 0 <= k - sh < len(r)), default=None) for k in range(c)]
+        if None in starts or any(starts[k] <= ends[k - 1] for k in range(1, c)):
             continue
-        if ends[-1] - starts[0] + 1 < 0.5 * n:
+        span = ends[-1] - starts[0] + 1
+        if span < 0.5 * n:
+            continue
+        ends = [starts[k + 1] - 1 for k in range(c - 1)] + [ends[-1]]  # contiguous
+        # half the iterations' entries have keys that recur
+        recur = sum(1 for i in range(starts[0], ends[-1] + 1)
+                    if key_of[i] is not None and len(occ[key_of[i]]) >= MIN_LEAK_STEPS)
+        if recur < 0.5 * span:
             continue
         fits.append((c, len(good), starts, ends))
     if not fits:
         return None
-    most = max(f[1] for f in fits)
-    return min((f for f in fits if 4 * f[1] >= most), key=lambda f: f[0])
+    best = min(fits, key=lambda f: (-f[1], f[0]))  # the most-followed
+    outer = [f for f in fits if 2 * f[0] <= best[0] and 4 * f[1] >= best[1]]
+    return min(outer, key=lambda f: f[0]) if outer else best
 
 
 PERIOD_NONE = ("the trace does not repeat: no stack, action and size recurs in three or more "
