@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -48,6 +49,7 @@ type xview struct {
 	group    string         // viewAllocs: the group key
 	title    []string       // viewStack: what the stack belongs to
 	frames   snapshot.Stack // viewStack
+	unfold   bool           // viewStack: every frame, none folded (x)
 	oom      *oomFacts      // viewOOM
 }
 
@@ -263,6 +265,9 @@ func (m *Model) openOOM() {
 	}
 	if !ok {
 		m.statusErr = "no OOM after the cursor"
+		if _, any := src.Next(m.dev, math.MinInt64, snapshot.ActionOOM); !any {
+			m.statusErr = "no OOM in this source"
+		}
 		return
 	}
 	m.setCursor(c)
@@ -352,6 +357,11 @@ func (m *Model) onViewKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		}
 	case key.Matches(msg, k.Stack):
 		m.openStack()
+	case key.Matches(msg, k.Unfold):
+		if v.kind == viewStack {
+			v.unfold = !v.unfold
+			v.sel = 0
+		}
 	case key.Matches(msg, k.GroupBy):
 		if v.kind == viewHolders {
 			i := 0
@@ -526,13 +536,33 @@ func (m *Model) allocLines(group string) (head, rows []string) {
 
 func (m *Model) stackLines(v *xview) (head, rows []string) {
 	th := m.th
-	head = []string{th.Header.Render(fit("Stack · innermost first · ↑/↓ pgup/pgdn scroll · esc: back", m.w))}
+	how := "x: unfold"
+	if v.unfold {
+		how = "x: fold"
+	}
+	head = []string{th.Header.Render(fit("Stack · innermost first · ↑/↓ pgup/pgdn scroll · "+how+" · esc: back", m.w))}
 	for _, t := range v.title {
 		head = append(head, fit(t, m.w))
 	}
 	head = append(head, th.Dim.Render(strings.Repeat(th.G.HBar, m.w)))
-	for i, f := range v.frames {
-		rows = append(rows, fmt.Sprintf("%2d  %s", i, explain.FormatFrame(f, m.w-2-4)))
+	if v.unfold {
+		for i, f := range v.frames {
+			rows = append(rows, fmt.Sprintf("%2d  %s", i, explain.FormatFrame(f, m.w-2-4)))
+		}
+	} else {
+		// the user frames and the call site, each other run folded
+		r := m.grouper().Rules()
+		keep := -1
+		if s, ok := r.Callsite(v.frames); ok {
+			keep = s.Index
+		}
+		for _, l := range r.Fold(v.frames, keep) {
+			if l.Folded {
+				rows = append(rows, "    "+th.Dim.Render(fit(l.Text()+" (x: unfold)", m.w-2-4)))
+			} else {
+				rows = append(rows, fmt.Sprintf("%2d  %s", l.Start, explain.FormatFrame(v.frames[l.Start], m.w-2-4)))
+			}
+		}
 	}
 	if len(v.frames) == 0 {
 		rows = append(rows, "no stack recorded")
@@ -550,7 +580,7 @@ const oomIndent = "                       "
 // verdict's sentence past its first line, holders past the first.
 func (m *Model) oomLines(o *oomFacts, body int) []string {
 	reason := wrap(o.reason, max(20, m.w-len(oomIndent)))
-	gap, hint, nr, nf, nh := 1, true, len(reason), min(len(o.frames), 4), len(o.top)
+	gap, hint, nr, nf, nh := 1, true, len(reason), min(len(explain.StackText(m.grouper().Rules(), o.frames, 0)), 4), len(o.top)
 	for {
 		out := m.oomPanel(o, reason, nr, nf, nh, gap, hint)
 		switch {
@@ -605,8 +635,8 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	row("op", op)
 	blank()
 	out = append(out, th.Dim.Render(fit("the failing request's stack (v: whole stack)", m.w)))
-	for _, f := range o.frames[:nf] {
-		out = append(out, "  "+explain.FormatFrame(f, m.w-2))
+	for _, l := range explain.StackText(m.grouper().Rules(), o.frames, m.w-2)[:nf] {
+		out = append(out, "  "+l)
 	}
 	if len(o.frames) == 0 {
 		out = append(out, "  no stack recorded")
@@ -632,7 +662,7 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 func (m *Model) viewHint() string {
 	switch m.x.top().kind {
 	case viewStack:
-		return "↑/↓ scroll · esc back · q quits"
+		return "↑/↓ scroll · x unfold/fold · esc back · q quits"
 	case viewOOM:
 		if m.o.WhatIf == nil {
 			return "v stack · h holders · o next OOM · esc back · q quits"

@@ -31,8 +31,8 @@ type groupFlags struct {
 }
 
 func (gf *groupFlags) register(f *pflag.FlagSet) {
-	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream, size or category (what the memory holds: docs/explain.md)")
-	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the file paths a call site skips")
+	f.StringVar(&gf.by, "by", "callsite", "group by callsite (the first user frame, else the autograd node or ATen op: docs/explain.md), stack, op, stream, size or category (what the memory holds)")
+	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the files of library frames (a call site skips them)")
 	f.IntVar(&gf.device, "device", 0, "device")
 	f.StringArrayVar(&gf.profiler, "profiler", nil, "a torch_npu profiler directory of the same job (repeatable): its ops and ProfilerStep#N steps join the file's own ranges")
 }
@@ -102,8 +102,9 @@ func newHoldersCmd() *cobra.Command {
 		Use:   "holders FILE [--at peak|end|oom[:N]|#I|TIME] [--by callsite|stack|op|stream|size] [--top N] [--json]",
 		Short: "Which code holds the memory: live allocations at a moment, grouped by call site",
 		Long: "holders lists the allocations live at one moment of a snapshot's trace (docs/explain.md),\n" +
-			"grouped by call site — the first stack frame outside PyTorch, torch_npu, site-packages and the\n" +
-			"Python standard library (--library changes the list) — or by whole stack, op, stream or size\n" +
+			"grouped by call site — the first stack frame outside PyTorch, torch_npu, site-packages, the\n" +
+			"Python standard library (--library changes the list) and native code; for a C++-only stack\n" +
+			"the autograd node or ATen op — or by whole stack, op, stream or size\n" +
 			"class, largest first: bytes, share of the active bytes, count, largest allocation and the\n" +
 			"oldest allocation's trace entry. --at: peak (the active peak, default), end, oom or oom:N\n" +
 			"(the N-th oom entry), #I (after entry I, -1 = the start) or an epoch time in µs.",

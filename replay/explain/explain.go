@@ -9,6 +9,7 @@ import (
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/frames"
 	"github.com/npumon/npumon/replay/whatif"
 )
 
@@ -16,6 +17,15 @@ import (
 type Explanation struct {
 	Path    string              `json:"path"`
 	Devices []DeviceExplanation `json:"devices"`
+
+	frames *frames.Rules // the frame rules its groups used (nil: the default)
+}
+
+func (e *Explanation) rules() *frames.Rules {
+	if e.frames == nil {
+		return &frames.Rules{}
+	}
+	return e.frames
 }
 
 // DeviceExplanation is one device's answer: every oom entry (or the peak
@@ -60,6 +70,8 @@ type OOM struct {
 	// of the trace without one; null when none grew.
 	Grew   *CategoryGrowth `json:"grew"`
 	WhatIf []WhatIfRun     `json:"whatif"`
+
+	changes bool // some entry of the trace changes the active bytes
 }
 
 // CategoryGrowth is one category's live bytes at two moments.
@@ -155,6 +167,11 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		devices = []int{*opts.Device}
 	}
 	out := &Explanation{Path: c.Path, Devices: []DeviceExplanation{}}
+	if opts.Library != nil {
+		g := &Grouper{}
+		opts.Library(g)
+		out.frames = g.Rules()
+	}
 	// The what-if runs (the costliest part) start first and overlap the
 	// per-device walks.
 	type simResult struct {
@@ -331,6 +348,12 @@ func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
 func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []Alloc, top int) OOM {
 	tl := d.Timeline
 	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
+	for k := range tl.Entries {
+		if replay.ActiveDelta(&tl.Entries[k]) != 0 {
+			o.changes = true
+			break
+		}
+	}
 	o.ReservedBytes, o.AllocatedBytes, o.CachedFreeBytes, o.LargestCachedFreeBytes = f.Reserved, f.Allocated, f.CachedFree, f.LargestCachedFree
 	var active int64
 	for k := range live {

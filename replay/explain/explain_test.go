@@ -11,6 +11,7 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif/sim"
+	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func TestFormatFrame(t *testing.T) {
@@ -73,14 +74,14 @@ func TestCallsite(t *testing.T) {
 			for _, f := range c.stack {
 				st = append(st, fr(f))
 			}
-			if got, _ := g.Callsite(st); got.Filename != c.want {
-				t.Errorf("%v: call site %q, want %q", c.stack, got.Filename, c.want)
+			if got, _ := g.Callsite(st); got.Label != FrameKey(fr(c.want)) {
+				t.Errorf("%v: call site %q, want %q", c.stack, got.Label, c.want)
 			}
 		})
 	}
 	g.Library = regexp.MustCompile(`^/job/model\.py$`)
-	if got, _ := g.Callsite(snapshot.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Filename != "torch/x.py" {
-		t.Errorf("custom library: %q", got.Filename)
+	if got, _ := g.Callsite(snapshot.Stack{fr("/job/model.py"), fr("torch/x.py")}); got.Label != FrameKey(fr("torch/x.py")) {
+		t.Errorf("custom library: %q", got.Label)
 	}
 	if _, ok := g.Callsite(nil); ok {
 		t.Error("empty stack has a call site")
@@ -233,5 +234,82 @@ func TestTimeText(t *testing.T) {
 	time.Local = time.UTC
 	if got := timeText(1796146835856249); got != "(2026-12-01 17:40:35.856249, 1796146835856249 µs)" {
 		t.Errorf("timeText: %q", got)
+	}
+}
+
+// TestExplainTextNativeStacks: on the CUDA training dump (backward-thread
+// stacks of C++ frames only) the text names the autograd nodes, and the
+// stack it prints folds the native frames around the node.
+func TestExplainTextNativeStacks(t *testing.T) {
+	c := decode(t, fixture.Path(t, "snapshots/cuda-silmont-mem_snapshot.pickle"))
+	e, err := Explain(context.Background(), c, Options{NoWhatIf: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := e.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"      … 23 native frames\n      torch::autograd::generated::DivBackward0::apply(",
+		"  DivBackward0 (backward)\n",
+		"  BmmBackward0 (backward)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain text lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"torch::unwind", "execute_native_thread_routine", "thread48.o"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("explain text names %q:\n%s", bad, out)
+		}
+	}
+	if n := len(e.Devices[0].OOMs[0].Frames); n != 32 {
+		t.Errorf("JSON frames: %d, want the whole stack of 32", n)
+	}
+}
+
+// TestExplainTextNoEvents: a trace that changes nothing says memory
+// history was not being recorded.
+func TestExplainTextNoEvents(t *testing.T) {
+	c, err := replay.DecodeFile("../testdata/cuda21_p4.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Snapshot.DeviceTraces[0] = []snapshot.TraceEntry{{Action: snapshot.ActionSnapshot}}
+	e, err := Explain(context.Background(), c, Options{NoWhatIf: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	e.WriteText(&b)
+	if !strings.Contains(b.String(), "the trace holds no events: memory history was not being recorded") {
+		t.Errorf("no-events text:\n%s", b.String())
+	}
+}
+
+// TestByStackSkipsNativePrefix: --by stack keys start at the first frame
+// that is not native, so the unwinder prefix every stack shares is gone.
+func TestByStackSkipsNativePrefix(t *testing.T) {
+	c := decode(t, fixture.Path(t, "snapshots/cuda-silmont-mem_snapshot.pickle"))
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := d.Holders("peak", d.Grouper(ByStack), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Groups) < 3 {
+		t.Fatalf("%d groups", len(h.Groups))
+	}
+	for _, g := range h.Groups {
+		if strings.HasPrefix(g.Key, "torch::unwind") || strings.HasPrefix(g.Key, "torch::CapturedTraceback") {
+			t.Errorf("stack key starts at the unwinder: %.120s", g.Key)
+		}
+		if len(g.Frames) < 20 {
+			t.Errorf("JSON frames cut: %d", len(g.Frames))
+		}
 	}
 }

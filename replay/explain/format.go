@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/frames"
 )
 
 // FormatFrame renders a frame as "function  …/dir/file.py:line" in at most
@@ -79,4 +80,23 @@ func TruncMiddle(s string, n int) string {
 	}
 	head := (n - 1) / 2
 	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
+}
+
+// StackText is a stack as text lines, innermost first: the user frames and
+// the call site's frame (FormatFrame, in width runes), each run of other
+// frames folded into one line ("… 44 native frames", frames.Rules.Fold).
+func StackText(r *frames.Rules, st snapshot.Stack, width int) []string {
+	keep := -1
+	if s, ok := r.Callsite(st); ok {
+		keep = s.Index
+	}
+	var out []string
+	for _, l := range r.Fold(st, keep) {
+		if l.Folded {
+			out = append(out, l.Text())
+		} else {
+			out = append(out, FormatFrame(st[l.Start], width))
+		}
+	}
+	return out
 }

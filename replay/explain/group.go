@@ -9,6 +9,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/category"
+	"github.com/npumon/npumon/replay/frames"
 )
 
 // By is what live allocations are grouped by.
@@ -16,7 +17,7 @@ type By string
 
 // Groupings.
 const (
-	ByCallsite By = "callsite" // the first frame outside the library paths
+	ByCallsite By = "callsite" // the call site (frames.Rules.Callsite)
 	ByStack    By = "stack"    // the whole stack
 	ByOp       By = "op"       // the op running when it was allocated
 	ByStream   By = "stream"
@@ -39,17 +40,9 @@ func ParseBy(s string) (By, error) {
 	return "", fmt.Errorf("unknown grouping %q (want callsite, stack, op, stream, size or category)", s)
 }
 
-// DefaultLibraryPaths matches the frames a call site skips: PyTorch and
-// torch_npu, installed packages, the Python standard library and
-// interpreter internals, and native (C/C++) frames. Either path separator
-// is accepted (snapshots taken on Windows use backslashes).
-const DefaultLibraryPaths = `(^|[\\/])(torch|torch_npu|site-packages|dist-packages)[\\/]` +
-	`|[\\/][Ll]ib[\\/]python[0-9.]*[\\/]` +
-	`|[\\/]Lib[\\/][^\\/]+\.py$` +
-	`|^<[^>]*>$|^\?\?$|^$` +
-	`|\.(c|cc|cpp|cxx|h|hpp)$`
-
-var defaultLibrary = regexp.MustCompile(DefaultLibraryPaths)
+// DefaultLibraryPaths matches the files of library frames (the default of
+// Grouper.Library): frames.DefaultLibraryPaths.
+const DefaultLibraryPaths = frames.DefaultLibraryPaths
 
 // Frame is a stack frame as the JSON outputs write it.
 type Frame struct {
@@ -61,7 +54,8 @@ type Frame struct {
 // Grouper groups live allocations.
 type Grouper struct {
 	By By
-	// Library matches the filenames a call site skips; nil: the default.
+	// Library matches the files of library frames (frames.Rules); nil:
+	// the default.
 	Library *regexp.Regexp
 	// Stack resolves stack ids (Snapshot.Stack or a Store's).
 	Stack func(snapshot.StackID) snapshot.Stack
@@ -79,36 +73,21 @@ type Grouper struct {
 	keysFor By
 }
 
-func (g *Grouper) library() *regexp.Regexp {
-	if g.Library != nil {
-		return g.Library
-	}
-	return defaultLibrary
-}
+// Rules are the frame rules of this grouper (its library paths).
+func (g *Grouper) Rules() *frames.Rules { return &frames.Rules{Library: g.Library} }
 
-// Callsite is the first frame (innermost first) outside the library
-// paths; when every frame is a library frame, the innermost one. ok is
-// false for an empty stack.
-func (g *Grouper) Callsite(st snapshot.Stack) (snapshot.Frame, bool) {
-	if len(st) == 0 {
-		return snapshot.Frame{}, false
-	}
-	lib := g.library()
-	for _, f := range st {
-		if !lib.MatchString(f.Filename) {
-			return f, true
-		}
-	}
-	return st[0], true
+// Callsite is the call site of a stack (frames.Rules.Callsite: the first
+// user frame, else the autograd node, the ATen op, the innermost library
+// frame). ok is false for an empty stack.
+func (g *Grouper) Callsite(st snapshot.Stack) (frames.Site, bool) {
+	return g.Rules().Callsite(st)
 }
 
 // NoStackKey is the key of allocations recorded without a stack.
 const NoStackKey = "(no stack)"
 
 // FrameKey is how a frame reads in a group key: "name (file:line)".
-func FrameKey(f snapshot.Frame) string {
-	return f.Name + " (" + f.Filename + ":" + strconv.FormatInt(f.Line, 10) + ")"
-}
+func FrameKey(f snapshot.Frame) string { return frames.Key(f) }
 
 // sizeClasses are the upper bounds of the size classes (the small pool's
 // 1 MiB, torch's 10 MiB rounding step, then decades).
@@ -174,8 +153,18 @@ func (g *Grouper) stackKey(id snapshot.StackID) string {
 		if len(st) == 0 {
 			return NoStackKey
 		}
+		// The key starts at the first frame that is not native (the
+		// unwinder and allocator frames every stack shares); a stack of
+		// native frames only starts at its call site.
+		from := frames.KeyStart(st)
+		if from == len(st) {
+			from = 0
+			if s, _ := g.Callsite(st); s.Index >= 0 {
+				from = s.Index
+			}
+		}
 		k := ""
-		for i, f := range st {
+		for i, f := range st[from:] {
 			if i > 0 {
 				k += " < "
 			}
@@ -183,11 +172,11 @@ func (g *Grouper) stackKey(id snapshot.StackID) string {
 		}
 		return k
 	}
-	f, ok := g.Callsite(g.stack(id))
+	s, ok := g.Callsite(g.stack(id))
 	if !ok {
 		return NoStackKey
 	}
-	return FrameKey(f)
+	return s.Label
 }
 
 func (g *Grouper) stack(id snapshot.StackID) snapshot.Stack {

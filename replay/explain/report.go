@@ -78,8 +78,10 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			switch {
 			case o.Kind == "oom":
 				fmt.Fprintf(w, "\n  out of memory at entry %d", o.Index)
+			case o.Index < 0 && !o.changes:
+				fmt.Fprint(w, "\n  no oom entry; the trace holds no events: memory history was not being recorded")
 			case o.Index < 0:
-				fmt.Fprint(w, "\n  no oom entry; the active peak is the state before the first entry")
+				fmt.Fprint(w, "\n  no oom entry; the active peak is at the start, before the trace's first entry (the trace only frees memory)")
 			default:
 				fmt.Fprintf(w, "\n  no oom entry; the active peak, after entry %d", o.Index)
 			}
@@ -114,8 +116,12 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			tw.Flush()
 			if len(o.Frames) > 0 {
 				fmt.Fprintln(w, "    stack:")
-				for _, f := range o.Frames {
-					fmt.Fprintf(w, "      %s\n", FormatFrame(snapshot.Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}, 0))
+				st := make(snapshot.Stack, len(o.Frames))
+				for i, f := range o.Frames {
+					st[i] = snapshot.Frame{Filename: f.Filename, Line: f.Line, Name: f.Name}
+				}
+				for _, l := range StackText(e.rules(), st, 0) {
+					fmt.Fprintf(w, "      %s\n", l)
 				}
 			}
 			if len(o.TopHolders) > 0 {

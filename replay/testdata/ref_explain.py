@@ -19,13 +19,60 @@ from ref_stats import load, requested, rounder, schema_of, undo_state, with_addr
 
 ALLOC_FAMILY = {"alloc", "free_requested", "free_completed", "free"}
 
-# docs/explain.md: the default library paths a call site skips.
+# docs/explain.md, "Frames and call sites": the default library paths.
 LIBRARY = re.compile(
     r"(^|[\\/])(torch|torch_npu|site-packages|dist-packages)[\\/]"
     r"|[\\/][Ll]ib[\\/]python[0-9.]*[\\/]"
     r"|[\\/]Lib[\\/][^\\/]+\.py$"
-    r"|^<[^>]*>$|^\?\?$|^$"
-    r"|\.(c|cc|cpp|cxx|h|hpp)$")
+    r"|^<[^>]*>$")
+
+# Native: C/C++ sources and headers, object and shared files, ?? or no file.
+C_SOURCE_EXTS = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hpp")
+OBJECT_EXTS = (".o", ".S", ".a", ".so")
+# Internal frames (native whatever their file, never a call site).
+INTERNAL_SUBSTRINGS = (
+    "unwind::unwind", "CapturedTraceback", "gather_with_cpp",  # the unwinder
+    "CachingAllocator",  # the allocator
+    "execute_native_thread_routine", "start_thread", "pthread_", "Engine::thread_main",
+    "Engine::thread_init", "PythonEngine::thread_init", "__libc_start_main", "__clone",
+)
+INTERNAL_NAMES = ("clone", "clone3", "__clone3", "_start")
+
+
+def is_object_file(fn):
+    if fn.endswith(OBJECT_EXTS):
+        return True
+    # libc.so.6, libcudart.so.12.1
+    base = fn
+    while True:
+        head, dot, tail = base.rpartition(".")
+        if not dot or not tail.isdigit():
+            break
+        base = head
+    return base != fn and base.endswith(".so")
+
+
+def is_internal(f):
+    if is_object_file(f.get("filename", "")):
+        return True
+    name = f.get("name", "")
+    if name.split("(")[0].strip() in INTERNAL_NAMES:
+        return True
+    return any(x in name for x in INTERNAL_SUBSTRINGS)
+
+
+def frame_class(f):
+    fn = f.get("filename", "")
+    if fn in ("", "??") or fn.endswith(C_SOURCE_EXTS) or is_internal(f):
+        return "native"
+    if LIBRARY.search(fn):
+        return "library"
+    return "user"
+
+
+NODE = re.compile(r"^torch::autograd::(generated::)?(\w+)::apply\(")
+ATEN = re.compile(r"^at::_ops::(\w+)::call\(")
+
 
 TOP_HOLDERS = 5
 MAX_OOMS = 16
@@ -107,12 +154,28 @@ def frame_key(f):
 
 
 def callsite_key(fr):
+    """The first user frame; with none, the autograd node, the ATen op, the
+    innermost library frame, the innermost native frame that is not
+    internal, else "(native frames only)"."""
     if not fr:
         return "(no stack)"
+    classes = [frame_class(f) for f in fr]
+    if "user" in classes:
+        return frame_key(fr[classes.index("user")])
     for f in fr:
-        if not LIBRARY.search(f.get("filename", "")):
+        m = NODE.match(f.get("name", ""))
+        if m and m.group(2) != "Node":
+            return m.group(2) + " (backward)"
+    for f in fr:
+        m = ATEN.match(f.get("name", ""))
+        if m:
+            return "aten::" + m.group(1)
+    if "library" in classes:
+        return frame_key(fr[classes.index("library")])
+    for f in fr:
+        if not is_internal(f):
             return frame_key(f)
-    return frame_key(fr[0])
+    return "(native frames only)"
 
 
 # docs/explain.md, "Memory categories": the frames each phase of a step

@@ -129,6 +129,22 @@ func TestStackLines(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+	// a backward stack: the native runs fold around the autograd node
+	bw := snapshot.Stack{
+		f("??", 0, "torch::unwind::unwind()"),
+		f("CUDACachingAllocator.cpp", 0, "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char)"),
+		f("??", 0, "at::detail::empty_cuda(c10::ArrayRef<long>)"),
+		f("??", 0, "at::_ops::bmm::call(at::Tensor const&)"),
+		f("??", 0, "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)"),
+		f("", 0, "torch::autograd::Node::operator()(std::vector<at::Tensor>&&)"),
+		f("thread48.o", 0, "execute_native_thread_routine"),
+		f("??", 0, "clone"),
+	}
+	got = strings.Join(StackLines(bw, 0), "|")
+	want = "… 3 native frames|torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)  ??:0|… 3 native frames"
+	if got != want {
+		t.Errorf("backward stack:\n got  %s\nwant %s", got, want)
+	}
 	// narrow: the path gives way from the left, the file and line stay
 	win := snapshot.Stack{f(`D:\Dev\assignment2-systems\cs336-basics\cs336_basics\model.py`, 39, "forward")}
 	if got := StackLines(win, 40)[0]; got != `forward  …\cs336_basics\model.py:39` {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/replay/frames"
 )
 
 // Frame filters of torch's memory_viz (docs/reference/snapshot-format.md §6.6):
@@ -33,16 +34,18 @@ func keepFrame(f snapshot.Frame) bool {
 
 // StackLines formats a stack innermost first as "function  …/dir/file.py:line"
 // in at most width cells (the path shortened from the left, so the file and
-// line stay; width ≤ 0: whole), dropping filtered frames and collapsing runs
-// of three or more identical lines into the first plus "<repeats N times>"
-// (runs of two are kept).
+// line stay; width ≤ 0: whole), dropping filtered frames, folding each run
+// of library/native frames around the call site into one line
+// (explain.StackText) and collapsing runs of three or more identical lines
+// into the first plus "<repeats N times>" (runs of two are kept).
 func StackLines(st snapshot.Stack, width int) []string {
-	var lines []string
+	var kept snapshot.Stack
 	for _, f := range st {
 		if keepFrame(f) {
-			lines = append(lines, explain.FormatFrame(f, width))
+			kept = append(kept, f)
 		}
 	}
+	lines := explain.StackText(&frames.Rules{}, kept, width)
 	var out []string
 	for i := 0; i < len(lines); {
 		j := i
