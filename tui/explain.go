@@ -11,6 +11,7 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay/category"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -26,6 +27,8 @@ import (
 type holderSource interface {
 	LiveAtSeq(device int, n int64) []explain.Alloc
 	OpName(t int64) string
+	// Categories says what each allocation holds (its Born indexes it).
+	Categories(device int) *category.Table
 }
 
 var _ holderSource = (*store.Store)(nil)
@@ -97,8 +100,12 @@ func (m *Model) position() int64 {
 
 func (m *Model) grouper() *explain.Grouper {
 	g := &explain.Grouper{By: m.x.by, Stack: m.o.Source.Stack}
-	if hs, ok := m.o.Source.(holderSource); ok && m.base == store.TimeEpochUS {
+	hs, ok := m.o.Source.(holderSource)
+	if ok && m.base == store.TimeEpochUS {
 		g.OpOf = hs.OpName
+	}
+	if ok && g.By == explain.ByCategory && m.dev >= 0 {
+		g.Category = explain.CategoryOf(hs.Categories(m.dev))
 	}
 	return g
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,10 @@ func TestHoldersView(t *testing.T) {
 	press(m, "b")
 	if v = m.View(); !strings.Contains(v, "Holders by op") || !strings.Contains(v, "aten::matmul") || !strings.Contains(v, "aten::empty") {
 		t.Fatalf("by op:\n%s", v)
+	}
+	press(m, "b", "b", "b") // stream, size, category
+	if v = m.View(); !strings.Contains(v, "Holders by category") || !regexp.MustCompile(`\b(temporary|activation|unknown|parameter)\b`).MatchString(v) {
+		t.Fatalf("by category:\n%s", v)
 	}
 	press(m, "esc")
 	if m.x.open() {
@@ -198,5 +203,24 @@ func TestHelpListsExplainKeys(t *testing.T) {
 		if !strings.Contains(v, want) {
 			t.Errorf("help lacks %q", want)
 		}
+	}
+}
+
+// TestCategoryChart: C stacks the timeline by memory category (the bands
+// drawn with their letters, the legend on the status line); C again goes
+// back to the areas.
+func TestCategoryChart(t *testing.T) {
+	m := newSized(t, testOptions(smallWithOps(t)), 120, 40)
+	press(m, "C")
+	v := m.View()
+	if !strings.Contains(v, "timeline by category: P parameter") || !strings.Contains(v, "T temporary") {
+		t.Fatalf("no legend after C:\n%s", v)
+	}
+	if !m.catChart || m.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.tl.View()) {
+		t.Fatalf("no category bands on the timeline:\n%s", m.tl.View())
+	}
+	press(m, "C")
+	if m.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.tl.View()) {
+		t.Fatalf("C did not go back to the areas:\n%s", m.tl.View())
 	}
 }

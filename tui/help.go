@@ -110,8 +110,8 @@ func (m *Model) helpText() []string {
 			"shows the state after every entry at or before the cursor.",
 		"Holders (h): the live allocations at the cursor grouped by call site (the first frame outside torch, " +
 			"torch_npu, site-packages, the Python library and native code; else the autograd node or ATen op), stack, " +
-			"op, stream or size (b); enter lists a group's allocations, v shows a whole stack (x unfolds its folded " +
-			"library/native frames). m sets mark A: holders then show the change from A to the cursor. " +
+			"op, stream, size or memory category (b); enter lists a group's allocations, v shows a whole stack (x unfolds its folded " +
+			"library/native frames). C stacks the timeline by memory category. m sets mark A: holders then show the change from A to the cursor. " +
 			"o lands on the next OOM's panel: verdict, figures, stack and top holders (docs/explain.md).",
 		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
 	}

@@ -149,6 +149,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.openStack()
 	case key.Matches(msg, k.Mark):
 		m.setMark()
+	case key.Matches(msg, k.CatChart):
+		m.toggleCategoryChart()
 	case key.Matches(msg, k.Peak):
 		c, _ := src.Peak(m.dev)
 		m.setCursor(c)

@@ -14,7 +14,7 @@ type keyMap struct {
 	Filter, Device, Relative, Help, Back, Quit                                                  key.Binding
 	Captures, WhatIf, Devices                                                                   key.Binding
 	PageUp, PageDown, Home, EndList, NextMatch, PrevMatch                                       key.Binding
-	Holders, Stack, Unfold, Mark, GroupBy                                                       key.Binding
+	Holders, Stack, Unfold, Mark, GroupBy, CatChart                                             key.Binding
 
 	// WhatIfView are the what-if view's own keys (tui/whatif), listed in help.
 	WhatIfView tuiwhatif.KeyMap
@@ -73,6 +73,7 @@ func newKeyMap() keyMap {
 		Unfold:    b([]string{"x"}, "x", "stack: unfold / fold library and native frames"),
 		Mark:      b([]string{"m"}, "m", "mark A (holders: change)"),
 		GroupBy:   b([]string{"b"}, "b", "holders: group by"),
+		CatChart:  b([]string{"C"}, "C", "timeline: stacked by memory category"),
 
 		WhatIfView: tuiwhatif.DefaultKeyMap(),
 	}
@@ -90,7 +91,7 @@ func (k keyMap) FullHelp() [][]key.Binding {
 		{k.NextOOM, k.Peak, k.Jump, k.Follow, k.ZoomIn, k.ZoomOut, k.PanLeft, k.PanRight, k.ZoomReset},
 		{k.Tab, k.BackTab, k.Pane1, k.Pane2, k.Pane3, k.Pane4, k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter},
 		{k.Sort, k.Filter, k.NextMatch, k.PrevMatch, k.Device, k.Relative, k.Captures, k.WhatIf, k.Devices, k.Help, k.Back, k.Quit},
-		{k.Holders, k.GroupBy, k.Mark, k.Stack, k.Unfold},
+		{k.Holders, k.GroupBy, k.Mark, k.Stack, k.Unfold, k.CatChart},
 		k.WhatIfView.ShortHelp(),
 	}
 }

@@ -104,6 +104,7 @@ type Model struct {
 	connNote  string
 	oomAhead  bool // an oom entry after the cursor (with sum.OOMs: the source has one)
 	statusErr string
+	catChart  bool // the timeline stacks live bytes by memory category (C)
 
 	// cursor and playback
 	cursor   int64
@@ -547,6 +548,7 @@ func (m *Model) refreshWindow() {
 	tf := m.timeFmt()
 	tf.span = m.win1 - m.win0
 	m.tl.XLabel = tf.axis
+	m.setCategoryStack(cols)
 	m.tl.SetData(s, marks)
 	m.tl.SetCursor(m.cursor)
 	m.dirty = true

@@ -35,7 +35,7 @@ type groupFlags struct {
 
 func (gf *groupFlags) register(f *pflag.FlagSet) {
 	gf.flags = f
-	f.StringVar(&gf.by, "by", "callsite", "group by callsite (the first user frame, else the autograd node or ATen op: docs/explain.md), stack, op, stream or size")
+	f.StringVar(&gf.by, "by", "callsite", "group by callsite (the first user frame, else the autograd node or ATen op: docs/explain.md), stack, op, stream, size or category (what the memory holds)")
 	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the files of library frames (a call site skips them)")
 	f.IntVar(&gf.device, "device", 0, "device (default: the file's first)")
 	f.StringArrayVar(&gf.profiler, "profiler", nil, "a torch_npu profiler run of the same job, or a directory of runs (those of the file's process, by the pid in the names) (repeatable): its ops and ProfilerStep#N steps join the file's own ranges")

@@ -14,6 +14,7 @@ import (
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/category"
 )
 
 // Options tune a Store.
@@ -138,6 +139,10 @@ type devLog struct {
 
 	lastMu sync.Mutex
 	last   *checkpoint // the last state a query rolled to (cursor stepping)
+
+	catMu sync.Mutex      // guards cats, catsN (built under the read lock)
+	cats  *category.Table // Store.Categories, for catsN entries
+	catsN int
 	// measured is Summary's view of the last state a query saw (StateAt
 	// and Summary at one cursor walk it once)
 	measured measured

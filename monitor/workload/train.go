@@ -9,6 +9,7 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay/category"
 )
 
 // Thread ids of the ops, offsets from the pid as torch's profiler would see
@@ -144,7 +145,7 @@ func (w *Workload) setupModel() {
 	o := w.begin("Module.to", mainThread)
 	for i := range w.params {
 		if w.params[i].ptr == 0 {
-			w.params[i] = w.allocKeep(w.paramBytes(i), siteParam)
+			w.params[i] = w.allocKeep(w.paramBytes(i), siteParam, category.Parameter)
 		}
 	}
 	w.end(o, 20*time.Millisecond)
@@ -169,13 +170,13 @@ func (w *Workload) trainStep() {
 	// Data loading: the host is busy, then the batch is copied to the device.
 	w.clock.Advance(w.stepT - w.phaseDur[0] - w.phaseDur[1] - w.phaseDur[2])
 	o := w.begin("aten::to", mainThread)
-	ids := w.alloc(s.Batch*w.seqLen*8, siteInput)
-	labels := w.alloc(s.Batch*w.seqLen*8, siteInput)
+	ids := w.alloc(s.Batch*w.seqLen*8, siteInput, category.Activation)
+	labels := w.alloc(s.Batch*w.seqLen*8, siteInput, category.Activation)
 	w.end(o, fwdUnit/4)
 
 	// Forward.
 	o = w.begin("aten::embedding", mainThread)
-	x := w.alloc(tok, siteEmbed)
+	x := w.alloc(tok, siteEmbed, category.Activation)
 	w.end(o, fwdUnit)
 	acts := make([][]saved, s.Layers)
 	for l := 0; l < s.Layers; l++ {
@@ -187,14 +188,14 @@ func (w *Workload) trainStep() {
 			var sv saved
 			sv.seq = o.seq
 			if op.out != nil {
-				sv.out = w.alloc(op.out(d), st)
+				sv.out = w.alloc(op.out(d), st, category.Activation)
 			}
 			if op.extra != nil {
-				sv.extra = w.alloc(op.extra(d), st)
+				sv.extra = w.alloc(op.extra(d), st, category.Activation)
 			}
 			var tmp tensor
 			if op.tmp != nil {
-				tmp = w.alloc(op.tmp(d), st)
+				tmp = w.alloc(op.tmp(d), st, category.Temporary)
 			}
 			w.run(time.Duration(op.work * float64(fwdUnit)))
 			w.free(tmp)
@@ -207,22 +208,22 @@ func (w *Workload) trainStep() {
 		if l == s.Layers-1 && w.cfg.Scenario == Leak {
 			// hidden_states.append(h): a reference that outlives the step.
 			o := w.begin("aten::clone", mainThread)
-			w.leaked = append(w.leaked, w.allocKeep(tok4(d), siteLeak))
+			w.leaked = append(w.leaked, w.allocKeep(tok4(d), siteLeak, category.Activation))
 			w.end(o, fwdUnit/2)
 		}
 	}
 	o = w.begin("aten::layer_norm", mainThread)
-	normOut := w.alloc(tok, siteHead)
-	normStats := w.alloc(2*d.stats, siteHead)
+	normOut := w.alloc(tok, siteHead, category.Activation)
+	normStats := w.alloc(2*d.stats, siteHead, category.Activation)
 	w.end(o, fwdUnit)
 	o = w.begin("aten::linear", mainThread)
-	logits := w.alloc(s.Batch*w.seqLen*s.Vocab*bf16, siteHead)
+	logits := w.alloc(s.Batch*w.seqLen*s.Vocab*bf16, siteHead, category.Activation)
 	w.end(o, 4*fwdUnit)
 	o = w.begin("aten::log_softmax", mainThread)
-	logp := w.alloc(s.Batch*w.seqLen*s.Vocab*fp32, siteLoss)
+	logp := w.alloc(s.Batch*w.seqLen*s.Vocab*fp32, siteLoss, category.Activation)
 	w.end(o, fwdUnit)
 	o = w.begin("aten::nll_loss", mainThread)
-	loss := w.alloc(4, siteLoss)
+	loss := w.alloc(4, siteLoss, category.Activation)
 	w.end(o, fwdUnit/2)
 	if w.fail != nil {
 		return
@@ -231,23 +232,23 @@ func (w *Workload) trainStep() {
 	// Backward: head, then blocks in reverse; every two blocks a gradient
 	// bucket is all-reduced on the communication stream.
 	o = w.begin("NllLossBackward0", autogradThread)
-	g := w.alloc(s.Batch*w.seqLen*s.Vocab*fp32, siteGrad)
+	g := w.alloc(s.Batch*w.seqLen*s.Vocab*fp32, siteGrad, category.Temporary)
 	w.free(logp)
 	w.end(o, bwdUnit)
 	o = w.begin("LogSoftmaxBackward0", autogradThread)
-	g2 := w.alloc(s.Batch*w.seqLen*s.Vocab*bf16, siteGrad)
+	g2 := w.alloc(s.Batch*w.seqLen*s.Vocab*bf16, siteGrad, category.Temporary)
 	w.free(g)
 	w.free(logits)
 	w.end(o, bwdUnit)
 	o = w.begin("MmBackward0", autogradThread)
 	w.gradFor(len(w.params) - 1)
-	g = w.alloc(tok, siteGrad)
+	g = w.alloc(tok, siteGrad, category.Temporary)
 	w.free(g2)
 	w.end(o, 4*bwdUnit)
 	o = w.begin("NativeLayerNormBackward0", autogradThread)
 	w.gradFor(len(w.params) - 3)
 	w.gradFor(len(w.params) - 2)
-	g2 = w.alloc(tok, siteGrad)
+	g2 = w.alloc(tok, siteGrad, category.Temporary)
 	w.free(g)
 	w.free(normOut)
 	w.free(normStats)
@@ -274,9 +275,9 @@ func (w *Workload) trainStep() {
 				}
 				var tmp tensor
 				if op.tmp != nil {
-					tmp = w.alloc(op.tmp(d), siteGrad)
+					tmp = w.alloc(op.tmp(d), siteGrad, category.Temporary)
 				}
-				gin := w.alloc(inBytes, siteGrad)
+				gin := w.alloc(inBytes, siteGrad, category.Temporary)
 				w.run(time.Duration(2 * op.work * float64(bwdUnit) / 2))
 				w.free(tmp)
 				w.free(g)
@@ -322,7 +323,7 @@ func (w *Workload) trainStep() {
 // them to None, so backward allocates them every step).
 func (w *Workload) gradFor(i int) {
 	if w.grads[i].ptr == 0 {
-		w.grads[i] = w.allocKeep(w.paramBytes(i), siteGrad)
+		w.grads[i] = w.allocKeep(w.paramBytes(i), siteGrad, category.Gradient)
 	}
 }
 
@@ -338,7 +339,7 @@ func (w *Workload) allreduce(bucket []int, unit time.Duration) {
 		return
 	}
 	o := w.begin("aten::cat", autogradThread)
-	flat := w.alloc(n, siteBucket)
+	flat := w.alloc(n, siteBucket, category.Temporary)
 	w.end(o, unit/2)
 	if w.fail != nil {
 		return
@@ -373,10 +374,10 @@ func (w *Workload) optimizerStep() {
 			o := w.begin("aten::zeros_like", mainThread)
 			for i := g[0]; i < g[1]; i++ {
 				if w.adam1[i].ptr == 0 {
-					w.adam1[i] = w.allocKeep(w.paramBytes(i)*fp32/bf16, siteAdam)
+					w.adam1[i] = w.allocKeep(w.paramBytes(i)*fp32/bf16, siteAdam, category.OptimizerState)
 				}
 				if w.adam2[i].ptr == 0 {
-					w.adam2[i] = w.allocKeep(w.paramBytes(i)*fp32/bf16, siteAdam)
+					w.adam2[i] = w.allocKeep(w.paramBytes(i)*fp32/bf16, siteAdam, category.OptimizerState)
 				}
 			}
 			w.end(o, unit/4)
@@ -384,7 +385,7 @@ func (w *Workload) optimizerStep() {
 		o := w.begin("aten::_foreach_sqrt", mainThread)
 		var tmps []tensor
 		for i := g[0]; i < g[1]; i++ {
-			tmps = append(tmps, w.alloc(w.paramBytes(i)*fp32/bf16, siteAdamTmp))
+			tmps = append(tmps, w.alloc(w.paramBytes(i)*fp32/bf16, siteAdamTmp, category.Temporary))
 		}
 		w.end(o, unit/3)
 		o = w.begin("aten::_foreach_addcdiv_", mainThread)
@@ -435,7 +436,7 @@ func (w *Workload) scenarioStep(d dims) {
 		o := w.begin("aten::clone", mainThread)
 		for k := 2 + w.rng.IntN(4); k > 0; k-- {
 			size := 256*config.KiB + w.rng.Int64N(usable/96)
-			if t := w.allocKeep(size, siteMetric); t.ptr != 0 {
+			if t := w.allocKeep(size, siteMetric, category.Unknown); t.ptr != 0 {
 				w.lingering = append(w.lingering, lingerer{t, w.step + 1 + w.rng.IntN(6)})
 			}
 		}
@@ -444,7 +445,7 @@ func (w *Workload) scenarioStep(d dims) {
 		// cache = torch.cat([cache, new]): the new, larger copy is
 		// allocated before the old one is freed.
 		o := w.begin("aten::cat", mainThread)
-		grown := w.allocKeep(w.hoard.size+usable/24, siteCache)
+		grown := w.allocKeep(w.hoard.size+usable/24, siteCache, category.Unknown)
 		if grown.ptr != 0 {
 			w.free(w.hoard)
 			w.hoard = grown

@@ -18,6 +18,7 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay/category"
 )
 
 // Scenario is the memory pattern a run shows on top of plain training.
@@ -103,6 +104,10 @@ type Config struct {
 	OnOp func(store.Op)
 	// OnStep sees every finished step, on Run's goroutine.
 	OnStep func(StepInfo)
+	// OnAlloc sees every allocation made, with what the job knows it
+	// holds: the ground truth the category rules (replay/category) are
+	// tested against. It is not written into any snapshot.
+	OnAlloc func(addr uint64, size int64, c category.Category)
 	// Logf, when set, receives one line per notable event (OOM, recovery,
 	// files written); calls are serialised but come from two goroutines.
 	Logf func(format string, args ...any)
@@ -500,8 +505,8 @@ func firstLine(s string) string {
 // site is an allocation call site: the Python stack torch would record.
 type site []snapshot.Frame
 
-// allocKeep allocates a tensor that outlives the step.
-func (w *Workload) allocKeep(size int64, s site) tensor {
+// allocKeep allocates a tensor that outlives the step; c is what it holds.
+func (w *Workload) allocKeep(size int64, s site, c category.Category) tensor {
 	if w.fail != nil || size <= 0 {
 		return tensor{}
 	}
@@ -511,12 +516,15 @@ func (w *Workload) allocKeep(size int64, s site) tensor {
 		w.fail = err
 		return tensor{}
 	}
+	if w.cfg.OnAlloc != nil {
+		w.cfg.OnAlloc(p, size, c)
+	}
 	return tensor{p, size}
 }
 
 // alloc allocates a step-scoped tensor.
-func (w *Workload) alloc(size int64, s site) tensor {
-	t := w.allocKeep(size, s)
+func (w *Workload) alloc(size int64, s site, c category.Category) tensor {
+	t := w.allocKeep(size, s, c)
 	if t.ptr != 0 {
 		w.live[t.ptr] = t
 	}

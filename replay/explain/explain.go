@@ -64,13 +64,41 @@ type OOM struct {
 	// device free (the device cannot give that much), else
 	// "fragmentation" (the bytes exist, no block or range is large
 	// enough); "none" for a peak.
-	Verdict    string      `json:"verdict"`
-	Op         string      `json:"op"`
-	Frames     []Frame     `json:"frames"`
-	TopHolders []Group     `json:"top_holders"`
-	WhatIf     []WhatIfRun `json:"whatif"`
+	Verdict    string  `json:"verdict"`
+	Op         string  `json:"op"`
+	Frames     []Frame `json:"frames"`
+	TopHolders []Group `json:"top_holders"`
+	// Grew is the memory category (replay/category) whose live bytes grew
+	// most since the last step end before the entry, or since the start
+	// of the trace without one; null when none grew.
+	Grew   *CategoryGrowth `json:"grew"`
+	WhatIf []WhatIfRun     `json:"whatif"`
 
 	changes bool // some entry of the trace changes the active bytes
+}
+
+// CategoryGrowth is one category's live bytes at two moments.
+type CategoryGrowth struct {
+	Category  string `json:"category"`
+	FromIndex int    `json:"from_index"` // the earlier moment: a step end's entry, -1 for the start
+	BytesFrom int64  `json:"bytes_from"`
+	BytesTo   int64  `json:"bytes_to"`
+}
+
+// grewMost is the category whose bytes grew most from base to now (ties:
+// by name), nil when none grew.
+func grewMost(base, now map[string]int64, from int) *CategoryGrowth {
+	var best *CategoryGrowth
+	for k, v := range now {
+		d := v - base[k]
+		if d <= 0 {
+			continue
+		}
+		if best == nil || d > best.BytesTo-best.BytesFrom || (d == best.BytesTo-best.BytesFrom && k < best.Category) {
+			best = &CategoryGrowth{Category: k, FromIndex: from, BytesFrom: base[k], BytesTo: v}
+		}
+	}
+	return best
 }
 
 // figures are the state figures of o.
@@ -248,6 +276,11 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	de.Steps, de.StepSource, de.StepNote = len(points), steps.Source, steps.Note
 
 	w := NewWalker(tl)
+	// what the memory holds, at the last step end (or the start) and at
+	// each oom: which category grew
+	gc := d.Grouper(ByCategory)
+	base, _ := keyBytes(gc, w)
+	baseIdx := -1
 	var series []map[string]int64 // per step point: bytes per key
 	var rep map[string]Alloc      // at the last step point: each key's largest allocation
 	oi, pi := 0, 0
@@ -261,11 +294,16 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 			var m map[string]int64
 			m, rep = keyBytes(g, w)
 			series = append(series, m)
+			base, _ = keyBytes(gc, w)
+			baseIdx = points[pi].Index
 			pi++
 			continue
 		}
 		w.AdvanceTo(next)
-		de.OOMs = append(de.OOMs, d.explainAt(kind, next, figs[oi], g, w.Live(), opts.Top))
+		o := d.explainAt(kind, next, figs[oi], g, w.Live(), opts.Top)
+		now, _ := keyBytes(gc, w)
+		o.Grew = grewMost(base, now, baseIdx)
+		de.OOMs = append(de.OOMs, o)
 		oi++
 	}
 	de.LeakSuspects = leakSuspects(points, series)

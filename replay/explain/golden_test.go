@@ -115,3 +115,30 @@ func TestExplainGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestCategoriesGolden compares holders by memory category at the end and
+// at the peak with the goldens ref_explain.py wrote from its own reading
+// of the category rules (docs/explain.md), on every real fixture.
+func TestCategoriesGolden(t *testing.T) {
+	goldens, _ := filepath.Glob("../testdata/golden/*.categories-*.json")
+	if len(goldens) < 16 {
+		t.Fatalf("only %d category goldens; run testdata/regen_golden.sh", len(goldens))
+	}
+	for _, g := range goldens {
+		base := filepath.Base(g)
+		i := strings.LastIndex(base, ".categories-")
+		name, at := base[:i], strings.TrimSuffix(base[i+len(".categories-"):], ".json")
+		t.Run(base, func(t *testing.T) {
+			d, err := NewDevice(decode(t, source(t, name)), 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := d.Holders(at, d.Grouper(ByCategory), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Path = ""
+			compare(t, h, readGolden(t, g))
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/category"
 	"github.com/npumon/npumon/replay/frames"
 )
 
@@ -21,10 +22,13 @@ const (
 	ByOp       By = "op"       // the op running when it was allocated
 	ByStream   By = "stream"
 	BySize     By = "size" // size class
+	// ByCategory is what the memory holds (replay/category): parameter,
+	// gradient, optimizer_state, activation, temporary, workspace, unknown.
+	ByCategory By = "category"
 )
 
 // Bys lists every grouping, in the order help texts show them.
-var Bys = []By{ByCallsite, ByStack, ByOp, ByStream, BySize}
+var Bys = []By{ByCallsite, ByStack, ByOp, ByStream, BySize, ByCategory}
 
 // ParseBy returns the named grouping.
 func ParseBy(s string) (By, error) {
@@ -33,7 +37,7 @@ func ParseBy(s string) (By, error) {
 			return b, nil
 		}
 	}
-	return "", fmt.Errorf("unknown grouping %q (want callsite, stack, op, stream or size)", s)
+	return "", fmt.Errorf("unknown grouping %q (want callsite, stack, op, stream, size or category)", s)
 }
 
 // DefaultLibraryPaths matches the files of library frames (the default of
@@ -58,6 +62,9 @@ type Grouper struct {
 	// OpOf names the op an allocation born at a trace time belongs to
 	// ("" when none); nil: no ops.
 	OpOf func(timeUS int64) string
+	// Category says what an allocation holds (Device.Categories); nil:
+	// every allocation is "unknown".
+	Category func(a *Alloc) category.Category
 
 	// keys caches the call site / stack key of each stack id (stacks are
 	// shared, so a few hundred ids serve millions of allocations). A
@@ -129,6 +136,11 @@ func (g *Grouper) Key(a *Alloc) string {
 		return "stream " + strconv.FormatUint(a.Stream, 10)
 	case BySize:
 		return SizeClass(a.Size)
+	case ByCategory:
+		if g.Category == nil {
+			return category.Unknown.String()
+		}
+		return g.Category(a).String()
 	}
 	return g.stackKey(a.Frames)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/category"
 )
 
 // Holders is `npumon holders --json`: the live allocations of one device at
@@ -33,6 +34,32 @@ type Device struct {
 	Timeline *replay.Timeline
 	Ops      *Ops // annotations of the file plus any given ops
 	steps    *Steps
+
+	cats *category.Table // computed on first use
+}
+
+// Categories is what every allocation of the device's trace holds
+// (replay/category), computed once.
+func (d *Device) Categories() *category.Table {
+	if d.cats == nil {
+		d.cats = Categorize(d.Timeline, d.Capture.Snapshot.Stack)
+	}
+	return d.cats
+}
+
+// Categorize classifies the allocations of a timeline.
+func Categorize(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack) *category.Table {
+	st := tl.Start()
+	start := make([]category.Start, len(st))
+	for i := range st {
+		start[i] = category.Start{Addr: st[i].Block.Address, Frames: tiling.BlockFrames(&st[i].Block)}
+	}
+	return category.Classify(tl.Entries, start, stack)
+}
+
+// CategoryOf reads an allocation's category from a table.
+func CategoryOf(t *category.Table) func(a *Alloc) category.Category {
+	return func(a *Alloc) category.Category { return t.Of(a.Born, a.Addr) }
 }
 
 // NewDevice prepares device dev of c; extra ops (from a profiler, say)
@@ -48,7 +75,11 @@ func NewDevice(c *replay.Capture, dev int, extra []Op) (*Device, error) {
 
 // Grouper returns a grouper for this device (its stacks and ops).
 func (d *Device) Grouper(by By) *Grouper {
-	return &Grouper{By: by, Stack: d.Capture.Snapshot.Stack, OpOf: d.Ops.At}
+	g := &Grouper{By: by, Stack: d.Capture.Snapshot.Stack, OpOf: d.Ops.At}
+	if by == ByCategory {
+		g.Category = CategoryOf(d.Categories())
+	}
+	return g
 }
 
 // Figures are the segment-map figures at a moment.
@@ -249,6 +280,9 @@ func (d *Device) Side(spec string) (DiffSide, []Alloc, error) {
 // are the device's.
 func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
 	g.Stack, g.OpOf = d.Capture.Snapshot.Stack, d.Ops.At
+	if g.By == ByCategory {
+		g.Category = CategoryOf(d.Categories())
+	}
 	fs, fl, err := d.Side(from)
 	if err != nil {
 		return nil, err
@@ -273,6 +307,22 @@ func DiffDevices(a, b *Device, g *Grouper) *Diff {
 	}
 	fs, fl := side(a)
 	ts, tl := side(b)
+	if g.By == ByCategory {
+		// birth indices are each file's own: an allocation is named as
+		// DiffAllocs matches them across files
+		cats := map[allocID]category.Category{}
+		for _, s := range []struct {
+			d    *Device
+			live []Alloc
+		}{{a, fl}, {b, tl}} {
+			t := s.d.Categories()
+			for i := range s.live {
+				x := &s.live[i]
+				cats[allocID{x.Addr, x.BornTime, x.Size}] = t.Of(x.Born, x.Addr)
+			}
+		}
+		g.Category = func(x *Alloc) category.Category { return cats[allocID{x.Addr, x.BornTime, x.Size}] }
+	}
 	stacks := tab.Stacks()
 	g.Stack = func(id snapshot.StackID) snapshot.Stack {
 		if id <= 0 || int(id) >= len(stacks) {

@@ -93,6 +93,14 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			if o.Kind == "oom" {
 				fmt.Fprintf(w, "  verdict: %s\n    %s\n", o.Verdict, o.figures().Reason(o.RequestedBytes, o.deviceFree(), bytesize.Torch))
 			}
+			if g := o.Grew; g != nil {
+				since := "the start of the trace"
+				if g.FromIndex >= 0 {
+					since = fmt.Sprintf("the last step end (entry %d)", g.FromIndex)
+				}
+				fmt.Fprintf(w, "  grew most since %s: %s, %s (%s → %s)\n", since, g.Category,
+					signed(g.BytesTo-g.BytesFrom), bytesize.Torch(g.BytesFrom), bytesize.Torch(g.BytesTo))
+			}
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			if o.Index >= 0 {
 				fmt.Fprintf(tw, "    requested\t%s\n", bytesize.Torch(o.RequestedBytes))

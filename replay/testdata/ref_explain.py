@@ -4,7 +4,7 @@
 json.load, written apart from npumon's Go code: the golden files are
 written by this script.
 
-    python3 ref_explain.py holders SNAPSHOT [--at peak|end] [--device N]
+    python3 ref_explain.py holders SNAPSHOT [--at peak|end] [--device N] [--by category]
     python3 ref_explain.py explain SNAPSHOT
 
 Paths are left empty; the Go test compares everything else. The what-if
@@ -178,14 +178,113 @@ def callsite_key(fr):
     return "(native frames only)"
 
 
+# docs/explain.md, "Memory categories": the frames each phase of a step
+# is recognized by, and the rules over what was allocated while an
+# allocation lived.
+BACKWARD_FILE = re.compile(r"(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$")
+BACKWARD_NAME = re.compile(r"^(_engine_run_backward|backward|grad|run_backward)$")
+# autograd's native frames: a node's apply (not the base Node), the engine
+AUTOGRAD_NODE = re.compile(r"^torch::autograd::(?:generated::)?([A-Za-z_][A-Za-z0-9_]*)::apply\(")
+
+
+def native_backward(name):
+    m = AUTOGRAD_NODE.match(name)
+    return (m is not None and m.group(1) != "Node") or "torch::autograd::Engine::" in name
+OPTIM_FILE = re.compile(r"(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$")
+SCHED_FILE = re.compile(r"(^|[\\/])lr_scheduler[^\\/]*$")
+OPTIM_NAME = re.compile(r"Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)")
+INIT_FILE = re.compile(r"(^|[\\/])torch(_npu)?[\\/](nn[\\/](modules[\\/]module|parameter|init)|utils[\\/]_module)\.py$")
+INIT_NAME = re.compile(r"^(_apply|convert|to|cuda|npu|reset_parameters|_load_from_state_dict|load_state_dict|__init__|Module\.to)$")
+LAYER_FILE = re.compile(r"(^|[\\/])torch[\\/]nn[\\/]modules[\\/][^\\/]+\.py$")
+LOAD_NAME = re.compile(r"^(_?init_?weights?\w*|load_(weights?|state_dict|checkpoint|model|pretrained)\w*|from_pretrained)$", re.I)
+
+
+def phase_of(fr):
+    if not fr:
+        return "none"
+    for f in fr:
+        fn, name = f.get("filename", ""), f.get("name", "")
+        if (OPTIM_FILE.search(fn) and not SCHED_FILE.search(fn)) or OPTIM_NAME.search(name):
+            return "optimizer"
+        if (BACKWARD_NAME.search(name) and BACKWARD_FILE.search(fn)) or native_backward(name):
+            return "backward"
+        if (INIT_FILE.search(fn) and INIT_NAME.search(name)) or \
+                (LAYER_FILE.search(fn) and name in ("__init__", "reset_parameters")) or LOAD_NAME.search(name):
+            return "init"
+    return "other"
+
+
+def categories(start, entries):
+    """Category of every allocation: key ("e", index) or ("s", addr)."""
+    out = {}
+    framed = any(e["action"] == "alloc" and e.get("frames") for e in entries)
+    born = []  # phase counts at each allocation, in order
+    counts = {"all": 0, "backward": 0, "optimizer": 0, "init": 0}
+    live = {}
+    for a in start:
+        live[a["addr"]] = {"key": ("s", a["addr"]), "phase": phase_of(a["frames"]), "ws": False, "at": dict(counts)}
+    ws = set()
+
+    def decide(a, never):
+        d = {k: counts[k] - a["at"][k] for k in counts}
+        p = a["phase"]
+        if a["key"][0] == "e":
+            d["all"] -= 1
+            if p in d:
+                d[p] -= 1
+        if a["ws"]:
+            return "workspace"
+        if p == "init":
+            return "parameter" if never or d["all"] > d["init"] else "temporary"
+        if p == "optimizer":
+            return "optimizer_state" if never or d["all"] > d["optimizer"] else "temporary"
+        if p == "backward":
+            return "gradient" if never or d["all"] > d["backward"] else "temporary"
+        if p == "none":
+            return "parameter" if never and a["key"][0] == "s" else "unknown"
+        if d["backward"] > 0:
+            return "activation"
+        return "unknown" if never else "temporary"
+
+    for i, e in enumerate(entries):
+        act = e["action"]
+        if act == "workspace_snapshot":
+            ws.add(e["addr"])
+        elif act == "alloc":
+            p = phase_of(e.get("frames"))
+            if p == "none" and framed:
+                p = "backward"
+            a = {"key": ("e", i), "phase": p, "ws": e["addr"] in ws, "at": dict(counts)}
+            ws.discard(e["addr"])
+            if e["addr"] in live:
+                old = live[e["addr"]]
+                out[old["key"]] = decide(old, False)
+            live[e["addr"]] = a
+            counts["all"] += 1
+            if p in counts:
+                counts[p] += 1
+        elif act in ("free_requested", "free_completed", "free"):
+            a = live.pop(e["addr"], None)
+            if a is not None:
+                out[a["key"]] = decide(a, False)
+    for a in live.values():
+        out[a["key"]] = decide(a, True)
+    return out
+
+
+def category_of(cats, a):
+    key = ("s", a["addr"]) if a["born"] < 0 else ("e", a["born"])
+    return cats.get(key, "unknown")
+
+
 def largest_first(a):
     return (-a["size"], a["born"], a["addr"])
 
 
-def group(allocs, total):
+def group(allocs, total, key=None):
     groups = {}
     for a in allocs:
-        groups.setdefault(callsite_key(a["frames"]), []).append(a)
+        groups.setdefault(key(a) if key else callsite_key(a["frames"]), []).append(a)
     out = []
     for k, members in groups.items():
         members.sort(key=largest_first)
@@ -250,17 +349,21 @@ def device_data(top, dev):
     return segs, entries
 
 
-def holders(top, dev, at):
+def holders(top, dev, at, by="callsite"):
     segs, entries = device_data(top, dev)
     lv = Live(segs, entries)
     start_active = sum(a["size"] for a in lv.live.values())
+    key = None
+    if by == "category":
+        cats = categories(lv.allocs(), entries)
+        key = lambda a: category_of(cats, a)
     i = len(entries) - 1 if at == "end" else peak_index(start_active, entries)
     lv.advance(i)
     allocs = lv.allocs()
     active = sum(a["size"] for a in allocs)
     return {"path": "", "device": dev, "at": {"spec": at, "index": i, "time_us": time_of(entries, i)},
-            "by": "callsite", "active_bytes": active, "allocated_bytes": figures(segs, entries, i)[1],
-            "allocations": len(allocs), "groups": group(allocs, active)}
+            "by": by, "active_bytes": active, "allocated_bytes": figures(segs, entries, i)[1],
+            "allocations": len(allocs), "groups": group(allocs, active, key)}
 
 
 def annotation_ops(top, dev, entries):
@@ -449,11 +552,31 @@ def explain_device(top, dev):
     kind = "oom"
     if not ooms:
         kind, ooms = "peak", [peak_index(start_active, entries)]
+    source, points, note = detect_steps(entries, ops)
+    cats = categories(Live(segs, entries).allocs(), entries)
+
+    def cat_bytes(i):
+        lv = Live(segs, entries)
+        lv.advance(i)
+        sums = {}
+        for a in lv.allocs():
+            k = category_of(cats, a)
+            sums[k] = sums.get(k, 0) + a["size"]
+        return sums
+
     out = []
     for i in ooms:
         lv = Live(segs, entries)
         lv.advance(i)
         allocs = lv.allocs()
+        # the category that grew most since the last step end before i
+        base_idx = max([p["index"] for p in points if p["index"] < i], default=-1)
+        base, now = cat_bytes(base_idx), cat_bytes(i)
+        grew = None
+        for k in sorted(now):
+            d = now[k] - base.get(k, 0)
+            if d > 0 and (grew is None or d > grew["bytes_to"] - grew["bytes_from"]):
+                grew = {"category": k, "from_index": base_idx, "bytes_from": base.get(k, 0), "bytes_to": now[k]}
         reserved, allocated, cached, largest = figures(segs, entries, i)
         o = {"kind": kind, "index": i, "time_us": time_of(entries, i), "requested_bytes": 0,
              "device_free_bytes": None, "reserved_bytes": reserved, "allocated_bytes": allocated,
@@ -469,9 +592,9 @@ def explain_device(top, dev):
                 o["device_free_bytes"] = free
                 o["verdict"] = "shortage" if allocated + e["size"] > reserved + free else "fragmentation"
         o["top_holders"] = group(allocs, sum(a["size"] for a in allocs))[:TOP_HOLDERS]
+        o["grew"] = grew
         out.append(o)
 
-    source, points, note = detect_steps(entries, ops)
     series = []
     last_groups = {}
     for p in points:
@@ -528,7 +651,8 @@ def main():
     if cmd == "holders":
         at = sys.argv[sys.argv.index("--at") + 1] if "--at" in sys.argv else "peak"
         dev = int(sys.argv[sys.argv.index("--device") + 1]) if "--device" in sys.argv else 0
-        out = holders(top, dev, at)
+        by = sys.argv[sys.argv.index("--by") + 1] if "--by" in sys.argv else "callsite"
+        out = holders(top, dev, at, by)
     else:
         out = {"path": "", "devices": [explain_device(top, d) for d in devices(top)]}
     json.dump(out, sys.stdout, indent=2, sort_keys=True)

@@ -28,3 +28,9 @@ for f in $F/*.pickle $F/*.pkl cuda21_p2.pickle cuda21_p3.pickle cuda21_p4.pickle
   python3 ref_explain.py holders "$f" --at peak > "golden/$b.holders-peak.json"
   python3 ref_explain.py explain "$f" > "golden/$b.explain.json"
 done
+# holders by memory category (end, peak), by the same reference's category rules
+for f in $F/*.pickle $F/*.pkl cuda21_p4.pickle npu_workspace.pickle leak_steps.pickle steps_optimizer.pickle steps_period.pickle; do
+  b=$(basename "$f")
+  python3 ref_explain.py holders "$f" --at end --by category > "golden/$b.categories-end.json"
+  python3 ref_explain.py holders "$f" --at peak --by category > "golden/$b.categories-peak.json"
+done

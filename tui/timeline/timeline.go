@@ -54,6 +54,23 @@ type Model struct {
 	base      *theme.Canvas // chart without cursor/markers, rebuilt on data change
 	baseDirty bool
 	chart     *linechart.Model // the last ntcharts chart drawn (for benchmarks)
+
+	stack  [][]int64 // per column, the stacked layers' bytes (bottom first); nil: the three areas
+	layers []Layer
+}
+
+// Layer is one band of a stacked chart: its glyph and style.
+type Layer struct {
+	Rune  rune
+	Style *lipgloss.Style
+}
+
+// SetStack draws the chart as stacked bands instead of the reserved,
+// active and allocated areas: cols[c][k] is layer k's bytes in column c
+// (bottom first). nil goes back to the areas.
+func (m *Model) SetStack(cols [][]int64, layers []Layer) {
+	m.stack, m.layers = cols, layers
+	m.baseDirty = true
 }
 
 // DebugChart returns the ntcharts model behind the last drawn chart, to
@@ -202,6 +219,13 @@ func (m *Model) drawBase() *theme.Canvas {
 	for i := 0; i < s.Columns && i < len(s.Reserved); i++ {
 		ymax = max(ymax, s.Reserved[i].Max, s.Active[i].Max, s.Allocated[i].Max)
 	}
+	for _, col := range m.stack {
+		var sum int64
+		for _, v := range col {
+			sum += max(v, 0)
+		}
+		ymax = max(ymax, sum)
+	}
 	yTop := chart.NiceCeil(float64(ymax))
 	span := float64(s.T1-s.T0) / float64(s.Columns) // cursor units per column
 	x0 := float64(s.T0-m.Origin) / m.Unit
@@ -217,6 +241,33 @@ func (m *Model) drawBase() *theme.Canvas {
 		linechart.WithYLabelFormatter(func(_ int, v float64) string { return fmt.Sprintf("%*s", yLabelWidth, bytesize.Short(v)) }),
 	)
 	lc.DrawXYAxisAndLabel()
+	if m.stack != nil {
+		styles := map[rune]*lipgloss.Style{}
+		for _, l := range m.layers {
+			styles[l.Rune] = l.Style
+		}
+		// top layer first: each band is drawn from 0 to its cumulative top,
+		// and the bands below overdraw their part
+		for k := len(m.layers) - 1; k >= 0; k-- {
+			for i := 0; i < cols && i < len(m.stack); i++ {
+				var top int64
+				for j := 0; j <= k && j < len(m.stack[i]); j++ {
+					top += max(m.stack[i][j], 0)
+				}
+				if k < len(m.stack[i]) && m.stack[i][k] <= 0 {
+					continue
+				}
+				x := x0 + float64(i)*span/m.Unit
+				if cols == 1 {
+					x = x0
+				}
+				lc.DrawRuneLine(canvas.Float64Point{X: x, Y: 0}, canvas.Float64Point{X: x, Y: float64(top)}, m.layers[k].Rune)
+			}
+		}
+		m.chart = &lc
+		chart.CopyInto(out, 1, &lc, th, styles)
+		return out
+	}
 	for _, layer := range []struct {
 		vals []store.MinMax
 		r    rune

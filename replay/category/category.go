@@ -1,0 +1,317 @@
+// Package category says what each allocation of a device trace is —
+// parameter, gradient, optimizer state, activation, temporary, workspace —
+// from the snapshot alone: the stack it was allocated under (which names
+// the thread and the phase of the step), when it was freed relative to the
+// other allocations, and torch_npu's workspace entries. The rules and their
+// evidence are in docs/explain.md ("Memory categories"). It is computed
+// once per trace (Classify, one pass) and read per allocation (Table.Of).
+package category
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/frames"
+)
+
+// Category is what an allocation holds.
+type Category uint8
+
+// Categories, in the order outputs list them.
+const (
+	Unknown Category = iota
+	Parameter
+	Gradient
+	OptimizerState
+	Activation
+	Temporary
+	Workspace
+	numCategories
+)
+
+// Count is the number of categories; a Category indexes [Count]int64.
+const Count = int(numCategories)
+
+var names = [numCategories]string{"unknown", "parameter", "gradient", "optimizer_state", "activation", "temporary", "workspace"}
+
+// All lists every category.
+var All = []Category{Parameter, Gradient, OptimizerState, Activation, Temporary, Workspace, Unknown}
+
+func (c Category) String() string {
+	if c < numCategories {
+		return names[c]
+	}
+	return "unknown"
+}
+
+// Parse returns the named category.
+func Parse(s string) (Category, error) {
+	for i, n := range names {
+		if n == s {
+			return Category(i), nil
+		}
+	}
+	return Unknown, fmt.Errorf("unknown category %q (want one of %s)", s, strings.Join(names[:], ", "))
+}
+
+// Phase is the part of a training step a stack shows an allocation was
+// made in.
+type Phase uint8
+
+const (
+	PhaseOther     Phase = iota // forward, data loading, user code: no rule's frame
+	PhaseInit                   // building or moving the model (parameters)
+	PhaseBackward               // the autograd engine (its thread or backward())
+	PhaseOptimizer              // an optimizer's step
+	PhaseNone                   // no frames at all
+)
+
+// The frames each phase is recognized by. Either path separator; the
+// innermost matching frame decides (an optimizer closure that calls
+// backward allocates in backward).
+var (
+	// autograd: Python's entry into the engine; its native frames (an
+	// autograd node, the engine and its device threads) are
+	// replay/frames' to recognize (nativeBackward).
+	backwardFile = regexp.MustCompile(`(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$`)
+	backwardName = regexp.MustCompile(`^(_engine_run_backward|backward|grad|run_backward)$`)
+	// optimizers: a file under an optim/ or optimizers/ directory
+	// (torch/optim, torch_npu/optim, apex/optimizers — the directories
+	// explain's IsOptimizerStep finds step calls in), learning-rate
+	// schedulers excepted; and the step wrapper's profiler name
+	optimFile = regexp.MustCompile(`(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$`)
+	schedFile = regexp.MustCompile(`(^|[\\/])lr_scheduler[^\\/]*$`)
+	optimName = regexp.MustCompile(`Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)`)
+	// parameters: nn.Module construction, .to()/.cuda()/.npu() (each
+	// tensor goes through _apply's convert), init and state-dict loading
+	initFile = regexp.MustCompile(`(^|[\\/])torch(_npu)?[\\/](nn[\\/](modules[\\/]module|parameter|init)|utils[\\/]_module)\.py$`)
+	initName = regexp.MustCompile(`^(_apply|convert|to|cuda|npu|reset_parameters|_load_from_state_dict|load_state_dict|__init__|Module\.to)$`)
+	// user code that builds or loads weights, in any file
+	loadName = regexp.MustCompile(`(?i)^(_?init_?weights?\w*|load_(weights?|state_dict|checkpoint|model|pretrained)\w*|from_pretrained)$`)
+	// an nn layer's constructor (torch/nn/modules/linear.py __init__)
+	layerInit = regexp.MustCompile(`(^|[\\/])torch[\\/]nn[\\/]modules[\\/][^\\/]+\.py$`)
+)
+
+// PhaseOf is the phase a stack (innermost first) shows.
+func PhaseOf(st snapshot.Stack) Phase {
+	if len(st) == 0 {
+		return PhaseNone
+	}
+	for _, f := range st {
+		switch {
+		case optimFile.MatchString(f.Filename) && !schedFile.MatchString(f.Filename) || optimName.MatchString(f.Name):
+			return PhaseOptimizer
+		case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
+			return PhaseBackward
+		case initFile.MatchString(f.Filename) && initName.MatchString(f.Name),
+			layerInit.MatchString(f.Filename) && (f.Name == "__init__" || f.Name == "reset_parameters"),
+			loadName.MatchString(f.Name):
+			return PhaseInit
+		}
+	}
+	return PhaseOther
+}
+
+// nativeBackward reports whether f is one of autograd's native frames: an
+// autograd node's apply (torch::autograd::generated::BmmBackward0::apply,
+// AccumulateGrad) or the engine's (torch::autograd::Engine::…, whose
+// thread_main the backward threads run).
+func nativeBackward(f snapshot.Frame) bool {
+	if _, ok := frames.AutogradNode(f.Name); ok {
+		return true
+	}
+	return frames.Backward(snapshot.Stack{f})
+}
+
+// Start is an allocation live before the first entry.
+type Start struct {
+	Addr   uint64
+	Frames snapshot.StackID
+}
+
+// Table is the category of every allocation of one trace.
+type Table struct {
+	// entry is by trace index: at an alloc entry the category of the
+	// allocation it makes, at a free entry that of the allocation it ends
+	entry []Category
+	start map[uint64]Category
+}
+
+// Of is the category of the allocation born at trace index born (-1: live
+// before the trace, at addr).
+func (t *Table) Of(born int, addr uint64) Category {
+	if t == nil {
+		return Unknown
+	}
+	if born < 0 {
+		return t.start[addr]
+	}
+	if born < len(t.entry) {
+		return t.entry[born]
+	}
+	return Unknown
+}
+
+// Entry is the category of the allocation entry i makes (an alloc
+// entry) or ends (a free entry: free_requested, free_completed, free).
+func (t *Table) Entry(i int) Category { return t.Of(i, 0) }
+
+// counts are running counts of alloc entries by phase, taken when an
+// allocation is born and compared when it dies: what was allocated while
+// it lived.
+type counts struct{ all, backward, optimizer, init int32 }
+
+type liveAlloc struct {
+	idx       int // trace index; -1: before the trace
+	addr      uint64
+	phase     Phase
+	workspace bool
+	at        counts
+}
+
+// Classify gives every allocation of a device trace (entries, with start
+// the allocations live before it) its category; stack resolves stack ids.
+func Classify(entries []snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
+	return ClassifyFunc(0, len(entries), func(i int) *snapshot.TraceEntry { return &entries[i] }, start, stack)
+}
+
+// ClassifyFunc is Classify over a log read entry by entry: entries from
+// to n-1 (earlier ones are gone: a retention window), entry(i) the i-th;
+// Table.Of takes the log's indices.
+func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
+	t := &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))}
+	phases := map[snapshot.StackID]Phase{}
+	phase := func(id snapshot.StackID) Phase {
+		p, ok := phases[id]
+		if !ok {
+			p = PhaseOf(stack(id))
+			phases[id] = p
+		}
+		return p
+	}
+	// With frames recorded, an allocation without any comes from a thread
+	// that runs no Python: with stacks='python' that is the autograd
+	// engine's device thread.
+	withFrames := false
+	for i := from; i < n; i++ {
+		if e := entry(i); e.Action == snapshot.ActionAlloc && e.Frames != snapshot.NoStack {
+			withFrames = true
+			break
+		}
+	}
+	live := make(map[uint64]*liveAlloc, len(start)+64)
+	for _, s := range start {
+		live[s.Addr] = &liveAlloc{idx: -1, addr: s.Addr, phase: phase(s.Frames)}
+	}
+	workspace := map[uint64]bool{}
+	ended := map[uint64]Category{} // freed, waiting for the free's completion
+	var now counts
+	for i := from; i < n; i++ {
+		e := entry(i)
+		switch e.Action {
+		case snapshot.ActionWorkspaceSnapshot:
+			workspace[e.Addr] = true
+		case snapshot.ActionAlloc:
+			p := phase(e.Frames)
+			if p == PhaseNone && withFrames {
+				p = PhaseBackward
+			}
+			a := &liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: workspace[e.Addr], at: now}
+			delete(workspace, e.Addr)
+			if old := live[e.Addr]; old != nil {
+				t.set(old, now, false) // a second alloc at a live address: the first is gone
+			}
+			live[e.Addr] = a
+			now.all++
+			switch p {
+			case PhaseBackward:
+				now.backward++
+			case PhaseOptimizer:
+				now.optimizer++
+			case PhaseInit:
+				now.init++
+			}
+		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+			if a := live[e.Addr]; a != nil {
+				ended[e.Addr] = t.set(a, now, false)
+				delete(live, e.Addr)
+			}
+			if c, ok := ended[e.Addr]; ok {
+				t.entry[i] = c
+				if e.Action != snapshot.ActionFreeRequested {
+					delete(ended, e.Addr)
+				}
+			}
+		}
+	}
+	for _, a := range live {
+		t.set(a, now, true)
+	}
+	return t
+}
+
+func (t *Table) set(a *liveAlloc, now counts, never bool) Category {
+	c := decide(a, now, never)
+	if a.idx < 0 {
+		t.start[a.addr] = c
+	} else {
+		t.entry[a.idx] = c
+	}
+	return c
+}
+
+// decide applies the rules (docs/explain.md, "Memory categories") to one
+// allocation: a its birth, now the counts when it died (never: it is live
+// at the end of the trace).
+func decide(a *liveAlloc, now counts, never bool) Category {
+	between := counts{now.all - a.at.all, now.backward - a.at.backward, now.optimizer - a.at.optimizer, now.init - a.at.init}
+	if a.idx >= 0 {
+		between.all-- // not itself
+		switch a.phase {
+		case PhaseBackward:
+			between.backward--
+		case PhaseOptimizer:
+			between.optimizer--
+		case PhaseInit:
+			between.init--
+		}
+	}
+	otherThanBackward := between.all - between.backward
+	otherThanOptimizer := between.all - between.optimizer
+	switch {
+	case a.workspace:
+		return Workspace
+	case a.phase == PhaseInit:
+		if never || between.all-between.init > 0 {
+			return Parameter
+		}
+		return Temporary
+	case a.phase == PhaseOptimizer:
+		if never || otherThanOptimizer > 0 {
+			return OptimizerState
+		}
+		return Temporary
+	case a.phase == PhaseBackward:
+		if never || otherThanBackward > 0 {
+			return Gradient
+		}
+		return Temporary
+	case a.phase == PhaseNone:
+		// live before recording began (or a trace recorded without
+		// frames): never freed is the lifetime of a parameter
+		if never && a.idx < 0 {
+			return Parameter
+		}
+		return Unknown
+	}
+	// forward and other user code
+	switch {
+	case between.backward > 0:
+		return Activation
+	case !never:
+		return Temporary
+	}
+	return Unknown
+}

@@ -1,0 +1,73 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/npumon/npumon/replay/category"
+	"github.com/npumon/npumon/tui/timeline"
+)
+
+// categorySource gives the stacked category chart its columns.
+type categorySource interface {
+	CategorySeries(device int, t0, t1 int64, columns int) [][category.Count]int64
+}
+
+// catBands are the chart's bands, bottom first: what lives longest at the
+// bottom. Each has a letter, so the bands read without colour.
+var catBands = []struct {
+	c category.Category
+	r rune
+}{
+	{category.Parameter, 'P'}, {category.OptimizerState, 'O'}, {category.Gradient, 'G'},
+	{category.Activation, 'A'}, {category.Temporary, 'T'}, {category.Workspace, 'W'}, {category.Unknown, 'U'},
+}
+
+// toggleCategoryChart switches the timeline between the reserved, active
+// and allocated areas and the live bytes stacked by memory category.
+func (m *Model) toggleCategoryChart() {
+	if _, ok := m.o.Source.(categorySource); !ok || m.dev < 0 {
+		m.statusErr = "the category chart needs a device trace"
+		return
+	}
+	m.catChart = !m.catChart
+	if m.catChart {
+		var legend []string
+		for _, b := range catBands {
+			legend = append(legend, string(b.r)+" "+b.c.String())
+		}
+		m.statusErr = "timeline by category: " + strings.Join(legend, " ")
+	} else {
+		m.statusErr = "timeline: reserved, active and allocated bytes"
+	}
+	m.refreshWindow()
+}
+
+// setCategoryStack gives the timeline its category bands (or none) for
+// the window's cols columns.
+func (m *Model) setCategoryStack(cols int) {
+	cs, ok := m.o.Source.(categorySource)
+	if !ok || !m.catChart || m.dev < 0 {
+		m.tl.SetStack(nil, nil)
+		return
+	}
+	th := m.th
+	styles := map[category.Category]timeline.Layer{
+		category.Parameter: {Style: &th.Reserved}, category.OptimizerState: {Style: &th.Marker},
+		category.Gradient: {Style: &th.AllocArea}, category.Activation: {Style: &th.Active},
+		category.Temporary: {Style: &th.Dim}, category.Workspace: {Style: &th.HighlightCol},
+		category.Unknown: {Style: &th.Dim},
+	}
+	layers := make([]timeline.Layer, len(catBands))
+	for k, b := range catBands {
+		layers[k] = timeline.Layer{Rune: b.r, Style: styles[b.c].Style}
+	}
+	series := cs.CategorySeries(m.dev, m.win0, m.win1, cols)
+	stack := make([][]int64, len(series))
+	for i := range series {
+		stack[i] = make([]int64, len(catBands))
+		for k, b := range catBands {
+			stack[i][k] = series[i][b.c]
+		}
+	}
+	m.tl.SetStack(stack, layers)
+}
