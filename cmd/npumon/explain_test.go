@@ -48,6 +48,20 @@ func TestHoldersJSON(t *testing.T) {
 	}
 }
 
+// The "(no stack)" group is said what it holds: on the 2026 dump those are
+// the model's parameters, live before memory history was recorded.
+func TestHoldersNoStackNote(t *testing.T) {
+	code, out, _ := captureRun(t, "holders", fixture2026(t), "--at", "peak")
+	if code != 0 || !strings.Contains(out, "(no stack): allocations recorded without a stack") ||
+		!strings.Contains(out, "by category: parameter 997.77 MiB") {
+		t.Errorf("holders: exit %d, no category note for (no stack):\n%s", code, out)
+	}
+	_, out, _ = captureRun(t, "holders", fixture2026(t), "--at", "peak", "--by", "op")
+	if strings.Contains(out, "allocations recorded without a stack") {
+		t.Errorf("--by op has no (no stack) group, yet the note is printed:\n%s", out)
+	}
+}
+
 func TestHoldersErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"holders", leakFile, "--at", "oom:2"},

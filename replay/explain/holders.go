@@ -26,6 +26,9 @@ type Holders struct {
 	AllocatedBytes int64   `json:"allocated_bytes"`
 	Allocations    int     `json:"allocations"`
 	Groups         []Group `json:"groups"`
+	// NoStack says what the "(no stack)" group holds, by category, when
+	// it is shown (text only: the JSON has --by category for that).
+	NoStack []Group `json:"-"`
 }
 
 // Device is one device of a capture, prepared for questions.
@@ -139,7 +142,29 @@ func (d *Device) Holders(spec string, g *Grouper, top int) (*Holders, error) {
 	if top > 0 && len(h.Groups) > top {
 		h.Groups = h.Groups[:top]
 	}
+	h.NoStack = d.noStackCategories(g, h.Groups, live, h.ActiveBytes)
 	return h, nil
+}
+
+// noStackCategories breaks the "(no stack)" group among groups down by
+// memory category. Allocations without a stack are mostly made before
+// memory history was recorded — parameters, as a rule — and the label
+// alone answers nothing.
+func (d *Device) noStackCategories(g *Grouper, groups []Group, live []Alloc, total int64) []Group {
+	if g.By != ByCallsite && g.By != ByStack {
+		return nil
+	}
+	if !slices.ContainsFunc(groups, func(gr Group) bool { return gr.Key == NoStackKey }) {
+		return nil
+	}
+	var bare []Alloc
+	for i := range live {
+		if g.Key(&live[i]) == NoStackKey {
+			bare = append(bare, live[i])
+		}
+	}
+	cg := d.Grouper(ByCategory)
+	return cg.Group(bare, total)
 }
 
 // Diff is `npumon diff --json`: group by group, what changed between two

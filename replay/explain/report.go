@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +48,18 @@ func (h *Holders) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%.1f%%\t%d\t%s\t%s\t%s\n", bytesize.Torch(g.Bytes), 100*g.Share, g.Count,
 			bytesize.Torch(g.LargestBytes), oldestText(g), g.Key)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(h.NoStack) > 0 {
+		parts := make([]string, len(h.NoStack))
+		for i, c := range h.NoStack {
+			parts[i] = c.Key + " " + bytesize.Torch(c.Bytes)
+		}
+		fmt.Fprintf(w, "\n%s: allocations recorded without a stack (most were made before memory history was recorded); by category: %s\n",
+			NoStackKey, strings.Join(parts, ", "))
+	}
+	return nil
 }
 
 // WriteText prints the diff as a table.
