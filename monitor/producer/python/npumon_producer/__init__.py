@@ -734,6 +734,7 @@ class Producer:
             self._serving.set()
             last_hb = time.monotonic()
             self._since = time.monotonic()
+            self._cost_mark = self.cost_s  # the first state's cost is paid once: it stretches nothing
             while not self._stop.wait(self._next_wait()):
                 try:
                     with self._mu:
