@@ -44,10 +44,27 @@ func ListenAddr(s string) (addr string, exposed bool, err error) {
 	return net.JoinHostPort(host, port), ip == nil || !ip.IsLoopback(), nil
 }
 
+// The /metrics server's limits (docs/metrics.md, Limits). They are its
+// own: the wire listener in the same process has separate ones.
+const (
+	// MaxConns caps the connections held; at the cap the longest idle
+	// one is closed to make room.
+	MaxConns = 64
+	// MaxInFlight caps scrapes served at once; one more gets a 503.
+	MaxInFlight = 4
+	// IdleTimeout closes a keep-alive connection with no request.
+	IdleTimeout = 30 * time.Second
+	// ReadTimeout bounds reading a request (headers: ReadHeaderTimeout).
+	ReadTimeout = 10 * time.Second
+	// WriteTimeout bounds a response, so a client that never reads is
+	// dropped (the scrape itself times out at 10 s).
+	WriteTimeout = 15 * time.Second
+)
+
 // Server serves /metrics for a Collector.
 type Server struct {
 	srv *http.Server
-	ln  net.Listener
+	ln  *limitListener
 	err chan error
 }
 
@@ -58,15 +75,17 @@ func Serve(addr string, c *Collector) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	tl, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	ln := newLimitListener(tl, MaxConns)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorHandling:     promhttp.ContinueOnError,
-		EnableOpenMetrics: true,
-		Timeout:           10 * time.Second,
+		ErrorHandling:       promhttp.ContinueOnError,
+		EnableOpenMetrics:   true,
+		Timeout:             10 * time.Second,
+		MaxRequestsInFlight: MaxInFlight,
 	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
@@ -75,7 +94,9 @@ func Serve(addr string, c *Collector) (*Server, error) {
 		}
 		fmt.Fprintln(w, "npumon: metrics at /metrics")
 	})
-	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, err: make(chan error, 1)}
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: ReadTimeout,
+		WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: 64 << 10, ConnState: ln.connState},
+		ln: ln, err: make(chan error, 1)}
 	go func() {
 		defer crash.Recover()
 		err := s.srv.Serve(ln)

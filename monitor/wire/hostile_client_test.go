@@ -337,3 +337,29 @@ func TestListenWarnsOffLoopback(t *testing.T) {
 		t.Fatalf("no warning for 0.0.0.0: %v", log.lines)
 	}
 }
+
+// TestCloseDoesNotWaitForStuckClients: clients stuck in a write for
+// longer than closeGrace when Close begins are closed at once, instead of
+// holding the exit for another grace (sim's SIGTERM took 1–3 s with 16).
+func TestCloseDoesNotWaitForStuckClients(t *testing.T) {
+	path := wiretest.ShortSock(t)
+	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, Logf: func(string, ...any) {}, SocketBuffer: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuckClients(t, path, 16)
+	poll.Until(t, "16 clients", func() bool { return srv.Stats().Clients == 16 })
+	ents := testEntries(1000, 7)
+	for range 200 { // far more than the sockets hold: every writer blocks
+		srv.Publish(0, ents)
+	}
+	time.Sleep(closeGrace + 300*time.Millisecond) // stuck longer than the grace, well within WriteTimeout
+	if n := srv.Stats().Clients; n != 16 {
+		t.Fatalf("%d clients before Close, want 16", n)
+	}
+	start := time.Now()
+	srv.Close()
+	if d := time.Since(start); d >= closeGrace*7/10 { // it used to wait the whole grace
+		t.Fatalf("Close took %v with 16 clients stuck for longer than closeGrace", d)
+	}
+}

@@ -374,11 +374,14 @@ func Serve(ln net.Listener, opts ServerOptions) *Server {
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // closeGrace bounds Close: clients get this long to take their BYE; then
-// their connections are closed under them.
+// their connections are closed under them. A client already stuck in one
+// write for that long when Close begins has had its grace: it is closed
+// at once (a client that stopped reading would only hold the exit up).
 const closeGrace = time.Second
 
 // Close stops accepting, says BYE to clients and closes their connections.
-// It returns within about 1.5 s however the clients behave.
+// It returns within about 1.5 s however the clients behave; at once when
+// the only ones left have taken nothing for closeGrace.
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
@@ -395,7 +398,12 @@ func (s *Server) Close() error {
 		}
 		err = s.ln.Close()
 		s.pubMu.Lock()
+		stuckSince := time.Now().Add(-closeGrace).UnixNano()
 		for c := range s.clients {
+			if w := c.writingSince.Load(); w != 0 && w <= stuckSince {
+				c.conn.Close() // its write fails now: nothing of the BYE would get through
+				continue
+			}
 			c.conn.SetWriteDeadline(by)
 			c.wakeUp()
 		}
@@ -637,6 +645,9 @@ type serverClient struct {
 	lastDropLog time.Time
 	loggedDrops uint64
 	idle        bool // took everything there was: Publish wakes it
+
+	// writingSince is when the write in progress began (UnixNano; 0: none)
+	writingSince atomic.Int64
 
 	// writer goroutine only
 	joined map[int]uint64 // the sequence numbers when it was registered: the queue holds what follows
@@ -953,7 +964,9 @@ func (s *Server) write(c *serverClient, e *enc, force bool) error {
 		dl = time.Unix(0, by)
 	}
 	c.conn.SetWriteDeadline(dl)
+	c.writingSince.Store(time.Now().UnixNano())
 	_, err := c.conn.Write(e.b)
+	c.writingSince.Store(0)
 	if cap(e.b) > 4*s.opts.ClientBuffer {
 		e.b = nil
 	} else {

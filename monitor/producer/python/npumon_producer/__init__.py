@@ -26,12 +26,15 @@ Environment (each overrides the default; start()'s arguments override them):
   NPUMON_PRODUCER_QUEUE        per-client queue bound, in trace entries
   NPUMON_PRODUCER_STACKS       python (default), all, or none (no Python stacks)
   NPUMON_PRODUCER_SNDBUF       kernel send buffer per client, bytes (default: the system's)
+  NPUMON_PRODUCER_MAX_CLIENTS  clients served at once (default 16; one more gets a BYE)
+  NPUMON_PRODUCER_BUDGET       share of the job's wall time the producer may cost (default 0.01)
 """
 
 import atexit
 import collections
 import os
 import platform
+import select
 import socket
 import stat
 import sys
@@ -49,6 +52,10 @@ HEARTBEAT_S = 1.0
 RESYNC_S = 1.0
 ANCHOR = 32  # trace entries that identify where the previous poll's trace ended
 MAX_FRAME_ENTRIES = 32768
+MAX_CLIENTS = 16  # the Go server's MaxClients
+WRITE_TIMEOUT_S = 5.0  # the Go server's WriteTimeout: a client that takes no data this long is dropped
+ACCEPT_RATE = 20.0  # connections taken per second at most (burst MAX_CLIENTS): a storm waits in the backlog
+DEFAULT_BUDGET = 0.01  # share of the job's wall time the producer (polls and joins) may cost
 
 _lock = threading.Lock()
 _producer = None
@@ -489,6 +496,8 @@ class _Client:
     def _run(self):
         sock = self.sock
         try:
+            # sendall's timeout bounds the whole write (Python >= 3.5)
+            sock.settimeout(self.p.write_timeout)
             while True:
                 with self.cv:
                     while not self.q and not self.closed and not (self.lagging and self._may_resync()):
@@ -508,6 +517,9 @@ class _Client:
                     return
                 if closed and not items:
                     return
+        except socket.timeout:
+            self.p.stalled += 1
+            self.p._error("client", RuntimeError("disconnected: it took no data for %gs" % self.p.write_timeout))
         except Exception:
             pass
         finally:
@@ -525,7 +537,7 @@ class Producer:
     """One process's producer. Use start() / stop(); the methods never raise."""
 
     def __init__(self, interval=None, max_entries=None, address=None, backend=None, record=True,
-                 queue_entries=None, stacks=None):
+                 queue_entries=None, stacks=None, max_clients=None, budget=None):
         env = os.environ.get
         self.interval = _duration(interval if interval is not None else env("NPUMON_PRODUCER_INTERVAL", DEFAULT_INTERVAL))
         if self.interval <= 0:
@@ -536,6 +548,14 @@ class Producer:
         self.record = record
         self.queue = int(queue_entries if queue_entries is not None else env("NPUMON_PRODUCER_QUEUE", DEFAULT_QUEUE))
         self.stack_mode = stacks or env("NPUMON_PRODUCER_STACKS", "python")
+        self.max_clients = int(max_clients if max_clients is not None else env("NPUMON_PRODUCER_MAX_CLIENTS", MAX_CLIENTS))
+        if self.max_clients <= 0:
+            self.max_clients = MAX_CLIENTS
+        self.budget = float(budget if budget is not None else env("NPUMON_PRODUCER_BUDGET", DEFAULT_BUDGET))
+        if not 0 < self.budget <= 1:
+            self.budget = DEFAULT_BUDGET
+        self.write_timeout = WRITE_TIMEOUT_S
+        self.accept_rate = ACCEPT_RATE
         self.pid = os.getpid()
         self.start_us = int(time.time() * 1e6)
         self._mu = threading.RLock()
@@ -561,6 +581,14 @@ class Producer:
         self.published = 0
         self.overflows = 0
         self.errors = 0
+        self.refused = 0  # connections refused over max_clients
+        self.stalled = 0  # clients dropped for taking no data within write_timeout
+        self.state_encodes = 0  # joining-client states encoded (at most one per poll: shared)
+        self._state_cache = None  # (bytes, entries) of the state since the last poll
+        self.cost_s = 0.0  # the producer's time on the job's side: polls, _snapshot() and state encodes
+        self._cost_mark = 0.0  # cost_s at the end of the last wait
+        self.cur_interval = self.interval  # the interval stretched to stay within budget
+        self._since = time.monotonic()
 
     # ---- lifecycle ----
 
@@ -705,7 +733,9 @@ class Producer:
             threading.Thread(target=self._accept, args=(ln,), name="npumon-producer-accept", daemon=True).start()
             self._serving.set()
             last_hb = time.monotonic()
-            while not self._stop.wait(self.interval):
+            self._since = time.monotonic()
+            self._cost_mark = self.cost_s  # the first state's cost is paid once: it stretches nothing
+            while not self._stop.wait(self._next_wait()):
                 try:
                     with self._mu:
                         if self._stop.is_set():
@@ -723,6 +753,16 @@ class Producer:
                     self._heartbeat()
         except Exception as e:
             self._error("producer thread", e)
+
+    def _next_wait(self):
+        """The wait before the next poll: the interval, stretched so that
+        what the producer cost since the last wait (polls, _snapshot(),
+        joining clients' states) is at most budget of the time it covers."""
+        spent = self.cost_s - self._cost_mark
+        self._cost_mark = self.cost_s
+        wait = max(self.interval, spent / self.budget - spent)
+        self.cur_interval = wait
+        return wait
 
     def poll(self):
         """Poll now (from any thread); False when not serving yet."""
@@ -760,8 +800,11 @@ class Producer:
             trace = traces[d] if d < len(traces) else []
             self._poll_dev(d, trace, by_dev.get(d, []), stamp, cache)
         self.polls += 1
+        self._state_cache = None  # the state may have moved: the next joiner encodes it once
+        t2 = time.perf_counter()
         self.poll_s += t1 - t0
-        self.work_s += time.perf_counter() - t1
+        self.work_s += t2 - t1
+        self.cost_s += t2 - t0
         return snap
 
     def _broadcast(self, data, entries=0, device=None, first=0, droppable=True):
@@ -788,10 +831,12 @@ class Producer:
         dev.seq += len(entries)
         self.published += len(entries)
         self._broadcast(data, len(entries), dev.dev, first)
+        self._state_cache = None
         dev.buffer.append((first, len(entries), data))
         dev.buffered += len(entries)
 
     def _seal(self, dev, segs, resume):
+        self._state_cache = None
         dev.sealed = (segs, resume)
         while dev.buffer and dev.buffer[0][0] < resume:
             _, n, _ = dev.buffer.popleft()
@@ -907,13 +952,39 @@ class Producer:
         return ln
 
     def _accept(self, ln):
+        threading.Thread(target=self._watch, name="npumon-producer-watch", daemon=True).start()
+        full = bytearray()
+        wire.bye(full, "too many clients (%d); try again later" % self.max_clients)
+        full = bytes(full)
+        tokens, last = float(self.max_clients), time.monotonic()
         while not self._stop.is_set():
+            # a token bucket: a connection storm waits in the listen backlog
+            # (then is refused by the kernel), it does not take the job's time
+            now = time.monotonic()
+            tokens = min(float(self.max_clients), tokens + (now - last) * self.accept_rate)
+            last = now
+            if tokens < 1:
+                time.sleep((1 - tokens) / self.accept_rate)
+                continue
             try:
                 conn, _ = ln.accept()
             except Exception:
                 if self._stop.is_set() or self._listener is None:
                     return
                 time.sleep(0.05)
+                continue
+            tokens -= 1
+            if len(self._clients) >= self.max_clients:
+                self.refused += 1
+                try:
+                    conn.setblocking(False)
+                    conn.send(full)  # best effort: it fits any empty send buffer
+                except Exception:
+                    pass
+                try:
+                    conn.close()
+                except Exception:
+                    pass
                 continue
             try:
                 self._join(conn)
@@ -926,13 +997,29 @@ class Producer:
 
     def _hello(self):
         b = bytearray()
-        clock = "poll:%dus" % int(round(self.interval * 1e6)) if self._time_base == wire.TIME_POLL_US else "realtime"
+        # the resolution is the interval as the budget has stretched it
+        clock = "poll:%dus" % int(round(self.cur_interval * 1e6)) if self._time_base == wire.TIME_POLL_US else "realtime"
         wire.hello(b, self.pid, platform.node(), self.start_us, int(time.time() * 1e6), clock, self._time_base,
                    self._devinfo, self._settings)
         return b
 
     def _state(self, b, cache):
-        """STACKS, SNAPSHOT and the entries since it, for a joining client."""
+        """STACKS, SNAPSHOT and the entries since it, for a joining client:
+        encoded once per poll and shared by every client that joins (or
+        resyncs) before the next, so a reconnect storm costs the job one
+        encoding per poll, not one per connection."""
+        if self._state_cache is None:
+            t0 = time.perf_counter()
+            sb = bytearray()
+            n = self._encode_state(sb, cache)
+            self._state_cache = (bytes(sb), n)
+            self.state_encodes += 1
+            self.cost_s += time.perf_counter() - t0
+        data, n = self._state_cache
+        b += data
+        return n
+
+    def _encode_state(self, b, cache):
         segs, resume = [], {}
         for d in sorted(self._devs):
             dev = self._devs[d]
@@ -969,19 +1056,36 @@ class Producer:
             # daemon threads) before they have sent what they hold and BYE
             c.thread.start()
             self._clients.append(c)
-        # a client never sends anything: bytes or EOF end its session
-        threading.Thread(target=self._watch, args=(c,), name="npumon-producer-watch", daemon=True).start()
 
-    def _watch(self, c):
-        try:
-            c.sock.recv(1)
-        except Exception:
-            pass
-        c.close()
-        try:
-            c.sock.shutdown(socket.SHUT_RDWR)
-        except Exception:
-            pass
+    def _watch(self):
+        """One thread for every client (threads stay bounded): a client
+        never sends anything, so bytes or EOF end its session."""
+        while not self._stop.is_set():
+            clients = [c for c in list(self._clients) if not c.closed]
+            if not clients:
+                self._stop.wait(0.1)
+                continue
+            try:
+                # poll, not select: a job's descriptors may be past FD_SETSIZE
+                pl = select.poll()
+                by_fd = {}
+                for c in clients:
+                    fd = c.sock.fileno()
+                    if fd >= 0:
+                        by_fd[fd] = c
+                        pl.register(fd, select.POLLIN)
+                ready = pl.poll(100)
+            except (OSError, ValueError):  # a socket closed under us: look again
+                self._stop.wait(0.01)
+                continue
+            for fd, _ in ready:
+                c = by_fd.get(fd)
+                if c is not None:
+                    c.close()
+                    try:
+                        c.sock.shutdown(socket.SHUT_RDWR)
+                    except Exception:
+                        pass
 
     def _drop_client(self, c):
         with self._mu:
@@ -1005,12 +1109,17 @@ class Producer:
             return bytes(b)
 
     def stats(self):
+        wall = max(time.monotonic() - self._since, 1e-9)
         return {"polls": self.polls, "snapshot_s": self.poll_s, "work_s": self.work_s, "published": self.published,
                 "overflows": self.overflows, "clients": len(self._clients), "errors": self.errors,
-                "serving": self._serving.is_set(), "socket": self._path}
+                "serving": self._serving.is_set(), "socket": self._path,
+                "refused": self.refused, "stalled": self.stalled, "state_encodes": self.state_encodes,
+                "budget": self.budget, "cost_s": self.cost_s, "cost_share": self.cost_s / wall,
+                "interval_s": self.cur_interval}
 
 
-def start(interval=None, max_entries=None, address=None, backend=None, record=True, queue_entries=None, stacks=None):
+def start(interval=None, max_entries=None, address=None, backend=None, record=True, queue_entries=None, stacks=None,
+          max_clients=None, budget=None):
     """Start serving this process's allocator trace; returns the Producer, or
     None when it could not start (the reason goes to stderr). Never raises.
     The first call wins; later calls return the running producer."""
@@ -1019,7 +1128,7 @@ def start(interval=None, max_entries=None, address=None, backend=None, record=Tr
         with _lock:
             if _producer is not None:
                 return _producer
-            p = Producer(interval, max_entries, address, backend, record, queue_entries, stacks)
+            p = Producer(interval, max_entries, address, backend, record, queue_entries, stacks, max_clients, budget)
             p.start()
             _producer = p
             atexit.register(stop)

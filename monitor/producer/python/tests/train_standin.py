@@ -68,11 +68,14 @@ def main():
     if a.clients:
         wait(lambda: st().get("clients", 0) >= a.clients, 60, "clients")
         say(clients=st().get("clients"))
+    work = 0.0  # the steps' own time (sleeps left out): what a neighbour could slow
     for d in range(alloc.ndev):
         total = alloc.remaining(d)
         step = max(1, -(-total // max(1, a.steps)))
         while alloc.remaining(d) > 0:
+            t0 = time.perf_counter()
             alloc.advance(step, d)
+            work += time.perf_counter() - t0
             if a.manual:
                 npumon_producer.poll()
             else:
@@ -89,7 +92,7 @@ def main():
         with open(a.dump + ".tmp", "wb") as f:
             pickle.dump(alloc.last, f, protocol=4)
         os.replace(a.dump + ".tmp", a.dump)
-    say(done=True, snapshots=alloc.calls, workspace=[len(w) for w in alloc.workspace], stats=prod.stats())
+    say(done=True, step_work_s=work, snapshots=alloc.calls, workspace=[len(w) for w in alloc.workspace], stats=prod.stats())
 
 
 if __name__ == "__main__":
