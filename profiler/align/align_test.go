@@ -1,0 +1,204 @@
+package align_test
+
+import (
+	"context"
+	"math/rand"
+	"testing"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/profiler/align"
+	"github.com/npumon/npumon/replay"
+)
+
+// demoRun is an OOM run of npumon's demo written as a job writes it: the
+// snapshot pickle (whose times are the truth) and its profiler runs.
+type demoRun struct {
+	snap  *snapshot.Snapshot
+	truth [][]int64
+	runs  []*profiler.Data
+}
+
+func newDemo(t *testing.T) *demoRun {
+	t.Helper()
+	dir := t.TempDir()
+	w, err := workload.New(workload.Config{Scenario: workload.OOM, OnOOM: workload.Stop, Seed: 3, Steps: 40,
+		DeviceMem: 16 << 30, Out: dir, SnapshotEvery: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Run(context.Background()) // Stop ends with the OOM error
+	files := w.Files()
+	if len(files) == 0 {
+		t.Fatal("no snapshot written")
+	}
+	c, err := replay.DecodeFile(files[len(files)-1], replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &demoRun{snap: c.Snapshot}
+	for _, tr := range d.snap.DeviceTraces {
+		ts := make([]int64, len(tr))
+		for i := range tr {
+			ts[i], tr[i].TimeUS = tr[i].TimeUS, 0 // the torch_npu flavour: no time_us
+		}
+		d.truth = append(d.truth, ts)
+	}
+	for _, p := range w.ProfilerDirs() {
+		pd, err := profiler.ReadDir(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.runs = append(d.runs, pd)
+	}
+	if len(d.runs) == 0 {
+		t.Fatal("no profiler runs")
+	}
+	return d
+}
+
+func runsOf(ds []*profiler.Data) []align.Run {
+	var out []align.Run
+	for _, d := range ds {
+		out = append(out, align.Run{Data: d})
+	}
+	return out
+}
+
+// check compares the recovered times with the truth: every exact time
+// within the profiler clock's resolution (1 µs), every other one no later
+// than its truth. It returns the share of the events inside the profiler
+// windows that were matched.
+func check(t *testing.T, d *demoRun, res align.Result, from string) float64 {
+	t.Helper()
+	share, wrong := checkWrong(t, d, res, from)
+	if wrong > 0 {
+		t.Fatalf("%d entries matched to the wrong record", wrong)
+	}
+	return share
+}
+
+// checkWrong is check counting the matched entries whose time is off
+// instead of failing on them.
+func checkWrong(t *testing.T, d *demoRun, res align.Result, from string) (float64, int) {
+	t.Helper()
+	wrong := 0
+	dv := res.Device(0)
+	if dv == nil || dv.Source != align.SourceRecovered || dv.From != from {
+		t.Fatalf("device 0: %+v, refused %v", dv, res.Refused)
+	}
+	tr, truth := d.snap.DeviceTraces[0], d.truth[0]
+	lo, hi := windowOf(d.runs)
+	inWin, matchedIn := 0, 0
+	for i := range tr {
+		got, want := tr[i].TimeUS, truth[i]
+		if dv.Exact[i] {
+			if got < want-1 || got > want+1 {
+				wrong++
+				if wrong == 1 {
+					t.Logf("entry %d (%v): recovered %d, truth %d", i, tr[i].Action, got, want)
+				}
+			}
+		} else if got > want && wrong == 0 {
+			t.Fatalf("entry %d (%v): lower bound %d after the truth %d", i, tr[i].Action, got, want)
+		}
+		if i > 0 && got < tr[i-1].TimeUS && wrong == 0 {
+			t.Fatalf("entry %d: time %d before entry %d's %d", i, got, i-1, tr[i-1].TimeUS)
+		}
+		if isEvent(tr[i].Action) && inside(want, lo, hi) {
+			inWin++
+			if dv.Exact[i] {
+				matchedIn++
+			}
+		}
+	}
+	if inWin == 0 {
+		t.Fatal("no event inside the profiler windows")
+	}
+	return float64(matchedIn) / float64(inWin), wrong
+}
+
+func isEvent(a snapshot.Action) bool {
+	_, _, ok := profiler.MemoryKindOf(a, 0)
+	return ok
+}
+
+// windowOf is each run's span of memory records, in µs.
+func windowOf(runs []*profiler.Data) (lo, hi []int64) {
+	for _, r := range runs {
+		if len(r.Memory) == 0 {
+			continue
+		}
+		lo = append(lo, r.Memory[0].TimeUS())
+		hi = append(hi, r.Memory[len(r.Memory)-1].TimeUS())
+	}
+	return
+}
+
+func inside(t int64, lo, hi []int64) bool {
+	for k := range lo {
+		if t >= lo[k] && t <= hi[k] {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRecoverFramework(t *testing.T) {
+	d := newDemo(t)
+	res := align.Recover(d.snap, runsOf(d.runs), align.Options{})
+	share := check(t, d, res, align.FromFramework)
+	dv := res.Device(0)
+	t.Logf("framework: %d of %d events matched over the whole trace (%.3f), %.4f of those inside the %d runs' windows",
+		dv.Matched, dv.Events, dv.Share(), share, len(d.runs))
+	if share < 0.99 {
+		t.Errorf("matched share inside the windows %.4f < 0.99", share)
+	}
+	if len(res.Refused) != 0 {
+		t.Errorf("refused %v", res.Refused)
+	}
+}
+
+func TestRecoverMissingRecords(t *testing.T) {
+	d := newDemo(t)
+	rng := rand.New(rand.NewSource(1))
+	for _, r := range d.runs { // the ring lost 2 % of the records
+		kept := r.Memory[:0]
+		for _, m := range r.Memory {
+			if rng.Intn(50) != 0 {
+				kept = append(kept, m)
+			}
+		}
+		r.Memory = kept
+	}
+	res := align.Recover(d.snap, runsOf(d.runs), align.Options{})
+	share, wrong := checkWrong(t, d, res, align.FromFramework)
+	dv := res.Device(0)
+	t.Logf("2 %% of records lost: %.4f matched inside the windows, %d of %d matched to the wrong record", share, wrong, dv.Matched)
+	if share < 0.95 || float64(wrong) > 0.01*float64(dv.Matched) {
+		t.Errorf("share %.4f, %d wrong", share, wrong)
+	}
+}
+
+func TestRecoverOperatorMemory(t *testing.T) {
+	d := newDemo(t)
+	for _, r := range d.runs {
+		r.Memory = nil
+		if len(r.OpMemory) == 0 {
+			t.Skip("the demo's runs write no operator_memory rows")
+		}
+	}
+	res := align.Recover(d.snap, runsOf(d.runs), align.Options{})
+	share := check(t, d, res, align.FromOperatorMemory)
+	t.Logf("operator_memory only: %.4f matched inside the windows", share)
+}
+
+func TestRefuseOtherProcess(t *testing.T) {
+	d := newDemo(t)
+	res := align.Recover(d.snap, []align.Run{{Data: d.runs[0], PID: 4242}}, align.Options{PID: 17})
+	if len(res.Refused) != 1 || res.Device(0).Source != align.SourceNone {
+		t.Fatalf("refused %v, device %+v", res.Refused, res.Device(0))
+	}
+	t.Log(res.Refused[0])
+}
