@@ -256,9 +256,13 @@ func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
 				if r.Device != dev || r.Size <= 0 || r.AllocNS == 0 {
 					continue
 				}
-				all = append(all, ev{event{kind: profiler.MemoryMalloc, size: r.Size, t: r.AllocNS}, k})
+				// absent totals are -1; the release totals are those after
+				// the release (FREE)
+				all = append(all, ev{event{kind: profiler.MemoryMalloc, size: r.Size, t: r.AllocNS,
+					total: r.AllocAllocated, active: r.AllocActive, hasTotal: r.AllocAllocated >= 0, hasActive: r.AllocActive >= 0}, k})
 				if r.ReleaseNS != 0 {
-					all = append(all, ev{event{kind: profiler.MemoryFree, size: r.Size, t: r.ReleaseNS}, k})
+					all = append(all, ev{event{kind: profiler.MemoryFree, size: r.Size, t: r.ReleaseNS,
+						total: r.RelAllocated, hasTotal: r.RelAllocated >= 0}, k})
 				}
 				if r.ActiveReleaseNS != 0 {
 					all = append(all, ev{event{kind: profiler.MemoryBlockFree, size: r.Size, t: r.ActiveReleaseNS}, k})
@@ -276,14 +280,19 @@ func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
 				}
 				if prev != nil {
 					da, dact := m.Allocated-prev.Allocated, m.Active-prev.Active
+					e := event{t: m.TimeNS, total: m.Allocated, active: m.Active, hasTotal: true, hasActive: m.HasActive}
 					switch {
 					case da > 0:
-						all = append(all, ev{event{kind: profiler.MemoryMalloc, size: da, t: m.TimeNS}, k})
+						e.kind, e.size = profiler.MemoryMalloc, da
 					case da < 0:
-						all = append(all, ev{event{kind: profiler.MemoryFree, size: -da, t: m.TimeNS}, k})
+						e.kind, e.size = profiler.MemoryFree, -da
 					case m.HasActive && dact < 0:
-						all = append(all, ev{event{kind: profiler.MemoryBlockFree, size: -dact, t: m.TimeNS}, k})
+						e.kind, e.size = profiler.MemoryBlockFree, -dact
+					default:
+						prev = m
+						continue
 					}
+					all = append(all, ev{e, k})
 				}
 				prev = m
 			}

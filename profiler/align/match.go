@@ -104,13 +104,14 @@ func allocatedAfter(s *snapshot.Snapshot, dev int, tr []snapshot.TraceEntry) [][
 
 // near reports whether the bytes a trace implies (t) can be a record's
 // total (r).
-func near(t, r int64) bool { return abs(t-r) <= totalSlack+r/100 }
+func near(t, r int64) bool { return abs(t-r) <= totalSlack+r/1000 }
 
 // fits reports whether a record of size rs can be of an entry of size es:
 // the same, or the entry's request rounded up to a block (never more than
 // doubled, plus the 32-byte pad and the 512-byte minimum).
+// Sizes from MB/KB text may be a few bytes short.
 func fits(es, rs int64) bool {
-	return rs == es || (rs > es && rs <= 2*es+1024)
+	return rs == es || (rs >= es-64 && rs <= 2*es+1024)
 }
 
 // match aligns trace tr with recs and writes each matched entry's record
