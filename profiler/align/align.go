@@ -43,7 +43,8 @@ type Device struct {
 	Events, Matched int
 	// Exact[i] tells whether entry i's TimeUS is its own recovered time;
 	// otherwise TimeUS is the lower bound of the interval it lies in (see
-	// Interval). nil unless Source is SourceRecovered.
+	// Snapshot.TimeInterval). nil unless Source is SourceRecovered; the snapshot's
+	// TimeExact row of the device is the same slice.
 	Exact []bool
 }
 
@@ -57,26 +58,6 @@ func (d *Device) Share() float64 {
 		return 0
 	}
 	return float64(d.Matched) / float64(d.Events)
-}
-
-// Interval returns the epoch µs between which entry i of trace tr lies:
-// its own time twice when exact, else the times of the nearest exact
-// entries before and after it (0 where there is none: before the first or
-// after the last matched entry).
-func (d *Device) Interval(tr []snapshot.TraceEntry, i int) (lo, hi int64) {
-	if d.Exact == nil || i < 0 || i >= len(tr) {
-		return 0, 0
-	}
-	if d.Exact[i] {
-		return tr[i].TimeUS, tr[i].TimeUS
-	}
-	lo = tr[i].TimeUS // the lower bound Recover stored
-	for j := i + 1; j < len(tr); j++ {
-		if d.Exact[j] {
-			return lo, tr[j].TimeUS
-		}
-	}
-	return lo, 0
 }
 
 // Run is one profiler run offered to Recover.
@@ -166,6 +147,10 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 			}
 			d.Source, d.From, d.Matched = SourceRecovered, from, m
 			d.Exact = make([]bool, len(tr))
+			for len(s.TimeExact) <= dev {
+				s.TimeExact = append(s.TimeExact, nil)
+			}
+			s.TimeExact[dev] = d.Exact
 			var last int64
 			for i := range tr {
 				if times[i] != 0 {

@@ -2,6 +2,7 @@ package align_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -12,25 +13,27 @@ import (
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/explain"
 )
 
 // demoRun is an OOM run of npumon's demo written as a job writes it: the
 // snapshot pickle (whose times are the truth) and its profiler runs.
 type demoRun struct {
+	capt  *replay.Capture
 	snap  *snapshot.Snapshot
 	truth [][]int64
 	runs  []*profiler.Data
 }
 
-func newDemo(t *testing.T) *demoRun { return newDemoFrom(t, false) }
+func newDemo(t *testing.T) *demoRun { return newDemoFrom(t, false, nil) }
 
 // newDemoFrom is newDemo; with analysed the runs' FRAMEWORK directories
 // are removed first, so what is read is the analysed CSV output.
-func newDemoFrom(t *testing.T, analysed bool) *demoRun {
+func newDemoFrom(t *testing.T, analysed bool, sched *profiler.Schedule) *demoRun {
 	t.Helper()
 	dir := t.TempDir()
 	w, err := workload.New(workload.Config{Scenario: workload.OOM, OnOOM: workload.Stop, Seed: 3, Steps: 40,
-		DeviceMem: 16 << 30, Out: dir, SnapshotEvery: 0})
+		DeviceMem: 16 << 30, Out: dir, SnapshotEvery: 0, Profile: sched})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +46,7 @@ func newDemoFrom(t *testing.T, analysed bool) *demoRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &demoRun{snap: c.Snapshot}
+	d := &demoRun{capt: c, snap: c.Snapshot}
 	for _, tr := range d.snap.DeviceTraces {
 		ts := make([]int64, len(tr))
 		for i := range tr {
@@ -200,7 +203,7 @@ func TestRecoverMissingRecords(t *testing.T) {
 }
 
 func TestRecoverOperatorMemory(t *testing.T) {
-	d := newDemoFrom(t, true)
+	d := newDemoFrom(t, true, nil)
 	for _, r := range d.runs {
 		r.Memory = nil // operator_memory.csv alone
 	}
@@ -213,7 +216,7 @@ func TestRecoverOperatorMemory(t *testing.T) {
 }
 
 func TestRecoverMemoryRecord(t *testing.T) {
-	d := newDemoFrom(t, true)
+	d := newDemoFrom(t, true, nil)
 	for _, r := range d.runs {
 		r.OpMemory = nil // memory_record.csv alone
 	}
@@ -234,4 +237,72 @@ func TestRefuseOtherProcess(t *testing.T) {
 		t.Fatalf("refused %v, device %+v", res.Refused, res.Device(0))
 	}
 	t.Log(res.Refused[0])
+}
+
+// TestRecoverOOMOp: with a profiler run over the whole job, ≥ 99 % of the
+// trace's events get their time and the OOM is attributed to the op the
+// timed trace attributes it to.
+func TestRecoverOOMOp(t *testing.T) {
+	d := newDemoFrom(t, false, &profiler.Schedule{Active: 1000})
+	var ops []explain.Op
+	for _, r := range d.runs {
+		for _, o := range r.Ops {
+			if o.Timed() {
+				ops = append(ops, explain.Op{Name: o.Name, StartUS: o.StartUS(), EndUS: o.EndUS(), IsStep: o.IsStep, Step: o.Step})
+			}
+		}
+	}
+	oomOp := func() (string, int) {
+		dv, err := explain.NewDevice(d.capt, 0, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, err := explain.Explain(context.Background(), d.capt, explain.Options{Ops: ops, NoWhatIf: true, MaxOOMs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = dv
+		if len(ex.Devices) == 0 || len(ex.Devices[0].OOMs) == 0 || ex.Devices[0].OOMs[0].Kind != "oom" {
+			t.Fatalf("no oom explained: %+v", ex.Devices)
+		}
+		o := ex.Devices[0].OOMs[0]
+		return fmt.Sprint(o.Op), o.Index
+	}
+	tr := d.snap.DeviceTraces[0]
+	saved := append([]snapshot.TraceEntry(nil), tr...)
+	for i := range tr {
+		tr[i].TimeUS = d.truth[0][i]
+	}
+	liveOp, liveIdx := oomOp()
+	copy(tr, saved)
+	res := align.Recover(d.snap, runsOf(d.runs), align.Options{})
+	dv := res.Device(0)
+	share := check(t, d, res, align.FromFramework)
+	gotOp, gotIdx := oomOp()
+	t.Logf("whole job profiled: %d of %d events matched (%.4f); the OOM (entry %d) in %s", dv.Matched, dv.Events, dv.Share(), gotIdx, gotOp)
+	if dv.Share() < 0.99 || share < 0.99 {
+		t.Errorf("share %.4f (%.4f inside the window)", dv.Share(), share)
+	}
+	if gotIdx != liveIdx || liveOp == "" {
+		t.Fatalf("OOM at entry %d in op %q; with the true times entry %d in %q", gotIdx, gotOp, liveIdx, liveOp)
+	}
+	// The OOM is no profiler event: its time is the interval between the
+	// matched entries around it, and the op of the true time is one of the
+	// ops that interval meets.
+	lo, hi := d.snap.TimeInterval(0, gotIdx)
+	if hi == 0 {
+		hi = 1 << 62
+	}
+	found := false
+	for _, o := range ops {
+		if !o.IsStep && o.Name == liveOp && o.StartUS <= hi && o.EndUS >= lo {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("OOM interval [%d, %d] meets no op %q", lo, hi, liveOp)
+	}
+	if gotOp != liveOp {
+		t.Errorf("the OOM's interval [%d, %d] is attributed to %q, the true time to %q", lo, hi, gotOp, liveOp)
+	}
 }
