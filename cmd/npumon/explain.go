@@ -34,7 +34,7 @@ func (gf *groupFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream or size")
 	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the file paths a call site skips")
 	f.IntVar(&gf.device, "device", 0, "device")
-	f.StringArrayVar(&gf.profiler, "profiler", nil, "a torch_npu profiler directory of the same job (repeatable): its ops and ProfilerStep#N steps join the file's own ranges")
+	f.StringArrayVar(&gf.profiler, "profiler", nil, profilerFlagHelp)
 }
 
 // ops reads the ops of the --profiler directories.
@@ -81,6 +81,9 @@ func (gf *groupFlags) openDevice(path string) (*explain.Device, error) {
 	}
 	c, err := replay.DecodeFile(path, replay.Options{})
 	if err != nil {
+		return nil, err
+	}
+	if _, err := recoverTimes(c, gf.profiler, os.Stderr); err != nil {
 		return nil, err
 	}
 	dev := gf.device
@@ -255,6 +258,9 @@ func newExplainCmd() *cobra.Command {
 			}
 			capt, err := replay.DecodeFile(args[0], replay.Options{})
 			if err != nil {
+				return err
+			}
+			if _, err := recoverTimes(capt, gf.profiler, c.ErrOrStderr()); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -14,6 +14,7 @@ func init() { subcommands = append(subcommands, newStatsCmd) }
 func newStatsCmd() *cobra.Command {
 	var asJSON bool
 	var device, atIndex int
+	var profDirs []string
 	c := &cobra.Command{
 		Use:   "stats [--json] [--device N] [--at-index I] FILE|DIR",
 		Short: "Summarise a memory snapshot file (or a profiler directory)",
@@ -62,8 +63,22 @@ func newStatsCmd() *cobra.Command {
 			if c.Flags().Changed("at-index") {
 				opts.AtIndex = &atIndex
 			}
-			st, err := replay.StatsFile(path, opts)
-			if err != nil {
+			var st *replay.Stats
+			if len(profDirs) > 0 || opts.AtIndex != nil || len(runsBeside(path)) > 0 {
+				// the whole trace is kept to put times on it
+				capt, err := replay.DecodeFile(path, replay.Options{})
+				if err != nil {
+					return err
+				}
+				res, err := recoverTimes(capt, profDirs, c.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				if st, err = replay.ComputeStats(capt, opts); err != nil {
+					return err
+				}
+				noteRecovered(st, res)
+			} else if st, err = replay.StatsFile(path, opts); err != nil {
 				return err
 			}
 			if asJSON {
@@ -75,5 +90,6 @@ func newStatsCmd() *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
 	c.Flags().IntVar(&device, "device", 0, "only this device")
 	c.Flags().IntVar(&atIndex, "at-index", 0, "describe the state right after trace entry I (0-based, -1 = start)")
+	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	return c
 }

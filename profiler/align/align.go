@@ -16,13 +16,15 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
 )
 
-// Time sources of a device (stats --json time_source).
+// Time sources of a device (stats --json time_source, the words of
+// replay's stats).
 const (
-	SourceTrace     = "trace"     // the snapshot's own time_us
-	SourceRecovered = "recovered" // recovered here from a profiler run
-	SourceNone      = "none"      // no times
+	SourceTrace     = replay.TimeSourceTrace     // the snapshot's own time_us
+	SourceRecovered = replay.TimeSourceRecovered // recovered here from a profiler run
+	SourceNone      = replay.TimeSourceNone      // no times
 )
 
 // What times were recovered from (time_recovered_from), best first.
