@@ -58,10 +58,11 @@ type tev struct {
 	idx  int // index in the trace
 }
 
-type key struct {
-	kind uint8
-	addr uint64
-}
+// key is a kind and an address in one word (device addresses are below
+// 2^62), so the map hashes a uint64.
+type key uint64
+
+func keyOf(kind uint8, addr uint64) key { return key(addr<<2 | uint64(kind&3)) }
 
 // allocatedAfter returns, per entry of tr (device dev of s), the
 // allocated and active bytes after it: the final state's allocated blocks, walked back
@@ -118,7 +119,7 @@ func fits(es, rs int64) bool {
 // time into times. It returns the number matched and, per run, how many
 // matches its records gave.
 func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAddr bool, after [][2]int64, times []int64) (int, []int) {
-	var ev []tev
+	ev := make([]tev, 0, len(tr))
 	for i := range tr {
 		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
 		if !ok {
@@ -148,16 +149,44 @@ func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAdd
 		}
 		ev = kept
 	}
-	recPos, evPos := map[key][]int32{}, map[key][]int32{}
+	// per key, the positions of its records and of its trace events
+	ids := map[key]int32{}
+	var recPos, evPos [][]int32
+	id := func(k key) int32 {
+		v, ok := ids[k]
+		if !ok {
+			v = int32(len(recPos))
+			ids[k] = v
+			recPos, evPos = append(recPos, nil), append(evPos, nil)
+		}
+		return v
+	}
+	recID, evID := make([]int32, len(recs)), make([]int32, len(ev))
 	if byAddr {
+		last, lastID := key(0), int32(-1)
 		for j := range recs {
-			k := key{recs[j].kind, recs[j].addr}
-			recPos[k] = append(recPos[k], int32(j))
+			k := keyOf(recs[j].kind, recs[j].addr)
+			if lastID < 0 || k != last {
+				last, lastID = k, id(k)
+			}
+			recID[j] = lastID
+			recPos[lastID] = append(recPos[lastID], int32(j))
 		}
+		lastID = -1
 		for i := range ev {
-			k := key{ev[i].kind, ev[i].addr}
-			evPos[k] = append(evPos[k], int32(i))
+			k := keyOf(ev[i].kind, ev[i].addr)
+			if lastID < 0 || k != last {
+				last, lastID = k, id(k)
+			}
+			evID[i] = lastID
+			evPos[lastID] = append(evPos[lastID], int32(i))
 		}
+	}
+	posOf := func(pos [][]int32, x int32) []int32 {
+		if !byAddr {
+			return nil
+		}
+		return pos[x]
 	}
 	eq := func(i, j int) bool {
 		r := &recs[j]
@@ -254,8 +283,8 @@ func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAdd
 			continue
 		}
 		ii, jj := i, j
-		p := next(recPos[key{ev[ii].kind, ev[ii].addr}], jj, len(recs), func(x int) bool { return eq(ii, x) })
-		q := next(evPos[key{recs[jj].kind, recs[jj].addr}], ii, len(ev), func(x int) bool { return eq(x, jj) })
+		p := next(posOf(recPos, evID[ii]), jj, len(recs), func(x int) bool { return eq(ii, x) })
+		q := next(posOf(evPos, recID[jj]), ii, len(ev), func(x int) bool { return eq(x, jj) })
 		switch {
 		case p < 0 && q < 0:
 			i++
