@@ -37,28 +37,48 @@ func pidIn(re *regexp.Regexp, name string) uint64 {
 // takes the runs beside the snapshot whose names carry the snapshot's
 // process id. Runs it does not use are named on warn, one line each.
 func recoverTimes(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, error) {
+	res, _, err := recoverTimesRuns(c, dirs, warn)
+	return res, err
+}
+
+// recoverTimesRuns is recoverTimes also returning the runs it read.
+func recoverTimesRuns(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, []*profiler.Data, error) {
 	if c.Snapshot.HasTimestamps() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	pid := pidIn(snapshotPIDRe, filepath.Base(c.Path))
 	if len(dirs) == 0 {
 		if dirs = runsBeside(c.Path); len(dirs) == 0 {
-			return nil, nil
+			return nil, nil, nil
 		}
 	}
 	var runs []align.Run
+	var data []*profiler.Data
 	for _, dir := range dirs {
 		d, err := profiler.ReadDir(dir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		runs = append(runs, align.Run{Data: d, PID: pidIn(runPIDRe, filepath.Base(filepath.Clean(dir)))})
+		data = append(data, d)
 	}
 	res := align.Recover(c.Snapshot, runs, align.Options{PID: pid})
 	for _, r := range res.Refused {
 		fmt.Fprintf(warn, "npumon: times not recovered from %s\n", r)
 	}
-	return &res, nil
+	return &res, data, nil
+}
+
+// recoveredNote is the header's line for device dev: "times recovered 97 %".
+func recoveredNote(res *align.Result, dev int) string {
+	if res == nil {
+		return ""
+	}
+	d := res.Device(dev)
+	if d == nil || d.Source != align.SourceRecovered {
+		return ""
+	}
+	return fmt.Sprintf("times recovered %.0f %%", 100*d.Share())
 }
 
 // runsBeside lists the profiler runs in the snapshot's directory whose

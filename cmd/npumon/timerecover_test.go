@@ -80,6 +80,15 @@ func TestTimeRecovery(t *testing.T) {
 			t.Fatalf("%v: %+v", args, d)
 		}
 	}
+	// replay: the trace on the epoch axis, the note says how much
+	var sum struct {
+		TimeBase string `json:"time_base"`
+		Note     string `json:"note"`
+	}
+	runJSON(t, &sum, "replay", "--headless", "1ms", snap)
+	if sum.TimeBase != "epoch_us" || !strings.HasPrefix(sum.Note, "times recovered ") {
+		t.Errorf("replay: %+v", sum)
+	}
 	out := filepath.Join(t.TempDir(), "out.json")
 	if code, _, errOut := captureRun(t, "export", snap, "--to", "json", "-o", out); code != 0 {
 		t.Fatalf("export: %s", errOut)
