@@ -63,22 +63,8 @@ func newStatsCmd() *cobra.Command {
 			if c.Flags().Changed("at-index") {
 				opts.AtIndex = &atIndex
 			}
-			var st *replay.Stats
-			if len(profDirs) > 0 || opts.AtIndex != nil || len(runsBeside(path)) > 0 {
-				// the whole trace is kept to put times on it
-				capt, err := replay.DecodeFile(path, replay.Options{})
-				if err != nil {
-					return err
-				}
-				res, err := recoverTimes(capt, profDirs, c.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				if st, err = replay.ComputeStats(capt, opts); err != nil {
-					return err
-				}
-				noteRecovered(st, res)
-			} else if st, err = replay.StatsFile(path, opts); err != nil {
+			st, err := statsRecovered(path, opts, profDirs, c.ErrOrStderr())
+			if err != nil {
 				return err
 			}
 			if asJSON {

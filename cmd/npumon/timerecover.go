@@ -112,3 +112,26 @@ func noteRecovered(st *replay.Stats, res *align.Result) {
 		ds.TimeRecoveredFrom, ds.TimeRecoveredShare = &from, &share
 	}
 }
+
+// statsRecovered is replay.StatsFile with the times of the profiler runs
+// dirs (or beside path): the whole trace is kept to put times on it when
+// there are runs or an index; else the file is streamed.
+func statsRecovered(path string, opts replay.StatsOptions, dirs []string, warn io.Writer) (*replay.Stats, error) {
+	if len(dirs) == 0 && opts.AtIndex == nil && len(runsBeside(path)) == 0 {
+		return replay.StatsFile(path, opts)
+	}
+	capt, err := replay.DecodeFile(path, replay.Options{})
+	if err != nil {
+		return nil, err
+	}
+	res, err := recoverTimes(capt, dirs, warn)
+	if err != nil {
+		return nil, err
+	}
+	st, err := replay.ComputeStats(capt, opts)
+	if err != nil {
+		return nil, err
+	}
+	noteRecovered(st, res)
+	return st, nil
+}

@@ -22,6 +22,7 @@ func newWhatifCmd() *cobra.Command {
 		model     string
 		asJSON    bool
 		device    int
+		profDirs  []string
 	)
 	c := &cobra.Command{
 		Use:   "whatif FILE [--conf STR]... [--device-mem SIZE] [--json]",
@@ -73,6 +74,9 @@ func newWhatifCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := recoverTimes(capt, profDirs, c.ErrOrStderr()); err != nil {
+				return err
+			}
 			res, err := sim.Simulate(context.Background(), capt, opts)
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", args[0], err)}
@@ -83,6 +87,7 @@ func newWhatifCmd() *cobra.Command {
 			return res.WriteText(c.OutOrStdout())
 		},
 	}
+	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration, e.g. expandable_segments:True (repeatable)")
 	c.Flags().StringVar(&deviceMem, "device-mem", "", "simulated device memory, e.g. 64GiB (default: from the file)")
 	c.Flags().StringVar(&flavour, "flavour", "auto", "allocator to imitate: auto (from the file), npu or cuda")
