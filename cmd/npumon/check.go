@@ -81,10 +81,11 @@ func newCheckCmd() *cobra.Command {
 			if maxGrowth < 0 {
 				return usageError{fmt.Errorf("--max-growth must not be negative, got %g", maxGrowth)}
 			}
-			if err := requireSnapshot(args[0], "check"); err != nil {
+			file, err := requireSnapshot(args[0], "check")
+			if err != nil {
 				return err
 			}
-			st, err := statsRecovered(args[0], replay.StatsOptions{}, profDirs, c.ErrOrStderr())
+			st, err := statsRecovered(file, replay.StatsOptions{}, profDirs, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -14,6 +15,7 @@ import (
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif/sim"
 )
@@ -28,19 +30,33 @@ type groupFlags struct {
 	library  string
 	device   int
 	profiler []string
+	flags    *pflag.FlagSet // to tell a --device given from its default
 }
 
 func (gf *groupFlags) register(f *pflag.FlagSet) {
+	gf.flags = f
 	f.StringVar(&gf.by, "by", "callsite", "group by callsite (first frame outside the library paths), stack, op, stream or size")
 	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the file paths a call site skips")
-	f.IntVar(&gf.device, "device", 0, "device")
+	f.IntVar(&gf.device, "device", 0, "device (default: the file's first)")
 	f.StringArrayVar(&gf.profiler, "profiler", nil, profilerFlagHelp)
 }
 
-// ops reads the ops of the --profiler directories.
-func (gf *groupFlags) ops() ([]explain.Op, error) {
+// ops reads the ops of the profiler runs that go with snapshot file: those
+// --profiler names (a run, or a directory of runs: those of the file's
+// process, classify.RunsOf) and runs found with it (a job directory's,
+// snapshotInput).
+func (gf *groupFlags) ops(file string, found []string) ([]explain.Op, error) {
+	pid, _ := classify.PID(file)
+	runs := slices.Clone(found)
+	for _, p := range gf.profiler {
+		rs, err := classify.RunsOf(p, pid)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, rs...)
+	}
 	var out []explain.Op
-	for _, dir := range gf.profiler {
+	for _, dir := range runs {
 		d, err := profiler.ReadDir(dir)
 		if err != nil {
 			return nil, err
@@ -73,9 +89,14 @@ func (gf *groupFlags) libraryRE() (*regexp.Regexp, error) {
 	return re, nil
 }
 
-// openDevice decodes path and prepares one device with the --profiler ops.
+// openDevice decodes path (a snapshot file or a job directory,
+// snapshotInput) and prepares one device with the profiler runs' ops.
 func (gf *groupFlags) openDevice(path string) (*explain.Device, error) {
-	ops, err := gf.ops()
+	path, runs, err := snapshotInput(path)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := gf.ops(path, runs)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +108,9 @@ func (gf *groupFlags) openDevice(path string) (*explain.Device, error) {
 		return nil, err
 	}
 	dev := gf.device
+	if devs := c.Snapshot.Devices(); !gf.flags.Changed("device") && len(devs) > 0 {
+		dev = devs[0] // a file of one device opens on it, whichever it is
+	}
 	d, err := explain.NewDevice(c, dev, ops)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w (devices: %v)", path, err, c.Snapshot.Devices())
@@ -246,7 +270,11 @@ func newExplainCmd() *cobra.Command {
 			if c.Flags().Changed("device") {
 				opts.Device = &gf.device
 			}
-			if opts.Ops, err = gf.ops(); err != nil {
+			file, runs, err := snapshotInput(args[0])
+			if err != nil {
+				return err
+			}
+			if opts.Ops, err = gf.ops(file, runs); err != nil {
 				return err
 			}
 			if deviceMem != "" {
@@ -256,7 +284,7 @@ func newExplainCmd() *cobra.Command {
 				}
 				opts.DeviceMem = n
 			}
-			capt, err := replay.DecodeFile(args[0], replay.Options{})
+			capt, err := replay.DecodeFile(file, replay.Options{})
 			if err != nil {
 				return err
 			}

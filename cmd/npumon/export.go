@@ -52,10 +52,11 @@ func newExportCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if err := requireSnapshot(args[0], "export"); err != nil {
+			file, err := requireSnapshot(args[0], "export")
+			if err != nil {
 				return err
 			}
-			capt, err := replay.DecodeFile(args[0], replay.Options{})
+			capt, err := replay.DecodeFile(file, replay.Options{})
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
 
 	"github.com/npumon/npumon/replay/classify"
 )
@@ -12,15 +14,49 @@ func classifyInput(path string) (classify.Input, error) {
 	return classify.Path(path)
 }
 
-// requireSnapshot is the check of the commands that read snapshot files
-// only (check, whatif, export): anything else is refused with one line
-// naming what the path is.
-func requireSnapshot(path, cmd string) error {
-	in, err := classifyInput(path)
-	if err != nil {
-		return err
+// jobInput resolves path when it is a job's dump directory (snapshots and
+// profiler runs side by side, classify.ResolveJob): ok is false for
+// anything else (a file, a profiler run, a plain directory).
+func jobInput(path string) (j classify.Job, ok bool, err error) {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return classify.Job{}, false, nil
 	}
-	return in.SnapshotOnly(cmd)
+	in, err := classifyInput(path)
+	if err != nil || !classify.IsJobDir(in) {
+		return classify.Job{}, false, err
+	}
+	j, err = classify.ResolveJob(path)
+	return j, err == nil, err
+}
+
+// snapshotInput is the snapshot file a snapshot-reading command opens for
+// path: path itself, or a job's dump directory's newest snapshot (with the
+// profiler runs of its process, which a command may take as --profiler).
+func snapshotInput(path string) (file string, runs []string, err error) {
+	j, ok, err := jobInput(path)
+	if err != nil || !ok {
+		return path, nil, err
+	}
+	if j.Snapshot == "" {
+		return "", nil, fmt.Errorf("%s: no snapshot file in it, only profiler runs (%d; stats and replay read them)", path, len(j.AllRuns))
+	}
+	return j.Snapshot, j.Runs, nil
+}
+
+// requireSnapshot is the check of the commands that read snapshot files
+// only (check, whatif, export): it returns the file to read (path, or a
+// job directory's newest snapshot, snapshotInput); anything else is
+// refused with one line naming what the path is.
+func requireSnapshot(path, cmd string) (string, error) {
+	file, _, err := snapshotInput(path)
+	if err != nil {
+		return "", err
+	}
+	in, err := classifyInput(file)
+	if err != nil {
+		return "", err
+	}
+	return file, in.SnapshotOnly(cmd)
 }
 
 // unreadable is the error for an input no command reads.

@@ -24,7 +24,7 @@ const smallInput = 64 << 20
 
 // preload starts load at once and waits up to grace for it. It returns the
 // load's error when it ended within grace, a device flag error when the
-// loaded store lacks the asked device, and otherwise a tui.Options.Load that
+// loaded store lacks the asked device (device < 0: none asked, the first is shown), and otherwise a tui.Options.Load that
 // joins the running load (progress included) and checks the device when it
 // ends. A load still running after grace is first vetted by the cheap check
 // quick (nil: none), whose error stops it. Cancelling ctx stops the load.
@@ -50,7 +50,7 @@ func preload(ctx context.Context, load func(context.Context, func(tui.Progress))
 		if err != nil {
 			return err
 		}
-		if devs := st.Devices(); len(devs) > 0 && !slices.Contains(devs, device) {
+		if devs := st.Devices(); device >= 0 && len(devs) > 0 && !slices.Contains(devs, device) {
 			return usageError{fmt.Errorf("--device %d: the input has device(s) %v", device, devs)}
 		}
 		return nil

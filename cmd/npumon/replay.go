@@ -45,7 +45,11 @@ func newReplayCmd() *cobra.Command {
 			"raw FRAMEWORK data as a trace) in the terminal UI: timeline, segment map, event trace\n" +
 			"and op table share one time cursor you move like a video (space plays, ←/→ step,\n" +
 			"? lists every key). A directory holding several ranks' captures (docs/ranks.md) opens\n" +
-			"the ranks overview: every rank side by side; enter opens one, esc comes back.\n" +
+			"the ranks overview: every rank side by side; enter opens one, esc comes back. A job's\n" +
+			"dump directory (snapshots and *_ascend_pt runs side by side, as demo --out writes it)\n" +
+			"opens its newest snapshot with the ops of every profiler run of the same process (the pid\n" +
+			"in the names, docs/files.md); c lists the other captures. watch DIR follows one live.\n" +
+			"Without --device the source's first device is shown.\n" +
 			"With --headless DURATION nothing is drawn: the file is loaded, played (with --play)\n" +
 			"for DURATION and the summary at the final cursor is printed as JSON.",
 		Args: exactArgs(1),
@@ -53,6 +57,9 @@ func newReplayCmd() *cobra.Command {
 			path := args[0]
 			if err := checkSpeed(speed); err != nil {
 				return err
+			}
+			if !c.Flags().Changed("device") {
+				device = -1 // the source's first device, whichever it is (tui.Options.Device)
 			}
 			st, err := os.Stat(path)
 			if err != nil {
@@ -94,6 +101,37 @@ func newReplayCmd() *cobra.Command {
 				}
 				return err
 			}
+			// A job's dump directory opens its newest snapshot with the
+			// profiler runs of its process (classify.ResolveJob).
+			job, isJob, err := jobInput(path)
+			if err != nil {
+				return err
+			}
+			var captures tui.Captures
+			if isJob {
+				path = job.Open()
+				if st, err = os.Stat(path); err != nil {
+					return err
+				}
+				load = func(ctx context.Context, report func(tui.Progress)) error {
+					var times string // LoadJob ingests the runs' ops itself
+					prepare := func(c *replay.Capture) error {
+						var warn strings.Builder
+						res, _, err := recoverTimesRuns(c, profDirs, &warn)
+						times = strings.TrimSpace(recoveredNote(res, device) + " " + strings.TrimSpace(warn.String()))
+						return err
+					}
+					l, err := watch.LoadJob(ctx, job, store, watch.LoadOptions{Report: report, Prepare: prepare})
+					capt.Store(l.Capture)
+					n := watch.NoBlockTrace(l.Profiler)
+					if times != "" {
+						n = times
+					}
+					note.Store(n)
+					return err
+				}
+				captures = pickerJob{watch.NewJobCaptures(job, store, watch.LoadOptions{})}
+			}
 			// Loading runs behind the UI; what cannot be read is refused up front.
 			in, err := classifyInput(path)
 			if err != nil {
@@ -120,7 +158,8 @@ func newReplayCmd() *cobra.Command {
 			}
 			opts := tui.Options{
 				Source:     store,
-				SourceName: filepath.Base(filepath.Clean(path)),
+				SourceName: filepath.Base(filepath.Clean(args[0])),
+				Captures:   captures,
 				Load:       load,
 				ASCII:      ascii,
 				Device:     device,
@@ -147,8 +186,12 @@ func newReplayCmd() *cobra.Command {
 				if !snapshot {
 					kind = summaryProfiler
 				}
-				out := replaySummary(path, m.Summary(), kind)
+				out := replaySummary(args[0], m.Summary(), kind)
 				out.Note = note.Load().(string)
+				if isJob {
+					ops, _, _ := store.OpsSince(0)
+					return writeJSON(c.OutOrStdout(), replayJobJSON{out, path, job.Runs, len(ops), job.Why})
+				}
 				return writeJSON(c.OutOrStdout(), out)
 			}
 			return tui.Run(ctx, opts)
@@ -156,7 +199,7 @@ func newReplayCmd() *cobra.Command {
 	}
 	smi = addNPUSMIFlags(c)
 	f := c.Flags()
-	f.IntVar(&device, "device", 0, "device to show first")
+	f.IntVar(&device, "device", 0, "device to show first (default: the source's first)")
 	f.Float64Var(&speed, "speed", 1, "replay speed, ×0.01 to ×1024 ([ and ] change it)")
 	f.BoolVar(&play, "play", false, "start playing from the beginning")
 	f.BoolVar(&relative, "relative", false, "show times relative to the first entry (r toggles)")
@@ -213,6 +256,24 @@ type replaySummaryJSON struct {
 	ThinnedEntries *int64  `json:"thinned_entries,omitempty"`
 	DetailFrom     *int64  `json:"detail_from,omitempty"`
 }
+
+// replayJobJSON is the --headless output of replay on a job's dump
+// directory: the summary, the capture opened and the profiler runs whose
+// ops were read with it (docs/files.md).
+type replayJobJSON struct {
+	replaySummaryJSON
+	Open     string   `json:"open"`
+	Profiler []string `json:"profiler"`
+	Ops      int      `json:"ops"` // ops on the time axis (the runs', or a snapshot's annotations)
+	// Why says why runs in the directory were left out, if any were.
+	Why string `json:"profiler_note,omitempty"`
+}
+
+// pickerJob offers a job directory's captures to the TUI's capture picker
+// (key c).
+type pickerJob struct{ *watch.JobCaptures }
+
+func (j pickerJob) List() []tui.PickerRow { return pickerRows(j.JobCaptures.List()) }
 
 // summaryKind says what a summary's source holds.
 type summaryKind int

@@ -64,7 +64,9 @@ func TestReplayErrors(t *testing.T) {
 		{[]string{"replay"}, 2, "takes 1 argument"},
 		{[]string{"replay", "--headless", "10ms", filepath.Join(dir, "missing.pickle")}, 2, "missing.pickle: no such file"},
 		{[]string{"replay", "--headless", "10ms", bad}, 2, "bad.pickle: offset"},
-		{[]string{"replay", "--headless", "10ms", dir}, 2, "not a profiler directory"},
+		// a directory with a snapshot opens it (a job's dump directory)
+		{[]string{"replay", "--headless", "10ms", dir}, 2, "bad.pickle: offset"},
+		{[]string{"replay", "--headless", "10ms", t.TempDir()}, 2, "not a profiler directory"},
 		{[]string{"replay", "--speed", "0", bad}, 2, "--speed must be between"},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

@@ -46,6 +46,12 @@ func newStatsCmd() *cobra.Command {
 					return rs.writeText(c.OutOrStdout())
 				}
 			}
+			// a job's dump directory: its newest snapshot (else run)
+			if j, ok, err := jobInput(path); err != nil {
+				return err
+			} else if ok {
+				path = j.Open()
+			}
 			in, err := classifyInput(path)
 			if err != nil {
 				return err

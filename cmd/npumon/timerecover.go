@@ -3,34 +3,16 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
-	"regexp"
-	"strconv"
 
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
 )
 
 // profilerFlagHelp is the help of --profiler on the commands that read a
 // snapshot.
-const profilerFlagHelp = "a torch_npu profiler directory of the same job (repeatable): its ops and ProfilerStep#N steps join the file's own ranges, and a torch_npu trace without time_us gets its times from its memory records (docs/timerecovery.md)"
-
-// Process ids in the names jobs give their files: a snapshot
-// NAME_PID_YYYYMMDDhhmmss… and a profiler run HOST_PID_TIMESTAMP_ascend_pt.
-var (
-	snapshotPIDRe = regexp.MustCompile(`_(\d+)_\d{14}\d*\.[A-Za-z]+$`)
-	runPIDRe      = regexp.MustCompile(`_(\d+)_\d+` + profiler.DirNameSuffix + `$`)
-)
-
-func pidIn(re *regexp.Regexp, name string) uint64 {
-	m := re.FindStringSubmatch(name)
-	if m == nil {
-		return 0
-	}
-	v, _ := strconv.ParseUint(m[1], 10, 64)
-	return v
-}
+const profilerFlagHelp = "a torch_npu profiler run of the same job, or a directory of runs (those of the file's process, by the pid in the names) (repeatable): its ops and ProfilerStep#N steps join the file's own ranges, and a trace without time_us gets its times from their memory records (docs/timerecovery.md)"
 
 // recoverTimes gives the entries of c's devices that have no times of their
 // own the times of the profiler runs dirs (profiler/align). Without dirs it
@@ -46,56 +28,57 @@ func recoverTimesRuns(c *replay.Capture, dirs []string, warn io.Writer) (*align.
 	if c.Snapshot.HasTimestamps() {
 		return nil, nil, nil
 	}
-	pid := pidIn(snapshotPIDRe, filepath.Base(c.Path))
+	pid, _ := classify.PID(c.Path)
+	var paths []string
+	for _, p := range dirs { // a run, or a directory of runs: those of the file's process
+		rs, err := classify.RunsOf(p, pid)
+		if err != nil {
+			return nil, nil, err
+		}
+		paths = append(paths, rs...)
+	}
 	if len(dirs) == 0 {
-		if dirs = runsBeside(c.Path); len(dirs) == 0 {
+		if paths = runsBeside(c.Path); len(paths) == 0 {
 			return nil, nil, nil
 		}
 	}
 	var runs []align.Run
 	var data []*profiler.Data
-	for _, dir := range dirs {
+	for _, dir := range paths {
 		d, err := profiler.ReadDir(dir)
 		if err != nil {
 			return nil, nil, err
 		}
-		runs = append(runs, align.Run{Data: d, PID: pidIn(runPIDRe, filepath.Base(filepath.Clean(dir)))})
+		rpid, _ := classify.PID(dir)
+		runs = append(runs, align.Run{Data: d, PID: uint64(max(rpid, 0))})
 		data = append(data, d)
 	}
-	res := align.Recover(c.Snapshot, runs, align.Options{PID: pid})
+	res := align.Recover(c.Snapshot, runs, align.Options{PID: uint64(max(pid, 0))})
 	for _, r := range res.Refused {
 		fmt.Fprintf(warn, "npumon: times not recovered from %s\n", r)
 	}
 	return &res, data, nil
 }
 
-// recoveredNote is the header's line for device dev: "times recovered 97 %".
+// recoveredNote is the header's line for device dev (-1: the first):
+// "times recovered 97 %".
 func recoveredNote(res *align.Result, dev int) string {
-	if res == nil {
+	if res == nil || len(res.Devices) == 0 {
 		return ""
 	}
 	d := res.Device(dev)
+	if dev < 0 {
+		d = &res.Devices[0]
+	}
 	if d == nil || d.Source != align.SourceRecovered {
 		return ""
 	}
 	return fmt.Sprintf("times recovered %.0f %%", 100*d.Share())
 }
 
-// runsBeside lists the profiler runs in the snapshot's directory whose
-// names carry the process id of the snapshot's name.
-func runsBeside(path string) []string {
-	pid := pidIn(snapshotPIDRe, filepath.Base(path))
-	if pid == 0 {
-		return nil
-	}
-	var out []string
-	for _, d := range profiler.FindProfilerDirs(filepath.Dir(path)) {
-		if pidIn(runPIDRe, filepath.Base(d)) == pid {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+// runsBeside lists the profiler runs in the snapshot's directory of the
+// snapshot's process (classify.Beside).
+func runsBeside(path string) []string { return classify.Beside(path) }
 
 // noteRecovered puts the recovery's source and share into st's devices.
 func noteRecovered(st *replay.Stats, res *align.Result) {

@@ -202,8 +202,10 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 // DirSource's own.
 type pickerDir struct{ *watch.DirSource }
 
-func (d pickerDir) List() []tui.PickerRow {
-	es := d.DirSource.List()
+func (d pickerDir) List() []tui.PickerRow { return pickerRows(d.DirSource.List()) }
+
+// pickerRows are a directory's entries as the capture picker lists them.
+func pickerRows(es []watch.Entry) []tui.PickerRow {
 	rows := make([]tui.PickerRow, len(es))
 	for i, e := range es {
 		rows[i] = tui.PickerRow{Path: e.Path, Kind: e.Kind, Arrived: e.Arrived, Size: e.Size, Error: e.Error, Open: e.Open}

@@ -67,10 +67,11 @@ func newWhatifCmd() *cobra.Command {
 			if c.Flags().Changed("device") {
 				opts.Devices = []int{device}
 			}
-			if err := requireSnapshot(args[0], "whatif"); err != nil {
+			file, err := requireSnapshot(args[0], "whatif")
+			if err != nil {
 				return err
 			}
-			capt, err := replay.DecodeFile(args[0], replay.Options{})
+			capt, err := replay.DecodeFile(file, replay.Options{})
 			if err != nil {
 				return err
 			}
@@ -79,7 +80,7 @@ func newWhatifCmd() *cobra.Command {
 			}
 			res, err := sim.Simulate(context.Background(), capt, opts)
 			if err != nil {
-				return usageError{fmt.Errorf("%s: %w", args[0], err)}
+				return usageError{fmt.Errorf("%s: %w", file, err)}
 			}
 			if asJSON {
 				return writeJSON(c.OutOrStdout(), res)

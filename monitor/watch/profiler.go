@@ -20,14 +20,19 @@ func IngestProfiler(st *store.Store, d *profiler.Data, indexing func(entries int
 	if _, err := IngestProfilerMemory(st, d, indexing); err != nil {
 		return err
 	}
-	ops := ProfilerOps(d.Ops, d.OpMemDeltas())
-	if len(ops) == 0 {
-		// analysed output whose ops carry no times (operator_details.csv):
-		// the device kernels are what has a place on the time axis
-		ops = KernelOps(d.Kernels)
-	}
-	st.IngestOps(ops)
+	st.IngestOps(RunOps(d))
 	return nil
+}
+
+// RunOps are the Store ops of one profiler run: its timed ops with their
+// memory deltas, or, for analysed output whose ops carry no times
+// (operator_details.csv), its device kernels, which have a place on the
+// time axis.
+func RunOps(d *profiler.Data) []store.Op {
+	if ops := ProfilerOps(d.Ops, d.OpMemDeltas()); len(ops) > 0 {
+		return ops
+	}
+	return KernelOps(d.Kernels)
 }
 
 // KernelOps converts device kernels (kernel_details.csv, the TASK table)

@@ -1,0 +1,119 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay/classify"
+)
+
+// LoadJob reads a job's dump directory, resolved by classify.ResolveJob,
+// into st: its snapshot's memory data with the ops of every profiler run of
+// the same process, on one time axis. As in a watched directory, the
+// snapshot's own step annotations give way to the runs' ops when there are
+// runs (the runs' ProfilerStep#N ranges are the same steps). With no
+// snapshot, the newest run is loaded as Load loads it. Loaded holds the
+// snapshot's Capture, or the lone run's data.
+func LoadJob(ctx context.Context, j classify.Job, st *store.Store, o LoadOptions) (Loaded, error) {
+	if j.Snapshot == "" {
+		if len(j.Runs) == 0 {
+			return Loaded{}, fmt.Errorf("%s: nothing to open", j.Dir)
+		}
+		return Load(ctx, j.Runs[0], st, o)
+	}
+	lo := o
+	lo.MemoryOnly = o.MemoryOnly || len(j.Runs) > 0
+	l, err := Load(ctx, j.Snapshot, st, lo)
+	if err != nil || o.MemoryOnly {
+		return l, err
+	}
+	for _, r := range j.Runs {
+		d, err := profiler.ReadDirContext(ctx, r)
+		if err != nil {
+			return l, err
+		}
+		st.IngestOps(RunOps(d))
+	}
+	return l, nil
+}
+
+// JobCaptures lists a resolved job directory's captures (its snapshots and
+// profiler runs, oldest first) for a capture picker, and opens one's memory
+// data into a Store; the ops LoadJob read stay. Nothing is watched: the
+// list is the directory as it was resolved (watch DIR follows one live).
+type JobCaptures struct {
+	st   *store.Store
+	o    LoadOptions
+	mu   sync.Mutex
+	list []Entry
+	open string
+}
+
+// NewJobCaptures lists j's captures; the open one is j's snapshot (or run).
+func NewJobCaptures(j classify.Job, st *store.Store, o LoadOptions) *JobCaptures {
+	c := &JobCaptures{st: st, o: o}
+	c.o.MemoryOnly = true
+	add := func(kind, p string) {
+		e := Entry{Kind: kind, Path: p, Existing: true}
+		if fi, err := os.Stat(p); err == nil {
+			e.Arrived, e.Size = fi.ModTime(), fi.Size()
+		}
+		if kind == EntryProfiler {
+			e.Size = treeSize(p)
+		}
+		c.list = append(c.list, e)
+	}
+	for _, p := range j.Snapshots {
+		add(EntrySnapshot, p)
+	}
+	for _, p := range j.AllRuns {
+		add(EntryProfiler, p)
+	}
+	byArrival(c.list)
+	c.open = j.Open()
+	return c
+}
+
+// List returns the captures oldest first, the open one marked.
+func (c *JobCaptures) List() []Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Entry, len(c.list))
+	for i, e := range c.list {
+		e.Open = e.Path == c.open
+		out[i] = e
+	}
+	return out
+}
+
+// Open makes the capture at path the one whose memory data is shown.
+func (c *JobCaptures) Open(path string) error {
+	c.mu.Lock()
+	i := c.index(path)
+	c.mu.Unlock()
+	if i < 0 {
+		return fmt.Errorf("%s: not a capture of this directory", path)
+	}
+	_, err := Load(context.Background(), path, c.st, c.o)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.list[i].Error = err.Error()
+		return err
+	}
+	c.list[i].Error, c.open = "", path
+	return nil
+}
+
+func (c *JobCaptures) index(path string) int {
+	for i := range c.list {
+		if c.list[i].Path == path {
+			return i
+		}
+	}
+	return -1
+}
