@@ -54,3 +54,33 @@ func InnermostOp(tab OpTable, t int64) int {
 	}
 	return best
 }
+
+// IntervalOp returns the op of an entry known only to lie in (lo, hi): a
+// trace entry whose time was recovered as an interval (profiler/align;
+// hi ≤ 0 when no later time is known). It is the innermost op at the start
+// of the first op that begins inside the interval — what ran next after
+// the last known moment — or, when none begins there, the innermost op
+// containing lo; -1 when there is neither.
+func IntervalOp(tab OpTable, lo, hi int64) int {
+	n := tab.Len()
+	k := sortSearch(n, func(i int) bool { return tab.Start(i) > lo })
+	for i := k; i < n && (hi <= 0 || tab.Start(i) < hi); i++ {
+		if !tab.Skip(i) {
+			return InnermostOp(tab, tab.Start(i))
+		}
+	}
+	return InnermostOp(tab, lo)
+}
+
+func sortSearch(n int, f func(int) bool) int {
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if f(m) {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
+}

@@ -72,6 +72,15 @@ type DeviceStats struct {
 	ReservedBytesAtStart int64          `json:"reserved_bytes_at_start"`
 	PeakReservedBytes    int64          `json:"peak_reserved_bytes"`
 	OOMEvents            int            `json:"oom_events"`
+	// TimeSource says where the entries' times come from: "trace" (their
+	// own time_us), "recovered" (from a profiler run of the same job,
+	// docs/timerecovery.md) or "none". TimeRecoveredFrom ("framework",
+	// "operator_memory", "memory_record") and TimeRecoveredShare (the
+	// matched share of the allocator events, 0–1) are null unless
+	// recovered.
+	TimeSource         string   `json:"time_source"`
+	TimeRecoveredFrom  *string  `json:"time_recovered_from"`
+	TimeRecoveredShare *float64 `json:"time_recovered_share"`
 }
 
 // StatsOptions select what ComputeStats reports.
@@ -103,10 +112,21 @@ func ComputeStats(c *Capture, opts StatsOptions) (*Stats, error) {
 		}
 	}
 	for _, dev := range devices {
-		out.Devices = append(out.Devices, *deviceStats(s, dev, out.HasTimestamps, opts.AtIndex))
+		ds := deviceStats(s, dev, out.HasTimestamps, opts.AtIndex)
+		if dev < len(s.TimeExact) && s.TimeExact[dev] != nil {
+			ds.TimeSource = TimeSourceRecovered
+		}
+		out.Devices = append(out.Devices, *ds)
 	}
 	return out, nil
 }
+
+// Time sources of a device's entries (DeviceStats.TimeSource).
+const (
+	TimeSourceTrace     = "trace"
+	TimeSourceRecovered = "recovered"
+	TimeSourceNone      = "none"
+)
 
 func deviceStats(s *snapshot.Snapshot, dev int, hasTime bool, atIndex *int) *DeviceStats {
 	var entries []snapshot.TraceEntry
@@ -264,6 +284,10 @@ func (a *traceAcc) stats(dev int, final []snapshot.Segment, hasTime bool, action
 		}
 	}
 	ds.OOMEvents = a.counts[snapshot.ActionOOM]
+	ds.TimeSource = TimeSourceNone
+	if a.firstTime != 0 {
+		ds.TimeSource = TimeSourceTrace
+	}
 	if hasTime {
 		if a.firstTime != 0 {
 			ds.FirstTimeUS, ds.LastTimeUS = ptr(a.firstTime), ptr(a.lastTime)
@@ -412,6 +436,9 @@ func (st *Stats) WriteText(w io.Writer) error {
 				parts[i] = fmt.Sprintf("%s %d", a, d.Actions[a])
 			}
 			row("actions", strings.Join(parts, ", "))
+		}
+		if d.TimeRecoveredShare != nil && d.TimeRecoveredFrom != nil {
+			row("times", fmt.Sprintf("recovered %.0f %% (of the allocator events) from the profiler's %s records; the rest lie between them", 100**d.TimeRecoveredShare, *d.TimeRecoveredFrom))
 		}
 		if d.FirstTimeUS != nil {
 			row("time span", fmt.Sprintf("%d … %d µs (%.3f s)", *d.FirstTimeUS, *d.LastTimeUS, float64(*d.LastTimeUS-*d.FirstTimeUS)/1e6))

@@ -314,6 +314,31 @@ type Snapshot struct {
 	// Texts holds the strings trace entries name by TextID; nil when there
 	// are none.
 	Texts *TextTable
+	// TimeExact is set where a trace's times were recovered from a
+	// profiler run (profiler/align, docs/timerecovery.md): per device, per
+	// entry, whether TimeUS is the entry's own time (true) or the lower
+	// bound of the interval between the matched entries around it. nil, or
+	// a nil device row, when the times are the trace's own.
+	TimeExact [][]bool
+}
+
+// TimeInterval returns the epoch µs between which entry i of device dev
+// lies: its own time twice where the time is exact (or the trace's own),
+// else the lower bound TimeUS holds and the time of the next exact entry
+// (0 when there is none).
+func (s *Snapshot) TimeInterval(dev, i int) (lo, hi int64) {
+	tr := s.DeviceTraces[dev]
+	t := tr[i].TimeUS
+	if dev >= len(s.TimeExact) || s.TimeExact[dev] == nil || s.TimeExact[dev][i] {
+		return t, t
+	}
+	ex := s.TimeExact[dev]
+	for j := i + 1; j < len(tr) && j < len(ex); j++ {
+		if ex[j] {
+			return t, tr[j].TimeUS
+		}
+	}
+	return t, 0
 }
 
 // Text returns the string id names in s.Texts ("" for NoText).

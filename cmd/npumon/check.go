@@ -17,6 +17,7 @@ func newCheckCmd() *cobra.Command {
 	var noOOM, strict bool
 	var baseline string
 	var maxGrowth float64
+	var profDirs []string
 	c := &cobra.Command{
 		Use:   "check FILE [--max-peak SIZE] [--max-reserved SIZE] [--max-inactive-pct PCT] [--max-free-fragmentation PCT] [--no-oom] [--baseline OLD --max-growth PCT]",
 		Short: "Gate CI on a memory snapshot: exit 0 when all limits hold, 1 with one line per violation",
@@ -84,7 +85,7 @@ func newCheckCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			st, err := replay.StatsFile(file, replay.StatsOptions{})
+			st, err := statsRecovered(file, replay.StatsOptions{}, profDirs, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -111,6 +112,7 @@ func newCheckCmd() *cobra.Command {
 	c.Flags().Float64Var(&maxInactive, "max-fragmentation", 0, "old name of --max-inactive-pct")
 	_ = c.Flags().MarkDeprecated("max-fragmentation", "it means inactive/reserved: use --max-inactive-pct (or --max-free-fragmentation for 1 − largest free / inactive)")
 	c.Flags().Float64Var(&maxFreeFrag, "max-free-fragmentation", 0, "largest allowed free_fragmentation (1 − largest free block / inactive) in percent")
+	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	c.Flags().BoolVar(&noOOM, "no-oom", false, "fail when the trace has oom entries")
 	c.Flags().BoolVar(&strict, "strict", false, "fail (exit 2) on impossible values in the snapshot instead of warning")
 	c.Flags().StringVar(&baseline, "baseline", "", "an earlier snapshot of the same job to compare peaks with (with --max-growth)")

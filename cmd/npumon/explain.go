@@ -38,7 +38,7 @@ func (gf *groupFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&gf.by, "by", "callsite", "group by callsite (the first user frame, else the autograd node or ATen op: docs/explain.md), stack, op, stream, size or category (what the memory holds)")
 	f.StringVar(&gf.library, "library", explain.DefaultLibraryPaths, "regular expression of the files of library frames (a call site skips them)")
 	f.IntVar(&gf.device, "device", 0, "device (default: the file's first)")
-	f.StringArrayVar(&gf.profiler, "profiler", nil, "a torch_npu profiler run of the same job, or a directory of runs (those of the file's process, by the pid in the names) (repeatable): its ops and ProfilerStep#N steps join the file's own ranges")
+	f.StringArrayVar(&gf.profiler, "profiler", nil, profilerFlagHelp)
 }
 
 // ops reads the ops of the profiler runs that go with snapshot file: those
@@ -102,6 +102,9 @@ func (gf *groupFlags) openDevice(path string) (*explain.Device, error) {
 	}
 	c, err := replay.DecodeFile(path, replay.Options{})
 	if err != nil {
+		return nil, err
+	}
+	if _, err := recoverTimes(c, gf.profiler, os.Stderr); err != nil {
 		return nil, err
 	}
 	dev := gf.device
@@ -286,6 +289,9 @@ func newExplainCmd() *cobra.Command {
 			}
 			capt, err := replay.DecodeFile(file, replay.Options{})
 			if err != nil {
+				return err
+			}
+			if _, err := recoverTimes(capt, gf.profiler, c.ErrOrStderr()); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -20,6 +20,7 @@ const defaultExportMax = 4 << 30
 
 func newExportCmd() *cobra.Command {
 	var to, schema, out string
+	var profDirs []string
 	maxSize := sizeFlag(defaultExportMax)
 	c := &cobra.Command{
 		Use:   "export FILE --to pickle|json [--schema 1.13] -o OUT",
@@ -59,6 +60,9 @@ func newExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := recoverTimes(capt, profDirs, c.ErrOrStderr()); err != nil {
+				return err
+			}
 			if to == "json" {
 				if n := replay.JSONSize(capt.Snapshot, sch); n > int64(maxSize) {
 					return fmt.Errorf("%s: the JSON would be %s (stacks repeated at each of their references; the pickle shares them), over --max-size %s; nothing written",
@@ -71,6 +75,7 @@ func newExportCmd() *cobra.Command {
 	c.Flags().StringVar(&to, "to", "", "output format: pickle or json (required)")
 	c.Flags().StringVar(&schema, "schema", "", "1.13 for the torch 1.13 bare list of segments")
 	c.Flags().StringVarP(&out, "output", "o", "", "output file (required)")
+	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	c.Flags().Var(&maxSize, "max-size", "refuse to write more than this (e.g. 512MiB, 8GiB)")
 	return c
 }

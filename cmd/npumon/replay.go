@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
+	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif/sim"
 	"github.com/npumon/npumon/tui"
@@ -32,6 +34,7 @@ func newReplayCmd() *cobra.Command {
 		ascii    bool
 		headless time.Duration
 		confs    []string
+		profDirs []string
 	)
 	var smi *npuSMIFlags // set below, read when the command runs
 	c := &cobra.Command{
@@ -76,9 +79,26 @@ func newReplayCmd() *cobra.Command {
 			var note atomic.Value                   // the line for data without a block-level trace
 			note.Store("")
 			load := func(ctx context.Context, report func(tui.Progress)) error {
-				l, err := watch.Load(ctx, path, store, watch.LoadOptions{Report: report})
+				var runs []*profiler.Data
+				var times string
+				prepare := func(c *replay.Capture) error {
+					var warn strings.Builder // no stderr under the UI: the refusals join the note
+					res, data, err := recoverTimesRuns(c, profDirs, &warn)
+					runs, times = data, strings.TrimSpace(strings.Join([]string{recoveredNote(res, device), strings.TrimSpace(warn.String())}, " "))
+					return err
+				}
+				l, err := watch.Load(ctx, path, store, watch.LoadOptions{Report: report, Prepare: prepare})
 				capt.Store(l.Capture)
-				note.Store(watch.NoBlockTrace(l.Profiler))
+				n := watch.NoBlockTrace(l.Profiler)
+				if times != "" {
+					n = times
+				}
+				note.Store(n)
+				if err == nil {
+					for _, d := range runs { // their ops, now on the trace's time axis
+						store.IngestOps(watch.ProfilerOps(d.Ops, d.OpMemDeltas()))
+					}
+				}
 				return err
 			}
 			// A job's dump directory opens its newest snapshot with the
@@ -94,9 +114,20 @@ func newReplayCmd() *cobra.Command {
 					return err
 				}
 				load = func(ctx context.Context, report func(tui.Progress)) error {
-					l, err := watch.LoadJob(ctx, job, store, watch.LoadOptions{Report: report})
+					var times string // LoadJob ingests the runs' ops itself
+					prepare := func(c *replay.Capture) error {
+						var warn strings.Builder
+						res, _, err := recoverTimesRuns(c, profDirs, &warn)
+						times = strings.TrimSpace(recoveredNote(res, device) + " " + strings.TrimSpace(warn.String()))
+						return err
+					}
+					l, err := watch.LoadJob(ctx, job, store, watch.LoadOptions{Report: report, Prepare: prepare})
 					capt.Store(l.Capture)
-					note.Store(watch.NoBlockTrace(l.Profiler))
+					n := watch.NoBlockTrace(l.Profiler)
+					if times != "" {
+						n = times
+					}
+					note.Store(n)
 					return err
 				}
 				captures = pickerJob{watch.NewJobCaptures(job, store, watch.LoadOptions{})}
@@ -175,6 +206,7 @@ func newReplayCmd() *cobra.Command {
 	f.BoolVar(&ascii, "ascii", false, "draw with ASCII characters only (NO_COLOR drops colour)")
 	f.StringArrayVar(&confs, "conf", nil, "an allocator configuration w (what-if) compares, as npumon whatif --conf (repeatable)")
 	f.DurationVar(&headless, "headless", 0, "run without a terminal for this long after loading, then print the summary as JSON")
+	f.StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	return c
 }
 

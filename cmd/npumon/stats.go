@@ -14,6 +14,7 @@ func init() { subcommands = append(subcommands, newStatsCmd) }
 func newStatsCmd() *cobra.Command {
 	var asJSON, strict bool
 	var device, atIndex int
+	var profDirs []string
 	c := &cobra.Command{
 		Use:   "stats [--json] [--device N] [--at-index I] FILE|DIR",
 		Short: "Summarise a memory snapshot file (or a profiler directory)",
@@ -68,7 +69,7 @@ func newStatsCmd() *cobra.Command {
 			if c.Flags().Changed("at-index") {
 				opts.AtIndex = &atIndex
 			}
-			st, err := replay.StatsFile(path, opts)
+			st, err := statsRecovered(path, opts, profDirs, c.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -85,5 +86,6 @@ func newStatsCmd() *cobra.Command {
 	c.Flags().BoolVar(&strict, "strict", false, "fail (exit 2) on impossible values in the snapshot instead of warning")
 	c.Flags().IntVar(&device, "device", 0, "only this device")
 	c.Flags().IntVar(&atIndex, "at-index", 0, "describe the state right after trace entry I (0-based, -1 = start)")
+	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	return c
 }

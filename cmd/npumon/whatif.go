@@ -22,6 +22,7 @@ func newWhatifCmd() *cobra.Command {
 		model     string
 		asJSON    bool
 		device    int
+		profDirs  []string
 	)
 	c := &cobra.Command{
 		Use:   "whatif FILE [--conf STR]... [--device-mem SIZE] [--json]",
@@ -77,6 +78,9 @@ func newWhatifCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if _, err := recoverTimes(capt, profDirs, c.ErrOrStderr()); err != nil {
+				return err
+			}
 			if len(opts.Confs) == 0 { // the one set explain and the TUI try too
 				opts.Confs = whatif.Alternatives(capt.Snapshot, opts.Devices)
 			}
@@ -90,6 +94,7 @@ func newWhatifCmd() *cobra.Command {
 			return res.WriteText(c.OutOrStdout())
 		},
 	}
+	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)
 	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration, e.g. expandable_segments:True (repeatable; default: expandable_segments:True and a max_split_size_mb, as explain and the TUI)")
 	c.Flags().StringVar(&deviceMem, "device-mem", "", "simulated device memory, e.g. 64GiB (default: from the file)")
 	c.Flags().StringVar(&flavour, "flavour", "auto", "allocator to imitate: auto (from the file), npu or cuda")

@@ -29,6 +29,10 @@ type LoadOptions struct {
 	// Report, when set, is told how far loading has come (from Load's own
 	// goroutine).
 	Report func(store.LoadProgress)
+	// Prepare, when set, runs on a decoded snapshot before it is indexed
+	// (cmd/npumon recovers a torch_npu trace's times there,
+	// docs/timerecovery.md); its error ends the load.
+	Prepare func(*replay.Capture) error
 }
 
 // Loaded is what Load read: the decoded snapshot file, or the profiler
@@ -61,7 +65,7 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 			d, err := loadProfiler(ctx, path, st, o.MemoryOnly, report)
 			return Loaded{Profiler: d}, err
 		case in.Kind.Snapshot():
-			c, err := loadSnapshot(ctx, path, st, o.Limits, !o.MemoryOnly, report)
+			c, err := loadSnapshot(ctx, path, st, o.Limits, !o.MemoryOnly, o.Prepare, report)
 			return Loaded{Capture: c}, err
 		}
 		return Loaded{}, errors.New(in.Describe())
@@ -70,7 +74,7 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 
 // loadSnapshot decodes a snapshot file into st, with (withOps) the ops its
 // annotations mark.
-func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay.Options, withOps bool, report func(store.LoadProgress)) (*replay.Capture, error) {
+func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay.Options, withOps bool, prepare func(*replay.Capture) error, report func(store.LoadProgress)) (*replay.Capture, error) {
 	var total int64
 	opts.Progress = func(d, t int64) {
 		total = max(t, 0)
@@ -82,6 +86,11 @@ func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if prepare != nil {
+		if err := prepare(capt); err != nil {
+			return nil, err
+		}
 	}
 	var n int64
 	for _, tr := range capt.Snapshot.DeviceTraces {

@@ -348,6 +348,9 @@ func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []All
 		o.RequestedBytes = e.Size
 		o.Frames = g.Frames(e.Frames)
 		o.Op = d.Ops.At(e.TimeUS)
+		if lo, hi := d.Capture.Snapshot.TimeInterval(tl.Device, i); lo != hi {
+			o.Op = d.Ops.In(lo, hi) // a recovered interval (docs/timerecovery.md)
+		}
 		if kind == "oom" {
 			free := e.DeviceFree
 			o.DeviceFreeBytes = &free

@@ -66,6 +66,18 @@ func (o *Ops) all() []Op {
 	return o.ops
 }
 
+// In names the op of an entry known only to lie in (lo, hi)
+// (replay.IntervalOp).
+func (o *Ops) In(lo, hi int64) string {
+	if o == nil || lo == 0 {
+		return ""
+	}
+	if i := replay.IntervalOp(o, lo, hi); i >= 0 {
+		return o.ops[i].Name
+	}
+	return ""
+}
+
 // Steps returns the step markers, ordered by end.
 func (o *Ops) Steps() []Op {
 	if o == nil {

@@ -286,6 +286,10 @@ def device_stats(dev, segs, entries, has_time, at_index, rnd):
     d["peak_active_time_us"] = entries[peak_i].get("time_us") if (has_time and peak_i >= 0) else None
     d["peak_reserved_bytes"] = rpeak
     d["oom_events"] = actions.get("oom", 0)
+    # a file's times are its own; recovered ones come from a profiler run
+    d["time_source"] = "trace" if any(e.get("time_us") for e in entries) else "none"
+    d["time_recovered_from"] = None
+    d["time_recovered_share"] = None
     if at_index is not None:
         seg_figures(d, undo_state(segs, entries, at_index, rnd))
         d["live_blocks"], d["active_bytes"], d["reserved_bytes"] = len(at_live), at_active, at_reserved

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/profiler/align"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
+)
+
+// profilerFlagHelp is the help of --profiler on the commands that read a
+// snapshot.
+const profilerFlagHelp = "a torch_npu profiler run of the same job, or a directory of runs (those of the file's process, by the pid in the names) (repeatable): its ops and ProfilerStep#N steps join the file's own ranges, and a trace without time_us gets its times from their memory records (docs/timerecovery.md)"
+
+// recoverTimes gives the entries of c's devices that have no times of their
+// own the times of the profiler runs dirs (profiler/align). Without dirs it
+// takes the runs beside the snapshot whose names carry the snapshot's
+// process id. Runs it does not use are named on warn, one line each.
+func recoverTimes(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, error) {
+	res, _, err := recoverTimesRuns(c, dirs, warn)
+	return res, err
+}
+
+// recoverTimesRuns is recoverTimes also returning the runs it read.
+func recoverTimesRuns(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, []*profiler.Data, error) {
+	if c.Snapshot.HasTimestamps() {
+		return nil, nil, nil
+	}
+	pid, _ := classify.PID(c.Path)
+	var paths []string
+	for _, p := range dirs { // a run, or a directory of runs: those of the file's process
+		rs, err := classify.RunsOf(p, pid)
+		if err != nil {
+			return nil, nil, err
+		}
+		paths = append(paths, rs...)
+	}
+	if len(dirs) == 0 {
+		if paths = runsBeside(c.Path); len(paths) == 0 {
+			return nil, nil, nil
+		}
+	}
+	var runs []align.Run
+	var data []*profiler.Data
+	for _, dir := range paths {
+		d, err := profiler.ReadDir(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		rpid, _ := classify.PID(dir)
+		runs = append(runs, align.Run{Data: d, PID: uint64(max(rpid, 0))})
+		data = append(data, d)
+	}
+	res := align.Recover(c.Snapshot, runs, align.Options{PID: uint64(max(pid, 0))})
+	for _, r := range res.Refused {
+		fmt.Fprintf(warn, "npumon: times not recovered from %s\n", r)
+	}
+	return &res, data, nil
+}
+
+// recoveredNote is the header's line for device dev (-1: the first):
+// "times recovered 97 %".
+func recoveredNote(res *align.Result, dev int) string {
+	if res == nil || len(res.Devices) == 0 {
+		return ""
+	}
+	d := res.Device(dev)
+	if dev < 0 {
+		d = &res.Devices[0]
+	}
+	if d == nil || d.Source != align.SourceRecovered {
+		return ""
+	}
+	return fmt.Sprintf("times recovered %.0f %%", 100*d.Share())
+}
+
+// runsBeside lists the profiler runs in the snapshot's directory of the
+// snapshot's process (classify.Beside).
+func runsBeside(path string) []string { return classify.Beside(path) }
+
+// noteRecovered puts the recovery's source and share into st's devices.
+func noteRecovered(st *replay.Stats, res *align.Result) {
+	if res == nil {
+		return
+	}
+	for i := range st.Devices {
+		ds := &st.Devices[i]
+		d := res.Device(ds.Device)
+		if d == nil || d.Source != align.SourceRecovered {
+			continue
+		}
+		from, share := d.From, d.Share()
+		ds.TimeRecoveredFrom, ds.TimeRecoveredShare = &from, &share
+	}
+}
+
+// statsRecovered is replay.StatsFile with the times of the profiler runs
+// dirs (or beside path): the whole trace is kept to put times on it when
+// there are runs or an index; else the file is streamed.
+func statsRecovered(path string, opts replay.StatsOptions, dirs []string, warn io.Writer) (*replay.Stats, error) {
+	if len(dirs) == 0 && opts.AtIndex == nil && len(runsBeside(path)) == 0 {
+		return replay.StatsFile(path, opts)
+	}
+	capt, err := replay.DecodeFile(path, replay.Options{})
+	if err != nil {
+		return nil, err
+	}
+	res, err := recoverTimes(capt, dirs, warn)
+	if err != nil {
+		return nil, err
+	}
+	st, err := replay.ComputeStats(capt, opts)
+	if err != nil {
+		return nil, err
+	}
+	noteRecovered(st, res)
+	return st, nil
+}
