@@ -250,6 +250,11 @@ func TestExplainDemoFragmentation(t *testing.T) {
 	if o.Kind != "oom" || o.Verdict != "fragmentation" {
 		t.Fatalf("oom %+v", o)
 	}
+	// the first dump is the first OOM's: a later OOM of the same second
+	// (dumps are named by the second) must not overwrite it
+	if n := len(e.Devices[0].OOMs); n != 1 {
+		t.Errorf("the first OOM dump explains %d oom entries, want 1: a later OOM overwrote it", n)
+	}
 	tr := e.Devices[0].WhatIfTrust
 	if tr == nil || !tr.Reproduces || tr.ReproducesOOM == nil || !*tr.ReproducesOOM || o.WhatIf[0].Verdict != whatif.VerdictReproduces {
 		t.Fatalf("the baseline does not reproduce the demo's own run: %+v, %+v", tr, o.WhatIf)

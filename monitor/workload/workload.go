@@ -136,6 +136,10 @@ type Workload struct {
 	rng   *rand.Rand
 	shape Shape
 	pid   int
+	// lastOOMName is the name of the newest OOM dump: torch_npu names them
+	// by the second, so a second OOM within one second would overwrite the
+	// first — the one that explains the run.
+	lastOOMName string
 
 	compute, comm acl.Stream
 	commEv        acl.Event
@@ -455,6 +459,11 @@ func (w *Workload) onOOM(device int, allocSize, allowedOrTotal, deviceFree int64
 		return
 	}
 	name := fmt.Sprintf("oom_snapshot_%d_%s", w.pid, w.clock.Now().Format("20060102150405"))
+	if name == w.lastOOMName {
+		w.logf("oom on device %d: not dumped, %s.pickle of this second is kept", device, name)
+		return
+	}
+	w.lastOOMName = name
 	w.writer.submit(w.snapshotPath(name), w.snapshot())
 }
 
