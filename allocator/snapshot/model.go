@@ -314,6 +314,27 @@ type Snapshot struct {
 	// Texts holds the strings trace entries name by TextID; nil when there
 	// are none.
 	Texts *TextTable
+	// Forward is the sparse side table of forward tracebacks (torch 2.8+
+	// "forward_frames": the forward pass's traceback of an allocation made
+	// in backward), by device ordinal then trace index; each a stack in
+	// Stacks, innermost first like every stack. nil when no entry has one.
+	// TraceEntry stays flat: few entries carry one.
+	Forward []map[int]StackID
+}
+
+// ForwardStack returns the forward traceback of entry i of device dev's
+// trace (nil when it has none).
+func (s *Snapshot) ForwardStack(dev, i int) Stack {
+	return s.Stack(s.ForwardID(dev, i))
+}
+
+// ForwardID returns the stack id of entry i's forward traceback on device
+// dev (NoStack when it has none).
+func (s *Snapshot) ForwardID(dev, i int) StackID {
+	if dev < 0 || dev >= len(s.Forward) {
+		return NoStack
+	}
+	return s.Forward[dev][i]
 }
 
 // Text returns the string id names in s.Texts ("" for NoText).
@@ -517,6 +538,11 @@ func (s *Snapshot) RemapStacks(m func(StackID) StackID) {
 	for _, tr := range s.DeviceTraces {
 		for i := range tr {
 			tr[i].Frames = m(tr[i].Frames)
+		}
+	}
+	for _, fw := range s.Forward {
+		for i, id := range fw {
+			fw[i] = m(id)
 		}
 	}
 	s.Stacks = nil
