@@ -41,7 +41,7 @@ func (k dictKind) String() string { return dictKindNames[k] }
 // kindForKey returns the dict kind a key proves, or dUnknown.
 func kindForKey(k string) dictKind {
 	switch k {
-	case "action", "device_free", "compile_context", "user_metadata", "pool_id":
+	case "action", "device_free", "compile_context", "user_metadata", "pool_id", "forward_frames":
 		return dTrace
 	case "filename", "line", "fx_node_op", "fx_node_name", "fx_node_target", "fx_original_trace":
 		return dFrame
@@ -84,6 +84,7 @@ type dict struct {
 	// The payload of the dict's kind, allocated by decide and kept across
 	// recycling, so a dict costs little until it knows what it is.
 	te     *snapshot.TraceEntry
+	fwd    snapshot.StackID // trace entries: the parsed "forward_frames", NoStack if none
 	fr     *snapshot.Frame
 	blk    *snapshot.Block
 	hist   *snapshot.BlockHistory
@@ -158,9 +159,11 @@ type listMore struct {
 	entries  []snapshot.TraceEntry
 	lists    []*list
 	anns     []snapshot.Annotation
-	pending  []val     // dicts of unknown kind waiting for the list's kind
-	acc      *traceAcc // streaming: the entries' running figures, entries not kept
-	firstOff int64     // file offset where the list's entries began (capacity estimate)
+	pending  []val                    // dicts of unknown kind waiting for the list's kind
+	strs     []string                 // plain lists: the strings (forward_frames), at most maxListStrings
+	fwd      map[int]snapshot.StackID // trace lists: entry index → forward traceback
+	acc      *traceAcc                // streaming: the entries' running figures, entries not kept
+	firstOff int64                    // file offset where the list's entries began (capacity estimate)
 }
 
 // setKind fixes a list's kind.
@@ -300,6 +303,7 @@ const (
 	tkCompileContext
 	tkUserMetadata
 	tkPoolID
+	tkForwardFrames
 )
 
 func traceKeyCode(k string) uint64 {
@@ -324,6 +328,8 @@ func traceKeyCode(k string) uint64 {
 		return tkUserMetadata
 	case "pool_id":
 		return tkPoolID
+	case "forward_frames":
+		return tkForwardFrames
 	}
 	return 0
 }
@@ -885,8 +891,36 @@ func (b *builder) setTrace(d *dict, c uint64, key string, v *val) (err error) {
 			e.PoolID, err = b.pool(d, key, v)
 			e.HasPoolID = err == nil
 		}
+	case tkForwardFrames:
+		d.fwd, err = b.forwardFrames(d, key, v)
 	}
 	return err
+}
+
+// maxListStrings bounds the strings a plain list keeps (a forward
+// traceback is tens of lines; more are dropped, not an error).
+const maxListStrings = 4096
+
+// forwardFrames interns a "forward_frames" list of traceback strings
+// (parseForwardFrames) as a stack; None or an empty list is none.
+func (b *builder) forwardFrames(d *dict, key string, v *val) (snapshot.StackID, error) {
+	if v.k == kNone {
+		return snapshot.NoStack, nil
+	}
+	if v.k != kList {
+		return 0, fieldError(d, key, "a list of strings", v)
+	}
+	l := v.l
+	if l.kind != lPlain && l.kind != lUnknown {
+		return 0, keyErrorf(d, key, "want a list of strings, got a list of %ss", l.kind)
+	}
+	if l.listMore == nil || len(l.strs) == 0 {
+		if l.scalar != kNone && l.scalar != kStr {
+			return 0, keyErrorf(d, key, "want a list of strings, got a list of %s", l.scalar)
+		}
+		return snapshot.NoStack, nil
+	}
+	return b.stacks.Intern(parseForwardFrames(l.strs)), nil
 }
 
 // ensureList gives an untyped list its kind (converting waiting elements)
@@ -1007,11 +1041,28 @@ func (b *builder) appendOne(l *list, v val) error {
 			if len(l.pendingItems()) == 0 {
 				l.setKind(lPlain)
 			}
+			b.keepString(l, &v)
 			return nil
 		case lPlain:
+			b.keepString(l, &v)
 			return nil
 		}
 		return fmt.Errorf("want a %s dict, got %s", l.kind, v.k)
+	}
+}
+
+// keepString keeps a string element of a plain list (a trace entry's
+// "forward_frames" is one), bounded and charged.
+func (b *builder) keepString(l *list, v *val) {
+	if v.k != kStr || l.scalar != kStr {
+		return
+	}
+	if l.listMore == nil {
+		l.listMore = &listMore{}
+	}
+	if len(l.strs) < maxListStrings {
+		b.charge(elemBytes + int64(len(v.s)))
+		l.strs = append(l.strs, v.s)
 	}
 }
 
@@ -1040,6 +1091,13 @@ func (b *builder) place(l *list, d *dict) error {
 		l.fids = append(l.fids, b.frameID(d))
 		return nil
 	case dTrace:
+		if d.fwd != snapshot.NoStack && !b.stream {
+			if l.fwd == nil {
+				l.fwd = map[int]snapshot.StackID{}
+			}
+			b.charge(elemBytes)
+			l.fwd[len(l.entries)] = d.fwd
+		}
 		b.keepEntry(l, d.te)
 	case dBlock:
 		if d.seen&hasAddress == 0 {
@@ -1179,6 +1237,12 @@ func (b *builder) finish(top val) (*snapshot.Snapshot, string, error) {
 					return nil, "", fmt.Errorf("device_traces[%d]: %w", i, err)
 				}
 				snap.DeviceTraces = append(snap.DeviceTraces, l.entries)
+				if l.fwd != nil {
+					for len(snap.Forward) < i {
+						snap.Forward = append(snap.Forward, nil)
+					}
+					snap.Forward = append(snap.Forward, l.fwd)
+				}
 				b.accs = append(b.accs, l.acc)
 			}
 		}

@@ -65,6 +65,15 @@ func canonical(s *snapshot.Snapshot) *snapshot.Snapshot {
 			e.Action = out.Actions.Parse(s.ActionName(e.Action))
 			e.CompileContext = out.Texts.Intern(s.Text(e.CompileContext))
 			e.UserMetadata = out.Texts.Intern(s.Text(e.UserMetadata))
+			if fw := s.ForwardID(d, i); fw != snapshot.NoStack {
+				for len(out.Forward) <= d {
+					out.Forward = append(out.Forward, nil)
+				}
+				if out.Forward[d] == nil {
+					out.Forward[d] = map[int]snapshot.StackID{}
+				}
+				out.Forward[d][i] = m(fw)
+			}
 		}
 	}
 	return out

@@ -77,10 +77,10 @@ func writeSnapshot(e emitter, s *snapshot.Snapshot, schema ExportSchema) {
 	e.endList()
 	e.key("device_traces")
 	e.beginList()
-	for _, tr := range s.DeviceTraces {
+	for dev, tr := range s.DeviceTraces {
 		e.beginList()
 		for i := range tr {
-			writeEntry(e, &tr[i], s)
+			writeEntry(e, &tr[i], s, s.ForwardStack(dev, i))
 		}
 		e.endList()
 	}
@@ -231,7 +231,7 @@ func writeSegment113(e emitter, s *snapshot.Segment) {
 	e.endDict()
 }
 
-func writeEntry(e emitter, t *snapshot.TraceEntry, s *snapshot.Snapshot) {
+func writeEntry(e emitter, t *snapshot.TraceEntry, s *snapshot.Snapshot, fwd snapshot.Stack) {
 	e.beginDict()
 	e.key("action")
 	e.str(s.ActionName(t.Action))
@@ -264,6 +264,14 @@ func writeEntry(e emitter, t *snapshot.TraceEntry, s *snapshot.Snapshot) {
 	}
 	e.key("frames")
 	e.stack(t.Frames)
+	if len(fwd) > 0 {
+		e.key("forward_frames")
+		e.beginList()
+		for _, l := range forwardStrings(fwd) {
+			e.str(l)
+		}
+		e.endList()
+	}
 	e.endDict()
 }
 

@@ -166,8 +166,8 @@ func (d *decoder) fastEntry(l *list) bool {
 			return false
 		}
 		k := d.fastKey(&c, o)
-		if k == nil {
-			return false
+		if k == nil || k.n == tkForwardFrames {
+			return false // forward_frames (rare) goes the general way
 		}
 		var v val
 		if !d.fastValue(&c, k.n, &v) {

@@ -19,6 +19,9 @@ type Timeline struct {
 	Initial         []snapshot.Segment
 	ActiveAtStart   int64 // Σ initially-active sizes (timeline rules (a)+(b))
 	ReservedAtStart int64
+	// Forward maps an entry index to its forward traceback (the
+	// snapshot's Forward side table for this device; nil when none).
+	Forward map[int]snapshot.StackID
 
 	final []snapshot.Segment // the device's final segments, shared with the snapshot
 	start []StartAlloc       // live allocations before entry 0 (traceAcc.liveAtStart)
@@ -85,6 +88,9 @@ func newTimeline(s *snapshot.Snapshot, device int, withInitial bool) (*Timeline,
 		acc.add(&entries[i])
 	}
 	t := timelineOf(device, entries, final, acc, SizeRounder(s))
+	if device >= 0 && device < len(s.Forward) {
+		t.Forward = s.Forward[device]
+	}
 	if withInitial {
 		t.Initial = t.StateAfter(-1)
 	}

@@ -320,6 +320,12 @@ type Snapshot struct {
 	// bound of the interval between the matched entries around it. nil, or
 	// a nil device row, when the times are the trace's own.
 	TimeExact [][]bool
+	// Forward is the sparse side table of forward tracebacks (torch 2.8+
+	// "forward_frames": the forward pass's traceback of an allocation made
+	// in backward), by device ordinal then trace index; each a stack in
+	// Stacks, innermost first like every stack. nil when no entry has one.
+	// TraceEntry stays flat: few entries carry one.
+	Forward []map[int]StackID
 }
 
 // TimeInterval returns the epoch µs between which entry i of device dev
@@ -339,6 +345,21 @@ func (s *Snapshot) TimeInterval(dev, i int) (lo, hi int64) {
 		}
 	}
 	return t, 0
+}
+
+// ForwardStack returns the forward traceback of entry i of device dev's
+// trace (nil when it has none).
+func (s *Snapshot) ForwardStack(dev, i int) Stack {
+	return s.Stack(s.ForwardID(dev, i))
+}
+
+// ForwardID returns the stack id of entry i's forward traceback on device
+// dev (NoStack when it has none).
+func (s *Snapshot) ForwardID(dev, i int) StackID {
+	if dev < 0 || dev >= len(s.Forward) {
+		return NoStack
+	}
+	return s.Forward[dev][i]
 }
 
 // Text returns the string id names in s.Texts ("" for NoText).
@@ -542,6 +563,11 @@ func (s *Snapshot) RemapStacks(m func(StackID) StackID) {
 	for _, tr := range s.DeviceTraces {
 		for i := range tr {
 			tr[i].Frames = m(tr[i].Frames)
+		}
+	}
+	for _, fw := range s.Forward {
+		for i, id := range fw {
+			fw[i] = m(id)
 		}
 	}
 	s.Stacks = nil

@@ -69,7 +69,7 @@ type Grouper struct {
 	// keys caches the call site / stack key of each stack id (stacks are
 	// shared, so a few hundred ids serve millions of allocations). A
 	// Grouper is not safe for concurrent use.
-	keys    map[snapshot.StackID]string
+	keys    map[stackPair]string
 	keysFor By
 }
 
@@ -117,12 +117,16 @@ func (g *Grouper) Key(a *Alloc) string {
 	switch g.By {
 	case ByStack, ByCallsite:
 		if g.keys == nil || g.keysFor != g.By {
-			g.keys, g.keysFor = map[snapshot.StackID]string{}, g.By
+			g.keys, g.keysFor = map[stackPair]string{}, g.By
 		}
-		k, ok := g.keys[a.Frames]
+		p := stackPair{a.Frames, snapshot.NoStack}
+		if g.By == ByCallsite {
+			p.fwd = a.Forward
+		}
+		k, ok := g.keys[p]
 		if !ok {
-			k = g.stackKey(a.Frames)
-			g.keys[a.Frames] = k
+			k = g.stackKey(p.id, p.fwd)
+			g.keys[p] = k
 		}
 		return k
 	case ByOp:
@@ -142,11 +146,16 @@ func (g *Grouper) Key(a *Alloc) string {
 		}
 		return g.Category(a).String()
 	}
-	return g.stackKey(a.Frames)
+	return g.stackKey(a.Frames, a.Forward)
 }
 
-// stackKey is the call site or stack key of a stack id.
-func (g *Grouper) stackKey(id snapshot.StackID) string {
+// stackPair is an allocation's stack and forward traceback: what its call
+// site depends on.
+type stackPair struct{ id, fwd snapshot.StackID }
+
+// stackKey is the call site or stack key of a stack id (with the forward
+// traceback fwd for a call site).
+func (g *Grouper) stackKey(id, fwd snapshot.StackID) string {
 	switch g.By {
 	case ByStack:
 		st := g.stack(id)
@@ -172,7 +181,7 @@ func (g *Grouper) stackKey(id snapshot.StackID) string {
 		}
 		return k
 	}
-	s, ok := g.Callsite(g.stack(id))
+	s, ok := g.Rules().CallsiteForward(g.stack(id), g.stack(fwd))
 	if !ok {
 		return NoStackKey
 	}

@@ -12,9 +12,12 @@ import (
 
 // Alloc is one live allocation.
 type Alloc struct {
-	Addr    uint64
-	Size    int64 // bytes as the trace counts them (requested)
-	Frames  snapshot.StackID
+	Addr   uint64
+	Size   int64 // bytes as the trace counts them (requested)
+	Frames snapshot.StackID
+	// Forward is the forward traceback of an allocation made in backward
+	// (the entry's "forward_frames"), NoStack when it has none.
+	Forward snapshot.StackID
 	Stream  uint64
 	Pending bool // freed by the caller, still waiting on other streams
 	// Born is the trace index of the entry that allocated it, -1 for an
@@ -73,6 +76,7 @@ func (w *Walker) apply(i int) {
 		}
 		a.Size += e.Size
 		a.Frames, a.Stream, a.Pending, a.Born, a.BornTime = e.Frames, e.Stream, false, i, e.TimeUS
+		a.Forward = w.tl.Forward[i]
 	case snapshot.ActionFreeRequested:
 		if a := w.live[e.Addr]; a != nil {
 			a.Pending = true

@@ -22,6 +22,11 @@
 // library frame, else the innermost native frame that is not internal. It
 // never names an internal frame or an object file.
 //
+// An allocation made in backward may carry the forward pass's traceback
+// (torch 2.8+ "forward_frames"; CallsiteForward): when its own stack has
+// no user frame, its call site is the first user frame of that traceback
+// (innermost first), labelled "forward (/job/model.py:58) [backward]".
+//
 // Fold reads a stack as lines: each user frame (and the call site's frame)
 // by itself, each run of other frames as one folded line ("… 44 native
 // frames"). KeyStart is where a whole-stack key starts: at the first frame
@@ -208,6 +213,31 @@ type Site struct {
 	// (-1: none, the stack held nothing but internal frames).
 	Index int
 	Class Class // the class of that frame (Native for a node or an op)
+	// Forward is true when the site is a frame of the forward traceback
+	// (CallsiteForward); Index is then -1.
+	Forward bool
+}
+
+// BackwardSuffix ends the label of a call site taken from the forward
+// traceback of a backward allocation.
+const BackwardSuffix = " [backward]"
+
+// CallsiteForward is the call site of an allocation with stack st and
+// forward traceback fwd (innermost first; empty: none): Callsite(st),
+// unless st has no user frame and fwd has one — then the first user frame
+// of fwd, labelled Key(frame)+BackwardSuffix. ok is false when both are
+// empty.
+func (r *Rules) CallsiteForward(st, fwd snapshot.Stack) (Site, bool) {
+	s, ok := r.Callsite(st)
+	if ok && s.Class == User {
+		return s, ok
+	}
+	for _, f := range fwd {
+		if r.Class(f) == User {
+			return Site{Label: Key(f) + BackwardSuffix, Index: -1, Class: User, Forward: true}, true
+		}
+	}
+	return s, ok
 }
 
 // NoSite labels a stack of internal frames only.

@@ -205,3 +205,31 @@ func TestFixtures(t *testing.T) {
 		t.Errorf("silmont: %d backward allocations named by their node, want 19", n)
 	}
 }
+
+// TestCallsiteForward: a stack without a user frame takes the forward
+// traceback's first user frame, marked; a stack with one keeps its own.
+func TestCallsiteForward(t *testing.T) {
+	var r frames.Rules
+	nat := snapshot.Stack{
+		{Filename: "??", Name: "torch::unwind::unwind()"},
+		{Filename: "??", Name: "torch::autograd::generated::BmmBackward0::apply(std::vector<at::Tensor>&&)"},
+	}
+	fwd := snapshot.Stack{
+		{Filename: "/venv/lib/python3.12/site-packages/torch/functional.py", Line: 407, Name: "einsum"},
+		{Filename: "/job/model.py", Line: 58, Name: "forward"},
+		{Filename: "/job/train.py", Line: 120, Name: "main"},
+	}
+	if s, _ := r.CallsiteForward(nat, fwd); s.Label != "forward (/job/model.py:58) [backward]" || !s.Forward || s.Index != -1 {
+		t.Fatalf("%+v", s)
+	}
+	if s, _ := r.CallsiteForward(nat, fwd[:1]); s.Label != "BmmBackward0 (backward)" || s.Forward {
+		t.Fatalf("no user frame forward: %+v", s)
+	}
+	own := append(snapshot.Stack{{Filename: "/job/loss.py", Line: 3, Name: "loss"}}, nat...)
+	if s, _ := r.CallsiteForward(own, fwd); s.Label != "loss (/job/loss.py:3)" {
+		t.Fatalf("own user frame: %+v", s)
+	}
+	if s, ok := r.CallsiteForward(nil, fwd); !ok || !s.Forward {
+		t.Fatalf("no own stack: %+v %v", s, ok)
+	}
+}

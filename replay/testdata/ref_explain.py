@@ -130,7 +130,7 @@ class Live:
                 a = self.live.setdefault(e["addr"], {"addr": e["addr"], "size": 0})
                 a["size"] += e["size"]
                 a.update(frames=e.get("frames") or [], stream=e.get("stream", 0), pending=False,
-                         born=i, born_time=e.get("time_us") or 0)
+                         born=i, born_time=e.get("time_us") or 0, forward=e.get("forward_frames") or [])
             elif act == "free_requested":
                 if e["addr"] in self.live:
                     self.live[e["addr"]]["pending"] = True
@@ -277,6 +277,44 @@ def category_of(cats, a):
     return cats.get(key, "unknown")
 
 
+FORWARD_LINE = re.compile(r'^\s*File "(.*)", line (\d+), in (.*?)\s*$')
+FORWARD_BARE = re.compile(r"^\s*(\S.*?):(\d+):(.*?)\s*$")
+
+
+def forward_stack(lines):
+    """A forward_frames list (format_stack strings, outermost first) as
+    frames innermost first. A string may hold several frames or a bare
+    path:line:function; any other string is a frame with no file."""
+    out = []
+    for s in lines or []:
+        got = []
+        for ln in s.split("\n"):
+            m = FORWARD_LINE.match(ln)
+            if m:
+                got.append({"filename": m.group(1), "line": int(m.group(2)), "name": m.group(3)})
+        if not got:
+            m = FORWARD_BARE.match(s) if "\n" not in s else None
+            if m:
+                got.append({"filename": m.group(1), "line": int(m.group(2)), "name": m.group(3)})
+            elif s:
+                got.append({"filename": "", "line": 0, "name": s})
+        out.extend(got)
+    return out[::-1]
+
+
+def alloc_site(a):
+    """The call site of an allocation: its stack's, unless that stack has
+    no user frame and its forward traceback has one: then the innermost
+    user frame of the traceback, marked [backward]."""
+    fr = a.get("frames") or []
+    if any(frame_class(f) == "user" for f in fr):
+        return callsite_key(fr)
+    for f in forward_stack(a.get("forward")):
+        if frame_class(f) == "user":
+            return frame_key(f) + " [backward]"
+    return callsite_key(fr)
+
+
 def largest_first(a):
     return (-a["size"], a["born"], a["addr"])
 
@@ -284,7 +322,7 @@ def largest_first(a):
 def group(allocs, total, key=None):
     groups = {}
     for a in allocs:
-        groups.setdefault(key(a) if key else callsite_key(a["frames"]), []).append(a)
+        groups.setdefault(key(a) if key else alloc_site(a), []).append(a)
     out = []
     for k, members in groups.items():
         members.sort(key=largest_first)
@@ -602,7 +640,7 @@ def explain_device(top, dev):
         lv.advance(p["index"])
         sums = {}
         for a in lv.allocs():
-            k = callsite_key(a["frames"])
+            k = alloc_site(a)
             sums[k] = sums.get(k, 0) + a["size"]
         series.append(sums)
         last_groups = {g["key"]: g for g in group(lv.allocs(), 0)}
