@@ -77,12 +77,8 @@ var (
 	// replay/frames' to recognize (nativeBackward).
 	backwardFile = regexp.MustCompile(`(^|[\\/])torch[\\/](autograd[\\/](graph|__init__|function)\.py|_tensor\.py)$`)
 	backwardName = regexp.MustCompile(`^(_engine_run_backward|backward|grad|run_backward)$`)
-	// optimizers: a file under an optim/ or optimizers/ directory
-	// (torch/optim, torch_npu/optim, apex/optimizers — the directories
-	// explain's IsOptimizerStep finds step calls in), learning-rate
-	// schedulers excepted; and the step wrapper's profiler name
-	optimFile = regexp.MustCompile(`(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$`)
-	schedFile = regexp.MustCompile(`(^|[\\/])lr_scheduler[^\\/]*$`)
+	// optimizers: an optimizer's file (frames.OptimizerFile, where step
+	// detection finds step calls too) or the step wrapper's profiler name
 	optimName = regexp.MustCompile(`Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)`)
 	// parameters: nn.Module construction, .to()/.cuda()/.npu() (each
 	// tensor goes through _apply's convert), init and state-dict loading
@@ -101,7 +97,7 @@ func PhaseOf(st snapshot.Stack) Phase {
 	}
 	for _, f := range st {
 		switch {
-		case optimFile.MatchString(f.Filename) && !schedFile.MatchString(f.Filename) || optimName.MatchString(f.Name):
+		case frames.OptimizerFile(f.Filename) || optimName.MatchString(f.Name):
 			return PhaseOptimizer
 		case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
 			return PhaseBackward

@@ -3,12 +3,12 @@ package explain
 import (
 	"cmp"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/frames"
 )
 
 // StepSource names where a device's step boundaries came from.
@@ -155,19 +155,9 @@ func (s *Steps) fillStarts() {
 }
 
 // IsOptimizerStep reports whether f is an optimizer's step method: the
-// function step in a file under an optim/ or optimizers/ directory
-// (torch/optim, torch_npu/optim, apex/optimizers, …), learning-rate
-// schedulers (lr_scheduler.py) excepted.
+// function step in an optimizer's file (frames.OptimizerFile).
 func IsOptimizerStep(f snapshot.Frame) bool {
-	if f.Name != "step" {
-		return false
-	}
-	p := strings.ReplaceAll(f.Filename, "\\", "/")
-	if strings.HasPrefix(path.Base(p), "lr_scheduler") {
-		return false
-	}
-	dir := "/" + path.Dir(p) + "/"
-	return strings.Contains(dir, "/optim/") || strings.Contains(dir, "/optimizers/")
+	return f.Name == "step" && frames.OptimizerFile(f.Filename)
 }
 
 // optimizerSteps: a step call is a run of allocations whose stacks hold

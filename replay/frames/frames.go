@@ -34,6 +34,7 @@
 package frames
 
 import (
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -350,4 +351,19 @@ func (r *Rules) Fold(st snapshot.Stack, keep int) []Line {
 		out = append(out, l)
 	}
 	return out
+}
+
+// OptimizerFile reports whether a frame's file is an optimizer's: a file in
+// a directory named optim or optimizers at any depth (torch/optim,
+// torch/optim/_multi_tensor, torch_npu/optim, apex/optimizers, …),
+// learning-rate schedulers (lr_scheduler*.py) excepted. Step detection
+// (an optimizer's step call) and memory categories (optimizer state) both
+// read it.
+func OptimizerFile(filename string) bool {
+	p := strings.ReplaceAll(filename, "\\", "/")
+	if strings.HasPrefix(path.Base(p), "lr_scheduler") {
+		return false
+	}
+	dir := "/" + path.Dir(p) + "/"
+	return strings.Contains(dir, "/optim/") || strings.Contains(dir, "/optimizers/")
 }

@@ -233,3 +233,21 @@ func TestCallsiteForward(t *testing.T) {
 		t.Fatalf("no own stack: %+v %v", s, ok)
 	}
 }
+
+func TestOptimizerFile(t *testing.T) {
+	for name, want := range map[string]bool{
+		"/usr/lib/python3/site-packages/torch/optim/adam.py":                true,
+		"/venv/lib/python3.10/site-packages/torch/optim/_multi_tensor/x.py": true,
+		`C:\\py\\Lib\\site-packages\\torch_npu\\optim\\npu_fused_adamw.py`:  true,
+		"/opt/apex/optimizers/fused_adam.py":                                true,
+		"/usr/lib/python3/site-packages/torch/optim/lr_scheduler.py":        false,
+		"/job/optim.py":                 false, // a file named optim, not a directory
+		"/job/optimizers_notes/adam.py": false,
+		"/job/train.py":                 false,
+		"":                              false,
+	} {
+		if got := frames.OptimizerFile(name); got != want {
+			t.Errorf("OptimizerFile(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -190,8 +190,6 @@ AUTOGRAD_NODE = re.compile(r"^torch::autograd::(?:generated::)?([A-Za-z_][A-Za-z
 def native_backward(name):
     m = AUTOGRAD_NODE.match(name)
     return (m is not None and m.group(1) != "Node") or "torch::autograd::Engine::" in name
-OPTIM_FILE = re.compile(r"(^|[\\/])(optim|optimizers)[\\/][^\\/]+\.py$")
-SCHED_FILE = re.compile(r"(^|[\\/])lr_scheduler[^\\/]*$")
 OPTIM_NAME = re.compile(r"Optimizer\.step|^_?(fused|multi_tensor|single_tensor)_(adam|adamw|sgd|rmsprop|adagrad|lamb|lion)")
 INIT_FILE = re.compile(r"(^|[\\/])torch(_npu)?[\\/](nn[\\/](modules[\\/]module|parameter|init)|utils[\\/]_module)\.py$")
 INIT_NAME = re.compile(r"^(_apply|convert|to|cuda|npu|reset_parameters|_load_from_state_dict|load_state_dict|__init__|Module\.to)$")
@@ -204,7 +202,7 @@ def phase_of(fr):
         return "none"
     for f in fr:
         fn, name = f.get("filename", ""), f.get("name", "")
-        if (OPTIM_FILE.search(fn) and not SCHED_FILE.search(fn)) or OPTIM_NAME.search(name):
+        if optimizer_file(fn) or OPTIM_NAME.search(name):
             return "optimizer"
         if (BACKWARD_NAME.search(name) and BACKWARD_FILE.search(fn)) or native_backward(name):
             return "backward"
@@ -454,14 +452,18 @@ def step_points(entries, steps):
 
 # docs/explain.md "Steps": the sources in order, the first with
 # MIN_LEAK_STEPS ends wins, else the first with any.
-def is_optimizer_step(f):
-    if f.get("name") != "step":
-        return False
-    p = (f.get("filename") or "").replace("\\", "/")
+def optimizer_file(fn):
+    # docs/explain.md: a file in a directory named optim or optimizers at
+    # any depth, lr_scheduler*.py excepted (steps and categories alike)
+    p = (fn or "").replace("\\", "/")
     if posixpath.basename(p).startswith("lr_scheduler"):
         return False
     d = "/" + posixpath.dirname(p) + "/"
     return "/optim/" in d or "/optimizers/" in d
+
+
+def is_optimizer_step(f):
+    return f.get("name") == "step" and optimizer_file(f.get("filename"))
 
 
 def range_steps(entries, ranges, numbered):
