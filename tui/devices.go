@@ -329,7 +329,7 @@ func (m *Model) procLines(in *npusmi.Info) []string {
 	lines = append(lines, "")
 	switch {
 	case !found:
-		lines = append(lines, wrap(fmt.Sprintf("pid %d (the producer) is not in the process table: another host, "+
+		lines = append(lines, theme.Wrap(fmt.Sprintf("pid %d (the producer) is not in the process table: another host, "+
 			"another pid namespace, or no device memory yet.", m.dv.pid), m.w)...)
 	case !m.dv.resOK:
 		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, m.dv.pid, bytesize.Format(mine)))

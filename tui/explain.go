@@ -579,7 +579,7 @@ const oomIndent = "                       "
 // line has the keys), holders past the second (h shows them all), the
 // verdict's sentence past its first line, holders past the first.
 func (m *Model) oomLines(o *oomFacts, body int) []string {
-	reason := wrap(o.reason, max(20, m.w-len(oomIndent)))
+	reason := theme.Wrap(o.reason, max(20, m.w-len(oomIndent)))
 	gap, hint, nr, nf, nh := 1, true, len(reason), min(len(explain.StackText(m.grouper().Rules(), o.frames, 0)), 4), len(o.top)
 	for {
 		out := m.oomPanel(o, reason, nr, nf, nh, gap, hint)

@@ -125,32 +125,11 @@ func (m *Model) helpText() []string {
 	}
 	lines = append(lines, "")
 	for _, t := range text {
-		lines = append(lines, wrap(t, m.w)...)
+		lines = append(lines, theme.Wrap(t, m.w)...)
 	}
 	for _, g := range rest {
 		lines = append(lines, "", th.Dim.Render("In the what-if view (w):"))
 		lines = append(lines, strings.Split(hl.FullHelpView([][]key.Binding{g}), "\n")...)
 	}
 	return lines
-}
-
-// wrap breaks plain text into lines of at most w cells at spaces.
-func wrap(s string, w int) []string {
-	var out []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case theme.Width(line)+1+theme.Width(word) <= w:
-			line += " " + word
-		default:
-			out = append(out, line)
-			line = word
-		}
-	}
-	if line != "" {
-		out = append(out, line)
-	}
-	return out
 }

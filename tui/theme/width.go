@@ -1,6 +1,7 @@
 package theme
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
@@ -99,4 +100,26 @@ func (t *Theme) Fit(s string, w int) string {
 		return ansi.Truncate(s, w, t.G.Ellipsis)
 	}
 	return Fit(s, w)
+}
+
+// Wrap breaks plain text into lines of at most w cells at spaces (a word
+// wider than w gets a line of its own).
+func Wrap(s string, w int) []string {
+	var out []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case Width(line)+1+Width(word) <= w:
+			line += " " + word
+		default:
+			out = append(out, line)
+			line = word
+		}
+	}
+	if line != "" {
+		out = append(out, line)
+	}
+	return out
 }

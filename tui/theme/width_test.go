@@ -1,6 +1,7 @@
 package theme
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
@@ -31,5 +32,19 @@ func TestFit(t *testing.T) {
 	}
 	if got := Width(Fit("\x1b[1mlong styled text\x1b[0m", 4)); got != 4 {
 		t.Errorf("truncated styled width %d", got)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := Wrap("the baseline fits  the request", 12)
+	want := []string{"the baseline", "fits the", "request"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Wrap = %q, want %q", got, want)
+	}
+	if got := Wrap("a·wide·word·longer·than·w", 5); len(got) != 1 {
+		t.Errorf("a word wider than w keeps a line of its own: %q", got)
+	}
+	if got := Wrap("   ", 10); len(got) != 0 {
+		t.Errorf("blank text wraps to no lines: %q", got)
 	}
 }

@@ -247,30 +247,12 @@ func (m *Model) trustLines(c *theme.Canvas, d *whatif.DeviceResult, y, n int) {
 	if !d.Trust.Reproduces {
 		st = &m.th.Warn
 	}
-	for i, line := range wrap(d.TrustLine(), m.w) {
+	for i, line := range theme.Wrap(d.TrustLine(), m.w) {
 		if i >= n {
 			break
 		}
 		c.Text(0, y+i, theme.Fit(line, m.w), st)
 	}
-}
-
-// wrap breaks s at spaces into lines of at most w cells.
-func wrap(s string, w int) []string {
-	var out []string
-	var line string
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case theme.Width(line)+1+theme.Width(word) <= w:
-			line += " " + word
-		default:
-			out = append(out, line)
-			line = word
-		}
-	}
-	return append(out, line)
 }
 
 func (m *Model) runStyle(i int) *lipgloss.Style {
