@@ -125,7 +125,9 @@ class TestLimits(unittest.TestCase):
                 self.assertLessEqual(encodes, polls + 1, "a state encoding per joining client")
                 accepted = st["refused"] + len(prod._clients) + st["stalled"]
                 self.assertLessEqual(accepted, p.MAX_CLIENTS + p.ACCEPT_RATE * wall * 1.5 + 30)
-                self.assertLess(loaded / base, 1.5, "the job's steps slowed by %.0f %%" % (100 * (loaded / base - 1)))
+                # The step-time ratio is printed above, not asserted: a loaded host slows
+                # steps for reasons of its own (no timing asserts in unit tests). What
+                # the clients may cost the job is bounded by the counts above.
                 for c in idle + storm:
                     c.close()
             finally:
