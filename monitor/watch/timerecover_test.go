@@ -1,0 +1,88 @@
+package watch_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/monitor/watch"
+	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/testdata/poll"
+)
+
+// TestDirSourceRecoversTimes: a torch_npu-flavoured snapshot (no time_us)
+// landing in a watched directory beside the complete profiler runs of its
+// process opens with the runs' times: every entry the Store holds with a
+// time is within the profiler clock's resolution (1 µs) of the truth or,
+// an interval's lower bound, before it, and the header's note says so.
+func TestDirSourceRecoversTimes(t *testing.T) {
+	src := t.TempDir()
+	w, err := workload.New(workload.Config{Scenario: workload.OOM, OnOOM: workload.Stop, Seed: 5, Steps: 40,
+		DeviceMem: 16 << 30, Out: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Run(context.Background()) // Stop ends with the OOM error
+	files := w.Files()
+	if len(files) == 0 || len(w.ProfilerDirs()) == 0 {
+		t.Fatal("no snapshot or no profiler runs")
+	}
+	pkl := files[len(files)-1]
+	c, err := replay.DecodeFile(pkl, replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Snapshot.DeviceTraces[0]
+	truth := make([]int64, len(tr))
+	for i := range tr {
+		truth[i], tr[i].TimeUS = tr[i].TimeUS, 0 // the torch_npu flavour
+	}
+
+	dir := t.TempDir()
+	st := store.New(store.Options{})
+	wd := watch.NewDirSource(dir, st, watch.DirOptions{Follow: true})
+	if err := wd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Stop()
+	<-wd.Ready()
+	// The job's runs land, then its snapshot (same pid in the names).
+	for _, p := range w.ProfilerDirs() {
+		if err := os.CopyFS(filepath.Join(dir, filepath.Base(p)), os.DirFS(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := filepath.Join(dir, filepath.Base(pkl))
+	if err := replay.WriteFile(snap, c.Snapshot, replay.WritePickle, 0); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the snapshot to open", func() bool { return wd.Current() == snap && st.Len(0) == int64(len(tr)) })
+
+	note := wd.TimesNote()
+	if !strings.HasPrefix(note, "times recovered ") {
+		t.Fatalf("note %q, errors %v", note, wd.Errors())
+	}
+	evs := st.Events(0, math.MinInt64, math.MaxInt64, 0)
+	if len(evs) != len(tr) {
+		t.Fatalf("%d events, trace has %d", len(evs), len(tr))
+	}
+	exact := 0
+	for _, e := range evs {
+		want := truth[e.Seq]
+		switch d := e.Time - want; {
+		case d > 1:
+			t.Fatalf("entry %d (%s): time %d after the truth %d", e.Seq, e.ActionName, e.Time, want)
+		case d >= -1:
+			exact++
+		}
+	}
+	if exact < len(evs)/5 {
+		t.Fatalf("only %d of %d entries at their true time (%s)", exact, len(evs), note)
+	}
+	t.Logf("%s: %d of %d entries at their true time", note, exact, len(evs))
+}
