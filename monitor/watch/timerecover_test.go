@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,16 +12,16 @@ import (
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
+	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/testdata/poll"
 )
 
-// TestDirSourceRecoversTimes: a torch_npu-flavoured snapshot (no time_us)
-// landing in a watched directory beside the complete profiler runs of its
-// process opens with the runs' times: every entry the Store holds with a
-// time is within the profiler clock's resolution (1 µs) of the truth or,
-// an interval's lower bound, before it, and the header's note says so.
-func TestDirSourceRecoversTimes(t *testing.T) {
+// untimedDemo runs the demo's OOM job and returns its last snapshot decoded
+// with the times removed (the torch_npu flavour), the true times of device
+// 0, the snapshot's path and the job's profiler runs.
+func untimedDemo(t *testing.T) (*replay.Capture, []int64, string, []string) {
+	t.Helper()
 	src := t.TempDir()
 	w, err := workload.New(workload.Config{Scenario: workload.OOM, OnOOM: workload.Stop, Seed: 5, Steps: 40,
 		DeviceMem: 16 << 30, Out: src})
@@ -40,9 +41,19 @@ func TestDirSourceRecoversTimes(t *testing.T) {
 	tr := c.Snapshot.DeviceTraces[0]
 	truth := make([]int64, len(tr))
 	for i := range tr {
-		truth[i], tr[i].TimeUS = tr[i].TimeUS, 0 // the torch_npu flavour
+		truth[i], tr[i].TimeUS = tr[i].TimeUS, 0
 	}
+	return c, truth, pkl, w.ProfilerDirs()
+}
 
+// TestDirSourceRecoversTimes: a torch_npu-flavoured snapshot (no time_us)
+// landing in a watched directory beside the complete profiler runs of its
+// process opens with the runs' times: every entry the Store holds with a
+// time is within the profiler clock's resolution (1 µs) of the truth or,
+// an interval's lower bound, before it, and the header's note says so.
+func TestDirSourceRecoversTimes(t *testing.T) {
+	c, truth, pkl, runs := untimedDemo(t)
+	tr := c.Snapshot.DeviceTraces[0]
 	dir := t.TempDir()
 	st := store.New(store.Options{})
 	wd := watch.NewDirSource(dir, st, watch.DirOptions{Follow: true})
@@ -52,7 +63,7 @@ func TestDirSourceRecoversTimes(t *testing.T) {
 	defer wd.Stop()
 	<-wd.Ready()
 	// The job's runs land, then its snapshot (same pid in the names).
-	for _, p := range w.ProfilerDirs() {
+	for _, p := range runs {
 		if err := os.CopyFS(filepath.Join(dir, filepath.Base(p)), os.DirFS(p)); err != nil {
 			t.Fatal(err)
 		}
@@ -85,4 +96,73 @@ func TestDirSourceRecoversTimes(t *testing.T) {
 		t.Fatalf("only %d of %d entries at their true time (%s)", exact, len(evs), note)
 	}
 	t.Logf("%s: %d of %d entries at their true time", note, exact, len(evs))
+}
+
+// TestDirSourceIncompleteRun: a profiler run still being written (no
+// profiler_info*.json yet, not analysed) gives no times; once it is
+// complete, opening the snapshot again aligns it.
+func TestDirSourceIncompleteRun(t *testing.T) {
+	c, _, pkl, runs := untimedDemo(t)
+	dir := t.TempDir()
+	st := store.New(store.Options{})
+	wd := watch.NewDirSource(dir, st, watch.DirOptions{Follow: true})
+	if err := wd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Stop()
+	<-wd.Ready()
+	var held []string // the files a finished run adds
+	for _, p := range runs {
+		to := filepath.Join(dir, filepath.Base(p))
+		err := filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(p, path)
+			if e.IsDir() {
+				if rel == profiler.OutputDir {
+					return fs.SkipDir // not analysed yet
+				}
+				return os.MkdirAll(filepath.Join(to, rel), 0o755)
+			}
+			if strings.HasPrefix(e.Name(), "profiler_info") {
+				held = append(held, path, filepath.Join(to, rel))
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(to, rel), b, 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(held) == 0 {
+		t.Fatal("the demo's runs have no profiler_info*.json")
+	}
+	snap := filepath.Join(dir, filepath.Base(pkl))
+	if err := replay.WriteFile(snap, c.Snapshot, replay.WritePickle, 0); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the snapshot to open", func() bool { return wd.Current() == snap })
+	if n := wd.TimesNote(); n != "" || st.TimeBase(0) != store.TimeSequence {
+		t.Fatalf("with the runs unfinished: note %q, time base %v", n, st.TimeBase(0))
+	}
+	for i := 0; i < len(held); i += 2 {
+		b, err := os.ReadFile(held[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(held[i+1], b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wd.Open(snap); err != nil {
+		t.Fatal(err)
+	}
+	if n := wd.TimesNote(); !strings.HasPrefix(n, "times recovered ") || st.TimeBase(0) != store.TimeEpochUS {
+		t.Fatalf("with the runs finished: note %q, time base %v, errors %v", n, st.TimeBase(0), wd.Errors())
+	}
 }
