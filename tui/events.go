@@ -52,7 +52,7 @@ func (m *Model) loadEvents() {
 func (m *Model) eventText(e *store.Event) string {
 	var sb strings.Builder
 	if m.base == store.TimeEpochUS {
-		if op, ok := m.o.Source.OpAt(e.Time); ok {
+		if op, ok := opOf(m.o.Source, e); ok {
 			sb.WriteString(op.Name)
 			sb.WriteByte('\n')
 		}
@@ -116,7 +116,7 @@ func (m *Model) eventLines(w, h int) []string {
 		}
 		op := ""
 		if m.base == store.TimeEpochUS {
-			if o, ok := m.o.Source.OpAt(e.Time); ok {
+			if o, ok := opOf(m.o.Source, e); ok {
 				op = o.Name
 			}
 		}

@@ -304,7 +304,7 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	f.verdict = fig.Verdict(f.requested, f.free)
 	f.reason = fig.Reason(f.requested, f.free, bytesize.Format)
 	if m.base == store.TimeEpochUS {
-		if op, ok := src.OpAt(e.Time); ok {
+		if op, ok := opOf(src, e); ok {
 			f.op = op.Name
 		}
 	}

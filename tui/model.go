@@ -577,6 +577,14 @@ func (m *Model) refreshCursor() {
 	m.hasOpAt = false
 	if m.base == store.TimeEpochUS {
 		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
+		// Standing right after an entry whose time is only an interval
+		// (a recovered trace's oom), the header names that entry's op, as
+		// explain does (replay.IntervalOp).
+		if ss, ok := src.(seqSource); ok && m.pos > 0 {
+			if evs := ss.EventsAroundSeq(m.dev, m.pos, 1, 0); len(evs) == 1 && evs[0].Interval {
+				m.opAt, m.hasOpAt = opOf(src, &evs[0])
+			}
+		}
 	}
 	m.followOp()
 	m.loadEvents()

@@ -35,6 +35,22 @@ type Source interface {
 	Peak(device int) (cursor int64, activeBytes int64)
 }
 
+// eventOpSource attributes an entry itself rather than its time
+// (store.Store.OpOf): an entry whose time was recovered only as an
+// interval gets replay.IntervalOp's op, as explain gives the OOM.
+type eventOpSource interface {
+	OpOf(e store.Event) (store.Op, bool)
+}
+
+// opOf is the op entry e is attributed to: the Source's OpOf where it has
+// one, else OpAt its time.
+func opOf(src Source, e *store.Event) (store.Op, bool) {
+	if es, ok := src.(eventOpSource); ok {
+		return es.OpOf(*e)
+	}
+	return src.OpAt(e.Time)
+}
+
 // *store.Store is the Source every command passes.
 var _ Source = (*store.Store)(nil)
 

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
+	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
@@ -23,58 +23,15 @@ func recoverTimes(c *replay.Capture, dirs []string, warn io.Writer) (*align.Resu
 	return res, err
 }
 
-// recoverTimesRuns is recoverTimes also returning the runs it read.
+// recoverTimesRuns is recoverTimes also returning the runs it read
+// (watch.RecoverTimes).
 func recoverTimesRuns(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, []*profiler.Data, error) {
-	if c.Snapshot.HasTimestamps() {
-		return nil, nil, nil
-	}
-	pid, _ := classify.PID(c.Path)
-	var paths []string
-	for _, p := range dirs { // a run, or a directory of runs: those of the file's process
-		rs, err := classify.RunsOf(p, pid)
-		if err != nil {
-			return nil, nil, err
-		}
-		paths = append(paths, rs...)
-	}
-	if len(dirs) == 0 {
-		if paths = runsBeside(c.Path); len(paths) == 0 {
-			return nil, nil, nil
-		}
-	}
-	var runs []align.Run
-	var data []*profiler.Data
-	for _, dir := range paths {
-		d, err := profiler.ReadDir(dir)
-		if err != nil {
-			return nil, nil, err
-		}
-		rpid, _ := classify.PID(dir)
-		runs = append(runs, align.Run{Data: d, PID: uint64(max(rpid, 0))})
-		data = append(data, d)
-	}
-	res := align.Recover(c.Snapshot, runs, align.Options{PID: uint64(max(pid, 0))})
-	for _, r := range res.Refused {
-		fmt.Fprintf(warn, "npumon: times not recovered from %s\n", r)
-	}
-	return &res, data, nil
+	return watch.RecoverTimes(c, watch.RecoverOptions{Dirs: dirs}, warn)
 }
 
 // recoveredNote is the header's line for device dev (-1: the first):
-// "times recovered 97 %".
-func recoveredNote(res *align.Result, dev int) string {
-	if res == nil || len(res.Devices) == 0 {
-		return ""
-	}
-	d := res.Device(dev)
-	if dev < 0 {
-		d = &res.Devices[0]
-	}
-	if d == nil || d.Source != align.SourceRecovered {
-		return ""
-	}
-	return fmt.Sprintf("times recovered %.0f %%", 100*d.Share())
-}
+// "times recovered 97 %" (watch.RecoveredNote).
+func recoveredNote(res *align.Result, dev int) string { return watch.RecoveredNote(res, dev) }
 
 // runsBeside lists the profiler runs in the snapshot's directory of the
 // snapshot's process (classify.Beside).

@@ -48,6 +48,8 @@ func newWatchCmd() *cobra.Command {
 			"and size (one that cannot be read, with its error), new ones appearing live; enter opens one\n" +
 			"(choosing the newest keeps following, an older one stays put). Profiler ops are read from\n" +
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
+			"A snapshot without times (torch_npu's) gets them from the complete profiler runs of its\n" +
+			"process in DIR as it opens (docs/timerecovery.md); the header says \"times recovered 97 %\".\n" +
 			"--list prints the captures found so far in arrival order and exits; --open N (the index\n" +
 			"--list prints) or --open NAME opens that snapshot instead and stays on it. With --headless\n" +
 			"DURATION nothing is drawn: it watches for DURATION and prints the summary as JSON.\n" +
@@ -87,7 +89,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer stopMetrics()
-			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}}
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}, Note: wd.TimesNote}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err

@@ -101,6 +101,9 @@ func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
 	if d.base == TimeEpochUS {
 		e.TimeUS = r.time
 	}
+	if j < int64(len(d.ivHi)) && d.ivHi[j] >= 0 {
+		e.Interval, e.TimeHi = true, d.ivHi[j]
+	}
 	return e
 }
 

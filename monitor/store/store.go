@@ -137,6 +137,11 @@ type devLog struct {
 	thin      thinned
 	sizes     chunked[int64] // live block sizes per entry (overrides.sizes)
 
+	// ivHi, for a capture whose times were recovered, is per entry -1 where
+	// its time is exact, else its interval's upper bound (0: open); nil
+	// when every time is exact (Event.Interval).
+	ivHi []int64
+
 	lastMu sync.Mutex
 	last   *checkpoint // the last state a query rolled to (cursor stepping)
 
@@ -288,6 +293,9 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 		}
 		close(scanned)
 		d.storeCapture(entries, &pre.counts)
+		if pre.hasTime {
+			d.ivHi = intervalHi(snap, dev, entries)
+		}
 	}()
 	tl, err := replay.NewTimeline(snap, dev)
 	<-scanned
@@ -340,6 +348,25 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	d.allocated.reindex()
 	d.reserved.reindex()
 	return d, nil
+}
+
+// intervalHi is devLog.ivHi of device dev's entries: one backward pass
+// carrying the next exact entry's time (Snapshot.TimeInterval's bound).
+func intervalHi(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) []int64 {
+	if dev >= len(snap.TimeExact) || len(snap.TimeExact[dev]) != len(entries) || !slices.Contains(snap.TimeExact[dev], false) {
+		return nil
+	}
+	ex := snap.TimeExact[dev]
+	hi := make([]int64, len(entries))
+	var next int64
+	for i := len(entries) - 1; i >= 0; i-- {
+		if ex[i] {
+			hi[i], next = -1, entries[i].TimeUS
+		} else {
+			hi[i] = next
+		}
+	}
+	return hi
 }
 
 // storeCapture is the record side of a capture's ingest (buildCapture):
@@ -913,6 +940,22 @@ func (s *Store) OpAt(t int64) (Op, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if i := replay.InnermostOp(opTable{s.ops, s.opMaxEnd}, t); i >= 0 {
+		return s.ops[i], true
+	}
+	return Op{}, false
+}
+
+// OpOf returns the op entry e is attributed to: OpAt its time, or, for an
+// entry whose time is only an interval (Event.Interval), the op
+// replay.IntervalOp gives it — what ran next after the last known moment,
+// as explain's OOM op (docs/timerecovery.md).
+func (s *Store) OpOf(e Event) (Op, bool) {
+	if !e.Interval {
+		return s.OpAt(e.Time)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if i := replay.IntervalOp(opTable{s.ops, s.opMaxEnd}, e.Time, e.TimeHi); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false

@@ -48,6 +48,11 @@ type Event struct {
 	// ActionName is the action as its source serialized it (torch's name
 	// of a known action, else the name the source gave it).
 	ActionName string
+	// Interval is set where the entry's time was recovered only as an
+	// interval (Snapshot.TimeExact false, docs/timerecovery.md): Time is its
+	// lower bound and TimeHi the next exact entry's time (0: none follows).
+	Interval bool
+	TimeHi   int64
 	snapshot.TraceEntry
 }
 

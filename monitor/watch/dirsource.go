@@ -82,6 +82,7 @@ type DirSource struct {
 	held     bool           // the user works in the open capture: new ones do not replace it
 	newWhile int            // snapshots that landed while held
 	open     string         // the capture shown
+	times    string         // the open capture's time recovery (TimesNote)
 	ops      int
 	errs     []string
 }
@@ -380,12 +381,25 @@ func (d *DirSource) openSnapshot(path string) {
 func (d *DirSource) openCapture(path string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
-	if _, err := Load(context.Background(), path, d.store, LoadOptions{Limits: d.limits, MemoryOnly: true}); err != nil {
+	var times string
+	// A snapshot without times (torch_npu) gets them from the complete
+	// profiler runs of its process in the directory (docs/timerecovery.md);
+	// a run that cannot be used does not keep the snapshot from opening.
+	prepare := func(c *replay.Capture) error {
+		var warn strings.Builder
+		res, _, err := RecoverTimes(c, RecoverOptions{CompleteOnly: true}, &warn)
+		if err != nil {
+			warn.WriteString(err.Error())
+		}
+		times = strings.TrimSpace(RecoveredNote(res, -1) + " " + strings.TrimSpace(warn.String()))
+		return nil
+	}
+	if _, err := Load(context.Background(), path, d.store, LoadOptions{Limits: d.limits, MemoryOnly: true, Prepare: prepare}); err != nil {
 		d.update(path, func(c *Entry) { c.Error = err.Error() })
 		return err
 	}
 	d.mu.Lock()
-	d.open = path
+	d.open, d.times = path, times
 	d.mu.Unlock()
 	d.update(path, func(c *Entry) { c.Error = "" })
 	return nil
@@ -506,6 +520,15 @@ func (d *DirSource) Following() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.follow
+}
+
+// TimesNote is the header's line on the open snapshot's recovered times
+// ("times recovered 97 %", and the runs refused); "" when its trace has
+// times of its own or no profiler run of its process was complete.
+func (d *DirSource) TimesNote() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.times
 }
 
 // Ops is the number of ops read from profiler directories so far.
