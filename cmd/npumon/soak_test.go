@@ -123,9 +123,15 @@ func TestSoakProducerUnderStorm(t *testing.T) {
 	}()
 
 	_, _, quiet := run(false)
+	// a watched directory churning all through the storm
+	watched := startChurnedWatch(t)
+	churned := make(chan struct{})
+	go func() { defer close(churned); watched.churn(t, 100) }()
 	got, want, done := run(true)
 	close(scrapeStop)
 	<-scraped
+	<-churned
+	watched.check(t)
 
 	sameState(t, got, want)
 	if got.Gaps != 0 || got.MissedEntries != 0 || got.PeakActiveBytes != want.PeakActiveBytes {
