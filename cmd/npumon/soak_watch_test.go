@@ -197,6 +197,7 @@ func (w *churnedWatch) check(t *testing.T) {
 		t.Errorf("watch ended on %q (%d entries), want the newest complete %s", s.Open, s.Entries, w.final)
 	}
 	var broken, listed int
+	garbage := false
 	for _, c := range s.Captures {
 		name := filepath.Base(c.Path)
 		listed++
@@ -207,9 +208,15 @@ func (w *churnedWatch) check(t *testing.T) {
 		if complete && c.Error != "" {
 			t.Errorf("complete snapshot %s listed as broken: %s", name, c.Error)
 		}
-		if name == "zz_garbage.pickle" && c.Error == "" {
-			t.Errorf("the garbage file is not listed as broken: %+v", c)
+		if name == "zz_garbage.pickle" {
+			garbage = true
+			if c.Error == "" {
+				t.Errorf("the garbage file is not listed as broken: %+v", c)
+			}
 		}
+	}
+	if !garbage {
+		t.Errorf("the last garbage file is not listed: %d captures", listed)
 	}
 	t.Logf("watch: %d captures listed, %d broken, open %s; peak RSS %.1f MiB over %d samples",
 		listed, broken, filepath.Base(s.Open), float64(rss)/(1<<20), samples)
