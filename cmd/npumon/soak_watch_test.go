@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,25 +44,30 @@ func TestSoakWatchChild(t *testing.T) {
 // into which complete snapshots are renamed, and partial files, garbage,
 // truncations and deletions thrown, all at once; rss samples its VmRSS.
 type churnedWatch struct {
-	dir      string
-	cmd      *exec.Cmd
-	out      bytes.Buffer
-	errb     syncBuf
-	stop     chan struct{}
-	sampled  chan struct{}
-	mu       sync.Mutex
-	peakRSS  int64
-	samples  int
-	complete []string // complete snapshots written, oldest first
-	deleted  map[string]bool
-	final    string
+	dir       string
+	cmd       *exec.Cmd
+	out       bytes.Buffer
+	errb      syncBuf
+	stop      chan struct{}
+	sampled   chan struct{}
+	mu        sync.Mutex
+	peakRSS   int64
+	samples   int
+	complete  []string // complete snapshots written, oldest first
+	deleted   map[string]bool
+	final     string
+	garbageAt time.Time
 }
+
+// finalFixture is the last complete snapshot: its reserved bytes (unlike
+// the churned ones') tell from the watch's /metrics that it is open.
+const finalFixture = "snapshots/cuda-2.0-flexgen-1.3b_snapshot.pickle"
 
 func startChurnedWatch(t *testing.T) *churnedWatch {
 	t.Helper()
 	w := &churnedWatch{dir: t.TempDir(), stop: make(chan struct{}), sampled: make(chan struct{}), deleted: map[string]bool{}}
 	w.put(t, "snapshots/cuda-silmont-mem_snapshot.pickle", "first.pickle")
-	argv, _ := json.Marshal([]string{"watch", w.dir, "--headless", "60s"})
+	argv, _ := json.Marshal([]string{"watch", w.dir, "--headless", "60s", "--metrics", "127.0.0.1:0"})
 	w.cmd = exec.Command(os.Args[0], "-test.run=^TestSoakWatchChild$")
 	w.cmd.Env = append(os.Environ(), "NPUMON_SOAK_WATCH_ARGS="+string(argv))
 	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.errb
@@ -128,6 +135,15 @@ func (w *churnedWatch) churn(t *testing.T, rounds int) {
 	half = half[:len(half)/2]
 	rng := rand.New(rand.NewPCG(1, 2))
 	junk := make([]byte, 4096)
+	for j := range junk {
+		junk[j] = byte(rng.Uint32())
+	}
+	// garbage left alone all along: the watcher gives up on a file that
+	// stays broken after its GiveUp (3 s) and lists it as broken
+	os.WriteFile(filepath.Join(w.dir, "zz_garbage.pickle"), junk, 0o600)
+	w.mu.Lock()
+	w.garbageAt = time.Now()
+	w.mu.Unlock()
 	for i := range rounds {
 		w.put(t, fixes[i%2], fmt.Sprintf("snap_%03d.pickle", i))
 		os.WriteFile(filepath.Join(w.dir, fmt.Sprintf("part_%03d.pickle", i)), half, 0o600)
@@ -151,19 +167,50 @@ func (w *churnedWatch) churn(t *testing.T, rounds int) {
 		}
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 	}
-	// a broken newest file the watcher must try and list as broken, then
-	// the newest complete one it must end on
-	os.WriteFile(filepath.Join(w.dir, "zz_garbage.pickle"), junk, 0o600)
-	time.Sleep(time.Second)
+	// the newest complete one it must end on, in a burst with an older one
+	// (both settle in one tick, their mtimes alike)
+	w.put(t, fixes[0], "snap_last.pickle")
 	w.final = "zz_final.pickle"
-	w.put(t, fixes[1], w.final)
+	w.put(t, finalFixture, w.final)
 }
 
-// end stops the watch (SIGTERM, after a settle time for the last snapshot
-// to open) and returns its summary and the peak RSS.
+// end waits (bounded) until the watch's /metrics show the last snapshot
+// open, stops it (SIGTERM) and returns its summary and the peak RSS.
 func (w *churnedWatch) end(t *testing.T) (watchSummaryJSON, int64, int) {
 	t.Helper()
-	time.Sleep(2 * time.Second)
+	want := float64(headlessSummary(t, "--headless", "10ms", fixture.Path(t, finalFixture)).ReservedBytes)
+	cl := &http.Client{Timeout: 2 * time.Second}
+	var addr string
+	var seen float64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if addr == "" {
+			if _, rest, ok := strings.Cut(w.errb.String(), "metrics on "); ok {
+				addr, _, _ = strings.Cut(rest, "\n")
+			}
+			continue
+		}
+		resp, err := cl.Get(addr)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		for line := range strings.Lines(string(body)) {
+			if f := strings.Fields(line); len(f) == 2 && (f[0] == "npumon_reserved_bytes" || strings.HasPrefix(f[0], "npumon_reserved_bytes{")) {
+				seen, _ = strconv.ParseFloat(f[1], 64)
+			}
+		}
+		if seen == want {
+			break
+		}
+	}
+	if seen != want {
+		t.Errorf("the watch's /metrics (%q) show %v reserved bytes, not the last snapshot's %v", addr, seen, want)
+	}
+	w.mu.Lock()
+	garbageAt := w.garbageAt
+	w.mu.Unlock()
+	time.Sleep(time.Until(garbageAt.Add(5 * time.Second))) // GiveUp 3 s, generous
 	w.cmd.Process.Signal(syscall.SIGTERM)
 	exited := make(chan error, 1)
 	go func() { exited <- w.cmd.Wait() }()
