@@ -18,11 +18,13 @@ import (
 // TestSoakProducerUnderStorm is the soak and fault test (bounded: about
 // 10 s): the Python producer serves a stand-in job while 200 idle clients
 // and a reconnect storm hammer its socket and 1,100 idle connections hold
-// a /metrics server in this process. Checked: the client that keeps up
+// a /metrics server in this process, and a real `npumon watch` follows a
+// churning directory (soak_watch_test.go). Checked: the client that keeps up
 // ends in the job's exact state with nothing lost; the producer held at
 // most its cap and refused the rest; its state was encoded at most once a
 // poll; the job's own step time stayed within a generous bound of a run
-// without the storm; scrapes kept succeeding.
+// without the storm; scrapes kept succeeding; the watch ended on the
+// newest complete snapshot with its RSS under soakWatchRSSBound.
 func TestSoakProducerUnderStorm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak test")
@@ -123,9 +125,15 @@ func TestSoakProducerUnderStorm(t *testing.T) {
 	}()
 
 	_, _, quiet := run(false)
+	// a watched directory churning all through the storm
+	watched := startChurnedWatch(t)
+	churned := make(chan struct{})
+	go func() { defer close(churned); watched.churn(t, 100) }()
 	got, want, done := run(true)
 	close(scrapeStop)
 	<-scraped
+	<-churned
+	watched.check(t)
 
 	sameState(t, got, want)
 	if got.Gaps != 0 || got.MissedEntries != 0 || got.PeakActiveBytes != want.PeakActiveBytes {

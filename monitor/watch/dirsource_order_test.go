@@ -116,3 +116,35 @@ func TestDirSourceOpensNewestAndHolds(t *testing.T) {
 		t.Errorf("after FollowNewest: open %s, %d new, following %v", wd.Current(), wd.NewCaptures(), wd.Following())
 	}
 }
+
+// TestDirSourceFollowsNewestOfABurst: dumps that land together settle in
+// the same tick; the newest by modification time is the one opened, not
+// whichever the pending set happens to yield last (found by the soak test).
+func TestDirSourceFollowsNewestOfABurst(t *testing.T) {
+	older, _ := os.ReadFile(fixture.Path(t, "snapshots/cuda-silmont-mem_snapshot.pickle"))
+	newer, _ := os.ReadFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"))
+	for range 4 {
+		dir := t.TempDir()
+		wd := watch.NewDirSource(dir, store.New(store.Options{}), watch.DirOptions{Follow: true})
+		if err := wd.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-wd.Ready()
+		// names in the reverse order of their times, so name order cannot pass for time order
+		for i, name := range []string{"z_1.pickle", "y_2.pickle", "x_3.pickle"} {
+			data := older
+			if i == 2 {
+				data = newer
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		poll.Within(t, 10*time.Second, "the newest of the burst to open", func() bool { return filepath.Base(wd.Current()) == "x_3.pickle" })
+		time.Sleep(300 * time.Millisecond) // nothing older may replace it
+		if got := filepath.Base(wd.Current()); got != "x_3.pickle" {
+			t.Errorf("the newest x_3.pickle was replaced by the older %s", got)
+		}
+		wd.Stop()
+	}
+}

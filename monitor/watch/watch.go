@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -475,6 +476,7 @@ func (w *Watcher) tick() {
 		}
 		return
 	}
+	var ready []string
 	for p, c := range w.pending {
 		if c.tooBig || c.failed && c.reported {
 			// given up on until it changes: its fsnotify events (or a
@@ -491,7 +493,23 @@ func (w *Watcher) tick() {
 			c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
 			continue
 		}
-		w.settle(p, c, false)
+		ready = append(ready, p)
+	}
+	// oldest first, so that of files settling in one tick the newest is the
+	// last event (the one a follow opens), not the map's pick; mtimes are
+	// coarse (a kernel tick), so ties go by when their last change was seen
+	slices.SortFunc(ready, func(a, b string) int {
+		ca, cb := w.pending[a], w.pending[b]
+		if c := ca.mod.Compare(cb.mod); c != 0 {
+			return c
+		}
+		if c := ca.since.Compare(cb.since); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, p := range ready {
+		w.settle(p, w.pending[p], false)
 	}
 	for p := range w.fwDirty {
 		delete(w.fwDirty, p)
