@@ -118,7 +118,7 @@ func fits(es, rs int64) bool {
 // match aligns trace tr with recs and writes each matched entry's record
 // time into times. It returns the number matched and, per run, how many
 // matches its records gave.
-func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAddr bool, after [][2]int64, times []int64) (int, []int) {
+func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after [][2]int64, times []int64) (int, []int) {
 	ev := make([]tev, 0, len(tr))
 	for i := range tr {
 		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
@@ -149,37 +149,59 @@ func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAdd
 		}
 		ev = kept
 	}
-	// per key, the positions of its records and of its trace events
-	ids := map[key]int32{}
-	var recPos, evPos [][]int32
-	id := func(k key) int32 {
-		v, ok := ids[k]
-		if !ok {
-			v = int32(len(recPos))
-			ids[k] = v
-			recPos, evPos = append(recPos, nil), append(evPos, nil)
-		}
-		return v
-	}
+	// per key, the positions of its records and of its trace events: a
+	// dense id per key (a map behind a small direct-mapped cache, as a
+	// trace repeats its few addresses), then each id's positions as one
+	// slice of a flat array (counted first, so nothing grows)
 	recID, evID := make([]int32, len(recs)), make([]int32, len(ev))
+	var recPos, evPos [][]int32
 	if byAddr {
-		last, lastID := key(0), int32(-1)
-		for j := range recs {
-			k := keyOf(recs[j].kind, recs[j].addr)
-			if lastID < 0 || k != last {
-				last, lastID = k, id(k)
-			}
-			recID[j] = lastID
-			recPos[lastID] = append(recPos[lastID], int32(j))
+		ids := map[key]int32{}
+		const cacheBits = 12
+		var cache [1 << cacheBits]struct {
+			k  key
+			id int32
 		}
-		lastID = -1
-		for i := range ev {
-			k := keyOf(ev[i].kind, ev[i].addr)
-			if lastID < 0 || k != last {
-				last, lastID = k, id(k)
+		for c := range cache {
+			cache[c].id = -1
+		}
+		var count [][2]int32 // per id: records, trace events
+		id := func(k key) int32 {
+			c := &cache[uint64(k)*0x9E3779B97F4A7C15>>(64-cacheBits)]
+			if c.id >= 0 && c.k == k {
+				return c.id
 			}
-			evID[i] = lastID
-			evPos[lastID] = append(evPos[lastID], int32(i))
+			v, ok := ids[k]
+			if !ok {
+				v = int32(len(count))
+				ids[k] = v
+				count = append(count, [2]int32{})
+			}
+			c.k, c.id = k, v
+			return v
+		}
+		for j := range recs {
+			x := id(keyOf(recs[j].kind, recs[j].addr))
+			recID[j] = x
+			count[x][0]++
+		}
+		for i := range ev {
+			x := id(keyOf(ev[i].kind, ev[i].addr))
+			evID[i] = x
+			count[x][1]++
+		}
+		recFlat, evFlat := make([]int32, len(recs)), make([]int32, len(ev))
+		recPos, evPos = make([][]int32, len(count)), make([][]int32, len(count))
+		var ro, eo int32
+		for x, c := range count {
+			recPos[x], evPos[x] = recFlat[ro:ro:ro+c[0]], evFlat[eo:eo:eo+c[1]]
+			ro, eo = ro+c[0], eo+c[1]
+		}
+		for j, x := range recID {
+			recPos[x] = append(recPos[x], int32(j))
+		}
+		for i, x := range evID {
+			evPos[x] = append(evPos[x], int32(i))
 		}
 	}
 	posOf := func(pos [][]int32, x int32) []int32 {
@@ -276,7 +298,7 @@ func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAdd
 				off = [2]int64{a[0] - recs[j].total, a[1] - recs[j].active}
 			}
 			times[ev[i].idx] = recs[j].t
-			byRun[owner[j]]++
+			byRun[recs[j].run]++
 			m++
 			i++
 			j++
