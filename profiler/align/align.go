@@ -141,8 +141,10 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 			if len(recs) == 0 {
 				continue
 			}
-			times := make([]int64, len(tr))
-			m, byRun := match(tr, recs, len(use), from == FromFramework, allocatedAfter(s, dev, tr), times)
+			// match leaves each matched entry's record time (ns) in its
+			// TimeUS, all 0 before (the trace has no times), untouched
+			// when nothing matches
+			m, byRun := match(tr, recs, len(use), from == FromFramework, allocatedAfter(s, dev, tr))
 			if m == 0 {
 				continue
 			}
@@ -157,8 +159,8 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 			s.TimeExact[dev] = d.Exact
 			var last int64
 			for i := range tr {
-				if times[i] != 0 {
-					last = floorDiv(times[i], 1000)
+				if ns := tr[i].TimeUS; ns != 0 {
+					last = floorDiv(ns, 1000)
 					d.Exact[i] = true
 				}
 				tr[i].TimeUS = last

@@ -52,10 +52,10 @@ const totalSlack = 16 << 20
 // where a loop keeps nothing the steps cannot be told apart without times.
 
 type tev struct {
-	kind uint8
 	addr uint64
 	size int64
-	idx  int // index in the trace
+	idx  int32 // index in the trace
+	kind uint8
 }
 
 // key is a kind and an address in one word (device addresses are below
@@ -116,9 +116,9 @@ func fits(es, rs int64) bool {
 }
 
 // match aligns trace tr with recs and writes each matched entry's record
-// time into times. It returns the number matched and, per run, how many
+// time (epoch ns) into its TimeUS. It returns the number matched and, per run, how many
 // matches its records gave.
-func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after [][2]int64, times []int64) (int, []int) {
+func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after [][2]int64) (int, []int) {
 	ev := make([]tev, 0, len(tr))
 	for i := range tr {
 		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
@@ -129,7 +129,7 @@ func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after
 		if !byAddr {
 			a = 0
 		}
-		ev = append(ev, tev{k, a, abs(sz), i})
+		ev = append(ev, tev{addr: a, size: abs(sz), idx: int32(i), kind: k})
 	}
 	// a source with no BLOCK_FREE records its frees as FREE (the legacy
 	// free action): free_completed entries then have no record.
@@ -297,7 +297,7 @@ func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after
 				a := &after[ev[i].idx]
 				off = [2]int64{a[0] - recs[j].total, a[1] - recs[j].active}
 			}
-			times[ev[i].idx] = recs[j].t
+			tr[ev[i].idx].TimeUS = recs[j].t
 			byRun[recs[j].run]++
 			m++
 			i++
