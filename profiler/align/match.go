@@ -119,18 +119,6 @@ func fits(es, rs int64) bool {
 // time (epoch ns) into its TimeUS. It returns the number matched and, per run, how many
 // matches its records gave.
 func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after [][2]int64) (int, []int) {
-	ev := make([]tev, 0, len(tr))
-	for i := range tr {
-		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
-		if !ok {
-			continue
-		}
-		a := tr[i].Addr
-		if !byAddr {
-			a = 0
-		}
-		ev = append(ev, tev{addr: a, size: abs(sz), idx: int32(i), kind: k})
-	}
 	// a source with no BLOCK_FREE records its frees as FREE (the legacy
 	// free action): free_completed entries then have no record.
 	hasBlockFree := false
@@ -140,55 +128,62 @@ func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after
 			break
 		}
 	}
-	if !hasBlockFree {
-		kept := ev[:0]
-		for _, e := range ev {
-			if e.kind != profiler.MemoryBlockFree {
-				kept = append(kept, e)
-			}
-		}
-		ev = kept
-	}
 	// per key, the positions of its records and of its trace events: a
 	// dense id per key (a map behind a small direct-mapped cache, as a
 	// trace repeats its few addresses), then each id's positions as one
 	// slice of a flat array (counted first, so nothing grows)
-	recID, evID := make([]int32, len(recs)), make([]int32, len(ev))
+	ids := map[key]int32{}
+	const cacheBits = 12
+	var cache [1 << cacheBits]struct {
+		k  key
+		id int32
+	}
+	var count [][2]int32 // per id: records, trace events
+	id := func(k key) int32 {
+		c := &cache[uint64(k)*0x9E3779B97F4A7C15>>(64-cacheBits)]
+		if c.id > 0 && c.k == k {
+			return c.id - 1
+		}
+		v, ok := ids[k]
+		if !ok {
+			v = int32(len(count))
+			ids[k] = v
+			count = append(count, [2]int32{})
+		}
+		c.k, c.id = k, v+1 // id+1: the zero slot is empty
+		return v
+	}
+	// the trace's events, their ids with them (one pass)
+	ev := make([]tev, 0, len(tr))
+	var evID []int32
+	if byAddr {
+		evID = make([]int32, 0, len(tr))
+	}
+	for i := range tr {
+		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
+		if !ok || (!hasBlockFree && k == profiler.MemoryBlockFree) {
+			continue
+		}
+		a := tr[i].Addr
+		if !byAddr {
+			ev = append(ev, tev{size: abs(sz), idx: int32(i), kind: k})
+			continue
+		}
+		ev = append(ev, tev{addr: a, size: abs(sz), idx: int32(i), kind: k})
+		x := id(keyOf(k, a))
+		evID = append(evID, x)
+		count[x][1]++
+	}
+	recID := make([]int32, len(recs))
+	if !byAddr {
+		evID = make([]int32, len(ev))
+	}
 	var recPos, evPos [][]int32
 	if byAddr {
-		ids := map[key]int32{}
-		const cacheBits = 12
-		var cache [1 << cacheBits]struct {
-			k  key
-			id int32
-		}
-		for c := range cache {
-			cache[c].id = -1
-		}
-		var count [][2]int32 // per id: records, trace events
-		id := func(k key) int32 {
-			c := &cache[uint64(k)*0x9E3779B97F4A7C15>>(64-cacheBits)]
-			if c.id >= 0 && c.k == k {
-				return c.id
-			}
-			v, ok := ids[k]
-			if !ok {
-				v = int32(len(count))
-				ids[k] = v
-				count = append(count, [2]int32{})
-			}
-			c.k, c.id = k, v
-			return v
-		}
 		for j := range recs {
 			x := id(keyOf(recs[j].kind, recs[j].addr))
 			recID[j] = x
 			count[x][0]++
-		}
-		for i := range ev {
-			x := id(keyOf(ev[i].kind, ev[i].addr))
-			evID[i] = x
-			count[x][1]++
 		}
 		recFlat, evFlat := make([]int32, len(recs)), make([]int32, len(ev))
 		recPos, evPos = make([][]int32, len(count)), make([][]int32, len(count))
