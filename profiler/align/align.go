@@ -228,6 +228,8 @@ func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 		}
 	}
 	out := make([]event, 0, n)
+	sorted := true // the framework records' order, seen as they are read
+	var last int64
 	for k, d := range runs {
 		switch from {
 		case FromFramework:
@@ -238,6 +240,10 @@ func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 				}
 				out = append(out, event{addr: m.Ptr, size: abs(m.AllocSize), t: m.TimeNS, total: m.Allocated, active: m.Active,
 					run: int32(k), kind: m.Kind, hasTotal: m.HasAllocated, hasActive: m.HasActive})
+				if m.TimeNS < last {
+					sorted = false
+				}
+				last = m.TimeNS
 			}
 		case FromOperatorMemory:
 			for i := range d.OpMemory {
@@ -289,11 +295,16 @@ func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 	}
 	// one run's records come sorted (Data.Memory is); only more runs or
 	// operator_memory's three times per row need a sort
-	for i := 1; i < len(out); i++ {
-		if out[i].t < out[i-1].t {
-			sort.SliceStable(out, func(a, b int) bool { return out[a].t < out[b].t })
-			break
+	if from != FromFramework {
+		for i := 1; i < len(out); i++ {
+			if out[i].t < out[i-1].t {
+				sorted = false
+				break
+			}
 		}
+	}
+	if !sorted {
+		sort.SliceStable(out, func(a, b int) bool { return out[a].t < out[b].t })
 	}
 	return out
 }
