@@ -186,17 +186,25 @@ func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after
 			count[x][0]++
 		}
 		recFlat, evFlat := make([]int32, len(recs)), make([]int32, len(ev))
-		recPos, evPos = make([][]int32, len(count)), make([][]int32, len(count))
+		// count becomes each id's next free slot in the flat arrays
 		var ro, eo int32
 		for x, c := range count {
-			recPos[x], evPos[x] = recFlat[ro:ro:ro+c[0]], evFlat[eo:eo:eo+c[1]]
+			count[x] = [2]int32{ro, eo}
 			ro, eo = ro+c[0], eo+c[1]
 		}
 		for j, x := range recID {
-			recPos[x] = append(recPos[x], int32(j))
+			recFlat[count[x][0]] = int32(j)
+			count[x][0]++
 		}
 		for i, x := range evID {
-			evPos[x] = append(evPos[x], int32(i))
+			evFlat[count[x][1]] = int32(i)
+			count[x][1]++
+		}
+		recPos, evPos = make([][]int32, len(count)), make([][]int32, len(count))
+		ro, eo = 0, 0
+		for x, c := range count { // c is now each id's end
+			recPos[x], evPos[x] = recFlat[ro:c[0]:c[0]], evFlat[eo:c[1]:c[1]]
+			ro, eo = c[0], c[1]
 		}
 	}
 	posOf := func(pos [][]int32, x int32) []int32 {
