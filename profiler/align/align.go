@@ -109,7 +109,7 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 			continue
 		}
 		pid := r.PID
-		if pid == 0 {
+		if pid == 0 && o.PID != 0 { // a scan of the records, only when it can refuse
 			pid = recordsPID(r.Data)
 		}
 		if o.PID != 0 && pid != 0 && pid != o.PID {
@@ -124,23 +124,27 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 			continue
 		}
 		d := Device{Device: dev, Source: SourceNone}
+		timed := false
 		for i := range tr {
 			if isEvent(tr[i].Action) {
 				d.Events++
 			}
+			timed = timed || tr[i].TimeUS != 0
 		}
-		if hasTimes(tr) {
+		if timed {
 			d.Source = SourceTrace
 			res.Devices = append(res.Devices, d)
 			continue
 		}
 		for _, from := range []string{FromFramework, FromOperatorMemory, FromMemoryRecord} {
-			recs, owner := recordsOf(use, dev, from)
+			recs := recordsOf(use, dev, from)
 			if len(recs) == 0 {
 				continue
 			}
-			times := make([]int64, len(tr))
-			m, byRun := match(tr, recs, owner, len(use), from == FromFramework, allocatedAfter(s, dev, tr), times)
+			// match leaves each matched entry's record time (ns) in its
+			// TimeUS, all 0 before (the trace has no times), untouched
+			// when nothing matches
+			m, byRun := match(tr, recs, len(use), from == FromFramework, allocatedAfter(s, dev, tr))
 			if m == 0 {
 				continue
 			}
@@ -155,8 +159,8 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 			s.TimeExact[dev] = d.Exact
 			var last int64
 			for i := range tr {
-				if times[i] != 0 {
-					last = floorDiv(times[i], 1000)
+				if ns := tr[i].TimeUS; ns != 0 {
+					last = floorDiv(ns, 1000)
 					d.Exact[i] = true
 				}
 				tr[i].TimeUS = last
@@ -171,15 +175,6 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 		}
 	}
 	return res
-}
-
-func hasTimes(tr []snapshot.TraceEntry) bool {
-	for i := range tr {
-		if tr[i].TimeUS != 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // isEvent reports whether a profiler records entries of action a.
@@ -210,36 +205,45 @@ func floorDiv(a, b int64) int64 {
 // address (0 where the source has none) and size (bytes, positive), the
 // epoch ns it happened at.
 type event struct {
-	kind uint8
 	addr uint64
 	size int64
 	t    int64
 	// total is the allocated bytes after the event, when hasTotal.
-	total, active       int64
+	total, active int64
+	run           int32 // the run it came from
+	kind          uint8
+	// (the small fields last: 48 bytes, the events are a copy of every record)
 	hasTotal, hasActive bool
 }
 
 // recordsOf collects the events of device dev from runs' source from,
-// sorted by time, and the run each came from.
-func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
-	type ev struct {
-		event
-		run int
-	}
+// sorted by time.
+func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 	n := 0
 	for _, d := range runs {
-		n += len(d.Memory) + 3*len(d.OpMemory)
+		if from == FromOperatorMemory {
+			n += 3 * len(d.OpMemory)
+		} else {
+			n += len(d.Memory)
+		}
 	}
-	all := make([]ev, 0, n)
+	out := make([]event, 0, n)
+	sorted := true // the framework records' order, seen as they are read
+	var last int64
 	for k, d := range runs {
 		switch from {
 		case FromFramework:
 			for i := range d.Memory {
 				m := &d.Memory[i]
-				if m.Device != dev || m.Component != profiler.CompPTA || m.Ptr == 0 || m.Kind > profiler.MemoryBlockFree {
+				if m.Device != dev || m.Ptr == 0 || m.Kind > profiler.MemoryBlockFree || m.Component != profiler.CompPTA {
 					continue
 				}
-				all = append(all, ev{event{m.Kind, m.Ptr, abs(m.AllocSize), m.TimeNS, m.Allocated, m.Active, m.HasAllocated, m.HasActive}, k})
+				out = append(out, event{addr: m.Ptr, size: abs(m.AllocSize), t: m.TimeNS, total: m.Allocated, active: m.Active,
+					run: int32(k), kind: m.Kind, hasTotal: m.HasAllocated, hasActive: m.HasActive})
+				if m.TimeNS < last {
+					sorted = false
+				}
+				last = m.TimeNS
 			}
 		case FromOperatorMemory:
 			for i := range d.OpMemory {
@@ -249,14 +253,14 @@ func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
 				}
 				// absent totals are -1; the release totals are those after
 				// the release (FREE)
-				all = append(all, ev{event{kind: profiler.MemoryMalloc, size: r.Size, t: r.AllocNS,
-					total: r.AllocAllocated, active: r.AllocActive, hasTotal: r.AllocAllocated >= 0, hasActive: r.AllocActive >= 0}, k})
+				out = append(out, event{run: int32(k), kind: profiler.MemoryMalloc, size: r.Size, t: r.AllocNS,
+					total: r.AllocAllocated, active: r.AllocActive, hasTotal: r.AllocAllocated >= 0, hasActive: r.AllocActive >= 0})
 				if r.ReleaseNS != 0 {
-					all = append(all, ev{event{kind: profiler.MemoryFree, size: r.Size, t: r.ReleaseNS,
-						total: r.RelAllocated, hasTotal: r.RelAllocated >= 0}, k})
+					out = append(out, event{run: int32(k), kind: profiler.MemoryFree, size: r.Size, t: r.ReleaseNS,
+						total: r.RelAllocated, hasTotal: r.RelAllocated >= 0})
 				}
 				if r.ActiveReleaseNS != 0 {
-					all = append(all, ev{event{kind: profiler.MemoryBlockFree, size: r.Size, t: r.ActiveReleaseNS}, k})
+					out = append(out, event{run: int32(k), kind: profiler.MemoryBlockFree, size: r.Size, t: r.ActiveReleaseNS})
 				}
 			}
 		case FromMemoryRecord:
@@ -266,12 +270,12 @@ func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
 			var prev *profiler.MemoryRecord
 			for i := range d.Memory {
 				m := &d.Memory[i]
-				if m.Device != dev || m.Component != profiler.CompPTA || !m.HasAllocated {
+				if m.Device != dev || !m.HasAllocated || m.Component != profiler.CompPTA {
 					continue
 				}
 				if prev != nil {
 					da, dact := m.Allocated-prev.Allocated, m.Active-prev.Active
-					e := event{t: m.TimeNS, total: m.Allocated, active: m.Active, hasTotal: true, hasActive: m.HasActive}
+					e := event{run: int32(k), t: m.TimeNS, total: m.Allocated, active: m.Active, hasTotal: true, hasActive: m.HasActive}
 					switch {
 					case da > 0:
 						e.kind, e.size = profiler.MemoryMalloc, da
@@ -283,7 +287,7 @@ func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
 						prev = m
 						continue
 					}
-					all = append(all, ev{e, k})
+					out = append(out, e)
 				}
 				prev = m
 			}
@@ -291,14 +295,18 @@ func recordsOf(runs []*profiler.Data, dev int, from string) ([]event, []int) {
 	}
 	// one run's records come sorted (Data.Memory is); only more runs or
 	// operator_memory's three times per row need a sort
-	if !sort.SliceIsSorted(all, func(i, j int) bool { return all[i].t < all[j].t }) {
-		sort.SliceStable(all, func(i, j int) bool { return all[i].t < all[j].t })
+	if from != FromFramework {
+		for i := 1; i < len(out); i++ {
+			if out[i].t < out[i-1].t {
+				sorted = false
+				break
+			}
+		}
 	}
-	out, owner := make([]event, len(all)), make([]int, len(all))
-	for i := range all {
-		out[i], owner[i] = all[i].event, all[i].run
+	if !sorted {
+		sort.SliceStable(out, func(a, b int) bool { return out[a].t < out[b].t })
 	}
-	return out, owner
+	return out
 }
 
 func abs(v int64) int64 {

@@ -52,10 +52,10 @@ const totalSlack = 16 << 20
 // where a loop keeps nothing the steps cannot be told apart without times.
 
 type tev struct {
-	kind uint8
 	addr uint64
 	size int64
-	idx  int // index in the trace
+	idx  int32 // index in the trace
+	kind uint8
 }
 
 // key is a kind and an address in one word (device addresses are below
@@ -116,21 +116,9 @@ func fits(es, rs int64) bool {
 }
 
 // match aligns trace tr with recs and writes each matched entry's record
-// time into times. It returns the number matched and, per run, how many
+// time (epoch ns) into its TimeUS. It returns the number matched and, per run, how many
 // matches its records gave.
-func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAddr bool, after [][2]int64, times []int64) (int, []int) {
-	ev := make([]tev, 0, len(tr))
-	for i := range tr {
-		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
-		if !ok {
-			continue
-		}
-		a := tr[i].Addr
-		if !byAddr {
-			a = 0
-		}
-		ev = append(ev, tev{k, a, abs(sz), i})
-	}
+func match(tr []snapshot.TraceEntry, recs []event, nruns int, byAddr bool, after [][2]int64) (int, []int) {
 	// a source with no BLOCK_FREE records its frees as FREE (the legacy
 	// free action): free_completed entries then have no record.
 	hasBlockFree := false
@@ -140,46 +128,83 @@ func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAdd
 			break
 		}
 	}
-	if !hasBlockFree {
-		kept := ev[:0]
-		for _, e := range ev {
-			if e.kind != profiler.MemoryBlockFree {
-				kept = append(kept, e)
-			}
-		}
-		ev = kept
-	}
-	// per key, the positions of its records and of its trace events
+	// per key, the positions of its records and of its trace events: a
+	// dense id per key (a map behind a small direct-mapped cache, as a
+	// trace repeats its few addresses), then each id's positions as one
+	// slice of a flat array (counted first, so nothing grows)
 	ids := map[key]int32{}
-	var recPos, evPos [][]int32
+	const cacheBits = 12
+	var cache [1 << cacheBits]struct {
+		k  key
+		id int32
+	}
+	var count [][2]int32 // per id: records, trace events
 	id := func(k key) int32 {
+		c := &cache[uint64(k)*0x9E3779B97F4A7C15>>(64-cacheBits)]
+		if c.id > 0 && c.k == k {
+			return c.id - 1
+		}
 		v, ok := ids[k]
 		if !ok {
-			v = int32(len(recPos))
+			v = int32(len(count))
 			ids[k] = v
-			recPos, evPos = append(recPos, nil), append(evPos, nil)
+			count = append(count, [2]int32{})
 		}
+		c.k, c.id = k, v+1 // id+1: the zero slot is empty
 		return v
 	}
-	recID, evID := make([]int32, len(recs)), make([]int32, len(ev))
+	// the trace's events, their ids with them (one pass)
+	ev := make([]tev, 0, len(tr))
+	var evID []int32
 	if byAddr {
-		last, lastID := key(0), int32(-1)
-		for j := range recs {
-			k := keyOf(recs[j].kind, recs[j].addr)
-			if lastID < 0 || k != last {
-				last, lastID = k, id(k)
-			}
-			recID[j] = lastID
-			recPos[lastID] = append(recPos[lastID], int32(j))
+		evID = make([]int32, 0, len(tr))
+	}
+	for i := range tr {
+		k, sz, ok := profiler.MemoryKindOf(tr[i].Action, tr[i].Size)
+		if !ok || (!hasBlockFree && k == profiler.MemoryBlockFree) {
+			continue
 		}
-		lastID = -1
-		for i := range ev {
-			k := keyOf(ev[i].kind, ev[i].addr)
-			if lastID < 0 || k != last {
-				last, lastID = k, id(k)
-			}
-			evID[i] = lastID
-			evPos[lastID] = append(evPos[lastID], int32(i))
+		a := tr[i].Addr
+		if !byAddr {
+			ev = append(ev, tev{size: abs(sz), idx: int32(i), kind: k})
+			continue
+		}
+		ev = append(ev, tev{addr: a, size: abs(sz), idx: int32(i), kind: k})
+		x := id(keyOf(k, a))
+		evID = append(evID, x)
+		count[x][1]++
+	}
+	recID := make([]int32, len(recs))
+	if !byAddr {
+		evID = make([]int32, len(ev))
+	}
+	var recPos, evPos [][]int32
+	if byAddr {
+		for j := range recs {
+			x := id(keyOf(recs[j].kind, recs[j].addr))
+			recID[j] = x
+			count[x][0]++
+		}
+		recFlat, evFlat := make([]int32, len(recs)), make([]int32, len(ev))
+		// count becomes each id's next free slot in the flat arrays
+		var ro, eo int32
+		for x, c := range count {
+			count[x] = [2]int32{ro, eo}
+			ro, eo = ro+c[0], eo+c[1]
+		}
+		for j, x := range recID {
+			recFlat[count[x][0]] = int32(j)
+			count[x][0]++
+		}
+		for i, x := range evID {
+			evFlat[count[x][1]] = int32(i)
+			count[x][1]++
+		}
+		recPos, evPos = make([][]int32, len(count)), make([][]int32, len(count))
+		ro, eo = 0, 0
+		for x, c := range count { // c is now each id's end
+			recPos[x], evPos[x] = recFlat[ro:c[0]:c[0]], evFlat[eo:c[1]:c[1]]
+			ro, eo = c[0], c[1]
 		}
 	}
 	posOf := func(pos [][]int32, x int32) []int32 {
@@ -275,8 +300,8 @@ func match(tr []snapshot.TraceEntry, recs []event, owner []int, nruns int, byAdd
 				a := &after[ev[i].idx]
 				off = [2]int64{a[0] - recs[j].total, a[1] - recs[j].active}
 			}
-			times[ev[i].idx] = recs[j].t
-			byRun[owner[j]]++
+			tr[ev[i].idx].TimeUS = recs[j].t
+			byRun[recs[j].run]++
 			m++
 			i++
 			j++
