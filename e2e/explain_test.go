@@ -23,7 +23,10 @@ func TestTUIHoldersInTmux(t *testing.T) {
 	p.send("Enter")
 	p.waitFor("25 allocations of forward")
 	p.send("v")
-	p.waitFor("innermost first", "einsum", "forward  D:\\Dev")
+	// library frames fold into one line each run; x unfolds them
+	p.waitFor("innermost first", "library frames (x: unfold)", "forward  D:\\Dev")
+	p.send("x")
+	p.waitFor("einsum", "forward  D:\\Dev")
 	p.send("Escape")
 	p.waitGone("innermost first")
 	p.send("Escape")
