@@ -35,7 +35,10 @@ func WritePickle(w io.Writer, s *snapshot.Snapshot, schema ExportSchema) error {
 	return p.w.Flush()
 }
 
-// WriteJSON writes s as JSON of the same shape (pool ids become 2-arrays).
+// WriteJSON writes s as JSON of the same shape (pool ids become 2-arrays),
+// every stack written out in full at each block and entry that names it:
+// the form other tools that read torch's snapshot layout expect.
+// WriteCompactJSON writes each stack once.
 func WriteJSON(w io.Writer, s *snapshot.Snapshot, schema ExportSchema) error {
 	j := &jsonEmitter{w: bufio.NewWriterSize(w, 1<<20), snap: s, first: []bool{true}}
 	writeSnapshot(j, s, schema)
@@ -56,7 +59,8 @@ type emitter interface {
 	boolean(b bool)
 	float(f float64)
 	pair(p snapshot.PoolID)
-	stack(id snapshot.StackID)
+	frames(id snapshot.StackID) // the "frames" key and its stack
+	top()                       // after the top-level dict opens
 }
 
 func writeSnapshot(e emitter, s *snapshot.Snapshot, schema ExportSchema) {
@@ -69,6 +73,7 @@ func writeSnapshot(e emitter, s *snapshot.Snapshot, schema ExportSchema) {
 		return
 	}
 	e.beginDict()
+	e.top()
 	e.key("segments")
 	e.beginList()
 	for i := range s.Segments {
@@ -133,8 +138,7 @@ func writeSegment(e emitter, s *snapshot.Segment) {
 	}
 	e.key("is_expandable")
 	e.boolean(s.IsExpandable)
-	e.key("frames")
-	e.stack(s.Frames)
+	e.frames(s.Frames)
 	e.key("blocks")
 	e.beginList()
 	for i := range s.Blocks {
@@ -148,8 +152,7 @@ func writeSegment(e emitter, s *snapshot.Segment) {
 		e.int(b.RequestedSize)
 		e.key("state")
 		e.str(b.State.String())
-		e.key("frames")
-		e.stack(b.Frames)
+		e.frames(b.Frames)
 		if len(b.History) > 0 {
 			e.key("history")
 			writeHistory(e, b.History)
@@ -182,8 +185,7 @@ func writeHistory(e emitter, hs []snapshot.BlockHistory) {
 		e.uint(h.Addr)
 		e.key("real_size")
 		e.int(h.RealSize)
-		e.key("frames")
-		e.stack(h.Frames)
+		e.frames(h.Frames)
 		e.endDict()
 	}
 	e.endList()
@@ -262,8 +264,7 @@ func writeEntry(e emitter, t *snapshot.TraceEntry, s *snapshot.Snapshot, fwd sna
 		e.key("pool_id")
 		e.pair(t.PoolID)
 	}
-	e.key("frames")
-	e.stack(t.Frames)
+	e.frames(t.Frames)
 	if len(fwd) > 0 {
 		e.key("forward_frames")
 		e.beginList()
@@ -462,6 +463,13 @@ func (p *pickleEmitter) pair(v snapshot.PoolID) {
 	p.w.WriteByte(opTuple2)
 }
 
+func (p *pickleEmitter) top() {}
+
+func (p *pickleEmitter) frames(id snapshot.StackID) {
+	p.key("frames")
+	p.stack(id)
+}
+
 func (p *pickleEmitter) stack(id snapshot.StackID) {
 	if i, ok := p.stacks[id]; ok && id != snapshot.NoStack {
 		p.item()
@@ -491,6 +499,11 @@ type jsonEmitter struct {
 	// and later references only add its size.
 	cw    *countWriter
 	sizes map[snapshot.StackID]int64
+
+	// compact form (WriteCompactJSON): each stack's index in stack_table,
+	// nil for the inline form.
+	index map[snapshot.StackID]int
+	table compactTables
 }
 
 // JSONSize is the exact size in bytes of WriteJSON's output for s, found
@@ -576,6 +589,16 @@ func (j *jsonEmitter) pair(p snapshot.PoolID) {
 	j.int(p[1])
 	j.endList()
 }
+func (j *jsonEmitter) frames(id snapshot.StackID) {
+	if j.index != nil {
+		j.key("stack")
+		j.int(int64(j.index[id]))
+		return
+	}
+	j.key("frames")
+	j.stack(id)
+}
+
 func (j *jsonEmitter) stack(id snapshot.StackID) {
 	if j.sizes != nil {
 		if n, ok := j.sizes[id]; ok {

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -31,10 +32,17 @@ func (b *byteReader) Read(p []byte) (int, error) {
 // back, since a 2-int array is a pool id (a tuple in the pickle).
 type jsonLevel struct {
 	obj  bool
-	v    val // the dict, or the list once created
-	key  val // pending object key
+	tab  uint8 // a compact file's stack_table (tabStacks) or one of its rows (tabRow)
+	v    val   // the dict, or the list once created
+	key  val   // pending object key
 	ints []val
 }
+
+const (
+	tabNone uint8 = iota
+	tabStacks
+	tabRow
+)
 
 func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
 	start := in.offset()
@@ -43,6 +51,8 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 	var stack []*jsonLevel
 	var top val
 	done := false
+	var refs compactRefs // a compact file's tables (jsoncompact.go)
+	topKeys := 0         // keys of the top-level object so far
 	fail := func(err error) (*snapshot.Snapshot, string, error) {
 		return nil, "", offsetError(start+dec.InputOffset(), err)
 	}
@@ -53,6 +63,33 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 			return nil
 		}
 		lv := stack[len(stack)-1]
+		switch lv.tab {
+		case tabRow:
+			if err := refs.row(b, v); err != nil {
+				return &keyError{kind: "snapshot", key: stackTableKey,
+					err: fmt.Errorf("stack %d, item %d: %w", len(refs.ends), len(refs.fids)-refs.rowStart(), err)}
+			}
+			return nil
+		case tabStacks:
+			return &keyError{kind: "snapshot", key: stackTableKey,
+				err: fmt.Errorf("stack %d: want a list of frame_table indices, got %s", len(refs.ends), v.k)}
+		}
+		if lv.obj && lv.key.k == kStr {
+			if len(stack) == 1 {
+				if handled, err := refs.topKey(b, lv.key.s, v, topKeys); handled || err != nil {
+					lv.key = val{}
+					return err
+				}
+			} else if refs.on && lv.key.s == stackRefKey {
+				id, err := refs.stack(b, lv.v.d, v)
+				if err != nil {
+					return err
+				}
+				k, code := b.intern([]byte("frames"))
+				lv.key = val{}
+				return b.setItems(lv.v, []val{{k: kStr, s: k, n: code}, {k: kStack, n: uint64(id)}})
+			}
+		}
 		if lv.obj {
 			err := b.setItems(lv.v, []val{lv.key, v})
 			lv.key = val{}
@@ -91,15 +128,40 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 				if len(stack) >= maxMarkDepth {
 					return fail(fmt.Errorf("JSON nested deeper than %d", maxMarkDepth))
 				}
+				if p := stackTop(stack); p != nil && p.tab != tabNone {
+					return fail(refs.misplaced(p.tab, "an object"))
+				}
 				stack = append(stack, &jsonLevel{obj: true, v: b.newDict()})
 			case '[':
 				if len(stack) >= maxMarkDepth {
 					return fail(fmt.Errorf("JSON nested deeper than %d", maxMarkDepth))
 				}
-				stack = append(stack, &jsonLevel{})
+				lv := &jsonLevel{}
+				switch p := stackTop(stack); {
+				case p == nil:
+				case p.tab == tabStacks:
+					lv.tab = tabRow
+				case p.tab == tabRow:
+					return fail(refs.misplaced(p.tab, "a list"))
+				case refs.on && len(stack) == 1 && p.obj && p.key.k == kStr && p.key.s == stackTableKey:
+					if refs.haveStacks {
+						return fail(&keyError{kind: "snapshot", key: stackTableKey, err: errors.New("given twice")})
+					}
+					lv.tab = tabStacks
+				}
+				stack = append(stack, lv)
 			case '}', ']':
 				lv := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
+				switch lv.tab {
+				case tabRow:
+					refs.endRow(b)
+					continue
+				case tabStacks:
+					refs.haveStacks = true
+					stack[len(stack)-1].key = val{}
+					continue
+				}
 				v := lv.v
 				if !lv.obj && v.l == nil {
 					if len(lv.ints) == 2 {
@@ -119,6 +181,9 @@ func decodeJSON(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) 
 			is, code := b.intern([]byte(t))
 			v := val{k: kStr, s: is, n: code}
 			if lv := stackTop(stack); lv != nil && lv.obj && lv.key.k == kNone {
+				if len(stack) == 1 {
+					topKeys++
+				}
 				lv.key = v
 				continue
 			}

@@ -35,7 +35,7 @@ snap = {'segments': [], 'device_traces': [trace]}`)
 	fi, _ := os.Stat(in)
 	out := filepath.Join(dir, "out.json")
 	start := time.Now()
-	code, _, errOut := captureRun(t, "export", in, "--to", "json", "-o", out)
+	code, _, errOut := captureRun(t, "export", in, "--to", "json", "--pretty", "-o", out)
 	if code == 0 || !strings.Contains(errOut, "over --max-size") || !strings.Contains(errOut, "nothing written") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
@@ -48,6 +48,25 @@ snap = {'segments': [], 'device_traces': [trace]}`)
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 2 {
 		t.Fatalf("left %v", ents)
+	}
+	// The compact form (the default) writes the shared stack once: within
+	// 3× the pickle (JSON repeats each entry's keys, the pickle memoizes
+	// them), and it reads back the same.
+	compact := filepath.Join(dir, "compact.json")
+	if code, _, errOut := captureRun(t, "export", in, "--to", "json", "-o", compact); code != 0 {
+		t.Fatalf("compact export: exit %d %q", code, errOut)
+	}
+	cfi, _ := os.Stat(compact)
+	if cfi.Size() > 3*fi.Size() {
+		t.Errorf("compact JSON is %d bytes, over 3× the pickle's %d", cfi.Size(), fi.Size())
+	}
+	t.Logf("compact JSON of the same pickle: %d bytes", cfi.Size())
+	_, a, _ := captureRun(t, "stats", "--json", in)
+	_, b, _ := captureRun(t, "stats", "--json", compact)
+	a = strings.Replace(a, in, "X", 1)
+	b = strings.Replace(strings.Replace(b, compact, "X", 1), `"format": "json"`, `"format": "pickle"`, 1)
+	if a != b {
+		t.Errorf("stats of the compact export differ:\n%s\n%s", a, b)
 	}
 }
 

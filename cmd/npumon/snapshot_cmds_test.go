@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,9 +132,9 @@ func TestCheck(t *testing.T) {
 
 func TestExportRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	for _, to := range []string{"pickle", "json"} {
-		out := filepath.Join(dir, "snap."+to)
-		if code, _, errOut := captureRun(t, "export", fixture2026(t), "--to", to, "-o", out); code != 0 {
+	for i, to := range [][]string{{"--to", "pickle"}, {"--to", "json"}, {"--to", "json", "--pretty"}} {
+		out := filepath.Join(dir, fmt.Sprintf("snap%d.%s", i, to[1]))
+		if code, _, errOut := captureRun(t, append([]string{"export", fixture2026(t), "-o", out}, to...)...); code != 0 {
 			t.Fatalf("export %s: exit %d %q", to, code, errOut)
 		}
 		_, a, _ := captureRun(t, "stats", "--json", fixture2026(t))
@@ -155,6 +156,7 @@ func TestExportRoundTrip(t *testing.T) {
 	for _, args := range [][]string{
 		{"export", fixture2026(t), "--to", "xml", "-o", out},
 		{"export", fixture2026(t), "--to", "json"},
+		{"export", fixture2026(t), "--to", "pickle", "--pretty", "-o", out},
 		{"export", fixture2026(t), "--to", "json", "--schema", "0.9", "-o", out},
 		{"export", "../../replay/testdata/bad_reduce.pickle", "--to", "json", "-o", filepath.Join(dir, "x")},
 	} {
