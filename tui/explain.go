@@ -176,12 +176,12 @@ func (m *Model) openStack() {
 		switch v.kind {
 		case viewHolders:
 			if k, a, ok := m.selectedGroupAlloc(v.sel); ok {
-				m.x.push(xview{kind: viewStack, title: []string{"group " + fitKey(k, m.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", bytesize.Format(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
+				m.x.push(xview{kind: viewStack, title: []string{"group " + m.fitKey(k, m.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", bytesize.Format(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
 			}
 		case viewAllocs:
 			if al := m.groupAllocs(v.group); v.sel < len(al) {
 				a := al[v.sel]
-				m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, bytesize.Format(a.Size), bornText(a)), "group " + fitKey(v.group, m.w-6)}, frames: src.Stack(a.Frames)})
+				m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, bytesize.Format(a.Size), bornText(a)), "group " + m.fitKey(v.group, m.w-6)}, frames: src.Stack(a.Frames)})
 			}
 		case viewOOM:
 			o := v.oom
@@ -489,15 +489,17 @@ func (m *Model) holdersLines() (head, rows []string) {
 	if x.diff != nil {
 		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, %s) to the cursor · m clears the mark", m.timeFmt().full(x.markT), posText(x.markN)), m.w)),
 			th.Dim.Render(fit(fmt.Sprintf("  %10s %10s %10s %9s %6s %6s  %s", "DELTA", "MARK A", "CURSOR", "COUNT", "BORN", "FREED", "GROUP"), w)))
+		kf := m.holderKeys()
 		for _, g := range x.diff {
 			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", fmtDelta(g.DeltaBytes), bytesize.Format(g.BytesFrom), bytesize.Format(g.BytesTo),
 				fmt.Sprintf("%d→%d", g.CountFrom, g.CountTo), g.BornCount, g.FreedCount)
-			rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
+			rows = append(rows, r+kf.fit(g.Key, w-theme.Width(r)))
 		}
 		return head, rows
 	}
 	head = append(head, th.Dim.Render(fit("enter: its allocations · v: stack · m: mark A · b: group by · esc: back", m.w)),
 		th.Dim.Render(fit(fmt.Sprintf("  %10s %6s %6s %10s %8s  %s", "BYTES", "SHARE", "COUNT", "LARGEST", "OLDEST", "GROUP"), w)))
+	kf := m.holderKeys()
 	for i := range x.groups {
 		g := &x.groups[i]
 		oldest := "start"
@@ -505,7 +507,7 @@ func (m *Model) holdersLines() (head, rows []string) {
 			oldest = fmt.Sprintf("#%d", g.OldestIndex)
 		}
 		r := fmt.Sprintf("%10s %5.1f%% %6d %10s %8s  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count, bytesize.Format(g.LargestBytes), oldest)
-		rows = append(rows, r+fitKey(g.Key, w-theme.Width(r)))
+		rows = append(rows, r+kf.fit(g.Key, w-theme.Width(r)))
 	}
 	return head, rows
 }
@@ -514,7 +516,7 @@ func (m *Model) allocLines(group string) (head, rows []string) {
 	th := m.th
 	al := m.groupAllocs(group)
 	t := fmt.Sprintf("%d allocations of ", len(al))
-	head = []string{th.Header.Render(fit(t+fitKey(group, m.w-theme.Width(t)), m.w)),
+	head = []string{th.Header.Render(fit(t+m.fitKey(group, m.w-theme.Width(t)), m.w)),
 		th.Dim.Render(fit("enter or v: stack · esc: back", m.w)),
 		th.Dim.Render(fit(fmt.Sprintf("  %10s  %-18s %-9s %s", "BYTES", "ADDRESS", "STATE", "BORN"), m.w-2))}
 	for _, a := range al {
@@ -643,9 +645,14 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	}
 	blank()
 	out = append(out, th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
+	topKeys := make([]string, nh)
+	for i, g := range o.top[:nh] {
+		topKeys[i] = g.Key
+	}
+	kf := newKeyFit(topKeys)
 	for _, g := range o.top[:nh] {
 		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count)
-		out = append(out, r+fitKey(g.Key, m.w-theme.Width(r)))
+		out = append(out, r+kf.fit(g.Key, m.w-theme.Width(r)))
 	}
 	if hint {
 		h := "w: what-if (other allocator settings) · o: next OOM · esc: back"
@@ -672,24 +679,85 @@ func (m *Model) viewHint() string {
 	return "↑/↓ select · enter open · v stack · b group by · m mark A · ←/→ move · esc back · q quits"
 }
 
-// fitKey fits a group key in w cells: a call site's "name (path:line)"
-// keeps its name, file and line and gives up the path from the left;
-// anything else is cut at the right.
-func fitKey(k string, w int) string {
+// keyFit fits the group keys of one list (the holders, a diff, an OOM's
+// top holders) in their column so that each still reads differently from
+// the others: keys that differ only at the end ("Block.forward (layers.0)
+// (model.py:88)" … "(layers.4)") keep their ends. The zero keyFit fits a
+// key alone.
+type keyFit struct {
+	keys  *explain.Names // the whole keys
+	sites *explain.Names // call sites' "path:line\x00name": names that share a location
+}
+
+func newKeyFit(keys []string) keyFit {
+	var sites []string
+	for _, k := range keys {
+		if name, loc, ok := splitSite(k); ok {
+			sites = append(sites, loc+"\x00"+name)
+		}
+	}
+	return keyFit{keys: explain.NewNames(keys), sites: explain.NewNames(sites)}
+}
+
+// fit fits key k in w cells: a call site's "name (path:line)" keeps its
+// name, file and line and gives up the path from the left; the name then
+// gives way where it is the same as another name at the same location
+// (explain.TruncShared), as does any other key.
+func (f keyFit) fit(k string, w int) string {
 	if theme.Width(k) <= w || w <= 0 {
 		return k
 	}
-	if i := strings.LastIndex(k, " ("); i > 0 && strings.HasSuffix(k, ")") && !strings.Contains(k, " < ") {
-		name, loc := k[:i], k[i+2:len(k)-1]
-		room := w - theme.Width(name) - 3
-		if minLoc := min(theme.Width(loc), 18); room < minLoc && w-3-minLoc >= 4 {
-			name, room = explain.TruncRight(name, w-3-minLoc), minLoc
-		}
-		if room >= 4 {
+	if name, loc, ok := splitSite(k); ok {
+		room := w - explain.Width(name) - 3
+		if room >= min(explain.Width(loc), 18) {
 			return name + " (" + explain.TruncLeft(loc, room) + ")"
 		}
+		// the name gives way too: the location keeps up to 18 cells, less
+		// (down to "…/file.py:line") while the name has under 8
+		room = min(explain.Width(loc), 18)
+		if w-3-room < 8 {
+			base := loc
+			if i := strings.LastIndexAny(loc, `/\`); i >= 0 {
+				base = "…" + loc[i:]
+			}
+			room = min(room, max(explain.Width(base), w-3-8))
+		}
+		if w-3-room >= 4 {
+			shared := f.sites.Shared(loc+"\x00"+name) - len([]rune(loc)) - 1
+			return explain.TruncShared(name, w-3-room, shared) + " (" + explain.TruncLeft(loc, room) + ")"
+		}
 	}
-	return explain.TruncRight(k, w)
+	return f.keys.Trunc(k, w)
+}
+
+// splitSite splits a call site's key "name (path:line)" (not a stack key,
+// whose frames are joined by " < ").
+func splitSite(k string) (name, loc string, ok bool) {
+	i := strings.LastIndex(k, " (")
+	if i <= 0 || !strings.HasSuffix(k, ")") || strings.Contains(k, " < ") {
+		return "", "", false
+	}
+	return k[:i], k[i+2 : len(k)-1], true
+}
+
+// fitKey fits a key shown alone (a title) in w cells, as keyFit.fit does
+// among the holders the view shows.
+func (m *Model) fitKey(k string, w int) string { return m.holderKeys().fit(k, w) }
+
+// holderKeys is the keyFit of the holders (or the diff) the view lists.
+func (m *Model) holderKeys() keyFit {
+	x := &m.x
+	var keys []string
+	if x.diff != nil {
+		for i := range x.diff {
+			keys = append(keys, x.diff[i].Key)
+		}
+	} else {
+		for i := range x.groups {
+			keys = append(keys, x.groups[i].Key)
+		}
+	}
+	return newKeyFit(keys)
 }
 
 // posText names a position (entries applied) as the header does: the index
