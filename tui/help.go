@@ -77,30 +77,17 @@ func (m *Model) helpLines(body int) []string {
 func (m *Model) helpText() []string {
 	th := m.th
 	lines := []string{th.Header.Render("npumon keys"), ""}
-	hl := m.help
-	hl.Width = 0
 	groups := m.keys.FullHelp()
 	if m.o.DevicesOnly {
 		k := m.keys
 		groups = [][]key.Binding{{k.Up, k.Down, k.PageUp, k.PageDown, k.Start, k.End, k.Help, k.Quit}}
 	}
-	// As many key columns side by side as fit, the rest below.
 	// The what-if view's keys (the last group) go after the notes.
 	main, rest := groups, [][]key.Binding(nil)
 	if !m.o.DevicesOnly {
 		main, rest = groups[:len(groups)-1], groups[len(groups)-1:]
 	}
-	per := len(main)
-	for per > 1 && theme.Width(strings.Split(hl.FullHelpView(main[:per]), "\n")[0]) > m.w {
-		per /= 2
-	}
-	groups = main
-	for i := 0; i < len(groups); i += per {
-		if i > 0 {
-			lines = append(lines, "")
-		}
-		lines = append(lines, strings.Split(hl.FullHelpView(groups[i:min(i+per, len(groups))]), "\n")...)
-	}
+	lines = append(lines, m.helpColumns(main)...)
 	text := []string{
 		"Filter (/): space-separated terms, all must hold: a regular expression on the op name, action " +
 			"and stack frames; size>10MiB, size<=4KiB (KiB/MiB/GiB, or SI kB/MB/GB); stream=s1 (the events " +
@@ -129,7 +116,70 @@ func (m *Model) helpText() []string {
 	}
 	for _, g := range rest {
 		lines = append(lines, "", th.Dim.Render("In the what-if view (w):"))
-		lines = append(lines, strings.Split(hl.FullHelpView([][]key.Binding{g}), "\n")...)
+		lines = append(lines, m.helpColumns([][]key.Binding{g})...)
 	}
 	return lines
+}
+
+// helpColumns lays key groups out in order, as many side by side as fit
+// the screen's width, each row of columns below the last; a group wider
+// than the screen by itself gets its descriptions wrapped. No binding's
+// text is ever cut, at any width.
+func (m *Model) helpColumns(groups [][]key.Binding) []string {
+	hl := m.help
+	hl.Width = 0
+	var lines []string
+	for i := 0; i < len(groups); {
+		j := i + 1
+		for j < len(groups) && blockWidth(hl.FullHelpView(groups[i:j+1])) <= m.w {
+			j++
+		}
+		if i > 0 {
+			lines = append(lines, "")
+		}
+		if block := hl.FullHelpView(groups[i:j]); blockWidth(block) <= m.w {
+			lines = append(lines, strings.Split(block, "\n")...)
+		} else {
+			lines = append(lines, m.wrappedGroup(groups[i])...)
+		}
+		i = j
+	}
+	return lines
+}
+
+// wrappedGroup is one key group as a column of "key description" lines in
+// the screen's width, a long description wrapped under itself.
+func (m *Model) wrappedGroup(g []key.Binding) []string {
+	st := m.help.Styles
+	kw := 0
+	for _, b := range g {
+		if b.Enabled() {
+			kw = max(kw, theme.Width(b.Help().Key))
+		}
+	}
+	dw := max(m.w-kw-1, 8)
+	var out []string
+	for _, b := range g {
+		if !b.Enabled() {
+			continue
+		}
+		k := b.Help().Key
+		k += strings.Repeat(" ", kw-theme.Width(k))
+		for i, d := range theme.Wrap(b.Help().Desc, dw) {
+			if i > 0 {
+				k = strings.Repeat(" ", kw)
+			}
+			out = append(out, st.FullKey.Render(k)+" "+st.FullDesc.Render(d))
+		}
+	}
+	return out
+}
+
+// blockWidth is the width of the widest line of a rendered block.
+func blockWidth(s string) int {
+	w := 0
+	for _, l := range strings.Split(s, "\n") {
+		w = max(w, theme.Width(l))
+	}
+	return w
 }
