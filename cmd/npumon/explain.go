@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
@@ -45,7 +46,7 @@ func (gf *groupFlags) register(f *pflag.FlagSet) {
 // --profiler names (a run, or a directory of runs: those of the file's
 // process, classify.RunsOf) and runs found with it (a job directory's,
 // snapshotInput).
-func (gf *groupFlags) ops(file string, found []string) ([]explain.Op, error) {
+func (gf *groupFlags) ops(file string, found []string) ([]oprange.Op, error) {
 	pid, _ := classify.PID(file)
 	runs := slices.Clone(found)
 	for _, p := range gf.profiler {
@@ -55,15 +56,13 @@ func (gf *groupFlags) ops(file string, found []string) ([]explain.Op, error) {
 		}
 		runs = append(runs, rs...)
 	}
-	var out []explain.Op
+	var out []oprange.Op
 	for _, dir := range runs {
 		d, err := profiler.ReadDir(dir)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range watch.ProfilerOps(d.Ops, nil) {
-			out = append(out, explain.Op{Name: o.Name, StartUS: o.StartUS, EndUS: o.EndUS, IsStep: o.IsStep, Step: o.Step})
-		}
+		out = append(out, watch.ProfilerOps(d.Ops, nil)...)
 	}
 	return out, nil
 }

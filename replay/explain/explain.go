@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
 	"github.com/npumon/npumon/replay/whatif"
@@ -134,7 +135,7 @@ type WhatIfRun struct {
 type Options struct {
 	By    By  // leak suspects and top holders; "" = callsite
 	Top   int // top holders per oom; 0 = 5
-	Ops   []Op
+	Ops   []oprange.Op
 	Confs []string // alternatives; nil = whatif.Alternatives (the TUI's and whatif's too)
 	// NoWhatIf skips the simulation; so does a nil Simulate.
 	NoWhatIf bool
@@ -375,7 +376,7 @@ type StepPoint struct {
 // StepPoints places each step's end on the trace (the last entry at or
 // before it); steps ending before the first entry or at the same entry as
 // the previous step are left out.
-func StepPoints(tl *replay.Timeline, steps []Op) []StepPoint {
+func StepPoints(tl *replay.Timeline, steps []oprange.Op) []StepPoint {
 	var out []StepPoint
 	n := len(tl.Entries)
 	j := 0

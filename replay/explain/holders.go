@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -35,7 +36,7 @@ type Holders struct {
 type Device struct {
 	Capture  *replay.Capture
 	Timeline *replay.Timeline
-	Ops      *Ops // annotations of the file plus any given ops
+	Ops      *oprange.Set // annotations of the file plus any given ops
 	steps    *Steps
 
 	cats *category.Table // computed on first use
@@ -67,13 +68,13 @@ func CategoryOf(t *category.Table) func(a *Alloc) category.Category {
 
 // NewDevice prepares device dev of c; extra ops (from a profiler, say)
 // join the file's own annotations.
-func NewDevice(c *replay.Capture, dev int, extra []Op) (*Device, error) {
+func NewDevice(c *replay.Capture, dev int, extra []oprange.Op) (*Device, error) {
 	tl, err := replay.NewTimelineWithoutInitial(c.Snapshot, dev)
 	if err != nil {
 		return nil, err
 	}
 	ops := append(AnnotationOps(c.Snapshot, dev), extra...)
-	return &Device{Capture: c, Timeline: tl, Ops: NewOps(ops)}, nil
+	return &Device{Capture: c, Timeline: tl, Ops: oprange.NewSet(ops)}, nil
 }
 
 // Grouper returns a grouper for this device (its stacks and ops).
