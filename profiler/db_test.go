@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 func fixtureDB(t testing.TB) string { return fixture.Path(t, "ascend_profiler/msinsight_msprof_0.db") }

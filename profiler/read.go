@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // Directory names (docs/reference/profiler-format.md §1).

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/internal/oprange"
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // Tailer follows FRAMEWORK files while torch_npu (or a Recorder) appends to

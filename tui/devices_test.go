@@ -14,8 +14,8 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/npusmi"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // testFeed is a DeviceFeed whose samples the test sets; it counts reads.

@@ -95,7 +95,7 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 		case <-time.After(headless):
 		}
 	} else {
-		uiErr = rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("demo · pid %d", os.Getpid()), Ranks: rs, Live: true, ASCII: ascii})
+		uiErr = rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("demo · pid %d", os.Getpid()), Ranks: rs, Live: true, ASCII: ascii, Open: openRank(nil)})
 	}
 	stopped := wctx.Err() != nil || ctx.Err() != nil
 	cancel()

@@ -13,10 +13,10 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/internal/oprange"
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif/sim"
 )

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const leakFile = "../../replay/testdata/leak_steps.pickle"

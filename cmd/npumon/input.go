@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 )
 
-// classifyInput decides what path is by its content (replay/classify), the
+// classifyInput decides what path is by its content (monitor/classify), the
 // one way every command reads its argument.
 func classifyInput(path string) (classify.Input, error) {
 	return classify.Path(path)

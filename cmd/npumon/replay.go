@@ -330,5 +330,5 @@ func replayRanks(w io.Writer, dir string, members []jobdir.Member, ascii bool, h
 		}
 		return writeRanksSummary(w, dir, rs)
 	}
-	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, ASCII: ascii})
+	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, ASCII: ascii, Open: openRank(nil)})
 }

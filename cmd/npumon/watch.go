@@ -192,11 +192,12 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 		return writeRanksSummary(out, dir, rs)
 	}
 	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, Live: true, ASCII: ascii,
-		Detail: func(r rankview.Rank, o *tui.Options) {
+		Open: openRank(func(r rankview.Rank) tui.Captures {
 			if wd := sources[r.Rank]; wd != nil {
-				o.Captures = pickerDir{wd}
+				return pickerDir{wd}
 			}
-		}})
+			return nil
+		})})
 }
 
 // pickerDir offers a watched directory's entries to the TUI's capture

@@ -91,7 +91,7 @@ func Innermost(tab Table, t int64) int {
 }
 
 // Interval returns the op of an entry known only to lie in (lo, hi): a
-// trace entry whose time was recovered as an interval (profiler/align;
+// trace entry whose time was recovered as an interval (monitor/align;
 // hi ≤ 0 when no later time is known). It is the innermost op at the start
 // of the first op that begins inside the interval — what ran next after
 // the last known moment — or, when none begins there, the innermost op

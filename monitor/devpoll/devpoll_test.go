@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/npusmi"
-	"github.com/npumon/npumon/testdata/fixture"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 const (

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 // TestDirSourcePicker: the picker's list (DirSource as tui.Captures) holds

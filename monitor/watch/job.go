@@ -6,9 +6,9 @@ import (
 	"os"
 	"sync"
 
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // LoadJob reads a job's dump directory, resolved by classify.ResolveJob,

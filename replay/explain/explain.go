@@ -282,8 +282,8 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	gc := d.Grouper(ByCategory)
 	base, _ := keyBytes(gc, w)
 	baseIdx := -1
-	var series []map[string]int64 // per step point: bytes per key
-	var rep map[string]Alloc      // at the last step point: each key's largest allocation
+	var series []map[string]int64   // per step point: bytes per key
+	var rep map[string]replay.Alloc // at the last step point: each key's largest allocation
 	oi, pi := 0, 0
 	for oi < len(stops) || pi < len(points) {
 		next := -2
@@ -317,9 +317,9 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 
 // keyBytes sums the walker's live bytes per group key and picks each
 // key's largest allocation.
-func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
+func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]replay.Alloc) {
 	m := map[string]int64{}
-	rep := map[string]Alloc{}
+	rep := map[string]replay.Alloc{}
 	for _, a := range w.live {
 		k := g.Key(a)
 		m[k] += a.Size
@@ -330,7 +330,7 @@ func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
 	return m, rep
 }
 
-func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []Alloc, top int) OOM {
+func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []replay.Alloc, top int) OOM {
 	tl := d.Timeline
 	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
 	for k := range tl.Entries {

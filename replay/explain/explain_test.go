@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func TestFormatFrame(t *testing.T) {
@@ -152,7 +152,7 @@ func TestAnnotationOpsAndSteps(t *testing.T) {
 			{Action: snapshot.ActionUserDefined, Frames: 2, TimeUS: 20},
 			{Action: snapshot.ActionUserDefined, Frames: 1, TimeUS: 30}, // never closed: dropped
 		}}}
-	ops := AnnotationOps(s, 0)
+	ops := replay.AnnotationOps(s, 0)
 	if len(ops) != 1 || !ops[0].IsStep || ops[0].Step != 4 || ops[0].StartUS != 10 || ops[0].EndUS != 20 {
 		t.Errorf("user_defined ranges %+v", ops)
 	}

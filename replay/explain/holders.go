@@ -62,8 +62,8 @@ func Categorize(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack
 }
 
 // CategoryOf reads an allocation's category from a table.
-func CategoryOf(t *category.Table) func(a *Alloc) category.Category {
-	return func(a *Alloc) category.Category { return t.Of(a.Born, a.Addr) }
+func CategoryOf(t *category.Table) func(a *replay.Alloc) category.Category {
+	return func(a *replay.Alloc) category.Category { return t.Of(a.Born, a.Addr) }
 }
 
 // NewDevice prepares device dev of c; extra ops (from a profiler, say)
@@ -73,7 +73,7 @@ func NewDevice(c *replay.Capture, dev int, extra []oprange.Op) (*Device, error) 
 	if err != nil {
 		return nil, err
 	}
-	ops := append(AnnotationOps(c.Snapshot, dev), extra...)
+	ops := append(replay.AnnotationOps(c.Snapshot, dev), extra...)
 	return &Device{Capture: c, Timeline: tl, Ops: oprange.NewSet(ops)}, nil
 }
 
@@ -151,14 +151,14 @@ func (d *Device) Holders(spec string, g *Grouper, top int) (*Holders, error) {
 // memory category. Allocations without a stack are mostly made before
 // memory history was recorded — parameters, as a rule — and the label
 // alone answers nothing.
-func (d *Device) noStackCategories(g *Grouper, groups []Group, live []Alloc, total int64) []Group {
+func (d *Device) noStackCategories(g *Grouper, groups []Group, live []replay.Alloc, total int64) []Group {
 	if g.By != ByCallsite && g.By != ByStack {
 		return nil
 	}
 	if !slices.ContainsFunc(groups, func(gr Group) bool { return gr.Key == NoStackKey }) {
 		return nil
 	}
-	var bare []Alloc
+	var bare []replay.Alloc
 	for i := range live {
 		if g.Key(&live[i]) == NoStackKey {
 			bare = append(bare, live[i])
@@ -214,8 +214,8 @@ type allocID struct {
 // DiffAllocs compares two live sets; sameTrace says both come from one
 // trace (birth indices comparable). Groups come sorted by |delta|
 // descending, then key.
-func DiffAllocs(g *Grouper, from, to []Alloc, sameTrace bool) []DiffGroup {
-	id := func(a *Alloc) allocID {
+func DiffAllocs(g *Grouper, from, to []replay.Alloc, sameTrace bool) []DiffGroup {
+	id := func(a *replay.Alloc) allocID {
 		if sameTrace {
 			return allocID{a.Addr, int64(a.Born), 0}
 		}
@@ -231,8 +231,8 @@ func DiffAllocs(g *Grouper, from, to []Alloc, sameTrace bool) []DiffGroup {
 	}
 	idx := map[string]int{}
 	out := []DiffGroup{}
-	big := map[string]Alloc{}
-	get := func(a *Alloc) *DiffGroup {
+	big := map[string]replay.Alloc{}
+	get := func(a *replay.Alloc) *DiffGroup {
 		k := g.Key(a)
 		j, ok := idx[k]
 		if !ok {
@@ -289,7 +289,7 @@ func abs(v int64) int64 {
 }
 
 // Side is one end of a diff: the live allocations at a moment.
-func (d *Device) Side(spec string) (DiffSide, []Alloc, error) {
+func (d *Device) Side(spec string) (DiffSide, []replay.Alloc, error) {
 	m, err := At(d.Timeline, spec)
 	if err != nil {
 		return DiffSide{}, nil, err
@@ -324,7 +324,7 @@ func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
 // interned into one table so that equal frames make equal keys.
 func DiffDevices(a, b *Device, g *Grouper) *Diff {
 	tab := snapshot.NewStackTable()
-	side := func(d *Device) (DiffSide, []Alloc) {
+	side := func(d *Device) (DiffSide, []replay.Alloc) {
 		s, live, _ := d.Side("end")
 		for i := range live {
 			live[i].Frames = tab.Intern(d.Capture.Snapshot.Stack(live[i].Frames))
@@ -339,7 +339,7 @@ func DiffDevices(a, b *Device, g *Grouper) *Diff {
 		cats := map[allocID]category.Category{}
 		for _, s := range []struct {
 			d    *Device
-			live []Alloc
+			live []replay.Alloc
 		}{{a, fl}, {b, tl}} {
 			t := s.d.Categories()
 			for i := range s.live {
@@ -347,7 +347,7 @@ func DiffDevices(a, b *Device, g *Grouper) *Diff {
 				cats[allocID{x.Addr, x.BornTime, x.Size}] = t.Of(x.Born, x.Addr)
 			}
 		}
-		g.Category = func(x *Alloc) category.Category { return cats[allocID{x.Addr, x.BornTime, x.Size}] }
+		g.Category = func(x *replay.Alloc) category.Category { return cats[allocID{x.Addr, x.BornTime, x.Size}] }
 	}
 	stacks := tab.Stacks()
 	g.Stack = func(id snapshot.StackID) snapshot.Stack {

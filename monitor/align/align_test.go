@@ -10,9 +10,9 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/oprange"
+	"github.com/npumon/npumon/monitor/align"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
 )
