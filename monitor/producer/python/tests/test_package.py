@@ -35,7 +35,7 @@ def _run(args: List[str], cwd: str, env: Dict[str, str]) -> "subprocess.Complete
 
 
 def _tree(root: str) -> List[str]:
-    out = []
+    out: List[str] = []
     for d, dirs, files in os.walk(root):
         dirs[:] = [x for x in dirs if x != "__pycache__"]
         out.extend(os.path.relpath(os.path.join(d, f), root) for f in files)
@@ -69,7 +69,8 @@ class TestPackage(unittest.TestCase):
                 self.skipTest("%s failed (Debian: apt-get install python3-venv): %s"
                               % (" ".join(args), made.stdout.strip().splitlines()[-1:]))
             py = os.path.join(venv, "bin", "python")
-            for extra in (["--no-build-isolation"], []):
+            isolation: List[List[str]] = [["--no-build-isolation"], []]
+            for extra in isolation:
                 inst = _run([py, "-m", "pip", "install", "--no-index", "--force-reinstall"] + extra + [SRC], tmp, env)
                 self.assertEqual(inst.returncode, 0, "pip install %s:\n%s" % (" ".join(extra), inst.stdout))
             where = _run([py, "-c", "import npumon_producer as p; print(p.__file__); print(p.__version__)"], tmp, env)
