@@ -1,4 +1,4 @@
-"""Unit tests of npumon_producer (run by `make test` through cmd/npumon's
+"""Unit tests of npumon_producer (make test-python, and `make test` through cmd/npumon's
 TestProducerPython)."""
 import os
 import socket
