@@ -3,6 +3,10 @@ GO          ?= go
 BIN         := bin/npumon
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
+PYTHON      ?= python3
+PYPRODUCER  := monitor/producer/python
+# mypy for the Python producer: the command, else Debian's python3-mypy module (.ci/run installs it)
+MYPY        ?= $(shell command -v mypy >/dev/null 2>&1 && echo mypy || echo /usr/bin/python3 -m mypy)
 # The version npumon reports (semver): X.Y.Z on a commit tagged vX.Y.Z, else the base version
 # in cmd/npumon/main.go plus the commit as build metadata (0.1.0-dev+e16c67d, .dirty with
 # uncommitted changes), else the base alone (no git).
@@ -11,7 +15,7 @@ VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 
                  { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
                  echo "$(BASE_VERSION)")
 
-.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
+.PHONY: build run test test-unit test-e2e test-arm64 test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -20,7 +24,7 @@ build:
 run: build
 	./$(BIN) demo
 
-test: test-unit test-e2e test-arm64
+test: test-unit test-e2e test-arm64 test-python
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -28,6 +32,10 @@ test-unit:
 # End-to-end tests drive the real binary (tmux, sockets); they carry the e2e build tag.
 test-e2e: build
 	@if ls e2e/*_test.go >/dev/null 2>&1; then NPUMON_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e ./e2e/...; fi
+
+# The Python producer's own tests, without Go (cmd/npumon's TestProducerPython runs them too).
+test-python:
+	cd $(PYPRODUCER) && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -s tests
 
 # Ascend hosts are mostly aarch64 (Kunpeng): the unit tests again as linux/arm64 under
 # qemu-user, which also runs the allocator's CNTVCT_EL0 counter stub. Skipped with a note
@@ -74,6 +82,8 @@ lint:
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
+	@# The Python producer's type hints (settings in its pyproject.toml).
+	cd $(PYPRODUCER) && $(MYPY)
 	@# The repository stands alone: nothing may point at files beside it.
 	@if git grep -nI -e '\.\./shared' -e 'shared/reference' -e 'shared/fixtures' -- . ':!Makefile'; then \
 	  echo "lint: the files above refer to a directory outside the repository"; exit 1; fi

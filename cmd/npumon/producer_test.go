@@ -474,9 +474,11 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 	}
 }
 
-// TestProducerPython runs the module's own unit tests (alignment of
+// TestProducerPython runs the package's own unit tests (alignment of
 // consecutive traces, ring wrap, encoders against the documented bytes,
-// never raising into the job).
+// never raising into the job, the socket rules of monitor/wire's
+// testdata/socket_rules.json, an offline install into a venv); `make
+// test-python` runs them without Go.
 func TestProducerPython(t *testing.T) {
 	abs, _ := filepath.Abs(producerDir)
 	cmd := exec.Command("python3", "-m", "unittest", "discover", "-s", filepath.Join(abs, "tests"), "-p", "test_*.py")
