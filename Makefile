@@ -15,7 +15,7 @@ VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 
 COMMIT      := $(shell git rev-parse HEAD 2>/dev/null)
 COMMIT_TIME := $(if $(COMMIT),$(shell TZ=UTC0 git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ))
 DIRTY       := $(if $(COMMIT),$(shell git diff --quiet HEAD 2>/dev/null || echo true))
-LDFLAGS     := -X main.version=$(VERSION) $(if $(COMMIT),-X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME)) $(if $(DIRTY),-X main.modified=true)
+LDFLAGS     := $(strip -X main.version=$(VERSION) $(if $(COMMIT),-X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME)) $(if $(DIRTY),-X main.modified=true))
 # make dist: static release tarballs of these architectures, with SHA256SUMS, in $(DIST).
 DIST        ?= dist
 DIST_ARCHES ?= amd64 arm64
