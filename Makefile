@@ -60,7 +60,7 @@ test-arm64:
 # (skipped with a note without it, unless REQUIRE_ARM64=1), and a second make dist gives the
 # same bytes.
 test-dist: dist
-	NPUMON_DIST=$(CURDIR)/$(DIST) REQUIRE_ARM64=$(REQUIRE_ARM64) $(GO) test -count=1 -tags e2e -run '^TestDist' ./e2e/
+	NPUMON_DIST=$(abspath $(DIST)) REQUIRE_ARM64=$(REQUIRE_ARM64) $(GO) test -count=1 -tags e2e -run '^TestDist' ./e2e/
 
 # The unit tests once more in a fresh clone of the committed HEAD with nothing beside it: the
 # repository must stand alone (no fixture, reference or file outside it).
