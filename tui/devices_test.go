@@ -67,9 +67,21 @@ const (
 	a3Fixture    = "npu-smi-info-A3-2chip-25.2.0.txt"
 )
 
+// setAt is set with the reading's moment given.
+func (f *testFeed) setAt(in *npusmi.Info, at time.Time) {
+	f.set(in, nil)
+	f.mu.Lock()
+	f.s.At = at
+	f.mu.Unlock()
+}
+
+// smallEnd is the small capture's last entry: a reading then pairs with the
+// allocator's final 20 + 2 MiB.
+var smallEnd = time.UnixMicro(t0 + 8*tStep)
+
 func withFeed(t testing.TB, info string, pid int) (Options, *testFeed) {
 	f := &testFeed{}
-	f.set(npuInfo(t, info), nil)
+	f.setAt(npuInfo(t, info), smallEnd)
 	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
 	o.Devices = f
 	o.ProducerPID = func() int { return pid }
@@ -86,11 +98,12 @@ func TestDevicesViewProducer(t *testing.T) {
 	v := m.View()
 	checkFrame(t, v, 80, 24)
 	for _, want := range []string{
-		"/usr/local/bin/npu-smi 23.0.2.1 · read 12:00:01 · every 1s",
+		"/usr/local/bin/npu-smi 23.0.2.1 · read 07:06:40 · every 1s",
 		"0     910B2C      OK        88.6W   51C     0%  [",
 		"20.2 GiB / 64.0 GiB",
 		"▶ 0     124528    python3.8                  17.0 GiB",
 		"▶ pid 124528: device memory 17.0 GiB · allocator reserved 22.0 MiB",
+		"both at 07:06:40.008: npu-smi's reading and the allocator's state then",
 		"17.0 GiB outside the caching allocator",
 		"D or esc back",
 	} {
@@ -101,6 +114,71 @@ func TestDevicesViewProducer(t *testing.T) {
 	press(m, "esc")
 	if v := m.View(); strings.Contains(v, "910B2C") || !strings.Contains(v, "Timeline") {
 		t.Errorf("esc did not close the view:\n%s", v)
+	}
+}
+
+// TestDevicesPairing: the producer's device memory is set against the
+// allocator's reserved bytes at the reading's own moment, not at the
+// allocator's newest entry; a reading past the newest entry is not compared
+// until the entries reach it, and the last paired comparison stays.
+func TestDevicesPairing(t *testing.T) {
+	src := newFakeSource(smallSnapshot(true), smallOps())
+	in := npuInfo(t, procsFixture) // pid 124528 holds 17400 MB
+	mine := int64(17400) * npusmi.MiB
+	at := func(us int64) npusmi.Sample { return npusmi.Sample{Seq: 1, Info: in, At: time.UnixMicro(us)} }
+	for _, tc := range []struct {
+		name     string
+		at       int64
+		paired   bool
+		reserved int64
+	}{
+		// segment A (20 MiB) is reserved at entry 0, segment B (2 MiB) at entry 3
+		{"after entry 1", t0 + tStep + tStep/2, true, 20 * mib},
+		{"at entry 3", t0 + 3*tStep, true, 22 * mib},
+		{"at the newest entry", t0 + 8*tStep, true, 22 * mib},
+		{"past the newest entry", t0 + 8*tStep + 1, false, 0},
+		{"before the first entry", t0 - 1, false, 0},
+	} {
+		p := pairSample(src, at(tc.at), 124528)
+		if !p.Found || p.Mine != mine || p.Paired != tc.paired || p.Reserved != tc.reserved || p.Newest != t0+8*tStep {
+			t.Errorf("%s: %+v, want paired %v reserved %d", tc.name, p, tc.paired, tc.reserved)
+		}
+	}
+	if p := pairSample(src, at(t0+tStep), 99); p.Found || p.Paired {
+		t.Errorf("another pid: %+v", p)
+	}
+	untimed := newFakeSource(smallSnapshot(false), nil)
+	if p := pairSample(untimed, at(3), 124528); p.Paired {
+		t.Errorf("a capture without times paired: %+v", p)
+	}
+
+	// in the view: a reading inside the capture shows 17.0 GiB − 20 MiB,
+	// not − 22 MiB (the newest entry's figure)
+	f := &testFeed{}
+	f.setAt(in, time.UnixMicro(t0+tStep+tStep/2))
+	o := testOptions(src)
+	o.Devices, o.ProducerPID = f, func() int { return 124528 }
+	m := newSized(t, o, 80, 30)
+	press(m, "D")
+	v := m.View()
+	if !strings.Contains(v, "allocator reserved 20.0 MiB") || !strings.Contains(v, "both at 07:06:40.001") ||
+		!strings.Contains(v, "17.0 GiB outside the caching allocator") {
+		t.Errorf("paired view:\n%s", v)
+	}
+	// a newer reading past the entries: the paired one stays, the new one waits
+	f.setAt(in, time.UnixMicro(t0+9*tStep))
+	m.Update(tickMsg(fixedNow))
+	v = m.View()
+	if !strings.Contains(v, "allocator reserved 20.0 MiB") || !strings.Contains(v, "the newer reading of 07:06:40.009 waits") {
+		t.Errorf("pending view:\n%s", v)
+	}
+	// never paired: no figure at all
+	m = newSized(t, o, 80, 30)
+	press(m, "D")
+	v = m.View()
+	if strings.Contains(v, "outside the caching allocator") || !strings.Contains(v, "device memory 17.0 GiB at 07:06:40.009") ||
+		!strings.Contains(v, "no comparison") {
+		t.Errorf("unpaired view:\n%s", v)
 	}
 }
 
