@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/classify"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
 // classifyInput decides what path is by its content (replay/classify), the
@@ -75,4 +76,15 @@ func implausible(w io.Writer, path string, p *replay.Implausible, strict bool) e
 	}
 	fmt.Fprintf(w, "npumon: warning: %s: impossible values, figures are suspect: %v (--strict makes this an error)\n", path, p)
 	return nil
+}
+
+// memUsageBeside reads torch_npu's memUsageInfo CSVs paired with a
+// snapshot file (replay/memusage: same directory, device, nearest stamp);
+// one that does not parse is a one-line warning on w, not an error.
+func memUsageBeside(snapshot string, devices []int, w io.Writer) []*memusage.File {
+	fs, errs := memusage.ReadBeside(snapshot, devices)
+	for _, err := range errs {
+		fmt.Fprintf(w, "npumon: warning: %v (memory outside the allocator not shown)\n", err)
+	}
+	return fs
 }
