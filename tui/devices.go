@@ -2,6 +2,8 @@ package tui
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -32,6 +35,8 @@ type devView struct {
 	pid  int
 	cur  devPair // the newest sample's, paired or not
 	pair devPair // the newest paired one (Paired false: none yet)
+	// mem: torch_npu's memUsageInfo CSVs of the capture (Options.MemUsage)
+	mem []*memusage.File
 }
 
 // devPair sets the producer's device memory from one npu-smi reading next
@@ -122,9 +127,14 @@ func (m *Model) refreshDevices(force bool) bool {
 	if m.o.ProducerPID != nil {
 		pid = m.o.ProducerPID()
 	}
-	if !force && s.Seq == m.dv.sample.Seq && s.Source == m.dv.sample.Source && v == m.dv.version && pid == m.dv.pid {
+	var mem []*memusage.File
+	if m.o.MemUsage != nil {
+		mem = m.o.MemUsage()
+	}
+	if !force && s.Seq == m.dv.sample.Seq && s.Source == m.dv.sample.Source && v == m.dv.version && pid == m.dv.pid && slices.Equal(mem, m.dv.mem) {
 		return false
 	}
+	m.dv.mem = mem
 	if pid != m.dv.pid {
 		m.dv.pair = devPair{}
 	}
@@ -201,12 +211,18 @@ func (m *Model) devicesLines(body int) []string {
 	th := m.th
 	s := m.dv.sample
 	status := m.devicesStatus()
-	if s.Info == nil {
+	if s.Info == nil && len(m.dv.mem) == 0 {
 		if s.Err != nil {
 			return centered(body, m.w, th.Warn.Render(s.Err.Error()), "",
 				th.Dim.Render("npumon reads npu-smi: give its path with --npu-smi or NPUMON_NPU_SMI"))
 		}
 		return centered(body, m.w, "reading "+s.Source+"…")
+	}
+	if s.Info == nil { // no table, but the capture's memUsageInfo
+		status = th.Dim.Render("reading " + s.Source + "…")
+		if s.Err != nil {
+			status = th.Warn.Render(s.Err.Error())
+		}
 	}
 	heads, lines := m.devicesContent()
 	out := append([]string{status}, heads...)
@@ -229,13 +245,68 @@ func (m *Model) devicesLines(body int) []string {
 // the lines that scroll under them (none before the first sample).
 func (m *Model) devicesContent() (heads, lines []string) {
 	if m.dv.sample.Info == nil {
+		if len(m.dv.mem) > 0 {
+			return nil, m.memLines()
+		}
 		return nil, nil
 	}
 	lines = m.chipLines(m.dv.sample.Info)
 	heads = lines[:1]
 	lines = append(lines[1:len(lines):len(lines)], "")
 	lines = append(lines, m.procLines(m.dv.sample.Info)...)
+	if len(m.dv.mem) > 0 {
+		lines = append(append(lines, ""), m.memLines()...)
+	}
 	return heads, lines
+}
+
+// maxMemModules bounds the modules listed per memUsageInfo file.
+const maxMemModules = 12
+
+// memLines lists the capture's memUsageInfo CSVs: per device the memory
+// each module held outside the caching allocator when the snapshot was
+// dumped, most first.
+func (m *Model) memLines() []string {
+	th := m.th
+	lines := []string{th.Title.Render("Outside the caching allocator, by module") + th.Dim.Render(" (torch_npu memUsageInfo, at the dump)")}
+	for _, f := range m.dv.mem {
+		head := fmt.Sprintf("  device %d · %s", f.Device, filepath.Base(f.Path))
+		if !f.Stamp.IsZero() {
+			head += " · " + f.Stamp.Format("2006-01-02 15:04:05")
+		}
+		lines = append(lines, th.Dim.Render(cut(head, max(m.w, 10))))
+		var shown []memusage.Module
+		for _, x := range f.Modules {
+			if x.Cur > 0 || x.Peak > 0 {
+				shown = append(shown, x)
+			}
+		}
+		slices.SortStableFunc(shown, func(a, b memusage.Module) int { return cmpDesc(a.Cur, b.Cur) })
+		if len(shown) == 0 {
+			lines = append(lines, th.Dim.Render("    no module holds device memory"))
+			continue
+		}
+		for i, x := range shown {
+			if i == maxMemModules {
+				lines = append(lines, th.Dim.Render(fmt.Sprintf("    … %d more", len(shown)-i)))
+				break
+			}
+			lines = append(lines, fmt.Sprintf("    %-20s %10s  peak %10s", cut(x.Name, 20), bytesize.Format(x.Cur), bytesize.Format(x.Peak)))
+		}
+		lines = append(lines, fmt.Sprintf("    %-20s ", "total")+th.Header.Render(fmt.Sprintf("%10s", bytesize.Format(f.Total()))))
+	}
+	return lines
+}
+
+// cmpDesc orders larger first.
+func cmpDesc(a, b int64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }
 
 // settleDevices keeps the devices view's scroll inside its lines after a

@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/npumon/npumon/monitor/npusmi"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/testdata/fixture"
 )
 
@@ -346,6 +347,13 @@ func TestDevicesGolden(t *testing.T) {
 			o, _ := withFeed(t, procsFixture, 124528)
 			return o
 		}, []string{"D"}, "outside the caching allocator"},
+		{"80x24_devices_memusage_no_npusmi", func(t *testing.T) Options {
+			f := &testFeed{}
+			f.set(nil, errors.New(`npu-smi not found: exec: "npu-smi": executable file not found in $PATH`))
+			o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+			o.Devices, o.MemUsage = f, memFiles(t)
+			return o
+		}, []string{"D"}, "total"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := teatest.NewTestModel(t, New(tc.opts(t)), teatest.WithInitialTermSize(80, 24))
@@ -363,6 +371,48 @@ func TestDevicesGolden(t *testing.T) {
 	}
 }
 
+// memFiles is a MemUsage of the two memUsageInfo fixtures.
+func memFiles(t testing.TB) func() []*memusage.File {
+	var fs []*memusage.File
+	for _, n := range []string{"device_0_memUsageInfo_20261201103016.csv", "device_1_memUsageInfo_20261201103017.csv"} {
+		f, err := memusage.Read("../replay/memusage/testdata/" + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	return func() []*memusage.File { return fs }
+}
+
+// TestDevicesMemUsage: with the capture's memUsageInfo CSVs the devices
+// view lists each device's modules, most first, under the process table —
+// and without npu-smi still lists them under the error; the oom panel's
+// verdict names the modules' figures.
+func TestDevicesMemUsage(t *testing.T) {
+	o, _ := withFeed(t, procsFixture, 124528)
+	o.MemUsage = memFiles(t)
+	m := newSized(t, o, 80, 40)
+	press(m, "D")
+	v := m.View()
+	for _, want := range []string{
+		"Outside the caching allocator, by module (torch_npu memUsageInfo, at the dump)",
+		"device 0 · device_0_memUsageInfo_20261201103016.csv · 2026-12-01 10:30:16",
+		"HCCL                   1.20 GiB  peak   1.50 GiB",
+		"RUNTIME                 310 MiB  peak    342 MiB",
+		"total                  1.56 GiB",
+		"device 1 · device_1_memUsageInfo_20261201103017.csv",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("view lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "DVPP") {
+		t.Errorf("a module holding nothing is listed:\n%s", v)
+	}
+	if i, j := strings.Index(v, "HCCL"), strings.Index(v, "AICPU"); i < 0 || j < i {
+		t.Errorf("modules not most first:\n%s", v)
+	}
+}
 var _ tea.Model = (*Model)(nil)
 
 // BenchmarkDevicesView draws the devices view of 16 chips with 64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/classify"
@@ -87,4 +88,27 @@ func memUsageBeside(snapshot string, devices []int, w io.Writer) []*memusage.Fil
 		fmt.Fprintf(w, "npumon: warning: %v (memory outside the allocator not shown)\n", err)
 	}
 	return fs
+}
+
+// memUsageOf is tui.Options.MemUsage for the snapshot file path() names
+// ("" while none is open): the CSVs paired with it for devices(), read once
+// per file and device count. A CSV that does not parse is left out here
+// (explain names it).
+func memUsageOf(path func() string, devices func() []int) func() []*memusage.File {
+	var mu sync.Mutex
+	var last string
+	var lastN = -1
+	var files []*memusage.File
+	return func() []*memusage.File {
+		p, devs := path(), devices()
+		mu.Lock()
+		defer mu.Unlock()
+		if p != last || len(devs) != lastN {
+			last, lastN, files = p, len(devs), nil
+			if p != "" {
+				files, _ = memusage.ReadBeside(p, devs)
+			}
+		}
+		return files
+	}
 }
