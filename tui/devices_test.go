@@ -413,6 +413,7 @@ func TestDevicesMemUsage(t *testing.T) {
 		t.Errorf("modules not most first:\n%s", v)
 	}
 }
+
 var _ tea.Model = (*Model)(nil)
 
 // BenchmarkDevicesView draws the devices view of 16 chips with 64
