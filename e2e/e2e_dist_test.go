@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // The TestDist tests check what `make dist` made: make test-dist runs it and

@@ -304,6 +304,16 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	f.fig = fig
 	f.verdict = fig.Verdict(f.requested, f.free)
 	f.reason = fig.Reason(f.requested, f.free, bytesize.Format)
+	if m.o.MemUsage != nil {
+		for _, mu := range m.o.MemUsage() {
+			if mu.Device == m.dev {
+				// the modules' memory (torch_npu's memUsageInfo beside the capture)
+				out := explain.NewOutside(mu, "")
+				f.reason += "; " + out.Sentence(f.verdict == "shortage", fig, f.free, bytesize.Format)
+				break
+			}
+		}
+	}
 	if m.base == store.TimeEpochUS {
 		if op, ok := opOf(src, e); ok {
 			f.op = op.Name

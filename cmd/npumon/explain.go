@@ -293,6 +293,7 @@ func newExplainCmd() *cobra.Command {
 			if _, err := recoverTimes(capt, gf.profiler, c.ErrOrStderr()); err != nil {
 				return err
 			}
+			opts.MemUsage = memUsageBeside(file, capt.Snapshot.Devices(), c.ErrOrStderr())
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			e, err := explain.Explain(ctx, capt, opts)

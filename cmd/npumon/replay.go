@@ -170,6 +170,12 @@ func newReplayCmd() *cobra.Command {
 			}
 			if snapshot {
 				opts.WhatIf, opts.WhatIfConfs, opts.Simulate = capt.Load, confs, sim.Simulate
+				opts.MemUsage = memUsageOf(func() string {
+					if c := capt.Load(); c != nil {
+						return c.Path
+					}
+					return ""
+				}, store.Devices)
 			}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {

@@ -89,7 +89,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer stopMetrics()
-			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}, Note: wd.TimesNote}
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}, Note: wd.TimesNote, MemUsage: wd.MemUsage}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err

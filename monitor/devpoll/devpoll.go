@@ -2,7 +2,8 @@
 // `npu-smi info` (and, when asked, `npu-smi info -t usages -i N` per NPU)
 // every interval and keeps the newest parsed table, so a view asks for the
 // newest sample and never waits on the tool. NewFunc feeds the same samples
-// from a function instead (the simulated runtime of demo).
+// from a function instead (the simulated runtime of demo), NewFuncAt with
+// the moment each reading is of.
 package devpoll
 
 import (
@@ -51,7 +52,9 @@ type Poller struct {
 	source string
 	every  time.Duration
 	always bool
-	read   func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, error)
+	// read returns a reading and the moment it is of (zero: when read
+	// returned)
+	read func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, time.Time, error)
 
 	mu   sync.Mutex
 	last npusmi.Sample
@@ -73,18 +76,37 @@ func New(o Options) *Poller {
 		o.Timeout = 10 * time.Second
 	}
 	p := &Poller{source: o.Path, every: o.Every, always: o.Always, wake: make(chan struct{}, 1)}
-	p.read = func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, error) { return readNPUSMI(ctx, o) }
+	p.read = func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, time.Time, error) {
+		// npu-smi reads the figures somewhere inside the call: the
+		// reading's moment is taken as the call's middle
+		start := time.Now()
+		in, us, err := readNPUSMI(ctx, o)
+		end := time.Now()
+		return in, us, start.Add(end.Sub(start) / 2), err
+	}
 	return p
 }
 
 // NewFunc returns a poller whose samples come from fn, called every
 // interval; source names it in the samples ("simulated").
 func NewFunc(source string, every time.Duration, fn func() *npusmi.Info) *Poller {
+	return NewFuncAt(source, every, func() (*npusmi.Info, time.Time) { return fn(), time.Time{} })
+}
+
+// NewFuncAt is NewFunc where fn also returns the moment its reading is of
+// (a simulated device's own clock), which becomes the sample's At (zero:
+// when fn returned). A view that sets the reading against other data of
+// that clock (the devices view against the allocator's state) pairs them
+// by it.
+func NewFuncAt(source string, every time.Duration, fn func() (*npusmi.Info, time.Time)) *Poller {
 	if every <= 0 {
 		every = time.Second
 	}
 	p := &Poller{source: source, every: every, wake: make(chan struct{}, 1)}
-	p.read = func(context.Context) (*npusmi.Info, []npusmi.Usages, error) { return fn(), nil, nil }
+	p.read = func(context.Context) (*npusmi.Info, []npusmi.Usages, time.Time, error) {
+		in, at := fn()
+		return in, nil, at, nil
+	}
 	return p
 }
 
@@ -111,12 +133,15 @@ func (p *Poller) sample() npusmi.Sample {
 
 // Poll reads the table once and records the sample.
 func (p *Poller) Poll(ctx context.Context) npusmi.Sample {
-	in, us, err := p.read(ctx)
+	in, us, at, err := p.read(ctx)
+	if at.IsZero() {
+		at = time.Now()
+	}
 	p.mu.Lock()
 	p.last.Seq++
 	p.last.Err = err
 	if err == nil {
-		p.last.Info, p.last.Usages, p.last.At = in, us, time.Now()
+		p.last.Info, p.last.Usages, p.last.At = in, us, at
 	}
 	p.mu.Unlock()
 	return p.sample()

@@ -166,6 +166,23 @@ func TestNewFunc(t *testing.T) {
 	}
 }
 
+// TestNewFuncAt: the sample's At is the moment the function says its
+// reading is of (a simulated device's clock), not when the poll ran.
+func TestNewFuncAt(t *testing.T) {
+	sim := time.Date(2025, 11, 29, 7, 6, 40, 1500, time.UTC)
+	p := NewFuncAt("simulated", time.Second, func() (*npusmi.Info, time.Time) {
+		return &npusmi.Info{Chips: []npusmi.Chip{{NPU: 0}}}, sim
+	})
+	if s := p.Poll(context.Background()); !s.At.Equal(sim) {
+		t.Fatalf("At %v, want %v", s.At, sim)
+	}
+	before := time.Now()
+	q := NewFunc("simulated", time.Second, func() *npusmi.Info { return &npusmi.Info{} })
+	if s := q.Poll(context.Background()); s.At.Before(before) {
+		t.Fatalf("NewFunc's At %v is before the poll", s.At)
+	}
+}
+
 // hostileTool writes an executable shell script as npu-smi.
 func hostileTool(t *testing.T, body string) string {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
 // Entry kinds.
@@ -85,6 +86,16 @@ type DirSource struct {
 	times    string         // the open capture's time recovery (TimesNote)
 	ops      int
 	errs     []string
+	memVer   int // bumped when a memUsageInfo CSV lands, changes or goes
+	mem      memCache
+}
+
+// memCache is MemUsage's answer for one open capture, CSV set and device count.
+type memCache struct {
+	open      string
+	ver, ndev int
+	files     []*memusage.File
+	computed  bool
 }
 
 // NewDirSource returns a source for dir feeding store; Start starts it.
@@ -142,8 +153,8 @@ func captureOf(ev Event) (Entry, bool) {
 		// a file that never became a readable snapshot (truncated by a
 		// crashed job, garbage) is listed with its one-line error
 		st, err := os.Stat(ev.Path)
-		if err != nil || !st.Mode().IsRegular() || ev.Err == nil {
-			return Entry{}, false
+		if err != nil || !st.Mode().IsRegular() || ev.Err == nil || memusage.IsName(filepath.Base(ev.Path)) {
+			return Entry{}, false // a memUsageInfo CSV is no capture: its error is a note
 		}
 		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
 	default:
@@ -308,16 +319,63 @@ func (d *DirSource) loop(ctx context.Context) {
 				if ev.Kind != EventProfilerDir {
 					d.update(ev.Dir, func(c *Entry) { c.Size = treeSize(c.Path) })
 				}
+			case EventMemUsage:
+				d.mu.Lock()
+				d.memVer++
+				d.mu.Unlock()
 			case EventRemoved:
+				if memusage.IsName(filepath.Base(ev.Path)) {
+					d.mu.Lock()
+					d.memVer++
+					d.mu.Unlock()
+				}
 				d.update(ev.Path, func(c *Entry) { c.Error = "removed" })
 				if toOpen == ev.Path {
 					toOpen = ""
 				}
 			case EventError:
-				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+				if msg := fmt.Sprint(ev.Err); strings.HasPrefix(msg, ev.Path+":") {
+					d.note(msg) // it names the file already (a memUsageInfo CSV's line)
+				} else {
+					d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+				}
 			}
 		}
 	}
+}
+
+// MemUsage returns the memUsageInfo CSVs paired with the open capture
+// (replay/memusage: its directory, each of the Store's devices, the
+// nearest stamp), nil before a snapshot is open. It reads the directory
+// again only when a CSV landed, changed or went, or another capture was
+// opened; a CSV that does not parse is a note.
+func (d *DirSource) MemUsage() []*memusage.File {
+	devs := d.store.Devices()
+	d.mu.Lock()
+	open, ver := d.open, d.memVer
+	if c := d.mem; c.computed && c.open == open && c.ver == ver && c.ndev == len(devs) {
+		d.mu.Unlock()
+		return c.files
+	}
+	d.mu.Unlock()
+	var files []*memusage.File
+	if open != "" && !isProfilerPath(open) {
+		var errs []error
+		files, errs = memusage.ReadBeside(open, devs)
+		for _, err := range errs {
+			d.note(oneLine(err.Error()))
+		}
+	}
+	d.mu.Lock()
+	d.mem = memCache{open: open, ver: ver, ndev: len(devs), files: files, computed: true}
+	d.mu.Unlock()
+	return files
+}
+
+// isProfilerPath: a profiler directory is open, not a snapshot.
+func isProfilerPath(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 // Ready is closed once the directory's initial scan is over and the capture

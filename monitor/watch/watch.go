@@ -17,6 +17,7 @@ import (
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
 // EventKind is what an Event reports.
@@ -41,6 +42,11 @@ const (
 	// EventScanDone: the initial scan is over; every Existing event came
 	// before it.
 	EventScanDone
+	// EventMemUsage: a torch_npu memUsageInfo CSV
+	// (device_<N>_memUsageInfo_<YYYYmmddHHMMSS>.csv, replay/memusage) is
+	// complete: its size was stable for Settle and it parses. Reported
+	// again when it is rewritten; one that never parses is an EventError.
+	EventMemUsage
 )
 
 func (k EventKind) String() string {
@@ -59,6 +65,8 @@ func (k EventKind) String() string {
 		return "error"
 	case EventScanDone:
 		return "scan_done"
+	case EventMemUsage:
+		return "mem_usage"
 	}
 	return "unknown"
 }
@@ -239,6 +247,18 @@ func IsSnapshotName(name string) bool {
 	return false
 }
 
+// isWatchedName: the files in the root a Watcher reports: snapshots and
+// torch_npu's memUsageInfo CSVs.
+func isWatchedName(name string) bool {
+	return IsSnapshotName(name) || memusage.IsName(name)
+}
+
+// checkMemUsage is the Check of a memUsageInfo CSV: it parses.
+func checkMemUsage(p string) error {
+	_, err := memusage.Read(p)
+	return err
+}
+
 // scanRoot looks at everything in the root (start, or the root came back).
 func (w *Watcher) scanRoot(existing bool) {
 	ents, err := os.ReadDir(w.dir)
@@ -254,7 +274,7 @@ func (w *Watcher) scanRoot(existing bool) {
 		p := filepath.Join(w.dir, e.Name())
 		if e.IsDir() {
 			w.dirAppeared(p, existing)
-		} else if IsSnapshotName(e.Name()) && !w.reported[p] {
+		} else if isWatchedName(e.Name()) && !w.reported[p] {
 			w.candidate(p, existing)
 		}
 	}
@@ -292,6 +312,10 @@ func (w *Watcher) candidate(p string, existing bool) {
 
 // settle checks a candidate whose size has been stable long enough.
 func (w *Watcher) settle(p string, c *candidate, existing bool) {
+	if memusage.IsName(filepath.Base(p)) {
+		w.settleMemUsage(p, c, existing)
+		return
+	}
 	if c.size > w.opts.MaxBytes {
 		if !c.tooBig {
 			c.tooBig = true
@@ -331,6 +355,35 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 	delete(w.pending, p)
 	w.reported[p] = true
 	w.emit(Event{Kind: EventSnapshot, Path: p, Size: c.size, Existing: existing})
+}
+
+// settleMemUsage is settle for a memUsageInfo CSV: reported once stable
+// and parsed; one that still does not parse GiveUp after its last change
+// is an EventError with the parser's line.
+func (w *Watcher) settleMemUsage(p string, c *candidate, existing bool) {
+	if c.failed || time.Since(c.since) < w.opts.Settle {
+		if c.failed && !c.reported && time.Since(c.since) >= w.opts.GiveUp {
+			if err := checkMemUsage(p); err != nil {
+				c.reported = true
+				w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: err})
+			} else {
+				c.failed = false // parses now: reported on the next tick
+			}
+		}
+		return
+	}
+	if err := checkMemUsage(p); err != nil {
+		c.failed = true
+		if existing && time.Since(c.mod) >= w.opts.GiveUp {
+			// there before the watch and untouched: nobody is writing it
+			c.reported = true
+			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: err, Existing: true})
+		}
+		return
+	}
+	delete(w.pending, p)
+	w.reported[p] = true
+	w.emit(Event{Kind: EventMemUsage, Path: p, Size: c.size, Existing: existing})
 }
 
 func (c *candidate) lastErr(p string, check func(string) error) error {
@@ -419,7 +472,7 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 			w.dirAppeared(p, false)
 		}
 	case parent == w.dir:
-		if IsSnapshotName(filepath.Base(p)) {
+		if isWatchedName(filepath.Base(p)) {
 			if w.reported[p] && ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Write) {
 				return
 			}

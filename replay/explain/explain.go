@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -11,6 +12,7 @@ import (
 	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/replay/whatif"
 )
 
@@ -44,6 +46,73 @@ type DeviceExplanation struct {
 	// WhatIfTrust is the what-if's baseline against the recording
 	// (whatif.Trust); absent when no what-if ran.
 	WhatIfTrust *whatif.Trust `json:"whatif_trust,omitempty"`
+	// OutsideAllocator is the device memory held outside the caching
+	// allocator, by module, from the memUsageInfo CSV paired with the
+	// snapshot (Options.MemUsage); absent without one.
+	OutsideAllocator *Outside `json:"outside_allocator,omitempty"`
+}
+
+// Outside is one memUsageInfo CSV as explain reports it: the memory each
+// module of the software stack (HCCL, the runtime, …) held on the device
+// when torch_npu dumped the snapshot.
+type Outside struct {
+	File       string            `json:"file"`
+	TotalBytes int64             `json:"total_bytes"` // Σ the modules' current bytes
+	Modules    []memusage.Module `json:"modules"`     // as the file lists them
+	// OffsetS is the CSV's name stamp minus the snapshot's, in seconds
+	// (memusage.SnapshotStamp); null when the snapshot's is not known.
+	OffsetS *int64 `json:"offset_s"`
+}
+
+// NewOutside is f as explain reports it; snapshot is the snapshot's path
+// (for the offset; "" for none).
+func NewOutside(f *memusage.File, snapshot string) *Outside {
+	o := &Outside{File: f.Path, TotalBytes: f.Total(), Modules: f.Modules}
+	if o.Modules == nil {
+		o.Modules = []memusage.Module{}
+	}
+	if at, ok := memusage.SnapshotStamp(snapshot); ok && snapshot != "" && !f.Stamp.IsZero() {
+		d := int64(f.Stamp.Sub(at).Seconds())
+		o.OffsetS = &d
+	}
+	return o
+}
+
+// Sentence says how much of the device the modules hold, which and where
+// the figures are from; for a shortage (f the oom's figures) it places
+// them beside the verdict's figures: the device memory beyond reserved +
+// free is not the allocator's to give. size writes a byte count.
+func (o *Outside) Sentence(shortage bool, f Figures, deviceFree int64, size func(int64) string) string {
+	file := "the memUsageInfo CSV"
+	if o.File != "" {
+		file = filepath.Base(o.File)
+	}
+	if o.OffsetS != nil && *o.OffsetS != 0 {
+		file += fmt.Sprintf(", %s the snapshot", offsetText(*o.OffsetS))
+	}
+	mf := memusage.File{Modules: o.Modules}
+	mods := mf.Summary(6, size)
+	if o.TotalBytes == 0 {
+		return fmt.Sprintf("no memory is held outside the caching allocator by module (%s)", file)
+	}
+	s := fmt.Sprintf("%s of the device is held outside the caching allocator (%s): %s", size(o.TotalBytes), file, mods)
+	if shortage {
+		s = fmt.Sprintf("the device's memory beyond the %s reserved and %s free is not the allocator's to give: ",
+			size(f.Reserved), size(deviceFree)) + s
+	}
+	return s
+}
+
+// offsetText is "3 s after", "2 min before".
+func offsetText(s int64) string {
+	dir := "after"
+	if s < 0 {
+		dir, s = "before", -s
+	}
+	if s >= 120 {
+		return fmt.Sprintf("%d min %s", s/60, dir)
+	}
+	return fmt.Sprintf("%d s %s", s, dir)
 }
 
 // OOM explains one failed allocation (Kind "oom") or, in a trace without
@@ -147,6 +216,11 @@ type Options struct {
 	// undo walk); 0 = 16.
 	MaxOOMs int
 	Library func(*Grouper) // adjusts each grouper (e.g. a library regex)
+	// MemUsage are the memUsageInfo CSVs paired with the snapshot
+	// (memusage.ReadBeside), one per device at most: each device's
+	// explanation reports its file (OutsideAllocator) and the oom
+	// verdict's text names the modules' figures.
+	MemUsage []*memusage.File
 }
 
 // Explain answers for every device of c.
@@ -205,7 +279,14 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 			<-sim
 			return nil, err
 		}
-		out.Devices = append(out.Devices, d.explain(opts))
+		de := d.explain(opts)
+		for _, f := range opts.MemUsage {
+			if f != nil && f.Device == dev {
+				de.OutsideAllocator = NewOutside(f, c.Path)
+				break
+			}
+		}
+		out.Devices = append(out.Devices, de)
 	}
 	r, ok := <-sim
 	switch {
