@@ -104,9 +104,9 @@ func TestDemoRanksTwoDiffer(t *testing.T) {
 	}
 	var sum struct {
 		Ranks []struct {
-			Rank              int    `json:"rank"`
-			PeakReservedBytes int64  `json:"peak_reserved_bytes"`
-			PeakActiveBytes   int64  `json:"peak_active_bytes"`
+			Rank              int   `json:"rank"`
+			PeakReservedBytes int64 `json:"peak_reserved_bytes"`
+			PeakActiveBytes   int64 `json:"peak_active_bytes"`
 		} `json:"ranks"`
 	}
 	if err := json.Unmarshal([]byte(out), &sum); err != nil || len(sum.Ranks) != 2 {
