@@ -41,6 +41,11 @@ const (
 	// EventScanDone: the initial scan is over; every Existing event came
 	// before it.
 	EventScanDone
+	// EventWriting: a snapshot file is there but not complete yet (still
+	// being written, or cut short and changed within GiveUp): reported once
+	// per version when first seen, Err saying why it is not complete; an
+	// EventSnapshot, EventError or EventRemoved follows.
+	EventWriting
 )
 
 func (k EventKind) String() string {
@@ -59,6 +64,8 @@ func (k EventKind) String() string {
 		return "error"
 	case EventScanDone:
 		return "scan_done"
+	case EventWriting:
+		return "writing"
 	}
 	return "unknown"
 }
@@ -124,6 +131,7 @@ type candidate struct {
 	failed   bool      // Check failed since the last change
 	reported bool      // EventError sent for the current version
 	tooBig   bool      // over MaxBytes: reported, not checked
+	writing  bool      // EventWriting sent (its removal is reported)
 }
 
 // Watch starts watching dir (not recursively: snapshot files in dir, and
@@ -288,6 +296,10 @@ func (w *Watcher) candidate(p string, existing bool) {
 	if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
 		c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
 	}
+	if !ok && c.size <= w.opts.MaxBytes {
+		// a new file: listed as being written until it settles
+		w.writing(p, c, errors.New("still being written"), false)
+	}
 }
 
 // settle checks a candidate whose size has been stable long enough.
@@ -325,12 +337,24 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 			// its error); a fresh one waits as a new file would
 			c.reported = true
 			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
+		} else {
+			// a fresh one is listed as being written meanwhile
+			w.writing(p, c, err, existing)
 		}
 		return
 	}
 	delete(w.pending, p)
 	w.reported[p] = true
 	w.emit(Event{Kind: EventSnapshot, Path: p, Size: c.size, Existing: existing})
+}
+
+// writing reports a candidate not complete yet, once per version.
+func (w *Watcher) writing(p string, c *candidate, why error, existing bool) {
+	if c.writing && !existing {
+		return
+	}
+	c.writing = true
+	w.emit(Event{Kind: EventWriting, Path: p, Size: c.size, Err: why, Existing: existing})
 }
 
 func (c *candidate) lastErr(p string, check func(string) error) error {
@@ -446,6 +470,9 @@ func (w *Watcher) removed(p string) {
 		delete(w.reported, p)
 		w.emit(Event{Kind: EventRemoved, Path: p})
 	case w.pending[p] != nil:
+		if w.pending[p].writing {
+			w.emit(Event{Kind: EventRemoved, Path: p})
+		}
 		delete(w.pending, p)
 	case w.profDirs[p]:
 		delete(w.profDirs, p)
