@@ -54,7 +54,7 @@ func newDemoCmd() *cobra.Command {
 			"what real jobs write: snapshot pickles every N steps and on OOM, and profiler\n" +
 			"directories. With --headless DURATION nothing is drawn: the job runs for DURATION and\n" +
 			"the summary at the newest entry is printed as JSON. --ranks N runs N ranks of one job, each\n" +
-			"with its own device, rank r holding r/2 more layers than rank 0, and shows the ranks overview.",
+			"with its own device, rank r holding ⌈r/2⌉ more layers than rank 0, and shows the ranks overview.",
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := wf.config()
@@ -140,7 +140,7 @@ func newDemoCmd() *cobra.Command {
 	c.Flags().DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(c.Flags())
 	rf.register(c.Flags())
-	c.Flags().IntVar(&nRanks, "ranks", 0, "run N ranks side by side (rank r holds r/2 layers more than its device was sized for: a deliberate skew) and show the ranks overview; with --out each writes to DIR/rank{r}")
+	c.Flags().IntVar(&nRanks, "ranks", 0, "run N ranks side by side (rank r holds ⌈r/2⌉ layers more than its device was sized for: a deliberate skew) and show the ranks overview; with --out each writes to DIR/rank{r}")
 	return c
 }
 

@@ -178,7 +178,9 @@ func newDiffCmd() *cobra.Command {
 			"holders --at takes; defaults start and end) or at the ends of two snapshots of the same job,\n" +
 			"group by group: bytes and counts at both, the change, and the allocations born and freed in\n" +
 			"between (within one file by address and birth entry; across files by address and size).\n" +
-			"Largest change first.",
+			"Largest change first. A warning on stderr says when two files do not look like one job\n" +
+			"(other pid, device or allocator settings, ends over a week apart, nothing in common) or\n" +
+			"when the diff runs backwards (to older than from); docs/explain.md.",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError{fmt.Errorf("%q takes FILE or A B, got %d argument(s)", c.CommandPath(), len(args))}
@@ -204,6 +206,9 @@ func newDiffCmd() *cobra.Command {
 				if err != nil {
 					return usageError{err}
 				}
+				if w := explain.MomentsWarning(out); w != "" {
+					out.Warnings = []string{w}
+				}
 			} else {
 				if c.Flags().Changed("from") || c.Flags().Changed("to") {
 					return usageError{fmt.Errorf("--from and --to apply to one file; two files are compared at their ends")}
@@ -217,6 +222,10 @@ func newDiffCmd() *cobra.Command {
 					return err
 				}
 				out = explain.DiffDevices(a, b, &explain.Grouper{By: by, Library: lib})
+				out.Warnings = explain.DiffWarnings(a, b, classify.PID, lib)
+			}
+			for _, w := range out.Warnings {
+				fmt.Fprintf(c.ErrOrStderr(), "npumon diff: warning: %s\n", w)
 			}
 			if top > 0 && len(out.Groups) > top {
 				out.Groups = out.Groups[:top]

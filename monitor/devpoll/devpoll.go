@@ -11,7 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,6 +49,10 @@ const maxOutput = 4 << 20
 
 // ErrNotFound is wrapped by errors for an npu-smi that is not there.
 var ErrNotFound = errors.New("npu-smi not found")
+
+// ErrNotExecutable is wrapped by errors for an npu-smi that is there but
+// cannot be run: a file without execute permission, a directory.
+var ErrNotExecutable = errors.New("not executable")
 
 // Poller keeps the newest sample of a device table.
 type Poller struct {
@@ -174,9 +181,9 @@ func (p *Poller) Run(ctx context.Context) {
 
 // readNPUSMI runs `npu-smi info` and, with o.Usages, the usages of each NPU.
 func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, error) {
-	path, err := exec.LookPath(o.Path)
+	path, err := lookPath(o.Path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return nil, nil, err
 	}
 	out, err := run(ctx, o, path, "info")
 	if err != nil {
@@ -212,6 +219,33 @@ func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, 
 		us = append(us, u...)
 	}
 	return in, us, nil
+}
+
+// lookPath finds the npu-smi to run, telling a name that is not there
+// (ErrNotFound; a bare name that is a file of the current directory, which
+// PATH lookup does not search, says so) from a file that is there but
+// cannot be run (ErrNotExecutable, naming it).
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path, nil
+	}
+	if !strings.ContainsRune(name, filepath.Separator) {
+		if fi, serr := os.Stat(name); serr == nil && !fi.IsDir() {
+			return "", fmt.Errorf("%w: %q is not on PATH (a file of that name is in the current directory: give ./%s)", ErrNotFound, name, name)
+		}
+		return "", fmt.Errorf("%w: %q is not on PATH", ErrNotFound, name)
+	}
+	fi, serr := os.Stat(name)
+	switch {
+	case serr == nil && fi.IsDir():
+		return "", fmt.Errorf("npu-smi %s: %w: it is a directory", name, ErrNotExecutable)
+	case serr == nil:
+		return "", fmt.Errorf("npu-smi %s: %w (permission denied: mode %v)", name, ErrNotExecutable, fi.Mode().Perm())
+	case errors.Is(serr, fs.ErrNotExist):
+		return "", fmt.Errorf("%w: %s: no such file", ErrNotFound, name)
+	}
+	return "", fmt.Errorf("npu-smi %s: %w", name, serr) // a directory on the way not searchable, …
 }
 
 // limitedBuffer keeps the first maxOutput bytes; on overflow it notes it
@@ -254,7 +288,12 @@ func run(ctx context.Context, o Options, path string, args ...string) ([]byte, e
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	name := "npu-smi " + strings.Join(args, " ")
+	var pe *fs.PathError
 	switch {
+	case errors.As(err, &pe):
+		// it never ran: not a program this host runs (a text file without
+		// #!, another architecture's binary), or gone since the lookup
+		return nil, fmt.Errorf("%s: cannot run %s: %v", name, path, pe.Err)
 	case stdout.over || stderr.over:
 		return nil, fmt.Errorf("%s: more than %d bytes of output", name, maxOutput)
 	case ctx.Err() == context.DeadlineExceeded:

@@ -248,3 +248,38 @@ func TestPollTimeoutKillsChildren(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPollNotExecutable: a file that is there but cannot be run is not
+// "not found": a file without execute permission or a directory says it is
+// not executable, naming it; a bare name that is a file of the current
+// directory says to give ./NAME; a text file with the execute bit but no #!
+// says it cannot be run.
+func TestPollNotExecutable(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "textfile")
+	if err := os.WriteFile(text, []byte("not a program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Path: text}).Poll(context.Background())
+	if errors.Is(s.Err, ErrNotFound) || !errors.Is(s.Err, ErrNotExecutable) || !strings.Contains(s.Err.Error(), text) ||
+		!strings.Contains(s.Err.Error(), "permission denied") || strings.Contains(s.Err.Error(), "not found") {
+		t.Errorf("a file without execute permission: %v", s.Err)
+	}
+	s = New(Options{Path: dir}).Poll(context.Background())
+	if errors.Is(s.Err, ErrNotFound) || !errors.Is(s.Err, ErrNotExecutable) || !strings.Contains(s.Err.Error(), "directory") {
+		t.Errorf("a directory: %v", s.Err)
+	}
+	t.Chdir(dir)
+	s = New(Options{Path: "textfile"}).Poll(context.Background())
+	if !errors.Is(s.Err, ErrNotFound) || !strings.Contains(s.Err.Error(), "./textfile") {
+		t.Errorf("a bare name of a file here: %v", s.Err)
+	}
+	if err := os.Chmod(text, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s = New(Options{Path: text}).Poll(context.Background())
+	if s.Err == nil || errors.Is(s.Err, ErrNotFound) || errors.Is(s.Err, ErrNotExecutable) ||
+		!strings.Contains(s.Err.Error(), "cannot run "+text) {
+		t.Errorf("a text file with the execute bit: %v", s.Err)
+	}
+}

@@ -73,7 +73,7 @@ func NewJobCaptures(j classify.Job, st *store.Store, o LoadOptions) *JobCaptures
 	for _, p := range j.AllRuns {
 		add(EntryProfiler, p)
 	}
-	byArrival(c.list)
+	Number(c.list)
 	c.open = j.Open()
 	return c
 }

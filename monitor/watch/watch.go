@@ -47,6 +47,11 @@ const (
 	// complete: its size was stable for Settle and it parses. Reported
 	// again when it is rewritten; one that never parses is an EventError.
 	EventMemUsage
+	// EventWriting: a snapshot file is there but not complete yet (still
+	// being written, or cut short and changed within GiveUp): reported once
+	// per version when first seen, Err saying why it is not complete; an
+	// EventSnapshot, EventError or EventRemoved follows.
+	EventWriting
 )
 
 func (k EventKind) String() string {
@@ -67,6 +72,8 @@ func (k EventKind) String() string {
 		return "scan_done"
 	case EventMemUsage:
 		return "mem_usage"
+	case EventWriting:
+		return "writing"
 	}
 	return "unknown"
 }
@@ -132,6 +139,7 @@ type candidate struct {
 	failed   bool      // Check failed since the last change
 	reported bool      // EventError sent for the current version
 	tooBig   bool      // over MaxBytes: reported, not checked
+	writing  bool      // EventWriting sent (its removal is reported)
 }
 
 // Watch starts watching dir (not recursively: snapshot files in dir, and
@@ -308,6 +316,11 @@ func (w *Watcher) candidate(p string, existing bool) {
 	if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
 		c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
 	}
+	if !ok && c.size <= w.opts.MaxBytes && !memusage.IsName(filepath.Base(p)) {
+		// a new snapshot: listed as being written until it settles (a side
+		// file is no capture: it is reported once complete)
+		w.writing(p, c, errors.New("still being written"), false)
+	}
 }
 
 // settle checks a candidate whose size has been stable long enough.
@@ -349,6 +362,9 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 			// its error); a fresh one waits as a new file would
 			c.reported = true
 			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
+		} else {
+			// a fresh one is listed as being written meanwhile
+			w.writing(p, c, err, existing)
 		}
 		return
 	}
@@ -384,6 +400,15 @@ func (w *Watcher) settleMemUsage(p string, c *candidate, existing bool) {
 	delete(w.pending, p)
 	w.reported[p] = true
 	w.emit(Event{Kind: EventMemUsage, Path: p, Size: c.size, Existing: existing})
+}
+
+// writing reports a candidate not complete yet, once per version.
+func (w *Watcher) writing(p string, c *candidate, why error, existing bool) {
+	if c.writing && !existing {
+		return
+	}
+	c.writing = true
+	w.emit(Event{Kind: EventWriting, Path: p, Size: c.size, Err: why, Existing: existing})
 }
 
 func (c *candidate) lastErr(p string, check func(string) error) error {
@@ -499,6 +524,9 @@ func (w *Watcher) removed(p string) {
 		delete(w.reported, p)
 		w.emit(Event{Kind: EventRemoved, Path: p})
 	case w.pending[p] != nil:
+		if w.pending[p].writing {
+			w.emit(Event{Kind: EventRemoved, Path: p})
+		}
 		delete(w.pending, p)
 	case w.profDirs[p]:
 		delete(w.profDirs, p)

@@ -175,6 +175,10 @@ type Diff struct {
 	To     DiffSide    `json:"to"`
 	By     By          `json:"by"`
 	Groups []DiffGroup `json:"groups"`
+	// Warnings: the two sides do not look like one job, or the diff runs
+	// backwards (DiffWarnings, MomentsWarning); the command prints them on
+	// stderr too.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // DiffSide is one end of a diff.
@@ -289,8 +293,11 @@ func abs(v int64) int64 {
 }
 
 // Side is one end of a diff: the live allocations at a moment.
-func (d *Device) Side(spec string) (DiffSide, []replay.Alloc, error) {
-	m, err := At(d.Timeline, spec)
+func (d *Device) Side(spec string) (DiffSide, []replay.Alloc, error) { return d.side(spec, "--at") }
+
+// side is Side with errors naming flag.
+func (d *Device) side(spec, flag string) (DiffSide, []replay.Alloc, error) {
+	m, err := FlagAt(d.Timeline, spec, flag)
 	if err != nil {
 		return DiffSide{}, nil, err
 	}
@@ -309,11 +316,11 @@ func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
 	if g.By == ByCategory {
 		g.Category = CategoryOf(d.Categories())
 	}
-	fs, fl, err := d.Side(from)
+	fs, fl, err := d.side(from, "--from")
 	if err != nil {
 		return nil, err
 	}
-	ts, tl, err := d.Side(to)
+	ts, tl, err := d.side(to, "--to")
 	if err != nil {
 		return nil, err
 	}
