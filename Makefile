@@ -3,6 +3,10 @@ GO          ?= go
 BIN         := bin/npumon
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
+PYTHON      ?= python3
+PYPRODUCER  := monitor/producer/python
+# mypy for the Python producer: the command, else Debian's python3-mypy module (.ci/run installs it)
+MYPY        ?= $(shell command -v mypy >/dev/null 2>&1 && echo mypy || echo /usr/bin/python3 -m mypy)
 # The version npumon reports (semver): X.Y.Z on a commit tagged vX.Y.Z, else the base version
 # in cmd/npumon/main.go plus the commit as build metadata (0.1.0-dev+e16c67d, .dirty with
 # uncommitted changes), else the base alone (no git).
@@ -10,17 +14,34 @@ BASE_VERSION := $(shell sed -n 's/^var version = "\(.*\)"$$/\1/p' cmd/npumon/mai
 VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null) && echo $${t\#v} || \
                  { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
                  echo "$(BASE_VERSION)")
+# The commit `npumon version` names: its full hash, its time (UTC) and whether the tree had
+# uncommitted changes; empty without git (the binary then says "commit unknown").
+COMMIT      := $(shell git rev-parse HEAD 2>/dev/null)
+COMMIT_TIME := $(if $(COMMIT),$(shell TZ=UTC0 git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ))
+DIRTY       := $(if $(COMMIT),$(shell git diff --quiet HEAD 2>/dev/null || echo true))
+LDFLAGS     := $(strip -X main.version=$(VERSION) $(if $(COMMIT),-X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME)) $(if $(DIRTY),-X main.modified=true))
+# make dist: static release tarballs of these architectures, with SHA256SUMS, in $(DIST).
+DIST        ?= dist
+DIST_ARCHES ?= amd64 arm64
 
-.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
+.PHONY: build dist run test test-unit test-e2e test-arm64 test-dist test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
 
 build:
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/npumon
+
+# A release to carry to an air-gapped host (docs/release.md): per architecture a static
+# binary (CGO_ENABLED=0, -trimpath) with README, docs, the Python producer and shell
+# completions in dist/npumon-<version>-linux-<arch>.tar.gz, and dist/SHA256SUMS.
+# Reproducible: sorted entries, owner 0, every mtime the commit's time.
+dist:
+	GO="$(GO)" VERSION="$(VERSION)" LDFLAGS="$(LDFLAGS)" DIST="$(DIST)" ARCHES="$(DIST_ARCHES)" \
+	  bash e2e/dist.sh
 
 # The main job: the embedded demo (a simulated training job, live).
 run: build
 	./$(BIN) demo
 
-test: test-unit test-e2e test-arm64
+test: test-unit test-e2e test-arm64 test-dist test-python
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -28,6 +49,10 @@ test-unit:
 # End-to-end tests drive the real binary (tmux, sockets); they carry the e2e build tag.
 test-e2e: build
 	@if ls e2e/*_test.go >/dev/null 2>&1; then NPUMON_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -tags e2e ./e2e/...; fi
+
+# The Python producer's own tests, without Go (cmd/npumon's TestProducerPython runs them too).
+test-python:
+	cd $(PYPRODUCER) && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m unittest discover -s tests
 
 # Ascend hosts are mostly aarch64 (Kunpeng): the unit tests again as linux/arm64 under
 # qemu-user, which also runs the allocator's CNTVCT_EL0 counter stub. Skipped with a note
@@ -37,6 +62,13 @@ test-arm64:
 	  GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64 ./...; \
 	elif [ "$(REQUIRE_ARM64)" = 1 ]; then echo "test-arm64: qemu-aarch64 not found"; exit 1; \
 	else echo "test-arm64: skipped, no qemu-aarch64 (apt-get install qemu-user)"; fi
+
+# make dist, then check what it made (e2e/e2e_dist_test.go): SHA256SUMS verify, the tarballs'
+# contents, static ELF binaries, the amd64 binary here and the arm64 one under qemu-aarch64
+# (skipped with a note without it, unless REQUIRE_ARM64=1), and a second make dist gives the
+# same bytes.
+test-dist: dist
+	NPUMON_DIST=$(abspath $(DIST)) REQUIRE_ARM64=$(REQUIRE_ARM64) $(GO) test -count=1 -tags e2e -run '^TestDist' ./e2e/
 
 # The unit tests once more in a fresh clone of the committed HEAD with nothing beside it: the
 # repository must stand alone (no fixture, reference or file outside it).
@@ -74,6 +106,8 @@ lint:
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) mod tidy -diff
+	@# The Python producer's type hints (settings in its pyproject.toml).
+	cd $(PYPRODUCER) && $(MYPY)
 	@# The repository stands alone: nothing may point at files beside it.
 	@if git grep -nI -e '\.\./shared' -e 'shared/reference' -e 'shared/fixtures' -- . ':!Makefile'; then \
 	  echo "lint: the files above refer to a directory outside the repository"; exit 1; fi
@@ -112,4 +146,4 @@ crosscheck: build
 	sh replay/testdata/crosscheck.sh $(CURDIR)/$(BIN)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -7,7 +7,7 @@ import (
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/testdata/benchcpu"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
 )
 
 // loop runs body b.N times and reports cpu-ns/op.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 var entryRe = regexp.MustCompile(`entry #(?:\d+|–)/(\d+)`)

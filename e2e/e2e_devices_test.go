@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // standInPATH is PATH with the stand-in npu-smi of dir first.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // proc is a background npumon process whose stdout lines the test reads.

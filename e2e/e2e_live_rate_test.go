@@ -19,9 +19,9 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/wire"
-	"github.com/npumon/npumon/testdata/fixture"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 var (

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestReplayRankOneInTmux: the profiler output of rank 1 of an 8-NPU job

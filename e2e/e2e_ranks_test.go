@@ -10,7 +10,7 @@ import (
 )
 
 // TestRanksDemoStatsAndOverview: demo --ranks writes four ranks' dumps with
-// the deliberate skew (rank r holds r/2 extra layers); stats --json on the
+// the deliberate skew (rank r holds ⌈r/2⌉ extra layers); stats --json on the
 // directory ranks them and names the imbalance; replay on it opens the
 // ranks overview in tmux, enter opens a rank's usual view, esc comes back.
 func TestRanksDemoStatsAndOverview(t *testing.T) {
@@ -54,20 +54,20 @@ func TestRanksDemoStatsAndOverview(t *testing.T) {
 	if st.Kind != "ranks" || len(st.Ranks) != 4 || len(st.Imbalance) == 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	// the skew: ranks 2 and 3 hold one more layer than ranks 0 and 1
+	// the skew: ranks 1 and 2 hold one more layer than rank 0, rank 3 two more
 	r := st.Ranks
-	if !(r[0].PeakReservedBytes == r[1].PeakReservedBytes && r[2].PeakReservedBytes > r[1].PeakReservedBytes &&
-		r[3].PeakReservedBytes == r[2].PeakReservedBytes) {
+	if !(r[1].PeakReservedBytes > r[0].PeakReservedBytes && r[2].PeakReservedBytes == r[1].PeakReservedBytes &&
+		r[3].PeakReservedBytes > r[2].PeakReservedBytes) {
 		t.Fatalf("no skew in peak reserved: %+v", r)
 	}
 	im := st.Imbalance[0]
-	if im.Figure != "peak_reserved_bytes" || im.MaxRank != 2 || im.MinRank != 0 || im.MaxBytes != r[2].PeakReservedBytes ||
+	if im.Figure != "peak_reserved_bytes" || im.MaxRank != 3 || im.MinRank != 0 || im.MaxBytes != r[3].PeakReservedBytes ||
 		im.MinBytes != r[0].PeakReservedBytes || im.Ratio <= 1 {
 		t.Fatalf("imbalance %+v", im)
 	}
 
 	p := startTmux(t, 80, 24, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", dir)
-	p.waitFor("npumon · ranks · job · 4 ranks", "peak max/min: reserved", "rank 2 / rank 0")
+	p.waitFor("npumon · ranks · job · 4 ranks", "peak max/min: reserved", "rank 3 / rank 0")
 	p.send("Down", "Enter")
 	p.waitFor("rank 1 · …", "Timeline")
 	p.send("Escape")

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/npumon/npumon/internal/oprange"
 )
 
 // Analyse is npumon's analysis step for a FRAMEWORK-only directory: it writes
@@ -209,26 +211,44 @@ func writeOperatorMemory(w io.Writer, d *Data) error {
 	return cw.Error()
 }
 
-// opIndex returns a lookup of the innermost non-step op on tid containing t:
-// of the ops starting at or before t, the latest-starting one still open.
+// opIndex returns a lookup of the op on thread tid an allocation at t
+// (epoch ns) is attributed to: oprange.Innermost over that thread's ops.
 func opIndex(ops []Op) func(tid uint64, t int64) string {
-	byTID := map[uint64][]*Op{} // each in start order (ops are sorted)
+	byTID := map[uint64]*threadOps{} // each in start order (ops are sorted)
 	for i := range ops {
-		if !ops[i].IsStep {
-			byTID[ops[i].TID] = append(byTID[ops[i].TID], &ops[i])
+		o := &ops[i]
+		tab := byTID[o.TID]
+		if tab == nil {
+			tab = &threadOps{}
+			byTID[o.TID] = tab
 		}
+		m := o.EndNS
+		if n := len(tab.maxEnd); n > 0 {
+			m = max(m, tab.maxEnd[n-1])
+		}
+		tab.ops, tab.maxEnd = append(tab.ops, o), append(tab.maxEnd, m)
 	}
 	return func(tid uint64, t int64) string {
-		l := byTID[tid]
-		k := sort.Search(len(l), func(i int) bool { return l[i].StartNS > t })
-		for k--; k >= 0; k-- {
-			if l[k].EndNS >= t {
-				return l[k].Name
+		if tab := byTID[tid]; tab != nil {
+			if i := oprange.Innermost(tab, t); i >= 0 {
+				return tab.ops[i].Name
 			}
 		}
 		return ""
 	}
 }
+
+// threadOps is one thread's ops (in finishOps order) as oprange.Table.
+type threadOps struct {
+	ops    []*Op
+	maxEnd []int64
+}
+
+func (t *threadOps) Len() int           { return len(t.ops) }
+func (t *threadOps) Start(i int) int64  { return t.ops[i].StartNS }
+func (t *threadOps) End(i int) int64    { return t.ops[i].EndNS }
+func (t *threadOps) MaxEnd(i int) int64 { return t.maxEnd[i] }
+func (t *threadOps) Skip(i int) bool    { return t.ops[i].IsStep }
 
 // writeStepTraceTime writes one row per step. Without device data the whole
 // step is host time: Free = Stage = step duration.

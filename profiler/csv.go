@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // ASCEND_PROFILER_OUTPUT CSV readers (docs/reference/profiler-format.md §5).

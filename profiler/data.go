@@ -3,8 +3,8 @@ package profiler
 import (
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/npumon/npumon/internal/oprange"
 )
 
 // Read results. Every time is epoch nanoseconds (int64); the µs accessors
@@ -217,16 +217,6 @@ func (p *markPairer) pair(marks []OpMarkRecord, tb *TimeBase) []QueueRange {
 	return out
 }
 
-// stepID parses "ProfilerStep#N".
-func stepID(name string) (int64, bool) {
-	rest, ok := strings.CutPrefix(name, "ProfilerStep#")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(rest, 10, 64)
-	return n, err == nil
-}
-
 // finishOps sorts ops, marks step markers, collects Steps and assigns every
 // timed op to the step whose range holds its start.
 func (d *Data) finishOps() {
@@ -241,7 +231,7 @@ func (d *Data) finishOps() {
 	for i := range d.Ops {
 		o := &d.Ops[i]
 		o.Step = -1
-		if id, ok := stepID(o.Name); ok {
+		if id, ok := oprange.StepNumber(o.Name); ok {
 			o.IsStep = true
 			o.Step = id
 			if o.Timed() {

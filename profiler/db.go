@@ -15,7 +15,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // SQLite exports (docs/reference/profiler-format.md §7): torch_npu's

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // FRAMEWORK files (docs/reference/profiler-format.md §2): little-endian,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // maxSeedRecords is how many records of each generated FRAMEWORK file a

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

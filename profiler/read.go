@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // Directory names (docs/reference/profiler-format.md §1).
@@ -145,8 +145,18 @@ func ReadDir(path string) (*Data, error) {
 
 // ReadDirContext is ReadDir stopping with ctx.Err() when ctx ends: raw
 // FRAMEWORK files are read a MiB at a time with a look at ctx in between;
-// analysed output and SQLite exports are read whole once started.
+// analysed output and SQLite exports are read whole once started. What
+// Sanity finds implausible is added to Warnings.
 func ReadDirContext(ctx context.Context, path string) (*Data, error) {
+	d, err := readDirContext(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	d.Warnings = append(d.Warnings, Sanity(d)...)
+	return d, nil
+}
+
+func readDirContext(ctx context.Context, path string) (*Data, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 const genDir = "testdata/framework/gen_4242_20261129120000123_ascend_pt"

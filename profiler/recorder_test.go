@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // fakeClock advances 1 µs per raw read; epoch = raw + a fixed offset.

@@ -9,7 +9,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/oprange"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // Tailer follows FRAMEWORK files while torch_npu (or a Recorder) appends to
@@ -192,7 +193,7 @@ func (t *Tailer) pollDir(d *tailDir, b *TailBatch) error {
 		ops := opsFromRecords(recs.OpRanges, d.tb)
 		for i := range ops {
 			ops[i].Step = -1
-			if id, ok := stepID(ops[i].Name); ok {
+			if id, ok := oprange.StepNumber(ops[i].Name); ok {
 				ops[i].IsStep, ops[i].Step = true, id
 				b.Steps = append(b.Steps, Step{ID: id, StartNS: ops[i].StartNS, EndNS: ops[i].EndNS})
 			}

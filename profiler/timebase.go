@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // TimeBase converts raw FRAMEWORK clock values to epoch nanoseconds

@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/benchcpu"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // eachBenchFile runs fn per generated 1M-entry snapshot

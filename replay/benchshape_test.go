@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestBenchShapesMatchReference: the benchmark generator's two shapes

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // CheckComplete tells whether a snapshot file is completely written,

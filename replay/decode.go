@@ -9,7 +9,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // Capture is one decoded snapshot file.

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 func fixtures(t testing.TB) []string {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // Errors a caller tests for: ErrTruncated and ErrNotSnapshot with

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // A capture whose traces come before its segments meets its stacks in the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestRoundTripVariants: every generated variant survives decode → export →

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // MaxFileSize refuses before reading; MaxMemory stops a decode that would

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestSharedFramesLists: a frames list the pickle memoizes once and refers

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/npumon/npumon/replay/safefile"
+	"github.com/npumon/npumon/internal/safefile"
 )
 
 // ErrTruncated is wrapped by errors for input that ends before the data it

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestSizeRounder: re-created blocks get round_size of the requested size,

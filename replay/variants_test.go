@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestProtocolsAndJSONAgree: the same snapshot pickled by Python at

@@ -4,10 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestAnalysedProfilerDirShowsTotals: an analysed-only profiler directory

@@ -2,13 +2,18 @@ package tui
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/npusmi"
+	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -27,9 +32,69 @@ type devView struct {
 	top     int // first scrolled line
 	version uint64
 	// the producer's comparison, recomputed with the sample and the data
-	pid      int
-	reserved int64 // Σ reserved bytes over the Source's devices at their newest entry
-	resOK    bool
+	pid  int
+	cur  devPair // the newest sample's, paired or not
+	pair devPair // the newest paired one (Paired false: none yet)
+	// mem: torch_npu's memUsageInfo CSVs of the capture (Options.MemUsage)
+	mem []*memusage.File
+}
+
+// devPair sets the producer's device memory from one npu-smi reading next
+// to the allocator's reserved bytes at the moment of that reading. The two
+// are compared only when paired: a reading against the allocator's newest
+// entry compares two moments (a poll and an entry up to an interval apart),
+// and while a step allocates and frees GiBs the difference swings by as
+// much.
+type devPair struct {
+	Found bool      // the pid is in the reading's process table
+	Mine  int64     // Σ its process memory (bytes) in the reading
+	At    time.Time // the reading's moment (npusmi.Sample.At)
+	// Paired: every device of the Source has entries up to At or past it,
+	// so Reserved is what the allocator held at At; else Reserved is unset
+	// and Newest says how far the Source's entries reach (µs; 0: none).
+	Paired   bool
+	Reserved int64
+	Newest   int64
+}
+
+// pairSample pairs sample s for process pid with src: the pid's memory in
+// the reading, and Σ reserved bytes over src's devices at the reading's
+// own moment — paired only where that moment lies inside every device's
+// log (first ≤ At ≤ last, on the epoch clock): past the newest entry the
+// Source cannot know yet what the allocator held then.
+func pairSample(src Source, s npusmi.Sample, pid int) devPair {
+	var p devPair
+	if s.Info == nil || pid <= 0 {
+		return p
+	}
+	for _, pr := range s.Info.Procs {
+		if pr.PID == pid {
+			p.Found = true
+			p.Mine += pr.MemMB * npusmi.MiB
+		}
+	}
+	p.At = s.At
+	if !p.Found || src == nil || s.At.IsZero() {
+		return p
+	}
+	at := s.At.UnixMicro()
+	devs := src.Devices()
+	p.Paired = len(devs) > 0
+	for i, d := range devs {
+		first, last := src.Bounds(d)
+		if i == 0 || last < p.Newest {
+			p.Newest = last
+		}
+		if src.TimeBase(d) != store.TimeEpochUS || src.Len(d) == 0 || at < first || at > last {
+			p.Paired = false
+			continue
+		}
+		p.Reserved += src.Summary(d, at).ReservedBytes
+	}
+	if !p.Paired {
+		p.Reserved = 0
+	}
+	return p
 }
 
 // devicesShown reports whether the devices view fills the body.
@@ -62,29 +127,28 @@ func (m *Model) refreshDevices(force bool) bool {
 	if m.o.ProducerPID != nil {
 		pid = m.o.ProducerPID()
 	}
-	if !force && s.Seq == m.dv.sample.Seq && s.Source == m.dv.sample.Source && v == m.dv.version && pid == m.dv.pid {
+	var mem []*memusage.File
+	if m.o.MemUsage != nil {
+		mem = m.o.MemUsage()
+	}
+	if !force && s.Seq == m.dv.sample.Seq && s.Source == m.dv.sample.Source && v == m.dv.version && pid == m.dv.pid && slices.Equal(mem, m.dv.mem) {
 		return false
 	}
+	m.dv.mem = mem
+	if pid != m.dv.pid {
+		m.dv.pair = devPair{}
+	}
 	m.dv.sample, m.dv.version, m.dv.pid = s, v, pid
-	m.dv.reserved, m.dv.resOK = m.reservedNow()
+	src := m.o.Source
+	if m.loading {
+		src = nil
+	}
+	m.dv.cur = pairSample(src, s, pid)
+	if m.dv.cur.Paired {
+		m.dv.pair = m.dv.cur
+	}
 	m.dirty = true
 	return true
-}
-
-// reservedNow sums the allocator's reserved bytes over the Source's devices
-// at their newest entries.
-func (m *Model) reservedNow() (int64, bool) {
-	src := m.o.Source
-	if src == nil || m.loading {
-		return 0, false
-	}
-	var sum int64
-	devs := src.Devices()
-	for _, d := range devs {
-		_, last := src.Bounds(d)
-		sum += src.Summary(d, last).ReservedBytes
-	}
-	return sum, len(devs) > 0
 }
 
 // onDevicesKey handles keys while the devices view is shown.
@@ -147,12 +211,18 @@ func (m *Model) devicesLines(body int) []string {
 	th := m.th
 	s := m.dv.sample
 	status := m.devicesStatus()
-	if s.Info == nil {
+	if s.Info == nil && len(m.dv.mem) == 0 {
 		if s.Err != nil {
 			return centered(body, m.w, th.Warn.Render(s.Err.Error()), "",
 				th.Dim.Render("npumon reads npu-smi: give its path with --npu-smi or NPUMON_NPU_SMI"))
 		}
 		return centered(body, m.w, "reading "+s.Source+"…")
+	}
+	if s.Info == nil { // no table, but the capture's memUsageInfo
+		status = th.Dim.Render("reading " + s.Source + "…")
+		if s.Err != nil {
+			status = th.Warn.Render(s.Err.Error())
+		}
 	}
 	heads, lines := m.devicesContent()
 	out := append([]string{status}, heads...)
@@ -175,13 +245,68 @@ func (m *Model) devicesLines(body int) []string {
 // the lines that scroll under them (none before the first sample).
 func (m *Model) devicesContent() (heads, lines []string) {
 	if m.dv.sample.Info == nil {
+		if len(m.dv.mem) > 0 {
+			return nil, m.memLines()
+		}
 		return nil, nil
 	}
 	lines = m.chipLines(m.dv.sample.Info)
 	heads = lines[:1]
 	lines = append(lines[1:len(lines):len(lines)], "")
 	lines = append(lines, m.procLines(m.dv.sample.Info)...)
+	if len(m.dv.mem) > 0 {
+		lines = append(append(lines, ""), m.memLines()...)
+	}
 	return heads, lines
+}
+
+// maxMemModules bounds the modules listed per memUsageInfo file.
+const maxMemModules = 12
+
+// memLines lists the capture's memUsageInfo CSVs: per device the memory
+// each module held outside the caching allocator when the snapshot was
+// dumped, most first.
+func (m *Model) memLines() []string {
+	th := m.th
+	lines := []string{th.Title.Render("Outside the caching allocator, by module") + th.Dim.Render(" (torch_npu memUsageInfo, at the dump)")}
+	for _, f := range m.dv.mem {
+		head := fmt.Sprintf("  device %d · %s", f.Device, filepath.Base(f.Path))
+		if !f.Stamp.IsZero() {
+			head += " · " + f.Stamp.Format("2006-01-02 15:04:05")
+		}
+		lines = append(lines, th.Dim.Render(cut(head, max(m.w, 10))))
+		var shown []memusage.Module
+		for _, x := range f.Modules {
+			if x.Cur > 0 || x.Peak > 0 {
+				shown = append(shown, x)
+			}
+		}
+		slices.SortStableFunc(shown, func(a, b memusage.Module) int { return cmpDesc(a.Cur, b.Cur) })
+		if len(shown) == 0 {
+			lines = append(lines, th.Dim.Render("    no module holds device memory"))
+			continue
+		}
+		for i, x := range shown {
+			if i == maxMemModules {
+				lines = append(lines, th.Dim.Render(fmt.Sprintf("    … %d more", len(shown)-i)))
+				break
+			}
+			lines = append(lines, fmt.Sprintf("    %-20s %10s  peak %10s", cut(x.Name, 20), bytesize.Format(x.Cur), bytesize.Format(x.Peak)))
+		}
+		lines = append(lines, fmt.Sprintf("    %-20s ", "total")+th.Header.Render(fmt.Sprintf("%10s", bytesize.Format(f.Total()))))
+	}
+	return lines
+}
+
+// cmpDesc orders larger first.
+func cmpDesc(a, b int64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }
 
 // settleDevices keeps the devices view's scroll inside its lines after a
@@ -272,6 +397,15 @@ func (m *Model) chipLines(in *npusmi.Info) []string {
 	return lines
 }
 
+// dimWrap wraps s to the width, each line indented by two and dim.
+func (m *Model) dimWrap(s string) []string {
+	ls := theme.Wrap(s, max(m.w-2, 10))
+	for i, l := range ls {
+		ls[i] = "  " + m.th.Dim.Render(l)
+	}
+	return ls
+}
+
 // bar draws used of total in w cells ([███····]).
 func (m *Model) bar(used, total int64, w int) string {
 	if w < 4 {
@@ -311,14 +445,10 @@ func (m *Model) procLines(in *npusmi.Info) []string {
 	if len(in.Procs) == 0 {
 		lines = append(lines, th.Dim.Render("  no processes hold device memory"))
 	}
-	var mine int64
-	found := false
 	for _, p := range in.Procs {
 		mark := "  "
 		if m.dv.pid > 0 && p.PID == m.dv.pid {
 			mark = th.G.Selected + " "
-			mine += p.MemMB * npusmi.MiB
-			found = true
 		}
 		label := chipLabel(in, npusmi.Chip{NPU: p.NPU, Chip: p.Chip})
 		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %-24s %10s", mark, label, p.PID, cut(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
@@ -327,16 +457,26 @@ func (m *Model) procLines(in *npusmi.Info) []string {
 		return lines
 	}
 	lines = append(lines, "")
+	cur, pair := m.dv.cur, m.dv.pair
+	clock := func(t time.Time) string { return t.In(m.o.Location).Format("15:04:05.000") }
 	switch {
-	case !found:
+	case !cur.Found:
 		lines = append(lines, theme.Wrap(fmt.Sprintf("pid %d (the producer) is not in the process table: another host, "+
 			"another pid namespace, or no device memory yet.", m.dv.pid), m.w)...)
-	case !m.dv.resOK:
-		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, m.dv.pid, bytesize.Format(mine)))
-	default:
+	case pair.Paired:
 		lines = append(lines,
-			fmt.Sprintf("%s pid %d: device memory %s · allocator reserved %s", th.G.Selected, m.dv.pid, bytesize.Format(mine), bytesize.Format(m.dv.reserved)),
-			"  "+th.Header.Render(bytesize.Format(mine-m.dv.reserved))+" outside the caching allocator")
+			fmt.Sprintf("%s pid %d: device memory %s · allocator reserved %s", th.G.Selected, m.dv.pid, bytesize.Format(pair.Mine), bytesize.Format(pair.Reserved)),
+			th.Dim.Render("  both at "+clock(pair.At)+": npu-smi's reading and the allocator's state then"),
+			"  "+th.Header.Render(bytesize.Format(pair.Mine-pair.Reserved))+" outside the caching allocator")
+		if !cur.Paired && !cur.At.Equal(pair.At) {
+			lines = append(lines, m.dimWrap("the newer reading of "+clock(cur.At)+" waits for the allocator's entries to reach it")...)
+		}
+	case cur.Newest == 0:
+		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, m.dv.pid, bytesize.Format(cur.Mine)))
+	default:
+		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s at %s", th.G.Selected, m.dv.pid, bytesize.Format(cur.Mine), clock(cur.At)))
+		lines = append(lines, m.dimWrap(fmt.Sprintf("the allocator's entries span other times (newest %s): "+
+			"no comparison until its state at the reading's moment is known", clock(time.UnixMicro(cur.Newest))))...)
 	}
 	return lines
 }

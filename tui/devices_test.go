@@ -14,8 +14,9 @@ import (
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/npusmi"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
 // testFeed is a DeviceFeed whose samples the test sets; it counts reads.
@@ -67,9 +68,21 @@ const (
 	a3Fixture    = "npu-smi-info-A3-2chip-25.2.0.txt"
 )
 
+// setAt is set with the reading's moment given.
+func (f *testFeed) setAt(in *npusmi.Info, at time.Time) {
+	f.set(in, nil)
+	f.mu.Lock()
+	f.s.At = at
+	f.mu.Unlock()
+}
+
+// smallEnd is the small capture's last entry: a reading then pairs with the
+// allocator's final 20 + 2 MiB.
+var smallEnd = time.UnixMicro(t0 + 8*tStep)
+
 func withFeed(t testing.TB, info string, pid int) (Options, *testFeed) {
 	f := &testFeed{}
-	f.set(npuInfo(t, info), nil)
+	f.setAt(npuInfo(t, info), smallEnd)
 	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
 	o.Devices = f
 	o.ProducerPID = func() int { return pid }
@@ -86,11 +99,12 @@ func TestDevicesViewProducer(t *testing.T) {
 	v := m.View()
 	checkFrame(t, v, 80, 24)
 	for _, want := range []string{
-		"/usr/local/bin/npu-smi 23.0.2.1 · read 12:00:01 · every 1s",
+		"/usr/local/bin/npu-smi 23.0.2.1 · read 07:06:40 · every 1s",
 		"0     910B2C      OK        88.6W   51C     0%  [",
 		"20.2 GiB / 64.0 GiB",
 		"▶ 0     124528    python3.8                  17.0 GiB",
 		"▶ pid 124528: device memory 17.0 GiB · allocator reserved 22.0 MiB",
+		"both at 07:06:40.008: npu-smi's reading and the allocator's state then",
 		"17.0 GiB outside the caching allocator",
 		"D or esc back",
 	} {
@@ -101,6 +115,71 @@ func TestDevicesViewProducer(t *testing.T) {
 	press(m, "esc")
 	if v := m.View(); strings.Contains(v, "910B2C") || !strings.Contains(v, "Timeline") {
 		t.Errorf("esc did not close the view:\n%s", v)
+	}
+}
+
+// TestDevicesPairing: the producer's device memory is set against the
+// allocator's reserved bytes at the reading's own moment, not at the
+// allocator's newest entry; a reading past the newest entry is not compared
+// until the entries reach it, and the last paired comparison stays.
+func TestDevicesPairing(t *testing.T) {
+	src := newFakeSource(smallSnapshot(true), smallOps())
+	in := npuInfo(t, procsFixture) // pid 124528 holds 17400 MB
+	mine := int64(17400) * npusmi.MiB
+	at := func(us int64) npusmi.Sample { return npusmi.Sample{Seq: 1, Info: in, At: time.UnixMicro(us)} }
+	for _, tc := range []struct {
+		name     string
+		at       int64
+		paired   bool
+		reserved int64
+	}{
+		// segment A (20 MiB) is reserved at entry 0, segment B (2 MiB) at entry 3
+		{"after entry 1", t0 + tStep + tStep/2, true, 20 * mib},
+		{"at entry 3", t0 + 3*tStep, true, 22 * mib},
+		{"at the newest entry", t0 + 8*tStep, true, 22 * mib},
+		{"past the newest entry", t0 + 8*tStep + 1, false, 0},
+		{"before the first entry", t0 - 1, false, 0},
+	} {
+		p := pairSample(src, at(tc.at), 124528)
+		if !p.Found || p.Mine != mine || p.Paired != tc.paired || p.Reserved != tc.reserved || p.Newest != t0+8*tStep {
+			t.Errorf("%s: %+v, want paired %v reserved %d", tc.name, p, tc.paired, tc.reserved)
+		}
+	}
+	if p := pairSample(src, at(t0+tStep), 99); p.Found || p.Paired {
+		t.Errorf("another pid: %+v", p)
+	}
+	untimed := newFakeSource(smallSnapshot(false), nil)
+	if p := pairSample(untimed, at(3), 124528); p.Paired {
+		t.Errorf("a capture without times paired: %+v", p)
+	}
+
+	// in the view: a reading inside the capture shows 17.0 GiB − 20 MiB,
+	// not − 22 MiB (the newest entry's figure)
+	f := &testFeed{}
+	f.setAt(in, time.UnixMicro(t0+tStep+tStep/2))
+	o := testOptions(src)
+	o.Devices, o.ProducerPID = f, func() int { return 124528 }
+	m := newSized(t, o, 80, 30)
+	press(m, "D")
+	v := m.View()
+	if !strings.Contains(v, "allocator reserved 20.0 MiB") || !strings.Contains(v, "both at 07:06:40.001") ||
+		!strings.Contains(v, "17.0 GiB outside the caching allocator") {
+		t.Errorf("paired view:\n%s", v)
+	}
+	// a newer reading past the entries: the paired one stays, the new one waits
+	f.setAt(in, time.UnixMicro(t0+9*tStep))
+	m.Update(tickMsg(fixedNow))
+	v = m.View()
+	if !strings.Contains(v, "allocator reserved 20.0 MiB") || !strings.Contains(v, "the newer reading of 07:06:40.009 waits") {
+		t.Errorf("pending view:\n%s", v)
+	}
+	// never paired: no figure at all
+	m = newSized(t, o, 80, 30)
+	press(m, "D")
+	v = m.View()
+	if strings.Contains(v, "outside the caching allocator") || !strings.Contains(v, "device memory 17.0 GiB at 07:06:40.009") ||
+		!strings.Contains(v, "no comparison") {
+		t.Errorf("unpaired view:\n%s", v)
 	}
 }
 
@@ -268,6 +347,13 @@ func TestDevicesGolden(t *testing.T) {
 			o, _ := withFeed(t, procsFixture, 124528)
 			return o
 		}, []string{"D"}, "outside the caching allocator"},
+		{"80x24_devices_memusage_no_npusmi", func(t *testing.T) Options {
+			f := &testFeed{}
+			f.set(nil, errors.New(`npu-smi not found: exec: "npu-smi": executable file not found in $PATH`))
+			o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+			o.Devices, o.MemUsage = f, memFiles(t)
+			return o
+		}, []string{"D"}, "total"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tm := teatest.NewTestModel(t, New(tc.opts(t)), teatest.WithInitialTermSize(80, 24))
@@ -282,6 +368,49 @@ func TestDevicesGolden(t *testing.T) {
 			checkFrame(t, v, 80, 24)
 			golden.RequireEqual(t, []byte(v))
 		})
+	}
+}
+
+// memFiles is a MemUsage of the two memUsageInfo fixtures.
+func memFiles(t testing.TB) func() []*memusage.File {
+	var fs []*memusage.File
+	for _, n := range []string{"device_0_memUsageInfo_20261201103016.csv", "device_1_memUsageInfo_20261201103017.csv"} {
+		f, err := memusage.Read("../replay/memusage/testdata/" + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs = append(fs, f)
+	}
+	return func() []*memusage.File { return fs }
+}
+
+// TestDevicesMemUsage: with the capture's memUsageInfo CSVs the devices
+// view lists each device's modules, most first, under the process table —
+// and without npu-smi still lists them under the error; the oom panel's
+// verdict names the modules' figures.
+func TestDevicesMemUsage(t *testing.T) {
+	o, _ := withFeed(t, procsFixture, 124528)
+	o.MemUsage = memFiles(t)
+	m := newSized(t, o, 80, 40)
+	press(m, "D")
+	v := m.View()
+	for _, want := range []string{
+		"Outside the caching allocator, by module (torch_npu memUsageInfo, at the dump)",
+		"device 0 · device_0_memUsageInfo_20261201103016.csv · 2026-12-01 10:30:16",
+		"HCCL                   1.20 GiB  peak   1.50 GiB",
+		"RUNTIME                 310 MiB  peak    342 MiB",
+		"total                  1.56 GiB",
+		"device 1 · device_1_memUsageInfo_20261201103017.csv",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("view lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "DVPP") {
+		t.Errorf("a module holding nothing is listed:\n%s", v)
+	}
+	if i, j := strings.Index(v, "HCCL"), strings.Index(v, "AICPU"); i < 0 || j < i {
+		t.Errorf("modules not most first:\n%s", v)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/category"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
@@ -25,7 +26,7 @@ import (
 // holderSource is a Source that can list the live allocations at a
 // position (a *store.Store can).
 type holderSource interface {
-	LiveAtSeq(device int, n int64) []explain.Alloc
+	LiveAtSeq(device int, n int64) []replay.Alloc
 	OpName(t int64) string
 	// Categories says what each allocation holds (its Born indexes it).
 	Categories(device int) *category.Table
@@ -61,14 +62,14 @@ type explainUI struct {
 	// holders at the cursor (recomputed when it moves)
 	at      int64 // position (entries applied) they are for; -1: none
 	dev     int
-	live    []explain.Alloc
+	live    []replay.Alloc
 	groups  []explain.Group
 	diff    []explain.DiffGroup
 	active  int64
 	markN   int64 // mark A's position; -1: no mark
 	markDev int
 	markT   int64 // its cursor, for the title
-	markLv  []explain.Alloc
+	markLv  []replay.Alloc
 }
 
 // oomFacts are what the OOM panel shows for one oom entry.
@@ -208,7 +209,7 @@ func (m *Model) openStack() {
 	}
 }
 
-func bornText(a explain.Alloc) string {
+func bornText(a replay.Alloc) string {
 	if a.Born < 0 {
 		return "allocated before the trace"
 	}
@@ -217,28 +218,28 @@ func bornText(a explain.Alloc) string {
 
 // selectedGroupAlloc is the key and largest allocation of row i of the
 // holders view (groups, or the diff's groups with a mark).
-func (m *Model) selectedGroupAlloc(i int) (string, explain.Alloc, bool) {
+func (m *Model) selectedGroupAlloc(i int) (string, replay.Alloc, bool) {
 	key := ""
 	if m.x.diff != nil {
 		if i >= len(m.x.diff) {
-			return "", explain.Alloc{}, false
+			return "", replay.Alloc{}, false
 		}
 		key = m.x.diff[i].Key
 	} else {
 		if i >= len(m.x.groups) {
-			return "", explain.Alloc{}, false
+			return "", replay.Alloc{}, false
 		}
 		key = m.x.groups[i].Key
 	}
 	al := m.groupAllocs(key)
 	if len(al) == 0 {
-		return key, explain.Alloc{}, false
+		return key, replay.Alloc{}, false
 	}
 	return key, al[0], true
 }
 
 // groupAllocs lists the live allocations of a group at the cursor, largest first.
-func (m *Model) groupAllocs(key string) []explain.Alloc {
+func (m *Model) groupAllocs(key string) []replay.Alloc {
 	for i := range m.x.groups {
 		if m.x.groups[i].Key == key {
 			return m.x.groups[i].Allocs
@@ -303,6 +304,16 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	f.fig = fig
 	f.verdict = fig.Verdict(f.requested, f.free)
 	f.reason = fig.Reason(f.requested, f.free, bytesize.Format)
+	if m.o.MemUsage != nil {
+		for _, mu := range m.o.MemUsage() {
+			if mu.Device == m.dev {
+				// the modules' memory (torch_npu's memUsageInfo beside the capture)
+				out := explain.NewOutside(mu, "")
+				f.reason += "; " + out.Sentence(f.verdict == "shortage", fig, f.free, bytesize.Format)
+				break
+			}
+		}
+	}
 	if m.base == store.TimeEpochUS {
 		if op, ok := opOf(src, e); ok {
 			f.op = op.Name

@@ -117,6 +117,22 @@ func TestOOMPanel(t *testing.T) {
 	checkFrame(t, m.View(), 80, 24)
 }
 
+// TestOOMPanelMemUsage: with the capture's memUsageInfo CSV the verdict
+// says how much of the device its modules hold.
+func TestOOMPanelMemUsage(t *testing.T) {
+	o := testOptions(smallWithOps(t))
+	o.MemUsage = memFiles(t)
+	m := newSized(t, o, 120, 40)
+	press(m, "g", "o")
+	v := m.View()
+	flat := strings.Join(strings.Fields(v), " ") // the verdict wraps
+	if !strings.Contains(flat, "not the allocator's to give: 1.56 GiB of the device is held outside the caching allocator") ||
+		!strings.Contains(flat, "HCCL 1.20 GiB, RUNTIME 310 MiB, AICPU 64.0 MiB") {
+		t.Errorf("OOM panel:\n%s", v)
+	}
+	checkFrame(t, v, 120, 40)
+}
+
 // TestHintNamesOOMKey: where the source has an oom entry (before or after
 // the cursor) the hint line starts with the key that explains it; a source
 // without one does not waste the room.

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 )
@@ -144,7 +145,7 @@ func (f *fakeSource) OpAt(t int64) (store.Op, bool) {
 	var best store.Op
 	ok := false
 	for _, o := range f.ops {
-		if !o.IsStep && replay.OpContains(o.StartUS, o.EndUS, t) && (!ok || replay.OpInner(o.StartUS, o.EndUS, best.StartUS, best.EndUS)) {
+		if !o.IsStep && oprange.Contains(o.StartUS, o.EndUS, t) && (!ok || oprange.Inner(o.StartUS, o.EndUS, best.StartUS, best.EndUS)) {
 			best, ok = o, true
 		}
 	}

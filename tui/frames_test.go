@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestNativeStacksAt80x24: on the CUDA training dump, whose backward

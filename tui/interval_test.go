@@ -10,7 +10,7 @@ import (
 
 // TestIntervalOpAgrees: an oom entry whose recovered time is only an
 // interval (docs/timerecovery.md) is attributed to the op that began
-// inside it (replay.IntervalOp) — by the header standing on it, the OOM
+// inside it (oprange.Interval) — by the header standing on it, the OOM
 // panel and the event list alike — not to the op at its lower bound.
 func TestIntervalOpAgrees(t *testing.T) {
 	seg := snapshot.Segment{Device: 0, Address: 0x1000, TotalSize: 4096, Blocks: []snapshot.Block{

@@ -148,7 +148,8 @@ type Model struct {
 	allocAt    string
 	allocK     uint64 // address the allocAt text is for
 	opSel      int
-	opDrawnTop int // the op table's first row as last drawn (for clicks)
+	opMaxEnd   []int64 // prefix-max ends of ops (oprange.Table)
+	opDrawnTop int     // the op table's first row as last drawn (for clicks)
 	opSort     int
 	opView     []int // indices into ops, filtered and sorted
 	hlOp       bool
@@ -579,7 +580,7 @@ func (m *Model) refreshCursor() {
 		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
 		// Standing right after an entry whose time is only an interval
 		// (a recovered trace's oom), the header names that entry's op, as
-		// explain does (replay.IntervalOp).
+		// explain does (oprange.Interval).
 		if ss, ok := src.(seqSource); ok && m.pos > 0 {
 			if evs := ss.EventsAroundSeq(m.dev, m.pos, 1, 0); len(evs) == 1 && evs[0].Interval {
 				m.opAt, m.hasOpAt = opOf(src, &evs[0])

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/monitor/store"
 )
 
@@ -127,6 +128,7 @@ type opsSince interface {
 func (m *Model) refreshOps() int {
 	from := m.readOps()
 	m.steps = m.steps[:sort.SearchInts(m.steps, from)]
+	m.opMaxEnd = oprange.MaxEnds(m.ops[from:], m.opMaxEnd[:from])
 	for i := from; i < len(m.ops); i++ {
 		if m.ops[i].IsStep {
 			m.steps = append(m.steps, i)
@@ -154,25 +156,34 @@ func (m *Model) readOps() int {
 }
 
 // followOp selects the op at the cursor in the op table, so the table
-// follows the cursor in live and replay: the innermost op whose interval
-// holds the cursor (the latest to start; ends inclusive), or else the last
-// op that started before it. With a filter on, the nearest kept op before.
+// follows the cursor in live and replay: the op the header names (the
+// Source's OpAt: the one attribution, oprange.Innermost); where the header
+// names none, the innermost range holding the cursor by the same rule with
+// steps included (a ProfilerStep#N between its ops), else the last op that
+// started before the cursor. With a filter on, the nearest kept op before.
 func (m *Model) followOp() {
 	if len(m.opView) == 0 || m.base != store.TimeEpochUS {
 		return
 	}
 	c := m.cursor
-	// m.ops is in start order: the last op starting at or before c.
-	last := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS > c }) - 1
-	if last < 0 {
-		return
-	}
-	i := last
-	for j := last; j >= 0 && j > last-4096; j-- {
-		if m.ops[j].EndUS >= c {
-			i = j
-			break
+	i := -1
+	if m.hasOpAt {
+		at := sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS >= m.opAt.StartUS })
+		for ; at < len(m.ops) && m.ops[at].StartUS == m.opAt.StartUS; at++ {
+			if m.ops[at] == m.opAt {
+				i = at
+				break
+			}
 		}
+	}
+	if i < 0 {
+		i = oprange.Innermost(rangeTable{m.ops, m.opMaxEnd}, c)
+	}
+	if i < 0 { // m.ops is in start order: the last op starting at or before c
+		i = sort.Search(len(m.ops), func(i int) bool { return m.ops[i].StartUS > c }) - 1
+	}
+	if i < 0 {
+		return
 	}
 	if m.opSort == 0 {
 		if k := sort.SearchInts(m.opView, i+1) - 1; k >= 0 {
@@ -184,3 +195,16 @@ func (m *Model) followOp() {
 		m.opSel = k
 	}
 }
+
+// rangeTable is the op table's ops as oprange.Innermost searches them,
+// steps included.
+type rangeTable struct {
+	ops    []store.Op
+	maxEnd []int64
+}
+
+func (t rangeTable) Len() int           { return len(t.ops) }
+func (t rangeTable) Start(i int) int64  { return t.ops[i].StartUS }
+func (t rangeTable) End(i int) int64    { return t.ops[i].EndUS }
+func (t rangeTable) MaxEnd(i int) int64 { return t.maxEnd[i] }
+func (t rangeTable) Skip(int) bool      { return false }

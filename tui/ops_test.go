@@ -72,3 +72,39 @@ func TestOpsFollowLiveStore(t *testing.T) {
 		}
 	}
 }
+
+// TestOpsTableFollowsHeaderOp: an op that crosses a step boundary is the
+// op the header names inside the next step (steps are never attributed
+// to), and the op table highlights that same op, not the ProfilerStep#N
+// marker that started later (issue: header aten::copy_async, table
+// ProfilerStep#2).
+func TestOpsTableFollowsHeaderOp(t *testing.T) {
+	st := store.New(store.Options{})
+	st.IngestOps([]store.Op{
+		{Name: "ProfilerStep#1", StartUS: t0, EndUS: t0 + 100, IsStep: true, Step: 1, Seq: -1},
+		{Name: "aten::copy_async", StartUS: t0 + 90, EndUS: t0 + 150, Step: 1, Seq: -1},
+		{Name: "ProfilerStep#2", StartUS: t0 + 100, EndUS: t0 + 200, IsStep: true, Step: 2, Seq: -1},
+		{Name: "aten::add", StartUS: t0 + 160, EndUS: t0 + 170, Step: 2, Seq: -1},
+	})
+	m := newSized(t, testOptions(st), 160, 48)
+	for _, c := range []struct {
+		at   int64
+		want string
+	}{{t0 + 120, "aten::copy_async"}, {t0 + 165, "aten::add"}, {t0 + 180, "aten::add"}, {t0 + 95, "aten::copy_async"}} {
+		m.setCursor(c.at)
+		if len(m.opView) == 0 {
+			t.Fatal("empty op table")
+		}
+		got := m.ops[m.opView[m.opSel]].Name
+		if c.at == t0+180 {
+			// between ops: the step that holds the cursor
+			if m.hasOpAt || got != "ProfilerStep#2" {
+				t.Errorf("cursor +%d (no op): header op %v, table on %q, want ProfilerStep#2", c.at-t0, m.hasOpAt, got)
+			}
+			continue
+		}
+		if !m.hasOpAt || m.opAt.Name != c.want || got != c.want {
+			t.Errorf("cursor +%d: header op %q (%v), table op %q; want both %q", c.at-t0, m.opAt.Name, m.hasOpAt, got, c.want)
+		}
+	}
+}

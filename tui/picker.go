@@ -19,11 +19,15 @@ import (
 // directory (npumon watch): a snapshot file or a profiler directory, as
 // the caller's Captures lists it (cmd/npumon converts watch.Entry).
 type PickerRow struct {
+	// Index is the capture's number, the one `watch --list` prints and
+	// `--open N` takes (watch.Number); 0 for one removed meanwhile.
+	Index   int
 	Path    string
 	Kind    string // "snapshot" or "profiler"
 	Arrived time.Time
 	Size    int64  // bytes (a profiler directory: all its files)
 	Error   string // why it cannot be opened; "" when it can
+	Writing bool   // a snapshot not complete yet (Error says so)
 	Open    bool   // the capture shown
 }
 
@@ -131,14 +135,67 @@ func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
 	m.startOver() // a new capture is new data
 }
 
-// openCapture is the capture shown and its 1-based position, for the header.
+// openCapture is the capture shown and its number, for the header.
 func (m *Model) openCapture() (PickerRow, int, bool) {
 	for i := len(m.pick.list) - 1; i >= 0; i-- {
 		if m.pick.list[i].Open {
-			return m.pick.list[i], i + 1, true
+			return m.pick.list[i], m.pick.list[i].Index, true
 		}
 	}
 	return PickerRow{}, 0, false
+}
+
+// numberedCaptures is how many captures have a number (are not removed).
+func (m *Model) numberedCaptures() int {
+	n := 0
+	for i := range m.pick.list {
+		if m.pick.list[i].Index > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// capturesProblem is the waiting screen's line for a watched directory
+// whose captures exist but none can be shown: all unreadable (the first
+// error), or still being written; "" otherwise.
+func (m *Model) capturesProblem() string {
+	n, bad, writing := 0, 0, 0
+	first := ""
+	for i := range m.pick.list {
+		c := &m.pick.list[i]
+		if c.Index == 0 {
+			continue
+		}
+		n++
+		switch {
+		case c.Writing:
+			writing++
+		case c.Error != "":
+			bad++
+			if first == "" {
+				first = filepath.Base(c.Path) + ": " + c.why()
+			}
+		}
+	}
+	plural := func(k int) string {
+		if k == 1 {
+			return "1 capture"
+		}
+		return fmt.Sprintf("%d captures", k)
+	}
+	switch {
+	case n == 0 || bad+writing < n:
+		return ""
+	case writing == 0:
+		if n == 1 {
+			return fmt.Sprintf("1 capture, unreadable: %s; c lists it", first)
+		}
+		return fmt.Sprintf("%s, all unreadable: %s; c lists them", plural(n), first)
+	case bad == 0:
+		return fmt.Sprintf("%s, still being written: it opens once complete; c lists them", plural(n))
+	}
+	return fmt.Sprintf("%s: %d unreadable (%s), %d still being written; c lists them", plural(n), bad, first, writing)
 }
 
 // sourceName is the header's source: the name given, and for a watched
@@ -149,9 +206,9 @@ func (m *Model) sourceName() string {
 		return name
 	}
 	if c, i, ok := m.openCapture(); ok {
-		return fmt.Sprintf("%s · %s (%d of %d)", name, filepath.Base(c.Path), i, len(m.pick.list))
+		return fmt.Sprintf("%s · %s (%d of %d)", name, filepath.Base(c.Path), i, m.numberedCaptures())
 	}
-	return fmt.Sprintf("%s · no capture open (%d found)", name, len(m.pick.list))
+	return fmt.Sprintf("%s · no capture open (%d found)", name, m.numberedCaptures())
 }
 
 // pickerLines draws the picker over the panes: one row per capture,
@@ -182,12 +239,18 @@ func (m *Model) pickerLines(body int) []string {
 		if c.Open {
 			open = "*"
 		}
-		row := fmt.Sprintf("%s%s%4d  %-8s  %-12s  %10s  ", mark, open, i+1, c.Kind,
+		num := "-" // removed: no number
+		if c.Index > 0 {
+			num = fmt.Sprint(c.Index)
+		}
+		row := fmt.Sprintf("%s%s%4s  %-8s  %-12s  %10s  ", mark, open, num, c.Kind,
 			c.Arrived.In(m.o.Location).Format("15:04:05.000"), bytesize.Format(c.Size))
 		var note string
 		switch {
 		case c.Path == m.pick.opening:
 			note = th.Dim.Render("  opening…")
+		case c.Writing:
+			note = th.Dim.Render("  being written…")
 		case c.Error != "":
 			note = th.Warn.Render("  " + c.why())
 		case c.Open:

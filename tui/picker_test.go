@@ -25,7 +25,7 @@ type dirCaptures struct {
 func (d *dirCaptures) add(path string, snap *snapshot.Snapshot, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.list = append(d.list, PickerRow{Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
+	d.list = append(d.list, PickerRow{Index: len(d.list) + 1, Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
 	d.snaps[path] = snap
 }
 
@@ -166,5 +166,72 @@ func TestCapturePickerOnlyWhenWatching(t *testing.T) {
 	}
 	if !strings.HasPrefix(strings.TrimSpace(strings.Split(m.View(), "\n")[0]), "npumon  │  small.pickle  │") {
 		t.Fatalf("header: %q", strings.Split(m.View(), "\n")[0])
+	}
+}
+
+// TestCapturePickerNumbers: the picker and the header show each capture's
+// own number (the one watch --list prints and --open N takes), not its row:
+// a capture removed meanwhile has none ("-") and is not counted.
+func TestCapturePickerNumbers(t *testing.T) {
+	st := store.New(store.Options{})
+	caps := &dirCaptures{st: st, snaps: map[string]*snapshot.Snapshot{}}
+	caps.add("/dumps/b.pickle", smallSnapshot(true), fixedNow)
+	caps.add("/dumps/c.pickle", smallSnapshot(true), fixedNow.Add(time.Second))
+	caps.add("/dumps/gone.pickle", nil, fixedNow.Add(-time.Second))
+	caps.list[2].Index, caps.list[2].Error = 0, "removed"
+	if err := caps.Open("/dumps/c.pickle"); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(st)
+	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
+	m := newSized(t, o, 120, 30)
+	m.Update(tickMsg(fixedNow))
+	if v := m.View(); !strings.Contains(v, "/dumps · c.pickle (2 of 2)") {
+		t.Fatalf("header:\n%s", v)
+	}
+	press(m, "c")
+	v := m.View()
+	for _, want := range []string{"   1  snapshot  ", "*   2  snapshot  ", "   -  snapshot  "} {
+		if !strings.Contains(v, want) {
+			t.Errorf("picker lacks %q:\n%s", want, v)
+		}
+	}
+}
+
+// TestWaitingSaysCapturesBroken: a watched directory whose captures all
+// fail to read says so, with the first error, instead of "waiting for
+// data…"; one whose captures are still being written says that.
+func TestWaitingSaysCapturesBroken(t *testing.T) {
+	st := store.New(store.Options{})
+	caps := &dirCaptures{st: st, snaps: map[string]*snapshot.Snapshot{}}
+	for _, n := range []string{"a", "b", "c"} {
+		caps.add("/dumps/"+n+".pickle", nil, fixedNow)
+	}
+	for i := range caps.list {
+		caps.list[i].Error = caps.list[i].Path + ": pickle does not end with STOP"
+	}
+	o := testOptions(st)
+	o.SourceName, o.Live, o.Captures = "/dumps", true, caps
+	m := newSized(t, o, 120, 30)
+	m.Update(tickMsg(fixedNow))
+	v := m.View()
+	if strings.Contains(v, "waiting for data") || !strings.Contains(v, "3 captures, all unreadable: a.pickle: pickle does not end with STOP; c lists them") {
+		t.Fatalf("all captures broken:\n%s", v)
+	}
+	caps.mu.Lock()
+	for i := range caps.list {
+		caps.list[i].Error, caps.list[i].Writing = "still being written", true
+	}
+	caps.mu.Unlock()
+	m.Update(tickMsg(fixedNow.Add(time.Second)))
+	if v := m.View(); !strings.Contains(v, "3 captures, still being written") {
+		t.Fatalf("all captures being written:\n%s", v)
+	}
+	caps.mu.Lock()
+	caps.list = nil
+	caps.mu.Unlock()
+	m.Update(tickMsg(fixedNow.Add(2 * time.Second)))
+	if v := m.View(); !strings.Contains(v, "waiting for data") {
+		t.Fatalf("no captures yet:\n%s", v)
 	}
 }

@@ -37,7 +37,7 @@ type Source interface {
 
 // eventOpSource attributes an entry itself rather than its time
 // (store.Store.OpOf): an entry whose time was recovered only as an
-// interval gets replay.IntervalOp's op, as explain gives the OOM.
+// interval gets oprange.Interval's op, as explain gives the OOM.
 type eventOpSource interface {
 	OpOf(e store.Event) (store.Op, bool)
 }

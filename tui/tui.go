@@ -17,6 +17,7 @@ import (
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/tui/ttyin"
 )
@@ -86,6 +87,12 @@ type Options struct {
 	// Source shows (0 while unknown); the devices view sets its device memory
 	// next to the allocator's reserved bytes.
 	ProducerPID func() int
+	// MemUsage, when set, returns torch_npu's memUsageInfo CSVs paired
+	// with the capture shown (replay/memusage): the devices view lists the
+	// memory each module held outside the caching allocator, and the oom
+	// panel's verdict names it. Called when the devices view refreshes or
+	// an oom panel opens; it must return at once (cache what it reads).
+	MemUsage func() []*memusage.File
 	// DevicesOnly shows the devices view alone (npumon devices --watch);
 	// Source may be nil.
 	DevicesOnly bool

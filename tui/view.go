@@ -126,7 +126,11 @@ func (m *Model) render() string {
 	case screenLoading:
 		lines = append(lines, m.loadingLines(body)...)
 	case screenWaiting:
-		lines = append(lines, centered(body, m.w, "waiting for data…")...)
+		msg := "waiting for data…"
+		if p := m.capturesProblem(); p != "" {
+			msg = p // a watched directory whose captures cannot be shown says why
+		}
+		lines = append(lines, centered(body, m.w, msg)...)
 	default:
 		lines = append(lines, m.bodyLines(body)...)
 	}

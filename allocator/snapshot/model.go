@@ -315,7 +315,7 @@ type Snapshot struct {
 	// are none.
 	Texts *TextTable
 	// TimeExact is set where a trace's times were recovered from a
-	// profiler run (profiler/align, docs/timerecovery.md): per device, per
+	// profiler run (monitor/align, docs/timerecovery.md): per device, per
 	// entry, whether TimeUS is the entry's own time (true) or the lower
 	// bound of the interval between the matched entries around it. nil, or
 	// a nil device row, when the times are the trace's own.

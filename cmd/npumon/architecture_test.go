@@ -16,7 +16,7 @@ func TestArchitectureNamesFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := regexp.MustCompile("`((?:acl|allocator|replay|profiler|monitor|tui|cmd|testdata|e2e)(?:/[A-Za-z0-9_.]+)*/?)`")
+	path := regexp.MustCompile("`((?:acl|allocator|replay|profiler|monitor|tui|cmd|testdata|e2e|internal)(?:/[A-Za-z0-9_.]+)*/?)`")
 	n := 0
 	for _, m := range path.FindAllStringSubmatch(string(b), -1) {
 		n++

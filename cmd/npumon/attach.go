@@ -304,7 +304,7 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 		}
 		return writeRanksSummary(out, strings.Join(addrs, " "), rs)
 	}
-	return rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("%d processes", len(addrs)), Ranks: rs, Live: true, ASCII: ascii})
+	return rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("%d processes", len(addrs)), Ranks: rs, Live: true, ASCII: ascii, Open: openRank(nil)})
 }
 
 // producerPeaks takes the producer's own peaks (sent in its HELLO) for the

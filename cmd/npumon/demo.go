@@ -54,7 +54,7 @@ func newDemoCmd() *cobra.Command {
 			"what real jobs write: snapshot pickles every N steps and on OOM, and profiler\n" +
 			"directories. With --headless DURATION nothing is drawn: the job runs for DURATION and\n" +
 			"the summary at the newest entry is printed as JSON. --ranks N runs N ranks of one job, each\n" +
-			"with its own device, rank r holding r/2 more layers than rank 0, and shows the ranks overview.",
+			"with its own device, rank r holding ⌈r/2⌉ more layers than rank 0, and shows the ranks overview.",
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cfg, err := wf.config()
@@ -106,8 +106,9 @@ func newDemoCmd() *cobra.Command {
 			}
 			// the devices view shows the simulated device, the demo its process
 			pid := w.Config().PID
-			feed := devpoll.NewFunc("simulated device", time.Second, func() *npusmi.Info {
-				return simInfo([]acl.DeviceInfo{w.Device().Info()}, pid, "npumon demo")
+			feed := devpoll.NewFuncAt("simulated device", time.Second, func() (*npusmi.Info, time.Time) {
+				info, at := simReading(w)
+				return simInfo([]acl.DeviceInfo{info}, pid, "npumon demo"), at
 			})
 			stopFeed := runFeed(ctx, feed)
 			defer stopFeed()
@@ -139,8 +140,26 @@ func newDemoCmd() *cobra.Command {
 	c.Flags().DurationVar(&headless, "headless", 0, "run without a terminal for this long, then print the summary as JSON")
 	mf.register(c.Flags())
 	rf.register(c.Flags())
-	c.Flags().IntVar(&nRanks, "ranks", 0, "run N ranks side by side (rank r holds r/2 layers more than its device was sized for: a deliberate skew) and show the ranks overview; with --out each writes to DIR/rank{r}")
+	c.Flags().IntVar(&nRanks, "ranks", 0, "run N ranks side by side (rank r holds ⌈r/2⌉ layers more than its device was sized for: a deliberate skew) and show the ranks overview; with --out each writes to DIR/rank{r}")
 	return c
+}
+
+// simReading reads the simulated device with the moment of the reading on
+// the job's own clock (the clock its trace entries are stamped by), so the
+// devices view pairs it with the allocator's state at that moment: a
+// reading is taken again (a few times at most) when the clock moved while
+// it was read, i.e. the job was inside an allocator call.
+func simReading(w *workload.Workload) (acl.DeviceInfo, time.Time) {
+	var info acl.DeviceInfo
+	var at time.Time
+	for range 8 {
+		at = w.Now()
+		info = w.Device().Info()
+		if w.Now().Equal(at) {
+			break
+		}
+	}
+	return info, at
 }
 
 // isStopped reports whether err is the end of a run under --on-oom stop

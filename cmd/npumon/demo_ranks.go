@@ -21,9 +21,10 @@ import (
 
 // rankExtraLayers is the deliberate skew of demo --ranks: every rank's
 // model is sized for its device with --layers, then rank r holds r/2 more
-// layers (uneven pipeline stages), so its parameters, optimizer state and
-// activations — and its peaks — grow with r.
-func rankExtraLayers(r int) int { return r / 2 }
+// layers rounded up (uneven pipeline stages: 0, 1, 1, 2, 2, …), so its
+// parameters, optimizer state and activations — and its peaks — grow with
+// r, and rank 1 already differs from rank 0 at --ranks 2.
+func rankExtraLayers(r int) int { return (r + 1) / 2 }
 
 // demoRanks runs n simulated ranks side by side, each on its own device
 // with its own allocator, and shows the ranks overview live. With --out DIR
@@ -95,7 +96,7 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 		case <-time.After(headless):
 		}
 	} else {
-		uiErr = rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("demo · pid %d", os.Getpid()), Ranks: rs, Live: true, ASCII: ascii})
+		uiErr = rankview.Run(ctx, rankview.Options{Title: fmt.Sprintf("demo · pid %d", os.Getpid()), Ranks: rs, Live: true, ASCII: ascii, Open: openRank(nil)})
 	}
 	stopped := wctx.Err() != nil || ctx.Err() != nil
 	cancel()

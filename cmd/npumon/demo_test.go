@@ -92,3 +92,28 @@ func TestDemoHeadlessEndsWithTheJob(t *testing.T) {
 		t.Fatal("demo --headless 10m --steps 3 still running after a minute")
 	}
 }
+
+// TestDemoRanksTwoDiffer: at --ranks 2 the deliberate skew already shows —
+// rank 1 holds one layer more than rank 0 and peaks above it (r/2 rounded
+// down gave both ranks the same model).
+func TestDemoRanksTwoDiffer(t *testing.T) {
+	code, out, errOut := captureRun(t, "demo", "--ranks", "2", "--steps", "2", "--rate", "50", "--layers", "2",
+		"--device-mem", "16GiB", "--headless", "2m")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var sum struct {
+		Ranks []struct {
+			Rank              int   `json:"rank"`
+			PeakReservedBytes int64 `json:"peak_reserved_bytes"`
+			PeakActiveBytes   int64 `json:"peak_active_bytes"`
+		} `json:"ranks"`
+	}
+	if err := json.Unmarshal([]byte(out), &sum); err != nil || len(sum.Ranks) != 2 {
+		t.Fatalf("summary %v: %s", err, out)
+	}
+	r0, r1 := sum.Ranks[0], sum.Ranks[1]
+	if r0.PeakActiveBytes <= 0 || r1.PeakActiveBytes <= r0.PeakActiveBytes || r1.PeakReservedBytes < r0.PeakReservedBytes {
+		t.Fatalf("rank 1 does not peak above rank 0: %+v", sum.Ranks)
+	}
+}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // standInOnPath puts the stand-in npu-smi printing the recorded output

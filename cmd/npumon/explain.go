@@ -12,10 +12,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/oprange"
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif/sim"
 )
@@ -45,7 +46,7 @@ func (gf *groupFlags) register(f *pflag.FlagSet) {
 // --profiler names (a run, or a directory of runs: those of the file's
 // process, classify.RunsOf) and runs found with it (a job directory's,
 // snapshotInput).
-func (gf *groupFlags) ops(file string, found []string) ([]explain.Op, error) {
+func (gf *groupFlags) ops(file string, found []string) ([]oprange.Op, error) {
 	pid, _ := classify.PID(file)
 	runs := slices.Clone(found)
 	for _, p := range gf.profiler {
@@ -55,15 +56,13 @@ func (gf *groupFlags) ops(file string, found []string) ([]explain.Op, error) {
 		}
 		runs = append(runs, rs...)
 	}
-	var out []explain.Op
+	var out []oprange.Op
 	for _, dir := range runs {
 		d, err := profiler.ReadDir(dir)
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range watch.ProfilerOps(d.Ops, nil) {
-			out = append(out, explain.Op{Name: o.Name, StartUS: o.StartUS, EndUS: o.EndUS, IsStep: o.IsStep, Step: o.Step})
-		}
+		out = append(out, watch.ProfilerOps(d.Ops, nil)...)
 	}
 	return out, nil
 }
@@ -179,7 +178,9 @@ func newDiffCmd() *cobra.Command {
 			"holders --at takes; defaults start and end) or at the ends of two snapshots of the same job,\n" +
 			"group by group: bytes and counts at both, the change, and the allocations born and freed in\n" +
 			"between (within one file by address and birth entry; across files by address and size).\n" +
-			"Largest change first.",
+			"Largest change first. A warning on stderr says when two files do not look like one job\n" +
+			"(other pid, device or allocator settings, ends over a week apart, nothing in common) or\n" +
+			"when the diff runs backwards (to older than from); docs/explain.md.",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError{fmt.Errorf("%q takes FILE or A B, got %d argument(s)", c.CommandPath(), len(args))}
@@ -205,6 +206,9 @@ func newDiffCmd() *cobra.Command {
 				if err != nil {
 					return usageError{err}
 				}
+				if w := explain.MomentsWarning(out); w != "" {
+					out.Warnings = []string{w}
+				}
 			} else {
 				if c.Flags().Changed("from") || c.Flags().Changed("to") {
 					return usageError{fmt.Errorf("--from and --to apply to one file; two files are compared at their ends")}
@@ -218,6 +222,10 @@ func newDiffCmd() *cobra.Command {
 					return err
 				}
 				out = explain.DiffDevices(a, b, &explain.Grouper{By: by, Library: lib})
+				out.Warnings = explain.DiffWarnings(a, b, classify.PID, lib)
+			}
+			for _, w := range out.Warnings {
+				fmt.Fprintf(c.ErrOrStderr(), "npumon diff: warning: %s\n", w)
 			}
 			if top > 0 && len(out.Groups) > top {
 				out.Groups = out.Groups[:top]
@@ -294,6 +302,7 @@ func newExplainCmd() *cobra.Command {
 			if _, err := recoverTimes(capt, gf.profiler, c.ErrOrStderr()); err != nil {
 				return err
 			}
+			opts.MemUsage = memUsageBeside(file, capt.Snapshot.Devices(), c.ErrOrStderr())
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
 			e, err := explain.Explain(ctx, capt, opts)

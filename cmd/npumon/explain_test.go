@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const leakFile = "../../replay/testdata/leak_steps.pickle"
@@ -276,5 +276,28 @@ func TestExplainDemoOOM(t *testing.T) {
 	if !slices.ContainsFunc(o.Frames, func(f explain.Frame) bool { return f.Name == "KVCache.append" }) ||
 		o.TopHolders[0].Key != "KVCache.append (cache.py:33)" {
 		t.Fatalf("oom %+v", o)
+	}
+}
+
+// TestDiffSaysWhatIsWrong: a moment that cannot be resolved names --from
+// (not holders' --at); two files that are not one job, or a diff that runs
+// backwards, warn on stderr, one line each, and still diff.
+func TestDiffSaysWhatIsWrong(t *testing.T) {
+	code, _, errOut := captureRun(t, "diff", leakFile, "--from", "oom:2")
+	if code != 2 || !strings.Contains(errOut, "--from \"oom:2\"") || strings.Contains(errOut, "--at") {
+		t.Errorf("--from oom:2: exit %d, stderr %q", code, errOut)
+	}
+	code, out, errOut := captureRun(t, "diff", leakFile, npuFile)
+	if code != 0 || out == "" || strings.Count(errOut, "npumon diff: warning: ") != 1 || strings.Count(errOut, "\n") != 1 ||
+		!strings.Contains(errOut, "do not look like one job") {
+		t.Errorf("two unrelated files: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = captureRun(t, "diff", leakFile, "--from", "end", "--to", "#-1")
+	if code != 0 || !strings.Contains(errOut, "npumon diff: warning: --to #-1") || !strings.Contains(errOut, "runs backwards") {
+		t.Errorf("--from end --to #-1: exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = captureRun(t, "diff", leakFile, leakFile)
+	if code != 0 || errOut != "" {
+		t.Errorf("one job: exit %d, stderr %q", code, errOut)
 	}
 }

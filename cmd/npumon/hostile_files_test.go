@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // pyPickle runs a Python snippet that pickles `snap` (protocol 4) to path.

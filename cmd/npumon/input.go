@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
-// classifyInput decides what path is by its content (replay/classify), the
+// classifyInput decides what path is by its content (monitor/classify), the
 // one way every command reads its argument.
 func classifyInput(path string) (classify.Input, error) {
 	return classify.Path(path)
@@ -75,4 +77,38 @@ func implausible(w io.Writer, path string, p *replay.Implausible, strict bool) e
 	}
 	fmt.Fprintf(w, "npumon: warning: %s: impossible values, figures are suspect: %v (--strict makes this an error)\n", path, p)
 	return nil
+}
+
+// memUsageBeside reads torch_npu's memUsageInfo CSVs paired with a
+// snapshot file (replay/memusage: same directory, device, nearest stamp);
+// one that does not parse is a one-line warning on w, not an error.
+func memUsageBeside(snapshot string, devices []int, w io.Writer) []*memusage.File {
+	fs, errs := memusage.ReadBeside(snapshot, devices)
+	for _, err := range errs {
+		fmt.Fprintf(w, "npumon: warning: %v (memory outside the allocator not shown)\n", err)
+	}
+	return fs
+}
+
+// memUsageOf is tui.Options.MemUsage for the snapshot file path() names
+// ("" while none is open): the CSVs paired with it for devices(), read once
+// per file and device count. A CSV that does not parse is left out here
+// (explain names it).
+func memUsageOf(path func() string, devices func() []int) func() []*memusage.File {
+	var mu sync.Mutex
+	var last string
+	var lastN = -1
+	var files []*memusage.File
+	return func() []*memusage.File {
+		p, devs := path(), devices()
+		mu.Lock()
+		defer mu.Unlock()
+		if p != last || len(devs) != lastN {
+			last, lastN, files = p, len(devs), nil
+			if p != "" {
+				files, _ = memusage.ReadBeside(p, devs)
+			}
+		}
+		return files
+	}
 }

@@ -19,7 +19,7 @@ import (
 // -ldflags "-X main.version=…" to the base plus the commit as build metadata
 // (0.1.0-dev+e16c67d, with .dirty for uncommitted changes), or to X.Y.Z
 // when the commit is tagged vX.Y.Z. versionPattern is the shape all three
-// take.
+// take. The commit itself is in version.go.
 var version = "0.1.0-dev"
 
 // versionPattern matches every version npumon reports (semver 2.0.0).
@@ -68,14 +68,7 @@ func newRootCmd() *cobra.Command {
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print the npumon version",
-		Args:  noArgs,
-		Run: func(c *cobra.Command, _ []string) {
-			fmt.Fprintf(c.OutOrStdout(), "npumon %s\n", version)
-		},
-	})
+	root.AddCommand(newVersionCmd())
 	return root
 }
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/replay/classify"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/monitor/classify"
 )
 
 // TestReplayRankOneOpensItsDevice: the profiler output of rank 1 (device 1

@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // The Python producer (monitor/producer/python/npumon_producer) against
@@ -474,9 +474,11 @@ func TestProducerKilledAndRestarted(t *testing.T) {
 	}
 }
 
-// TestProducerPython runs the module's own unit tests (alignment of
+// TestProducerPython runs the package's own unit tests (alignment of
 // consecutive traces, ring wrap, encoders against the documented bytes,
-// never raising into the job).
+// never raising into the job, the socket rules of monitor/wire's
+// testdata/socket_rules.json, an offline install into a venv); `make
+// test-python` runs them without Go.
 func TestProducerPython(t *testing.T) {
 	abs, _ := filepath.Abs(producerDir)
 	cmd := exec.Command("python3", "-m", "unittest", "discover", "-s", filepath.Join(abs, "tests"), "-p", "test_*.py")

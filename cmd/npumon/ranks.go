@@ -83,3 +83,16 @@ func writeRanksSummary(w io.Writer, source string, rs []rankview.Rank) error {
 	}
 	return writeJSON(w, out)
 }
+
+// openRank opens a rank of the overview (enter) in the usual terminal UI;
+// captures, when set, gives the rank's capture picker (c).
+func openRank(captures func(r rankview.Rank) tui.Captures) func(rankview.OpenSpec) rankview.Child {
+	return func(s rankview.OpenSpec) rankview.Child {
+		o := tui.Options{Source: s.Rank.Store, SourceName: s.Title, Live: s.Live, ASCII: s.ASCII, NoColor: s.NoColor,
+			Renderer: s.Renderer, Location: s.Location, Device: s.Device, Back: s.Back}
+		if captures != nil {
+			o.Captures = captures(s.Rank)
+		}
+		return tui.New(o)
+	}
+}

@@ -170,6 +170,12 @@ func newReplayCmd() *cobra.Command {
 			}
 			if snapshot {
 				opts.WhatIf, opts.WhatIfConfs, opts.Simulate = capt.Load, confs, sim.Simulate
+				opts.MemUsage = memUsageOf(func() string {
+					if c := capt.Load(); c != nil {
+						return c.Path
+					}
+					return ""
+				}, store.Devices)
 			}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
@@ -330,5 +336,5 @@ func replayRanks(w io.Writer, dir string, members []jobdir.Member, ascii bool, h
 		}
 		return writeRanksSummary(w, dir, rs)
 	}
-	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, ASCII: ascii})
+	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, ASCII: ascii, Open: openRank(nil)})
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/workload"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func needFixture(t *testing.T, p string) string {

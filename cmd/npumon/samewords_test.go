@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestSameWordsAcrossCommands: on the real 2026 fixture, a name printed by

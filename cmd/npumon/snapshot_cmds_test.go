@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const (

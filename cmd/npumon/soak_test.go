@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestSoakProducerUnderStorm is the soak and fault test (bounded: about

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // soakWatchRSSBound is the documented bound on the watching npumon's

@@ -58,7 +58,7 @@ func newStatsCmd() *cobra.Command {
 			}
 			switch {
 			case in.Kind.Profiler():
-				return statsProfiler(path, asJSON, c.OutOrStdout())
+				return statsProfiler(path, asJSON, c.OutOrStdout(), c.ErrOrStderr())
 			case !in.Kind.Snapshot():
 				return unreadable(in)
 			}

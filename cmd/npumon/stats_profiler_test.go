@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 func TestStatsProfilerDirJSON(t *testing.T) {
@@ -76,6 +76,16 @@ func TestStatsProfilerDBDir(t *testing.T) {
 	code, out, errOut := captureRun(t, "stats", dir)
 	if code != 0 || !strings.Contains(out, "profiler data (db, no analyse.done)") || !strings.Contains(out, "aclrtMemcpy") {
 		t.Errorf("text: exit %d %s%s", code, out, errOut)
+	}
+	// the export mixes sessions (15,336 hours, op names that are dtype
+	// lists): the text and, for --json, stderr say so (profiler.Sanity)
+	if !strings.Contains(out, ": implausible: its ops and memory records span 15336 hours") ||
+		!strings.Contains(out, "op names are dtype or shape lists") {
+		t.Errorf("text without the sanity warnings:\n%s", out)
+	}
+	code, _, errOut = captureRun(t, "stats", "--json", dir)
+	if code != 0 || strings.Count(errOut, "npumon: warning: ") != 2 || !strings.Contains(errOut, "span 15336 hours") {
+		t.Errorf("json: exit %d, stderr %q", code, errOut)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "msprof_0.db"), []byte("not sqlite"), 0o644); err != nil {
 		t.Fatal(err)

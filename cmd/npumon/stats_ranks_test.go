@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // TestStatsRanksJSON: stats --json on a directory of three ranks' snapshots

@@ -3,11 +3,11 @@ package main
 import (
 	"io"
 
+	"github.com/npumon/npumon/monitor/align"
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // profilerFlagHelp is the help of --profiler on the commands that read a
@@ -15,7 +15,7 @@ import (
 const profilerFlagHelp = "a torch_npu profiler run of the same job, or a directory of runs (those of the file's process, by the pid in the names) (repeatable): its ops and ProfilerStep#N steps join the file's own ranges, and a trace without time_us gets its times from their memory records (docs/timerecovery.md)"
 
 // recoverTimes gives the entries of c's devices that have no times of their
-// own the times of the profiler runs dirs (profiler/align). Without dirs it
+// own the times of the profiler runs dirs (monitor/align). Without dirs it
 // takes the runs beside the snapshot whose names carry the snapshot's
 // process id. Runs it does not use are named on warn, one line each.
 func recoverTimes(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, error) {

@@ -40,8 +40,9 @@ func newWatchCmd() *cobra.Command {
 		Short: "Show the memory snapshots and profiler runs landing in a directory",
 		Long: "watch follows a directory where a job dumps memory snapshots (_dump_snapshot pickles,\n" +
 			"oom_snapshot_*.pickle, their JSON exports) and writes torch_npu profiler directories\n" +
-			"(*_ascend_pt). Captures are kept in arrival order (modification time for those already\n" +
-			"there); the newest one is opened and, with --follow (the default), each new one replaces it\n" +
+			"(*_ascend_pt). Captures are kept in arrival order (their modification time) and numbered\n" +
+			"from 1 in it, one numbering for the picker, --list and --open N (docs/tui.md); the newest\n" +
+			"one is opened and, with --follow (the default), each new one replaces it\n" +
 			"as it lands — except while you work in the view (paused, a block selected, the what-if\n" +
 			"view open): then the open capture stays, the header counts the new ones and f opens the\n" +
 			"newest and follows again. c shows the capture picker: every capture with its arrival time\n" +
@@ -50,7 +51,8 @@ func newWatchCmd() *cobra.Command {
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
 			"A snapshot without times (torch_npu's) gets them from the complete profiler runs of its\n" +
 			"process in DIR as it opens (docs/timerecovery.md); the header says \"times recovered 97 %\".\n" +
-			"--list prints the captures found so far in arrival order and exits; --open N (the index\n" +
+			"--list prints the captures found so far in arrival order (one still being written too,\n" +
+			"\"writing\": true) and exits; --open N (the index\n" +
 			"--list prints) or --open NAME opens that snapshot instead and stays on it. With --headless\n" +
 			"DURATION nothing is drawn: it watches for DURATION and prints the summary as JSON.\n" +
 			"A directory holding several ranks' captures (docs/ranks.md) opens the ranks overview;\n" +
@@ -89,7 +91,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer stopMetrics()
-			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}, Note: wd.TimesNote}
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}, Note: wd.TimesNote, MemUsage: wd.MemUsage}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
@@ -192,11 +194,12 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 		return writeRanksSummary(out, dir, rs)
 	}
 	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, Live: true, ASCII: ascii,
-		Detail: func(r rankview.Rank, o *tui.Options) {
+		Open: openRank(func(r rankview.Rank) tui.Captures {
 			if wd := sources[r.Rank]; wd != nil {
-				o.Captures = pickerDir{wd}
+				return pickerDir{wd}
 			}
-		}})
+			return nil
+		})})
 }
 
 // pickerDir offers a watched directory's entries to the TUI's capture
@@ -210,7 +213,8 @@ func (d pickerDir) List() []tui.PickerRow { return pickerRows(d.DirSource.List()
 func pickerRows(es []watch.Entry) []tui.PickerRow {
 	rows := make([]tui.PickerRow, len(es))
 	for i, e := range es {
-		rows[i] = tui.PickerRow{Path: e.Path, Kind: e.Kind, Arrived: e.Arrived, Size: e.Size, Error: e.Error, Open: e.Open}
+		rows[i] = tui.PickerRow{Index: e.Index, Path: e.Path, Kind: e.Kind, Arrived: e.Arrived, Size: e.Size, Error: e.Error,
+			Writing: e.Writing, Open: e.Open}
 	}
 	return rows
 }

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const whatifTrace = "../../replay/whatif/sim/testdata/fragmentation.pickle"

@@ -15,10 +15,10 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/poll"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
-	"github.com/npumon/npumon/testdata/poll"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 func newAllocators(t testing.TB, n int) ([]*allocator.Allocator, *acl.Runtime) {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/wire"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // BenchmarkServeMallocFreeStalled16: the client cap's worth of clients that

@@ -2,7 +2,8 @@
 // `npu-smi info` (and, when asked, `npu-smi info -t usages -i N` per NPU)
 // every interval and keeps the newest parsed table, so a view asks for the
 // newest sample and never waits on the tool. NewFunc feeds the same samples
-// from a function instead (the simulated runtime of demo).
+// from a function instead (the simulated runtime of demo), NewFuncAt with
+// the moment each reading is of.
 package devpoll
 
 import (
@@ -10,7 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,12 +50,18 @@ const maxOutput = 4 << 20
 // ErrNotFound is wrapped by errors for an npu-smi that is not there.
 var ErrNotFound = errors.New("npu-smi not found")
 
+// ErrNotExecutable is wrapped by errors for an npu-smi that is there but
+// cannot be run: a file without execute permission, a directory.
+var ErrNotExecutable = errors.New("not executable")
+
 // Poller keeps the newest sample of a device table.
 type Poller struct {
 	source string
 	every  time.Duration
 	always bool
-	read   func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, error)
+	// read returns a reading and the moment it is of (zero: when read
+	// returned)
+	read func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, time.Time, error)
 
 	mu   sync.Mutex
 	last npusmi.Sample
@@ -73,18 +83,37 @@ func New(o Options) *Poller {
 		o.Timeout = 10 * time.Second
 	}
 	p := &Poller{source: o.Path, every: o.Every, always: o.Always, wake: make(chan struct{}, 1)}
-	p.read = func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, error) { return readNPUSMI(ctx, o) }
+	p.read = func(ctx context.Context) (*npusmi.Info, []npusmi.Usages, time.Time, error) {
+		// npu-smi reads the figures somewhere inside the call: the
+		// reading's moment is taken as the call's middle
+		start := time.Now()
+		in, us, err := readNPUSMI(ctx, o)
+		end := time.Now()
+		return in, us, start.Add(end.Sub(start) / 2), err
+	}
 	return p
 }
 
 // NewFunc returns a poller whose samples come from fn, called every
 // interval; source names it in the samples ("simulated").
 func NewFunc(source string, every time.Duration, fn func() *npusmi.Info) *Poller {
+	return NewFuncAt(source, every, func() (*npusmi.Info, time.Time) { return fn(), time.Time{} })
+}
+
+// NewFuncAt is NewFunc where fn also returns the moment its reading is of
+// (a simulated device's own clock), which becomes the sample's At (zero:
+// when fn returned). A view that sets the reading against other data of
+// that clock (the devices view against the allocator's state) pairs them
+// by it.
+func NewFuncAt(source string, every time.Duration, fn func() (*npusmi.Info, time.Time)) *Poller {
 	if every <= 0 {
 		every = time.Second
 	}
 	p := &Poller{source: source, every: every, wake: make(chan struct{}, 1)}
-	p.read = func(context.Context) (*npusmi.Info, []npusmi.Usages, error) { return fn(), nil, nil }
+	p.read = func(context.Context) (*npusmi.Info, []npusmi.Usages, time.Time, error) {
+		in, at := fn()
+		return in, nil, at, nil
+	}
 	return p
 }
 
@@ -111,12 +140,15 @@ func (p *Poller) sample() npusmi.Sample {
 
 // Poll reads the table once and records the sample.
 func (p *Poller) Poll(ctx context.Context) npusmi.Sample {
-	in, us, err := p.read(ctx)
+	in, us, at, err := p.read(ctx)
+	if at.IsZero() {
+		at = time.Now()
+	}
 	p.mu.Lock()
 	p.last.Seq++
 	p.last.Err = err
 	if err == nil {
-		p.last.Info, p.last.Usages, p.last.At = in, us, time.Now()
+		p.last.Info, p.last.Usages, p.last.At = in, us, at
 	}
 	p.mu.Unlock()
 	return p.sample()
@@ -149,9 +181,9 @@ func (p *Poller) Run(ctx context.Context) {
 
 // readNPUSMI runs `npu-smi info` and, with o.Usages, the usages of each NPU.
 func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, error) {
-	path, err := exec.LookPath(o.Path)
+	path, err := lookPath(o.Path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return nil, nil, err
 	}
 	out, err := run(ctx, o, path, "info")
 	if err != nil {
@@ -187,6 +219,33 @@ func readNPUSMI(ctx context.Context, o Options) (*npusmi.Info, []npusmi.Usages, 
 		us = append(us, u...)
 	}
 	return in, us, nil
+}
+
+// lookPath finds the npu-smi to run, telling a name that is not there
+// (ErrNotFound; a bare name that is a file of the current directory, which
+// PATH lookup does not search, says so) from a file that is there but
+// cannot be run (ErrNotExecutable, naming it).
+func lookPath(name string) (string, error) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path, nil
+	}
+	if !strings.ContainsRune(name, filepath.Separator) {
+		if fi, serr := os.Stat(name); serr == nil && !fi.IsDir() {
+			return "", fmt.Errorf("%w: %q is not on PATH (a file of that name is in the current directory: give ./%s)", ErrNotFound, name, name)
+		}
+		return "", fmt.Errorf("%w: %q is not on PATH", ErrNotFound, name)
+	}
+	fi, serr := os.Stat(name)
+	switch {
+	case serr == nil && fi.IsDir():
+		return "", fmt.Errorf("npu-smi %s: %w: it is a directory", name, ErrNotExecutable)
+	case serr == nil:
+		return "", fmt.Errorf("npu-smi %s: %w (permission denied: mode %v)", name, ErrNotExecutable, fi.Mode().Perm())
+	case errors.Is(serr, fs.ErrNotExist):
+		return "", fmt.Errorf("%w: %s: no such file", ErrNotFound, name)
+	}
+	return "", fmt.Errorf("npu-smi %s: %w", name, serr) // a directory on the way not searchable, …
 }
 
 // limitedBuffer keeps the first maxOutput bytes; on overflow it notes it
@@ -229,7 +288,12 @@ func run(ctx context.Context, o Options, path string, args ...string) ([]byte, e
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	name := "npu-smi " + strings.Join(args, " ")
+	var pe *fs.PathError
 	switch {
+	case errors.As(err, &pe):
+		// it never ran: not a program this host runs (a text file without
+		// #!, another architecture's binary), or gone since the lookup
+		return nil, fmt.Errorf("%s: cannot run %s: %v", name, path, pe.Err)
 	case stdout.over || stderr.over:
 		return nil, fmt.Errorf("%s: more than %d bytes of output", name, maxOutput)
 	case ctx.Err() == context.DeadlineExceeded:

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/npusmi"
-	"github.com/npumon/npumon/testdata/fixture"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 const (
@@ -166,6 +166,23 @@ func TestNewFunc(t *testing.T) {
 	}
 }
 
+// TestNewFuncAt: the sample's At is the moment the function says its
+// reading is of (a simulated device's clock), not when the poll ran.
+func TestNewFuncAt(t *testing.T) {
+	sim := time.Date(2025, 11, 29, 7, 6, 40, 1500, time.UTC)
+	p := NewFuncAt("simulated", time.Second, func() (*npusmi.Info, time.Time) {
+		return &npusmi.Info{Chips: []npusmi.Chip{{NPU: 0}}}, sim
+	})
+	if s := p.Poll(context.Background()); !s.At.Equal(sim) {
+		t.Fatalf("At %v, want %v", s.At, sim)
+	}
+	before := time.Now()
+	q := NewFunc("simulated", time.Second, func() *npusmi.Info { return &npusmi.Info{} })
+	if s := q.Poll(context.Background()); s.At.Before(before) {
+		t.Fatalf("NewFunc's At %v is before the poll", s.At)
+	}
+}
+
 // hostileTool writes an executable shell script as npu-smi.
 func hostileTool(t *testing.T, body string) string {
 	t.Helper()
@@ -229,5 +246,40 @@ func TestPollTimeoutKillsChildren(t *testing.T) {
 			t.Fatalf("the hung tool's child %d still runs after the timeout", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPollNotExecutable: a file that is there but cannot be run is not
+// "not found": a file without execute permission or a directory says it is
+// not executable, naming it; a bare name that is a file of the current
+// directory says to give ./NAME; a text file with the execute bit but no #!
+// says it cannot be run.
+func TestPollNotExecutable(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "textfile")
+	if err := os.WriteFile(text, []byte("not a program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Path: text}).Poll(context.Background())
+	if errors.Is(s.Err, ErrNotFound) || !errors.Is(s.Err, ErrNotExecutable) || !strings.Contains(s.Err.Error(), text) ||
+		!strings.Contains(s.Err.Error(), "permission denied") || strings.Contains(s.Err.Error(), "not found") {
+		t.Errorf("a file without execute permission: %v", s.Err)
+	}
+	s = New(Options{Path: dir}).Poll(context.Background())
+	if errors.Is(s.Err, ErrNotFound) || !errors.Is(s.Err, ErrNotExecutable) || !strings.Contains(s.Err.Error(), "directory") {
+		t.Errorf("a directory: %v", s.Err)
+	}
+	t.Chdir(dir)
+	s = New(Options{Path: "textfile"}).Poll(context.Background())
+	if !errors.Is(s.Err, ErrNotFound) || !strings.Contains(s.Err.Error(), "./textfile") {
+		t.Errorf("a bare name of a file here: %v", s.Err)
+	}
+	if err := os.Chmod(text, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s = New(Options{Path: text}).Poll(context.Background())
+	if s.Err == nil || errors.Is(s.Err, ErrNotFound) || errors.Is(s.Err, ErrNotExecutable) ||
+		!strings.Contains(s.Err.Error(), "cannot run "+text) {
+		t.Errorf("a text file with the execute bit: %v", s.Err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 func read(t testing.TB, name string) []byte {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // captureFiles are every real fixture and replay's generated test snapshots.

@@ -10,8 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // benchCapture is a consistent capture of n entries over 256 segments

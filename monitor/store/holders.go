@@ -4,8 +4,8 @@ import (
 	"sort"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/category"
-	"github.com/npumon/npumon/replay/explain"
 )
 
 // LiveAtSeq returns the live allocations of device after its first n
@@ -13,7 +13,7 @@ import (
 // view: each with its requested size, stack, stream (its segment's), state
 // and birth (the entry that allocated it; -1 before the log). Costs what a
 // StateAtSeq does: one checkpoint restore plus at most K entries.
-func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
+func (s *Store) LiveAtSeq(device int, n int64) []replay.Alloc {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d := s.devs[device]
@@ -22,10 +22,10 @@ func (s *Store) LiveAtSeq(device int, n int64) []explain.Alloc {
 	}
 	n = max(d.clampPos(n), d.off) // the map before the retention window was dropped
 	cp := d.checkpointAt(n)
-	out := make([]explain.Alloc, 0, len(cp.Blocks))
+	out := make([]replay.Alloc, 0, len(cp.Blocks))
 	segs := cp.Segs // sorted by address
 	for _, b := range cp.Blocks {
-		a := explain.Alloc{Addr: b.Addr, Size: b.Live(), Frames: b.Frames,
+		a := replay.Alloc{Addr: b.Addr, Size: b.Live(), Frames: b.Frames,
 			Pending: b.State == snapshot.StateActivePendingFree, Born: int(b.Born)}
 		if i := sort.Search(len(segs), func(i int) bool { return segs[i].End() > b.Addr }); i < len(segs) && segs[i].Address <= b.Addr {
 			a.Stream = segs[i].Stream
@@ -59,11 +59,8 @@ func (s *Store) OpName(t int64) string {
 func AnnotationOps(snap *snapshot.Snapshot) []Op {
 	var out []Op
 	for _, dev := range snap.Devices() {
-		for _, a := range explain.AnnotationOps(snap, dev) {
-			op := Op{Name: a.Name, StartUS: a.StartUS, EndUS: a.EndUS, Seq: -1, Device: dev, Step: -1, IsStep: a.IsStep}
-			if a.IsStep {
-				op.Step = a.Step
-			}
+		for _, op := range replay.AnnotationOps(snap, dev) {
+			op.Device = dev
 			out = append(out, op)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // TestOpOfInterval: an entry whose recovered time is only an interval
-// (Snapshot.TimeExact false) is attributed by replay.IntervalOp — the op
+// (Snapshot.TimeExact false) is attributed by oprange.Interval — the op
 // that begins inside its interval — not at its lower bound, where OpAt
 // still answers; exact entries keep OpAt's op.
 func TestOpOfInterval(t *testing.T) {

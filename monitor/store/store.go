@@ -11,6 +11,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/replay"
@@ -934,12 +935,12 @@ func (s *Store) Ops(t0, t1 int64) []Op {
 }
 
 // OpAt returns the op an entry at time t is attributed to: the innermost
-// non-step op whose interval contains t, ends included (replay.InnermostOp,
+// non-step op whose interval contains t, ends included (oprange.Innermost,
 // docs/timeline.md "Op attribution").
 func (s *Store) OpAt(t int64) (Op, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i := replay.InnermostOp(opTable{s.ops, s.opMaxEnd}, t); i >= 0 {
+	if i := oprange.Innermost(opTable{s.ops, s.opMaxEnd}, t); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false
@@ -947,7 +948,7 @@ func (s *Store) OpAt(t int64) (Op, bool) {
 
 // OpOf returns the op entry e is attributed to: OpAt its time, or, for an
 // entry whose time is only an interval (Event.Interval), the op
-// replay.IntervalOp gives it — what ran next after the last known moment,
+// oprange.Interval gives it — what ran next after the last known moment,
 // as explain's OOM op (docs/timerecovery.md).
 func (s *Store) OpOf(e Event) (Op, bool) {
 	if !e.Interval {
@@ -955,13 +956,13 @@ func (s *Store) OpOf(e Event) (Op, bool) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i := replay.IntervalOp(opTable{s.ops, s.opMaxEnd}, e.Time, e.TimeHi); i >= 0 {
+	if i := oprange.Interval(opTable{s.ops, s.opMaxEnd}, e.Time, e.TimeHi); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false
 }
 
-// opTable is the Store's ops as replay.InnermostOp searches them.
+// opTable is the Store's ops as oprange.Innermost searches them.
 type opTable struct {
 	ops    []Op
 	maxEnd []int64

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // segKey is what the agreement tests compare: segment placement and every

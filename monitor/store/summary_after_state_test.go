@@ -3,8 +3,8 @@ package store
 import (
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestSummaryAfterStateAt: a Summary answered from the figures StateAt

@@ -8,6 +8,7 @@ package store
 
 import (
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay/tiling"
 )
 
@@ -56,19 +57,8 @@ type Event struct {
 	snapshot.TraceEntry
 }
 
-// Op is one profiler op range keyed by epoch time.
-type Op struct {
-	Name      string
-	StartUS   int64
-	EndUS     int64
-	Thread    uint64
-	Seq       int64 // profiler sequence number, -1 if none
-	Device    int
-	MemDelta  int64 // Σ allocated bytes change of the memory records inside the op
-	Step      int64 // ProfilerStep#N the op belongs to, -1 if none
-	IsStep    bool  // the op is a ProfilerStep#N marker itself
-	InputDims string
-}
+// Op is one op range keyed by epoch time: the one op type (oprange.Op).
+type Op = oprange.Op
 
 // Gap is a free range inside a segment at a cursor.
 type Gap = tiling.Range

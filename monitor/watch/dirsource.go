@@ -15,6 +15,7 @@ import (
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
 // Entry kinds.
@@ -26,14 +27,16 @@ const (
 // Entry is one snapshot file or profiler directory seen in a watched
 // directory. The JSON form is what `npumon watch --list` prints.
 type Entry struct {
-	Index    int       `json:"index"` // 1-based, in arrival order
+	Index    int       `json:"index"` // 1-based, in arrival order (Number); 0 once removed
 	Kind     string    `json:"kind"`  // CaptureSnapshot or CaptureProfiler
 	Path     string    `json:"path"`
 	Existing bool      `json:"existing"` // there before the watch started
-	Arrived  time.Time `json:"arrived"`  // when it was seen (its mtime if Existing)
+	Arrived  time.Time `json:"arrived"`  // its modification time (Number orders by it)
 	Size     int64     `json:"size"`     // bytes (a profiler directory: all its files)
 	Error    string    `json:"error,omitempty"`
-	Open     bool      `json:"-"` // the capture shown (set by DirSource.List)
+	Writing  bool      `json:"writing,omitempty"` // a snapshot not complete yet (Error says so)
+	Removed  bool      `json:"removed,omitempty"` // gone from the directory (DirSource.List only)
+	Open     bool      `json:"-"`                 // the capture shown (set by DirSource.List)
 }
 
 // DirOptions configures a DirSource.
@@ -77,14 +80,25 @@ type DirSource struct {
 	readyOnce sync.Once
 
 	mu       sync.Mutex
-	captures []Entry
+	captures []Entry        // in the order seen
 	byPath   map[string]int // index into captures
+	sorted   []Entry        // captures numbered (Number); nil when stale
 	held     bool           // the user works in the open capture: new ones do not replace it
 	newWhile int            // snapshots that landed while held
 	open     string         // the capture shown
 	times    string         // the open capture's time recovery (TimesNote)
 	ops      int
 	errs     []string
+	memVer   int // bumped when a memUsageInfo CSV lands, changes or goes
+	mem      memCache
+}
+
+// memCache is MemUsage's answer for one open capture, CSV set and device count.
+type memCache struct {
+	open      string
+	ver, ndev int
+	files     []*memusage.File
+	computed  bool
 }
 
 // NewDirSource returns a source for dir feeding store; Start starts it.
@@ -111,9 +125,9 @@ func ScanDir(dir string, fn func(Entry) error) error {
 	// The initial scan reports what exists, then says it is over; the
 	// captures are listed in arrival order once it is.
 	var found []Entry
+	at := map[string]int{}
 	emit := func() error {
-		byArrival(found)
-		for _, c := range found {
+		for _, c := range Number(found) {
 			if err := fn(c); err != nil {
 				return err
 			}
@@ -125,6 +139,11 @@ func ScanDir(dir string, fn func(Entry) error) error {
 			return emit()
 		}
 		if c, ok := captureOf(ev); ok {
+			if i, seen := at[c.Path]; seen {
+				found[i] = c // being written, then complete
+				continue
+			}
+			at[c.Path] = len(found)
 			found = append(found, c)
 		}
 	}
@@ -138,12 +157,19 @@ func captureOf(ev Event) (Entry, bool) {
 		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
 	case EventProfilerDir:
 		c = Entry{Kind: EntryProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+	case EventWriting:
+		why := "still being written"
+		if ev.Err != nil && ev.Err.Error() != why {
+			// found by the scan: fresh, and not complete (yet)
+			why = "not complete yet: " + oneLine(strings.ReplaceAll(ev.Err.Error(), ev.Path+": ", ""))
+		}
+		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size, Writing: true, Error: why}
 	case EventError:
 		// a file that never became a readable snapshot (truncated by a
 		// crashed job, garbage) is listed with its one-line error
 		st, err := os.Stat(ev.Path)
-		if err != nil || !st.Mode().IsRegular() || ev.Err == nil {
-			return Entry{}, false
+		if err != nil || !st.Mode().IsRegular() || ev.Err == nil || memusage.IsName(filepath.Base(ev.Path)) {
+			return Entry{}, false // a memUsageInfo CSV is no capture: its error is a note
 		}
 		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
 	default:
@@ -151,9 +177,7 @@ func captureOf(ev Event) (Entry, bool) {
 	}
 	c.Arrived = time.Now()
 	if st, err := os.Stat(ev.Path); err == nil {
-		if ev.Existing {
-			c.Arrived = st.ModTime()
-		}
+		c.Arrived = st.ModTime()
 		if c.Kind == EntrySnapshot {
 			c.Size = st.Size()
 		}
@@ -169,13 +193,28 @@ func oneLine(s string) string {
 	return s
 }
 
-// byArrival orders captures by arrival (modification time for those found
-// by the scan; equal times by name) and numbers them from 1.
-func byArrival(cs []Entry) {
-	sort.SliceStable(cs, func(i, j int) bool { return arrivedBefore(&cs[i], &cs[j]) })
+// Number is the one numbering of a directory's captures, the one `watch
+// --list` prints, `--open N` takes and the capture picker (key c) shows:
+// it orders cs by arrival — modification time, equal times by path — and
+// numbers them from 1, leaving out (Index 0, at the end) those removed. A
+// directory listed by a fresh scan and by a watch that saw it fill number
+// their captures alike. It sorts cs in place and returns it.
+func Number(cs []Entry) []Entry {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if cs[i].Removed != cs[j].Removed {
+			return cs[j].Removed
+		}
+		return arrivedBefore(&cs[i], &cs[j])
+	})
+	n := 0
 	for i := range cs {
-		cs[i].Index = i + 1
+		cs[i].Index = 0
+		if !cs[i].Removed {
+			n++
+			cs[i].Index = n
+		}
 	}
+	return cs
 }
 
 // arrivedBefore orders two captures by arrival time, then by path.
@@ -268,7 +307,6 @@ func (d *DirSource) loop(ctx context.Context) {
 			}
 			switch ev.Kind {
 			case EventScanDone:
-				d.sortScanned()
 				if d.pick != "" && d.Current() == "" {
 					// indexes of existing captures are final once the scan is over
 					for _, c := range d.List() {
@@ -288,7 +326,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			case EventSnapshot:
 				switch {
 				case d.pick != "":
-					if !ev.Existing && d.Current() == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+					if !ev.Existing && d.Current() == "" && (filepath.Base(c.Path) == filepath.Base(d.pick) || strconv.Itoa(d.indexOf(c.Path)) == d.pick) {
 						d.openSnapshot(ev.Path)
 					}
 				case ev.Existing:
@@ -308,16 +346,63 @@ func (d *DirSource) loop(ctx context.Context) {
 				if ev.Kind != EventProfilerDir {
 					d.update(ev.Dir, func(c *Entry) { c.Size = treeSize(c.Path) })
 				}
+			case EventMemUsage:
+				d.mu.Lock()
+				d.memVer++
+				d.mu.Unlock()
 			case EventRemoved:
-				d.update(ev.Path, func(c *Entry) { c.Error = "removed" })
+				if memusage.IsName(filepath.Base(ev.Path)) {
+					d.mu.Lock()
+					d.memVer++
+					d.mu.Unlock()
+				}
+				d.update(ev.Path, func(c *Entry) { c.Error, c.Removed, c.Writing = "removed", true, false })
 				if toOpen == ev.Path {
 					toOpen = ""
 				}
 			case EventError:
-				d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+				if msg := fmt.Sprint(ev.Err); strings.HasPrefix(msg, ev.Path+":") {
+					d.note(msg) // it names the file already (a memUsageInfo CSV's line)
+				} else {
+					d.note(fmt.Sprintf("%s: %v", ev.Path, ev.Err))
+				}
 			}
 		}
 	}
+}
+
+// MemUsage returns the memUsageInfo CSVs paired with the open capture
+// (replay/memusage: its directory, each of the Store's devices, the
+// nearest stamp), nil before a snapshot is open. It reads the directory
+// again only when a CSV landed, changed or went, or another capture was
+// opened; a CSV that does not parse is a note.
+func (d *DirSource) MemUsage() []*memusage.File {
+	devs := d.store.Devices()
+	d.mu.Lock()
+	open, ver := d.open, d.memVer
+	if c := d.mem; c.computed && c.open == open && c.ver == ver && c.ndev == len(devs) {
+		d.mu.Unlock()
+		return c.files
+	}
+	d.mu.Unlock()
+	var files []*memusage.File
+	if open != "" && !isProfilerPath(open) {
+		var errs []error
+		files, errs = memusage.ReadBeside(open, devs)
+		for _, err := range errs {
+			d.note(oneLine(err.Error()))
+		}
+	}
+	d.mu.Lock()
+	d.mem = memCache{open: open, ver: ver, ndev: len(devs), files: files, computed: true}
+	d.mu.Unlock()
+	return files
+}
+
+// isProfilerPath: a profiler directory is open, not a snapshot.
+func isProfilerPath(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 // Ready is closed once the directory's initial scan is over and the capture
@@ -332,30 +417,33 @@ func (d *DirSource) Current() string {
 	return d.open
 }
 
-// addCapture records a capture in arrival order; a snapshot rewritten in
-// place keeps its place (and its index) with the new size.
+// addCapture records a capture, or what changed of one seen before (a
+// snapshot complete after being written, or rewritten in place: its new
+// size and time), and returns it (indexOf numbers it).
 func (d *DirSource) addCapture(c Entry) Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[c.Path]; ok {
-		d.captures[i].Size, d.captures[i].Error = c.Size, c.Error
-		return d.captures[i]
+		e := &d.captures[i]
+		e.Size, e.Error, e.Writing, e.Removed, e.Arrived = c.Size, c.Error, c.Writing, false, c.Arrived
+	} else {
+		d.byPath[c.Path] = len(d.captures)
+		d.captures = append(d.captures, c)
 	}
-	c.Index = len(d.captures) + 1
-	d.byPath[c.Path] = len(d.captures)
-	d.captures = append(d.captures, c)
+	d.sorted = nil
 	return c
 }
 
-// sortScanned puts the captures in arrival order once the scan (which
-// reports in directory order) is over, and renumbers them.
-func (d *DirSource) sortScanned() {
+// indexOf is the number of the capture at path (0: none).
+func (d *DirSource) indexOf(path string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	byArrival(d.captures)
-	for i := range d.captures {
-		d.byPath[d.captures[i].Path] = i
+	for _, e := range d.numbered() {
+		if e.Path == path {
+			return e.Index
+		}
 	}
+	return 0
 }
 
 // update changes the capture at path, if there is one.
@@ -364,6 +452,7 @@ func (d *DirSource) update(path string, fn func(*Entry)) {
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[path]; ok {
 		fn(&d.captures[i])
+		d.sorted = nil
 	}
 }
 
@@ -405,17 +494,34 @@ func (d *DirSource) openCapture(path string) error {
 	return nil
 }
 
-// List returns the captures in arrival order, oldest first, with the one
-// shown marked Open.
+// List returns the captures numbered and ordered by Number (arrival
+// order, oldest first, removed ones last), with the one shown marked Open.
+// A profiler directory's time is looked at again (a file created in it
+// changes it), so the list numbers its captures as `watch --list` would now.
 func (d *DirSource) List() []Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]Entry, len(d.captures))
-	for i, c := range d.captures {
-		c.Open = c.Path == d.open
-		out[i] = c
+	for i := range d.captures {
+		if c := &d.captures[i]; c.Kind == EntryProfiler && !c.Removed {
+			if st, err := os.Stat(c.Path); err == nil && !st.ModTime().Equal(c.Arrived) {
+				c.Arrived, d.sorted = st.ModTime(), nil
+			}
+		}
+	}
+	out := d.numbered()
+	for i := range out {
+		out[i].Open = out[i].Path == d.open
 	}
 	return out
+}
+
+// numbered is a numbered copy of the captures (d.mu held), sorted again
+// only after a change.
+func (d *DirSource) numbered() []Entry {
+	if d.sorted == nil {
+		d.sorted = Number(append([]Entry(nil), d.captures...))
+	}
+	return append([]Entry(nil), d.sorted...)
 }
 
 // Open makes the capture at path the one shown. Opening the newest
@@ -424,11 +530,11 @@ func (d *DirSource) List() []Entry {
 func (d *DirSource) Open(path string) error {
 	d.mu.Lock()
 	kind, newest := "", ""
-	for _, c := range d.captures {
+	for _, c := range d.numbered() {
 		if c.Path == path {
 			kind = c.Kind
 		}
-		if c.Kind == EntrySnapshot {
+		if c.Kind == EntrySnapshot && !c.Removed {
 			newest = c.Path
 		}
 	}
@@ -500,8 +606,8 @@ func (d *DirSource) NewCaptures() int {
 func (d *DirSource) FollowNewest() error {
 	d.mu.Lock()
 	newest := ""
-	for _, c := range d.captures {
-		if c.Kind == EntrySnapshot && c.Error == "" {
+	for _, c := range d.numbered() {
+		if c.Kind == EntrySnapshot && c.Error == "" && !c.Removed {
 			newest = c.Path
 		}
 	}

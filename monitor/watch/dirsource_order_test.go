@@ -2,16 +2,17 @@ package watch_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
-	"github.com/npumon/npumon/testdata/fixture"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 // snapshotDir writes the real fixtures into a fresh directory under names
@@ -146,5 +147,111 @@ func TestDirSourceFollowsNewestOfABurst(t *testing.T) {
 			t.Errorf("the newest x_3.pickle was replaced by the older %s", got)
 		}
 		wd.Stop()
+	}
+}
+
+// numbersOf maps each numbered capture's file name to its number.
+func numbersOf(cs []watch.Entry) map[string]int {
+	out := map[string]int{}
+	for _, c := range cs {
+		if c.Index > 0 {
+			out[filepath.Base(c.Path)] = c.Index
+		}
+	}
+	return out
+}
+
+func scanned(t *testing.T, dir string) []watch.Entry {
+	t.Helper()
+	var got []watch.Entry
+	if err := watch.ScanDir(dir, func(c watch.Entry) error { got = append(got, c); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestPickerAndListNumberAlike: the numbers a running watch gives its
+// captures (the picker's, key c) are the ones a fresh `watch --list`
+// prints and `--open N` takes, after a dump lands, one is rewritten in
+// place and one is removed (the watch had kept the rewritten one in its
+// old place and numbered the removed one).
+func TestPickerAndListNumberAlike(t *testing.T) {
+	dir := snapshotDir(t)
+	st := store.New(store.Options{})
+	wd := watch.NewDirSource(dir, st, watch.DirOptions{Follow: true})
+	if err := wd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Stop()
+	<-wd.Ready()
+	if got, want := numbersOf(wd.List()), numbersOf(scanned(t, dir)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("at start: watch %v, --list %v", got, want)
+	}
+	data, _ := os.ReadFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"))
+	if err := os.WriteFile(filepath.Join(dir, "fresh.pickle"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the new dump to be listed", func() bool { n := numbersOf(wd.List()); return n["fresh.pickle"] > 0 && !writing(wd.List()) })
+	// the oldest is rewritten in place (a job dumping to one name each step)
+	time.Sleep(20 * time.Millisecond) // a later mtime than fresh.pickle's, even on a coarse clock
+	if err := os.WriteFile(filepath.Join(dir, "c_oldest.pickle"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the rewritten dump to move", func() bool {
+		n := numbersOf(wd.List())
+		return n["c_oldest.pickle"] > n["fresh.pickle"] && !writing(wd.List())
+	})
+	if err := os.Remove(filepath.Join(dir, "b_middle.pickle")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the removal to be seen", func() bool { _, ok := numbersOf(wd.List())["b_middle.pickle"]; return !ok })
+	got, want := numbersOf(wd.List()), numbersOf(scanned(t, dir))
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) != 4 {
+		t.Fatalf("watch numbers %v, --list numbers %v", got, want)
+	}
+	if l := wd.List(); !l[len(l)-1].Removed || l[len(l)-1].Index != 0 || filepath.Base(l[len(l)-1].Path) != "b_middle.pickle" {
+		t.Errorf("the removed dump: %+v", l[len(l)-1])
+	}
+}
+
+func writing(cs []watch.Entry) bool {
+	for _, c := range cs {
+		if c.Writing {
+			return true
+		}
+	}
+	return false
+}
+
+// TestScanDirListsFilesBeingWritten: `watch --list` right after files land
+// lists them all — one still being written (not complete, changed just
+// now) as such, not left out.
+func TestScanDirListsFilesBeingWritten(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "done.pickle"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "half.pickle"), data[:len(data)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := scanned(t, dir)
+	if len(got) != 2 {
+		t.Fatalf("listed %+v", got)
+	}
+	for _, c := range got {
+		switch filepath.Base(c.Path) {
+		case "done.pickle":
+			if c.Writing || c.Error != "" {
+				t.Errorf("complete dump: %+v", c)
+			}
+		case "half.pickle":
+			if !c.Writing || !strings.HasPrefix(c.Error, "not complete yet: ") || c.Size != int64(len(data)/2) || c.Index == 0 {
+				t.Errorf("dump being written: %+v", c)
+			}
+		}
 	}
 }

@@ -2,15 +2,16 @@ package watch_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 // TestDirSourcePicker: the picker's list (DirSource as tui.Captures) holds
@@ -148,5 +149,57 @@ func TestDirSourcePick(t *testing.T) {
 	poll.Until(t, "a capture to open", func() bool { return wd.Current() != "" })
 	if wd.Current() != scanned[0].Path || wd.Following() || len(wd.Errors()) != 0 || st.Len(0) == 0 {
 		t.Fatalf("open %q following %v errors %v", wd.Current(), wd.Following(), wd.Errors())
+	}
+}
+
+// TestDirSourceMemUsage: the memUsageInfo CSV beside the open snapshot is
+// paired with it (device, nearest stamp), a nearer one landing later
+// replaces it, and a CSV that does not parse is a note, never a capture.
+func TestDirSourceMemUsage(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../replay/testdata/cuda21_p4.pickle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(dir, "oom_snapshot_7526_20261201103015.pickle")
+	os.WriteFile(snap, b, 0o644)
+	row := func(mb int) []byte {
+		return []byte(fmt.Sprintf("moduleName,curMemSize(MB),memPeakSize(MB)\nHCCL,%d,%d\n", mb, mb))
+	}
+	os.WriteFile(filepath.Join(dir, "device_0_memUsageInfo_20261201103025.csv"), row(100), 0o644)
+	st := store.New(store.Options{})
+	wd := watch.NewDirSource(dir, st, watch.DirOptions{})
+	if err := wd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer wd.Stop()
+	<-wd.Ready()
+	cur := func() int64 {
+		var n int64
+		for _, f := range wd.MemUsage() {
+			if f.Device == 0 {
+				n = f.Total()
+			}
+		}
+		return n
+	}
+	if wd.Current() != snap || cur() != 100<<20 {
+		t.Fatalf("open %q, device 0 outside %d", wd.Current(), cur())
+	}
+	os.WriteFile(filepath.Join(dir, "device_0_memUsageInfo_20261201103016.csv"), row(200), 0o644)
+	poll.Until(t, "the nearer CSV", func() bool { return cur() == 200<<20 })
+	os.WriteFile(filepath.Join(dir, "device_1_memUsageInfo_20261201103016.csv"), []byte("nonsense\n"), 0o644)
+	poll.Until(t, "the bad CSV's note", func() bool {
+		for _, e := range wd.Errors() {
+			if strings.Contains(e, "device_1_memUsageInfo_20261201103016.csv: line 1: the header is") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, c := range wd.List() {
+		if strings.HasSuffix(c.Path, ".csv") {
+			t.Errorf("a CSV listed as a capture: %+v", c)
+		}
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"os"
 	"sync"
 
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // LoadJob reads a job's dump directory, resolved by classify.ResolveJob,
@@ -73,7 +73,7 @@ func NewJobCaptures(j classify.Job, st *store.Store, o LoadOptions) *JobCaptures
 	for _, p := range j.AllRuns {
 		add(EntryProfiler, p)
 	}
-	byArrival(c.list)
+	Number(c.list)
 	c.open = j.Open()
 	return c
 }

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // TestLoadJob: a job's dump directory loads its newest snapshot's memory

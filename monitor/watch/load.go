@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/internal/crash"
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // progressEvery is how often Load reports the entries indexed.
@@ -44,7 +44,7 @@ type Loaded struct {
 
 // Load reads the capture at path into st: a snapshot file (pickle or JSON
 // export) or profiler data (a profiler directory, its parent, an SQLite
-// export), decided by its content (replay/classify) as every command
+// export), decided by its content (monitor/classify) as every command
 // decides it. It is the one way a saved capture enters a Store: npumon
 // replay, the ranks of a job and a watched directory load through it.
 // When ctx ends first it returns ctx.Err() at once; the decoders see ctx

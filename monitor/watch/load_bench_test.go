@@ -6,9 +6,9 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // BenchmarkLoadSnapshot1M is what `npumon replay` does before its first

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // TestLoadSnapshot: a real snapshot, known by its content, loads into the Store with progress

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/npumon/npumon/monitor/align"
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/classify"
 )
 
 // RecoverOptions tune RecoverTimes.
@@ -25,7 +25,7 @@ type RecoverOptions struct {
 
 // RecoverTimes gives the entries of c's devices that have no times of
 // their own the times of the profiler runs of the same job
-// (profiler/align, docs/timerecovery.md): the one implementation replay,
+// (monitor/align, docs/timerecovery.md): the one implementation replay,
 // the commands taking --profiler and a watched directory share. It returns
 // the runs it read too (nil, nil, nil when the trace has times or there
 // are no runs). Runs it does not use are named on warn, one line each.

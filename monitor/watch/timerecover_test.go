@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 // untimedDemo runs the demo's OOM job and returns its last snapshot decoded

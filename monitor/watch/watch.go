@@ -17,6 +17,7 @@ import (
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/memusage"
 )
 
 // EventKind is what an Event reports.
@@ -41,6 +42,16 @@ const (
 	// EventScanDone: the initial scan is over; every Existing event came
 	// before it.
 	EventScanDone
+	// EventMemUsage: a torch_npu memUsageInfo CSV
+	// (device_<N>_memUsageInfo_<YYYYmmddHHMMSS>.csv, replay/memusage) is
+	// complete: its size was stable for Settle and it parses. Reported
+	// again when it is rewritten; one that never parses is an EventError.
+	EventMemUsage
+	// EventWriting: a snapshot file is there but not complete yet (still
+	// being written, or cut short and changed within GiveUp): reported once
+	// per version when first seen, Err saying why it is not complete; an
+	// EventSnapshot, EventError or EventRemoved follows.
+	EventWriting
 )
 
 func (k EventKind) String() string {
@@ -59,6 +70,10 @@ func (k EventKind) String() string {
 		return "error"
 	case EventScanDone:
 		return "scan_done"
+	case EventMemUsage:
+		return "mem_usage"
+	case EventWriting:
+		return "writing"
 	}
 	return "unknown"
 }
@@ -124,6 +139,7 @@ type candidate struct {
 	failed   bool      // Check failed since the last change
 	reported bool      // EventError sent for the current version
 	tooBig   bool      // over MaxBytes: reported, not checked
+	writing  bool      // EventWriting sent (its removal is reported)
 }
 
 // Watch starts watching dir (not recursively: snapshot files in dir, and
@@ -239,6 +255,18 @@ func IsSnapshotName(name string) bool {
 	return false
 }
 
+// isWatchedName: the files in the root a Watcher reports: snapshots and
+// torch_npu's memUsageInfo CSVs.
+func isWatchedName(name string) bool {
+	return IsSnapshotName(name) || memusage.IsName(name)
+}
+
+// checkMemUsage is the Check of a memUsageInfo CSV: it parses.
+func checkMemUsage(p string) error {
+	_, err := memusage.Read(p)
+	return err
+}
+
 // scanRoot looks at everything in the root (start, or the root came back).
 func (w *Watcher) scanRoot(existing bool) {
 	ents, err := os.ReadDir(w.dir)
@@ -254,7 +282,7 @@ func (w *Watcher) scanRoot(existing bool) {
 		p := filepath.Join(w.dir, e.Name())
 		if e.IsDir() {
 			w.dirAppeared(p, existing)
-		} else if IsSnapshotName(e.Name()) && !w.reported[p] {
+		} else if isWatchedName(e.Name()) && !w.reported[p] {
 			w.candidate(p, existing)
 		}
 	}
@@ -288,10 +316,19 @@ func (w *Watcher) candidate(p string, existing bool) {
 	if fi.Size() != c.size || !fi.ModTime().Equal(c.mod) {
 		c.size, c.mod, c.since, c.failed, c.reported, c.tooBig = fi.Size(), fi.ModTime(), time.Now(), false, false, false
 	}
+	if !ok && c.size <= w.opts.MaxBytes && !memusage.IsName(filepath.Base(p)) {
+		// a new snapshot: listed as being written until it settles (a side
+		// file is no capture: it is reported once complete)
+		w.writing(p, c, errors.New("still being written"), false)
+	}
 }
 
 // settle checks a candidate whose size has been stable long enough.
 func (w *Watcher) settle(p string, c *candidate, existing bool) {
+	if memusage.IsName(filepath.Base(p)) {
+		w.settleMemUsage(p, c, existing)
+		return
+	}
 	if c.size > w.opts.MaxBytes {
 		if !c.tooBig {
 			c.tooBig = true
@@ -325,12 +362,53 @@ func (w *Watcher) settle(p string, c *candidate, existing bool) {
 			// its error); a fresh one waits as a new file would
 			c.reported = true
 			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: c.lastErr(p, w.opts.Check), Existing: true})
+		} else {
+			// a fresh one is listed as being written meanwhile
+			w.writing(p, c, err, existing)
 		}
 		return
 	}
 	delete(w.pending, p)
 	w.reported[p] = true
 	w.emit(Event{Kind: EventSnapshot, Path: p, Size: c.size, Existing: existing})
+}
+
+// settleMemUsage is settle for a memUsageInfo CSV: reported once stable
+// and parsed; one that still does not parse GiveUp after its last change
+// is an EventError with the parser's line.
+func (w *Watcher) settleMemUsage(p string, c *candidate, existing bool) {
+	if c.failed || time.Since(c.since) < w.opts.Settle {
+		if c.failed && !c.reported && time.Since(c.since) >= w.opts.GiveUp {
+			if err := checkMemUsage(p); err != nil {
+				c.reported = true
+				w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: err})
+			} else {
+				c.failed = false // parses now: reported on the next tick
+			}
+		}
+		return
+	}
+	if err := checkMemUsage(p); err != nil {
+		c.failed = true
+		if existing && time.Since(c.mod) >= w.opts.GiveUp {
+			// there before the watch and untouched: nobody is writing it
+			c.reported = true
+			w.emit(Event{Kind: EventError, Path: p, Size: c.size, Err: err, Existing: true})
+		}
+		return
+	}
+	delete(w.pending, p)
+	w.reported[p] = true
+	w.emit(Event{Kind: EventMemUsage, Path: p, Size: c.size, Existing: existing})
+}
+
+// writing reports a candidate not complete yet, once per version.
+func (w *Watcher) writing(p string, c *candidate, why error, existing bool) {
+	if c.writing && !existing {
+		return
+	}
+	c.writing = true
+	w.emit(Event{Kind: EventWriting, Path: p, Size: c.size, Err: why, Existing: existing})
 }
 
 func (c *candidate) lastErr(p string, check func(string) error) error {
@@ -419,7 +497,7 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 			w.dirAppeared(p, false)
 		}
 	case parent == w.dir:
-		if IsSnapshotName(filepath.Base(p)) {
+		if isWatchedName(filepath.Base(p)) {
 			if w.reported[p] && ev.Has(fsnotify.Chmod) && !ev.Has(fsnotify.Write) {
 				return
 			}
@@ -446,6 +524,9 @@ func (w *Watcher) removed(p string) {
 		delete(w.reported, p)
 		w.emit(Event{Kind: EventRemoved, Path: p})
 	case w.pending[p] != nil:
+		if w.pending[p].writing {
+			w.emit(Event{Kind: EventRemoved, Path: p})
+		}
 		delete(w.pending, p)
 	case w.profDirs[p]:
 		delete(w.profDirs, p)

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/testdata/fixture"
-	"github.com/npumon/npumon/testdata/poll"
 )
 
 // A slow writer whose pieces end right after '.' bytes (the STOP opcode's

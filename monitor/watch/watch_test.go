@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // next waits for the next event matching keep (others are collected).
@@ -96,7 +96,7 @@ func writeSettling(t *testing.T, w *Watcher, dir, path string, b []byte, cuts []
 			break
 		}
 		for _, e := range barrier(t, w, dir) {
-			if e.Kind == EventSnapshot && e.Path == path {
+			if (e.Kind == EventSnapshot || e.Kind == EventMemUsage) && e.Path == path {
 				t.Fatalf("reported at %d bytes of %d: a partial file (%+v)", c, len(b), e)
 			}
 		}
@@ -280,5 +280,40 @@ func TestWatchRootVanishes(t *testing.T) {
 	}
 	if _, err := Watch(filepath.Join(parent, "missing"), Options{}); err == nil {
 		t.Fatal("Watch of a missing directory succeeded")
+	}
+}
+
+// TestWatchMemUsage: torch_npu's memUsageInfo CSVs are reported as such
+// (never as snapshots), existing ones and new ones; one that does not
+// parse is an error naming its line.
+func TestWatchMemUsage(t *testing.T) {
+	dir := t.TempDir()
+	const body = "moduleName,curMemSize(MB),memPeakSize(MB)\nHCCL,1228,1536\n"
+	old := filepath.Join(dir, "device_0_memUsageInfo_20261201103016.csv")
+	os.WriteFile(old, []byte(body), 0o644)
+	os.WriteFile(filepath.Join(dir, "other.csv"), []byte(body), 0o644) // not torch_npu's name
+	w, err := Watch(dir, Options{Settle: 40 * time.Millisecond, GiveUp: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if e := nextEvent(t, w, kind(EventMemUsage)); e.Path != old || !e.Existing {
+		t.Fatalf("existing: %+v", e)
+	}
+	p := filepath.Join(dir, "device_1_memUsageInfo_20261201103020.csv")
+	writeSettling(t, w, dir, p, []byte(body), []int{30}) // a cut row does not parse
+	if e := nextEvent(t, w, kind(EventMemUsage)); e.Path != p || e.Existing || e.Size != int64(len(body)) {
+		t.Fatalf("new: %+v", e)
+	}
+	bad := filepath.Join(dir, "device_2_memUsageInfo_20261201103020.csv")
+	os.WriteFile(bad, []byte("moduleName,curMemSize(MB),memPeakSize(MB)\nHCCL,x,1\n"), 0o644)
+	e := nextEvent(t, w, func(e Event) bool { return e.Path == bad })
+	if e.Kind != EventError || !strings.Contains(e.Err.Error(), `line 2: curMemSize(MB): "x" is not a non-negative number of MB`) {
+		t.Fatalf("bad: %+v", e)
+	}
+	for _, e := range barrier(t, w, dir) {
+		if e.Kind == EventSnapshot && strings.HasSuffix(e.Path, ".csv") {
+			t.Errorf("a CSV reported as a snapshot: %+v", e)
+		}
 	}
 }

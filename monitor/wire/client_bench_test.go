@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
+	"github.com/npumon/npumon/internal/testutil/poll"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/testdata/benchcpu"
-	"github.com/npumon/npumon/testdata/poll"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // liveEntries is the pattern e2e's BenchmarkLiveAttach publishes

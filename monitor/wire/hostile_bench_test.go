@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // BenchmarkServerCloseStuck16 reports how long Close takes with 16 clients

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/poll"
-	"github.com/npumon/npumon/testdata/wiretest"
+	"github.com/npumon/npumon/internal/testutil/poll"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 )
 
 // Hostile clients: the producer (inside the instrumented job) never waits

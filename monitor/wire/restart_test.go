@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/poll"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/testdata/poll"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // history is everything a view can ask about the first n positions of

@@ -238,12 +238,7 @@ func Listen(network, address string, opts ServerOptions) (*Server, error) {
 			err = os.Chmod(address, 0o600)
 		}
 	case "tcp", "tcp4", "tcp6":
-		if address == "" {
-			address = DefaultTCPAddr
-		}
-		if host, port, e := net.SplitHostPort(address); e == nil && host == "" {
-			address = net.JoinHostPort("127.0.0.1", port)
-		}
+		address = listenTCPAddress(address)
 		ln, err = net.Listen(network, address)
 		if err == nil && !IsLoopback(ln.Addr()) {
 			opts.Logf("warning: serving on %s (%s), reachable from other hosts; the stream carries stack frames (file and function names) and is neither authenticated nor encrypted (docs/protocol.md, Security)", address, ln.Addr())
@@ -258,6 +253,19 @@ func Listen(network, address string, opts ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("monitor: listen %s %s: %w", network, address, err)
 	}
 	return Serve(ln, opts), nil
+}
+
+// listenTCPAddress is the address Listen listens on for a TCP address:
+// DefaultTCPAddr when it is empty, loopback when it names no host
+// (testdata/socket_rules.json).
+func listenTCPAddress(address string) string {
+	if address == "" {
+		return DefaultTCPAddr
+	}
+	if host, port, err := net.SplitHostPort(address); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return address
 }
 
 // IsLoopback reports whether a listening address is reachable only from

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
+	"github.com/npumon/npumon/internal/testutil/poll"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/testdata/benchcpu"
-	"github.com/npumon/npumon/testdata/poll"
-	"github.com/npumon/npumon/testdata/wiretest"
 )
 
 // testActions names the unknown action testEntries uses.

@@ -5,9 +5,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif/sim"
-	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // make bench-data writes both files (Python's pickle).

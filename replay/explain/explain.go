@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/replay/whatif"
 )
 
@@ -43,6 +46,73 @@ type DeviceExplanation struct {
 	// WhatIfTrust is the what-if's baseline against the recording
 	// (whatif.Trust); absent when no what-if ran.
 	WhatIfTrust *whatif.Trust `json:"whatif_trust,omitempty"`
+	// OutsideAllocator is the device memory held outside the caching
+	// allocator, by module, from the memUsageInfo CSV paired with the
+	// snapshot (Options.MemUsage); absent without one.
+	OutsideAllocator *Outside `json:"outside_allocator,omitempty"`
+}
+
+// Outside is one memUsageInfo CSV as explain reports it: the memory each
+// module of the software stack (HCCL, the runtime, …) held on the device
+// when torch_npu dumped the snapshot.
+type Outside struct {
+	File       string            `json:"file"`
+	TotalBytes int64             `json:"total_bytes"` // Σ the modules' current bytes
+	Modules    []memusage.Module `json:"modules"`     // as the file lists them
+	// OffsetS is the CSV's name stamp minus the snapshot's, in seconds
+	// (memusage.SnapshotStamp); null when the snapshot's is not known.
+	OffsetS *int64 `json:"offset_s"`
+}
+
+// NewOutside is f as explain reports it; snapshot is the snapshot's path
+// (for the offset; "" for none).
+func NewOutside(f *memusage.File, snapshot string) *Outside {
+	o := &Outside{File: f.Path, TotalBytes: f.Total(), Modules: f.Modules}
+	if o.Modules == nil {
+		o.Modules = []memusage.Module{}
+	}
+	if at, ok := memusage.SnapshotStamp(snapshot); ok && snapshot != "" && !f.Stamp.IsZero() {
+		d := int64(f.Stamp.Sub(at).Seconds())
+		o.OffsetS = &d
+	}
+	return o
+}
+
+// Sentence says how much of the device the modules hold, which and where
+// the figures are from; for a shortage (f the oom's figures) it places
+// them beside the verdict's figures: the device memory beyond reserved +
+// free is not the allocator's to give. size writes a byte count.
+func (o *Outside) Sentence(shortage bool, f Figures, deviceFree int64, size func(int64) string) string {
+	file := "the memUsageInfo CSV"
+	if o.File != "" {
+		file = filepath.Base(o.File)
+	}
+	if o.OffsetS != nil && *o.OffsetS != 0 {
+		file += fmt.Sprintf(", %s the snapshot", offsetText(*o.OffsetS))
+	}
+	mf := memusage.File{Modules: o.Modules}
+	mods := mf.Summary(6, size)
+	if o.TotalBytes == 0 {
+		return fmt.Sprintf("no memory is held outside the caching allocator by module (%s)", file)
+	}
+	s := fmt.Sprintf("%s of the device is held outside the caching allocator (%s): %s", size(o.TotalBytes), file, mods)
+	if shortage {
+		s = fmt.Sprintf("the device's memory beyond the %s reserved and %s free is not the allocator's to give: ",
+			size(f.Reserved), size(deviceFree)) + s
+	}
+	return s
+}
+
+// offsetText is "3 s after", "2 min before".
+func offsetText(s int64) string {
+	dir := "after"
+	if s < 0 {
+		dir, s = "before", -s
+	}
+	if s >= 120 {
+		return fmt.Sprintf("%d min %s", s/60, dir)
+	}
+	return fmt.Sprintf("%d s %s", s, dir)
 }
 
 // OOM explains one failed allocation (Kind "oom") or, in a trace without
@@ -134,7 +204,7 @@ type WhatIfRun struct {
 type Options struct {
 	By    By  // leak suspects and top holders; "" = callsite
 	Top   int // top holders per oom; 0 = 5
-	Ops   []Op
+	Ops   []oprange.Op
 	Confs []string // alternatives; nil = whatif.Alternatives (the TUI's and whatif's too)
 	// NoWhatIf skips the simulation; so does a nil Simulate.
 	NoWhatIf bool
@@ -146,6 +216,11 @@ type Options struct {
 	// undo walk); 0 = 16.
 	MaxOOMs int
 	Library func(*Grouper) // adjusts each grouper (e.g. a library regex)
+	// MemUsage are the memUsageInfo CSVs paired with the snapshot
+	// (memusage.ReadBeside), one per device at most: each device's
+	// explanation reports its file (OutsideAllocator) and the oom
+	// verdict's text names the modules' figures.
+	MemUsage []*memusage.File
 }
 
 // Explain answers for every device of c.
@@ -204,7 +279,14 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 			<-sim
 			return nil, err
 		}
-		out.Devices = append(out.Devices, d.explain(opts))
+		de := d.explain(opts)
+		for _, f := range opts.MemUsage {
+			if f != nil && f.Device == dev {
+				de.OutsideAllocator = NewOutside(f, c.Path)
+				break
+			}
+		}
+		out.Devices = append(out.Devices, de)
 	}
 	r, ok := <-sim
 	switch {
@@ -281,8 +363,8 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	gc := d.Grouper(ByCategory)
 	base, _ := keyBytes(gc, w)
 	baseIdx := -1
-	var series []map[string]int64 // per step point: bytes per key
-	var rep map[string]Alloc      // at the last step point: each key's largest allocation
+	var series []map[string]int64   // per step point: bytes per key
+	var rep map[string]replay.Alloc // at the last step point: each key's largest allocation
 	oi, pi := 0, 0
 	for oi < len(stops) || pi < len(points) {
 		next := -2
@@ -316,9 +398,9 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 
 // keyBytes sums the walker's live bytes per group key and picks each
 // key's largest allocation.
-func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
+func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]replay.Alloc) {
 	m := map[string]int64{}
-	rep := map[string]Alloc{}
+	rep := map[string]replay.Alloc{}
 	for _, a := range w.live {
 		k := g.Key(a)
 		m[k] += a.Size
@@ -329,7 +411,7 @@ func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]Alloc) {
 	return m, rep
 }
 
-func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []Alloc, top int) OOM {
+func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []replay.Alloc, top int) OOM {
 	tl := d.Timeline
 	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
 	for k := range tl.Entries {
@@ -375,7 +457,7 @@ type StepPoint struct {
 // StepPoints places each step's end on the trace (the last entry at or
 // before it); steps ending before the first entry or at the same entry as
 // the previous step are left out.
-func StepPoints(tl *replay.Timeline, steps []Op) []StepPoint {
+func StepPoints(tl *replay.Timeline, steps []oprange.Op) []StepPoint {
 	var out []StepPoint
 	n := len(tl.Entries)
 	j := 0

@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/memusage"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func TestFormatFrame(t *testing.T) {
@@ -152,7 +154,7 @@ func TestAnnotationOpsAndSteps(t *testing.T) {
 			{Action: snapshot.ActionUserDefined, Frames: 2, TimeUS: 20},
 			{Action: snapshot.ActionUserDefined, Frames: 1, TimeUS: 30}, // never closed: dropped
 		}}}
-	ops := AnnotationOps(s, 0)
+	ops := replay.AnnotationOps(s, 0)
 	if len(ops) != 1 || !ops[0].IsStep || ops[0].Step != 4 || ops[0].StartUS != 10 || ops[0].EndUS != 20 {
 		t.Errorf("user_defined ranges %+v", ops)
 	}
@@ -315,5 +317,56 @@ func TestByStackSkipsNativePrefix(t *testing.T) {
 		if len(g.Frames) < 20 {
 			t.Errorf("JSON frames cut: %d", len(g.Frames))
 		}
+	}
+}
+
+// TestExplainOutsideAllocator: with a memUsageInfo CSV for the device,
+// the explanation carries its modules and the oom verdict's text says how
+// much of the device they hold, by module.
+func TestExplainOutsideAllocator(t *testing.T) {
+	c, err := replay.DecodeFile("../testdata/cuda21_p4.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := memusage.Read("../memusage/testdata/device_0_memUsageInfo_20261201103016.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Path = "oom_snapshot_7526_20261201103015.pickle" // its stamp: 1 s before the CSV's
+	other := &memusage.File{Device: 1, Modules: []memusage.Module{{Name: "HCCL", Cur: 1}}}
+	e, err := Explain(context.Background(), c, Options{NoWhatIf: true, MemUsage: []*memusage.File{other, f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.Devices[0].OutsideAllocator
+	if out == nil || out.TotalBytes != (1228+310+64)*memusage.MiB || len(out.Modules) != 4 || out.OffsetS == nil || *out.OffsetS != 1 {
+		t.Fatalf("outside_allocator %+v", out)
+	}
+	var b strings.Builder
+	e.WriteText(&b)
+	o := e.Devices[0].OOMs[0]
+	want := "1.56 GiB of the device is held outside the caching allocator (device_0_memUsageInfo_20261201103016.csv, 1 s after the snapshot): HCCL 1.20 GiB, RUNTIME 310.00 MiB, AICPU 64.00 MiB"
+	if o.Verdict == "shortage" {
+		want = "is not the allocator's to give: " + want
+	}
+	if !strings.Contains(b.String(), "  verdict: "+o.Verdict+"\n") || !strings.Contains(b.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, b.String())
+	}
+	// the shortage sentence sets the modules beside reserved and free
+	s := out.Sentence(true, Figures{Reserved: 30 << 30}, 1<<30, bytesize.Torch)
+	if !strings.HasPrefix(s, "the device's memory beyond the 30.00 GiB reserved and 1024.00 MiB free is not the allocator's to give: 1.56 GiB of the device") {
+		t.Errorf("shortage sentence %q", s)
+	}
+	off := int64(-150)
+	out.OffsetS = &off
+	if s := out.Sentence(false, Figures{}, 0, bytesize.Torch); !strings.Contains(s, "(device_0_memUsageInfo_20261201103016.csv, 2 min before the snapshot)") {
+		t.Errorf("offset %q", s)
+	}
+	// without a CSV nothing is said
+	e, _ = Explain(context.Background(), c, Options{NoWhatIf: true})
+	b.Reset()
+	e.WriteText(&b)
+	if e.Devices[0].OutsideAllocator != nil || strings.Contains(b.String(), "outside the caching allocator") {
+		t.Errorf("without a CSV:\n%s", b.String())
 	}
 }

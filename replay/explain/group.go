@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/category"
 	"github.com/npumon/npumon/replay/frames"
 )
@@ -64,7 +65,7 @@ type Grouper struct {
 	OpOf func(timeUS int64) string
 	// Category says what an allocation holds (Device.Categories); nil:
 	// every allocation is "unknown".
-	Category func(a *Alloc) category.Category
+	Category func(a *replay.Alloc) category.Category
 
 	// keys caches the call site / stack key of each stack id (stacks are
 	// shared, so a few hundred ids serve millions of allocations). A
@@ -113,7 +114,7 @@ func SizeClass(n int64) string {
 }
 
 // Key is the group a live allocation belongs to.
-func (g *Grouper) Key(a *Alloc) string {
+func (g *Grouper) Key(a *replay.Alloc) string {
 	switch g.By {
 	case ByStack, ByCallsite:
 		if g.keys == nil || g.keysFor != g.By {
@@ -208,13 +209,13 @@ type Group struct {
 	OldestTimeUS *int64  `json:"oldest_time_us"`
 	Frames       []Frame `json:"frames"` // the stack of the largest allocation, innermost first
 	// Allocs are the members, largest first (for the TUI's drill-down).
-	Allocs []Alloc `json:"-"`
+	Allocs []replay.Alloc `json:"-"`
 }
 
 // Group groups live allocations, sorted by bytes (descending), then key.
 // total is what Share divides by (the moment's active bytes); 0 uses Σ
 // sizes.
-func (g *Grouper) Group(live []Alloc, total int64) []Group {
+func (g *Grouper) Group(live []replay.Alloc, total int64) []Group {
 	idx := map[string]int{}
 	out := []Group{}
 	var sum int64
@@ -262,7 +263,7 @@ func (g *Grouper) Group(live []Alloc, total int64) []Group {
 }
 
 // cmpLargest orders allocations largest first, then oldest, then by address.
-func cmpLargest(x, y Alloc) int {
+func cmpLargest(x, y replay.Alloc) int {
 	return cmp.Or(cmp.Compare(y.Size, x.Size), cmp.Compare(x.Born, y.Born), cmp.Compare(x.Addr, y.Addr))
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -35,7 +36,7 @@ type Holders struct {
 type Device struct {
 	Capture  *replay.Capture
 	Timeline *replay.Timeline
-	Ops      *Ops // annotations of the file plus any given ops
+	Ops      *oprange.Set // annotations of the file plus any given ops
 	steps    *Steps
 
 	cats *category.Table // computed on first use
@@ -61,19 +62,19 @@ func Categorize(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack
 }
 
 // CategoryOf reads an allocation's category from a table.
-func CategoryOf(t *category.Table) func(a *Alloc) category.Category {
-	return func(a *Alloc) category.Category { return t.Of(a.Born, a.Addr) }
+func CategoryOf(t *category.Table) func(a *replay.Alloc) category.Category {
+	return func(a *replay.Alloc) category.Category { return t.Of(a.Born, a.Addr) }
 }
 
 // NewDevice prepares device dev of c; extra ops (from a profiler, say)
 // join the file's own annotations.
-func NewDevice(c *replay.Capture, dev int, extra []Op) (*Device, error) {
+func NewDevice(c *replay.Capture, dev int, extra []oprange.Op) (*Device, error) {
 	tl, err := replay.NewTimelineWithoutInitial(c.Snapshot, dev)
 	if err != nil {
 		return nil, err
 	}
-	ops := append(AnnotationOps(c.Snapshot, dev), extra...)
-	return &Device{Capture: c, Timeline: tl, Ops: NewOps(ops)}, nil
+	ops := append(replay.AnnotationOps(c.Snapshot, dev), extra...)
+	return &Device{Capture: c, Timeline: tl, Ops: oprange.NewSet(ops)}, nil
 }
 
 // Grouper returns a grouper for this device (its stacks and ops).
@@ -150,14 +151,14 @@ func (d *Device) Holders(spec string, g *Grouper, top int) (*Holders, error) {
 // memory category. Allocations without a stack are mostly made before
 // memory history was recorded — parameters, as a rule — and the label
 // alone answers nothing.
-func (d *Device) noStackCategories(g *Grouper, groups []Group, live []Alloc, total int64) []Group {
+func (d *Device) noStackCategories(g *Grouper, groups []Group, live []replay.Alloc, total int64) []Group {
 	if g.By != ByCallsite && g.By != ByStack {
 		return nil
 	}
 	if !slices.ContainsFunc(groups, func(gr Group) bool { return gr.Key == NoStackKey }) {
 		return nil
 	}
-	var bare []Alloc
+	var bare []replay.Alloc
 	for i := range live {
 		if g.Key(&live[i]) == NoStackKey {
 			bare = append(bare, live[i])
@@ -174,6 +175,10 @@ type Diff struct {
 	To     DiffSide    `json:"to"`
 	By     By          `json:"by"`
 	Groups []DiffGroup `json:"groups"`
+	// Warnings: the two sides do not look like one job, or the diff runs
+	// backwards (DiffWarnings, MomentsWarning); the command prints them on
+	// stderr too.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // DiffSide is one end of a diff.
@@ -213,8 +218,8 @@ type allocID struct {
 // DiffAllocs compares two live sets; sameTrace says both come from one
 // trace (birth indices comparable). Groups come sorted by |delta|
 // descending, then key.
-func DiffAllocs(g *Grouper, from, to []Alloc, sameTrace bool) []DiffGroup {
-	id := func(a *Alloc) allocID {
+func DiffAllocs(g *Grouper, from, to []replay.Alloc, sameTrace bool) []DiffGroup {
+	id := func(a *replay.Alloc) allocID {
 		if sameTrace {
 			return allocID{a.Addr, int64(a.Born), 0}
 		}
@@ -230,8 +235,8 @@ func DiffAllocs(g *Grouper, from, to []Alloc, sameTrace bool) []DiffGroup {
 	}
 	idx := map[string]int{}
 	out := []DiffGroup{}
-	big := map[string]Alloc{}
-	get := func(a *Alloc) *DiffGroup {
+	big := map[string]replay.Alloc{}
+	get := func(a *replay.Alloc) *DiffGroup {
 		k := g.Key(a)
 		j, ok := idx[k]
 		if !ok {
@@ -288,8 +293,11 @@ func abs(v int64) int64 {
 }
 
 // Side is one end of a diff: the live allocations at a moment.
-func (d *Device) Side(spec string) (DiffSide, []Alloc, error) {
-	m, err := At(d.Timeline, spec)
+func (d *Device) Side(spec string) (DiffSide, []replay.Alloc, error) { return d.side(spec, "--at") }
+
+// side is Side with errors naming flag.
+func (d *Device) side(spec, flag string) (DiffSide, []replay.Alloc, error) {
+	m, err := FlagAt(d.Timeline, spec, flag)
 	if err != nil {
 		return DiffSide{}, nil, err
 	}
@@ -308,11 +316,11 @@ func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
 	if g.By == ByCategory {
 		g.Category = CategoryOf(d.Categories())
 	}
-	fs, fl, err := d.Side(from)
+	fs, fl, err := d.side(from, "--from")
 	if err != nil {
 		return nil, err
 	}
-	ts, tl, err := d.Side(to)
+	ts, tl, err := d.side(to, "--to")
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +331,7 @@ func DiffMoments(d *Device, from, to string, g *Grouper) (*Diff, error) {
 // interned into one table so that equal frames make equal keys.
 func DiffDevices(a, b *Device, g *Grouper) *Diff {
 	tab := snapshot.NewStackTable()
-	side := func(d *Device) (DiffSide, []Alloc) {
+	side := func(d *Device) (DiffSide, []replay.Alloc) {
 		s, live, _ := d.Side("end")
 		for i := range live {
 			live[i].Frames = tab.Intern(d.Capture.Snapshot.Stack(live[i].Frames))
@@ -338,7 +346,7 @@ func DiffDevices(a, b *Device, g *Grouper) *Diff {
 		cats := map[allocID]category.Category{}
 		for _, s := range []struct {
 			d    *Device
-			live []Alloc
+			live []replay.Alloc
 		}{{a, fl}, {b, tl}} {
 			t := s.d.Categories()
 			for i := range s.live {
@@ -346,7 +354,7 @@ func DiffDevices(a, b *Device, g *Grouper) *Diff {
 				cats[allocID{x.Addr, x.BornTime, x.Size}] = t.Of(x.Born, x.Addr)
 			}
 		}
-		g.Category = func(x *Alloc) category.Category { return cats[allocID{x.Addr, x.BornTime, x.Size}] }
+		g.Category = func(x *replay.Alloc) category.Category { return cats[allocID{x.Addr, x.BornTime, x.Size}] }
 	}
 	stacks := tab.Stacks()
 	g.Stack = func(id snapshot.StackID) snapshot.Stack {

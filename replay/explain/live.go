@@ -10,38 +10,21 @@ import (
 	"github.com/npumon/npumon/replay"
 )
 
-// Alloc is one live allocation.
-type Alloc struct {
-	Addr   uint64
-	Size   int64 // bytes as the trace counts them (requested)
-	Frames snapshot.StackID
-	// Forward is the forward traceback of an allocation made in backward
-	// (the entry's "forward_frames"), NoStack when it has none.
-	Forward snapshot.StackID
-	Stream  uint64
-	Pending bool // freed by the caller, still waiting on other streams
-	// Born is the trace index of the entry that allocated it, -1 for an
-	// allocation live before the trace; BornTime that entry's epoch µs (0
-	// when unknown).
-	Born     int
-	BornTime int64
-}
-
 // Walker replays one device trace forward, keeping the live allocations.
 type Walker struct {
 	tl   *replay.Timeline
-	live map[uint64]*Alloc
+	live map[uint64]*replay.Alloc
 	next int // entries applied
 }
 
 // NewWalker starts at the state before entry 0 (Timeline.Start).
 func NewWalker(tl *replay.Timeline) *Walker {
-	w := &Walker{tl: tl, live: make(map[uint64]*Alloc, len(tl.Start())+64)}
+	w := &Walker{tl: tl, live: make(map[uint64]*replay.Alloc, len(tl.Start())+64)}
 	for _, s := range tl.Start() {
 		b := &s.Block
 		a := w.live[b.Address]
 		if a == nil {
-			a = &Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
+			a = &replay.Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
 			w.live[b.Address] = a
 		}
 		a.Size += s.Size()
@@ -71,7 +54,7 @@ func (w *Walker) apply(i int) {
 	case snapshot.ActionAlloc:
 		a := w.live[e.Addr]
 		if a == nil {
-			a = &Alloc{Addr: e.Addr}
+			a = &replay.Alloc{Addr: e.Addr}
 			w.live[e.Addr] = a
 		}
 		a.Size += e.Size
@@ -84,7 +67,7 @@ func (w *Walker) apply(i int) {
 	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 		a := w.live[e.Addr]
 		if a == nil {
-			a = &Alloc{Addr: e.Addr, Frames: e.Frames, Stream: e.Stream, Born: i, BornTime: e.TimeUS}
+			a = &replay.Alloc{Addr: e.Addr, Frames: e.Frames, Stream: e.Stream, Born: i, BornTime: e.TimeUS}
 			w.live[e.Addr] = a
 		}
 		if a.Size -= e.Size; a.Size == 0 {
@@ -94,18 +77,18 @@ func (w *Walker) apply(i int) {
 }
 
 // Live returns the live allocations in address order (a fresh slice).
-func (w *Walker) Live() []Alloc {
-	out := make([]Alloc, 0, len(w.live))
+func (w *Walker) Live() []replay.Alloc {
+	out := make([]replay.Alloc, 0, len(w.live))
 	for _, a := range w.live {
 		out = append(out, *a)
 	}
-	slices.SortFunc(out, func(x, y Alloc) int { return cmp.Compare(x.Addr, y.Addr) })
+	slices.SortFunc(out, func(x, y replay.Alloc) int { return cmp.Compare(x.Addr, y.Addr) })
 	return out
 }
 
 // LiveAfter returns the live allocations right after entry i (-1: before
 // the first entry).
-func LiveAfter(tl *replay.Timeline, i int) []Alloc {
+func LiveAfter(tl *replay.Timeline, i int) []replay.Alloc {
 	w := NewWalker(tl)
 	w.AdvanceTo(i)
 	return w.Live()

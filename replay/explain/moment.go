@@ -25,7 +25,12 @@ type Moment struct {
 //	oom      the first oom entry; oom:N the N-th (1-based)
 //	#I       entry I (0-based; #-1 is the start)
 //	TIME     epoch µs: the last entry at or before TIME
-func At(tl *replay.Timeline, spec string) (Moment, error) {
+//
+// Errors name the spec as holders' --at; FlagAt names another flag.
+func At(tl *replay.Timeline, spec string) (Moment, error) { return FlagAt(tl, spec, "--at") }
+
+// FlagAt is At with errors naming flag (diff's --from and --to).
+func FlagAt(tl *replay.Timeline, spec, flag string) (Moment, error) {
 	n := len(tl.Entries)
 	m := Moment{Spec: spec}
 	switch {
@@ -38,28 +43,28 @@ func At(tl *replay.Timeline, spec string) (Moment, error) {
 		if spec != "oom" {
 			v, err := strconv.Atoi(spec[4:])
 			if err != nil || v < 1 {
-				return m, fmt.Errorf("--at %q: want oom:N with N ≥ 1", spec)
+				return m, fmt.Errorf("%s %q: want oom:N with N ≥ 1", flag, spec)
 			}
 			k = v
 		}
 		ooms := OOMIndices(tl)
 		if k > len(ooms) {
-			return m, fmt.Errorf("--at %q: device %d has %d oom entries", spec, tl.Device, len(ooms))
+			return m, fmt.Errorf("%s %q: device %d has %d oom entries", flag, spec, tl.Device, len(ooms))
 		}
 		m.Index = ooms[k-1]
 	case strings.HasPrefix(spec, "#"):
 		v, err := strconv.Atoi(spec[1:])
 		if err != nil || v < -1 || v >= n {
-			return m, fmt.Errorf("--at %q: want #I with I in -1…%d", spec, n-1)
+			return m, fmt.Errorf("%s %q: want #I with I in -1…%d", flag, spec, n-1)
 		}
 		m.Index = v
 	default:
 		t, err := strconv.ParseInt(spec, 10, 64)
 		if err != nil {
-			return m, fmt.Errorf("--at %q: want peak, end, oom[:N], #INDEX or an epoch time in µs", spec)
+			return m, fmt.Errorf("%s %q: want peak, end, oom[:N], #INDEX or an epoch time in µs", flag, spec)
 		}
 		if !hasTimes(tl) {
-			return m, fmt.Errorf("--at %q: device %d's trace has no timestamps; use #INDEX", spec, tl.Device)
+			return m, fmt.Errorf("%s %q: device %d's trace has no timestamps; use #INDEX", flag, spec, tl.Device)
 		}
 		// entries are in trace order; times are monotonic in real files
 		m.Index = sort.Search(n, func(i int) bool { return tl.Entries[i].TimeUS > t }) - 1

@@ -104,6 +104,11 @@ func (e *Explanation) WriteText(w io.Writer) error {
 			fmt.Fprintln(w)
 			if o.Kind == "oom" {
 				fmt.Fprintf(w, "  verdict: %s\n    %s\n", o.Verdict, o.figures().Reason(o.RequestedBytes, o.deviceFree(), bytesize.Torch))
+				if out := d.OutsideAllocator; out != nil {
+					fmt.Fprintf(w, "    %s\n", out.Sentence(o.Verdict == "shortage", o.figures(), o.deviceFree(), bytesize.Torch))
+				}
+			} else if out := d.OutsideAllocator; out != nil {
+				fmt.Fprintf(w, "  %s\n", out.Sentence(false, o.figures(), 0, bytesize.Torch))
 			}
 			if g := o.Grew; g != nil {
 				since := "the start of the trace"

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
 )
@@ -81,7 +82,7 @@ func (d *Device) Steps() *Steps {
 // period. The first source with at least MinLeakSteps ends wins; failing
 // that, the first with any. ops may be nil. docs/explain.md states each
 // rule.
-func DetectSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack, ops *Ops) *Steps {
+func DetectSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack, ops *oprange.Set) *Steps {
 	var notes []string
 	var fallback *Steps
 	try := func(s *Steps) *Steps {
@@ -97,8 +98,8 @@ func DetectSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stac
 		return nil
 	}
 	timed := hasTimes(tl)
-	var markers, optRanges []Op
-	for _, op := range ops.all() {
+	var markers, optRanges []oprange.Op
+	for _, op := range ops.All() {
 		switch {
 		case op.IsStep:
 			markers = append(markers, op)
@@ -126,7 +127,7 @@ func DetectSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stac
 
 // rangeSteps places time ranges' ends on the trace (StepPoints); numbered
 // by their ProfilerStep#N where they carry one, else 0, 1, ….
-func rangeSteps(tl *replay.Timeline, src StepSource, ranges []Op, timed bool) *Steps {
+func rangeSteps(tl *replay.Timeline, src StepSource, ranges []oprange.Op, timed bool) *Steps {
 	s := &Steps{Source: src}
 	if len(ranges) == 0 {
 		return s
@@ -135,7 +136,7 @@ func rangeSteps(tl *replay.Timeline, src StepSource, ranges []Op, timed bool) *S
 		s.Note = fmt.Sprintf("%d %s not placed: the trace has no time_us", len(ranges), src.Describe())
 		return s
 	}
-	slices.SortStableFunc(ranges, func(a, b Op) int { return cmp.Compare(a.EndUS, b.EndUS) })
+	slices.SortStableFunc(ranges, func(a, b oprange.Op) int { return cmp.Compare(a.EndUS, b.EndUS) })
 	if src != StepsProfiler {
 		for i := range ranges {
 			ranges[i].Step = int64(i)

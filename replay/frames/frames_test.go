@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/frames"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 func fr(file, name string) snapshot.Frame { return snapshot.Frame{Filename: file, Line: 1, Name: name} }

@@ -6,10 +6,10 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // benchRanks: 8 ranks, each a Store holding the largest real capture.

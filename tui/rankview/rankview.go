@@ -18,7 +18,6 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/store"
-	"github.com/npumon/npumon/tui"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -29,7 +28,7 @@ type Rank struct {
 	Store *store.Store
 	// Load, when set, fills Store once (a capture file); nil for a Store
 	// fed elsewhere (live).
-	Load func(ctx context.Context, report func(tui.Progress)) error
+	Load func(ctx context.Context, report func(store.LoadProgress)) error
 }
 
 // Options configure the overview.
@@ -43,9 +42,30 @@ type Options struct {
 	Renderer       *lipgloss.Renderer
 	Location       *time.Location // wall-clock times (default time.Local)
 	Tick           time.Duration  // poll/redraw interval (default 200ms)
-	// Detail, when set, adjusts the options of a rank's usual view (enter)
-	// before it opens.
-	Detail func(r Rank, o *tui.Options)
+	// Open builds a rank's usual view (enter); without it enter does
+	// nothing. The caller wires the terminal UI (tui.New) in: the overview
+	// never imports its parent package.
+	Open func(OpenSpec) Child
+}
+
+// OpenSpec is what the overview hands Open about the rank to show.
+type OpenSpec struct {
+	Rank           Rank
+	Title          string // "rank N · name", for the view's header
+	Device         int    // the rank's device
+	Live           bool
+	ASCII, NoColor bool
+	Renderer       *lipgloss.Renderer
+	Location       *time.Location
+	Back           func() tea.Msg // esc in the view: back to the overview
+}
+
+// Child is the view a rank opens in (the terminal UI's *tui.Model).
+type Child interface {
+	Init() tea.Cmd
+	Update(tea.Msg) (tea.Model, tea.Cmd)
+	View() string
+	Close()
 }
 
 type (
@@ -77,7 +97,7 @@ type Model struct {
 	cancel context.CancelFunc
 	ctx    context.Context
 
-	child *tui.Model
+	child Child
 	gen   int
 }
 
@@ -145,7 +165,7 @@ func (m *Model) Init() tea.Cmd {
 			continue
 		}
 		load, ctx := r.Load, m.ctx
-		cmds = append(cmds, func() tea.Msg { return loadedMsg{i: i, err: load(ctx, func(tui.Progress) {})} })
+		cmds = append(cmds, func() tea.Msg { return loadedMsg{i: i, err: load(ctx, func(store.LoadProgress) {})} })
 	}
 	m.poll()
 	return tea.Batch(cmds...)
@@ -259,15 +279,14 @@ func (m *Model) openRank(i int) tea.Cmd {
 	if i < 0 || i >= len(m.o.Ranks) || !m.loaded[i] || m.errs[i] != nil {
 		return nil
 	}
-	r := m.o.Ranks[i]
-	o := tui.Options{Source: r.Store, SourceName: fmt.Sprintf("rank %d · %s", r.Rank, tail(r.Name, 15)), Live: m.o.Live,
-		ASCII: m.o.ASCII, NoColor: m.o.NoColor, Renderer: m.o.Renderer, Location: m.o.Location, Device: m.figs[i].Device,
-		Back: func() tea.Msg { return backMsg{} }}
-	if m.o.Detail != nil {
-		m.o.Detail(r, &o)
+	if m.o.Open == nil {
+		return nil
 	}
+	r := m.o.Ranks[i]
 	m.gen++
-	m.child = tui.New(o)
+	m.child = m.o.Open(OpenSpec{Rank: r, Title: fmt.Sprintf("rank %d · %s", r.Rank, tail(r.Name, 15)), Device: m.figs[i].Device,
+		Live: m.o.Live, ASCII: m.o.ASCII, NoColor: m.o.NoColor, Renderer: m.o.Renderer, Location: m.o.Location,
+		Back: func() tea.Msg { return backMsg{} }})
 	initCmd := m.child.Init()
 	m.child.Update(tea.WindowSizeMsg{Width: m.w, Height: m.h})
 	return m.wrap(initCmd)

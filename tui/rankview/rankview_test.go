@@ -41,12 +41,18 @@ func jobOptions(t testing.TB) Options {
 		st := store.New(store.Options{})
 		path := m.Path
 		rs = append(rs, Rank{Rank: m.Rank, Name: m.Path[strings.LastIndexByte(m.Path, '/')+1:], Store: st,
-			Load: func(ctx context.Context, report func(tui.Progress)) error {
+			Load: func(ctx context.Context, report func(store.LoadProgress)) error {
 				_, err := watch.Load(ctx, path, st, watch.LoadOptions{Report: report})
 				return err
 			}})
 	}
-	return Options{Title: "job", Ranks: rs, Location: time.UTC, Tick: 20 * time.Millisecond}
+	return Options{Title: "job", Ranks: rs, Location: time.UTC, Tick: 20 * time.Millisecond, Open: openTUI}
+}
+
+// openTUI opens a rank in the usual terminal UI, as cmd/npumon wires it.
+func openTUI(s OpenSpec) Child {
+	return tui.New(tui.Options{Source: s.Rank.Store, SourceName: s.Title, Live: s.Live, ASCII: s.ASCII, NoColor: s.NoColor,
+		Renderer: s.Renderer, Location: s.Location, Device: s.Device, Back: s.Back})
 }
 
 func key(s string) tea.KeyMsg {
@@ -70,7 +76,7 @@ func loaded(t *testing.T, o Options, w, h int) *Model {
 	m := New(o)
 	m.Init()
 	for i, r := range o.Ranks {
-		if err := r.Load(context.Background(), func(tui.Progress) {}); err != nil {
+		if err := r.Load(context.Background(), func(store.LoadProgress) {}); err != nil {
 			t.Fatal(err)
 		}
 		m.Update(loadedMsg{i: i})

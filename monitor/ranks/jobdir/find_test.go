@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const MiB = 1 << 20

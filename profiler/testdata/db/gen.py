@@ -182,6 +182,24 @@ def bad_dbs():
     con.close()
 
 
+def mixed_db():
+    # two sessions in one database: rows 15,336 hours apart, and names that
+    # are dtype lists (string ids pointing at another session's inputDtypes)
+    con = fresh("mixed_sessions.db")
+    s = Strings(1 << 28)
+    later = T0 + 15_336 * 3600 * 1_000_000_000
+    create(con, "PYTORCH_API", [
+        [T0, T0 + 5_000, gtid(PID, MAIN), None, s.id("aten::add"), 1, 0, None, None, None, 50001],
+        [T0 + 6_000, T0 + 9_000, gtid(PID, MAIN), None, s.id("DT_BF16;DT_BF16;DT_FLOAT"), 2, 0, None, None, None, 50001],
+        [later, later + 4_000, gtid(4343, 4343), None, s.id("DT_BF16;DT_INT64"), 3, 0, None, None, None, 50001],
+        [later + 5_000, later + 7_000, gtid(4343, 4343), None, s.id("aten::mul"), 4, 0, None, None, None, 50001],
+    ])
+    create(con, "STRING_IDS", s.rows())
+    con.commit()
+    con.close()
+
+
 if __name__ == "__main__":
     pytorch_db()
     bad_dbs()
+    mixed_db()

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay/whatif"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 // trustFiles are every real snapshot fixture (.pickle and .pkl) and the

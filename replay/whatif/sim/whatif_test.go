@@ -11,9 +11,9 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
-	"github.com/npumon/npumon/testdata/fixture"
 )
 
 const MiB = config.MiB

@@ -4,6 +4,8 @@ without touching the training script:
     PYTHONPATH=<npumon>/monitor/producer/python/autostart:<npumon>/monitor/producer/python \
     NPUMON_PRODUCER=1 python train.py ...
 
+(with npumon_producer installed, only this directory goes on PYTHONPATH).
+
 Processes that never initialise a device (a launcher, data workers) keep an
 idle producer thread that serves nothing. Any other sitecustomize on the path
 still runs.
@@ -28,9 +30,9 @@ try:
         import npumon_producer
 
         npumon_producer.start()
-except Exception as e:  # never in the job's way
+except Exception as e:  # runs before the job's own code: whatever fails here is said, never in the job's way
     sys.stderr.write("npumon_producer: autostart: %s\n" % e)
 try:
     _chain()
-except Exception as e:
+except Exception as e:  # the other sitecustomize's own error: said, and the job starts, as Python itself does
     sys.stderr.write("npumon_producer: autostart: another sitecustomize failed: %s\n" % e)

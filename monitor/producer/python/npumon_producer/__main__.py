@@ -4,14 +4,18 @@ Runs SCRIPT as __main__ with the producer started first: no edit to the
 training script. Also: python -m npumon_producer -m MODULE [ARGS...].
 """
 
+from __future__ import annotations
+
 import argparse
+import os
 import runpy
 import sys
+from typing import List, Optional
 
 import npumon_producer
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m npumon_producer",
                                  description="Run a training script with npumon's live producer started.")
     ap.add_argument("--interval", help="poll interval: seconds or a duration such as 100ms (default 0.5)")
@@ -30,7 +34,7 @@ def main(argv=None):
         runpy.run_module(a.module, run_name="__main__", alter_sys=True)
     else:
         sys.argv = [a.script] + a.args
-        sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(a.script)))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(a.script)))
         runpy.run_path(a.script, run_name="__main__")
 
 

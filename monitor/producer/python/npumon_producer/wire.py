@@ -1,10 +1,18 @@
 """Frame encoders for npumon's live wire protocol, version 1 (docs/protocol.md).
 
 Standard library only. Every function appends to a bytearray; a frame is
-u32 little-endian length, u8 type, payload.
+u32 little-endian length, u8 type, payload. The torch-side encoders (a
+snapshot's segments, trace entries) are in encode.py.
 """
 
+from __future__ import annotations
+
 import struct
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+# (id, name, hbm_total, hbm_used, streams) of a device in HELLO and HEARTBEAT
+Device = Tuple[int, str, int, int, int]
+Frame = Tuple[str, int, str]  # (filename, line, name) of a stack frame
 
 VERSION = 1
 MAGIC = b"NPUMON"
@@ -17,20 +25,20 @@ TIME_EPOCH_US = 0
 TIME_SEQUENCE = 1
 TIME_POLL_US = 2  # epoch µs stamped by the producer when it found the entry
 
-ACTIONS = {
+ACTIONS: Dict[str, int] = {
     "alloc": 0, "free_requested": 1, "free_completed": 2, "free": 3,
     "segment_alloc": 4, "segment_free": 5, "segment_map": 6, "segment_unmap": 7,
     "snapshot": 8, "oom": 9, "user_defined": 10, "annotate": 11, "workspace_snapshot": 12,
 }
 ACTION_BY_NAME = 0xFF
 
-STATES = {"inactive": 0, "active_allocated": 1, "active_pending_free": 2, "active_awaiting_free": 2}
+STATES: Dict[str, int] = {"inactive": 0, "active_allocated": 1, "active_pending_free": 2, "active_awaiting_free": 2}
 
 _U64 = (1 << 64) - 1
 _SMALL = [bytes((i,)) for i in range(128)]
 
 
-def uv(b, v):
+def uv(b: bytearray, v: int) -> None:
     """Unsigned LEB128 varint."""
     if 0 <= v < 128:
         b += _SMALL[v]
@@ -42,29 +50,30 @@ def uv(b, v):
     b.append(v)
 
 
-def iv(b, v):
+def iv(b: bytearray, v: int) -> None:
     """Signed varint: zig-zag, then LEB128."""
     uv(b, ((v << 1) ^ (v >> 63)) & _U64)
 
 
-def string(b, s):
+def string(b: bytearray, s: Union[str, bytes]) -> None:
     data = s.encode("utf-8", "replace") if isinstance(s, str) else bytes(s)
     uv(b, len(data))
     b += data
 
 
-def begin(b, typ):
+def begin(b: bytearray, typ: int) -> int:
     off = len(b)
     b += b"\0\0\0\0"
     b.append(typ)
     return off
 
 
-def end(b, off):
+def end(b: bytearray, off: int) -> None:
     struct.pack_into("<I", b, off, len(b) - off - 4)
 
 
-def hello(b, pid, host, start_us, now_us, clock, time_base, devices, settings=None):
+def hello(b: bytearray, pid: int, host: str, start_us: int, now_us: int, clock: str, time_base: int,
+          devices: Sequence[Device], settings: Optional[Mapping[str, Any]] = None) -> None:
     """devices: list of (id, name, hbm_total, hbm_used, streams).
     settings: None or a dict as _snapshot()'s allocator_settings plus conf_key."""
     off = begin(b, HELLO)
@@ -99,12 +108,12 @@ def hello(b, pid, host, start_us, now_us, clock, time_base, devices, settings=No
         b.append(flags)
         iv(b, int(settings.get("pinned_num_register_threads", 0)))
         rd = settings.get("roundup_power2_divisions") or {}
-        items = []
+        items: List[Tuple[int, int]] = []
         for k, v in (rd.items() if isinstance(rd, dict) else []):
             try:
                 items.append((int(k), int(v)))
             except (TypeError, ValueError):
-                pass
+                continue  # not a pair of numbers: the wire has no room for it; the others still go
         uv(b, len(items))
         for k, v in items:
             iv(b, k)
@@ -112,7 +121,7 @@ def hello(b, pid, host, start_us, now_us, clock, time_base, devices, settings=No
     end(b, off)
 
 
-def stacks(b, defs):
+def stacks(b: bytearray, defs: Sequence[Tuple[int, Sequence[Frame]]]) -> None:
     """defs: list of (id, frames) with frames a tuple of (filename, line, name)."""
     off = begin(b, STACKS)
     uv(b, len(defs))
@@ -126,7 +135,7 @@ def stacks(b, defs):
     end(b, off)
 
 
-def heartbeat(b, now_us, devices):
+def heartbeat(b: bytearray, now_us: int, devices: Sequence[Device]) -> None:
     off = begin(b, HEARTBEAT)
     iv(b, now_us)
     uv(b, len(devices))
@@ -137,7 +146,7 @@ def heartbeat(b, now_us, devices):
     end(b, off)
 
 
-def gap(b, device, missed, next_seq):
+def gap(b: bytearray, device: int, missed: int, next_seq: int) -> None:
     off = begin(b, GAP)
     iv(b, device)
     uv(b, missed)
@@ -145,7 +154,7 @@ def gap(b, device, missed, next_seq):
     end(b, off)
 
 
-def bye(b, reason):
+def bye(b: bytearray, reason: str) -> None:
     off = begin(b, BYE)
     string(b, reason)
     end(b, off)

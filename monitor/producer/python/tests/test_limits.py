@@ -106,7 +106,7 @@ class TestLimits(unittest.TestCase):
                 end = time.monotonic() + 2.0
                 while time.monotonic() < end:
                     during.extend(steps(5))
-                    most_clients = max(most_clients, len(prod._clients))
+                    most_clients = max(most_clients, len(prod.server.clients))
                     most_threads = max(most_threads, threading.active_count())
                 stop.set()
                 th.join(10)
@@ -123,7 +123,7 @@ class TestLimits(unittest.TestCase):
                 self.assertLessEqual(most_threads - threads0, p.MAX_CLIENTS + 4)
                 self.assertGreater(st["refused"], 0)
                 self.assertLessEqual(encodes, polls + 1, "a state encoding per joining client")
-                accepted = st["refused"] + len(prod._clients) + st["stalled"]
+                accepted = st["refused"] + len(prod.server.clients) + st["stalled"]
                 self.assertLessEqual(accepted, p.MAX_CLIENTS + p.ACCEPT_RATE * wall * 1.5 + 30)
                 # The step-time ratio is printed above, not asserted: a loaded host slows
                 # steps for reasons of its own (no timing asserts in unit tests). What
@@ -147,7 +147,7 @@ class TestLimits(unittest.TestCase):
                     c.connect(path)
                     held.append(c)
                 deadline = time.monotonic() + 20
-                while len(prod._clients) < 2:
+                while len(prod.server.clients) < 2:
                     self.assertLess(time.monotonic(), deadline)
                     time.sleep(0.005)
                 c = socket.socket(socket.AF_UNIX)
@@ -172,7 +172,7 @@ class TestLimits(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.sock")
             prod = p.Producer(interval=0.02, address="unix:" + path)
-            prod.write_timeout = 0.3
+            prod.server.write_timeout = 0.3
             prod._find_backend = lambda: Big(blocks=60000)  # a state far over the socket's buffers
             serving(self, prod)
             try:
@@ -183,7 +183,7 @@ class TestLimits(unittest.TestCase):
                 while prod.stats()["stalled"] == 0:
                     self.assertLess(time.monotonic(), deadline, "a client that takes nothing is kept")
                     time.sleep(0.01)
-                while prod._clients:
+                while prod.server.clients:
                     self.assertLess(time.monotonic(), deadline)
                     time.sleep(0.01)
                 c.close()

@@ -1,4 +1,4 @@
-"""Unit tests of npumon_producer (run by `make test` through cmd/npumon's
+"""Unit tests of npumon_producer (make test-python, and `make test` through cmd/npumon's
 TestProducerPython)."""
 import os
 import socket
@@ -8,7 +8,7 @@ import time
 import unittest
 
 import npumon_producer as p
-from npumon_producer import wire
+from npumon_producer import server, wire
 
 
 def ev(action, addr=0, size=0, **kw):
@@ -104,15 +104,18 @@ class BrokenMemory:
 
 class TestNeverRaises(unittest.TestCase):
     def test_broken_backend(self):
-        prod = p.Producer(interval=0.01, address="unix:/nonexistent-dir/x/y.sock")
-        prod._find_backend = lambda: BrokenMemory()
-        prod.start()
-        prod._thread.join(60)  # bounds a hang only
-        self.assertFalse(prod._thread.is_alive())
-        self.assertGreaterEqual(prod.errors, 1)
-        self.assertFalse(prod.poll())
-        prod.stop()
-        prod.stop()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "x", "y.sock")
+            prod = p.Producer(interval=0.01, address="unix:" + path)
+            prod._find_backend = lambda: BrokenMemory()
+            prod.start()
+            prod._thread.join(60)  # bounds a hang only
+            self.assertFalse(prod._thread.is_alive())
+            self.assertGreaterEqual(prod.errors, 1)
+            self.assertFalse(prod.poll())
+            self.assertFalse(os.path.exists(path), "the socket of a producer that never served is left")
+            prod.stop()
+            prod.stop()
 
     def test_module_functions(self):
         self.assertEqual(p.stats(), {})
@@ -126,9 +129,6 @@ class TestNeverRaises(unittest.TestCase):
         self.assertEqual(p._duration("100ms"), 0.1)
         self.assertEqual(p._duration("2"), 2.0)
 
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class TestSocketPath(unittest.TestCase):
@@ -144,7 +144,8 @@ class TestSocketPath(unittest.TestCase):
             for path in (f, sub):
                 with self.assertRaisesRegex(RuntimeError, "not a socket"):
                     p.prepare_socket_path(path)
-            self.assertEqual(open(f).read(), "keep me")
+            with open(f) as fh:
+                self.assertEqual(fh.read(), "keep me")
             self.assertTrue(os.path.isdir(sub))
             sock = os.path.join(d, "s.sock")
             live = socket.socket(socket.AF_UNIX)
@@ -163,7 +164,7 @@ class TestSocketPath(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.sock")
             old = p.Producer(interval=1, address="unix:" + path)
-            old._bind()
+            old.server.bind()
             release = threading.Event()
 
             class Writing:  # a client whose writer thread has not finished
@@ -178,8 +179,8 @@ class TestSocketPath(unittest.TestCase):
 
             w = Writing()
             w.thread.start()
-            old._clients.append(w)
-            stopping = threading.Thread(target=old._shutdown, args=(60,), daemon=True)
+            old.server.clients.append(w)
+            stopping = threading.Thread(target=old.server.shutdown, args=(60,), daemon=True)
             stopping.start()
 
             def listening():
@@ -197,14 +198,14 @@ class TestSocketPath(unittest.TestCase):
                 self.assertLess(time.monotonic(), deadline, "the old producer still listens")
                 time.sleep(0.002)
             succ = p.Producer(interval=1, address="unix:" + path)
-            succ._bind()
+            succ.server.bind()
             try:
                 release.set()
                 stopping.join(20)
                 self.assertFalse(stopping.is_alive())
                 self.assertTrue(listening(), "the successor's socket is gone")
             finally:
-                succ._shutdown(1)
+                succ.server.shutdown(1)
             self.assertFalse(os.path.exists(path))
 
     def test_client_joining_as_the_job_stops_gets_its_goodbye(self):
@@ -228,12 +229,12 @@ class TestSocketPath(unittest.TestCase):
                 time.sleep(0.2)
                 super().start()
 
-        class SlowClient(p._Client):
+        class SlowClient(server.Client):
             def __init__(self, *a):
                 super().__init__(*a)
                 self.thread = SlowStart(target=self._run, daemon=True)
 
-        orig, p._Client = p._Client, SlowClient
+        orig, server.Client = server.Client, SlowClient
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s.sock")
             prod = p.Producer(interval=3600, address="unix:" + path)
@@ -250,7 +251,7 @@ class TestSocketPath(unittest.TestCase):
                 self.assertTrue(joining.wait(20), "the producer never took the client")
                 prod.stop(timeout=20)  # while the client's writer starts
             finally:
-                p._Client = orig
+                server.Client = orig
             self.assertEqual(prod.errors, 0)
             c.setblocking(False)  # all of it is here already, or it never will be
             got = bytearray()
@@ -287,3 +288,7 @@ class TestSocketPath(unittest.TestCase):
                 os.chown(other, 12345, 12345)
                 with self.assertRaisesRegex(RuntimeError, "belongs to uid 12345"):
                     p.check_socket_dir(other)
+
+
+if __name__ == "__main__":
+    unittest.main()

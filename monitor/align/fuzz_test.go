@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/monitor/align"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 )
 
 // loopTrace is a small training loop's trace (the same addresses every

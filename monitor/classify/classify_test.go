@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 func copyTo(t *testing.T, src, name string) string {
@@ -42,8 +42,8 @@ func TestPathByContent(t *testing.T) {
 		{"trace_view renamed .json snapshot", copyTo(t, tv, "snapshot.json"), TraceView},
 		{"real pickle snapshot", fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"), SnapshotPickle},
 		{"pickle without extension", copyTo(t, fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle"), "oom"), SnapshotPickle},
-		{"json dict snapshot", "../testdata/cuda21.json", SnapshotJSON},
-		{"json list of segments (torch 1.13)", "../testdata/torch113_list.json", SnapshotJSON},
+		{"json dict snapshot", "../../replay/testdata/cuda21.json", SnapshotJSON},
+		{"json list of segments (torch 1.13)", "../../replay/testdata/torch113_list.json", SnapshotJSON},
 		{"analysed-only profiler directory", fixture.Path(t, "ascend_profiler/msinsight_rank0"), ProfilerDir},
 		{"its ASCEND_PROFILER_OUTPUT", fixture.Path(t, "ascend_profiler/msinsight_rank0/ASCEND_PROFILER_OUTPUT"), ProfilerDir},
 		{"parent of profiler directories", fixture.Path(t, "ascend_profiler"), ProfilerParent},

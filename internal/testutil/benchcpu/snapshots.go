@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // snapshots1M are the generated 1,000,000-entry snapshots `make bench-data`

@@ -1,4 +1,4 @@
-package replay
+package oprange
 
 import "testing"
 
@@ -19,9 +19,9 @@ func (t opTab) MaxEnd(i int) int64 {
 }
 func (t opTab) Skip(i int) bool { return t[i].step }
 
-// TestIntervalOp: an entry known to lie in (lo, hi) belongs to the first op
+// TestInterval: an entry known to lie in (lo, hi) belongs to the first op
 // that begins inside the interval (steps never), else to the op holding lo.
-func TestIntervalOp(t *testing.T) {
+func TestInterval(t *testing.T) {
 	tab := opTab{{0, 100, true}, {10, 40, false}, {41, 60, false}, {42, 50, false}, {70, 80, false}}
 	for _, c := range []struct {
 		lo, hi int64
@@ -34,7 +34,7 @@ func TestIntervalOp(t *testing.T) {
 		{60, 75, 4}, // op 4 begins at 70
 		{5, 10, -1}, // op 1 begins at 10, not inside (5, 10); 5 lies in no op but the step
 	} {
-		if got := IntervalOp(tab, c.lo, c.hi); got != c.want {
+		if got := Interval(tab, c.lo, c.hi); got != c.want {
 			t.Errorf("(%d, %d): op %d, want %d", c.lo, c.hi, got, c.want)
 		}
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/oprange"
+	"github.com/npumon/npumon/monitor/align"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
 )
@@ -244,11 +245,11 @@ func TestRefuseOtherProcess(t *testing.T) {
 // timed trace attributes it to.
 func TestRecoverOOMOp(t *testing.T) {
 	d := newDemoFrom(t, false, &profiler.Schedule{Active: 1000})
-	var ops []explain.Op
+	var ops []oprange.Op
 	for _, r := range d.runs {
 		for _, o := range r.Ops {
 			if o.Timed() {
-				ops = append(ops, explain.Op{Name: o.Name, StartUS: o.StartUS(), EndUS: o.EndUS(), IsStep: o.IsStep, Step: o.Step})
+				ops = append(ops, oprange.Op{Name: o.Name, StartUS: o.StartUS(), EndUS: o.EndUS(), IsStep: o.IsStep, Step: o.Step, Seq: -1})
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package replay
+package oprange
 
 import (
 	"cmp"
@@ -33,8 +33,8 @@ func (t *testOps) End(i int) int64    { return t.e[i] }
 func (t *testOps) MaxEnd(i int) int64 { return t.maxEnd[i] }
 func (t *testOps) Skip(i int) bool    { return t.skip[i] }
 
-// TestInnermostOp pins the attribution rules of docs/timeline.md.
-func TestInnermostOp(t *testing.T) {
+// TestInnermost pins the attribution rules of docs/timeline.md.
+func TestInnermost(t *testing.T) {
 	ops := newTestOps(
 		[3]int64{0, 1000, 1},  // a step marker: never attributed to
 		[3]int64{100, 400, 0}, // outer
@@ -46,7 +46,7 @@ func TestInnermostOp(t *testing.T) {
 		[3]int64{600, 700, 0},
 	)
 	at := func(t0 int64) [2]int64 {
-		i := InnermostOp(ops, t0)
+		i := Innermost(ops, t0)
 		if i < 0 {
 			return [2]int64{-1, -1}
 		}
@@ -76,10 +76,10 @@ func TestInnermostOp(t *testing.T) {
 			}
 		})
 	}
-	if i := InnermostOp(ops, 650); i != 6 {
+	if i := Innermost(ops, 650); i != 6 {
 		t.Errorf("equal intervals: op %d, want the first (6)", i)
 	}
-	if InnermostOp(newTestOps(), 5) != -1 {
+	if Innermost(newTestOps(), 5) != -1 {
 		t.Error("no ops")
 	}
 }

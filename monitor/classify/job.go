@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/npumon/npumon/internal/safefile"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/replay/safefile"
 )
 
 // A job's dump directory is where one training job writes its memory

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/monitor/align"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 	"github.com/npumon/npumon/replay"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/monitor/align"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/profiler/align"
 )
 
 // resultSum hashes everything Recover decides: per device the source,
