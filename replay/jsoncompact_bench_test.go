@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // exportBenchFile is the snapshot the export benchmarks write: the real

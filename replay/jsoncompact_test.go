@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/replay/safefile"
-	"github.com/npumon/npumon/testdata/fixture"
+	"github.com/npumon/npumon/internal/safefile"
+	"github.com/npumon/npumon/internal/testutil/fixture"
 )
 
 // compactInputs are the real fixtures and the generated variants (pool
