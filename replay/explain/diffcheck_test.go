@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/monitor/classify"
+	"github.com/npumon/npumon/replay"
 )
 
 func deviceOf(t *testing.T, path string, edit func(c *replay.Capture)) *Device {
