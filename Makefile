@@ -11,7 +11,7 @@ VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 
                  { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
                  echo "$(BASE_VERSION)")
 
-.PHONY: build run test test-unit test-e2e test-arm64 test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
+.PHONY: build run test test-unit test-rules test-e2e test-arm64 test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -20,10 +20,22 @@ build:
 run: build
 	./$(BIN) demo
 
-test: test-unit test-e2e test-arm64
+test: test-unit test-rules test-e2e test-arm64
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# The Prometheus rules and alerts (docs/prometheus): promtool checks the example config and the
+# rules it loads, runs the rules' unit tests, and the Go tests that parse the Grafana dashboard's
+# queries. Skipped with a note where promtool is missing, unless REQUIRE_PROMTOOL=1 (CI installs
+# it: Debian's prometheus package).
+test-rules:
+	@if command -v promtool >/dev/null 2>&1; then \
+	  promtool check config docs/prometheus/prometheus.yml && \
+	  promtool test rules docs/prometheus/npumon-rules.test.yml && \
+	  REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run '^(TestRules|TestDashboard|TestMetricNames)' ./monitor/metrics/; \
+	elif [ "$(REQUIRE_PROMTOOL)" = 1 ]; then echo "test-rules: promtool not found"; exit 1; \
+	else echo "test-rules: skipped, no promtool (apt-get install prometheus)"; fi
 
 # End-to-end tests drive the real binary (tmux, sockets); they carry the e2e build tag.
 test-e2e: build
