@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,7 +84,8 @@ func sampleValue(t *testing.T, s promSample) float64 {
 // TestPrometheusScrapesSim: a real Prometheus server scrapes `npumon sim
 // --metrics`; once the job has ended, the reserved bytes Prometheus stored
 // equal the reserved bytes the sim reports, with the sim's pid and device
-// as labels. promtool accepts the endpoint's output.
+// as labels. promtool accepts the endpoint's output, and the rules of
+// docs/prometheus, loaded by the server, record from its series.
 func TestPrometheusScrapesSim(t *testing.T) {
 	promBin := needTool(t, "prometheus", "prometheus")
 	promtool := needTool(t, "promtool", "prometheus")
@@ -99,8 +101,13 @@ func TestPrometheusScrapesSim(t *testing.T) {
 	endpoint := m[1]
 	target := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/metrics")
 
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"+
-		"  - job_name: npumon-e2e\n    static_configs:\n      - targets: ['%s']\n", target)
+	rules, err := filepath.Abs("../docs/prometheus/npumon-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"+
+		"rule_files: ['%s']\nscrape_configs:\n"+
+		"  - job_name: npumon-e2e\n    static_configs:\n      - targets: ['%s']\n", rules, target)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -142,6 +149,22 @@ func TestPrometheusScrapesSim(t *testing.T) {
 	}
 	if up := promQuery(t, base, `up{job="npumon-e2e"}`); len(up) != 1 || sampleValue(t, up[0]) != 1 {
 		t.Fatalf("up: %v", up)
+	}
+
+	// docs/prometheus's rules, loaded by the server, record from the real series
+	deadline = time.Now().Add(waitLimit)
+	for {
+		rec := promQuery(t, base, `npumon:free_cache_fragmentation:ratio{job="npumon-e2e",source="sim"}`)
+		if len(rec) == 1 {
+			if v := sampleValue(t, rec[0]); v < 0 || v > 1 {
+				t.Fatalf("npumon:free_cache_fragmentation:ratio %v, want 0…1", v)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rules recorded no npumon:free_cache_fragmentation:ratio (last answer %v); prometheus stderr:\n%s", rec, prom.stderr())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// the endpoint's own text passes promtool's lint
@@ -296,11 +319,14 @@ func TestExporterDistinctSources(t *testing.T) {
 		}
 	}
 
-	dup := exec.Command(bin, "exporter", "--metrics", "127.0.0.1:0", dirA, dirB, dirA+"/")
+	// refused at start: an exporter that serves instead is stopped after waitLimit
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	dup := exec.CommandContext(ctx, bin, "exporter", "--metrics", "127.0.0.1:0", dirA, dirB, dirA+"/")
 	var stderr strings.Builder
 	dup.Stderr = &stderr
-	if err := dup.Run(); err == nil {
-		t.Fatalf("exporter %s %s %s/: exit 0, want an error", dirA, dirB, dirA)
+	if err := dup.Run(); err == nil || ctx.Err() != nil {
+		t.Fatalf("exporter %s %s %s/: %v after %v, want it refused at start", dirA, dirB, dirA, err, waitLimit)
 	}
 	wantErr := fmt.Sprintf("sources %s and %s/ are the same (their series would have the same labels, source=%q): give it once", dirA, dirA, dirA)
 	if got := strings.TrimSpace(stderr.String()); !strings.Contains(got, wantErr) || strings.Count(got, "\n") > 0 {
