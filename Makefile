@@ -24,7 +24,7 @@ LDFLAGS     := $(strip -X main.version=$(VERSION) $(if $(COMMIT),-X main.commit=
 DIST        ?= dist
 DIST_ARCHES ?= amd64 arm64
 
-.PHONY: build dist run test test-unit test-e2e test-arm64 test-dist test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
+.PHONY: build dist run test test-unit test-rules test-e2e test-arm64 test-dist test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/npumon
@@ -41,10 +41,22 @@ dist:
 run: build
 	./$(BIN) demo
 
-test: test-unit test-e2e test-arm64 test-dist test-python
+test: test-unit test-rules test-e2e test-arm64 test-dist test-python
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# The Prometheus rules and alerts (docs/prometheus): promtool checks the example config and the
+# rules it loads, runs the rules' unit tests, and the Go tests that parse the Grafana dashboard's
+# queries. Skipped with a note where promtool is missing, unless REQUIRE_PROMTOOL=1 (CI installs
+# it: Debian's prometheus package).
+test-rules:
+	@if command -v promtool >/dev/null 2>&1; then \
+	  promtool check config docs/prometheus/prometheus.yml && \
+	  promtool test rules docs/prometheus/npumon-rules.test.yml && \
+	  REQUIRE_PROMTOOL=1 $(GO) test -count=1 -run '^(TestRules|TestDashboard|TestMetricNames)' ./monitor/metrics/; \
+	elif [ "$(REQUIRE_PROMTOOL)" = 1 ]; then echo "test-rules: promtool not found"; exit 1; \
+	else echo "test-rules: skipped, no promtool (apt-get install prometheus)"; fi
 
 # End-to-end tests drive the real binary (tmux, sockets); they carry the e2e build tag.
 test-e2e: build

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -83,7 +84,8 @@ func sampleValue(t *testing.T, s promSample) float64 {
 // TestPrometheusScrapesSim: a real Prometheus server scrapes `npumon sim
 // --metrics`; once the job has ended, the reserved bytes Prometheus stored
 // equal the reserved bytes the sim reports, with the sim's pid and device
-// as labels. promtool accepts the endpoint's output.
+// as labels. promtool accepts the endpoint's output, and the rules of
+// docs/prometheus, loaded by the server, record from its series.
 func TestPrometheusScrapesSim(t *testing.T) {
 	promBin := needTool(t, "prometheus", "prometheus")
 	promtool := needTool(t, "promtool", "prometheus")
@@ -99,8 +101,13 @@ func TestPrometheusScrapesSim(t *testing.T) {
 	endpoint := m[1]
 	target := strings.TrimSuffix(strings.TrimPrefix(endpoint, "http://"), "/metrics")
 
-	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"+
-		"  - job_name: npumon-e2e\n    static_configs:\n      - targets: ['%s']\n", target)
+	rules, err := filepath.Abs("../docs/prometheus/npumon-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"+
+		"rule_files: ['%s']\nscrape_configs:\n"+
+		"  - job_name: npumon-e2e\n    static_configs:\n      - targets: ['%s']\n", rules, target)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -137,11 +144,27 @@ func TestPrometheusScrapesSim(t *testing.T) {
 	if got := sampleValue(t, res[0]); got != float64(want.ReservedBytes) || want.ReservedBytes == 0 {
 		t.Fatalf("Prometheus stored reserved bytes %v; sim reports %d", got, want.ReservedBytes)
 	}
-	if lb := res[0].Metric; lb["pid"] != pid || lb["id"] != "0" || lb["instance"] != target {
-		t.Fatalf("labels %v: want pid %s, id 0, instance %s", lb, pid, target)
+	if lb := res[0].Metric; lb["pid"] != pid || lb["id"] != "0" || lb["instance"] != target || lb["source"] != "sim" {
+		t.Fatalf("labels %v: want pid %s, id 0, instance %s, source sim", lb, pid, target)
 	}
 	if up := promQuery(t, base, `up{job="npumon-e2e"}`); len(up) != 1 || sampleValue(t, up[0]) != 1 {
 		t.Fatalf("up: %v", up)
+	}
+
+	// docs/prometheus's rules, loaded by the server, record from the real series
+	deadline = time.Now().Add(waitLimit)
+	for {
+		rec := promQuery(t, base, `npumon:free_cache_fragmentation:ratio{job="npumon-e2e",source="sim"}`)
+		if len(rec) == 1 {
+			if v := sampleValue(t, rec[0]); v < 0 || v > 1 {
+				t.Fatalf("npumon:free_cache_fragmentation:ratio %v, want 0…1", v)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rules recorded no npumon:free_cache_fragmentation:ratio (last answer %v); prometheus stderr:\n%s", rec, prom.stderr())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	// the endpoint's own text passes promtool's lint
@@ -206,9 +229,9 @@ func TestExporterSources(t *testing.T) {
 			endpoint = m[1]
 		}
 	}
-	wantLive := fmt.Sprintf(`npumon_reserved_bytes{id="0",pid="%s",rank=""} %v`, pid, float64(want.ReservedBytes))
+	wantLive := fmt.Sprintf(`npumon_reserved_bytes{id="0",pid="%s",rank="",source="unix:%s"} %v`, pid, sock, float64(want.ReservedBytes))
 	d := stats.Devices[0]
-	wantDir := fmt.Sprintf(`npumon_reserved_bytes{id="%d",pid="",rank=""} %v`, d.Device, float64(d.ReservedBytes))
+	wantDir := fmt.Sprintf(`npumon_reserved_bytes{id="%d",pid="",rank="",source="%s"} %v`, d.Device, capDir, float64(d.ReservedBytes))
 	deadline := time.Now().Add(waitLimit)
 	var body string
 	for {
@@ -246,10 +269,10 @@ func TestExporterRanks(t *testing.T) {
 		}
 	}
 	want := []string{
-		`npumon_reserved_bytes{id="0",pid="",rank="0"} 2.097152e+07`,
-		`npumon_reserved_bytes{id="1",pid="",rank="1"} 4.194304e+07`,
-		`npumon_reserved_bytes{id="2",pid="",rank="2"} 3.145728e+07`,
-		`npumon_ooms_total{id="1",pid="",rank="1"} 1`,
+		`npumon_reserved_bytes{id="0",pid="",rank="0",source="` + job + `"} 2.097152e+07`,
+		`npumon_reserved_bytes{id="1",pid="",rank="1",source="` + job + `"} 4.194304e+07`,
+		`npumon_reserved_bytes{id="2",pid="",rank="2",source="` + job + `"} 3.145728e+07`,
+		`npumon_ooms_total{id="1",pid="",rank="1",source="` + job + `"} 1`,
 	}
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -272,5 +295,70 @@ func TestExporterRanks(t *testing.T) {
 			t.Fatalf("/metrics never showed %s:\n%s", missing, b)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestExporterDistinctSources: two directories holding the same capture
+// give two sets of series, told apart by their source label (they once
+// had the same labels and one vanished from /metrics); one directory named
+// twice, under two spellings, is refused at start with one line naming both.
+func TestExporterDistinctSources(t *testing.T) {
+	bin := npumonBin(t)
+	dir := t.TempDir()
+	data, err := os.ReadFile(snapshotFixture(t, "cuda-2.0-flexgen-1.3b_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirA, dirB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, d := range []string{dirA, dirB} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "snapshot.pickle"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// refused at start: an exporter that serves instead is stopped after waitLimit
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	dup := exec.CommandContext(ctx, bin, "exporter", "--metrics", "127.0.0.1:0", dirA, dirB, dirA+"/")
+	var stderr strings.Builder
+	dup.Stderr = &stderr
+	if err := dup.Run(); err == nil || ctx.Err() != nil {
+		t.Fatalf("exporter %s %s %s/: %v after %v, want it refused at start", dirA, dirB, dirA, err, waitLimit)
+	}
+	wantErr := fmt.Sprintf("sources %s and %s/ are the same (their series would have the same labels, source=%q): give it once", dirA, dirA, dirA)
+	if got := strings.TrimSpace(stderr.String()); !strings.Contains(got, wantErr) || strings.Count(got, "\n") > 0 {
+		t.Fatalf("stderr %q, want one line with %q", got, wantErr)
+	}
+
+	exp := startProc(t, bin, "exporter", "--metrics", "127.0.0.1:0", dirA, dirB)
+	var endpoint string
+	for endpoint == "" {
+		if m := exporterRe.FindStringSubmatch(exp.line(waitLimit)); m != nil {
+			endpoint = m[1]
+		}
+	}
+	re := regexp.MustCompile(`(?m)^npumon_reserved_bytes\{id="0",pid="",rank="",source="([^"]*)"\} (\S+)$`)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		resp, err := http.Get(endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := map[string]string{}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			got[m[1]] = m[2]
+		}
+		if len(got) == 2 && got[dirA] != "" && got[dirA] == got[dirB] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never showed npumon_reserved_bytes for both %s and %s (got %v):\n%s\nstderr:\n%s", dirA, dirB, got, b, exp.stderr())
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

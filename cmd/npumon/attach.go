@@ -114,7 +114,7 @@ func newAttachCmd() *cobra.Command {
 				case <-time.After(clientExitWait):
 				}
 			}()
-			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon attach", clientTarget(store, client))
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon attach", clientTarget(store, client, a))
 			if err != nil {
 				return err
 			}
@@ -290,7 +290,9 @@ func attachRanks(out, errOut io.Writer, addrs []string, ascii bool, headless tim
 			name = "unix:" + filepath.Base(ad.Address)
 		}
 		rs = append(rs, rankview.Rank{Rank: i, Name: name, Store: store})
-		targets = append(targets, clientTarget(store, client))
+		t := clientTarget(store, client, ad)
+		t.Name = a
+		targets = append(targets, t)
 	}
 	stopMetrics, err := mf.start(errOut, "npumon attach", targets...)
 	if err != nil {

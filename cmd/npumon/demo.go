@@ -78,7 +78,7 @@ func newDemoCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon demo", metrics.Target{Store: st, Rank: -1,
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon demo", metrics.Target{Store: st, Rank: -1, Source: "demo",
 				PID: w.Config().PID, Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 			if err != nil {
 				detach()

@@ -69,7 +69,7 @@ func demoRanks(ctx context.Context, out, errOut io.Writer, base workload.Config,
 		}
 		defer detach()
 		rs = append(rs, rankview.Rank{Rank: r, Name: fmt.Sprintf("%s +%dL", cfg.Scenario, cfg.ExtraLayers), Store: st})
-		targets = append(targets, metrics.Target{Store: st, Rank: r, PID: w.Config().PID,
+		targets = append(targets, metrics.Target{Store: st, Rank: r, PID: w.Config().PID, Source: "demo",
 			Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 	}
 	stopMetrics, err := mf.start(errOut, "npumon demo", targets...)

@@ -41,6 +41,9 @@ func (m *metricsFlag) start(w io.Writer, prefix string, targets ...metrics.Targe
 }
 
 func serveMetrics(w io.Writer, prefix, addr string, targets ...metrics.Target) (stop func(), err error) {
+	if err := metrics.Distinct(targets); err != nil {
+		return nil, err
+	}
 	resolved, exposed, err := metrics.ListenAddr(addr)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--metrics: %w", err)}
@@ -71,9 +74,10 @@ func newExporterCmd() *cobra.Command {
 			"address (unix:/path, host:port, :port, tcp:host:port or a pid) or a directory where a job\n" +
 			"dumps snapshots — and serves their figures at http://ADDR/metrics for Prometheus until\n" +
 			"interrupted (docs/metrics.md). ADDR defaults to 127.0.0.1:9464; an address other hosts can\n" +
-			"reach is allowed and printed with a warning. Each SOURCE's series carry its pid when the\n" +
-			"source names one; a directory holding several ranks (docs/ranks.md) gives one set of\n" +
-			"series per rank, with its rank label.",
+			"reach is allowed and printed with a warning. Each SOURCE's series carry it as their source\n" +
+			"label (a directory's absolute path, a resolved address) and its pid when the source names\n" +
+			"one; a directory holding several ranks (docs/ranks.md) gives one set of series per rank,\n" +
+			"with its rank label. One source named twice (dumps and ./dumps/) is refused at start.",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("%q needs at least one SOURCE", c.CommandPath())}
@@ -132,18 +136,20 @@ func exporterSource(ctx context.Context, src string) ([]metrics.Target, func(), 
 		if err := wd.Start(ctx); err != nil {
 			return nil, nil, err
 		}
-		return []metrics.Target{{Store: store, Rank: -1}}, wd.Stop, nil
+		return []metrics.Target{{Store: store, Rank: -1, Source: dirSource(src), Name: src}}, wd.Stop, nil
 	}
-	network, addr, err := wire.ParseAddr(src, -1)
+	ad, err := wire.ResolveAddr(src, -1)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
 	store := store.New(store.Options{Retain: store.DefaultRetention}) // live: bounded
-	client := wire.NewClient(network, addr, store, wire.ClientOptions{})
+	client := wire.NewClient(ad.Network, ad.Address, store, wire.ClientOptions{})
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer crash.Recover(); client.Run(cctx); close(done) }()
-	return []metrics.Target{clientTarget(store, client)}, func() { cancel(); <-done }, nil
+	t := clientTarget(store, client, ad)
+	t.Name = src
+	return []metrics.Target{t}, func() { cancel(); <-done }, nil
 }
 
 // exporterRanks feeds one Store per rank of a job directory: a rank
@@ -177,7 +183,7 @@ func exporterRanks(ctx context.Context, dir string, members []jobdir.Member) ([]
 				}
 			}()
 		}
-		targets = append(targets, metrics.Target{Store: rs[i].Store, Rank: m.Rank})
+		targets = append(targets, metrics.Target{Store: rs[i].Store, Rank: m.Rank, Source: dirSource(dir), Name: dir})
 	}
 	return targets, func() {
 		cancel()
@@ -188,10 +194,30 @@ func exporterRanks(ctx context.Context, dir string, members []jobdir.Member) ([]
 	}, nil
 }
 
+// dirSource is a directory's source label: its absolute path, so that
+// one directory named twice (dumps, ./dumps/) is one label value.
+func dirSource(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		return abs
+	}
+	return filepath.Clean(dir)
+}
+
+// addrSource is a live address's source label: the resolved address
+// (network:address), a socket path made absolute; a pid names its
+// default socket, so the pid and that socket's path are one source.
+func addrSource(a wire.Addr) string {
+	if a.Network == "unix" {
+		return "unix:" + dirSource(a.Address)
+	}
+	return a.String()
+}
+
 // clientTarget is a live connection's metrics target: the producer's pid
-// from its handshake, the connection's received and missed counts.
-func clientTarget(store *store.Store, client *wire.Client) metrics.Target {
-	return metrics.Target{Store: store, Rank: -1,
+// from its handshake, the connection's received and missed counts, the
+// address as its source label.
+func clientTarget(store *store.Store, client *wire.Client, a wire.Addr) metrics.Target {
+	return metrics.Target{Store: store, Rank: -1, Source: addrSource(a), Name: a.String(),
 		PIDFun: func() int {
 			if h := client.Status().Hello; h != nil {
 				return h.PID

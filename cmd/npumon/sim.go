@@ -149,7 +149,7 @@ func simMetrics(mf *metricsFlag, out io.Writer, w *workload.Workload) (stop func
 	if err != nil {
 		return nil, err
 	}
-	stopMetrics, err := mf.start(out, "npumon sim", metrics.Target{Store: st, Rank: -1, PID: os.Getpid(),
+	stopMetrics, err := mf.start(out, "npumon sim", metrics.Target{Store: st, Rank: -1, PID: os.Getpid(), Source: "sim",
 		Allocator: func(int) *allocator.Allocator { return w.Allocator() }})
 	if err != nil {
 		detach()

@@ -86,7 +86,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer wd.Stop()
-			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon watch", metrics.Target{Store: store, Rank: -1})
+			stopMetrics, err := mf.start(c.ErrOrStderr(), "npumon watch", metrics.Target{Store: store, Rank: -1, Source: dirSource(dir), Name: dir})
 			if err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 			rs[i].Load, rs[i].Name = nil, filepath.Base(rdir)
 			sources[m.Rank] = wd
 		}
-		targets = append(targets, metrics.Target{Store: rs[i].Store, Rank: m.Rank})
+		targets = append(targets, metrics.Target{Store: rs[i].Store, Rank: m.Rank, Source: dirSource(dir), Name: dir})
 	}
 	stopMetrics, err := mf.start(errOut, "npumon watch", targets...)
 	if err != nil {

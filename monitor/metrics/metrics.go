@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -18,6 +19,14 @@ import (
 type Target struct {
 	// Store holds the process's devices; required.
 	Store *store.Store
+	// Source is the source label: the address or directory the figures
+	// come from, in a canonical form (an absolute path, a resolved
+	// address), so that one source named twice has one value. Targets of
+	// one Collector must differ in Source or Rank (Distinct).
+	Source string
+	// Name is the source as the user gave it, for messages; "" means
+	// Source.
+	Name string
 	// Rank is the distributed rank, -1 when unknown (the label is then "").
 	Rank int
 	// PID is the process id, or a func returning it (a live producer's
@@ -42,8 +51,46 @@ func (t *Target) pid() int {
 }
 
 // Labels every npumon metric carries. id is the device as the source
-// numbers it (npu-exporter's chip label of the same name).
-var labelNames = []string{"id", "rank", "pid"}
+// numbers it (npu-exporter's chip label of the same name); source tells
+// apart two sources whose devices, ranks and pids are the same.
+var labelNames = []string{"id", "rank", "pid", "source"}
+
+func (t *Target) name() string {
+	if t.Name != "" {
+		return t.Name
+	}
+	return t.Source
+}
+
+// Distinct reports targets whose series would have the same labels: the
+// same Source and Rank (a Store's devices are distinct, and the pid alone
+// cannot tell two targets apart, since it may be unknown). The Prometheus
+// registry would keep one of them and drop the other without a word.
+func Distinct(targets []Target) error {
+	type key struct {
+		source string
+		rank   int
+	}
+	seen := map[key]int{}
+	for i := range targets {
+		t := &targets[i]
+		rank := max(t.Rank, -1)
+		k := key{t.Source, rank}
+		if j, ok := seen[k]; ok {
+			o := &targets[j]
+			what := fmt.Sprintf("source=%q", t.Source)
+			if rank >= 0 {
+				what += fmt.Sprintf(" rank=%q", strconv.Itoa(rank))
+			}
+			if o.name() == t.name() {
+				return fmt.Errorf("source %s is given twice (its series would have the same labels, %s): give it once", t.name(), what)
+			}
+			return fmt.Errorf("sources %s and %s are the same (their series would have the same labels, %s): give it once", o.name(), t.name(), what)
+		}
+		seen[k] = i
+	}
+	return nil
+}
 
 // spec is one metric's name, help and type, for Describe and docs checks.
 type spec struct {
@@ -117,7 +164,9 @@ type Collector struct {
 	targets []Target
 }
 
-// New returns a Collector reading the targets at every scrape.
+// New returns a Collector reading the targets at every scrape. Targets
+// whose series collide (Distinct) must be refused before: a scrape would
+// drop all but one of them.
 func New(targets ...Target) *Collector {
 	return &Collector{targets: append([]Target(nil), targets...)}
 }
@@ -155,7 +204,7 @@ func (c *Collector) collect(t *Target, ch chan<- prometheus.Metric) {
 	devs := t.Store.Devices()
 	for _, dev := range devs {
 		s := t.Store.SummaryAtSeq(dev, t.Store.Len(dev))
-		lv := []string{strconv.Itoa(dev), rank, pid}
+		lv := []string{strconv.Itoa(dev), rank, pid, t.Source}
 		gauge := func(d *prometheus.Desc, v int64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), lv...)
 		}

@@ -29,9 +29,9 @@ func captureStore(t *testing.T) *store.Store {
 }
 
 // captureExposition is what one target holding capture.pickle exports,
-// with the rank and pid labels given.
-func captureExposition(rank, pid string) string {
-	l := `{id="0",pid="` + pid + `",rank="` + rank + `"}`
+// with the rank, pid and source labels given.
+func captureExposition(rank, pid, source string) string {
+	l := `{id="0",pid="` + pid + `",rank="` + rank + `",source="` + source + `"}`
 	return strings.NewReplacer("L", l).Replace(`
 npumon_active_bytes L 5.767168e+06
 npumon_allocated_bytes L 2.62144e+06
@@ -78,8 +78,8 @@ func withHeaders(samples string) string {
 }
 
 func TestCollectorCapture(t *testing.T) {
-	c := New(Target{Store: captureStore(t), Rank: 3, PID: 4242})
-	want := withHeaders(captureExposition("3", "4242"))
+	c := New(Target{Store: captureStore(t), Rank: 3, PID: 4242, Source: "/dumps/job"})
+	want := withHeaders(captureExposition("3", "4242", "/dumps/job"))
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +88,8 @@ func TestCollectorCapture(t *testing.T) {
 // An unknown rank or pid gives empty labels, so every series of a process
 // still has the same label set.
 func TestCollectorUnknownRankPID(t *testing.T) {
-	c := New(Target{Store: captureStore(t), Rank: -1})
-	want := withHeaders(captureExposition("", ""))
+	c := New(Target{Store: captureStore(t), Rank: -1, Source: "/dumps"})
+	want := withHeaders(captureExposition("", "", "/dumps"))
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "npumon_reserved_bytes", "npumon_segments"); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,8 @@ func TestCollectorRanks(t *testing.T) {
 	var targets []Target
 	var samples strings.Builder
 	for r := range 3 {
-		targets = append(targets, Target{Store: captureStore(t), Rank: r, PID: 100 + r})
-		samples.WriteString(captureExposition(string(rune('0'+r)), "10"+string(rune('0'+r))))
+		targets = append(targets, Target{Store: captureStore(t), Rank: r, PID: 100 + r, Source: "/job"})
+		samples.WriteString(captureExposition(string(rune('0'+r)), "10"+string(rune('0'+r)), "/job"))
 	}
 	c := New(targets...)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(withHeaders(samples.String()))); err != nil {
@@ -120,11 +120,11 @@ func TestCollectorRanks(t *testing.T) {
 
 // A live connection's counts replace the Store's.
 func TestCollectorReceived(t *testing.T) {
-	c := New(Target{Store: captureStore(t), Rank: -1, PIDFun: func() int { return 7 },
+	c := New(Target{Store: captureStore(t), Rank: -1, Source: "unix:/run/p.sock", PIDFun: func() int { return 7 },
 		Received: func() (uint64, uint64) { return 500, 12 }})
 	want := withHeaders(`
-npumon_trace_entries_received_total{id="0",pid="7",rank=""} 500
-npumon_trace_entries_missed_total{id="0",pid="7",rank=""} 12
+npumon_trace_entries_received_total{id="0",pid="7",rank="",source="unix:/run/p.sock"} 500
+npumon_trace_entries_missed_total{id="0",pid="7",rank="",source="unix:/run/p.sock"} 12
 `)
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"npumon_trace_entries_received_total", "npumon_trace_entries_missed_total"); err != nil {
@@ -168,16 +168,16 @@ func TestCollectorAllocator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach()
-	c := New(Target{Store: st, Rank: 0, PID: 1, Allocator: func(int) *allocator.Allocator { return a }})
+	c := New(Target{Store: st, Rank: 0, PID: 1, Source: "sim", Allocator: func(int) *allocator.Allocator { return a }})
 	want := withHeaders(`
-npumon_allocator_requested_bytes{id="0",pid="1",rank="0"} 1000
-npumon_allocator_allocated_bytes{id="0",pid="1",rank="0"} 1536
-npumon_allocator_active_bytes{id="0",pid="1",rank="0"} 1536
-npumon_allocator_reserved_bytes{id="0",pid="1",rank="0"} 2.097152e+06
-npumon_allocator_peak_requested_bytes{id="0",pid="1",rank="0"} 4000
-npumon_allocator_peak_reserved_bytes{id="0",pid="1",rank="0"} 2.097152e+06
-npumon_allocator_alloc_retries_total{id="0",pid="1",rank="0"} 1
-npumon_allocator_ooms_total{id="0",pid="1",rank="0"} 1
+npumon_allocator_requested_bytes{id="0",pid="1",rank="0",source="sim"} 1000
+npumon_allocator_allocated_bytes{id="0",pid="1",rank="0",source="sim"} 1536
+npumon_allocator_active_bytes{id="0",pid="1",rank="0",source="sim"} 1536
+npumon_allocator_reserved_bytes{id="0",pid="1",rank="0",source="sim"} 2.097152e+06
+npumon_allocator_peak_requested_bytes{id="0",pid="1",rank="0",source="sim"} 4000
+npumon_allocator_peak_reserved_bytes{id="0",pid="1",rank="0",source="sim"} 2.097152e+06
+npumon_allocator_alloc_retries_total{id="0",pid="1",rank="0",source="sim"} 1
+npumon_allocator_ooms_total{id="0",pid="1",rank="0",source="sim"} 1
 `)
 	var names []string
 	for _, s := range specs {
@@ -187,6 +187,64 @@ npumon_allocator_ooms_total{id="0",pid="1",rank="0"} 1
 	}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two directories holding the same capture: one set of series each, told
+// apart by the source label (the registry would otherwise keep one and
+// drop the other without a word).
+func TestCollectorSources(t *testing.T) {
+	c := New(Target{Store: captureStore(t), Rank: -1, Source: "/a"}, Target{Store: captureStore(t), Rank: -1, Source: "/b"})
+	want := withHeaders(captureExposition("", "", "/a") + captureExposition("", "", "/b"))
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := Registry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Targets whose series would have the same labels are refused, naming both
+// as the user gave them; the registry refuses them too.
+func TestDistinct(t *testing.T) {
+	st := captureStore(t)
+	for _, tc := range []struct {
+		name    string
+		targets []Target
+		err     string
+	}{
+		{name: "two dirs", targets: []Target{{Store: st, Rank: -1, Source: "/a"}, {Store: st, Rank: -1, Source: "/b"}}},
+		{name: "ranks of one job", targets: []Target{{Store: st, Rank: 0, Source: "/job"}, {Store: st, Rank: 1, Source: "/job"}}},
+		{name: "same dir, two spellings",
+			targets: []Target{{Store: st, Rank: -1, Source: "/x/a", Name: "a"}, {Store: st, Rank: -1, Source: "/x/b", Name: "b"},
+				{Store: st, Rank: -1, Source: "/x/a", Name: "./a/"}},
+			err: `sources a and ./a/ are the same (their series would have the same labels, source="/x/a"): give it once`},
+		{name: "same address twice",
+			targets: []Target{{Store: st, Rank: -1, Source: "tcp:h:1"}, {Store: st, Rank: -1, Source: "tcp:h:1"}},
+			err:     `source tcp:h:1 is given twice (its series would have the same labels, source="tcp:h:1"): give it once`},
+		{name: "same rank of one job",
+			targets: []Target{{Store: st, Rank: 2, Source: "/job", Name: "job"}, {Store: st, Rank: 2, Source: "/job", Name: "/job"}},
+			err:     `sources job and /job are the same (their series would have the same labels, source="/job" rank="2"): give it once`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Distinct(tc.targets)
+			if tc.err == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.err {
+				t.Fatalf("got %v\nwant %s", err, tc.err)
+			}
+			if _, err := Registry(New(tc.targets...)); err == nil {
+				t.Fatal("Registry: no error")
+			}
+		})
 	}
 }
 

@@ -14,8 +14,12 @@ import (
 )
 
 // Registry returns a registry holding only c: a scrape reads the Stores
-// and nothing else.
+// and nothing else. Targets whose series would collide are refused
+// (Distinct).
 func Registry(c *Collector) (*prometheus.Registry, error) {
+	if err := Distinct(c.targets); err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		return nil, err
