@@ -7,11 +7,6 @@ import (
 	"github.com/npumon/npumon/tui/timeline"
 )
 
-// categorySource gives the stacked category chart its columns.
-type categorySource interface {
-	CategorySeries(device int, t0, t1 int64, columns int) [][category.Count]int64
-}
-
 // catBands are the chart's bands, bottom first: what lives longest at the
 // bottom. Each has a letter, so the bands read without colour.
 var catBands = []struct {
@@ -25,7 +20,7 @@ var catBands = []struct {
 // toggleCategoryChart switches the timeline between the reserved, active
 // and allocated areas and the live bytes stacked by memory category.
 func (m *Model) toggleCategoryChart() {
-	if _, ok := m.o.Source.(categorySource); !ok || m.dev < 0 {
+	if m.dev < 0 {
 		m.statusErr = "the category chart needs a device trace"
 		return
 	}
@@ -45,8 +40,7 @@ func (m *Model) toggleCategoryChart() {
 // setCategoryStack gives the timeline its category bands (or none) for
 // the window's cols columns.
 func (m *Model) setCategoryStack(cols int) {
-	cs, ok := m.o.Source.(categorySource)
-	if !ok || !m.catChart || m.dev < 0 {
+	if !m.catChart || m.dev < 0 {
 		m.tl.SetStack(nil, nil)
 		return
 	}
@@ -61,7 +55,7 @@ func (m *Model) setCategoryStack(cols int) {
 	for k, b := range catBands {
 		layers[k] = timeline.Layer{Rune: b.r, Style: styles[b.c].Style}
 	}
-	series := cs.CategorySeries(m.dev, m.win0, m.win1, cols)
+	series := m.o.Source.CategorySeries(m.dev, m.win0, m.win1, cols)
 	stack := make([][]int64, len(series))
 	for i := range series {
 		stack[i] = make([]int64, len(catBands))

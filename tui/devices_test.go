@@ -83,7 +83,7 @@ var smallEnd = time.UnixMicro(t0 + 8*tStep)
 func withFeed(t testing.TB, info string, pid int) (Options, *testFeed) {
 	f := &testFeed{}
 	f.setAt(npuInfo(t, info), smallEnd)
-	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o := testOptions(storeOf(t, smallSnapshot(true), smallOps()))
 	o.Devices = f
 	o.ProducerPID = func() int { return pid }
 	return o, f
@@ -123,7 +123,7 @@ func TestDevicesViewProducer(t *testing.T) {
 // allocator's newest entry; a reading past the newest entry is not compared
 // until the entries reach it, and the last paired comparison stays.
 func TestDevicesPairing(t *testing.T) {
-	src := newFakeSource(smallSnapshot(true), smallOps())
+	src := storeOf(t, smallSnapshot(true), smallOps())
 	in := npuInfo(t, procsFixture) // pid 124528 holds 17400 MB
 	mine := int64(17400) * npusmi.MiB
 	at := func(us int64) npusmi.Sample { return npusmi.Sample{Seq: 1, Info: in, At: time.UnixMicro(us)} }
@@ -148,7 +148,7 @@ func TestDevicesPairing(t *testing.T) {
 	if p := pairSample(src, at(t0+tStep), 99); p.Found || p.Paired {
 		t.Errorf("another pid: %+v", p)
 	}
-	untimed := newFakeSource(smallSnapshot(false), nil)
+	untimed := storeOf(t, smallSnapshot(false), nil)
 	if p := pairSample(untimed, at(3), 124528); p.Paired {
 		t.Errorf("a capture without times paired: %+v", p)
 	}
@@ -350,7 +350,7 @@ func TestDevicesGolden(t *testing.T) {
 		{"80x24_devices_memusage_no_npusmi", func(t *testing.T) Options {
 			f := &testFeed{}
 			f.set(nil, errors.New(`npu-smi not found: exec: "npu-smi": executable file not found in $PATH`))
-			o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+			o := testOptions(storeOf(t, smallSnapshot(true), smallOps()))
 			o.Devices, o.MemUsage = f, memFiles(t)
 			return o
 		}, []string{"D"}, "total"},
@@ -431,7 +431,7 @@ func BenchmarkDevicesView(b *testing.B) {
 	}
 	f := &testFeed{}
 	f.set(&big, nil)
-	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o := testOptions(storeOf(b, smallSnapshot(true), smallOps()))
 	o.Devices, o.ProducerPID = f, func() int { return 1000 }
 	b.Run("baseline_main_view", func(b *testing.B) {
 		m := newSized(b, o, 120, 40)

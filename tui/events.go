@@ -23,8 +23,8 @@ func (m *Model) loadEvents() {
 		before, after = 4000, 4000
 	}
 	var evs []store.Event
-	if ss, ok := m.o.Source.(seqSource); ok && m.pos >= 0 {
-		evs = ss.EventsAroundSeq(m.dev, m.pos, before, after)
+	if m.pos >= 0 {
+		evs = m.o.Source.EventsAroundSeq(m.dev, m.pos, before, after)
 	} else {
 		evs = m.o.Source.EventsAround(m.dev, m.cursor, before, after)
 	}
@@ -52,7 +52,7 @@ func (m *Model) loadEvents() {
 func (m *Model) eventText(e *store.Event) string {
 	var sb strings.Builder
 	if m.base == store.TimeEpochUS {
-		if op, ok := opOf(m.o.Source, e); ok {
+		if op, ok := m.o.Source.OpOf(*e); ok {
 			sb.WriteString(op.Name)
 			sb.WriteByte('\n')
 		}
@@ -116,7 +116,7 @@ func (m *Model) eventLines(w, h int) []string {
 		}
 		op := ""
 		if m.base == store.TimeEpochUS {
-			if o, ok := opOf(m.o.Source, e); ok {
+			if o, ok := m.o.Source.OpOf(*e); ok {
 				op = o.Name
 			}
 		}

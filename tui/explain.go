@@ -12,7 +12,6 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
-	"github.com/npumon/npumon/replay/category"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -22,17 +21,6 @@ import (
 // (enter), the whole stack of a block, event, group or allocation (v), and
 // the OOM panel (o). Views stack: esc goes back one. Mark A (m) turns the
 // holders view into the change from the mark to the cursor.
-
-// holderSource is a Source that can list the live allocations at a
-// position (a *store.Store can).
-type holderSource interface {
-	LiveAtSeq(device int, n int64) []replay.Alloc
-	OpName(t int64) string
-	// Categories says what each allocation holds (its Born indexes it).
-	Categories(device int) *category.Table
-}
-
-var _ holderSource = (*store.Store)(nil)
 
 type viewKind int
 
@@ -100,13 +88,13 @@ func (m *Model) position() int64 {
 }
 
 func (m *Model) grouper() *explain.Grouper {
-	g := &explain.Grouper{By: m.x.by, Stack: m.o.Source.Stack}
-	hs, ok := m.o.Source.(holderSource)
-	if ok && m.base == store.TimeEpochUS {
-		g.OpOf = hs.OpName
+	src := m.o.Source
+	g := &explain.Grouper{By: m.x.by, Stack: src.Stack}
+	if m.base == store.TimeEpochUS {
+		g.OpOf = src.OpName
 	}
-	if ok && g.By == explain.ByCategory && m.dev >= 0 {
-		g.Category = explain.CategoryOf(hs.Categories(m.dev))
+	if g.By == explain.ByCategory && m.dev >= 0 {
+		g.Category = explain.CategoryOf(src.Categories(m.dev))
 	}
 	return g
 }
@@ -114,8 +102,7 @@ func (m *Model) grouper() *explain.Grouper {
 // refreshHolders recomputes the holders (and the change from mark A) at
 // the cursor when it moved.
 func (m *Model) refreshHolders(force bool) {
-	hs, ok := m.o.Source.(holderSource)
-	if !ok || m.dev < 0 {
+	if m.dev < 0 {
 		return
 	}
 	n := m.position()
@@ -124,7 +111,7 @@ func (m *Model) refreshHolders(force bool) {
 	}
 	x := &m.x
 	x.at, x.dev = n, m.dev
-	x.live = hs.LiveAtSeq(m.dev, n)
+	x.live = m.o.Source.LiveAtSeq(m.dev, n)
 	g := m.grouper()
 	x.active = 0
 	for i := range x.live {
@@ -139,9 +126,8 @@ func (m *Model) refreshHolders(force bool) {
 
 // setMark sets mark A at the cursor, or clears it when it is already there.
 func (m *Model) setMark() {
-	hs, ok := m.o.Source.(holderSource)
-	if !ok || m.dev < 0 {
-		m.statusErr = "marks need a Store source"
+	if m.dev < 0 {
+		m.statusErr = "marks need a device trace"
 		return
 	}
 	n := m.position()
@@ -151,7 +137,7 @@ func (m *Model) setMark() {
 		m.statusErr = "mark A cleared"
 	} else {
 		x.markN, x.markDev, x.markT = n, m.dev, m.cursor
-		x.markLv = hs.LiveAtSeq(m.dev, n)
+		x.markLv = m.o.Source.LiveAtSeq(m.dev, n)
 		m.statusErr = fmt.Sprintf("mark A set at %s: holders (h) show the change from it", posText(n))
 	}
 	m.refreshHolders(true)
@@ -159,7 +145,7 @@ func (m *Model) setMark() {
 
 // openHolders opens the holders view at the cursor.
 func (m *Model) openHolders() {
-	if _, ok := m.o.Source.(holderSource); !ok || m.dev < 0 {
+	if m.dev < 0 {
 		m.statusErr = "holders need a device trace"
 		return
 	}
@@ -248,21 +234,13 @@ func (m *Model) groupAllocs(key string) []replay.Alloc {
 	return nil
 }
 
-// prevSource can find the last entry of an action before a cursor (a
-// *store.Store can).
-type prevSource interface {
-	Prev(device int, cursor int64, action snapshot.Action) (int64, bool)
-}
-
 // openOOM moves to the next oom entry after the cursor and opens its panel;
 // past the last one (a live view following the newest entry), to the last.
 func (m *Model) openOOM() {
 	src := m.o.Source
 	c, ok := src.Next(m.dev, m.cursor, snapshot.ActionOOM)
 	if !ok && !m.x.open() {
-		if ps, isPrev := src.(prevSource); isPrev {
-			c, ok = ps.Prev(m.dev, m.cursor+1, snapshot.ActionOOM)
-		}
+		c, ok = src.Prev(m.dev, m.cursor+1, snapshot.ActionOOM)
 	}
 	if !ok {
 		m.statusErr = "no OOM after the cursor"
@@ -283,10 +261,8 @@ func (m *Model) openOOM() {
 	if e == nil {
 		return
 	}
-	if _, ok := src.(seqSource); ok {
-		m.pos = e.Seq + 1 // stand right after the oom entry
-		m.refreshCursor()
-	}
+	m.pos = e.Seq + 1 // stand right after the oom entry
+	m.refreshCursor()
 	m.x.views = []xview{{kind: viewOOM, oom: m.oomFacts(e)}}
 }
 
@@ -294,12 +270,7 @@ func (m *Model) openOOM() {
 func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	src := m.o.Source
 	f := &oomFacts{seq: e.Seq, time: e.Time, requested: e.Size, free: e.DeviceFree, frames: src.Stack(e.Frames)}
-	var st store.State
-	if ss, ok := src.(seqSource); ok {
-		st = ss.StateAtSeq(m.dev, e.Seq+1)
-	} else {
-		st = src.StateAt(m.dev, e.Time)
-	}
+	st := src.StateAtSeq(m.dev, e.Seq+1)
 	fig := explain.StateFigures(st.Segments)
 	f.fig = fig
 	f.verdict = fig.Verdict(f.requested, f.free)
@@ -315,17 +286,13 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 		}
 	}
 	if m.base == store.TimeEpochUS {
-		if op, ok := opOf(src, e); ok {
+		if op, ok := src.OpOf(*e); ok {
 			f.op = op.Name
 		}
 	}
-	if hs, ok := src.(holderSource); ok {
-		live := hs.LiveAtSeq(m.dev, e.Seq+1)
-		g := m.grouper()
-		f.top = g.Group(live, 0)
-		if len(f.top) > 5 {
-			f.top = f.top[:5]
-		}
+	f.top = m.grouper().Group(src.LiveAtSeq(m.dev, e.Seq+1), 0)
+	if len(f.top) > 5 {
+		f.top = f.top[:5]
 	}
 	return f
 }

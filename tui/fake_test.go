@@ -1,28 +1,32 @@
 package tui
 
 import (
+	"slices"
 	"sort"
-	"sync"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/category"
+	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/replay/tiling"
 )
 
-// fakeSource is a deliberately naive Source for UI tests: every query
-// recomputes from the replay.Timeline (O(n)), which is fine for small
-// snapshots and independent of store.Store's indexing.
+// fakeSource is a deliberately naive Source, the oracle TestStoreAndFakeAgree
+// sets the Store against: every query recomputes from the replay.Timeline
+// (O(n)), which is fine for small snapshots and independent of
+// store.Store's indexing. Other UI tests use a real Store (storeOf).
 type fakeSource struct {
-	mu      sync.Mutex
-	snap    *snapshot.Snapshot
-	tls     map[int]*replay.Timeline
-	ops     []store.Op
-	version uint64
+	snap *snapshot.Snapshot
+	tls  map[int]*replay.Timeline
+	ops  []store.Op
 }
 
+var _ Source = (*fakeSource)(nil)
+
 func newFakeSource(s *snapshot.Snapshot, ops []store.Op) *fakeSource {
-	f := &fakeSource{snap: s, tls: map[int]*replay.Timeline{}, ops: ops, version: 1}
+	f := &fakeSource{snap: s, tls: map[int]*replay.Timeline{}, ops: ops}
 	for _, d := range s.Devices() {
 		tl, err := replay.NewTimeline(s, d)
 		if err != nil {
@@ -33,7 +37,7 @@ func newFakeSource(s *snapshot.Snapshot, ops []store.Op) *fakeSource {
 	return f
 }
 
-func (f *fakeSource) Version() uint64 { f.mu.Lock(); defer f.mu.Unlock(); return f.version }
+func (f *fakeSource) Version() uint64 { return 1 }
 func (f *fakeSource) Devices() []int  { return f.snap.Devices() }
 func (f *fakeSource) timed(d int) bool {
 	for _, e := range f.tls[d].Entries {
@@ -72,8 +76,30 @@ func (f *fakeSource) applied(d int, cursor int64) int {
 	return sort.Search(n, func(i int) bool { return f.timeOf(d, i) > cursor })
 }
 
+// clamp keeps a position inside device d's log.
+func (f *fakeSource) clamp(d int, n int64) int { return int(min(max(n, 0), f.Len(d))) }
+
+// cursorOf is the time cursor of position a: the time of its last applied
+// entry, or just before the first.
+func (f *fakeSource) cursorOf(d, a int) int64 {
+	if a <= 0 {
+		first, _ := f.Bounds(d)
+		return first - 1
+	}
+	return f.timeOf(d, a-1)
+}
+
 func (f *fakeSource) StateAt(d int, cursor int64) store.State {
-	a := f.applied(d, cursor)
+	return f.stateAfter(d, f.applied(d, cursor), cursor)
+}
+
+func (f *fakeSource) StateAtSeq(d int, n int64) store.State {
+	a := f.clamp(d, n)
+	return f.stateAfter(d, a, f.cursorOf(d, a))
+}
+
+// stateAfter is the segment map after the first a entries.
+func (f *fakeSource) stateAfter(d, a int, cursor int64) store.State {
 	segs := f.tls[d].StateAfter(a - 1)
 	st := store.State{Device: d, Cursor: cursor, Applied: int64(a), Segments: segs}
 	for _, s := range segs {
@@ -123,20 +149,17 @@ func (f *fakeSource) event(d, i int) store.Event {
 }
 
 func (f *fakeSource) EventsAround(d int, cursor int64, before, after int) []store.Event {
-	a := f.applied(d, cursor)
+	return f.eventsAround(d, f.applied(d, cursor), before, after)
+}
+
+func (f *fakeSource) EventsAroundSeq(d int, n int64, before, after int) []store.Event {
+	return f.eventsAround(d, f.clamp(d, n), before, after)
+}
+
+func (f *fakeSource) eventsAround(d, a, before, after int) []store.Event {
 	var out []store.Event
 	for i := max(0, a-before); i < min(len(f.tls[d].Entries), a+after); i++ {
 		out = append(out, f.event(d, i))
-	}
-	return out
-}
-
-func (f *fakeSource) Ops(t0, t1 int64) []store.Op {
-	var out []store.Op
-	for _, o := range f.ops {
-		if o.EndUS > t0 && o.StartUS < t1 {
-			out = append(out, o)
-		}
 	}
 	return out
 }
@@ -153,7 +176,16 @@ func (f *fakeSource) OpAt(t int64) (store.Op, bool) {
 }
 
 func (f *fakeSource) Summary(d int, cursor int64) store.Summary {
-	a := f.applied(d, cursor)
+	return f.summaryAfter(d, f.applied(d, cursor), cursor)
+}
+
+func (f *fakeSource) SummaryAtSeq(d int, n int64) store.Summary {
+	a := f.clamp(d, n)
+	return f.summaryAfter(d, a, f.cursorOf(d, a))
+}
+
+// summaryAfter describes device d after its first a entries.
+func (f *fakeSource) summaryAfter(d, a int, cursor int64) store.Summary {
 	first, last := f.Bounds(d)
 	s := store.Summary{Device: d, TimeBase: f.TimeBase(d), Cursor: cursor, Applied: int64(a),
 		Entries: f.Len(d), FirstTime: first, LastTime: last}
@@ -168,7 +200,7 @@ func (f *fakeSource) Summary(d int, cursor int64) store.Summary {
 			s.OOMs++
 		}
 	}
-	st := f.StateAt(d, cursor)
+	st := f.stateAfter(d, a, cursor)
 	s.Segments = len(st.Segments)
 	for _, seg := range st.Segments {
 		for _, b := range seg.Blocks {
@@ -192,6 +224,15 @@ func (f *fakeSource) Next(d int, cursor int64, act snapshot.Action) (int64, bool
 	for i, e := range f.tls[d].Entries {
 		if e.Action == act && f.timeOf(d, i) > cursor {
 			return f.timeOf(d, i), true
+		}
+	}
+	return 0, false
+}
+
+func (f *fakeSource) Prev(d int, cursor int64, act snapshot.Action) (int64, bool) {
+	for i := len(f.tls[d].Entries) - 1; i >= 0; i-- {
+		if t := f.timeOf(d, i); f.tls[d].Entries[i].Action == act && t < cursor {
+			return t, true
 		}
 	}
 	return 0, false
@@ -223,3 +264,64 @@ func (f *fakeSource) Peak(d int) (int64, int64) {
 	}
 	return bc, bv
 }
+
+// Streams lists the streams of d's trace in order of first appearance.
+func (f *fakeSource) Streams(d int) []uint64 {
+	var out []uint64
+	for _, e := range f.tls[d].Entries {
+		if !slices.Contains(out, e.Stream) {
+			out = append(out, e.Stream)
+		}
+	}
+	return out
+}
+
+// Retained: the fake keeps everything.
+func (f *fakeSource) Retained(int) store.RetainInfo { return store.RetainInfo{} }
+
+// Gaps: the fake's entries come from a file; none were dropped.
+func (f *fakeSource) Gaps(int) []store.GapRecord { return nil }
+
+// LiveAtSeq replays the trace forward from its start (explain.LiveAfter).
+func (f *fakeSource) LiveAtSeq(d int, n int64) []replay.Alloc {
+	return explain.LiveAfter(f.tls[d], f.clamp(d, n)-1)
+}
+
+func (f *fakeSource) Categories(d int) *category.Table {
+	tl := f.tls[d]
+	var start []category.Start
+	for _, s := range tl.Start() {
+		start = append(start, category.Start{Addr: s.Block.Address, Frames: tiling.BlockFrames(&s.Block)})
+	}
+	return category.Classify(tl.Entries, start, f.snap.Stack)
+}
+
+// CategorySeries sums the live allocations after each column's last entry
+// by category.
+func (f *fakeSource) CategorySeries(d int, t0, t1 int64, cols int) [][category.Count]int64 {
+	if cols <= 0 || t1 <= t0 {
+		return nil
+	}
+	cats := f.Categories(d)
+	out := make([][category.Count]int64, cols)
+	for c := range out {
+		c1 := t0 + (t1-t0)*int64(c+1)/int64(cols)
+		for _, a := range f.LiveAtSeq(d, int64(f.applied(d, c1-1))) {
+			out[c][cats.Of(a.Born, a.Addr)] += a.Size
+		}
+	}
+	return out
+}
+
+// OpsSince hands out the whole op list every time (it never changes).
+func (f *fakeSource) OpsSince(uint64) ([]store.Op, int, uint64) {
+	return slices.Clone(f.ops), 0, 1
+}
+
+func (f *fakeSource) OpName(t int64) string {
+	op, _ := f.OpAt(t)
+	return op.Name
+}
+
+// OpOf attributes an entry by its time (the fake's traces have exact times).
+func (f *fakeSource) OpOf(e store.Event) (store.Op, bool) { return f.OpAt(e.Time) }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestRunHeadlessPlays(t *testing.T) {
-	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o := testOptions(storeOf(t, smallSnapshot(true), smallOps()))
 	o.Now = time.Now
 	o.Play = true
 	o.Speed = 1024 // 9 ms of trace in well under the run
@@ -32,7 +32,7 @@ func TestRunHeadlessPlays(t *testing.T) {
 }
 
 func TestRunHeadlessLoadError(t *testing.T) {
-	o := testOptions(newFakeSource(smallSnapshot(true), nil))
+	o := testOptions(storeOf(t, smallSnapshot(true), nil))
 	o.Load = func(context.Context, func(Progress)) error { return errors.New("bad.pickle: offset 3: truncated") }
 	if _, err := RunHeadless(context.Background(), o, time.Second); err == nil || err.Error() != "bad.pickle: offset 3: truncated" {
 		t.Fatalf("err %v", err)

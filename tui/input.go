@@ -231,10 +231,7 @@ func (m *Model) switchDevice() {
 	m.dev = m.devices[(i+1)%len(m.devices)]
 	m.readBounds()
 	m.zoomed = false
-	m.streams.reset(nil)
-	if ss, ok := m.o.Source.(streamSource); ok {
-		m.streams.reset(ss.Streams(m.dev))
-	}
+	m.streams.reset(m.o.Source.Streams(m.dev))
 	c, ok := m.devCursor[m.dev]
 	switch {
 	case m.o.Live && m.follow || !ok && !m.o.Live:
@@ -255,21 +252,14 @@ func (m *Model) switchDevice() {
 // matches the filter, searching the whole log from the cursor outwards.
 func (m *Model) jumpMatch(d int) {
 	src := m.o.Source
-	ss, seq := src.(seqSource)
 	const chunk = 4096
-	n, t := m.sum.Applied, m.cursor // entries applied; the one at the cursor is n−1
+	n := m.sum.Applied // entries applied; the one at the cursor is n−1
 	for {
 		var evs []store.Event
-		switch {
-		case d > 0 && seq:
-			evs = ss.EventsAroundSeq(m.dev, n, 0, chunk)
-		case d > 0:
-			evs = src.EventsAround(m.dev, t, 0, chunk)
-		case seq:
-			evs = ss.EventsAroundSeq(m.dev, n-1, chunk, 0) // ends with entry n−2
-		default:
-			evs = src.EventsAround(m.dev, t, chunk, 0)
-			evs = slices.DeleteFunc(evs, func(e store.Event) bool { return e.Seq >= n-1 })
+		if d > 0 {
+			evs = src.EventsAroundSeq(m.dev, n, 0, chunk)
+		} else {
+			evs = src.EventsAroundSeq(m.dev, n-1, chunk, 0) // ends with entry n−2
 		}
 		if len(evs) == 0 {
 			m.statusErr = "no more entries match the filter"
@@ -283,23 +273,14 @@ func (m *Model) jumpMatch(d int) {
 			if !m.flt.matchEvent(e, &m.streams, func() string { return m.eventText(e) }) {
 				continue
 			}
-			if seq {
-				m.pos = e.Seq + 1
-				if m.o.Live && m.pos < m.n {
-					m.follow = false
-				}
-				m.refreshCursor()
-			} else {
-				m.setCursor(e.Time)
+			m.pos = e.Seq + 1
+			if m.o.Live && m.pos < m.n {
+				m.follow = false
 			}
+			m.refreshCursor()
 			return
 		}
-		e := evs[len(evs)-1] // the farthest examined
-		if d > 0 {
-			n, t = e.Seq+1, e.Time
-		} else {
-			n, t = e.Seq+1, e.Time-1
-		}
+		n = evs[len(evs)-1].Seq + 1 // past the farthest examined
 	}
 }
 

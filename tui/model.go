@@ -98,7 +98,7 @@ type Model struct {
 	hasData   bool
 	ops       []store.Op   // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
-	opsVer    uint64       // the Source's op version m.ops holds (opsSince)
+	opsVer    uint64       // the Source's op version m.ops holds (Source.OpsSince)
 	steps     []int        // indices of the step ops (IsStep) in m.ops
 	conn      wire.ConnState
 	connNote  string
@@ -108,7 +108,7 @@ type Model struct {
 
 	// cursor and playback
 	cursor   int64
-	pos      int64 // entries applied when the cursor was set by event stepping (seqSource); -1: all entries at cursor's time
+	pos      int64 // entries applied when the cursor was set by position (event stepping, Source.StateAtSeq); -1: all entries at cursor's time
 	follow   bool  // live: cursor tracks the newest entry
 	playing  bool
 	speed    float64
@@ -378,8 +378,8 @@ func (m *Model) refreshData() {
 		m.dev = m.devices[0]
 	}
 	wasData := m.hasData
-	if ss, ok := src.(streamSource); ok && m.dev >= 0 {
-		m.streams.reset(ss.Streams(m.dev))
+	if m.dev >= 0 {
+		m.streams.reset(src.Streams(m.dev))
 	}
 	m.seg.Stream = m.streams.describe
 	m.readBounds()
@@ -435,11 +435,8 @@ func (m *Model) readBounds() {
 	m.base = src.TimeBase(m.dev)
 	m.first, m.last = src.Bounds(m.dev)
 	m.n = src.Len(m.dev)
-	m.thinned, m.detail = 0, 0
-	if rs, ok := src.(retainSource); ok {
-		ri := rs.Retained(m.dev)
-		m.thinned, m.detail = ri.Thinned, ri.DetailFrom
-	}
+	ri := src.Retained(m.dev)
+	m.thinned, m.detail = ri.Thinned, ri.DetailFrom
 }
 
 // clampCursor keeps c in [first−1, last]; first−1 is the initial state.
@@ -468,12 +465,12 @@ func (m *Model) setCursor(c int64) {
 	m.refreshCursor()
 }
 
-// stepEvent moves the cursor to the previous (d < 0) or next entry. With
-// a seqSource it steps one entry even inside a microsecond; otherwise to
-// the previous or next time that has an entry.
+// stepEvent moves the cursor to the previous (d < 0) or next entry, one
+// entry at a time even inside a microsecond. Without entries (ops only, or
+// an empty log) it moves to the previous or next time that has one.
 func (m *Model) stepEvent(d int) {
 	src := m.o.Source
-	if _, ok := src.(seqSource); ok && m.dev >= 0 && m.n > 0 {
+	if m.dev >= 0 && m.n > 0 {
 		n := m.sum.Applied + int64(d)
 		if n < m.thinned {
 			m.statusErr = "detail before " + m.timeFmt().clock(m.detail) + " was thinned (--retain)"
@@ -565,12 +562,11 @@ func (m *Model) refreshCursor() {
 		return
 	}
 	src := m.o.Source
-	if ss, ok := src.(seqSource); ok && m.pos >= 0 {
-		m.sum = ss.SummaryAtSeq(m.dev, m.pos)
+	if m.pos >= 0 {
+		m.sum = src.SummaryAtSeq(m.dev, m.pos)
 		m.cursor = m.sum.Cursor
-		m.seg.SetState(ss.StateAtSeq(m.dev, m.pos))
+		m.seg.SetState(src.StateAtSeq(m.dev, m.pos))
 	} else {
-		m.pos = -1
 		m.sum = src.Summary(m.dev, m.cursor)
 		m.seg.SetState(src.StateAt(m.dev, m.cursor))
 	}
@@ -581,9 +577,9 @@ func (m *Model) refreshCursor() {
 		// Standing right after an entry whose time is only an interval
 		// (a recovered trace's oom), the header names that entry's op, as
 		// explain does (oprange.Interval).
-		if ss, ok := src.(seqSource); ok && m.pos > 0 {
-			if evs := ss.EventsAroundSeq(m.dev, m.pos, 1, 0); len(evs) == 1 && evs[0].Interval {
-				m.opAt, m.hasOpAt = opOf(src, &evs[0])
+		if m.pos > 0 {
+			if evs := src.EventsAroundSeq(m.dev, m.pos, 1, 0); len(evs) == 1 && evs[0].Interval {
+				m.opAt, m.hasOpAt = src.OpOf(evs[0])
 			}
 		}
 	}

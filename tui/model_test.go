@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 )
 
 func small(t testing.TB, w, h int) *Model {
-	return newSized(t, testOptions(newFakeSource(smallSnapshot(true), smallOps())), w, h)
+	return newSized(t, testOptions(storeOf(t, smallSnapshot(true), smallOps())), w, h)
 }
 
 func isQuit(cmd tea.Cmd) bool {
@@ -111,7 +112,7 @@ func TestStepThroughEvents(t *testing.T) {
 
 func TestPlayback(t *testing.T) {
 	c := &clock{t: fixedNow}
-	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o := testOptions(storeOf(t, smallSnapshot(true), smallOps()))
 	o.Now = c.Now
 	m := newSized(t, o, 120, 40)
 	press(m, "g", "space")
@@ -144,7 +145,7 @@ func TestPlayback(t *testing.T) {
 }
 
 func TestSequenceBase(t *testing.T) {
-	m := newSized(t, testOptions(newFakeSource(smallSnapshot(false), nil)), 120, 40)
+	m := newSized(t, testOptions(storeOf(t, smallSnapshot(false), nil)), 120, 40)
 	v := m.View()
 	if !strings.Contains(v, "no timestamps in this file") || !strings.Contains(v, "#8") {
 		t.Fatalf("sequence base not shown:\n%s", v)
@@ -359,26 +360,32 @@ func TestRelText(t *testing.T) {
 	}
 }
 
-// liveSource is a fakeSource whose entries appear over time.
+// liveSource is a Store fed the small capture's entries over time, as a
+// live producer feeds one (Store.Append).
 type liveSource struct {
-	*fakeSource
+	*store.Store
+	snap *snapshot.Snapshot
 	full []snapshot.TraceEntry
+	sent int
 }
 
+func newLiveSource() *liveSource {
+	snap := smallSnapshot(true)
+	return &liveSource{Store: store.New(store.Options{}), snap: snap, full: snap.DeviceTraces[0]}
+}
+
+// grow appends the entries up to the first n.
 func (l *liveSource) grow(n int) {
-	l.mu.Lock()
-	l.snap.DeviceTraces[0] = l.full[:n]
-	l.version++
-	l.mu.Unlock()
-	tl := l.tls[0]
-	tl.Entries = l.full[:n]
+	es := slices.Clone(l.full[l.sent:n])
+	for i := range es {
+		es[i].Frames = l.InternStack(l.snap.Stack(es[i].Frames))
+	}
+	l.Append(0, es)
+	l.sent = n
 }
 
 func TestLiveFollowPauseAndConnState(t *testing.T) {
-	snap := smallSnapshot(true)
-	full := snap.DeviceTraces[0]
-	f := newFakeSource(snap, nil)
-	ls := &liveSource{fakeSource: f, full: full}
+	ls := newLiveSource()
 	ls.grow(5)
 	o := testOptions(ls)
 	o.Live = true
@@ -413,7 +420,7 @@ func TestLiveFollowPauseAndConnState(t *testing.T) {
 }
 
 func TestLoadingAnswersKeys(t *testing.T) {
-	src := newFakeSource(smallSnapshot(true), nil)
+	src := storeOf(t, smallSnapshot(true), nil)
 	o := testOptions(src)
 	started := make(chan struct{})
 	o.Load = func(ctx context.Context, report func(Progress)) error {
@@ -454,7 +461,7 @@ func TestLoadingAnswersKeys(t *testing.T) {
 }
 
 func TestLoadErrorShown(t *testing.T) {
-	o := testOptions(newFakeSource(smallSnapshot(true), nil))
+	o := testOptions(storeOf(t, smallSnapshot(true), nil))
 	o.Load = func(context.Context, func(Progress)) error { return errors.New("x.pickle: offset 12: truncated") }
 	m := New(o)
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
@@ -484,7 +491,7 @@ func TestViewIsCachedUntilSomethingChanges(t *testing.T) {
 }
 
 func TestASCIIModeIsPureASCII(t *testing.T) {
-	o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+	o := testOptions(storeOf(t, smallSnapshot(true), smallOps()))
 	o.ASCII = true
 	m := newSized(t, o, 120, 40)
 	for _, keys := range [][]string{{}, {"2", "enter", "down"}, {"?"}, {"esc", "r"}} {
@@ -615,7 +622,7 @@ func TestFilterStream(t *testing.T) {
 // stay on screen at every width.
 func TestHeaderKeepsStateAndTime(t *testing.T) {
 	for _, w := range []int{80, 100, 120, 160} {
-		o := testOptions(newFakeSource(smallSnapshot(true), smallOps()))
+		o := testOptions(storeOf(t, smallSnapshot(true), smallOps()))
 		o.SourceName = "/data/jobs/llama-70b-pretrain/run-2026-11-30/rank3/memory_dumps · snapshot_rank3_step1200_oom.pickle (12 of 12)"
 		m := newSized(t, o, w, 30)
 		lines := strings.Split(m.View(), "\n")

@@ -92,13 +92,9 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 
 // goToEvent moves the cursor to just after entry e.
 func (m *Model) goToEvent(e store.Event) {
-	if _, ok := m.o.Source.(seqSource); ok {
-		m.pos = e.Seq + 1
-		if m.o.Live && m.pos < m.n {
-			m.follow = false
-		}
-		m.refreshCursor()
-		return
+	m.pos = e.Seq + 1
+	if m.o.Live && m.pos < m.n {
+		m.follow = false
 	}
-	m.setCursor(e.Time)
+	m.refreshCursor()
 }

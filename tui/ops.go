@@ -116,13 +116,6 @@ func (m *Model) opLines(w, h int) []string {
 	return lines
 }
 
-// opsSince is a Source that reports what changed in its op list since a
-// version (*store.Store): the op table then follows a live source by
-// copying only new ops.
-type opsSince interface {
-	OpsSince(ver uint64) (ops []store.Op, from int, now uint64)
-}
-
 // refreshOps brings m.ops (and the step index) up to date and returns the
 // lowest index that changed (len(m.ops) when nothing did).
 func (m *Model) refreshOps() int {
@@ -138,14 +131,10 @@ func (m *Model) refreshOps() int {
 }
 
 // readOps brings m.ops up to date and returns the lowest index that
-// changed. A live source grows for hours: with opsSince only what changed
-// is copied; other sources are re-read whole.
+// changed. A live source grows for hours: only what changed since the
+// last read (Source.OpsSince) is copied.
 func (m *Model) readOps() int {
-	src, ok := m.o.Source.(opsSince)
-	if !ok {
-		m.ops = m.o.Source.Ops(minInt64, maxInt64)
-		return 0
-	}
+	src := m.o.Source
 	ops, from, ver := src.OpsSince(m.opsVer)
 	if from > len(m.ops) { // not the copy the version stands for: start afresh
 		ops, from, ver = src.OpsSince(0)

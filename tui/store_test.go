@@ -23,10 +23,7 @@ func storeOf(t testing.TB, snap *snapshot.Snapshot, ops []store.Op) *store.Store
 // fake with the same keys: what the header and panes say must match.
 func TestStoreAndFakeAgree(t *testing.T) {
 	for _, timed := range []bool{true, false} {
-		fake := small(t, 160, 48)
-		if !timed {
-			fake = newSized(t, testOptions(newFakeSource(smallSnapshot(false), smallOps())), 160, 48)
-		}
+		fake := newSized(t, testOptions(newFakeSource(smallSnapshot(timed), smallOps())), 160, 48)
 		real := newSized(t, testOptions(storeOf(t, smallSnapshot(timed), smallOps())), 160, 48)
 		for _, k := range []string{"", "g", "right", "right", "right", "right", "right", "right", "right", "o", "esc", "p", "G", "left"} {
 			if k != "" {

@@ -5,12 +5,6 @@ import (
 	"strings"
 )
 
-// streamSource is implemented by sources that know the order in which a
-// device's trace first used its streams (*store.Store).
-type streamSource interface {
-	Streams(device int) []uint64
-}
-
 // streamLabels names a device's streams s0, s1, … in order of first
 // appearance in the trace, so the events pane shows a short label that
 // tells streams apart (CUDA stream handles are pointers) while details show
