@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 )
 
@@ -195,18 +196,6 @@ func (s *Stats) resetAccumulated() {
 	s.NumDeviceAlloc, s.NumDeviceFree, s.NumOOMRejections = 0, 0, 0
 }
 
-// summarySize is memory_summary's _format_size: B/KiB/MiB/GiB/TiB/PiB with
-// no decimals, switching unit above 768 times the smaller one.
-func summarySize(n int64) string {
-	units := []string{"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	v, i := n, 0
-	for i < len(units)-1 && (v > 768*1024 || v < -768*1024) {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%6d %s", v, units[i])
-}
-
 func summaryCount(n int64) string {
 	units := []string{" ", "K", "M"}
 	v, i := n, 0
@@ -261,7 +250,7 @@ func summaryText(s Stats, device int, flavour config.Flavour) string {
 			}
 			f := summaryCount
 			if r.bytes {
-				f = summarySize
+				f = bytesize.Summary
 			}
 			row(name, r.a[idx], f)
 		}

@@ -391,7 +391,18 @@ func FreeFragmentation(largest, free int64) float64 {
 	if free <= 0 {
 		return 0
 	}
-	return 1 - float64(largest)/float64(free)
+	return 1 - LargestFreeRatio(largest, free)
+}
+
+// LargestFreeRatio is largest free block / total free bytes, the share of
+// the free space one request can use (1 when nothing is free):
+// FreeFragmentation is 1 minus it. The exporter's
+// npumon_largest_free_block_ratio is this figure (docs/metrics.md).
+func LargestFreeRatio(largest, free int64) float64 {
+	if free <= 0 {
+		return 1
+	}
+	return float64(largest) / float64(free)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -35,7 +35,7 @@ func (m *Model) hintLine(noteBelow bool) string {
 	case screenPicker:
 		// a narrow row cuts a capture's error: the selected one's shows whole here
 		if i := m.pick.sel; i >= 0 && i < len(m.pick.list) && m.pick.list[i].Error != "" {
-			e := ": " + m.pick.list[i].why()
+			e := ": " + why(&m.pick.list[i])
 			return th.Warn.Render(fit(explain.TruncMiddle(filepath.Base(m.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
 		}
 		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")

@@ -5,41 +5,27 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
 )
 
-// PickerRow is what the capture picker shows of one entry of a watched
-// directory (npumon watch): a snapshot file or a profiler directory, as
-// the caller's Captures lists it (cmd/npumon converts watch.Entry).
-type PickerRow struct {
-	// Index is the capture's number, the one `watch --list` prints and
-	// `--open N` takes (watch.Number); 0 for one removed meanwhile.
-	Index   int
-	Path    string
-	Kind    string // "snapshot" or "profiler"
-	Arrived time.Time
-	Size    int64  // bytes (a profiler directory: all its files)
-	Error   string // why it cannot be opened; "" when it can
-	Writing bool   // a snapshot not complete yet (Error says so)
-	Open    bool   // the capture shown
-}
+// why is a capture's error without its path, which the picker's row
+// already names.
+func why(c *capture.Entry) string { return strings.ReplaceAll(c.Error, c.Path+": ", "") }
 
-// why is the row's error without its path, which the row already names.
-func (r *PickerRow) why() string { return strings.ReplaceAll(r.Error, r.Path+": ", "") }
-
-// Captures is a watched directory's list of captures; Options.Captures
+// Captures is a watched directory's list of captures (cmd/npumon hands in
+// the watcher's, which lists capture.Entry rows); Options.Captures
 // turns the capture picker on (key c). Both methods are called from the UI:
 // List every tick while the picker is shown, Open off the UI goroutine.
 type Captures interface {
 	// List returns the captures in arrival order, oldest first.
-	List() []PickerRow
+	List() []capture.Entry
 	// Open makes path the capture shown (decoding it into the Source).
 	Open(path string) error
 }
@@ -53,7 +39,7 @@ type pickerOpenedMsg struct {
 // picker is the capture picker overlay.
 type picker struct {
 	shown   bool
-	list    []PickerRow
+	list    []capture.Entry
 	sel     int
 	selPath string // the selection follows its capture as new ones land
 	top     int
@@ -136,13 +122,13 @@ func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
 }
 
 // openCapture is the capture shown and its number, for the header.
-func (m *Model) openCapture() (PickerRow, int, bool) {
+func (m *Model) openCapture() (capture.Entry, int, bool) {
 	for i := len(m.pick.list) - 1; i >= 0; i-- {
 		if m.pick.list[i].Open {
 			return m.pick.list[i], m.pick.list[i].Index, true
 		}
 	}
-	return PickerRow{}, 0, false
+	return capture.Entry{}, 0, false
 }
 
 // numberedCaptures is how many captures have a number (are not removed).
@@ -174,7 +160,7 @@ func (m *Model) capturesProblem() string {
 		case c.Error != "":
 			bad++
 			if first == "" {
-				first = filepath.Base(c.Path) + ": " + c.why()
+				first = filepath.Base(c.Path) + ": " + why(c)
 			}
 		}
 	}
@@ -252,7 +238,7 @@ func (m *Model) pickerLines(body int) []string {
 		case c.Writing:
 			note = th.Dim.Render("  being written…")
 		case c.Error != "":
-			note = th.Warn.Render("  " + c.why())
+			note = th.Warn.Render("  " + why(c))
 		case c.Open:
 			note = th.Dim.Render("  (open)")
 		}

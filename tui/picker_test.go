@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 )
@@ -17,7 +18,7 @@ import (
 type dirCaptures struct {
 	mu    sync.Mutex
 	st    *store.Store
-	list  []PickerRow
+	list  []capture.Entry
 	snaps map[string]*snapshot.Snapshot
 	opens []string
 }
@@ -25,14 +26,14 @@ type dirCaptures struct {
 func (d *dirCaptures) add(path string, snap *snapshot.Snapshot, at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.list = append(d.list, PickerRow{Index: len(d.list) + 1, Path: path, Kind: "snapshot", Arrived: at, Size: 1000 + int64(len(d.list))})
+	d.list = append(d.list, capture.Entry{Index: len(d.list) + 1, Path: path, Kind: capture.Snapshot, Arrived: at, Size: 1000 + int64(len(d.list))})
 	d.snaps[path] = snap
 }
 
-func (d *dirCaptures) List() []PickerRow {
+func (d *dirCaptures) List() []capture.Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]PickerRow(nil), d.list...)
+	return append([]capture.Entry(nil), d.list...)
 }
 
 func (d *dirCaptures) Open(path string) error {

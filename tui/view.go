@@ -141,7 +141,7 @@ func (m *Model) render() string {
 	lines = lines[:m.h]
 	for i := range lines {
 		if m.th.ASCII {
-			lines[i] = toASCII(lines[i])
+			lines[i] = theme.ToASCII(lines[i])
 		}
 		lines[i] = fit(lines[i], m.w)
 	}
@@ -256,27 +256,6 @@ func centered(h, w int, text ...string) []string {
 		}
 	}
 	return out
-}
-
-// asciiReplacer maps the few non-ASCII characters of fixed texts (units,
-// help arrows, separators); pane glyphs come from the theme already.
-var asciiReplacer = strings.NewReplacer("×", "x", "µ", "u", "Δ", "d", "…", "...", "←", "<-", "→", "->",
-	"↑", "up", "↓", "down", "•", "|", "─", "-", "│", "|", "┆", ":", "✗", "X", "█", "#", "▒", "+", "░", ".", "▶", ">", "·", ".")
-
-// toASCII makes a line pure ASCII for --ascii; anything unforeseen becomes '?'.
-func toASCII(s string) string {
-	s = asciiReplacer.Replace(s)
-	for _, r := range s {
-		if r >= 0x80 {
-			return strings.Map(func(r rune) rune {
-				if r >= 0x80 {
-					return '?'
-				}
-				return r
-			}, s)
-		}
-	}
-	return s
 }
 
 // fit pads or truncates a styled line to exactly w cells.

@@ -2,8 +2,9 @@
 // place for every size npumon shows or accepts. The formats differ by where
 // they appear, each under its own name: Format (the TUI's three significant
 // digits), Short (chart axes, five characters), Exact (command-line text,
-// with the exact count), Torch (torch's format_size, as in its OOM message)
-// and Parse (flags: IEC and SI units, exactly).
+// with the exact count), Torch (torch's format_size, as in its OOM message),
+// Summary (torch's memory_summary table) and Parse (flags: IEC and SI units,
+// exactly).
 package bytesize
 
 import (
@@ -86,6 +87,19 @@ func Torch(n int64) string {
 		return fmt.Sprintf("%.2f MiB", float64(n)/1048576)
 	}
 	return fmt.Sprintf("%.2f GiB", float64(n)/1073741824)
+}
+
+// Summary is torch's memory_summary _format_size, a cell of its table: a
+// right-aligned whole number and a three-column unit ("  1536 B  ",
+// " 20480 KiB"), switching unit only above 768 times the smaller one.
+func Summary(n int64) string {
+	units := []string{"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, i := n, 0
+	for i < len(units)-1 && (v > 768*1024 || v < -768*1024) {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%6d %s", v, units[i])
 }
 
 // Parse reads a byte count exactly: a plain number or a decimal with a unit,

@@ -71,4 +71,9 @@ func TestExactAndTorch(t *testing.T) {
 			t.Errorf("Torch(%d) = %q, want %q", n, got, want)
 		}
 	}
+	for n, want := range map[int64]string{1536: "  1536 B  ", 768 << 10: "786432 B  ", 768<<10 + 1: "   768 KiB", 20 << 20: " 20480 KiB", 3 << 29: "  1536 MiB", -(1 << 30): " -1024 MiB"} {
+		if got := Summary(n); got != want {
+			t.Errorf("Summary(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
@@ -162,7 +163,7 @@ func exporterRanks(ctx context.Context, dir string, members []jobdir.Member) ([]
 	var wg sync.WaitGroup
 	var targets []metrics.Target
 	for i, m := range members {
-		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == jobdir.KindSnapshot {
+		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == capture.Snapshot {
 			wd := watch.NewDirSource(rdir, rs[i].Store, watch.DirOptions{Follow: true})
 			if err := wd.Start(cctx); err != nil {
 				cancel()

@@ -130,7 +130,7 @@ func newReplayCmd() *cobra.Command {
 					note.Store(n)
 					return err
 				}
-				captures = pickerJob{watch.NewJobCaptures(job, store, watch.LoadOptions{})}
+				captures = watch.NewJobCaptures(job, store, watch.LoadOptions{})
 			}
 			// Loading runs behind the UI; what cannot be read is refused up front.
 			in, err := classifyInput(path)
@@ -274,12 +274,6 @@ type replayJobJSON struct {
 	// Why says why runs in the directory were left out, if any were.
 	Why string `json:"profiler_note,omitempty"`
 }
-
-// pickerJob offers a job directory's captures to the TUI's capture picker
-// (key c).
-type pickerJob struct{ *watch.JobCaptures }
-
-func (j pickerJob) List() []tui.PickerRow { return pickerRows(j.JobCaptures.List()) }
 
 // summaryKind says what a summary's source holds.
 type summaryKind int

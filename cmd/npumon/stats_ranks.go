@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/profiler"
@@ -36,7 +37,7 @@ func statsRanks(dir string, members []jobdir.Member) (*ranksStatsJSON, error) {
 	out := &ranksStatsJSON{Path: dir, Kind: "ranks", Ranks: []rankStatsJSON{}, Imbalance: []ranks.Imbalance{}}
 	for _, m := range members {
 		r := rankStatsJSON{Member: m, Device: -1}
-		if m.Kind == jobdir.KindProfiler {
+		if m.Kind == capture.Profiler {
 			d, err := profiler.ReadDir(m.Path)
 			if err != nil {
 				return nil, fmt.Errorf("rank %d: %w", m.Rank, err)

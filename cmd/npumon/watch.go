@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/monitor/metrics"
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
@@ -69,7 +70,7 @@ func newWatchCmd() *cobra.Command {
 			defer stop()
 			if list {
 				enc := json.NewEncoder(c.OutOrStdout())
-				return watch.ScanDir(dir, func(c watch.Entry) error { return enc.Encode(c) })
+				return watch.ScanDir(dir, func(c capture.Entry) error { return enc.Encode(c) })
 			}
 			if open == "" {
 				members, err := jobdir.Find(dir)
@@ -91,7 +92,7 @@ func newWatchCmd() *cobra.Command {
 				return err
 			}
 			defer stopMetrics()
-			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: pickerDir{wd}, Note: wd.TimesNote, MemUsage: wd.MemUsage}
+			opts := tui.Options{Source: store, SourceName: dir, Live: true, ASCII: ascii, Captures: wd, Note: wd.TimesNote, MemUsage: wd.MemUsage}
 			feed, stopFeed, err := hostDevices(ctx, smi)
 			if err != nil {
 				return err
@@ -131,16 +132,16 @@ func newWatchCmd() *cobra.Command {
 // watchSummaryJSON is replay's summary plus what the watch saw.
 type watchSummaryJSON struct {
 	replaySummaryJSON
-	Open     string        `json:"open"`
-	Captures []watch.Entry `json:"captures"`
-	Ops      int           `json:"ops"`
-	Errors   []string      `json:"errors,omitempty"`
+	Open     string          `json:"open"`
+	Captures []capture.Entry `json:"captures"`
+	Ops      int             `json:"ops"`
+	Errors   []string        `json:"errors,omitempty"`
 }
 
 func writeWatchSummary(w io.Writer, dir string, d *watch.DirSource, s store.Summary, ret store.Retention) error {
 	kind := summaryTrace
 	for _, c := range d.List() {
-		if c.Path == d.Current() && c.Kind == watch.EntryProfiler {
+		if c.Path == d.Current() && c.Kind == capture.Profiler {
 			kind = summaryProfiler
 		}
 	}
@@ -159,7 +160,7 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 	sources := map[int]*watch.DirSource{}
 	var targets []metrics.Target
 	for i, m := range members {
-		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == jobdir.KindSnapshot {
+		if rdir := filepath.Dir(m.Path); filepath.Clean(rdir) != filepath.Clean(dir) && m.Kind == capture.Snapshot {
 			wd := watch.NewDirSource(rdir, rs[i].Store, watch.DirOptions{Follow: follow})
 			if err := wd.Start(ctx); err != nil {
 				return err
@@ -196,25 +197,8 @@ func watchRanks(ctx context.Context, out, errOut io.Writer, dir string, members 
 	return rankview.Run(ctx, rankview.Options{Title: filepath.Base(filepath.Clean(dir)), Ranks: rs, Live: true, ASCII: ascii,
 		Open: openRank(func(r rankview.Rank) tui.Captures {
 			if wd := sources[r.Rank]; wd != nil {
-				return pickerDir{wd}
+				return wd
 			}
 			return nil
 		})})
-}
-
-// pickerDir offers a watched directory's entries to the TUI's capture
-// picker (key c); the rest of tui.Captures, and holding, are the
-// DirSource's own.
-type pickerDir struct{ *watch.DirSource }
-
-func (d pickerDir) List() []tui.PickerRow { return pickerRows(d.DirSource.List()) }
-
-// pickerRows are a directory's entries as the capture picker lists them.
-func pickerRows(es []watch.Entry) []tui.PickerRow {
-	rows := make([]tui.PickerRow, len(es))
-	for i, e := range es {
-		rows[i] = tui.PickerRow{Index: e.Index, Path: e.Path, Kind: e.Kind, Arrived: e.Arrived, Size: e.Size, Error: e.Error,
-			Writing: e.Writing, Open: e.Open}
-	}
-	return rows
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/npumon/npumon/monitor/watch"
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/monitor/workload"
 )
 
@@ -23,7 +23,7 @@ func TestWatchExisting(t *testing.T) {
 	var snaps, profs int
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var c watch.Entry
+		var c capture.Entry
 		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 			t.Fatal(err)
 		}

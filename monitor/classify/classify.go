@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/profiler"
 )
 
@@ -40,13 +41,24 @@ func (k Kind) String() string {
 	return kindNames[k]
 }
 
+// Capture is the kind of capture k is read as: capture.Snapshot (a memory
+// snapshot), capture.Profiler (profiler output, profiler.ReadInput), or ""
+// for a path npumon does not read.
+func (k Kind) Capture() capture.Kind {
+	switch k {
+	case SnapshotPickle, SnapshotJSON:
+		return capture.Snapshot
+	case SQLite, TraceView, ProfilerDir, ProfilerParent:
+		return capture.Profiler
+	}
+	return ""
+}
+
 // Snapshot reports whether k is read as a memory snapshot.
-func (k Kind) Snapshot() bool { return k == SnapshotPickle || k == SnapshotJSON }
+func (k Kind) Snapshot() bool { return k.Capture() == capture.Snapshot }
 
 // Profiler reports whether k is read as profiler output (profiler.ReadInput).
-func (k Kind) Profiler() bool {
-	return k == SQLite || k == TraceView || k == ProfilerDir || k == ProfilerParent
-}
+func (k Kind) Profiler() bool { return k.Capture() == capture.Profiler }
 
 // Input is a classified path.
 type Input struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/replay"
 )
 
 // Target is one process (one rank) whose Store the Collector reads.
@@ -220,11 +221,7 @@ func (c *Collector) collect(t *Target, ch chan<- prometheus.Metric) {
 		gauge(peakReservedBytes, s.PeakReservedBytes)
 		gauge(cachedFreeBytes, s.TotalFreeBytes)
 		gauge(largestFreeBlockBytes, s.LargestFreeBlock)
-		ratio := 1.0
-		if s.TotalFreeBytes > 0 {
-			ratio = float64(s.LargestFreeBlock) / float64(s.TotalFreeBytes)
-		}
-		ch <- prometheus.MustNewConstMetric(largestFreeBlockRatio, prometheus.GaugeValue, ratio, lv...)
+		ch <- prometheus.MustNewConstMetric(largestFreeBlockRatio, prometheus.GaugeValue, replay.LargestFreeRatio(s.LargestFreeBlock, s.TotalFreeBytes), lv...)
 		gauge(segments, int64(s.Segments))
 		gauge(liveBlocks, int64(s.LiveBlocks))
 		counter(ooms, int64(s.OOMs))

@@ -12,32 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/memusage"
 )
-
-// Entry kinds.
-const (
-	EntrySnapshot = "snapshot" // a snapshot pickle or its JSON export
-	EntryProfiler = "profiler" // a torch_npu profiler directory
-)
-
-// Entry is one snapshot file or profiler directory seen in a watched
-// directory. The JSON form is what `npumon watch --list` prints.
-type Entry struct {
-	Index    int       `json:"index"` // 1-based, in arrival order (Number); 0 once removed
-	Kind     string    `json:"kind"`  // CaptureSnapshot or CaptureProfiler
-	Path     string    `json:"path"`
-	Existing bool      `json:"existing"` // there before the watch started
-	Arrived  time.Time `json:"arrived"`  // its modification time (Number orders by it)
-	Size     int64     `json:"size"`     // bytes (a profiler directory: all its files)
-	Error    string    `json:"error,omitempty"`
-	Writing  bool      `json:"writing,omitempty"` // a snapshot not complete yet (Error says so)
-	Removed  bool      `json:"removed,omitempty"` // gone from the directory (DirSource.List only)
-	Open     bool      `json:"-"`                 // the capture shown (set by DirSource.List)
-}
 
 // DirOptions configures a DirSource.
 type DirOptions struct {
@@ -80,13 +60,13 @@ type DirSource struct {
 	readyOnce sync.Once
 
 	mu       sync.Mutex
-	captures []Entry        // in the order seen
-	byPath   map[string]int // index into captures
-	sorted   []Entry        // captures numbered (Number); nil when stale
-	held     bool           // the user works in the open capture: new ones do not replace it
-	newWhile int            // snapshots that landed while held
-	open     string         // the capture shown
-	times    string         // the open capture's time recovery (TimesNote)
+	captures []capture.Entry // in the order seen
+	byPath   map[string]int  // index into captures
+	sorted   []capture.Entry // captures numbered (Number); nil when stale
+	held     bool            // the user works in the open capture: new ones do not replace it
+	newWhile int             // snapshots that landed while held
+	open     string          // the capture shown
+	times    string          // the open capture's time recovery (TimesNote)
 	ops      int
 	errs     []string
 	memVer   int // bumped when a memUsageInfo CSV lands, changes or goes
@@ -116,7 +96,7 @@ func NewDirSource(dir string, st *store.Store, o DirOptions) *DirSource {
 
 // ScanDir calls fn with each capture already in dir, oldest first, and
 // returns once the scan is over (or fn fails).
-func ScanDir(dir string, fn func(Entry) error) error {
+func ScanDir(dir string, fn func(capture.Entry) error) error {
 	w, err := Watch(dir, Options{Settle: 50 * time.Millisecond})
 	if err != nil {
 		return err
@@ -124,7 +104,7 @@ func ScanDir(dir string, fn func(Entry) error) error {
 	defer w.Close()
 	// The initial scan reports what exists, then says it is over; the
 	// captures are listed in arrival order once it is.
-	var found []Entry
+	var found []capture.Entry
 	at := map[string]int{}
 	emit := func() error {
 		for _, c := range Number(found) {
@@ -150,35 +130,35 @@ func ScanDir(dir string, fn func(Entry) error) error {
 	return emit()
 }
 
-func captureOf(ev Event) (Entry, bool) {
-	var c Entry
+func captureOf(ev Event) (capture.Entry, bool) {
+	var c capture.Entry
 	switch ev.Kind {
 	case EventSnapshot:
-		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
+		c = capture.Entry{Kind: capture.Snapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size}
 	case EventProfilerDir:
-		c = Entry{Kind: EntryProfiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
+		c = capture.Entry{Kind: capture.Profiler, Path: ev.Path, Existing: ev.Existing, Size: treeSize(ev.Path)}
 	case EventWriting:
 		why := "still being written"
 		if ev.Err != nil && ev.Err.Error() != why {
 			// found by the scan: fresh, and not complete (yet)
 			why = "not complete yet: " + oneLine(strings.ReplaceAll(ev.Err.Error(), ev.Path+": ", ""))
 		}
-		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size, Writing: true, Error: why}
+		c = capture.Entry{Kind: capture.Snapshot, Path: ev.Path, Existing: ev.Existing, Size: ev.Size, Writing: true, Error: why}
 	case EventError:
 		// a file that never became a readable snapshot (truncated by a
 		// crashed job, garbage) is listed with its one-line error
 		st, err := os.Stat(ev.Path)
 		if err != nil || !st.Mode().IsRegular() || ev.Err == nil || memusage.IsName(filepath.Base(ev.Path)) {
-			return Entry{}, false // a memUsageInfo CSV is no capture: its error is a note
+			return capture.Entry{}, false // a memUsageInfo CSV is no capture: its error is a note
 		}
-		c = Entry{Kind: EntrySnapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
+		c = capture.Entry{Kind: capture.Snapshot, Path: ev.Path, Existing: ev.Existing, Error: oneLine(ev.Err.Error())}
 	default:
-		return Entry{}, false
+		return capture.Entry{}, false
 	}
 	c.Arrived = time.Now()
 	if st, err := os.Stat(ev.Path); err == nil {
 		c.Arrived = st.ModTime()
-		if c.Kind == EntrySnapshot {
+		if c.Kind == capture.Snapshot {
 			c.Size = st.Size()
 		}
 	}
@@ -199,7 +179,7 @@ func oneLine(s string) string {
 // numbers them from 1, leaving out (Index 0, at the end) those removed. A
 // directory listed by a fresh scan and by a watch that saw it fill number
 // their captures alike. It sorts cs in place and returns it.
-func Number(cs []Entry) []Entry {
+func Number(cs []capture.Entry) []capture.Entry {
 	sort.SliceStable(cs, func(i, j int) bool {
 		if cs[i].Removed != cs[j].Removed {
 			return cs[j].Removed
@@ -218,7 +198,7 @@ func Number(cs []Entry) []Entry {
 }
 
 // arrivedBefore orders two captures by arrival time, then by path.
-func arrivedBefore(a, b *Entry) bool {
+func arrivedBefore(a, b *capture.Entry) bool {
 	if !a.Arrived.Equal(b.Arrived) {
 		return a.Arrived.Before(b.Arrived)
 	}
@@ -301,7 +281,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			if !ok {
 				return
 			}
-			var c Entry
+			var c capture.Entry
 			if cc, ok := captureOf(ev); ok {
 				c = d.addCapture(cc)
 			}
@@ -310,7 +290,7 @@ func (d *DirSource) loop(ctx context.Context) {
 				if d.pick != "" && d.Current() == "" {
 					// indexes of existing captures are final once the scan is over
 					for _, c := range d.List() {
-						if c.Kind == EntrySnapshot && c.Error == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
+						if c.Kind == capture.Snapshot && c.Error == "" && (strconv.Itoa(c.Index) == d.pick || filepath.Base(c.Path) == filepath.Base(d.pick)) {
 							d.openSnapshot(c.Path)
 							break
 						}
@@ -331,7 +311,7 @@ func (d *DirSource) loop(ctx context.Context) {
 					}
 				case ev.Existing:
 					// the newest by modification time, whatever the scan order
-					if newestExisting == "" || arrivedBefore(&Entry{Path: newestExisting, Arrived: newestTime}, &c) {
+					if newestExisting == "" || arrivedBefore(&capture.Entry{Path: newestExisting, Arrived: newestTime}, &c) {
 						newestExisting, newestTime = ev.Path, c.Arrived
 					}
 				case d.Current() == "" && toOpen == "":
@@ -344,7 +324,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			case EventProfilerDir, EventFrameworkGrow, EventAnalyseDone:
 				d.pollTail()
 				if ev.Kind != EventProfilerDir {
-					d.update(ev.Dir, func(c *Entry) { c.Size = treeSize(c.Path) })
+					d.update(ev.Dir, func(c *capture.Entry) { c.Size = treeSize(c.Path) })
 				}
 			case EventMemUsage:
 				d.mu.Lock()
@@ -356,7 +336,7 @@ func (d *DirSource) loop(ctx context.Context) {
 					d.memVer++
 					d.mu.Unlock()
 				}
-				d.update(ev.Path, func(c *Entry) { c.Error, c.Removed, c.Writing = "removed", true, false })
+				d.update(ev.Path, func(c *capture.Entry) { c.Error, c.Removed, c.Writing = "removed", true, false })
 				if toOpen == ev.Path {
 					toOpen = ""
 				}
@@ -420,7 +400,7 @@ func (d *DirSource) Current() string {
 // addCapture records a capture, or what changed of one seen before (a
 // snapshot complete after being written, or rewritten in place: its new
 // size and time), and returns it (indexOf numbers it).
-func (d *DirSource) addCapture(c Entry) Entry {
+func (d *DirSource) addCapture(c capture.Entry) capture.Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[c.Path]; ok {
@@ -447,7 +427,7 @@ func (d *DirSource) indexOf(path string) int {
 }
 
 // update changes the capture at path, if there is one.
-func (d *DirSource) update(path string, fn func(*Entry)) {
+func (d *DirSource) update(path string, fn func(*capture.Entry)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if i, ok := d.byPath[path]; ok {
@@ -484,13 +464,13 @@ func (d *DirSource) openCapture(path string) error {
 		return nil
 	}
 	if _, err := Load(context.Background(), path, d.store, LoadOptions{Limits: d.limits, MemoryOnly: true, Prepare: prepare}); err != nil {
-		d.update(path, func(c *Entry) { c.Error = err.Error() })
+		d.update(path, func(c *capture.Entry) { c.Error = err.Error() })
 		return err
 	}
 	d.mu.Lock()
 	d.open, d.times = path, times
 	d.mu.Unlock()
-	d.update(path, func(c *Entry) { c.Error = "" })
+	d.update(path, func(c *capture.Entry) { c.Error = "" })
 	return nil
 }
 
@@ -498,11 +478,11 @@ func (d *DirSource) openCapture(path string) error {
 // order, oldest first, removed ones last), with the one shown marked Open.
 // A profiler directory's time is looked at again (a file created in it
 // changes it), so the list numbers its captures as `watch --list` would now.
-func (d *DirSource) List() []Entry {
+func (d *DirSource) List() []capture.Entry {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i := range d.captures {
-		if c := &d.captures[i]; c.Kind == EntryProfiler && !c.Removed {
+		if c := &d.captures[i]; c.Kind == capture.Profiler && !c.Removed {
 			if st, err := os.Stat(c.Path); err == nil && !st.ModTime().Equal(c.Arrived) {
 				c.Arrived, d.sorted = st.ModTime(), nil
 			}
@@ -517,11 +497,11 @@ func (d *DirSource) List() []Entry {
 
 // numbered is a numbered copy of the captures (d.mu held), sorted again
 // only after a change.
-func (d *DirSource) numbered() []Entry {
+func (d *DirSource) numbered() []capture.Entry {
 	if d.sorted == nil {
-		d.sorted = Number(append([]Entry(nil), d.captures...))
+		d.sorted = Number(append([]capture.Entry(nil), d.captures...))
 	}
-	return append([]Entry(nil), d.sorted...)
+	return append([]capture.Entry(nil), d.sorted...)
 }
 
 // Open makes the capture at path the one shown. Opening the newest
@@ -529,12 +509,13 @@ func (d *DirSource) numbered() []Entry {
 // choice stays put until the next one.
 func (d *DirSource) Open(path string) error {
 	d.mu.Lock()
-	kind, newest := "", ""
+	var kind capture.Kind
+	newest := ""
 	for _, c := range d.numbered() {
 		if c.Path == path {
 			kind = c.Kind
 		}
-		if c.Kind == EntrySnapshot && !c.Removed {
+		if c.Kind == capture.Snapshot && !c.Removed {
 			newest = c.Path
 		}
 	}
@@ -607,7 +588,7 @@ func (d *DirSource) FollowNewest() error {
 	d.mu.Lock()
 	newest := ""
 	for _, c := range d.numbered() {
-		if c.Kind == EntrySnapshot && c.Error == "" && !c.Removed {
+		if c.Kind == capture.Snapshot && c.Error == "" && !c.Removed {
 			newest = c.Path
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
@@ -51,7 +52,7 @@ func snapshotDir(t *testing.T) string {
 	return dir
 }
 
-func names(cs []watch.Entry) []string {
+func names(cs []capture.Entry) []string {
 	var out []string
 	for _, c := range cs {
 		out = append(out, filepath.Base(c.Path))
@@ -63,8 +64,8 @@ func names(cs []watch.Entry) []string {
 // numbered from 1, and the unreadable dump is listed with its error.
 func TestScanDirArrivalOrder(t *testing.T) {
 	dir := snapshotDir(t)
-	var got []watch.Entry
-	if err := watch.ScanDir(dir, func(c watch.Entry) error { got = append(got, c); return nil }); err != nil {
+	var got []capture.Entry
+	if err := watch.ScanDir(dir, func(c capture.Entry) error { got = append(got, c); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if n := names(got); strings.Join(n, " ") != "c_oldest.pickle b_middle.pickle a_newest.pickle crashed.pickle" {
@@ -151,7 +152,7 @@ func TestDirSourceFollowsNewestOfABurst(t *testing.T) {
 }
 
 // numbersOf maps each numbered capture's file name to its number.
-func numbersOf(cs []watch.Entry) map[string]int {
+func numbersOf(cs []capture.Entry) map[string]int {
 	out := map[string]int{}
 	for _, c := range cs {
 		if c.Index > 0 {
@@ -161,10 +162,10 @@ func numbersOf(cs []watch.Entry) map[string]int {
 	return out
 }
 
-func scanned(t *testing.T, dir string) []watch.Entry {
+func scanned(t *testing.T, dir string) []capture.Entry {
 	t.Helper()
-	var got []watch.Entry
-	if err := watch.ScanDir(dir, func(c watch.Entry) error { got = append(got, c); return nil }); err != nil {
+	var got []capture.Entry
+	if err := watch.ScanDir(dir, func(c capture.Entry) error { got = append(got, c); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -214,7 +215,7 @@ func TestPickerAndListNumberAlike(t *testing.T) {
 	}
 }
 
-func writing(cs []watch.Entry) bool {
+func writing(cs []capture.Entry) bool {
 	for _, c := range cs {
 		if c.Writing {
 			return true

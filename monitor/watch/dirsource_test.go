@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
@@ -33,7 +34,7 @@ func TestDirSourcePicker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wd.Stop()
-	var list []watch.Entry
+	var list []capture.Entry
 	poll.Until(t, "the newest snapshot to open", func() bool {
 		list = wd.List()
 		open := openOf(list)
@@ -111,7 +112,7 @@ func TestDirSourcePicker(t *testing.T) {
 	}
 }
 
-func openOf(list []watch.Entry) int {
+func openOf(list []capture.Entry) int {
 	for i, c := range list {
 		if c.Open {
 			return i
@@ -131,12 +132,12 @@ func TestDirSourcePick(t *testing.T) {
 	if err := w.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var scanned []watch.Entry
-	if err := watch.ScanDir(dir, func(c watch.Entry) error { scanned = append(scanned, c); return nil }); err != nil {
+	var scanned []capture.Entry
+	if err := watch.ScanDir(dir, func(c capture.Entry) error { scanned = append(scanned, c); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(scanned) != 2 || scanned[0].Index != 1 || scanned[1].Index != 2 || !scanned[0].Existing ||
-		scanned[0].Kind != watch.EntrySnapshot || !strings.HasSuffix(scanned[0].Path, "_step000002.pickle") ||
+		scanned[0].Kind != capture.Snapshot || !strings.HasSuffix(scanned[0].Path, "_step000002.pickle") ||
 		scanned[0].Arrived.After(scanned[1].Arrived) || scanned[0].Size <= 0 {
 		t.Fatalf("scanned %+v", scanned)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
@@ -49,7 +50,7 @@ type JobCaptures struct {
 	st   *store.Store
 	o    LoadOptions
 	mu   sync.Mutex
-	list []Entry
+	list []capture.Entry
 	open string
 }
 
@@ -57,21 +58,21 @@ type JobCaptures struct {
 func NewJobCaptures(j classify.Job, st *store.Store, o LoadOptions) *JobCaptures {
 	c := &JobCaptures{st: st, o: o}
 	c.o.MemoryOnly = true
-	add := func(kind, p string) {
-		e := Entry{Kind: kind, Path: p, Existing: true}
+	add := func(kind capture.Kind, p string) {
+		e := capture.Entry{Kind: kind, Path: p, Existing: true}
 		if fi, err := os.Stat(p); err == nil {
 			e.Arrived, e.Size = fi.ModTime(), fi.Size()
 		}
-		if kind == EntryProfiler {
+		if kind == capture.Profiler {
 			e.Size = treeSize(p)
 		}
 		c.list = append(c.list, e)
 	}
 	for _, p := range j.Snapshots {
-		add(EntrySnapshot, p)
+		add(capture.Snapshot, p)
 	}
 	for _, p := range j.AllRuns {
-		add(EntryProfiler, p)
+		add(capture.Profiler, p)
 	}
 	Number(c.list)
 	c.open = j.Open()
@@ -79,10 +80,10 @@ func NewJobCaptures(j classify.Job, st *store.Store, o LoadOptions) *JobCaptures
 }
 
 // List returns the captures oldest first, the open one marked.
-func (c *JobCaptures) List() []Entry {
+func (c *JobCaptures) List() []capture.Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]Entry, len(c.list))
+	out := make([]capture.Entry, len(c.list))
 	for i, e := range c.list {
 		e.Open = e.Path == c.open
 		out[i] = e

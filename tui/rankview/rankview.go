@@ -310,9 +310,6 @@ func (m *Model) View() string {
 	return m.frame(m.overview())
 }
 
-// asciiText replaces the typography of the overview's text under --ascii.
-var asciiText = strings.NewReplacer("·", "|", "…", "...", "×", "x", "∞", "inf", "↑/k ↓/j", "up/k down/j", "↑/↓", "up/down")
-
 // frame fits lines to exactly w × h.
 func (m *Model) frame(lines []string) string {
 	out := make([]string, m.h)
@@ -322,7 +319,7 @@ func (m *Model) frame(lines []string) string {
 			l = lines[i]
 		}
 		if m.th.ASCII {
-			l = asciiText.Replace(l)
+			l = theme.ToASCII(l)
 		}
 		out[i] = theme.Fit(l, m.w)
 	}

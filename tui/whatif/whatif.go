@@ -194,7 +194,7 @@ func (m *Model) View() string {
 	}
 	dot := " · "
 	if th.ASCII {
-		dot = " | "
+		dot = theme.ToASCII(dot)
 	}
 	if d != nil && m.err == nil && len(d.Runs) == 0 {
 		// Nothing to simulate: the same words as whatif and explain.
@@ -232,7 +232,7 @@ func (m *Model) View() string {
 	if !m.noHint {
 		hint := Hint
 		if th.ASCII {
-			hint = "up/down select run | d next device | esc close"
+			hint = theme.ToASCII(hint)
 		}
 		c.Text(0, m.h-1, theme.Fit(hint, m.w), &th.Hint)
 	}

@@ -12,21 +12,16 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
 )
 
-// Kinds of a member's capture.
-const (
-	KindSnapshot = "snapshot"
-	KindProfiler = "profiler"
-)
-
 // Member is one rank's capture found in a directory.
 type Member struct {
-	Rank int    `json:"rank"`
-	Path string `json:"path"`
-	Kind string `json:"kind"` // "snapshot" or "profiler"
+	Rank int          `json:"rank"`
+	Path string       `json:"path"`
+	Kind capture.Kind `json:"kind"` // "snapshot" or "profiler"
 	// Rule names how the rank was found: "name" (rank{N} in a file or
 	// directory name), "profiler_info" (the profiler's own rank) or
 	// "db_name" (ascend_pytorch_profiler_{N}.db).
@@ -99,7 +94,7 @@ func Find(dir string) ([]Member, error) {
 		if e.IsDir() {
 			if profiler.IsProfilerPath(p) {
 				if r, ok := profiler.RankOf(p); ok {
-					add(Member{Rank: r, Path: p, Kind: KindProfiler, Rule: "profiler_info"})
+					add(Member{Rank: r, Path: p, Kind: capture.Profiler, Rule: "profiler_info"})
 					continue
 				}
 			}
@@ -115,12 +110,12 @@ func Find(dir string) ([]Member, error) {
 		}
 		if m := dbRankRe.FindStringSubmatch(name); m != nil {
 			if r, err := strconv.Atoi(m[1]); err == nil {
-				add(Member{Rank: r, Path: p, Kind: KindProfiler, Rule: "db_name"})
+				add(Member{Rank: r, Path: p, Kind: capture.Profiler, Rule: "db_name"})
 			}
 			continue
 		}
 		if r, ok := rankInName(name); ok && watch.IsSnapshotName(name) {
-			add(Member{Rank: r, Path: p, Kind: KindSnapshot, Rule: "name"})
+			add(Member{Rank: r, Path: p, Kind: capture.Snapshot, Rule: "name"})
 		}
 	}
 	if len(byRank) < 2 {
@@ -158,13 +153,13 @@ func inRankDir(dir string) (Member, bool) {
 		}
 	}
 	if best != "" {
-		return Member{Path: best, Kind: KindSnapshot, Rule: "name"}, true
+		return Member{Path: best, Kind: capture.Snapshot, Rule: "name"}, true
 	}
 	if profiler.IsProfilerPath(dir) {
-		return Member{Path: dir, Kind: KindProfiler, Rule: "name"}, true
+		return Member{Path: dir, Kind: capture.Profiler, Rule: "name"}, true
 	}
 	if ds := profiler.FindProfilerDirs(dir); len(ds) > 0 {
-		return Member{Path: ds[len(ds)-1], Kind: KindProfiler, Rule: "name"}, true
+		return Member{Path: ds[len(ds)-1], Kind: capture.Profiler, Rule: "name"}, true
 	}
 	return Member{}, false
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/testutil/fixture"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/store"
@@ -60,8 +61,8 @@ func TestFindRankDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Member{
-		{Rank: 0, Path: filepath.Join(dir, "rank0", "snapshot_b.pickle"), Kind: KindSnapshot, Rule: "name"},
-		{Rank: 1, Path: filepath.Join(dir, "rank1", "oom_snapshot_1"), Kind: KindSnapshot, Rule: "name"},
+		{Rank: 0, Path: filepath.Join(dir, "rank0", "snapshot_b.pickle"), Kind: capture.Snapshot, Rule: "name"},
+		{Rank: 1, Path: filepath.Join(dir, "rank1", "oom_snapshot_1"), Kind: capture.Snapshot, Rule: "name"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
@@ -111,7 +112,7 @@ func TestFindProfilerFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Rank != 0 || got[1].Rank != 1 || got[0].Kind != KindProfiler || got[0].Rule != "profiler_info" ||
+	if len(got) != 2 || got[0].Rank != 0 || got[1].Rank != 1 || got[0].Kind != capture.Profiler || got[0].Rule != "profiler_info" ||
 		filepath.Base(got[0].Path) != "msinsight_rank0" || filepath.Base(got[1].Path) != "msinsight_rank1" {
 		t.Fatalf("got %+v", got)
 	}
@@ -170,7 +171,7 @@ func TestFindDBExports(t *testing.T) {
 		touch(t, filepath.Join(dir, n), "x", time.Now())
 	}
 	got, err := Find(dir)
-	if err != nil || len(got) != 2 || got[1].Rank != 1 || got[1].Kind != KindProfiler || got[1].Rule != "db_name" ||
+	if err != nil || len(got) != 2 || got[1].Rank != 1 || got[1].Kind != capture.Profiler || got[1].Rule != "db_name" ||
 		filepath.Base(got[1].Path) != "ascend_pytorch_profiler_1.db" {
 		t.Fatalf("got %+v, %v", got, err)
 	}
