@@ -9,7 +9,7 @@ import "strings"
 // in text is a separator and, like `•` and `│`, becomes `|`.
 var asciiText = strings.NewReplacer("×", "x", "µ", "u", "Δ", "d", "…", "...", "←", "<-", "→", "->",
 	"↑", "up", "↓", "down", "•", "|", "─", "-", "│", "|", "┆", ":", "✗", "X", "█", "#", "▒", "+", "░", ".", "▶", ">", "·", "|",
-	"∞", "inf")
+	"∞", "inf", "—", "-", "–", "-", "≈", "~", "≤", "<=", "≥", ">=")
 
 // ToASCII makes a line of text pure ASCII for --ascii: the characters of
 // the table, and '?' for anything unforeseen.

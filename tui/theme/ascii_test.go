@@ -9,6 +9,7 @@ func TestToASCII(t *testing.T) {
 		"peak 2.00× · ∞ · 12 µs · Δ 3…":         "peak 2.00x | inf | 12 us | d 3...",
 		"█▒░ ▶ ✗ ┆ ─ ← → •":                     "#+. > X : - <- -> |",
 		"a ☃ b":                                 "a ? b",
+		"free frag — · times ≈ ±0 · ≤ 5 ≥ 2–3":  "free frag - | times ~ ?0 | <= 5 >= 2-3",
 	} {
 		if got := ToASCII(in); got != want {
 			t.Errorf("ToASCII(%q) = %q, want %q", in, got, want)
