@@ -87,3 +87,37 @@ func (e *testEnv) trace() []snapshot.TraceEntry {
 	}
 	return out
 }
+
+// poolLists returns p's free and unmapped blocks in set order, after
+// checking that each set's keys match their blocks and its chunks are
+// well formed.
+func poolLists(t *testing.T, p *blockPool) (blocks, unmapped []*block) {
+	t.Helper()
+	list := func(s *keySet, addr bool) []*block {
+		var out []*block
+		for i, ch := range s.chunks {
+			if len(ch) == 0 && len(s.chunks) > 1 || len(ch) > chunkMax {
+				t.Fatalf("chunk %d of %d holds %d keys", i, len(s.chunks), len(ch))
+			}
+			for j := range ch {
+				b := p.tab.blocks[ch[j].id]
+				if b == nil {
+					t.Fatalf("key %+v has no block", ch[j])
+				}
+				want := b.key()
+				if addr {
+					want = b.addrKey()
+				}
+				if ch[j] != want {
+					t.Fatalf("key %+v does not match its block", ch[j])
+				}
+				out = append(out, b)
+			}
+		}
+		if len(out) != s.len() {
+			t.Fatalf("set holds %d keys, counts %d", len(out), s.len())
+		}
+		return out
+	}
+	return list(&p.blocks, false), list(&p.unmapped, true)
+}

@@ -104,3 +104,18 @@ func BenchmarkDetectSteps1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(s.Len()), "steps")
 }
+
+// BenchmarkExplain1M is `npumon explain` on the 1,000,000-entry file
+// without an oom entry (the what-if is not run there unless asked for).
+func BenchmarkExplain1M(b *testing.B) {
+	benchFile(b, bench1M)
+	for b.Loop() {
+		c, err := replay.DecodeFile(bench1M, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
