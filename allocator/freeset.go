@@ -33,8 +33,8 @@ func (k *poolKey) less(o *poolKey) bool {
 }
 
 // chunkMax bounds a chunk of a keySet: a chunk is split in two past it, so
-// an insert or delete moves at most chunkMax keys (4 KiB).
-const chunkMax = 128
+// an insert or delete moves at most chunkMax keys (2 KiB).
+const chunkMax = 64
 
 // keySet is an ordered set of poolKeys kept as sorted chunks of at most
 // chunkMax keys, in order (a two-level B+-tree): a search is a binary search
@@ -44,6 +44,7 @@ const chunkMax = 128
 // empty, except for the only one.
 type keySet struct {
 	chunks [][]poolKey
+	lasts  []poolKey // each chunk's last key: the chunk search probes one array
 	n      int
 }
 
@@ -94,12 +95,11 @@ func (s *keySet) last() cursor {
 // chunkFor returns the first chunk whose last key is not less than k, the
 // last chunk when there is none.
 func (s *keySet) chunkFor(k *poolKey) int {
-	cs := s.chunks
-	lo, hi := 0, len(cs)-1
+	ls := s.lasts
+	lo, hi := 0, len(ls)-1
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		ch := cs[m]
-		if ch[len(ch)-1].less(k) {
+		if ls[m].less(k) {
 			lo = m + 1
 		} else {
 			hi = m
@@ -151,15 +151,21 @@ func (s *keySet) find(k poolKey) (cursor, bool) {
 func (s *keySet) insert(k poolKey) {
 	if len(s.chunks) == 0 {
 		s.chunks = append(s.chunks, make([]poolKey, 0, 16))
+		s.lasts = append(s.lasts, k)
 	}
 	c := 0
 	if len(s.chunks) > 1 {
 		c = s.chunkFor(&k)
 	}
 	ch := s.chunks[c]
-	s.chunks[c] = slices.Insert(ch, lowerBound(ch, &k), k)
+	i := lowerBound(ch, &k)
+	ch = slices.Insert(ch, i, k)
+	s.chunks[c] = ch
 	s.n++
-	if len(s.chunks[c]) > chunkMax {
+	if i == len(ch)-1 {
+		s.lasts[c] = k
+	}
+	if len(ch) > chunkMax {
 		s.split(c)
 	}
 }
@@ -172,28 +178,43 @@ func (s *keySet) split(c int) {
 	copy(hi, ch[h:])
 	s.chunks[c] = ch[:h]
 	s.chunks = slices.Insert(s.chunks, c+1, hi)
+	s.lasts = slices.Insert(s.lasts, c, ch[h-1])
+}
+
+// fixLast refreshes chunk c's entry of lasts.
+func (s *keySet) fixLast(c int) {
+	if ch := s.chunks[c]; len(ch) > 0 {
+		s.lasts[c] = ch[len(ch)-1]
+	}
 }
 
 // delete removes the key at a valid cursor.
 func (s *keySet) delete(at cursor) {
-	ch := slices.Delete(s.chunks[at.c], at.i, at.i+1)
-	s.chunks[at.c] = ch
+	c := at.c
+	ch := slices.Delete(s.chunks[c], at.i, at.i+1)
+	s.chunks[c] = ch
 	s.n--
+	if at.i == len(ch) {
+		s.fixLast(c)
+	}
 	if len(s.chunks) == 1 {
 		return
 	}
 	switch {
 	case len(ch) == 0:
-		s.chunks = slices.Delete(s.chunks, at.c, at.c+1)
+		s.chunks = slices.Delete(s.chunks, c, c+1)
+		s.lasts = slices.Delete(s.lasts, c, c+1)
 	case len(ch) < chunkMax/4:
 		// Merge a small chunk into a neighbour with room, so that the
 		// chunks stay at least a quarter full on average.
-		if at.c+1 < len(s.chunks) && len(ch)+len(s.chunks[at.c+1]) <= chunkMax/2 {
-			s.chunks[at.c] = append(ch, s.chunks[at.c+1]...)
-			s.chunks = slices.Delete(s.chunks, at.c+1, at.c+2)
-		} else if at.c > 0 && len(ch)+len(s.chunks[at.c-1]) <= chunkMax/2 {
-			s.chunks[at.c-1] = append(s.chunks[at.c-1], ch...)
-			s.chunks = slices.Delete(s.chunks, at.c, at.c+1)
+		if c+1 < len(s.chunks) && len(ch)+len(s.chunks[c+1]) <= chunkMax/2 {
+			s.chunks[c] = append(ch, s.chunks[c+1]...)
+			s.chunks = slices.Delete(s.chunks, c+1, c+2)
+			s.lasts = slices.Delete(s.lasts, c, c+1)
+		} else if c > 0 && len(ch)+len(s.chunks[c-1]) <= chunkMax/2 {
+			s.chunks[c-1] = append(s.chunks[c-1], ch...)
+			s.chunks = slices.Delete(s.chunks, c, c+1)
+			s.lasts = slices.Delete(s.lasts, c-1, c)
 		}
 	}
 }
@@ -235,6 +256,7 @@ func (s *keySet) update(at cursor, k poolKey) {
 	default:
 		ch[i] = k
 	}
+	s.lasts[at.c] = ch[len(ch)-1]
 }
 
 func lastOf(ch []poolKey) *poolKey { return &ch[len(ch)-1] }

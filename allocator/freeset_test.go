@@ -13,9 +13,15 @@ import (
 func checkSet(t *testing.T, s *keySet, want []poolKey, step int) {
 	t.Helper()
 	var got []poolKey
+	if len(s.lasts) != len(s.chunks) {
+		t.Fatalf("step %d: %d chunks, %d last keys", step, len(s.chunks), len(s.lasts))
+	}
 	for i, ch := range s.chunks {
 		if len(ch) == 0 && len(s.chunks) > 1 || len(ch) > chunkMax {
 			t.Fatalf("step %d: chunk %d of %d holds %d keys", step, i, len(s.chunks), len(ch))
+		}
+		if len(ch) > 0 && s.lasts[i] != ch[len(ch)-1] {
+			t.Fatalf("step %d: chunk %d's last key is %+v, lasts says %+v", step, i, ch[len(ch)-1], s.lasts[i])
 		}
 		got = append(got, ch...)
 	}

@@ -95,9 +95,15 @@ func poolLists(t *testing.T, p *blockPool) (blocks, unmapped []*block) {
 	t.Helper()
 	list := func(s *keySet, addr bool) []*block {
 		var out []*block
+		if len(s.lasts) != len(s.chunks) {
+			t.Fatalf("%d chunks, %d last keys", len(s.chunks), len(s.lasts))
+		}
 		for i, ch := range s.chunks {
 			if len(ch) == 0 && len(s.chunks) > 1 || len(ch) > chunkMax {
 				t.Fatalf("chunk %d of %d holds %d keys", i, len(s.chunks), len(ch))
+			}
+			if len(ch) > 0 && s.lasts[i] != ch[len(ch)-1] {
+				t.Fatalf("chunk %d's last key is not in lasts", i)
 			}
 			for j := range ch {
 				b := p.tab.blocks[ch[j].id]

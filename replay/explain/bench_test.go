@@ -119,3 +119,20 @@ func BenchmarkExplain1M(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExplain1MWhatIf is `npumon explain --whatif` on the same file:
+// BenchmarkExplain1M with the baseline and the two default alternatives
+// simulated over the whole trace.
+func BenchmarkExplain1MWhatIf(b *testing.B) {
+	benchFile(b, bench1M)
+	for b.Loop() {
+		c, err := replay.DecodeFile(bench1M, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate, WhatIf: true})
+		if err != nil || len(e.Devices[0].OOMs[0].WhatIf) != 3 {
+			b.Fatalf("%v %+v", err, e)
+		}
+	}
+}

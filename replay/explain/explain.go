@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -305,10 +306,6 @@ func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
 // and at each step boundary.
 func (d *Device) explain(opts Options) DeviceExplanation {
 	tl := d.Timeline
-	g := d.Grouper(opts.By)
-	if opts.Library != nil {
-		opts.Library(g)
-	}
 	de := DeviceExplanation{Device: tl.Device, OOMs: []OOM{}, LeakSuspects: []LeakSuspect{}}
 	kind := "oom"
 	stops := OOMIndices(tl)
@@ -318,8 +315,24 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	if len(stops) == 0 {
 		kind, stops = "peak", []int{PeakIndex(tl)}
 	}
+	// The step detection, the categories and the figures at the stops read
+	// the timeline and nothing else: with a second core they overlap.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer crash.Recover()
+		d.Steps()
+	})
+	wg.Go(func() {
+		defer crash.Recover()
+		d.Categories()
+	})
 	figs := FiguresAfterAll(tl, stops)
+	wg.Wait()
 	steps := d.Steps()
+	g := d.Grouper(opts.By)
+	if opts.Library != nil {
+		opts.Library(g)
+	}
 	points := steps.Ends
 	de.Steps, de.StepSource, de.StepNote = len(points), steps.Source, steps.Note
 
