@@ -108,16 +108,21 @@ func (s *keySet) chunkFor(k *poolKey) int {
 	return lo
 }
 
-// lowerBound returns the index of the first key of ch not less than k.
+// lowerBound returns the index of the first key of ch not less than k: a
+// binary search down to eight keys, then a scan, which costs fewer
+// mispredicted branches on the short runs a pool's chunks mostly are.
 func lowerBound(ch []poolKey, k *poolKey) int {
 	lo, hi := 0, len(ch)
-	for lo < hi {
+	for hi-lo > 8 {
 		m := int(uint(lo+hi) >> 1)
 		if ch[m].less(k) {
 			lo = m + 1
 		} else {
 			hi = m
 		}
+	}
+	for lo < hi && ch[lo].less(k) {
+		lo++
 	}
 	return lo
 }
@@ -231,32 +236,34 @@ func (s *keySet) update(at cursor, k poolKey) {
 		s.insert(k)
 		return
 	}
-	i := at.i
+	i, j := at.i, at.i
 	switch {
 	case i > 0 && k.less(&ch[i-1]):
-		j := i - 1
-		for n := 0; j > 0 && k.less(&ch[j-1]); j-- {
-			if n++; n == 4 {
+		// Toward the front: shift the greater keys up by one; a few by
+		// hand, a longer run found by a search and moved at once.
+		for ; j > 0 && k.less(&ch[j-1]); j-- {
+			if i-j == 4 {
 				j = lowerBound(ch[:j], &k)
+				copy(ch[j+1:i-3], ch[j:i-4])
 				break
 			}
+			ch[j] = ch[j-1]
 		}
-		copy(ch[j+1:i+1], ch[j:i])
-		ch[j] = k
 	case i+1 < len(ch) && ch[i+1].less(&k):
-		j := i + 1
-		for n := 0; j+1 < len(ch) && ch[j+1].less(&k); j++ {
-			if n++; n == 4 {
-				j = i + 1 + lowerBound(ch[i+1:], &k) - 1
+		for ; j+1 < len(ch) && ch[j+1].less(&k); j++ {
+			if j-i == 4 {
+				n := j + 1 + lowerBound(ch[j+1:], &k) // ch[j+1:n] are less than k
+				copy(ch[j:n-1], ch[j+1:n])
+				j = n - 1
 				break
 			}
+			ch[j] = ch[j+1]
 		}
-		copy(ch[i:j], ch[i+1:j+1])
-		ch[j] = k
-	default:
-		ch[i] = k
 	}
-	s.lasts[at.c] = ch[len(ch)-1]
+	ch[j] = k
+	if last := len(ch) - 1; i == last || j == last {
+		s.lasts[at.c] = ch[last]
+	}
 }
 
 func lastOf(ch []poolKey) *poolKey { return &ch[len(ch)-1] }
