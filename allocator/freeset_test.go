@@ -137,3 +137,52 @@ func TestKeySetAgainstSortedSlice(t *testing.T) {
 		t.Errorf("%d chunks for %d keys", len(s.chunks), len(model))
 	}
 }
+
+// TestBlockTableReusesIDs: past maxSpareBlocks recycled block structs are
+// let go and their ids reused, and pools of thousands of free blocks (many
+// chunks) keep their order through splits, merges and releases.
+func TestBlockTableReusesIDs(t *testing.T) {
+	e := newEnv(t, "", false, 0)
+	a := e.a
+	var ptrs []uint64
+	for range 3 * maxSpareBlocks {
+		p, err := a.Malloc(512, acl.DefaultStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptrs = append(ptrs, p)
+	}
+	// every other one: thousands of free blocks that cannot merge
+	for i := 0; i < len(ptrs); i += 2 {
+		if err := a.Free(ptrs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkPoolOrder(t, a, "holes")
+	if n := a.small.blocks.len(); n < maxSpareBlocks || len(a.small.blocks.chunks) < 10 {
+		t.Fatalf("%d free blocks in %d chunks", n, len(a.small.blocks.chunks))
+	}
+	for i := 1; i < len(ptrs); i += 2 { // now they merge: structs recycled past the cap
+		if err := a.Free(ptrs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkPoolOrder(t, a, "merged")
+	if len(a.spare) != maxSpareBlocks || len(a.tab.free) == 0 {
+		t.Fatalf("%d spare structs, %d free ids", len(a.spare), len(a.tab.free))
+	}
+	made := len(a.tab.blocks)
+	for range 2 * maxSpareBlocks {
+		if _, err := a.Malloc(512, acl.DefaultStream); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkPoolOrder(t, a, "again")
+	if len(a.tab.blocks) != made {
+		t.Errorf("the block table grew from %d to %d ids: dropped ids not reused", made, len(a.tab.blocks))
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	checkPoolOrder(t, a, "emptied")
+}
