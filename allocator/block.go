@@ -85,7 +85,7 @@ func (p *blockPool) at(c cursor) *block { return p.tab.blocks[p.blocks.key(c).id
 // unmappedAt returns the block at a valid cursor of unmapped.
 func (p *blockPool) unmappedAt(c cursor) *block { return p.tab.blocks[p.unmapped.key(c).id] }
 
-// free yields the mapped free blocks in (stream, size, ptr) order; the
+// freeBlocks yields the mapped free blocks in (stream, size, ptr) order; the
 // pool must not change meanwhile.
 func (p *blockPool) freeBlocks() iter.Seq[*block] {
 	return func(yield func(*block) bool) {
