@@ -38,8 +38,9 @@ type Allocator struct {
 	pendingEvents int
 	freeEvents    []acl.Event
 
-	spare   []*block // recycled block structs
-	stampAt int64    // tick shared by the entries of the current call; 0 = not read yet
+	tab     blockTable // every block struct by id (poolKey.id)
+	spare   []*block   // recycled block structs
+	stampAt int64      // tick shared by the entries of the current call; 0 = not read yet
 
 	stats    Stats
 	warnings []string
@@ -124,6 +125,7 @@ func New(dev *acl.Device, cfg config.Config, opts ...Option) (*Allocator, error)
 		events: make(map[acl.Stream][]pendingEvent),
 		stacks: snapshot.NewStackTable(),
 	}
+	a.small.tab, a.large.tab = &a.tab, &a.tab
 	a.ring.reset(1)
 	for _, o := range opts {
 		o(a)
@@ -200,18 +202,14 @@ func (a *Allocator) intern(frames []snapshot.Frame, need RecordContext) snapshot
 }
 
 // stat applies delta to the "all" entry and the pool's entry of arr.
-func stat(arr *StatArray, p *blockPool, delta int64) {
-	k := StatLarge
+func stat(arr *StatArray, p *blockPool, delta int64) { arr.add(p.stat(), delta) }
+
+// stat is the pool's StatArray index.
+func (p *blockPool) stat() int {
 	if p.small {
-		k = StatSmall
+		return StatSmall
 	}
-	if delta >= 0 {
-		arr[StatAll].increase(delta)
-		arr[k].increase(delta)
-	} else {
-		arr[StatAll].decrease(-delta)
-		arr[k].decrease(-delta)
-	}
+	return StatLarge
 }
 
 // allocParams is AllocParams: the search key and the outcome.
@@ -223,6 +221,11 @@ type allocParams struct {
 	block     *block
 	err       error // last device error; ErrMemoryAllocation for limits
 	rejected  bool  // throw_on_npumalloc_oom
+	// at is block's position in pool.blocks when getFreeBlock found it:
+	// allocFoundBlock then takes it out, or puts the split remainder in its
+	// place.
+	at     cursor
+	inPool bool
 }
 
 // Malloc allocates size bytes for use on stream and returns the device
@@ -364,16 +367,18 @@ func (a *Allocator) gcEnabled() bool { return a.fractionSet && a.cfg.GCThreshold
 // expandable and oversize rules.
 func (a *Allocator) getFreeBlock(p *allocParams) bool {
 	pool := p.pool
+	set := &pool.blocks
 	if a.gcEnabled() {
-		for _, b := range pool.blocks {
+		for b := range pool.freeBlocks() {
 			b.gcCount++
 		}
 	}
-	i := pool.lowerBound(p.stream, p.size, 0)
-	if i == len(pool.blocks) || pool.blocks[i].stream != p.stream {
+	at := set.seek(poolKey{stream: p.stream, size: p.size})
+	if !set.valid(at) || set.key(at).stream != p.stream {
 		return false
 	}
-	if pool.blocks[i].expandable != nil {
+	b := pool.at(at)
+	if b.expandable != nil {
 		if a.cfg.ExpandableSegments {
 			// Best fit counts what a block can grow into: its size plus an
 			// unmapped block right after it.
@@ -383,24 +388,31 @@ func (a *Allocator) getFreeBlock(p *allocParams) bool {
 				}
 				return b.size
 			}
-			for pool.blocks[i].expandable != nil && i+1 < len(pool.blocks) &&
-				pool.blocks[i+1].stream == p.stream && grow(pool.blocks[i+1]) < grow(pool.blocks[i]) {
-				i++
+			for b.expandable != nil {
+				n := set.next(at)
+				if !set.valid(n) || set.key(n).stream != p.stream {
+					break
+				}
+				nb := pool.at(n)
+				if grow(nb) >= grow(b) {
+					break
+				}
+				at, b = n, nb
 			}
 		} else {
 			// Expandable segments were turned off: only plain blocks qualify.
 			for {
-				i++
-				if i == len(pool.blocks) || pool.blocks[i].expandable == nil || pool.blocks[i].stream != p.stream {
+				at = set.next(at)
+				if !set.valid(at) || set.key(at).stream != p.stream || pool.at(at).expandable == nil {
 					break
 				}
 			}
-			if i == len(pool.blocks) || pool.blocks[i].stream != p.stream {
+			if !set.valid(at) || set.key(at).stream != p.stream {
 				return false
 			}
+			b = pool.at(at)
 		}
 	}
-	b := pool.blocks[i]
 	maxSplit := a.cfg.MaxSplitSize
 	if p.size < maxSplit && b.size >= maxSplit {
 		return false // don't hand an oversize block to a normal request
@@ -409,8 +421,7 @@ func (a *Allocator) getFreeBlock(p *allocParams) bool {
 		return false // too much waste for an oversize request
 	}
 	b.gcCount = 0
-	pool.blocks = slices.Delete(pool.blocks, i, i+1)
-	p.block = b
+	p.block, p.at, p.inPool = b, at, true
 	return true
 }
 
@@ -433,6 +444,10 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 		al := uint64(a.cfg.BaseAddrAlignedKB * config.KiB)
 		aligned := (b.ptr + al - 1) / al * al
 		if off := int64(aligned - b.ptr); off > 0 && off+size <= b.size {
+			if p.inPool {
+				pool.blocks.delete(p.at)
+				p.inPool = false
+			}
 			lead := a.newBlock(b.ptr, off, b.stream, pool, true, b.expandable)
 			lead.linkBefore(b)
 			b.ptr, b.size = aligned, b.size-off
@@ -446,7 +461,11 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 		b.linkBefore(rem)
 		rem.ptr += uint64(size)
 		rem.size -= size
-		pool.insert(rem)
+		if p.inPool {
+			pool.blocks.update(p.at, rem.key()) // the remainder keeps the block's id
+		} else {
+			pool.insert(rem)
+		}
 		if rem.expandable == nil {
 			if alreadySplit {
 				stat(&a.stats.InactiveSplitBytes, pool, -b.size)
@@ -455,20 +474,21 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 				stat(&a.stats.InactiveSplit, pool, 1)
 			}
 		}
-	} else if alreadySplit && b.expandable == nil {
-		stat(&a.stats.InactiveSplitBytes, pool, -b.size)
-		stat(&a.stats.InactiveSplit, pool, -1)
+	} else {
+		if p.inPool {
+			pool.blocks.delete(p.at)
+		}
+		if alreadySplit && b.expandable == nil {
+			stat(&a.stats.InactiveSplitBytes, pool, -b.size)
+			stat(&a.stats.InactiveSplit, pool, -1)
+		}
 	}
 	b.allocated = true
 	b.requested = orig
 	b.frames = ctx
 	a.record(snapshot.ActionAlloc, b.ptr, orig, b.stream, ctx)
 	a.active.put(b.ptr, b)
-	stat(&a.stats.Allocation, pool, 1)
-	stat(&a.stats.AllocatedBytes, pool, b.size)
-	stat(&a.stats.Active, pool, 1)
-	stat(&a.stats.ActiveBytes, pool, b.size)
-	stat(&a.stats.RequestedBytes, pool, orig)
+	a.stats.allocated(pool.stat(), b.size, orig)
 	if b.size >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.increase(1)
 	}
@@ -494,8 +514,9 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	ctx := a.intern(frames, RecordAll)
 	b.allocated = false
 	a.record(snapshot.ActionFreeRequested, b.ptr, b.requested, b.stream, ctx)
-	stat(&a.stats.Allocation, b.pool, -1)
-	stat(&a.stats.AllocatedBytes, b.pool, -b.size)
+	k := b.pool.stat()
+	a.stats.Allocation.dec(k, 1)
+	a.stats.AllocatedBytes.dec(k, b.size)
 	if b.size >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
@@ -644,24 +665,39 @@ func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
 	origSize := b.size
 	a.active.del(b.ptr)
 	var netBlocks, netBytes int64
+	// The merged block takes the place of the last neighbour it absorbed
+	// (pool.blocks.update): a block split and merged back to its original
+	// size goes back where it was, without moving a key.
+	var at cursor
+	held := false
 	for _, c := range [2]*block{b.prev, b.next} {
-		if n := a.tryMerge(b, c); n > 0 {
-			netBlocks--
-			netBytes -= n
+		if !c.free() || b.mapped != c.mapped {
+			continue
 		}
+		if held {
+			pool.blocks.delete(at)
+		}
+		at, held = pool.blocks.find(c.key())
+		netBlocks--
+		netBytes -= a.absorb(b, c)
 	}
-	pool.insert(b)
+	if held {
+		pool.blocks.update(at, b.key())
+	} else {
+		pool.insert(b)
+	}
 	if b.isSplit() {
 		netBlocks++
 		netBytes += b.size
 	}
+	k := pool.stat()
 	if b.expandable == nil {
-		stat(&a.stats.InactiveSplit, pool, netBlocks)
-		stat(&a.stats.InactiveSplitBytes, pool, netBytes)
+		a.stats.InactiveSplit.add(k, netBlocks)
+		a.stats.InactiveSplitBytes.add(k, netBytes)
 	}
-	stat(&a.stats.Active, pool, -1)
-	stat(&a.stats.ActiveBytes, pool, -origSize)
-	stat(&a.stats.RequestedBytes, pool, -b.requested)
+	a.stats.Active.dec(k, 1)
+	a.stats.ActiveBytes.dec(k, origSize)
+	a.stats.RequestedBytes.dec(k, b.requested)
 }
 
 // tryMerge is try_merge_blocks: dst absorbs a free neighbour src.
@@ -669,6 +705,13 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 	if !src.free() || dst.mapped != src.mapped {
 		return 0
 	}
+	dst.pool.eraseAny(src)
+	return a.absorb(dst, src)
+}
+
+// absorb links dst over its neighbour src, which has left its pool, and
+// recycles src; it returns src's size.
+func (a *Allocator) absorb(dst, src *block) int64 {
 	if dst.prev == src {
 		dst.ptr = src.ptr
 		dst.prev = src.prev
@@ -684,7 +727,6 @@ func (a *Allocator) tryMerge(dst, src *block) int64 {
 	}
 	n := src.size
 	dst.size += n
-	dst.pool.eraseAny(src)
 	a.recycle(src)
 	return n
 }
@@ -723,6 +765,7 @@ func (a *Allocator) newBlock(ptr uint64, size int64, stream acl.Stream, pool *bl
 		a.spare = a.spare[:n-1]
 	} else {
 		b = new(block)
+		a.tab.add(b)
 	}
 	b.ptr, b.size, b.stream, b.pool, b.mapped, b.expandable = ptr, size, stream, pool, mapped, es
 	return b
@@ -730,9 +773,11 @@ func (a *Allocator) newBlock(ptr uint64, size int64, stream acl.Stream, pool *bl
 
 // recycle keeps a block that left every pool and chain for newBlock.
 func (a *Allocator) recycle(b *block) {
-	*b = block{}
+	*b = block{id: b.id}
 	if len(a.spare) < maxSpareBlocks {
 		a.spare = append(a.spare, b)
+	} else {
+		a.tab.drop(b.id)
 	}
 }
 

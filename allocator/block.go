@@ -1,7 +1,7 @@
 package allocator
 
 import (
-	"slices"
+	"iter"
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -24,6 +24,7 @@ type block struct {
 	expandable *expandableSegment
 	frames     snapshot.StackID // context_when_allocated
 	segFrames  snapshot.StackID // context_when_segment_allocated
+	id         int32            // blockTable index, kept for the struct's life
 }
 
 func (b *block) isSplit() bool { return b.prev != nil || b.next != nil }
@@ -52,84 +53,63 @@ func (b *block) free() bool {
 	return b != nil && !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
 }
 
-// blockPool holds the free blocks of one pool (small or large). blocks is
-// ordered by (stream, size, ptr) for best fit, unmapped by (stream, ptr).
-// Sorted slices keep this simple: free lists stay short enough that the
-// memmove of an insert is cheaper than a tree's pointer chasing.
+// blockPool holds the free blocks of one pool (small or large): blocks in
+// (stream, size, ptr) order for best fit, unmapped ones of expandable
+// segments in (stream, ptr) order. The sets hold keys (keySet); tab resolves
+// a key's block.
 type blockPool struct {
-	blocks   []*block
-	unmapped []*block
+	blocks   keySet
+	unmapped keySet
 	small    bool
+	tab      *blockTable
 }
 
-// lessSize orders blocks by (stream, size, ptr); written out rather than
-// with cmp.Compare so lowerBound inlines it.
+func (b *block) key() poolKey     { return poolKey{stream: b.stream, size: b.size, ptr: b.ptr, id: b.id} }
+func (b *block) addrKey() poolKey { return poolKey{stream: b.stream, ptr: b.ptr, id: b.id} }
+
+// lessSize orders blocks by (stream, size, ptr), the order of blocks.
 func lessSize(b *block, stream acl.Stream, size int64, ptr uint64) bool {
-	if b.stream != stream {
-		return b.stream < stream
-	}
-	if b.size != size {
-		return b.size < size
-	}
-	return b.ptr < ptr
+	k := b.key()
+	return k.less(&poolKey{stream: stream, size: size, ptr: ptr})
 }
 
+// lessAddr orders blocks by (stream, ptr), the order of unmapped.
 func lessAddr(b *block, stream acl.Stream, ptr uint64) bool {
-	if b.stream != stream {
-		return b.stream < stream
-	}
-	return b.ptr < ptr
+	k := b.addrKey()
+	return k.less(&poolKey{stream: stream, ptr: ptr})
 }
 
-// lowerBound returns the index of the first block not less than the key
-// (stream, size, ptr): a hand-written binary search, the hottest loop.
-func (p *blockPool) lowerBound(stream acl.Stream, size int64, ptr uint64) int {
-	lo, hi := 0, len(p.blocks)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if lessSize(p.blocks[m], stream, size, ptr) {
-			lo = m + 1
-		} else {
-			hi = m
+// at returns the block at a valid cursor of blocks.
+func (p *blockPool) at(c cursor) *block { return p.tab.blocks[p.blocks.key(c).id] }
+
+// unmappedAt returns the block at a valid cursor of unmapped.
+func (p *blockPool) unmappedAt(c cursor) *block { return p.tab.blocks[p.unmapped.key(c).id] }
+
+// freeBlocks yields the mapped free blocks in (stream, size, ptr) order; the
+// pool must not change meanwhile.
+func (p *blockPool) freeBlocks() iter.Seq[*block] {
+	return func(yield func(*block) bool) {
+		for k := range p.blocks.all() {
+			if !yield(p.tab.blocks[k.id]) {
+				return
+			}
 		}
 	}
-	return lo
 }
 
-func (p *blockPool) insert(b *block) {
-	i := p.lowerBound(b.stream, b.size, b.ptr)
-	p.blocks = slices.Insert(p.blocks, i, b)
-}
+func (p *blockPool) insert(b *block) { p.blocks.insert(b.key()) }
 
 func (p *blockPool) erase(b *block) {
-	i := p.lowerBound(b.stream, b.size, b.ptr)
-	if i < len(p.blocks) && p.blocks[i] == b {
-		p.blocks = slices.Delete(p.blocks, i, i+1)
+	if at, ok := p.blocks.find(b.key()); ok {
+		p.blocks.delete(at)
 	}
 }
 
-func (p *blockPool) unmappedLowerBound(stream acl.Stream, ptr uint64) int {
-	lo, hi := 0, len(p.unmapped)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if lessAddr(p.unmapped[m], stream, ptr) {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
-}
-
-func (p *blockPool) insertUnmapped(b *block) {
-	i := p.unmappedLowerBound(b.stream, b.ptr)
-	p.unmapped = slices.Insert(p.unmapped, i, b)
-}
+func (p *blockPool) insertUnmapped(b *block) { p.unmapped.insert(b.addrKey()) }
 
 func (p *blockPool) eraseUnmapped(b *block) {
-	i := p.unmappedLowerBound(b.stream, b.ptr)
-	if i < len(p.unmapped) && p.unmapped[i] == b {
-		p.unmapped = slices.Delete(p.unmapped, i, i+1)
+	if at, ok := p.unmapped.find(b.addrKey()); ok {
+		p.unmapped.delete(at)
 	}
 }
 

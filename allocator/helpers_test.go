@@ -87,3 +87,43 @@ func (e *testEnv) trace() []snapshot.TraceEntry {
 	}
 	return out
 }
+
+// poolLists returns p's free and unmapped blocks in set order, after
+// checking that each set's keys match their blocks and its chunks are
+// well formed.
+func poolLists(t *testing.T, p *blockPool) (blocks, unmapped []*block) {
+	t.Helper()
+	list := func(s *keySet, addr bool) []*block {
+		var out []*block
+		if len(s.lasts) != len(s.chunks) {
+			t.Fatalf("%d chunks, %d last keys", len(s.chunks), len(s.lasts))
+		}
+		for i, ch := range s.chunks {
+			if len(ch) == 0 && len(s.chunks) > 1 || len(ch) > chunkMax {
+				t.Fatalf("chunk %d of %d holds %d keys", i, len(s.chunks), len(ch))
+			}
+			if len(ch) > 0 && s.lasts[i] != ch[len(ch)-1] {
+				t.Fatalf("chunk %d's last key is not in lasts", i)
+			}
+			for j := range ch {
+				b := p.tab.blocks[ch[j].id]
+				if b == nil {
+					t.Fatalf("key %+v has no block", ch[j])
+				}
+				want := b.key()
+				if addr {
+					want = b.addrKey()
+				}
+				if ch[j] != want {
+					t.Fatalf("key %+v does not match its block", ch[j])
+				}
+				out = append(out, b)
+			}
+		}
+		if len(out) != s.len() {
+			t.Fatalf("set holds %d keys, counts %d", len(out), s.len())
+		}
+		return out
+	}
+	return list(&p.blocks, false), list(&p.unmapped, true)
+}

@@ -168,16 +168,17 @@ func checkPoolOrder(t *testing.T, a *Allocator, where string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, p := range []*blockPool{&a.small, &a.large} {
-		for i, b := range p.blocks {
+		blocks, unmapped := poolLists(t, p)
+		for i, b := range blocks {
 			if b.pool != p || b.allocated || !b.mapped {
 				t.Fatalf("%s: pool holds block %#x (allocated %v, mapped %v, own pool %v)", where, b.ptr, b.allocated, b.mapped, b.pool == p)
 			}
-			if i > 0 && !lessSize(p.blocks[i-1], b.stream, b.size, b.ptr) {
-				t.Fatalf("%s: pool out of order at %d: %#x (%d B) before %#x (%d B)", where, i, p.blocks[i-1].ptr, p.blocks[i-1].size, b.ptr, b.size)
+			if i > 0 && !lessSize(blocks[i-1], b.stream, b.size, b.ptr) {
+				t.Fatalf("%s: pool out of order at %d: %#x (%d B) before %#x (%d B)", where, i, blocks[i-1].ptr, blocks[i-1].size, b.ptr, b.size)
 			}
 		}
-		for i, b := range p.unmapped {
-			if b.pool != p || b.mapped || (i > 0 && !lessAddr(p.unmapped[i-1], b.stream, b.ptr)) {
+		for i, b := range unmapped {
+			if b.pool != p || b.mapped || (i > 0 && !lessAddr(unmapped[i-1], b.stream, b.ptr)) {
 				t.Fatalf("%s: unmapped set wrong at %d: %#x", where, i, b.ptr)
 			}
 		}

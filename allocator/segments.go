@@ -93,23 +93,28 @@ func (a *Allocator) releaseAvailableCached(p *allocParams, ctx snapshot.StackID)
 		a.syncDevice()
 	}
 	pool := p.pool
+	set := &pool.blocks
 	key := max(p.size, maxSplit)
-	i := pool.lowerBound(p.stream, key, 0)
-	if i < len(pool.blocks) && pool.blocks[i].stream == p.stream && pool.blocks[i].expandable == nil {
-		if b := pool.blocks[i]; !b.isSplit() {
+	at := set.seek(poolKey{stream: p.stream, size: key})
+	if set.valid(at) && set.key(at).stream == p.stream && pool.at(at).expandable == nil {
+		if b := pool.at(at); !b.isSplit() {
 			a.releaseBlock(b, ctx)
 			return true
 		}
 		return false
 	}
-	if i == 0 {
+	if set.valid(at) {
+		at = set.prev(at)
+	} else {
+		at = set.last()
+	}
+	if at.c < 0 {
 		return false
 	}
-	i--
 	var released int64
 	var victims []*block
 	for released < key {
-		b := pool.blocks[i]
+		b := pool.at(at)
 		if b.size < maxSplit || b.stream != p.stream {
 			break
 		}
@@ -117,10 +122,9 @@ func (a *Allocator) releaseAvailableCached(p *allocParams, ctx snapshot.StackID)
 			victims = append(victims, b)
 			released += b.size
 		}
-		if i == 0 {
+		if at = set.prev(at); at.c < 0 {
 			break
 		}
-		i--
 	}
 	for _, b := range victims {
 		a.releaseBlock(b, ctx)
@@ -139,7 +143,7 @@ func (a *Allocator) releaseCachedBlocks(ctx snapshot.StackID) bool {
 
 func (a *Allocator) releaseBlocks(pool *blockPool, ctx snapshot.StackID) {
 	var release, unmap []*block
-	for _, b := range pool.blocks {
+	for b := range pool.freeBlocks() {
 		switch {
 		case b.expandable != nil:
 			unmap = append(unmap, b)
@@ -166,7 +170,7 @@ func (a *Allocator) garbageCollect(ctx snapshot.StackID) {
 	target := a.totalAllocated - threshold
 	var totalAge int64
 	var n int64
-	for _, b := range a.large.blocks {
+	for b := range a.large.freeBlocks() {
 		if !b.isSplit() {
 			totalAge += b.gcCount
 			n++
@@ -184,7 +188,7 @@ func (a *Allocator) garbageCollect(ctx snapshot.StackID) {
 		ageThreshold := float64(totalAge) / float64(n)
 		freed = false
 		var victims []*block
-		for _, b := range a.large.blocks {
+		for b := range a.large.freeBlocks() {
 			if !b.isSplit() && b.expandable == nil && float64(b.gcCount) >= ageThreshold {
 				victims = append(victims, b)
 			}
@@ -269,8 +273,9 @@ func (a *Allocator) findExpandableBlock(p *allocParams) (*block, error) {
 		}
 		return n >= size
 	}
-	for i := pool.unmappedLowerBound(p.stream, 0); i < len(pool.unmapped) && pool.unmapped[i].stream == p.stream; i++ {
-		c := pool.unmapped[i]
+	set := &pool.unmapped
+	for at := set.seek(poolKey{stream: p.stream}); set.valid(at) && set.key(at).stream == p.stream; at = set.next(at) {
+		c := pool.unmappedAt(at)
 		if c.prev.free() {
 			c = c.prev
 		}

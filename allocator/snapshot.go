@@ -66,7 +66,7 @@ func (a *Allocator) snapshotLocked(conv converter) *snapshot.Snapshot {
 		s.Segments = append(s.Segments, seg)
 	}
 	for _, pool := range []*blockPool{&a.large, &a.small} {
-		for _, b := range pool.blocks {
+		for b := range pool.freeBlocks() {
 			if !seen(b) {
 				addSegment(b)
 			}

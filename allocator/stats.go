@@ -27,6 +27,37 @@ func (s *Stat) decrease(n int64) {
 	s.Freed += n
 }
 
+// inc adds n ≥ 0 to the "all" entry and entry k.
+func (arr *StatArray) inc(k int, n int64) {
+	arr[StatAll].increase(n)
+	arr[k].increase(n)
+}
+
+// dec takes n ≥ 0 from the "all" entry and entry k.
+func (arr *StatArray) dec(k int, n int64) {
+	arr[StatAll].decrease(n)
+	arr[k].decrease(n)
+}
+
+// add applies n of either sign to the "all" entry and entry k.
+func (arr *StatArray) add(k int, n int64) {
+	if n >= 0 {
+		arr.inc(k, n)
+	} else {
+		arr.dec(k, -n)
+	}
+}
+
+// allocated counts a block handed out, in one batch: an allocation and an
+// active block of size bytes, requested bytes asked for.
+func (s *Stats) allocated(k int, size, requested int64) {
+	s.Allocation.inc(k, 1)
+	s.AllocatedBytes.inc(k, size)
+	s.Active.inc(k, 1)
+	s.ActiveBytes.inc(k, size)
+	s.RequestedBytes.inc(k, requested)
+}
+
 // Pool indices of a StatArray.
 const (
 	StatAll   = 0 // "all"

@@ -250,6 +250,7 @@ func newExplainCmd() *cobra.Command {
 		top       int
 		confs     []string
 		noWhatIf  bool
+		forceSim  bool
 		deviceMem string
 		asJSON    bool
 	)
@@ -262,6 +263,8 @@ func newExplainCmd() *cobra.Command {
 			"large enough) or shortage (allocated + request exceed reserved + device free) — the op and\n" +
 			"stack of the failing request, the top holders, and whether the recorded trace would fit\n" +
 			"with expandable_segments:True or a max_split_size_mb (replay/whatif; --conf replaces them).\n" +
+			"The what-if runs where it answers something: a device with an oom entry, or a peak reserved of\n" +
+			"90% of --device-mem or more; elsewhere only with --whatif or --conf.\n" +
 			"Leak suspects are the call sites whose live bytes at the end of each step keep growing,\n" +
 			"with the growth per step; steps come from ProfilerStep#N ranges, Optimizer.step#…\n" +
 			"annotations, the optimizer's step call site or the trace's repeat period, in that order,\n" +
@@ -276,7 +279,10 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := explain.Options{By: by, Top: top, Confs: confs, NoWhatIf: noWhatIf, Simulate: sim.Simulate,
+			if forceSim && noWhatIf {
+				return usageError{fmt.Errorf("--whatif and --no-whatif exclude each other")}
+			}
+			opts := explain.Options{By: by, Top: top, Confs: confs, NoWhatIf: noWhatIf, WhatIf: forceSim, Simulate: sim.Simulate,
 				Library: func(g *explain.Grouper) { g.Library = lib }}
 			if c.Flags().Changed("device") {
 				opts.Device = &gf.device
@@ -319,6 +325,7 @@ func newExplainCmd() *cobra.Command {
 	c.Flags().IntVar(&top, "top", 5, "top holders per oom")
 	c.Flags().StringArrayVar(&confs, "conf", nil, "an alternative allocator configuration to try (repeatable; default expandable_segments:True and a max_split_size_mb)")
 	c.Flags().BoolVar(&noWhatIf, "no-whatif", false, "skip the what-if simulation")
+	c.Flags().BoolVar(&forceSim, "whatif", false, "run the what-if even without an oom entry or a peak near --device-mem")
 	c.Flags().StringVar(&deviceMem, "device-mem", "", "simulated device memory for the what-if, e.g. 64GiB (default: from the file)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")
 	return c

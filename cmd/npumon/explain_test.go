@@ -122,6 +122,13 @@ func TestExplainJSON(t *testing.T) {
 	}
 }
 
+func TestExplainWhatIfFlagsExclusive(t *testing.T) {
+	code, _, errOut := captureRun(t, "explain", leakFile, "--whatif", "--no-whatif")
+	if code != 2 || !strings.Contains(errOut, "--whatif and --no-whatif exclude each other") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
 func TestCheckBaseline(t *testing.T) {
 	// the 2.0 capture holds 11 GiB at its peak, the 1.3b one 5.3 GiB
 	big := fixture.Path(t, "snapshots/cuda-2.0-flexgen-oom_snapshot.pickle")

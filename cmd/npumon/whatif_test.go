@@ -193,6 +193,10 @@ func TestWhatifSameAlternativesAsExplain(t *testing.T) {
 		t.Errorf("a snapshot without allocations:\n%s", out)
 	}
 	_, out, _ = captureRun(t, "explain", f)
+	if !strings.Contains(out, "what-if not run: no oom entry (--whatif runs it)") || strings.Contains(out, "nothing to simulate") {
+		t.Errorf("explain without an oom entry runs no what-if unless asked:\n%s", out)
+	}
+	_, out, _ = captureRun(t, "explain", f, "--whatif")
 	if !strings.Contains(out, "what-if: nothing to simulate") || strings.Contains(out, "fits") {
 		t.Errorf("explain on a snapshot without allocations:\n%s", out)
 	}

@@ -104,3 +104,35 @@ func BenchmarkDetectSteps1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(s.Len()), "steps")
 }
+
+// BenchmarkExplain1M is `npumon explain` on the 1,000,000-entry file
+// without an oom entry (the what-if is not run there unless asked for).
+func BenchmarkExplain1M(b *testing.B) {
+	benchFile(b, bench1M)
+	for b.Loop() {
+		c, err := replay.DecodeFile(bench1M, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkExplain1MWhatIf is `npumon explain --whatif` on the same file:
+// BenchmarkExplain1M with the baseline and the two default alternatives
+// simulated over the whole trace.
+func BenchmarkExplain1MWhatIf(b *testing.B) {
+	benchFile(b, bench1M)
+	for b.Loop() {
+		c, err := replay.DecodeFile(bench1M, replay.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate, WhatIf: true})
+		if err != nil || len(e.Devices[0].OOMs[0].WhatIf) != 3 {
+			b.Fatalf("%v %+v", err, e)
+		}
+	}
+}

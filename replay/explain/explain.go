@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 
+	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/internal/oprange"
@@ -208,6 +210,9 @@ type Options struct {
 	Confs []string // alternatives; nil = whatif.Alternatives (the TUI's and whatif's too)
 	// NoWhatIf skips the simulation; so does a nil Simulate.
 	NoWhatIf bool
+	// WhatIf runs the simulation even where it answers nothing (see
+	// WhatIfWanted); NoWhatIf wins.
+	WhatIf bool
 	// Simulate runs the what-if (sim.Simulate from replay/whatif/sim).
 	Simulate  whatif.Simulator
 	DeviceMem int64 // simulated device bytes for the what-if; 0 = from the file
@@ -248,35 +253,43 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		out.frames = g.Rules()
 	}
 	// The what-if runs (the costliest part) start first and overlap the
-	// per-device walks.
+	// per-device walks — where they answer something: an oom entry, or on
+	// request (WhatIfWanted). A peak near a given device size is only known
+	// after the walks; the runs then start there.
 	type simResult struct {
 		res *whatif.Result
 		err error
 	}
 	sim := make(chan simResult, 1)
-	if !opts.NoWhatIf && opts.Simulate != nil && len(devices) > 0 {
+	canSim := !opts.NoWhatIf && opts.Simulate != nil && len(devices) > 0
+	until := map[int]int{}
+	for _, dev := range devices {
+		if i := lastOOM(c.Snapshot, dev, opts.MaxOOMs); i >= 0 {
+			until[dev] = i
+		}
+	}
+	startSim := func() {
 		confs := opts.Confs
 		if confs == nil {
 			confs = whatif.Alternatives(c.Snapshot, devices)
-		}
-		until := map[int]int{}
-		for _, dev := range devices {
-			if i := lastOOM(c.Snapshot, dev, opts.MaxOOMs); i >= 0 {
-				until[dev] = i
-			}
 		}
 		go func() {
 			defer crash.Recover()
 			res, err := opts.Simulate(ctx, c, whatif.Options{Confs: confs, DeviceMem: opts.DeviceMem, Devices: devices, Until: until})
 			sim <- simResult{res, err}
 		}()
-	} else {
-		close(sim)
 	}
+	started := canSim && (opts.WhatIf || opts.Confs != nil || len(until) > 0)
+	if started {
+		startSim()
+	}
+	var peak int64 // the largest recorded peak reserved of the devices
 	for _, dev := range devices {
 		d, err := NewDevice(c, dev, opts.Ops)
 		if err != nil {
-			<-sim
+			if started {
+				<-sim
+			}
 			return nil, err
 		}
 		de := d.explain(opts)
@@ -286,7 +299,26 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 				break
 			}
 		}
+		peak = max(peak, PeakReserved(d.Timeline))
 		out.Devices = append(out.Devices, de)
+	}
+	if canSim && !started {
+		if opts.DeviceMem > 0 && float64(peak) >= NearDevice*float64(opts.DeviceMem) {
+			startSim()
+			started = true
+		} else {
+			why := "no oom entry"
+			if opts.DeviceMem > 0 {
+				why = fmt.Sprintf("no oom entry, and the recorded peak reserved %s is under %.0f%% of --device-mem %s",
+					bytesize.Torch(peak), 100*NearDevice, bytesize.Torch(opts.DeviceMem))
+			}
+			for i := range out.Devices {
+				out.Devices[i].WhatIfNote = "what-if not run: " + why + " (--whatif runs it)"
+			}
+		}
+	}
+	if !started {
+		close(sim)
 	}
 	r, ok := <-sim
 	switch {
@@ -305,6 +337,23 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		}
 	}
 	return out, nil
+}
+
+// NearDevice is the share of the given device size (Options.DeviceMem) at
+// which a recorded peak without an oom entry is near it: from there the
+// what-if runs without being asked, to say whether the alternatives keep
+// the run on the device and with how much room.
+const NearDevice = 0.9
+
+// PeakReserved is the largest value of tl's reserved series.
+func PeakReserved(tl *replay.Timeline) int64 {
+	r := tl.ReservedAtStart
+	peak := r
+	for i := range tl.Entries {
+		r += replay.ReservedDelta(&tl.Entries[i])
+		peak = max(peak, r)
+	}
+	return peak
 }
 
 // lastOOM is the index of the last oom entry explained on dev (the
@@ -339,10 +388,6 @@ func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
 // and at each step boundary.
 func (d *Device) explain(opts Options) DeviceExplanation {
 	tl := d.Timeline
-	g := d.Grouper(opts.By)
-	if opts.Library != nil {
-		opts.Library(g)
-	}
 	de := DeviceExplanation{Device: tl.Device, OOMs: []OOM{}, LeakSuspects: []LeakSuspect{}}
 	kind := "oom"
 	stops := OOMIndices(tl)
@@ -352,8 +397,24 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	if len(stops) == 0 {
 		kind, stops = "peak", []int{PeakIndex(tl)}
 	}
+	// The step detection, the categories and the figures at the stops read
+	// the timeline and nothing else: with a second core they overlap.
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer crash.Recover()
+		d.Steps()
+	})
+	wg.Go(func() {
+		defer crash.Recover()
+		d.Categories()
+	})
 	figs := FiguresAfterAll(tl, stops)
+	wg.Wait()
 	steps := d.Steps()
+	g := d.Grouper(opts.By)
+	if opts.Library != nil {
+		opts.Library(g)
+	}
 	points := steps.Ends
 	de.Steps, de.StepSource, de.StepNote = len(points), steps.Source, steps.Note
 

@@ -190,7 +190,7 @@ func TestExplainPeakWithoutOOM(t *testing.T) {
 			tr[i].Action = snapshot.ActionSnapshot
 		}
 	}
-	e, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate})
+	e, err := Explain(context.Background(), c, Options{Simulate: sim.Simulate, WhatIf: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,5 +368,58 @@ func TestExplainOutsideAllocator(t *testing.T) {
 	e.WriteText(&b)
 	if e.Devices[0].OutsideAllocator != nil || strings.Contains(b.String(), "outside the caching allocator") {
 		t.Errorf("without a CSV:\n%s", b.String())
+	}
+}
+
+// TestExplainWhatIfOnlyWhereItAnswers: without an oom entry the what-if
+// runs only on request (--whatif, --conf) or for a peak near a given
+// device size; otherwise the note says why it did not and how to run it.
+func TestExplainWhatIfOnlyWhereItAnswers(t *testing.T) {
+	c, err := replay.DecodeFile("../testdata/cuda21_p4.pickle", replay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Snapshot.DeviceTraces[0]
+	for i := range tr {
+		if tr[i].Action == snapshot.ActionOOM {
+			tr[i].Action = snapshot.ActionSnapshot
+		}
+	}
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := PeakReserved(d.Timeline)
+	if peak <= 0 {
+		t.Fatalf("peak reserved %d", peak)
+	}
+	for _, tt := range []struct {
+		name string
+		opts Options
+		runs bool
+		note string
+	}{
+		{"default", Options{}, false, "what-if not run: no oom entry (--whatif runs it)"},
+		{"whatif", Options{WhatIf: true}, true, ""},
+		{"conf", Options{Confs: []string{"expandable_segments:True"}}, true, ""},
+		{"near device", Options{DeviceMem: peak + peak/20}, true, ""},
+		{"far from device", Options{DeviceMem: 4 * peak}, false, "what-if not run: no oom entry, and the recorded peak reserved"},
+		{"no-whatif wins", Options{WhatIf: true, NoWhatIf: true}, false, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := tt.opts
+			opts.Simulate = sim.Simulate
+			e, err := Explain(context.Background(), c, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev := e.Devices[0]
+			if ran := dev.WhatIfTrust != nil; ran != tt.runs || (len(dev.OOMs[0].WhatIf) > 0) != tt.runs {
+				t.Errorf("what-if ran: %v (%d runs), want %v", ran, len(dev.OOMs[0].WhatIf), tt.runs)
+			}
+			if !strings.HasPrefix(dev.WhatIfNote, tt.note) || (tt.note == "") != (dev.WhatIfNote == "") {
+				t.Errorf("note %q, want %q…", dev.WhatIfNote, tt.note)
+			}
+		})
 	}
 }

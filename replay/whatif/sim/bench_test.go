@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/npumon/npumon/acl"
@@ -11,6 +12,7 @@ import (
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
+	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // synthetic returns a snapshot whose device-0 trace has about n entries of
@@ -140,4 +142,29 @@ func BenchmarkSimulateParallel(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSimulateFile1M is explain's what-if on make bench-data's
+// 1,000,000-entry snapshot_1m.pickle (decoded once, outside the timing): the
+// baseline and the two default alternatives, each over the whole trace, run
+// one after another (Parallel 1), so that cpu-ns/op is their sum.
+func BenchmarkSimulateFile1M(b *testing.B) {
+	const path = "../../../testdata/bench/snapshot_1m.pickle"
+	if _, err := os.Stat(path); err != nil {
+		b.Skip("run make bench-data first")
+	}
+	c, err := replay.DecodeFile(path, replay.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	devices := c.Snapshot.Devices()
+	opts := whatif.Options{Confs: whatif.Alternatives(c.Snapshot, devices), Devices: devices, Parallel: 1}
+	c0 := benchcpu.Now()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Simulate(context.Background(), c, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
