@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/classify"
 )
 
 // Entry kinds.
@@ -83,6 +85,8 @@ type DirSource struct {
 	newWhile int            // snapshots that landed while held
 	open     string         // the capture shown
 	times    string         // the open capture's time recovery (TimesNote)
+	untimed  bool           // the open capture is a snapshot without times of its own
+	realign  bool           // a run of its process completed since it was aligned
 	ops      int
 	errs     []string
 }
@@ -258,6 +262,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			return
 		case <-poll.C:
 			d.pollTail()
+			d.realignOpen()
 		case ev, ok := <-d.w.Events:
 			if !ok {
 				return
@@ -303,10 +308,13 @@ func (d *DirSource) loop(ctx context.Context) {
 						toOpen = ev.Path
 					}
 				}
-			case EventProfilerDir, EventFrameworkGrow, EventAnalyseDone:
+			case EventProfilerDir, EventFrameworkGrow, EventAnalyseDone, EventRunComplete:
 				d.pollTail()
 				if ev.Kind != EventProfilerDir {
 					d.update(ev.Dir, func(c *Entry) { c.Size = treeSize(c.Path) })
+				}
+				if ev.Kind == EventAnalyseDone || ev.Kind == EventRunComplete {
+					d.runCompleted(ev.Dir)
 				}
 			case EventRemoved:
 				d.update(ev.Path, func(c *Entry) { c.Error = "removed" })
@@ -381,11 +389,17 @@ func (d *DirSource) openSnapshot(path string) {
 func (d *DirSource) openCapture(path string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
+	d.mu.Lock()
+	d.realign = false // the runs complete now are read below; one completing meanwhile sets it again
+	d.mu.Unlock()
 	var times string
+	untimed := false
 	// A snapshot without times (torch_npu) gets them from the complete
 	// profiler runs of its process in the directory (docs/timerecovery.md);
 	// a run that cannot be used does not keep the snapshot from opening.
+	// One that completes later aligns it again (runCompleted).
 	prepare := func(c *replay.Capture) error {
+		untimed = !c.Snapshot.HasTimestamps()
 		var warn strings.Builder
 		res, _, err := RecoverTimes(c, RecoverOptions{CompleteOnly: true}, &warn)
 		if err != nil {
@@ -399,10 +413,45 @@ func (d *DirSource) openCapture(path string) error {
 		return err
 	}
 	d.mu.Lock()
-	d.open, d.times = path, times
+	d.open, d.times, d.untimed = path, times, untimed
 	d.mu.Unlock()
 	d.update(path, func(c *Entry) { c.Error = "" })
 	return nil
+}
+
+// runCompleted notes that profiler run dir finalised its FRAMEWORK data or
+// was analysed: when it is a run of the open snapshot's process and the
+// snapshot has no times of its own, the snapshot is aligned again at the
+// next poll (realignOpen), so its time axis appears without opening it
+// again. The events of one run's files come together; one alignment takes
+// them all.
+func (d *DirSource) runCompleted(dir string) {
+	d.mu.Lock()
+	open, untimed := d.open, d.untimed
+	d.mu.Unlock()
+	if open == "" || !untimed || !slices.Contains(classify.Beside(open), filepath.Clean(dir)) {
+		return
+	}
+	d.mu.Lock()
+	if d.open == open {
+		d.realign = true
+	}
+	d.mu.Unlock()
+}
+
+// realignOpen opens the open snapshot again when a run of its process
+// completed since it was aligned (runCompleted), unless the user holds it
+// (SetHold): then once the hold ends.
+func (d *DirSource) realignOpen() {
+	d.mu.Lock()
+	open, want := d.open, d.realign && !d.held
+	d.mu.Unlock()
+	if !want {
+		return
+	}
+	if err := d.openCapture(open); err != nil {
+		d.note(err.Error()) // not again until another run completes
+	}
 }
 
 // List returns the captures in arrival order, oldest first, with the one

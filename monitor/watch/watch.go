@@ -41,6 +41,10 @@ const (
 	// EventScanDone: the initial scan is over; every Existing event came
 	// before it.
 	EventScanDone
+	// EventRunComplete: a profiler directory's profiler_info*.json was
+	// written (its FRAMEWORK data finalised). Reported for each write,
+	// not for the initial scan.
+	EventRunComplete
 )
 
 func (k EventKind) String() string {
@@ -59,6 +63,8 @@ func (k EventKind) String() string {
 		return "error"
 	case EventScanDone:
 		return "scan_done"
+	case EventRunComplete:
+		return "run_complete"
 	}
 	return "unknown"
 }
@@ -357,8 +363,12 @@ func (w *Watcher) dirAppeared(p string, existing bool) {
 		w.emit(Event{Kind: EventProfilerDir, Path: p, Dir: p, Existing: existing})
 		ents, _ := os.ReadDir(p)
 		for _, e := range ents {
-			if e.IsDir() {
+			switch {
+			case e.IsDir():
 				w.dirAppeared(filepath.Join(p, e.Name()), existing)
+			case !existing && profiler.IsProfilerInfo(e.Name()):
+				// written before the directory was watched
+				w.emit(Event{Kind: EventRunComplete, Path: filepath.Join(p, e.Name()), Dir: p})
 			}
 		}
 	case w.profDirs[parent] && (name == profiler.FrameworkDir || name == profiler.OutputDir):
@@ -427,6 +437,10 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 				delete(w.reported, p)
 			}
 			w.candidate(p, false)
+		}
+	case w.profDirs[parent]:
+		if profiler.IsProfilerInfo(filepath.Base(p)) && (ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write)) {
+			w.emit(Event{Kind: EventRunComplete, Path: p, Dir: parent})
 		}
 	default:
 		if w.profDirs[filepath.Dir(parent)] {
