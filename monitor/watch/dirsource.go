@@ -86,6 +86,7 @@ type DirSource struct {
 	open     string         // the capture shown
 	times    string         // the open capture's time recovery (TimesNote)
 	untimed  bool           // the open capture is a snapshot without times of its own
+	aligned  []string       // the complete runs its alignment read
 	realign  bool           // a run of its process completed since it was aligned
 	ops      int
 	errs     []string
@@ -393,6 +394,7 @@ func (d *DirSource) openCapture(path string) error {
 	d.realign = false // the runs complete now are read below; one completing meanwhile sets it again
 	d.mu.Unlock()
 	var times string
+	var aligned []string
 	untimed := false
 	// A snapshot without times (torch_npu) gets them from the complete
 	// profiler runs of its process in the directory (docs/timerecovery.md);
@@ -401,7 +403,10 @@ func (d *DirSource) openCapture(path string) error {
 	prepare := func(c *replay.Capture) error {
 		untimed = !c.Snapshot.HasTimestamps()
 		var warn strings.Builder
-		res, _, err := RecoverTimes(c, RecoverOptions{CompleteOnly: true}, &warn)
+		res, runs, err := RecoverTimes(c, RecoverOptions{CompleteOnly: true}, &warn)
+		for _, r := range runs {
+			aligned = append(aligned, filepath.Clean(r.Path))
+		}
 		if err != nil {
 			warn.WriteString(err.Error())
 		}
@@ -413,23 +418,24 @@ func (d *DirSource) openCapture(path string) error {
 		return err
 	}
 	d.mu.Lock()
-	d.open, d.times, d.untimed = path, times, untimed
+	d.open, d.times, d.untimed, d.aligned = path, times, untimed, aligned
 	d.mu.Unlock()
 	d.update(path, func(c *Entry) { c.Error = "" })
 	return nil
 }
 
 // runCompleted notes that profiler run dir finalised its FRAMEWORK data or
-// was analysed: when it is a run of the open snapshot's process and the
-// snapshot has no times of its own, the snapshot is aligned again at the
-// next poll (realignOpen), so its time axis appears without opening it
-// again. The events of one run's files come together; one alignment takes
-// them all.
+// was analysed: when it is a run of the open snapshot's process that its
+// alignment did not read complete, and the snapshot has no times of its
+// own, the snapshot is aligned again at the next poll (realignOpen), so
+// its time axis appears without opening it again. The events of one run's
+// files come together; one alignment takes them all.
 func (d *DirSource) runCompleted(dir string) {
+	dir = filepath.Clean(dir)
 	d.mu.Lock()
-	open, untimed := d.open, d.untimed
+	open, untimed, read := d.open, d.untimed, slices.Contains(d.aligned, dir)
 	d.mu.Unlock()
-	if open == "" || !untimed || !slices.Contains(classify.Beside(open), filepath.Clean(dir)) {
+	if open == "" || !untimed || read || !slices.Contains(classify.Beside(open), dir) {
 		return
 	}
 	d.mu.Lock()

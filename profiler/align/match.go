@@ -48,8 +48,9 @@ const totalSlack = 16 << 20
 // entry before a profiler window has an equal record one step later. The
 // records state the allocated bytes after each event; the trace implies
 // them too, from the allocated blocks of the final state less what the
-// trace changed after each entry (scanTrace). Two events a step apart differ by what the step kept;
-// where a loop keeps nothing the steps cannot be told apart without times.
+// trace changed after each entry (scanTrace). Two events a step apart
+// differ by what the step kept; where a loop keeps nothing the steps
+// cannot be told apart without times.
 
 // key is a kind and an address in one word (device addresses are below
 // 2^62), so the map hashes a uint64.
