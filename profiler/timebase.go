@@ -68,6 +68,11 @@ type ProfilerInfo struct {
 
 var profilerInfoRe = regexp.MustCompile(`^profiler_info(_\d+)?\.json$`)
 
+// IsProfilerInfo reports whether a file named name in a profiler
+// directory is its profiler_info*.json, the file torch_npu writes last
+// when it finalises a run's FRAMEWORK data.
+func IsProfilerInfo(name string) bool { return profilerInfoRe.MatchString(name) }
+
 // findProfilerInfo returns the profiler_info[_rank].json of dir, or "".
 func findProfilerInfo(dir string) string {
 	ents, _ := os.ReadDir(dir)

@@ -51,7 +51,8 @@ func newWatchCmd() *cobra.Command {
 			"(choosing the newest keeps following, an older one stays put). Profiler ops are read from\n" +
 			"the FRAMEWORK files while the profiler still writes them, and shown on the same time axis.\n" +
 			"A snapshot without times (torch_npu's) gets them from the complete profiler runs of its\n" +
-			"process in DIR as it opens (docs/timerecovery.md); the header says \"times recovered 97 %\".\n" +
+			"process in DIR as it opens, and again when one completes later (docs/timerecovery.md);\n" +
+			"the header says \"times recovered 97 %\".\n" +
 			"--list prints the captures found so far in arrival order (one still being written too,\n" +
 			"\"writing\": true) and exits; --open N (the index\n" +
 			"--list prints) or --open NAME opens that snapshot instead and stays on it. With --headless\n" +

@@ -119,52 +119,45 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 		use = append(use, r.Data)
 	}
 	used := make([]int, len(use))
+	totals := false // some run has memory records to match
+	for _, d := range use {
+		totals = totals || len(d.Memory)+len(d.OpMemory) > 0
+	}
 	for dev, tr := range s.DeviceTraces {
 		if len(tr) == 0 {
 			continue
 		}
 		d := Device{Device: dev, Source: SourceNone}
-		timed := false
-		for i := range tr {
-			if isEvent(tr[i].Action) {
-				d.Events++
-			}
-			timed = timed || tr[i].TimeUS != 0
-		}
-		if timed {
+		ts := scanTrace(s, dev, tr, totals)
+		d.Events = ts.events
+		if ts.timed {
 			d.Source = SourceTrace
 			res.Devices = append(res.Devices, d)
 			continue
 		}
 		for _, from := range []string{FromFramework, FromOperatorMemory, FromMemoryRecord} {
 			recs := recordsOf(use, dev, from)
-			if len(recs) == 0 {
+			if recs.n == 0 {
 				continue
 			}
-			// match leaves each matched entry's record time (ns) in its
-			// TimeUS, all 0 before (the trace has no times), untouched
-			// when nothing matches
-			m, byRun := match(tr, recs, len(use), from == FromFramework, allocatedAfter(s, dev, tr))
+			// the trace has no times: the walk gives them, and leaves it
+			// untouched when nothing matches
+			m, byRun, exact, ok := newMatcher(tr, &ts, &recs, from == FromFramework).run(len(use))
+			if !ok { // not all the device's in time order: walk again on those that are
+				recs = frameworkOf(use, dev, false)
+				m, byRun, exact, _ = newMatcher(tr, &ts, &recs, true).run(len(use))
+			}
 			if m == 0 {
 				continue
 			}
 			for k, n := range byRun {
 				used[k] += n
 			}
-			d.Source, d.From, d.Matched = SourceRecovered, from, m
-			d.Exact = make([]bool, len(tr))
+			d.Source, d.From, d.Matched, d.Exact = SourceRecovered, from, m, exact
 			for len(s.TimeExact) <= dev {
 				s.TimeExact = append(s.TimeExact, nil)
 			}
 			s.TimeExact[dev] = d.Exact
-			var last int64
-			for i := range tr {
-				if ns := tr[i].TimeUS; ns != 0 {
-					last = floorDiv(ns, 1000)
-					d.Exact[i] = true
-				}
-				tr[i].TimeUS = last
-			}
 			break
 		}
 		res.Devices = append(res.Devices, d)
@@ -175,12 +168,6 @@ func Recover(s *snapshot.Snapshot, runs []Run, o Options) Result {
 		}
 	}
 	return res
-}
-
-// isEvent reports whether a profiler records entries of action a.
-func isEvent(a snapshot.Action) bool {
-	_, _, ok := profiler.MemoryKindOf(a, 0)
-	return ok
 }
 
 // recordsPID is the process id the run's memory records name, 0 if none.
@@ -201,24 +188,20 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// event is one allocator event of a profiler source: its kind, the block
-// address (0 where the source has none) and size (bytes, positive), the
-// epoch ns it happened at.
-type event struct {
-	addr uint64
-	size int64
-	t    int64
-	// total is the allocated bytes after the event, when hasTotal.
-	total, active int64
-	run           int32 // the run it came from
-	kind          uint8
-	// (the small fields last: 48 bytes, the events are a copy of every record)
-	hasTotal, hasActive bool
+// frameworkRecord reports whether FRAMEWORK record m is an allocator event
+// of device dev's caching allocator.
+func frameworkRecord(m *profiler.MemoryRecord, dev int) bool {
+	return m.Device == dev && m.Ptr != 0 && m.Kind <= profiler.MemoryBlockFree && m.Component == profiler.CompPTA
 }
 
-// recordsOf collects the events of device dev from runs' source from,
-// sorted by time.
-func recordsOf(runs []*profiler.Data, dev int, from string) []event {
+// recordsOf is the records of device dev from runs' source from, in time
+// order. The FRAMEWORK records of the only run that has records are a
+// lazy view of them in place (Note [Records in place]); those of more runs
+// are copied, as are the records the other sources imply.
+func recordsOf(runs []*profiler.Data, dev int, from string) recView {
+	if from == FromFramework {
+		return frameworkOf(runs, dev, true)
+	}
 	n := 0
 	for _, d := range runs {
 		if from == FromOperatorMemory {
@@ -227,24 +210,13 @@ func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 			n += len(d.Memory)
 		}
 	}
-	out := make([]event, 0, n)
-	sorted := true // the framework records' order, seen as they are read
-	var last int64
+	v := recView{m: make([]profiler.MemoryRecord, 0, n), run: make([]int32, 0, n)}
+	add := func(k int, r profiler.MemoryRecord) {
+		v.m = append(v.m, r)
+		v.run = append(v.run, int32(k))
+	}
 	for k, d := range runs {
 		switch from {
-		case FromFramework:
-			for i := range d.Memory {
-				m := &d.Memory[i]
-				if m.Device != dev || m.Ptr == 0 || m.Kind > profiler.MemoryBlockFree || m.Component != profiler.CompPTA {
-					continue
-				}
-				out = append(out, event{addr: m.Ptr, size: abs(m.AllocSize), t: m.TimeNS, total: m.Allocated, active: m.Active,
-					run: int32(k), kind: m.Kind, hasTotal: m.HasAllocated, hasActive: m.HasActive})
-				if m.TimeNS < last {
-					sorted = false
-				}
-				last = m.TimeNS
-			}
 		case FromOperatorMemory:
 			for i := range d.OpMemory {
 				r := &d.OpMemory[i]
@@ -253,14 +225,14 @@ func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 				}
 				// absent totals are -1; the release totals are those after
 				// the release (FREE)
-				out = append(out, event{run: int32(k), kind: profiler.MemoryMalloc, size: r.Size, t: r.AllocNS,
-					total: r.AllocAllocated, active: r.AllocActive, hasTotal: r.AllocAllocated >= 0, hasActive: r.AllocActive >= 0})
+				add(k, profiler.MemoryRecord{Kind: profiler.MemoryMalloc, AllocSize: r.Size, TimeNS: r.AllocNS,
+					Allocated: r.AllocAllocated, Active: r.AllocActive, HasAllocated: r.AllocAllocated >= 0, HasActive: r.AllocActive >= 0})
 				if r.ReleaseNS != 0 {
-					out = append(out, event{run: int32(k), kind: profiler.MemoryFree, size: r.Size, t: r.ReleaseNS,
-						total: r.RelAllocated, hasTotal: r.RelAllocated >= 0})
+					add(k, profiler.MemoryRecord{Kind: profiler.MemoryFree, AllocSize: r.Size, TimeNS: r.ReleaseNS,
+						Allocated: r.RelAllocated, HasAllocated: r.RelAllocated >= 0})
 				}
 				if r.ActiveReleaseNS != 0 {
-					out = append(out, event{run: int32(k), kind: profiler.MemoryBlockFree, size: r.Size, t: r.ActiveReleaseNS})
+					add(k, profiler.MemoryRecord{Kind: profiler.MemoryBlockFree, AllocSize: r.Size, TimeNS: r.ActiveReleaseNS})
 				}
 			}
 		case FromMemoryRecord:
@@ -275,38 +247,154 @@ func recordsOf(runs []*profiler.Data, dev int, from string) []event {
 				}
 				if prev != nil {
 					da, dact := m.Allocated-prev.Allocated, m.Active-prev.Active
-					e := event{run: int32(k), t: m.TimeNS, total: m.Allocated, active: m.Active, hasTotal: true, hasActive: m.HasActive}
+					e := profiler.MemoryRecord{TimeNS: m.TimeNS, Allocated: m.Allocated, Active: m.Active, HasAllocated: true, HasActive: m.HasActive}
 					switch {
 					case da > 0:
-						e.kind, e.size = profiler.MemoryMalloc, da
+						e.Kind, e.AllocSize = profiler.MemoryMalloc, da
 					case da < 0:
-						e.kind, e.size = profiler.MemoryFree, -da
+						e.Kind, e.AllocSize = profiler.MemoryFree, -da
 					case m.HasActive && dact < 0:
-						e.kind, e.size = profiler.MemoryBlockFree, -dact
+						e.Kind, e.AllocSize = profiler.MemoryBlockFree, -dact
 					default:
 						prev = m
 						continue
 					}
-					out = append(out, e)
+					add(k, e)
 				}
 				prev = m
 			}
 		}
 	}
+	v.n = len(v.m)
+	sorted := true
+	for i := range v.m {
+		v.blockFree = v.blockFree || v.m[i].Kind == profiler.MemoryBlockFree
+		if i > 0 && v.m[i].TimeNS < v.m[i-1].TimeNS {
+			sorted = false
+		}
+	}
 	// one run's records come sorted (Data.Memory is); only more runs or
 	// operator_memory's three times per row need a sort
-	if from != FromFramework {
-		for i := 1; i < len(out); i++ {
-			if out[i].t < out[i-1].t {
-				sorted = false
-				break
+	if !sorted {
+		v.sel = sortedPositions(v.m, nil)
+	}
+	return v
+}
+
+// frameworkOf is recordsOf of the FRAMEWORK records; with lazy, the
+// records of the only run that has any are a lazy view (Note [Records in
+// place]).
+func frameworkOf(runs []*profiler.Data, dev int, lazy bool) recView {
+	with := -1 // the run with records
+	for k, d := range runs {
+		if len(d.Memory) > 0 {
+			if with >= 0 {
+				lazy = false
 			}
+			with = k
+		}
+	}
+	if with < 0 {
+		return recView{}
+	}
+	if lazy {
+		return recView{m: runs[with].Memory, run0: int32(with), n: len(runs[with].Memory), lazy: true, dev: dev}
+	}
+	type runRecs struct {
+		n         int
+		sel       []int32 // positions of its records, nil: all of them
+		sorted    bool
+		blockFree bool
+	}
+	rs := make([]runRecs, len(runs))
+	with = 0 // runs with records
+	for k, d := range runs {
+		r := &rs[k]
+		r.sorted = true
+		partial := false
+		var last int64
+		for i := range d.Memory {
+			m := &d.Memory[i]
+			if !frameworkRecord(m, dev) {
+				if !partial {
+					partial = true
+					r.sel = make([]int32, r.n, len(d.Memory)-1)
+					for x := range r.sel {
+						r.sel[x] = int32(x)
+					}
+				}
+				continue
+			}
+			if partial {
+				r.sel = append(r.sel, int32(i))
+			}
+			if r.n > 0 && m.TimeNS < last {
+				r.sorted = false
+			}
+			last = m.TimeNS
+			r.blockFree = r.blockFree || m.Kind == profiler.MemoryBlockFree
+			r.n++
+		}
+		if r.n > 0 {
+			with++
+		}
+	}
+	var v recView
+	if with == 1 {
+		for k := range rs {
+			r := &rs[k]
+			if r.n == 0 {
+				continue
+			}
+			v = recView{m: runs[k].Memory, sel: r.sel, run0: int32(k), n: r.n, blockFree: r.blockFree}
+			if !r.sorted {
+				v.sel = sortedPositions(v.m, v.sel)
+			}
+		}
+		return v
+	}
+	for k := range rs {
+		v.n += rs[k].n
+		v.blockFree = v.blockFree || rs[k].blockFree
+	}
+	if v.n == 0 {
+		return v
+	}
+	// more runs: their records copied in the order of the runs, then put
+	// in time order (stably)
+	v.m, v.run = make([]profiler.MemoryRecord, 0, v.n), make([]int32, 0, v.n)
+	sorted := true
+	for k, d := range runs {
+		r := &rs[k]
+		for x := 0; x < r.n; x++ {
+			i := x
+			if r.sel != nil {
+				i = int(r.sel[x])
+			}
+			if len(v.m) > 0 && d.Memory[i].TimeNS < v.m[len(v.m)-1].TimeNS {
+				sorted = false
+			}
+			v.m = append(v.m, d.Memory[i])
+			v.run = append(v.run, int32(k))
 		}
 	}
 	if !sorted {
-		sort.SliceStable(out, func(a, b int) bool { return out[a].t < out[b].t })
+		v.sel = sortedPositions(v.m, nil)
 	}
-	return out
+	return v
+}
+
+// sortedPositions is the positions sel names (nil: all of m), stably
+// sorted by the time of m's records.
+func sortedPositions(m []profiler.MemoryRecord, sel []int32) []int32 {
+	if sel == nil {
+		sel = make([]int32, len(m))
+		for i := range sel {
+			sel[i] = int32(i)
+		}
+	}
+	sort.SliceStable(sel, func(a, b int) bool { return m[sel[a]].TimeNS < m[sel[b]].TimeNS })
+	return sel
 }
 
 func abs(v int64) int64 {

@@ -51,6 +51,7 @@ func BenchmarkRecover1M(b *testing.B) {
 	tr := s.DeviceTraces[0]
 	run := []align.Run{{Data: &profiler.Data{Path: "run", Memory: recs}}}
 	b.ResetTimer()
+	defer reportCPU(b)()
 	for b.Loop() {
 		for i := range tr {
 			tr[i].TimeUS = 0
@@ -70,6 +71,7 @@ func BenchmarkStats1M(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	defer reportCPU(b)()
 	for b.Loop() {
 		if _, err := replay.StatsFile(path, replay.StatsOptions{}); err != nil {
 			b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/memusage"
+	"github.com/npumon/npumon/monitor/classify"
 )
 
 // DirOptions configures a DirSource.
@@ -67,6 +69,9 @@ type DirSource struct {
 	newWhile int             // snapshots that landed while held
 	open     string          // the capture shown
 	times    string          // the open capture's time recovery (TimesNote)
+	untimed  bool            // the open capture is a snapshot without times of its own
+	aligned  []string        // the complete runs its alignment read
+	realign  bool            // a run of its process completed since it was aligned
 	ops      int
 	errs     []string
 	memVer   int // bumped when a memUsageInfo CSV lands, changes or goes
@@ -277,6 +282,7 @@ func (d *DirSource) loop(ctx context.Context) {
 			return
 		case <-poll.C:
 			d.pollTail()
+			d.realignOpen()
 		case ev, ok := <-d.w.Events:
 			if !ok {
 				return
@@ -321,10 +327,13 @@ func (d *DirSource) loop(ctx context.Context) {
 						toOpen = ev.Path
 					}
 				}
-			case EventProfilerDir, EventFrameworkGrow, EventAnalyseDone:
+			case EventProfilerDir, EventFrameworkGrow, EventAnalyseDone, EventRunComplete:
 				d.pollTail()
 				if ev.Kind != EventProfilerDir {
 					d.update(ev.Dir, func(c *capture.Entry) { c.Size = treeSize(c.Path) })
+				}
+				if ev.Kind == EventAnalyseDone || ev.Kind == EventRunComplete {
+					d.runCompleted(ev.Dir)
 				}
 			case EventMemUsage:
 				d.mu.Lock()
@@ -450,13 +459,23 @@ func (d *DirSource) openSnapshot(path string) {
 func (d *DirSource) openCapture(path string) error {
 	d.openMu.Lock()
 	defer d.openMu.Unlock()
+	d.mu.Lock()
+	d.realign = false // the runs complete now are read below; one completing meanwhile sets it again
+	d.mu.Unlock()
 	var times string
+	var aligned []string
+	untimed := false
 	// A snapshot without times (torch_npu) gets them from the complete
 	// profiler runs of its process in the directory (docs/timerecovery.md);
 	// a run that cannot be used does not keep the snapshot from opening.
+	// One that completes later aligns it again (runCompleted).
 	prepare := func(c *replay.Capture) error {
+		untimed = !c.Snapshot.HasTimestamps()
 		var warn strings.Builder
-		res, _, err := RecoverTimes(c, RecoverOptions{CompleteOnly: true}, &warn)
+		res, runs, err := RecoverTimes(c, RecoverOptions{CompleteOnly: true}, &warn)
+		for _, r := range runs {
+			aligned = append(aligned, filepath.Clean(r.Path))
+		}
 		if err != nil {
 			warn.WriteString(err.Error())
 		}
@@ -468,10 +487,46 @@ func (d *DirSource) openCapture(path string) error {
 		return err
 	}
 	d.mu.Lock()
-	d.open, d.times = path, times
+	d.open, d.times, d.untimed, d.aligned = path, times, untimed, aligned
 	d.mu.Unlock()
 	d.update(path, func(c *capture.Entry) { c.Error = "" })
 	return nil
+}
+
+// runCompleted notes that profiler run dir finalised its FRAMEWORK data or
+// was analysed: when it is a run of the open snapshot's process that its
+// alignment did not read complete, and the snapshot has no times of its
+// own, the snapshot is aligned again at the next poll (realignOpen), so
+// its time axis appears without opening it again. The events of one run's
+// files come together; one alignment takes them all.
+func (d *DirSource) runCompleted(dir string) {
+	dir = filepath.Clean(dir)
+	d.mu.Lock()
+	open, untimed, read := d.open, d.untimed, slices.Contains(d.aligned, dir)
+	d.mu.Unlock()
+	if open == "" || !untimed || read || !slices.Contains(classify.Beside(open), dir) {
+		return
+	}
+	d.mu.Lock()
+	if d.open == open {
+		d.realign = true
+	}
+	d.mu.Unlock()
+}
+
+// realignOpen opens the open snapshot again when a run of its process
+// completed since it was aligned (runCompleted), unless the user holds it
+// (SetHold): then once the hold ends.
+func (d *DirSource) realignOpen() {
+	d.mu.Lock()
+	open, want := d.open, d.realign && !d.held
+	d.mu.Unlock()
+	if !want {
+		return
+	}
+	if err := d.openCapture(open); err != nil {
+		d.note(err.Error()) // not again until another run completes
+	}
 }
 
 // List returns the captures numbered and ordered by Number (arrival

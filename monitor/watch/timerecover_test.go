@@ -2,13 +2,17 @@ package watch_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/testutil/poll"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
@@ -75,9 +79,18 @@ func TestDirSourceRecoversTimes(t *testing.T) {
 	}
 	poll.Until(t, "the snapshot to open", func() bool { return wd.Current() == snap && st.Len(0) == int64(len(tr)) })
 
+	checkRecovered(t, wd, st, tr, truth)
+}
+
+// checkRecovered checks the open snapshot's times in st against the truth:
+// every entry with a time of its own within the profiler clock's
+// resolution (1 µs), every interval's lower bound (store.Event.Interval)
+// at or before it, and the header's note says so.
+func checkRecovered(t *testing.T, wd *watch.DirSource, st *store.Store, tr []snapshot.TraceEntry, truth []int64) {
+	t.Helper()
 	note := wd.TimesNote()
-	if !strings.HasPrefix(note, "times recovered ") {
-		t.Fatalf("note %q, errors %v", note, wd.Errors())
+	if !strings.HasPrefix(note, "times recovered ") || st.TimeBase(0) != store.TimeEpochUS {
+		t.Fatalf("note %q, time base %v, errors %v", note, st.TimeBase(0), wd.Errors())
 	}
 	evs := st.Events(0, math.MinInt64, math.MaxInt64, 0)
 	if len(evs) != len(tr) {
@@ -105,9 +118,10 @@ func TestDirSourceRecoversTimes(t *testing.T) {
 
 // TestDirSourceIncompleteRun: a profiler run still being written (no
 // profiler_info*.json yet, not analysed) gives no times; once it is
-// complete, opening the snapshot again aligns it.
+// complete (its profiler_info*.json written) the open snapshot is aligned
+// again, with no reopening.
 func TestDirSourceIncompleteRun(t *testing.T) {
-	c, _, pkl, runs := untimedDemo(t)
+	c, truth, pkl, runs := untimedDemo(t)
 	dir := t.TempDir()
 	st := store.New(store.Options{})
 	wd := watch.NewDirSource(dir, st, watch.DirOptions{Follow: true})
@@ -164,10 +178,67 @@ func TestDirSourceIncompleteRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := wd.Open(snap); err != nil {
-		t.Fatal(err)
+	poll.Until(t, "the times to be recovered", func() bool { return strings.HasPrefix(wd.TimesNote(), "times recovered ") })
+	checkRecovered(t, wd, st, c.Snapshot.DeviceTraces[0], truth)
+}
+
+// TestDirSourceRunLandsLater: the snapshot lands alone and opens without
+// times; the job's profiler runs land after it (complete, copied in) and
+// the open snapshot gets their times. While the user holds the snapshot
+// (SetHold) it is not aligned again; once the hold ends it is.
+func TestDirSourceRunLandsLater(t *testing.T) {
+	for _, hold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hold=%t", hold), func(t *testing.T) {
+			c, truth, pkl, runs := untimedDemo(t)
+			tr := c.Snapshot.DeviceTraces[0]
+			dir := t.TempDir()
+			st := store.New(store.Options{})
+			wd := watch.NewDirSource(dir, st, watch.DirOptions{Follow: true})
+			if err := wd.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer wd.Stop()
+			<-wd.Ready()
+			snap := filepath.Join(dir, filepath.Base(pkl))
+			if err := replay.WriteFile(snap, c.Snapshot, replay.WritePickle, 0); err != nil {
+				t.Fatal(err)
+			}
+			poll.Until(t, "the snapshot to open", func() bool { return wd.Current() == snap && st.Len(0) == int64(len(tr)) })
+			if n := wd.TimesNote(); n != "" || st.TimeBase(0) != store.TimeSequence {
+				t.Fatalf("before the runs: note %q, time base %v", n, st.TimeBase(0))
+			}
+			wd.SetHold(hold)
+			for _, p := range runs {
+				if err := os.CopyFS(filepath.Join(dir, filepath.Base(p)), os.DirFS(p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if hold {
+				// the held snapshot keeps its sequence axis (a watch that
+				// ignored the hold would have aligned it by now: the
+				// runs' events come within a poll or two)
+				poll.Until(t, "the runs to be listed", func() bool { return runsListed(wd, runs) })
+				time.Sleep(time.Second)
+				if n := wd.TimesNote(); n != "" || st.TimeBase(0) != store.TimeSequence {
+					t.Fatalf("held: note %q, time base %v", n, st.TimeBase(0))
+				}
+				wd.SetHold(false)
+			}
+			poll.Until(t, "the times to be recovered", func() bool { return strings.HasPrefix(wd.TimesNote(), "times recovered ") })
+			checkRecovered(t, wd, st, tr, truth)
+		})
 	}
-	if n := wd.TimesNote(); !strings.HasPrefix(n, "times recovered ") || st.TimeBase(0) != store.TimeEpochUS {
-		t.Fatalf("with the runs finished: note %q, time base %v, errors %v", n, st.TimeBase(0), wd.Errors())
+}
+
+// runsListed reports whether wd lists every run of runs.
+func runsListed(wd *watch.DirSource, runs []string) bool {
+	n := 0
+	for _, e := range wd.List() {
+		for _, p := range runs {
+			if e.Kind == capture.Profiler && filepath.Base(e.Path) == filepath.Base(p) {
+				n++
+			}
+		}
 	}
+	return n == len(runs)
 }

@@ -52,6 +52,10 @@ const (
 	// per version when first seen, Err saying why it is not complete; an
 	// EventSnapshot, EventError or EventRemoved follows.
 	EventWriting
+	// EventRunComplete: a profiler directory's profiler_info*.json was
+	// written (its FRAMEWORK data finalised). Reported for each write,
+	// not for the initial scan.
+	EventRunComplete
 )
 
 func (k EventKind) String() string {
@@ -74,6 +78,8 @@ func (k EventKind) String() string {
 		return "mem_usage"
 	case EventWriting:
 		return "writing"
+	case EventRunComplete:
+		return "run_complete"
 	}
 	return "unknown"
 }
@@ -435,8 +441,12 @@ func (w *Watcher) dirAppeared(p string, existing bool) {
 		w.emit(Event{Kind: EventProfilerDir, Path: p, Dir: p, Existing: existing})
 		ents, _ := os.ReadDir(p)
 		for _, e := range ents {
-			if e.IsDir() {
+			switch {
+			case e.IsDir():
 				w.dirAppeared(filepath.Join(p, e.Name()), existing)
+			case !existing && profiler.IsProfilerInfo(e.Name()):
+				// written before the directory was watched
+				w.emit(Event{Kind: EventRunComplete, Path: filepath.Join(p, e.Name()), Dir: p})
 			}
 		}
 	case w.profDirs[parent] && (name == profiler.FrameworkDir || name == profiler.OutputDir):
@@ -505,6 +515,10 @@ func (w *Watcher) handle(ev fsnotify.Event) {
 				delete(w.reported, p)
 			}
 			w.candidate(p, false)
+		}
+	case w.profDirs[parent]:
+		if profiler.IsProfilerInfo(filepath.Base(p)) && (ev.Has(fsnotify.Create) || ev.Has(fsnotify.Write)) {
+			w.emit(Event{Kind: EventRunComplete, Path: p, Dir: parent})
 		}
 	default:
 		if w.profDirs[filepath.Dir(parent)] {

@@ -10,9 +10,9 @@ import (
 	"github.com/npumon/npumon/allocator"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
-	"github.com/npumon/npumon/testdata/benchcpu"
 )
 
 // synthetic returns a snapshot whose device-0 trace has about n entries of
