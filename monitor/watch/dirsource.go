@@ -15,10 +15,10 @@ import (
 
 	"github.com/npumon/npumon/internal/capture"
 	"github.com/npumon/npumon/internal/crash"
+	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/memusage"
-	"github.com/npumon/npumon/monitor/classify"
 )
 
 // DirOptions configures a DirSource.
