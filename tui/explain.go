@@ -186,8 +186,7 @@ func (m *Model) openStack() {
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
 		}
 	default:
-		if m.evCur >= 0 && m.evCur < len(m.events) {
-			e := &m.events[m.evCur]
+		if e, ok := m.evList.current(); ok {
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.statusErr = "no event at the cursor"

@@ -68,8 +68,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Back):
 		switch {
 		case m.focus == paneSegments && m.seg.Back():
-		case m.hlOp:
-			m.hlOp = false
+		case m.opTab.unhighlight():
 			m.tl.SetHighlight(0, 0, false)
 		case m.flt != nil:
 			m.setFilter(nil)
@@ -129,8 +128,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown, k.Up, k.Down, k.Enter, k.Sort):
 		// keys that act inside the focused pane (panes.go)
 		m.sizePanels()
-		cmd, _ := m.panels[m.focus].update(m, msg)
-		return cmd
+		act, _ := m.panels[m.focus].update(m.paneCtx(), msg)
+		return m.apply(act)
 	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
 		if m.flt == nil {
 			m.statusErr = "n and N jump between filter matches: set a filter with / first"
@@ -251,7 +250,7 @@ func (m *Model) switchDevice() {
 // jumpMatch moves the cursor to the next (d > 0) or previous entry that
 // matches the filter, searching the whole log from the cursor outwards.
 func (m *Model) jumpMatch(d int) {
-	src := m.o.Source
+	src, c := m.o.Source, m.paneCtx()
 	const chunk = 4096
 	n := m.sum.Applied // entries applied; the one at the cursor is n−1
 	for {
@@ -270,7 +269,7 @@ func (m *Model) jumpMatch(d int) {
 		}
 		for i := range evs {
 			e := &evs[i]
-			if !m.flt.matchEvent(e, &m.streams, func() string { return m.eventText(e) }) {
+			if !c.matchEvent(e) {
 				continue
 			}
 			m.pos = e.Seq + 1
@@ -374,6 +373,6 @@ func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
 
 func (m *Model) setFilter(f *filter) {
 	m.flt = f
-	m.rebuildOpView()
+	m.opTab.updateView(f, 0)
 	m.loadEvents()
 }

@@ -3,7 +3,6 @@ package tui
 import (
 	"context"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -74,6 +73,10 @@ type Model struct {
 	keys   keyMap
 	help   help.Model
 	panels [numPanes]panel // the main screen's panes (panes.go), in pane order
+	// the panes that own state the root asks about (the same as in panels)
+	segPane *segmentsPanel
+	evList  *eventsPane
+	opTab   *opsPane
 
 	w, h int
 
@@ -96,10 +99,7 @@ type Model struct {
 	thinned   int64 // entries before the Source's retention window (retain.go)
 	detail    int64 // the cursor of the earliest position held in detail (thinned > 0)
 	hasData   bool
-	ops       []store.Op   // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
-	opsVer    uint64       // the Source's op version m.ops holds (Source.OpsSince)
-	steps     []int        // indices of the step ops (IsStep) in m.ops
 	conn      wire.ConnState
 	connNote  string
 	oomAhead  bool // an oom entry after the cursor (with sum.OOMs: the source has one)
@@ -139,20 +139,10 @@ type Model struct {
 	sum     store.Summary
 	opAt    store.Op
 	hasOpAt bool
-	events  []store.Event
-	evCur   int // index of the entry at the cursor in events, -1 none
 
 	// panes
-	tl         timeline.Model
-	seg        segmap.Model
-	allocAt    string
-	allocK     uint64 // address the allocAt text is for
-	opSel      int
-	opMaxEnd   []int64 // prefix-max ends of ops (oprange.Table)
-	opDrawnTop int     // the op table's first row as last drawn (for clicks)
-	opSort     int
-	opView     []int // indices into ops, filtered and sorted
-	hlOp       bool
+	tl  timeline.Model
+	seg segmap.Model
 
 	frame string // cached View
 	dirty bool
@@ -169,10 +159,13 @@ func newModel(o Options) *Model {
 		o: o, th: th, keys: newKeyMap(), help: help.New(), ti: ti,
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
-		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
+		tl: timeline.New(th), seg: segmap.New(th), dirty: true, pos: -1,
 		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
-	m.panels = newPanels()
+	m.segPane = &segmentsPanel{seg: &m.seg}
+	m.evList = newEventsPane()
+	m.opTab = &opsPane{}
+	m.panels = [numPanes]panel{&timelinePanel{tl: &m.tl}, m.segPane, m.evList, m.opTab}
 	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
 	m.help.ShowAll = true
 	if th.ASCII {
@@ -278,7 +271,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onPickerOpened(msg)
 	case allocAtMsg:
 		if msg.dev == m.dev && msg.cursor == m.cursor {
-			m.allocAt, m.allocK = msg.text, msg.addr
+			m.segPane.allocAt, m.segPane.allocK = msg.text, msg.addr
 			m.dirty = true
 		}
 	case tea.MouseMsg:
@@ -365,8 +358,8 @@ func (m *Model) refreshData() {
 	}
 	m.version = src.Version()
 	m.devices = src.Devices()
-	m.updateOpView(m.refreshOps())
-	if len(m.devices) == 0 && len(m.ops) == 0 {
+	m.opTab.refresh(m.paneCtx())
+	if len(m.devices) == 0 && m.opTab.count() == 0 {
 		m.hasData = false
 		m.dirty = true
 		return
@@ -409,7 +402,8 @@ func (m *Model) refreshData() {
 // live; zoom and the op highlight go, the filter and focus stay.
 func (m *Model) startOver() {
 	m.hasData, m.pos, m.follow = false, -1, m.o.Live
-	m.zoomed, m.hlOp = false, false
+	m.zoomed = false
+	m.opTab.unhighlight()
 	m.x = newExplainUI() // views, mark and holders belong to the old data
 	m.tl.SetHighlight(0, 0, false)
 	m.refreshData()
@@ -426,10 +420,7 @@ func (m *Model) readBounds() {
 	m.hasData = true
 	if m.dev < 0 {
 		m.base, m.n = store.TimeEpochUS, 0
-		m.first, m.last = maxInt64, minInt64
-		for i := range m.ops {
-			m.first, m.last = min(m.first, m.ops[i].StartUS), max(m.last, m.ops[i].EndUS)
-		}
+		m.first, m.last = m.opTab.bounds()
 		return
 	}
 	m.base = src.TimeBase(m.dev)
@@ -532,10 +523,8 @@ func (m *Model) refreshWindow() {
 		}
 	}
 	if m.base == store.TimeEpochUS {
-		// m.steps is in start order: visit only the window's step ops
-		i := sort.Search(len(m.steps), func(i int) bool { return m.ops[m.steps[i]].StartUS >= m.win0 })
-		for ; i < len(m.steps) && m.ops[m.steps[i]].StartUS < m.win1; i++ {
-			marks = append(marks, timeline.Marker{T: m.ops[m.steps[i]].StartUS, Kind: timeline.MarkStep})
+		for _, t := range m.opTab.stepStarts(m.win0, m.win1) {
+			marks = append(marks, timeline.Marker{T: t, Kind: timeline.MarkStep})
 		}
 	}
 	m.tl.Origin = m.first
@@ -583,7 +572,7 @@ func (m *Model) refreshCursor() {
 			}
 		}
 	}
-	m.followOp()
+	m.opTab.follow(m.paneCtx(), m.opAt, m.hasOpAt)
 	m.loadEvents()
 	m.tl.SetCursor(m.cursor)
 	if m.zoomed && (m.cursor < m.win0 || m.cursor >= m.win1) {
@@ -592,8 +581,15 @@ func (m *Model) refreshCursor() {
 		m.win1 = m.win0 + span
 		m.refreshWindow()
 	}
-	m.allocAt = ""
+	m.segPane.allocAt = ""
 	m.dirty = true
+}
+
+// loadEvents has the events pane fetch the trace around the cursor, as
+// many entries as its rect shows.
+func (m *Model) loadEvents() {
+	_, _, _, ev, _ := m.layout()
+	m.evList.load(m.paneCtx(), max(1, ev.h-2))
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }

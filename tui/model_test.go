@@ -261,18 +261,18 @@ func TestParseFilter(t *testing.T) {
 func TestOpsSelectMovesCursor(t *testing.T) {
 	m := small(t, 160, 48)
 	press(m, "4", "down", "down", "enter")
-	if m.Cursor() != t0+7500 || !m.hlOp {
-		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.hlOp)
+	if m.Cursor() != t0+7500 || !m.opTab.hl {
+		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.opTab.hl)
 	}
 	if !strings.Contains(m.View(), "op aten::matmul") {
 		t.Errorf("header should name the op at the cursor")
 	}
 	press(m, "s")
-	if m.opSort != 1 || !strings.Contains(m.View(), "sort: duration") {
+	if m.opTab.sort != 1 || !strings.Contains(m.View(), "sort: duration") {
 		t.Errorf("s should sort by duration")
 	}
 	press(m, "esc")
-	if m.hlOp {
+	if m.opTab.hl {
 		t.Errorf("esc should clear the op highlight")
 	}
 }

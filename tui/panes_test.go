@@ -27,11 +27,11 @@ func TestPaneKeysInHelp(t *testing.T) {
 					continue // n/N act on the filter, with any pane focused
 				}
 				msg := keyMsg(b.Keys()[0])
-				if _, ok := pn.update(m, msg); !ok {
+				if _, ok := pn.update(m.paneCtx(), msg); !ok {
 					t.Errorf("%s pane does not take %s", paneNames[p], b.Help().Key)
 				}
 			}
-			if _, ok := pn.update(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")}); ok {
+			if _, ok := pn.update(m.paneCtx(), tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")}); ok {
 				t.Errorf("%s pane takes x", paneNames[p])
 			}
 		})

@@ -53,7 +53,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	}
 	tlH := max(8, avail*30/100)
 	opH := max(5, avail*24/100)
-	if len(m.ops) == 0 {
+	if m.opTab.count() == 0 {
 		opH = 3 // title, header and "no profiler ops"
 	}
 	midH := avail - tlH - opH
@@ -165,33 +165,23 @@ func (m *Model) bodyLines(body int) []string {
 		}
 	}
 	m.sizePanels()
+	c := m.paneCtx()
 	for p, r := range [numPanes]rect{paneTimeline: tl, paneSegments: seg, paneEvents: ev, paneOps: op} {
 		if r.ok() {
 			pn := m.panels[p]
-			put(r, append([]string{m.title(pane(p), r.w, compact, pn.info(m))}, pn.view(m)...))
+			put(r, append([]string{m.title(pane(p), r.w, compact, pn.info(c))}, pn.view(c)...))
 		}
 	}
 	return grid
 }
 
-func (m *Model) filterInfo() string {
-	if m.flt != nil {
-		return "filter: " + m.flt.text
-	}
-	return ""
-}
+func (m *Model) timelineInfo() string { return timelineInfo(m.paneCtx()) }
 
-func (m *Model) timelineInfo() string {
-	g := m.th.G
-	info := fmt.Sprintf("%c allocated %c active %c reserved  %c step %c OOM", g.AllocArea, g.Active, g.Reserved, g.Step, g.OOM)
-	if m.zoomed {
-		info = "zoom " + m.spanText(m.win1-m.win0) + "  " + info
-	}
-	return info
-}
+func (m *Model) spanText(d int64) string { return spanText(m.base, d) }
 
-func (m *Model) spanText(d int64) string {
-	if m.base == store.TimeSequence {
+// spanText is a duration, or a count of entries in a sequence time base.
+func spanText(base store.TimeBase, d int64) string {
+	if base == store.TimeSequence {
 		return strconv.FormatInt(d, 10) + " entries"
 	}
 	return fmtDurUS(d)
