@@ -61,6 +61,13 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
+	// The focused pane's own keys first (panes.go: select, page, enter,
+	// sort); what it asks of the root, the root does. No pane takes a key
+	// the screen binds below.
+	m.sizePanels()
+	if act, ok := m.panels[m.focus].update(m.paneCtx(), msg); ok {
+		return m.apply(act)
+	}
 	src := m.o.Source
 	switch {
 	case key.Matches(msg, k.WhatIf):
@@ -125,11 +132,6 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.setCursor(m.first - 1)
 	case key.Matches(msg, k.End):
 		m.setCursor(m.last)
-	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown, k.Up, k.Down, k.Enter, k.Sort):
-		// keys that act inside the focused pane (panes.go)
-		m.sizePanels()
-		act, _ := m.panels[m.focus].update(m.paneCtx(), msg)
-		return m.apply(act)
 	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
 		if m.flt == nil {
 			m.statusErr = "n and N jump between filter matches: set a filter with / first"

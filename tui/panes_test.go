@@ -3,6 +3,7 @@ package tui
 import (
 	"testing"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 )
 
@@ -35,5 +36,32 @@ func TestPaneKeysInHelp(t *testing.T) {
 				t.Errorf("%s pane takes x", paneNames[p])
 			}
 		})
+	}
+}
+
+// The panes are offered a key before the screen's bindings (onKey): no
+// pane may take a key that one of the screen's bindings names, or that
+// binding would be shadowed while the pane has focus.
+func TestPanesShadowNoScreenKey(t *testing.T) {
+	m := small(t, 160, 48)
+	k := &m.keys
+	paneKeys := map[string]bool{}
+	for _, b := range []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter, k.Sort} {
+		paneKeys[b.Help().Key] = true
+	}
+	groups := k.FullHelp()
+	for p, pn := range m.panels {
+		for _, g := range groups[:len(groups)-1] { // the last group is the what-if view's own
+			for _, b := range g {
+				if paneKeys[b.Help().Key] {
+					continue
+				}
+				for _, s := range b.Keys() {
+					if _, ok := pn.update(m.paneCtx(), keyMsg(s)); ok {
+						t.Errorf("%s pane takes %q, bound to %q", paneNames[p], s, b.Help().Desc)
+					}
+				}
+			}
+		}
 	}
 }
