@@ -178,7 +178,7 @@ func (m *Model) openStack() {
 	}
 	switch m.focus {
 	case paneSegments:
-		s, b := m.seg.Segment(), m.seg.Block()
+		s, b := m.segPane.seg.Segment(), m.segPane.seg.Block()
 		switch {
 		case b != nil:
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})

@@ -100,7 +100,7 @@ func (m *Model) helpText() []string {
 			"op, stream, size or memory category (b); enter lists a group's allocations, v shows a whole stack (x unfolds its folded " +
 			"library/native frames). C stacks the timeline by memory category. m sets mark A: holders then show the change from A to the cursor. " +
 			"o lands on the next OOM's panel: verdict, figures, stack and top holders (docs/explain.md).",
-		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
+		"Glyphs: " + m.segPane.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
 	}
 	if m.o.Devices != nil {
 		text = append(text, "Devices (D): each NPU chip as npu-smi reports it (memory bar, power, temperature, "+

@@ -65,7 +65,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	// sort); what it asks of the root, the root does. No pane takes a key
 	// the screen binds below.
 	m.sizePanels()
-	if act, ok := m.panels[m.focus].update(m.paneCtx(), msg); ok {
+	if act, ok := m.panels()[m.focus].update(m.paneCtx(), msg); ok {
 		return m.apply(act)
 	}
 	src := m.o.Source
@@ -74,9 +74,9 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return m.openWhatIf()
 	case key.Matches(msg, k.Back):
 		switch {
-		case m.focus == paneSegments && m.seg.Back():
+		case m.focus == paneSegments && m.segPane.seg.Back():
 		case m.opTab.unhighlight():
-			m.tl.SetHighlight(0, 0, false)
+			m.tlPane.tl.SetHighlight(0, 0, false)
 		case m.flt != nil:
 			m.setFilter(nil)
 		case m.zoomed:
@@ -295,7 +295,7 @@ func (m *Model) zoom(in bool) {
 	} else {
 		span *= 2
 	}
-	minSpan := int64(m.tl.Columns())
+	minSpan := int64(m.tlPane.tl.Columns())
 	if span < minSpan {
 		span = minSpan
 	}

@@ -68,12 +68,12 @@ const seqRate = 20
 // one cursor; all Source queries are bounded (the Store's seek is
 // O(log n + K)), so Update never waits on ingestion.
 type Model struct {
-	o      Options
-	th     *theme.Theme
-	keys   keyMap
-	help   help.Model
-	panels [numPanes]panel // the main screen's panes (panes.go), in pane order
-	// the panes that own state the root asks about (the same as in panels)
+	o    Options
+	th   *theme.Theme
+	keys keyMap
+	help help.Model
+	// the main screen's panes (panes.go; panels lists them in pane order)
+	tlPane  *timelinePanel
 	segPane *segmentsPanel
 	evList  *eventsPane
 	opTab   *opsPane
@@ -141,8 +141,6 @@ type Model struct {
 	hasOpAt bool
 
 	// panes
-	tl  timeline.Model
-	seg segmap.Model
 
 	frame string // cached View
 	dirty bool
@@ -159,13 +157,13 @@ func newModel(o Options) *Model {
 		o: o, th: th, keys: newKeyMap(), help: help.New(), ti: ti,
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
-		tl: timeline.New(th), seg: segmap.New(th), dirty: true, pos: -1,
+		dirty: true, pos: -1,
 		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
-	m.segPane = &segmentsPanel{seg: &m.seg}
+	m.tlPane = &timelinePanel{tl: timeline.New(th)}
+	m.segPane = &segmentsPanel{seg: segmap.New(th)}
 	m.evList = newEventsPane()
 	m.opTab = &opsPane{}
-	m.panels = [numPanes]panel{&timelinePanel{tl: &m.tl}, m.segPane, m.evList, m.opTab}
 	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
 	m.help.ShowAll = true
 	if th.ASCII {
@@ -374,7 +372,7 @@ func (m *Model) refreshData() {
 	if m.dev >= 0 {
 		m.streams.reset(src.Streams(m.dev))
 	}
-	m.seg.Stream = m.streams.describe
+	m.segPane.seg.Stream = m.streams.describe
 	m.readBounds()
 	switch {
 	case !wasData && !m.o.Live:
@@ -405,7 +403,7 @@ func (m *Model) startOver() {
 	m.zoomed = false
 	m.opTab.unhighlight()
 	m.x = newExplainUI() // views, mark and holders belong to the old data
-	m.tl.SetHighlight(0, 0, false)
+	m.tlPane.tl.SetHighlight(0, 0, false)
 	m.refreshData()
 	m.dirty = true
 }
@@ -499,7 +497,7 @@ func (m *Model) refreshWindow() {
 	if m.win1 <= m.win0 {
 		m.win1 = m.win0 + 1
 	}
-	cols := m.tl.Columns()
+	cols := m.tlPane.tl.Columns()
 	s := m.o.Source.Series(m.dev, m.win0, m.win1, cols)
 	var marks []timeline.Marker
 	t := m.win0 - 1
@@ -527,17 +525,17 @@ func (m *Model) refreshWindow() {
 			marks = append(marks, timeline.Marker{T: t, Kind: timeline.MarkStep})
 		}
 	}
-	m.tl.Origin = m.first
-	m.tl.Unit = 1
+	m.tlPane.tl.Origin = m.first
+	m.tlPane.tl.Unit = 1
 	if m.base == store.TimeEpochUS {
-		m.tl.Unit = 1e6
+		m.tlPane.tl.Unit = 1e6
 	}
 	tf := m.timeFmt()
 	tf.span = m.win1 - m.win0
-	m.tl.XLabel = tf.axis
+	m.tlPane.tl.XLabel = tf.axis
 	m.setCategoryStack(cols)
-	m.tl.SetData(s, marks)
-	m.tl.SetCursor(m.cursor)
+	m.tlPane.tl.SetData(s, marks)
+	m.tlPane.tl.SetCursor(m.cursor)
 	m.dirty = true
 }
 
@@ -554,10 +552,10 @@ func (m *Model) refreshCursor() {
 	if m.pos >= 0 {
 		m.sum = src.SummaryAtSeq(m.dev, m.pos)
 		m.cursor = m.sum.Cursor
-		m.seg.SetState(src.StateAtSeq(m.dev, m.pos))
+		m.segPane.seg.SetState(src.StateAtSeq(m.dev, m.pos))
 	} else {
 		m.sum = src.Summary(m.dev, m.cursor)
-		m.seg.SetState(src.StateAt(m.dev, m.cursor))
+		m.segPane.seg.SetState(src.StateAt(m.dev, m.cursor))
 	}
 	_, m.oomAhead = src.Next(m.dev, m.cursor, snapshot.ActionOOM)
 	m.hasOpAt = false
@@ -574,7 +572,7 @@ func (m *Model) refreshCursor() {
 	}
 	m.opTab.follow(m.paneCtx(), m.opAt, m.hasOpAt)
 	m.loadEvents()
-	m.tl.SetCursor(m.cursor)
+	m.tlPane.tl.SetCursor(m.cursor)
 	if m.zoomed && (m.cursor < m.win0 || m.cursor >= m.win1) {
 		span := m.win1 - m.win0
 		m.win0 = m.cursor - span/2

@@ -743,14 +743,14 @@ func TestFilterMatchesNextPrev(t *testing.T) {
 func TestListPaging(t *testing.T) {
 	m := newSized(t, fixtureOptions(fixtureSource(t)), 120, 40)
 	press(m, "2", "end")
-	if s := m.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
+	if s := m.segPane.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
 		t.Fatalf("end in segments: %+v", s)
 	}
-	last := m.seg.Segment().Address
+	last := m.segPane.seg.Segment().Address
 	press(m, "home")
-	first := m.seg.Segment().Address
+	first := m.segPane.seg.Segment().Address
 	press(m, "pgdown")
-	paged := m.seg.Segment().Address
+	paged := m.segPane.seg.Segment().Address
 	if !(first < paged && paged < last) {
 		t.Fatalf("segments: first %#x, after pgdn %#x, last %#x", first, paged, last)
 	}
@@ -795,11 +795,11 @@ func TestMouse(t *testing.T) {
 		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.focus, m.Cursor(), first, last)
 	}
 	click(seg.x+3, seg.y+2+4) // the fifth segment line
-	if m.focus != paneSegments || m.seg.Segment() == nil || m.seg.Segment().Address != 0xb09600000 {
-		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.seg.Segment())
+	if m.focus != paneSegments || m.segPane.seg.Segment() == nil || m.segPane.seg.Segment().Address != 0xb09600000 {
+		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.segPane.seg.Segment())
 	}
 	m.Update(tea.MouseMsg{X: seg.x + 3, Y: seg.y + 4, Button: tea.MouseButtonWheelDown, Action: tea.MouseActionPress})
-	if m.seg.Segment().Address == 0xb09600000 {
+	if m.segPane.seg.Segment().Address == 0xb09600000 {
 		t.Fatal("wheel did not scroll the segments")
 	}
 	m.Update(tea.MouseMsg{X: tl.x + 40, Y: tl.y + 3, Button: tea.MouseButtonWheelUp, Action: tea.MouseActionPress})

@@ -43,7 +43,7 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 		case paneTimeline:
 			m.zoom(wheel < 0)
 		case paneSegments:
-			m.seg.Move(3 * wheel)
+			m.segPane.seg.Move(3 * wheel)
 			return m.segPane.allocAtCmd(m.paneCtx())
 		case paneOps:
 			m.opTab.move(3 * wheel)
@@ -62,12 +62,12 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 	}
 	switch p {
 	case paneTimeline:
-		if t, ok := m.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
+		if t, ok := m.tlPane.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
 			m.setCursor(t)
 		}
 	case paneSegments:
 		// title and legend lines, then the list
-		if m.seg.SelectRow(msg.Y - seg.y - 2) {
+		if m.segPane.seg.SelectRow(msg.Y - seg.y - 2) {
 			return m.segPane.allocAtCmd(m.paneCtx())
 		}
 	case paneOps:

@@ -111,7 +111,7 @@ func (m *Model) apply(a paneAct) tea.Cmd {
 	case actNote:
 		m.statusErr = a.note
 	case actGoToOp:
-		m.tl.SetHighlight(a.op.StartUS, a.op.EndUS, true)
+		m.tlPane.tl.SetHighlight(a.op.StartUS, a.op.EndUS, true)
 		if m.base == store.TimeEpochUS {
 			sel := m.opTab.selected()
 			m.setCursor(a.op.StartUS)

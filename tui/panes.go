@@ -39,8 +39,13 @@ type panel interface {
 func (m *Model) sizePanels() {
 	_, tl, seg, ev, op := m.layout()
 	for p, r := range [numPanes]rect{paneTimeline: tl, paneSegments: seg, paneEvents: ev, paneOps: op} {
-		m.panels[p].setSize(r.w, max(0, r.h-1))
+		m.panels()[p].setSize(r.w, max(0, r.h-1))
 	}
+}
+
+// panels are the four panes, in pane order.
+func (m *Model) panels() [numPanes]panel {
+	return [numPanes]panel{m.tlPane, m.segPane, m.evList, m.opTab}
 }
 
 // size is the body a panel was given.
@@ -51,12 +56,12 @@ func (s *size) setSize(w, h int) { s.w, s.h = w, h }
 // page is how many rows PgUp/PgDn move in a list h rows high.
 func page(h int) int { return max(1, h-2) }
 
-// timelinePanel is the byte series over time (tui/timeline; its window and
-// series are the root's, which sets them). ↑/↓ step the cursor one event;
+// timelinePanel is the byte series over time (tui/timeline; the window
+// and its series are the root's, which sets them on tl). ↑/↓ step the cursor one event;
 // the page keys move it as the events pane does.
 type timelinePanel struct {
 	size
-	tl *timeline.Model
+	tl timeline.Model
 }
 
 func (p *timelinePanel) update(c *paneCtx, msg tea.KeyMsg) (paneAct, bool) {
@@ -83,11 +88,11 @@ func timelineInfo(c *paneCtx) string {
 }
 
 // segmentsPanel is the segment map at the cursor (tui/segmap; the root
-// sets its state) and when the selected block was allocated (allocAt):
+// sets its state on seg) and when the selected block was allocated (allocAt):
 // ↑/↓ and the page keys select a block, enter opens it, s sorts.
 type segmentsPanel struct {
 	size
-	seg     *segmap.Model
+	seg     segmap.Model
 	allocAt string // when the block at allocK was allocated
 	allocK  uint64 // address the allocAt text is for
 }

@@ -17,7 +17,7 @@ func TestPaneKeysInHelp(t *testing.T) {
 			inHelp[b.Help().Key+" "+b.Help().Desc] = true
 		}
 	}
-	for p, pn := range m.panels {
+	for p, pn := range m.panels() {
 		t.Run(paneNames[p], func(t *testing.T) {
 			m.focus = pane(p)
 			for _, b := range pn.keyMap(&m.keys) {
@@ -50,7 +50,7 @@ func TestPanesShadowNoScreenKey(t *testing.T) {
 		paneKeys[b.Help().Key] = true
 	}
 	groups := k.FullHelp()
-	for p, pn := range m.panels {
+	for p, pn := range m.panels() {
 		for _, g := range groups[:len(groups)-1] { // the last group is the what-if view's own
 			for _, b := range g {
 				if paneKeys[b.Help().Key] {

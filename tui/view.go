@@ -70,10 +70,10 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 func (m *Model) layoutPanes() {
 	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
-	oldCols := m.tl.Columns()
-	m.tl.SetSize(tl.w, max(0, tl.h-1))
+	oldCols := m.tlPane.tl.Columns()
+	m.tlPane.tl.SetSize(tl.w, max(0, tl.h-1))
 	if m.hasData {
-		if m.tl.Columns() != oldCols {
+		if m.tlPane.tl.Columns() != oldCols {
 			m.refreshWindow()
 		}
 		m.loadEvents()
@@ -168,7 +168,7 @@ func (m *Model) bodyLines(body int) []string {
 	c := m.paneCtx()
 	for p, r := range [numPanes]rect{paneTimeline: tl, paneSegments: seg, paneEvents: ev, paneOps: op} {
 		if r.ok() {
-			pn := m.panels[p]
+			pn := m.panels()[p]
 			put(r, append([]string{m.title(pane(p), r.w, compact, pn.info(c))}, pn.view(c)...))
 		}
 	}
