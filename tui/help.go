@@ -42,7 +42,7 @@ func (m *Model) hintLine(noteBelow bool) string {
 	case screenWhatIf:
 		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
 	case screenView:
-		return th.Hint.Render(m.viewHint())
+		return th.Hint.Render(m.x.viewHint(m.paneCtx()))
 	}
 	if noteBelow { // a narrow header has no room for why
 		return th.Warn.Render(m.connText()) + th.Hint.Render(" · ? help")

@@ -42,8 +42,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case screenWhatIf:
 		return m.onWhatIfKey(msg)
 	case screenView:
-		if cmd, handled := m.onViewKey(msg); handled {
-			return cmd
+		if act, handled := m.x.onViewKey(m.paneCtx(), msg); handled {
+			return m.apply(act)
 		}
 	}
 	if key.Matches(msg, k.Captures) {

@@ -599,6 +599,6 @@ func (m *Model) settle() {
 	if !m.dirty {
 		return
 	}
-	m.settleView()
+	m.x.settleView(m.paneCtx())
 	m.settleDevices()
 }

@@ -29,6 +29,8 @@ type paneCtx struct {
 	streams *streamLabels // the device's stream labels
 	zoom    int64         // the timeline window's span when zoomed, 0 when it shows the whole range
 	hasOps  bool          // the Source has profiler ops
+	w, h    int           // the screen (full-screen views)
+	whatIf  bool          // a what-if view can be opened (Options.WhatIf)
 }
 
 // paneCtx is the context the panes get now.
@@ -37,6 +39,7 @@ func (m *Model) paneCtx() *paneCtx {
 		th: m.th, keys: &m.keys, src: m.o.Source, dev: m.dev, base: m.base,
 		cursor: m.cursor, pos: m.pos, applied: m.sum.Applied, tf: m.timeFmt(),
 		flt: m.flt, streams: &m.streams, hasOps: m.opTab.count() > 0,
+		w: m.w, h: m.h, whatIf: m.o.WhatIf != nil,
 	}
 	if m.zoomed {
 		c.zoom = m.win1 - m.win0
@@ -90,6 +93,14 @@ type paneAct struct {
 	op   store.Op
 	note string
 	cmd  tea.Cmd
+}
+
+// noteAct asks for note on the status line ("": nothing).
+func noteAct(note string) paneAct {
+	if note == "" {
+		return paneAct{}
+	}
+	return paneAct{kind: actNote, note: note}
 }
 
 // apply carries out what a pane asked for.

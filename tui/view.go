@@ -122,7 +122,7 @@ func (m *Model) render() string {
 	case screenWhatIf:
 		lines = append(lines, m.whatIfLines(body)...)
 	case screenView:
-		lines = append(lines, m.viewLines(body)...)
+		lines = append(lines, m.x.viewLines(m.paneCtx(), body)...)
 	case screenLoading:
 		lines = append(lines, m.loadingLines(body)...)
 	case screenWaiting:
