@@ -23,10 +23,11 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	}
 	sc := m.screen()
 	if sc == screenHelp {
-		return m.onHelpKey(msg)
+		m.hv.update(m.paneCtx(), msg)
+		return nil
 	}
 	if key.Matches(msg, k.Help) {
-		m.showHelp, m.helpTop = true, 0
+		m.hv.open()
 		return nil
 	}
 	if sc == screenDevices {
@@ -195,29 +196,6 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.relative = !m.relative
 		m.refreshWindow()
 	}
-	return nil
-}
-
-// onHelpKey scrolls the help; ? and esc close it.
-func (m *Model) onHelpKey(msg tea.KeyMsg) tea.Cmd {
-	k := m.keys
-	switch {
-	case key.Matches(msg, k.Back, k.Help):
-		m.showHelp = false
-	case key.Matches(msg, k.Up):
-		m.helpTop--
-	case key.Matches(msg, k.Down):
-		m.helpTop++
-	case key.Matches(msg, k.PageUp):
-		m.helpTop -= m.helpPage()
-	case key.Matches(msg, k.PageDown), key.Matches(msg, k.Play):
-		m.helpTop += m.helpPage()
-	case key.Matches(msg, k.Home), key.Matches(msg, k.Start):
-		m.helpTop = 0
-	case key.Matches(msg, k.EndList), key.Matches(msg, k.End):
-		m.helpTop = len(m.helpText())
-	}
-	m.helpTop = clampInt(m.helpTop, 0, max(0, len(m.helpText())-m.helpPage()))
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -71,7 +70,7 @@ type Model struct {
 	o    Options
 	th   *theme.Theme
 	keys keyMap
-	help help.Model
+	hv   helpView // the help screen (?) and the hint line's short help
 	// the main screen's panes (panes.go; panels lists them in pane order)
 	tlPane  *timelinePanel
 	segPane *segmentsPanel
@@ -123,8 +122,6 @@ type Model struct {
 
 	// UI state
 	focus     pane
-	showHelp  bool
-	helpTop   int              // first help line shown
 	devCursor map[int][2]int64 // cursor and position of each device when last shown (d)
 	pick      picker           // capture picker (Options.Captures)
 	wi        tuiwhatif.Model
@@ -154,7 +151,7 @@ func newModel(o Options) *Model {
 	ti.Prompt = ""
 	ti.CharLimit = 200
 	m := &Model{
-		o: o, th: th, keys: newKeyMap(), help: help.New(), ti: ti,
+		o: o, th: th, keys: newKeyMap(), ti: ti,
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
 		dirty: true, pos: -1,
@@ -165,12 +162,7 @@ func newModel(o Options) *Model {
 	m.evList = newEventsPane()
 	m.opTab = &opsPane{}
 	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
-	m.help.ShowAll = true
-	if th.ASCII {
-		m.help.ShortSeparator = " | "
-		m.help.FullSeparator = "   "
-		m.help.Ellipsis = "..."
-	}
+	m.hv = newHelpView(th, o, m.segPane.seg.Legend())
 	return m
 }
 

@@ -21,7 +21,7 @@ const (
 // screen returns the screen shown now.
 func (m *Model) screen() screen {
 	switch {
-	case m.showHelp:
+	case m.hv.shown:
 		return screenHelp
 	case m.devicesShown():
 		return screenDevices

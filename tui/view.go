@@ -114,7 +114,7 @@ func (m *Model) render() string {
 	}
 	switch m.screen() {
 	case screenHelp:
-		lines = append(lines, m.helpLines(body)...)
+		lines = append(lines, m.hv.lines(m.paneCtx(), body)...)
 	case screenDevices:
 		lines = append(lines, m.devicesLines(body)...)
 	case screenPicker:
