@@ -33,7 +33,7 @@ func (m *Model) hintLine(noteBelow bool) string {
 		}
 		return th.Hint.Render("? or esc closes help · q quits")
 	case screenDevices:
-		return th.Hint.Render(m.devicesHint())
+		return th.Hint.Render(m.dv.hint())
 	case screenPicker:
 		// a narrow row cuts a capture's error: the selected one's shows whole here
 		if i := m.pick.sel; i >= 0 && i < len(m.pick.list) && m.pick.list[i].Error != "" {

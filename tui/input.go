@@ -31,7 +31,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	if sc == screenDevices {
-		return m.onDevicesKey(msg)
+		m.dv.update(m.paneCtx(), msg)
+		return nil
 	}
 	if key.Matches(msg, k.Devices) {
 		m.toggleDevices()

@@ -163,6 +163,7 @@ func newModel(o Options) *Model {
 	m.opTab = &opsPane{}
 	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
 	m.hv = newHelpView(th, o, m.segPane.seg.Legend())
+	m.dv = newDevView(o)
 	return m
 }
 
@@ -592,5 +593,5 @@ func (m *Model) settle() {
 		return
 	}
 	m.x.settleView(m.paneCtx())
-	m.settleDevices()
+	m.dv.settle(m.paneCtx())
 }

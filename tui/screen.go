@@ -23,7 +23,7 @@ func (m *Model) screen() screen {
 	switch {
 	case m.hv.shown:
 		return screenHelp
-	case m.devicesShown():
+	case m.dv.shown():
 		return screenDevices
 	case m.pick.shown:
 		return screenPicker

@@ -106,7 +106,7 @@ func (m *Model) render() string {
 	lines := make([]string, 0, m.h)
 	noteBelow := false
 	if m.o.DevicesOnly {
-		lines = append(lines, m.devicesHeader()...)
+		lines = append(lines, m.dv.header(m.paneCtx())...)
 	} else {
 		var head []string
 		head, noteBelow = m.headerLines()
@@ -116,7 +116,7 @@ func (m *Model) render() string {
 	case screenHelp:
 		lines = append(lines, m.hv.lines(m.paneCtx(), body)...)
 	case screenDevices:
-		lines = append(lines, m.devicesLines(body)...)
+		lines = append(lines, m.dv.lines(m.paneCtx(), body)...)
 	case screenPicker:
 		lines = append(lines, m.pickerLines(body)...)
 	case screenWhatIf:
