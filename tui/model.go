@@ -137,8 +137,6 @@ type Model struct {
 	opAt    store.Op
 	hasOpAt bool
 
-	// panes
-
 	frame string // cached View
 	dirty bool
 
@@ -262,7 +260,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onPickerOpened(msg)
 	case allocAtMsg:
 		if msg.dev == m.dev && msg.cursor == m.cursor {
-			m.segPane.allocAt, m.segPane.allocK = msg.text, msg.addr
+			m.segPane.setAllocAt(msg.addr, msg.text)
 			m.dirty = true
 		}
 	case tea.MouseMsg:
@@ -572,7 +570,7 @@ func (m *Model) refreshCursor() {
 		m.win1 = m.win0 + span
 		m.refreshWindow()
 	}
-	m.segPane.allocAt = ""
+	m.segPane.clearAllocAt()
 	m.dirty = true
 }
 

@@ -46,6 +46,12 @@ func allocAt(src Source, dev int, cur, applied int64, addr uint64, tf timeFmt) s
 	return "before the first recorded entry (or out of the searched range)"
 }
 
+// setAllocAt keeps when the block at addr was allocated (allocAtMsg);
+// clearAllocAt drops it (the state moved).
+func (p *segmentsPanel) setAllocAt(addr uint64, text string) { p.allocAt, p.allocK = text, addr }
+func (p *segmentsPanel) clearAllocAt()                        { p.allocAt = "" }
+
+// allocAtText is the selected block's allocation time, once looked up.
 func (p *segmentsPanel) allocAtText() string {
 	if b := p.seg.Block(); b != nil && b.Address == p.allocK {
 		return p.allocAt
