@@ -49,7 +49,7 @@ func allocAt(src Source, dev int, cur, applied int64, addr uint64, tf timeFmt) s
 // setAllocAt keeps when the block at addr was allocated (allocAtMsg);
 // clearAllocAt drops it (the state moved).
 func (p *segmentsPanel) setAllocAt(addr uint64, text string) { p.allocAt, p.allocK = text, addr }
-func (p *segmentsPanel) clearAllocAt()                        { p.allocAt = "" }
+func (p *segmentsPanel) clearAllocAt()                       { p.allocAt = "" }
 
 // allocAtText is the selected block's allocation time, once looked up.
 func (p *segmentsPanel) allocAtText() string {
