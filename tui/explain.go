@@ -42,7 +42,9 @@ type xview struct {
 	oom      *oomFacts      // viewOOM
 }
 
-// explainUI is the state of the explain views.
+// explainUI is the explain views: their stack and the holders at the
+// cursor. It draws, settles and takes keys on the shared paneCtx; what it
+// wants of the root (a status note) it returns as a paneAct.
 type explainUI struct {
 	views []xview // open views, innermost last
 	by    explain.By
