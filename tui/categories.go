@@ -41,7 +41,7 @@ func (m *Model) toggleCategoryChart() {
 // the window's cols columns.
 func (m *Model) setCategoryStack(cols int) {
 	if !m.catChart || m.dev < 0 {
-		m.tl.SetStack(nil, nil)
+		m.tlPane.tl.SetStack(nil, nil)
 		return
 	}
 	th := m.th
@@ -63,5 +63,5 @@ func (m *Model) setCategoryStack(cols int) {
 			stack[i][k] = series[i][b.c]
 		}
 	}
-	m.tl.SetStack(stack, layers)
+	m.tlPane.tl.SetStack(stack, layers)
 }

@@ -25,8 +25,16 @@ type DeviceFeed interface {
 	Latest() npusmi.Sample
 }
 
-// devView is the devices view's state.
+// devView is the devices view (D, and npumon devices --watch): the feed's
+// newest sample, the producer's comparison and the scroll. What it reads
+// besides the shared context is fixed when the Model is made (newDevView).
 type devView struct {
+	feed        DeviceFeed              // Options.Devices; nil: no devices view
+	producerPID func() int              // Options.ProducerPID
+	memUsage    func() []*memusage.File // Options.MemUsage
+	only        bool                    // Options.DevicesOnly: the view is the whole program
+	sourceName  string                  // Options.SourceName, for its header
+
 	open    bool
 	sample  npusmi.Sample
 	top     int // first scrolled line
@@ -97,8 +105,15 @@ func pairSample(src Source, s npusmi.Sample, pid int) devPair {
 	return p
 }
 
+func newDevView(o Options) devView {
+	return devView{feed: o.Devices, producerPID: o.ProducerPID, memUsage: o.MemUsage, only: o.DevicesOnly, sourceName: o.SourceName}
+}
+
+// shown reports whether the devices view fills the body.
+func (v *devView) shown() bool { return v.only || v.open }
+
 // devicesShown reports whether the devices view fills the body.
-func (m *Model) devicesShown() bool { return m.o.DevicesOnly || m.dv.open }
+func (m *Model) devicesShown() bool { return m.dv.shown() }
 
 // toggleDevices opens or closes the devices view (key D).
 func (m *Model) toggleDevices() {
@@ -113,79 +128,90 @@ func (m *Model) toggleDevices() {
 	}
 }
 
-// refreshDevices takes the feed's newest sample; it reports a change.
+// refreshDevices takes the feed's newest sample (paired with the Source
+// once it has loaded); it reports a change.
 func (m *Model) refreshDevices(force bool) bool {
-	if m.o.Devices == nil || !m.devicesShown() {
-		return false
-	}
-	s := m.o.Devices.Latest()
-	var v uint64
-	if m.o.Source != nil {
-		v = m.o.Source.Version()
-	}
-	pid := 0
-	if m.o.ProducerPID != nil {
-		pid = m.o.ProducerPID()
-	}
-	var mem []*memusage.File
-	if m.o.MemUsage != nil {
-		mem = m.o.MemUsage()
-	}
-	if !force && s.Seq == m.dv.sample.Seq && s.Source == m.dv.sample.Source && v == m.dv.version && pid == m.dv.pid && slices.Equal(mem, m.dv.mem) {
-		return false
-	}
-	m.dv.mem = mem
-	if pid != m.dv.pid {
-		m.dv.pair = devPair{}
-	}
-	m.dv.sample, m.dv.version, m.dv.pid = s, v, pid
 	src := m.o.Source
 	if m.loading {
 		src = nil
 	}
-	m.dv.cur = pairSample(src, s, pid)
-	if m.dv.cur.Paired {
-		m.dv.pair = m.dv.cur
+	if m.dv.refresh(m.o.Source, src, force) {
+		m.dirty = true
+		return true
 	}
-	m.dirty = true
+	return false
+}
+
+// refresh takes the feed's newest sample; it reports a change. ver is the
+// Source whose version counts, pair the one to pair the sample with (nil
+// while it loads).
+func (v *devView) refresh(ver, pair Source, force bool) bool {
+	if v.feed == nil || !v.shown() {
+		return false
+	}
+	s := v.feed.Latest()
+	var sv uint64
+	if ver != nil {
+		sv = ver.Version()
+	}
+	pid := 0
+	if v.producerPID != nil {
+		pid = v.producerPID()
+	}
+	var mem []*memusage.File
+	if v.memUsage != nil {
+		mem = v.memUsage()
+	}
+	if !force && s.Seq == v.sample.Seq && s.Source == v.sample.Source && sv == v.version && pid == v.pid && slices.Equal(mem, v.mem) {
+		return false
+	}
+	v.mem = mem
+	if pid != v.pid {
+		v.pair = devPair{}
+	}
+	v.sample, v.version, v.pid = s, sv, pid
+	v.cur = pairSample(pair, s, pid)
+	if v.cur.Paired {
+		v.pair = v.cur
+	}
 	return true
 }
 
-// onDevicesKey handles keys while the devices view is shown.
-func (m *Model) onDevicesKey(msg tea.KeyMsg) tea.Cmd {
-	k := m.keys
+// update handles keys while the devices view is shown.
+func (v *devView) update(c *paneCtx, msg tea.KeyMsg) {
+	k := c.keys
 	switch {
 	case key.Matches(msg, k.Up):
-		m.dv.top = max(0, m.dv.top-1)
+		v.top = max(0, v.top-1)
 	case key.Matches(msg, k.Down):
-		m.dv.top++ // settleDevices clamps it
+		v.top++ // settleDevices clamps it
 	case key.Matches(msg, k.PageUp):
-		m.dv.top = max(0, m.dv.top-max(1, m.h-6))
+		v.top = max(0, v.top-max(1, c.h-6))
 	case key.Matches(msg, k.PageDown):
-		m.dv.top += max(1, m.h-6)
+		v.top += max(1, c.h-6)
 	case key.Matches(msg, k.Start, k.Home):
-		m.dv.top = 0
+		v.top = 0
 	case key.Matches(msg, k.End, k.EndList):
-		m.dv.top = 1 << 30 // the last page
-	case !m.o.DevicesOnly && key.Matches(msg, k.Back, k.Devices):
-		m.dv.open = false
+		v.top = 1 << 30 // the last page
+	case !v.only && key.Matches(msg, k.Back, k.Devices):
+		v.open = false
 	}
-	return nil
 }
 
-func (m *Model) devicesHint() string {
-	if m.o.DevicesOnly {
+// hint is the hint line while the view is shown.
+func (v *devView) hint() string {
+	if v.only {
 		return "↑/↓ scroll · ? help · q quits"
 	}
 	return "↑/↓ scroll · D or esc back · ? help · q quits"
 }
 
 // devicesHeader is the header of npumon devices --watch.
-func (m *Model) devicesHeader() []string {
-	th := m.th
+func (v *devView) header(c *paneCtx) []string {
+	th := c.th
 	sep := th.Dim.Render(" " + th.G.VBar + " ")
-	l1 := []string{th.Header.Render("npumon devices"), m.o.SourceName, th.Mode.Render("LIVE")}
-	in := m.dv.sample.Info
+	l1 := []string{th.Header.Render("npumon devices"), v.sourceName, th.Mode.Render("LIVE")}
+	in := v.sample.Info
 	if in == nil {
 		return []string{strings.Join(l1, sep), ""}
 	}
@@ -201,22 +227,22 @@ func (m *Model) devicesHeader() []string {
 		fmt.Sprintf("memory %s / %s", bytesize.Format(used), bytesize.Format(total)),
 		fmt.Sprintf("%d process(es)", len(in.Procs)),
 	}
-	return []string{strings.Join(l1, sep), packParts(parts, m.w, -1)}
+	return []string{strings.Join(l1, sep), packParts(parts, c.w, -1)}
 }
 
 // devicesLines renders the devices view in body rows: a status line, a
 // row per chip (memory bar, AICore, power, temperature, health), then the
 // process table and the producer's comparison.
-func (m *Model) devicesLines(body int) []string {
-	th := m.th
-	s := m.dv.sample
-	status := m.devicesStatus()
-	if s.Info == nil && len(m.dv.mem) == 0 {
+func (v *devView) lines(c *paneCtx, body int) []string {
+	th := c.th
+	s := v.sample
+	status := v.status(c)
+	if s.Info == nil && len(v.mem) == 0 {
 		if s.Err != nil {
-			return centered(body, m.w, th.Warn.Render(s.Err.Error()), "",
+			return centered(body, c.w, th.Warn.Render(s.Err.Error()), "",
 				th.Dim.Render("npumon reads npu-smi: give its path with --npu-smi or NPUMON_NPU_SMI"))
 		}
-		return centered(body, m.w, "reading "+s.Source+"…")
+		return centered(body, c.w, "reading "+s.Source+"…")
 	}
 	if s.Info == nil { // no table, but the capture's memUsageInfo
 		status = th.Dim.Render("reading " + s.Source + "…")
@@ -224,11 +250,11 @@ func (m *Model) devicesLines(body int) []string {
 			status = th.Warn.Render(s.Err.Error())
 		}
 	}
-	heads, lines := m.devicesContent()
+	heads, lines := v.content(c)
 	out := append([]string{status}, heads...)
 	rows := body - len(out)
 	maxTop := max(0, len(lines)-rows)
-	top := clampInt(m.dv.top, 0, maxTop) // settleDevices keeps it in range
+	top := clampInt(v.top, 0, maxTop) // settleDevices keeps it in range
 	end := min(len(lines), top+rows)
 	out = append(out, lines[top:end]...)
 	if maxTop > 0 && len(out) == body {
@@ -243,19 +269,19 @@ func (m *Model) devicesLines(body int) []string {
 
 // devicesContent is the devices view's column heads, which stay put, and
 // the lines that scroll under them (none before the first sample).
-func (m *Model) devicesContent() (heads, lines []string) {
-	if m.dv.sample.Info == nil {
-		if len(m.dv.mem) > 0 {
-			return nil, m.memLines()
+func (v *devView) content(c *paneCtx) (heads, lines []string) {
+	if v.sample.Info == nil {
+		if len(v.mem) > 0 {
+			return nil, v.memLines(c)
 		}
 		return nil, nil
 	}
-	lines = m.chipLines(m.dv.sample.Info)
+	lines = v.chipLines(c, v.sample.Info)
 	heads = lines[:1]
 	lines = append(lines[1:len(lines):len(lines)], "")
-	lines = append(lines, m.procLines(m.dv.sample.Info)...)
-	if len(m.dv.mem) > 0 {
-		lines = append(append(lines, ""), m.memLines()...)
+	lines = append(lines, v.procLines(c, v.sample.Info)...)
+	if len(v.mem) > 0 {
+		lines = append(append(lines, ""), v.memLines(c)...)
 	}
 	return heads, lines
 }
@@ -266,15 +292,15 @@ const maxMemModules = 12
 // memLines lists the capture's memUsageInfo CSVs: per device the memory
 // each module held outside the caching allocator when the snapshot was
 // dumped, most first.
-func (m *Model) memLines() []string {
-	th := m.th
+func (v *devView) memLines(c *paneCtx) []string {
+	th := c.th
 	lines := []string{th.Title.Render("Outside the caching allocator, by module") + th.Dim.Render(" (torch_npu memUsageInfo, at the dump)")}
-	for _, f := range m.dv.mem {
+	for _, f := range v.mem {
 		head := fmt.Sprintf("  device %d · %s", f.Device, filepath.Base(f.Path))
 		if !f.Stamp.IsZero() {
 			head += " · " + f.Stamp.Format("2006-01-02 15:04:05")
 		}
-		lines = append(lines, th.Dim.Render(cut(head, max(m.w, 10))))
+		lines = append(lines, th.Dim.Render(cut(head, max(c.w, 10))))
 		var shown []memusage.Module
 		for _, x := range f.Modules {
 			if x.Cur > 0 || x.Peak > 0 {
@@ -311,19 +337,19 @@ func cmpDesc(a, b int64) int {
 
 // settleDevices keeps the devices view's scroll inside its lines after a
 // message (a key, a new sample, a resize). View only draws.
-func (m *Model) settleDevices() {
-	if !m.devicesShown() {
+func (v *devView) settle(c *paneCtx) {
+	if !v.shown() {
 		return
 	}
-	heads, lines := m.devicesContent()
-	rows := m.h - headerRows - hintRows - 1 - len(heads)
-	m.dv.top = clampInt(m.dv.top, 0, max(0, len(lines)-rows))
+	heads, lines := v.content(c)
+	rows := c.h - headerRows - hintRows - 1 - len(heads)
+	v.top = clampInt(v.top, 0, max(0, len(lines)-rows))
 }
 
 // devicesStatus is the first line: what was read, when, and a failed poll.
-func (m *Model) devicesStatus() string {
-	th := m.th
-	s := m.dv.sample
+func (v *devView) status(c *paneCtx) string {
+	th := c.th
+	s := v.sample
 	var parts []string
 	src := s.Source
 	if s.Info != nil && s.Info.Version != "" {
@@ -331,7 +357,7 @@ func (m *Model) devicesStatus() string {
 	}
 	parts = append(parts, src)
 	if !s.At.IsZero() {
-		parts = append(parts, "read "+s.At.In(m.o.Location).Format("15:04:05"))
+		parts = append(parts, "read "+s.At.In(c.tf.loc).Format("15:04:05"))
 	}
 	if s.Every > 0 {
 		parts = append(parts, "every "+s.Every.String())
@@ -353,8 +379,8 @@ func chipLabel(in *npusmi.Info, c npusmi.Chip) string {
 	return fmt.Sprint(c.NPU)
 }
 
-func (m *Model) chipLines(in *npusmi.Info) []string {
-	th := m.th
+func (v *devView) chipLines(pc *paneCtx, in *npusmi.Info) []string {
+	th := pc.th
 	memName := "HBM"
 	for _, c := range in.Chips {
 		if !c.HBMOK {
@@ -387,8 +413,8 @@ func (m *Model) chipLines(in *npusmi.Info) []string {
 		used, total, _, ok := c.DeviceMemory()
 		if ok {
 			figs := " " + bytesize.Format(used) + " / " + bytesize.Format(total)
-			barW := m.w - fixed - theme.Width(figs)
-			row += m.bar(used, total, barW) + figs
+			barW := pc.w - fixed - theme.Width(figs)
+			row += v.bar(pc, used, total, barW) + figs
 		} else {
 			row += "NA"
 		}
@@ -398,16 +424,16 @@ func (m *Model) chipLines(in *npusmi.Info) []string {
 }
 
 // dimWrap wraps s to the width, each line indented by two and dim.
-func (m *Model) dimWrap(s string) []string {
-	ls := theme.Wrap(s, max(m.w-2, 10))
+func (v *devView) dimWrap(c *paneCtx, s string) []string {
+	ls := theme.Wrap(s, max(c.w-2, 10))
 	for i, l := range ls {
-		ls[i] = "  " + m.th.Dim.Render(l)
+		ls[i] = "  " + c.th.Dim.Render(l)
 	}
 	return ls
 }
 
 // bar draws used of total in w cells ([███····]).
-func (m *Model) bar(used, total int64, w int) string {
+func (v *devView) bar(c *paneCtx, used, total int64, w int) string {
 	if w < 4 {
 		return ""
 	}
@@ -420,11 +446,11 @@ func (m *Model) bar(used, total int64, w int) string {
 		}
 	}
 	n = clampInt(n, 0, in)
-	g := m.th.G
+	g := c.th.G
 	var sb strings.Builder
 	sb.WriteString("[")
-	m.th.Wrap(&sb, &m.th.AllocArea, strings.Repeat(string(g.Allocated), n))
-	m.th.Wrap(&sb, &m.th.Free, strings.Repeat(string(g.Free), in-n))
+	c.th.Wrap(&sb, &c.th.AllocArea, strings.Repeat(string(g.Allocated), n))
+	c.th.Wrap(&sb, &c.th.Free, strings.Repeat(string(g.Free), in-n))
 	sb.WriteString("]")
 	return sb.String()
 }
@@ -439,43 +465,43 @@ func cut(s string, n int) string {
 
 // procLines is the process table, the producer's row marked, and the
 // comparison of its device memory with its allocator's reserved bytes.
-func (m *Model) procLines(in *npusmi.Info) []string {
-	th := m.th
+func (v *devView) procLines(c *paneCtx, in *npusmi.Info) []string {
+	th := c.th
 	lines := []string{th.Title.Render("Processes"), th.Dim.Render(fmt.Sprintf("  %-5s %-9s %-24s %10s", "NPU", "PID", "Name", "Memory"))}
 	if len(in.Procs) == 0 {
 		lines = append(lines, th.Dim.Render("  no processes hold device memory"))
 	}
 	for _, p := range in.Procs {
 		mark := "  "
-		if m.dv.pid > 0 && p.PID == m.dv.pid {
+		if v.pid > 0 && p.PID == v.pid {
 			mark = th.G.Selected + " "
 		}
 		label := chipLabel(in, npusmi.Chip{NPU: p.NPU, Chip: p.Chip})
 		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %-24s %10s", mark, label, p.PID, cut(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
 	}
-	if m.dv.pid <= 0 {
+	if v.pid <= 0 {
 		return lines
 	}
 	lines = append(lines, "")
-	cur, pair := m.dv.cur, m.dv.pair
-	clock := func(t time.Time) string { return t.In(m.o.Location).Format("15:04:05.000") }
+	cur, pair := v.cur, v.pair
+	clock := func(t time.Time) string { return t.In(c.tf.loc).Format("15:04:05.000") }
 	switch {
 	case !cur.Found:
 		lines = append(lines, theme.Wrap(fmt.Sprintf("pid %d (the producer) is not in the process table: another host, "+
-			"another pid namespace, or no device memory yet.", m.dv.pid), m.w)...)
+			"another pid namespace, or no device memory yet.", v.pid), c.w)...)
 	case pair.Paired:
 		lines = append(lines,
-			fmt.Sprintf("%s pid %d: device memory %s · allocator reserved %s", th.G.Selected, m.dv.pid, bytesize.Format(pair.Mine), bytesize.Format(pair.Reserved)),
+			fmt.Sprintf("%s pid %d: device memory %s · allocator reserved %s", th.G.Selected, v.pid, bytesize.Format(pair.Mine), bytesize.Format(pair.Reserved)),
 			th.Dim.Render("  both at "+clock(pair.At)+": npu-smi's reading and the allocator's state then"),
 			"  "+th.Header.Render(bytesize.Format(pair.Mine-pair.Reserved))+" outside the caching allocator")
 		if !cur.Paired && !cur.At.Equal(pair.At) {
-			lines = append(lines, m.dimWrap("the newer reading of "+clock(cur.At)+" waits for the allocator's entries to reach it")...)
+			lines = append(lines, v.dimWrap(c, "the newer reading of "+clock(cur.At)+" waits for the allocator's entries to reach it")...)
 		}
 	case cur.Newest == 0:
-		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, m.dv.pid, bytesize.Format(cur.Mine)))
+		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s; the allocator has no data yet", th.G.Selected, v.pid, bytesize.Format(cur.Mine)))
 	default:
-		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s at %s", th.G.Selected, m.dv.pid, bytesize.Format(cur.Mine), clock(cur.At)))
-		lines = append(lines, m.dimWrap(fmt.Sprintf("the allocator's entries span other times (newest %s): "+
+		lines = append(lines, fmt.Sprintf("%s pid %d: device memory %s at %s", th.G.Selected, v.pid, bytesize.Format(cur.Mine), clock(cur.At)))
+		lines = append(lines, v.dimWrap(c, fmt.Sprintf("the allocator's entries span other times (newest %s): "+
 			"no comparison until its state at the reading's moment is known", clock(time.UnixMicro(cur.Newest))))...)
 	}
 	return lines

@@ -2,83 +2,123 @@ package tui
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/monitor/store"
 )
 
-// eventRows is how many event rows the events pane can show.
-func (m *Model) eventRows() int {
-	_, _, _, ev, _ := m.layout()
-	return max(1, ev.h-2)
+// eventsPane is the trace around the cursor (pane 3). It owns the entries
+// it shows (load: around the cursor, filtered when a filter is set) and
+// which of them the cursor stands after. The list follows the cursor, so
+// ↑/↓ move time (from match to match while a filter is on) and the page
+// keys move the cursor a page of entries.
+type eventsPane struct {
+	size
+	events []store.Event
+	cur    int // index of the entry at the cursor in events, -1 none
 }
 
-// loadEvents fetches the trace around the cursor (filtered when a filter is set).
-func (m *Model) loadEvents() {
-	rows := m.eventRows()
+func newEventsPane() *eventsPane { return &eventsPane{cur: -1} }
+
+func (p *eventsPane) update(c *paneCtx, msg tea.KeyMsg) (paneAct, bool) {
+	k := c.keys
+	if !key.Matches(msg, k.Up, k.Down) {
+		return cursorKey(c, msg)
+	}
+	if c.flt != nil {
+		return paneAct{kind: actMatch, n: dir(msg, k.Up)}, true
+	}
+	return paneAct{kind: actStep, n: dir(msg, k.Up)}, true
+}
+
+func (p *eventsPane) view(c *paneCtx) []string { return p.lines(c, p.w, p.h) }
+func (p *eventsPane) info(c *paneCtx) string {
+	if c.flt != nil {
+		return "filter: " + c.flt.text
+	}
+	return ""
+}
+func (p *eventsPane) keyMap(k *keyMap) []key.Binding {
+	return []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.NextMatch, k.PrevMatch}
+}
+
+// load fetches the trace around the cursor, rows entries either side
+// (filtered when a filter is set, from a wider span).
+func (p *eventsPane) load(c *paneCtx, rows int) {
 	before, after := rows, rows
-	if m.flt != nil {
+	if c.flt != nil {
 		before, after = 4000, 4000
 	}
 	var evs []store.Event
-	if m.pos >= 0 {
-		evs = m.o.Source.EventsAroundSeq(m.dev, m.pos, before, after)
+	if c.pos >= 0 {
+		evs = c.src.EventsAroundSeq(c.dev, c.pos, before, after)
 	} else {
-		evs = m.o.Source.EventsAround(m.dev, m.cursor, before, after)
+		evs = c.src.EventsAround(c.dev, c.cursor, before, after)
 	}
-	if m.flt != nil {
+	if c.flt != nil {
 		kept := evs[:0]
 		for i := range evs {
-			e := &evs[i]
-			if m.flt.matchEvent(e, &m.streams, func() string { return m.eventText(e) }) {
-				kept = append(kept, *e)
+			if c.matchEvent(&evs[i]) {
+				kept = append(kept, evs[i])
 			}
 		}
 		evs = kept
 	}
-	m.events = evs
-	m.evCur = -1
+	p.events = evs
+	p.cur = -1
 	for i := range evs {
-		if evs[i].Seq < m.sum.Applied {
-			m.evCur = i
+		if evs[i].Seq < c.applied {
+			p.cur = i
 		}
 	}
 }
 
-// eventText is what a regex filter searches besides the action: the op
-// running at the event and its stack frames.
-func (m *Model) eventText(e *store.Event) string {
-	var sb strings.Builder
-	if m.base == store.TimeEpochUS {
-		if op, ok := m.o.Source.OpOf(*e); ok {
-			sb.WriteString(op.Name)
-			sb.WriteByte('\n')
-		}
+// current is the entry at the cursor, if the list holds it.
+func (p *eventsPane) current() (*store.Event, bool) {
+	if p.cur >= 0 && p.cur < len(p.events) {
+		return &p.events[p.cur], true
 	}
-	for _, f := range m.o.Source.Stack(e.Frames) {
-		fmt.Fprintf(&sb, "%s:%d:%s\n", f.Filename, f.Line, f.Name)
-	}
-	return sb.String()
+	return nil, false
 }
 
-// eventLines lists the trace around the cursor; the entry at the cursor is
+// top is the first entry drawn in rows rows: the one at the cursor is
+// kept mid-pane.
+func (p *eventsPane) top(rows int) int {
+	return clampInt(max(p.cur, 0)-rows/2, 0, max(0, len(p.events)-rows))
+}
+
+// rowAt is the entry drawn on row row (under the column header) of a
+// list rows rows high.
+func (p *eventsPane) rowAt(row, rows int) (store.Event, bool) {
+	if row < 0 || row >= rows || len(p.events) == 0 {
+		return store.Event{}, false
+	}
+	if i := p.top(rows) + row; i < len(p.events) {
+		return p.events[i], true
+	}
+	return store.Event{}, false
+}
+
+// lines lists the trace around the cursor; the entry at the cursor is
 // marked. Columns follow the pane: time, action and size always; the stream
 // label (st) and, when there are ops, at least a few characters of the op;
 // then the address when it fits. A line cut at the pane edge ends in "…".
-func (m *Model) eventLines(w, h int) []string {
-	th := m.th
-	tf := m.timeFmt()
+func (p *eventsPane) lines(c *paneCtx, w, h int) []string {
+	th := c.th
+	tf := c.tf
 	timeW := 12
-	if m.base == store.TimeSequence {
+	if c.base == store.TimeSequence {
 		timeW = 9
 	}
 	const actionW, addrW, sizeW, opMin = 14, 14, 9, 8
-	stW := m.streams.width()
+	stW := c.streams.width()
 	fixed := 2 + timeW + 1 + actionW + 1 + sizeW + 1 + stW
 	need := fixed
-	if len(m.ops) > 0 {
+	if c.hasOps {
 		need += 2 + opMin
 	}
 	showAddr := w >= need+1+addrW
@@ -99,24 +139,23 @@ func (m *Model) eventLines(w, h int) []string {
 	if rows <= 0 {
 		return lines[:max(0, h)]
 	}
-	if len(m.events) == 0 {
+	if len(p.events) == 0 {
 		msg := "no entries at this moment"
-		if m.flt != nil {
+		if c.flt != nil {
 			msg = "no entries near the cursor match the filter"
 		}
 		return append(lines, th.Dim.Render(msg))
 	}
-	cur := max(m.evCur, 0)
-	start := clampInt(cur-rows/2, 0, max(0, len(m.events)-rows))
-	for i := start; i < len(m.events) && i < start+rows; i++ {
-		e := &m.events[i]
+	start := p.top(rows)
+	for i := start; i < len(p.events) && i < start+rows; i++ {
+		e := &p.events[i]
 		mark := "  "
-		if i == m.evCur {
+		if i == p.cur {
 			mark = th.G.Selected + " "
 		}
 		op := ""
-		if m.base == store.TimeEpochUS {
-			if o, ok := m.o.Source.OpOf(*e); ok {
+		if c.base == store.TimeEpochUS {
+			if o, ok := c.src.OpOf(*e); ok {
 				op = o.Name
 			}
 		}
@@ -124,7 +163,7 @@ func (m *Model) eventLines(w, h int) []string {
 		if e.Addr != 0 {
 			addr = fmt.Sprintf("0x%x", e.Addr)
 		}
-		size, stream := bytesize.Format(e.Size), m.streams.label(e.Stream)
+		size, stream := bytesize.Format(e.Size), c.streams.label(e.Stream)
 		if store.IsMarker(e.Action) {
 			// the state was replaced here (a new process, or a fresh
 			// snapshot): a restart's Addr is the new pid
@@ -134,7 +173,7 @@ func (m *Model) eventLines(w, h int) []string {
 			}
 		}
 		l := row(mark, tf.clock(e.Time), actionName(e), addr, size, stream, op)
-		if i == m.evCur {
+		if i == p.cur {
 			l = th.Selected.Render(l)
 		} else if e.Action == snapshot.ActionOOM || store.IsMarker(e.Action) {
 			l = th.Warn.Render(l)

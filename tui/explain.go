@@ -42,7 +42,9 @@ type xview struct {
 	oom      *oomFacts      // viewOOM
 }
 
-// explainUI is the state of the explain views.
+// explainUI is the explain views: their stack and the holders at the
+// cursor. It draws, settles and takes keys on the shared paneCtx; what it
+// wants of the root (a status note) it returns as a paneAct.
 type explainUI struct {
 	views []xview // open views, innermost last
 	by    explain.By
@@ -80,78 +82,82 @@ func (x *explainUI) top() *xview { return &x.views[len(x.views)-1] }
 func (x *explainUI) push(v xview) { x.views = append(x.views, v) }
 
 // position is the number of entries applied at the cursor.
-func (m *Model) position() int64 {
-	if m.pos >= 0 {
-		return m.pos
+func (c *paneCtx) position() int64 {
+	if c.pos >= 0 {
+		return c.pos
 	}
-	return m.sum.Applied
+	return c.applied
 }
 
-func (m *Model) grouper() *explain.Grouper {
-	src := m.o.Source
-	g := &explain.Grouper{By: m.x.by, Stack: src.Stack}
-	if m.base == store.TimeEpochUS {
+func (x *explainUI) grouper(c *paneCtx) *explain.Grouper {
+	src := c.src
+	g := &explain.Grouper{By: x.by, Stack: src.Stack}
+	if c.base == store.TimeEpochUS {
 		g.OpOf = src.OpName
 	}
-	if g.By == explain.ByCategory && m.dev >= 0 {
-		g.Category = explain.CategoryOf(src.Categories(m.dev))
+	if g.By == explain.ByCategory && c.dev >= 0 {
+		g.Category = explain.CategoryOf(src.Categories(c.dev))
 	}
 	return g
 }
 
 // refreshHolders recomputes the holders (and the change from mark A) at
 // the cursor when it moved.
-func (m *Model) refreshHolders(force bool) {
-	if m.dev < 0 {
+func (x *explainUI) refreshHolders(c *paneCtx, force bool) {
+	if c.dev < 0 {
 		return
 	}
-	n := m.position()
-	if !force && n == m.x.at && m.dev == m.x.dev {
+	n := c.position()
+	if !force && n == x.at && c.dev == x.dev {
 		return
 	}
-	x := &m.x
-	x.at, x.dev = n, m.dev
-	x.live = m.o.Source.LiveAtSeq(m.dev, n)
-	g := m.grouper()
+	x.at, x.dev = n, c.dev
+	x.live = c.src.LiveAtSeq(c.dev, n)
+	g := x.grouper(c)
 	x.active = 0
 	for i := range x.live {
 		x.active += x.live[i].Size
 	}
 	x.groups = g.Group(x.live, x.active)
 	x.diff = nil
-	if x.markN >= 0 && x.markDev == m.dev {
+	if x.markN >= 0 && x.markDev == c.dev {
 		x.diff = explain.DiffAllocs(g, x.markLv, x.live, true)
 	}
 }
 
-// setMark sets mark A at the cursor, or clears it when it is already there.
-func (m *Model) setMark() {
-	if m.dev < 0 {
-		m.statusErr = "marks need a device trace"
-		return
+// setMark sets mark A at the cursor, or clears it when it is already
+// there, and says which on the status line.
+func (x *explainUI) setMark(c *paneCtx) paneAct {
+	if c.dev < 0 {
+		return noteAct("marks need a device trace")
 	}
-	n := m.position()
-	x := &m.x
-	if x.markN == n && x.markDev == m.dev {
+	n := c.position()
+	note := ""
+	if x.markN == n && x.markDev == c.dev {
 		x.markN, x.markLv = -1, nil
-		m.statusErr = "mark A cleared"
+		note = "mark A cleared"
 	} else {
-		x.markN, x.markDev, x.markT = n, m.dev, m.cursor
-		x.markLv = m.o.Source.LiveAtSeq(m.dev, n)
-		m.statusErr = fmt.Sprintf("mark A set at %s: holders (h) show the change from it", posText(n))
+		x.markN, x.markDev, x.markT = n, c.dev, c.cursor
+		x.markLv = c.src.LiveAtSeq(c.dev, n)
+		note = fmt.Sprintf("mark A set at %s: holders (h) show the change from it", posText(n))
 	}
-	m.refreshHolders(true)
+	x.refreshHolders(c, true)
+	return noteAct(note)
 }
 
 // openHolders opens the holders view at the cursor.
-func (m *Model) openHolders() {
-	if m.dev < 0 {
-		m.statusErr = "holders need a device trace"
-		return
+func (x *explainUI) openHolders(c *paneCtx) paneAct {
+	if c.dev < 0 {
+		return noteAct("holders need a device trace")
 	}
-	m.x.views = []xview{{kind: viewHolders}}
-	m.refreshHolders(true)
+	x.views = []xview{{kind: viewHolders}}
+	x.refreshHolders(c, true)
+	return paneAct{}
 }
+
+// setMark and openHolders are the m and h keys on the main screen.
+func (m *Model) setMark()     { m.apply(m.x.setMark(m.paneCtx())) }
+func (m *Model) openHolders() { m.apply(m.x.openHolders(m.paneCtx())) }
 
 // openStack opens the full-screen stack of what is selected: a group or
 // allocation in a view, else the selected block (segments pane) or the
@@ -159,26 +165,12 @@ func (m *Model) openHolders() {
 func (m *Model) openStack() {
 	src := m.o.Source
 	if m.x.open() {
-		v := m.x.top()
-		switch v.kind {
-		case viewHolders:
-			if k, a, ok := m.selectedGroupAlloc(v.sel); ok {
-				m.x.push(xview{kind: viewStack, title: []string{"group " + m.fitKey(k, m.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", bytesize.Format(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
-			}
-		case viewAllocs:
-			if al := m.groupAllocs(v.group); v.sel < len(al) {
-				a := al[v.sel]
-				m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, bytesize.Format(a.Size), bornText(a)), "group " + m.fitKey(v.group, m.w-6)}, frames: src.Stack(a.Frames)})
-			}
-		case viewOOM:
-			o := v.oom
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry #%d", bytesize.Format(o.requested), o.seq)}, frames: o.frames})
-		}
+		m.x.openStack(m.paneCtx())
 		return
 	}
 	switch m.focus {
 	case paneSegments:
-		s, b := m.seg.Segment(), m.seg.Block()
+		s, b := m.segPane.seg.Segment(), m.segPane.seg.Block()
 		switch {
 		case b != nil:
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
@@ -186,12 +178,32 @@ func (m *Model) openStack() {
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
 		}
 	default:
-		if m.evCur >= 0 && m.evCur < len(m.events) {
-			e := &m.events[m.evCur]
+		if e, ok := m.evList.current(); ok {
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.statusErr = "no event at the cursor"
 		}
+	}
+}
+
+// openStack opens the full-screen stack of the group or allocation
+// selected in the open view.
+func (x *explainUI) openStack(c *paneCtx) {
+	src := c.src
+	v := x.top()
+	switch v.kind {
+	case viewHolders:
+		if k, a, ok := x.selectedGroupAlloc(v.sel); ok {
+			x.push(xview{kind: viewStack, title: []string{"group " + x.fitKey(k, c.w-6), fmt.Sprintf("its largest allocation: %s at 0x%x", bytesize.Format(a.Size), a.Addr)}, frames: src.Stack(a.Frames)})
+		}
+	case viewAllocs:
+		if al := x.groupAllocs(v.group); v.sel < len(al) {
+			a := al[v.sel]
+			x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("allocation 0x%x  %s  %s", a.Addr, bytesize.Format(a.Size), bornText(a)), "group " + x.fitKey(v.group, c.w-6)}, frames: src.Stack(a.Frames)})
+		}
+	case viewOOM:
+		o := v.oom
+		x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("the failing request: %s at entry #%d", bytesize.Format(o.requested), o.seq)}, frames: o.frames})
 	}
 }
 
@@ -204,20 +216,20 @@ func bornText(a replay.Alloc) string {
 
 // selectedGroupAlloc is the key and largest allocation of row i of the
 // holders view (groups, or the diff's groups with a mark).
-func (m *Model) selectedGroupAlloc(i int) (string, replay.Alloc, bool) {
+func (x *explainUI) selectedGroupAlloc(i int) (string, replay.Alloc, bool) {
 	key := ""
-	if m.x.diff != nil {
-		if i >= len(m.x.diff) {
+	if x.diff != nil {
+		if i >= len(x.diff) {
 			return "", replay.Alloc{}, false
 		}
-		key = m.x.diff[i].Key
+		key = x.diff[i].Key
 	} else {
-		if i >= len(m.x.groups) {
+		if i >= len(x.groups) {
 			return "", replay.Alloc{}, false
 		}
-		key = m.x.groups[i].Key
+		key = x.groups[i].Key
 	}
-	al := m.groupAllocs(key)
+	al := x.groupAllocs(key)
 	if len(al) == 0 {
 		return key, replay.Alloc{}, false
 	}
@@ -225,10 +237,10 @@ func (m *Model) selectedGroupAlloc(i int) (string, replay.Alloc, bool) {
 }
 
 // groupAllocs lists the live allocations of a group at the cursor, largest first.
-func (m *Model) groupAllocs(key string) []replay.Alloc {
-	for i := range m.x.groups {
-		if m.x.groups[i].Key == key {
-			return m.x.groups[i].Allocs
+func (x *explainUI) groupAllocs(key string) []replay.Alloc {
+	for i := range x.groups {
+		if x.groups[i].Key == key {
+			return x.groups[i].Allocs
 		}
 	}
 	return nil
@@ -290,7 +302,7 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 			f.op = op.Name
 		}
 	}
-	f.top = m.grouper().Group(src.LiveAtSeq(m.dev, e.Seq+1), 0)
+	f.top = m.x.grouper(m.paneCtx()).Group(src.LiveAtSeq(m.dev, e.Seq+1), 0)
 	if len(f.top) > 5 {
 		f.top = f.top[:5]
 	}
@@ -299,18 +311,18 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 
 // onViewKey handles keys while a view is open; false: not handled (the
 // cursor keys fall through to the main handler).
-func (m *Model) onViewKey(msg tea.KeyMsg) (tea.Cmd, bool) {
-	k := m.keys
-	v := m.x.top()
-	rows := m.viewRows(v)
+func (x *explainUI) onViewKey(c *paneCtx, msg tea.KeyMsg) (paneAct, bool) {
+	k := c.keys
+	v := x.top()
+	rows := x.viewRows(v)
 	switch {
 	case key.Matches(msg, k.Back):
-		m.x.views = m.x.views[:len(m.x.views)-1]
+		x.views = x.views[:len(x.views)-1]
 	case key.Matches(msg, k.Holders):
 		if v.kind == viewHolders {
-			m.x.views = nil
+			x.views = nil
 		} else {
-			m.openHolders()
+			return x.openHolders(c), true
 		}
 	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
 		d := 1
@@ -319,7 +331,7 @@ func (m *Model) onViewKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		}
 		v.sel = clampInt(v.sel+d, 0, max(0, rows-1))
 	case key.Matches(msg, k.PageUp), key.Matches(msg, k.PageDown):
-		d := max(1, m.h-8)
+		d := max(1, c.h-8)
 		if key.Matches(msg, k.PageUp) {
 			d = -d
 		}
@@ -327,14 +339,14 @@ func (m *Model) onViewKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	case key.Matches(msg, k.Enter):
 		switch v.kind {
 		case viewHolders:
-			if gk, _, ok := m.selectedGroupAlloc(v.sel); ok {
-				m.x.push(xview{kind: viewAllocs, group: gk})
+			if gk, _, ok := x.selectedGroupAlloc(v.sel); ok {
+				x.push(xview{kind: viewAllocs, group: gk})
 			}
 		case viewAllocs:
-			m.openStack()
+			x.openStack(c)
 		}
 	case key.Matches(msg, k.Stack):
-		m.openStack()
+		x.openStack(c)
 	case key.Matches(msg, k.Unfold):
 		if v.kind == viewStack {
 			v.unfold = !v.unfold
@@ -344,39 +356,39 @@ func (m *Model) onViewKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 		if v.kind == viewHolders {
 			i := 0
 			for j, b := range explain.Bys {
-				if b == m.x.by {
+				if b == x.by {
 					i = j
 				}
 			}
-			m.x.by = explain.Bys[(i+1)%len(explain.Bys)]
+			x.by = explain.Bys[(i+1)%len(explain.Bys)]
 			v.sel, v.top = 0, 0
-			m.refreshHolders(true)
+			x.refreshHolders(c, true)
 		}
 	case key.Matches(msg, k.Mark):
-		m.setMark()
+		return x.setMark(c), true
 	case key.Matches(msg, k.Tab), key.Matches(msg, k.BackTab), key.Matches(msg, k.Pane1), key.Matches(msg, k.Pane2),
 		key.Matches(msg, k.Pane3), key.Matches(msg, k.Pane4):
-		m.x.views = nil
-		return nil, false // and switch panes
+		x.views = nil
+		return paneAct{}, false // and switch panes
 	case key.Matches(msg, k.Prev), key.Matches(msg, k.Next), key.Matches(msg, k.BigPrev), key.Matches(msg, k.BigNext),
 		key.Matches(msg, k.Start), key.Matches(msg, k.End), key.Matches(msg, k.Peak), key.Matches(msg, k.Jump),
 		key.Matches(msg, k.Play), key.Matches(msg, k.Follow), key.Matches(msg, k.Device), key.Matches(msg, k.Relative),
 		key.Matches(msg, k.Slower), key.Matches(msg, k.Faster), key.Matches(msg, k.WhatIf), key.Matches(msg, k.NextOOM):
-		return nil, false // the cursor moves under the view
+		return paneAct{}, false // the cursor moves under the view
 	}
-	return nil, true
+	return paneAct{}, true
 }
 
 // viewRows is the number of selectable rows of v.
-func (m *Model) viewRows(v *xview) int {
+func (x *explainUI) viewRows(v *xview) int {
 	switch v.kind {
 	case viewHolders:
-		if m.x.diff != nil {
-			return len(m.x.diff)
+		if x.diff != nil {
+			return len(x.diff)
 		}
-		return len(m.x.groups)
+		return len(x.groups)
 	case viewAllocs:
-		return len(m.groupAllocs(v.group))
+		return len(x.groupAllocs(v.group))
 	case viewStack:
 		return len(v.frames)
 	}
@@ -385,14 +397,14 @@ func (m *Model) viewRows(v *xview) int {
 
 // viewContent is the innermost open view's fixed head and its rows (none
 // for the OOM panel, which does not scroll).
-func (m *Model) viewContent(v *xview) (head, rows []string) {
+func (x *explainUI) viewContent(c *paneCtx, v *xview) (head, rows []string) {
 	switch v.kind {
 	case viewHolders:
-		return m.holdersLines()
+		return x.holdersLines(c)
 	case viewAllocs:
-		return m.allocLines(v.group)
+		return x.allocLines(c, v.group)
 	case viewStack:
-		return m.stackLines(v)
+		return x.stackLines(c, v)
 	}
 	return nil, nil
 }
@@ -400,17 +412,17 @@ func (m *Model) viewContent(v *xview) (head, rows []string) {
 // settleView brings the open view up to date after a message: the
 // holders at the cursor, and the selection and scroll kept inside the
 // rows the body shows. View only draws what it leaves.
-func (m *Model) settleView() {
-	if !m.x.open() {
+func (x *explainUI) settleView(c *paneCtx) {
+	if !x.open() {
 		return
 	}
-	m.refreshHolders(false)
-	v := m.x.top()
+	x.refreshHolders(c, false)
+	v := x.top()
 	if v.kind == viewOOM {
 		return
 	}
-	head, rows := m.viewContent(v)
-	n := max(1, m.h-headerRows-hintRows-len(head))
+	head, rows := x.viewContent(c, v)
+	n := max(1, c.h-headerRows-hintRows-len(head))
 	if v.kind == viewStack {
 		// a stack scrolls: sel is the first frame shown
 		v.sel = clampInt(v.sel, 0, max(0, len(rows)-n))
@@ -428,18 +440,18 @@ func (m *Model) settleView() {
 
 // viewLines renders the innermost open view in the body's rows, scrolled
 // as settleView left it.
-func (m *Model) viewLines(body int) []string {
-	v := m.x.top()
+func (x *explainUI) viewLines(c *paneCtx, body int) []string {
+	v := x.top()
 	if v.kind == viewOOM {
-		return pad(m.oomLines(v.oom, body), body)
+		return pad(x.oomLines(c, v.oom, body), body)
 	}
-	head, rows := m.viewContent(v)
+	head, rows := x.viewContent(c, v)
 	out := append([]string{}, head...)
 	n := max(1, body-len(head))
 	for i := v.top; i < len(rows) && i < v.top+n; i++ {
 		l := rows[i]
 		if v.kind != viewStack && i == v.sel {
-			l = m.th.Selected.Render(fit(m.th.G.Selected+" "+l, m.w))
+			l = c.th.Selected.Render(fit(c.th.G.Selected+" "+l, c.w))
 		} else {
 			l = "  " + l
 		}
@@ -458,16 +470,16 @@ func pad(lines []string, n int) []string {
 	return lines[:n]
 }
 
-func (m *Model) holdersLines() (head, rows []string) {
-	th, x := m.th, &m.x
+func (x *explainUI) holdersLines(c *paneCtx) (head, rows []string) {
+	th := c.th
 	title := fmt.Sprintf("Holders by %s · %s · %d live allocations, %s · %s", x.by, posText(x.at), len(x.live),
-		bytesize.Format(x.active), m.timeFmt().full(m.cursor))
-	head = []string{th.Header.Render(fit(title, m.w))}
-	w := m.w - 2
+		bytesize.Format(x.active), c.tf.full(c.cursor))
+	head = []string{th.Header.Render(fit(title, c.w))}
+	w := c.w - 2
 	if x.diff != nil {
-		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, %s) to the cursor · m clears the mark", m.timeFmt().full(x.markT), posText(x.markN)), m.w)),
+		head = append(head, th.Dim.Render(fit(fmt.Sprintf("change from mark A (%s, %s) to the cursor · m clears the mark", c.tf.full(x.markT), posText(x.markN)), c.w)),
 			th.Dim.Render(fit(fmt.Sprintf("  %10s %10s %10s %9s %6s %6s  %s", "DELTA", "MARK A", "CURSOR", "COUNT", "BORN", "FREED", "GROUP"), w)))
-		kf := m.holderKeys()
+		kf := x.holderKeys()
 		for _, g := range x.diff {
 			r := fmt.Sprintf("%10s %10s %10s %9s %6d %6d  ", fmtDelta(g.DeltaBytes), bytesize.Format(g.BytesFrom), bytesize.Format(g.BytesTo),
 				fmt.Sprintf("%d→%d", g.CountFrom, g.CountTo), g.BornCount, g.FreedCount)
@@ -475,9 +487,9 @@ func (m *Model) holdersLines() (head, rows []string) {
 		}
 		return head, rows
 	}
-	head = append(head, th.Dim.Render(fit("enter: its allocations · v: stack · m: mark A · b: group by · esc: back", m.w)),
+	head = append(head, th.Dim.Render(fit("enter: its allocations · v: stack · m: mark A · b: group by · esc: back", c.w)),
 		th.Dim.Render(fit(fmt.Sprintf("  %10s %6s %6s %10s %8s  %s", "BYTES", "SHARE", "COUNT", "LARGEST", "OLDEST", "GROUP"), w)))
-	kf := m.holderKeys()
+	kf := x.holderKeys()
 	for i := range x.groups {
 		g := &x.groups[i]
 		oldest := "start"
@@ -490,13 +502,13 @@ func (m *Model) holdersLines() (head, rows []string) {
 	return head, rows
 }
 
-func (m *Model) allocLines(group string) (head, rows []string) {
-	th := m.th
-	al := m.groupAllocs(group)
+func (x *explainUI) allocLines(c *paneCtx, group string) (head, rows []string) {
+	th := c.th
+	al := x.groupAllocs(group)
 	t := fmt.Sprintf("%d allocations of ", len(al))
-	head = []string{th.Header.Render(fit(t+m.fitKey(group, m.w-theme.Width(t)), m.w)),
-		th.Dim.Render(fit("enter or v: stack · esc: back", m.w)),
-		th.Dim.Render(fit(fmt.Sprintf("  %10s  %-18s %-9s %s", "BYTES", "ADDRESS", "STATE", "BORN"), m.w-2))}
+	head = []string{th.Header.Render(fit(t+x.fitKey(group, c.w-theme.Width(t)), c.w)),
+		th.Dim.Render(fit("enter or v: stack · esc: back", c.w)),
+		th.Dim.Render(fit(fmt.Sprintf("  %10s  %-18s %-9s %s", "BYTES", "ADDRESS", "STATE", "BORN"), c.w-2))}
 	for _, a := range al {
 		state := "allocated"
 		if a.Pending {
@@ -505,42 +517,42 @@ func (m *Model) allocLines(group string) (head, rows []string) {
 		born := "before the trace"
 		if a.Born >= 0 {
 			born = fmt.Sprintf("#%d", a.Born)
-			if a.BornTime != 0 && m.base == store.TimeEpochUS {
-				born += " · " + m.timeFmt().full(a.BornTime)
+			if a.BornTime != 0 && c.base == store.TimeEpochUS {
+				born += " · " + c.tf.full(a.BornTime)
 			}
 		}
-		rows = append(rows, fit(fmt.Sprintf("%10s  %-18s %-9s %s", bytesize.Format(a.Size), fmt.Sprintf("0x%x", a.Addr), state, born), m.w-2))
+		rows = append(rows, fit(fmt.Sprintf("%10s  %-18s %-9s %s", bytesize.Format(a.Size), fmt.Sprintf("0x%x", a.Addr), state, born), c.w-2))
 	}
 	return head, rows
 }
 
-func (m *Model) stackLines(v *xview) (head, rows []string) {
-	th := m.th
+func (x *explainUI) stackLines(c *paneCtx, v *xview) (head, rows []string) {
+	th := c.th
 	how := "x: unfold"
 	if v.unfold {
 		how = "x: fold"
 	}
-	head = []string{th.Header.Render(fit("Stack · innermost first · ↑/↓ pgup/pgdn scroll · "+how+" · esc: back", m.w))}
+	head = []string{th.Header.Render(fit("Stack · innermost first · ↑/↓ pgup/pgdn scroll · "+how+" · esc: back", c.w))}
 	for _, t := range v.title {
-		head = append(head, fit(t, m.w))
+		head = append(head, fit(t, c.w))
 	}
-	head = append(head, th.Dim.Render(strings.Repeat(th.G.HBar, m.w)))
+	head = append(head, th.Dim.Render(strings.Repeat(th.G.HBar, c.w)))
 	if v.unfold {
 		for i, f := range v.frames {
-			rows = append(rows, fmt.Sprintf("%2d  %s", i, explain.FormatFrame(f, m.w-2-4)))
+			rows = append(rows, fmt.Sprintf("%2d  %s", i, explain.FormatFrame(f, c.w-2-4)))
 		}
 	} else {
 		// the user frames and the call site, each other run folded
-		r := m.grouper().Rules()
+		r := x.grouper(c).Rules()
 		keep := -1
 		if s, ok := r.Callsite(v.frames); ok {
 			keep = s.Index
 		}
 		for _, l := range r.Fold(v.frames, keep) {
 			if l.Folded {
-				rows = append(rows, "    "+th.Dim.Render(fit(l.Text()+" (x: unfold)", m.w-2-4)))
+				rows = append(rows, "    "+th.Dim.Render(fit(l.Text()+" (x: unfold)", c.w-2-4)))
 			} else {
-				rows = append(rows, fmt.Sprintf("%2d  %s", l.Start, explain.FormatFrame(v.frames[l.Start], m.w-2-4)))
+				rows = append(rows, fmt.Sprintf("%2d  %s", l.Start, explain.FormatFrame(v.frames[l.Start], c.w-2-4)))
 			}
 		}
 	}
@@ -558,11 +570,11 @@ const oomIndent = "                       "
 // the first (v shows the whole stack), the panel's own key hint (the bottom
 // line has the keys), holders past the second (h shows them all), the
 // verdict's sentence past its first line, holders past the first.
-func (m *Model) oomLines(o *oomFacts, body int) []string {
-	reason := theme.Wrap(o.reason, max(20, m.w-len(oomIndent)))
-	gap, hint, nr, nf, nh := 1, true, len(reason), min(len(explain.StackText(m.grouper().Rules(), o.frames, 0)), 4), len(o.top)
+func (x *explainUI) oomLines(c *paneCtx, o *oomFacts, body int) []string {
+	reason := theme.Wrap(o.reason, max(20, c.w-len(oomIndent)))
+	gap, hint, nr, nf, nh := 1, true, len(reason), min(len(explain.StackText(x.grouper(c).Rules(), o.frames, 0)), 4), len(o.top)
 	for {
-		out := m.oomPanel(o, reason, nr, nf, nh, gap, hint)
+		out := x.oomPanel(c, o, reason, nr, nf, nh, gap, hint)
 		switch {
 		case len(out) <= body:
 			return out
@@ -587,21 +599,21 @@ func (m *Model) oomLines(o *oomFacts, body int) []string {
 // oomPanel lays the OOM panel out: the first nr lines of the verdict's
 // sentence (marked "…" when cut), nf stack frames, nh holders, gap blank
 // lines between sections, the panel's hint or not.
-func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint bool) []string {
-	th := m.th
-	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, m.timeFmt().full(o.time)), m.w))}
-	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), m.w)) }
+func (x *explainUI) oomPanel(c *paneCtx, o *oomFacts, reason []string, nr, nf, nh, gap int, hint bool) []string {
+	th := c.th
+	out := []string{th.Header.Render(fit(fmt.Sprintf("Out of memory at entry #%d · %s", o.seq, c.tf.full(o.time)), c.w))}
+	row := func(k, v string) { out = append(out, fit(fmt.Sprintf("  %-20s %s", k, v), c.w)) }
 	blank := func() {
 		for range gap {
 			out = append(out, "")
 		}
 	}
-	out = append(out, fit("  verdict              "+th.Warn.Render(o.verdict), m.w))
+	out = append(out, fit("  verdict              "+th.Warn.Render(o.verdict), c.w))
 	for i, l := range reason[:nr] {
 		if i == nr-1 && nr < len(reason) {
 			l += " …"
 		}
-		out = append(out, fit(oomIndent+th.Dim.Render(l), m.w))
+		out = append(out, fit(oomIndent+th.Dim.Render(l), c.w))
 	}
 	row("requested", bytesize.Format(o.requested))
 	row("device free", bytesize.Format(o.free))
@@ -614,15 +626,15 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	}
 	row("op", op)
 	blank()
-	out = append(out, th.Dim.Render(fit("the failing request's stack (v: whole stack)", m.w)))
-	for _, l := range explain.StackText(m.grouper().Rules(), o.frames, m.w-2)[:nf] {
+	out = append(out, th.Dim.Render(fit("the failing request's stack (v: whole stack)", c.w)))
+	for _, l := range explain.StackText(x.grouper(c).Rules(), o.frames, c.w-2)[:nf] {
 		out = append(out, "  "+l)
 	}
 	if len(o.frames) == 0 {
 		out = append(out, "  no stack recorded")
 	}
 	blank()
-	out = append(out, th.Dim.Render(fit("top holders (h: all holders here)", m.w)))
+	out = append(out, th.Dim.Render(fit("top holders (h: all holders here)", c.w)))
 	topKeys := make([]string, nh)
 	for i, g := range o.top[:nh] {
 		topKeys[i] = g.Key
@@ -630,26 +642,26 @@ func (m *Model) oomPanel(o *oomFacts, reason []string, nr, nf, nh, gap int, hint
 	kf := newKeyFit(topKeys)
 	for _, g := range o.top[:nh] {
 		r := fmt.Sprintf("  %10s %5.1f%% %6d  ", bytesize.Format(g.Bytes), 100*g.Share, g.Count)
-		out = append(out, r+kf.fit(g.Key, m.w-theme.Width(r)))
+		out = append(out, r+kf.fit(g.Key, c.w-theme.Width(r)))
 	}
 	if hint {
 		h := "w: what-if (other allocator settings) · o: next OOM · esc: back"
-		if m.o.WhatIf == nil {
+		if !c.whatIf {
 			h = "o: next OOM · esc: back (what-if needs a snapshot file: npumon whatif / explain)"
 		}
 		blank()
-		out = append(out, th.Dim.Render(fit(h, m.w)))
+		out = append(out, th.Dim.Render(fit(h, c.w)))
 	}
 	return out
 }
 
 // viewHint is the hint line while a view is open.
-func (m *Model) viewHint() string {
-	switch m.x.top().kind {
+func (x *explainUI) viewHint(c *paneCtx) string {
+	switch x.top().kind {
 	case viewStack:
 		return "↑/↓ scroll · x unfold/fold · esc back · q quits"
 	case viewOOM:
-		if m.o.WhatIf == nil {
+		if !c.whatIf {
 			return "v stack · h holders · o next OOM · esc back · q quits"
 		}
 		return "v stack · h holders · o next OOM · w what-if · esc back · q quits"
@@ -720,11 +732,10 @@ func splitSite(k string) (name, loc string, ok bool) {
 
 // fitKey fits a key shown alone (a title) in w cells, as keyFit.fit does
 // among the holders the view shows.
-func (m *Model) fitKey(k string, w int) string { return m.holderKeys().fit(k, w) }
+func (x *explainUI) fitKey(k string, w int) string { return x.holderKeys().fit(k, w) }
 
 // holderKeys is the keyFit of the holders (or the diff) the view lists.
-func (m *Model) holderKeys() keyFit {
-	x := &m.x
+func (x *explainUI) holderKeys() keyFit {
 	var keys []string
 	if x.diff != nil {
 		for i := range x.diff {

@@ -166,7 +166,7 @@ func TestOOMPanelGivesWay(t *testing.T) {
 	for i := range 5 {
 		o.top = append(o.top, explain.Group{Key: fmt.Sprint("holder", i), Bytes: int64(5-i) << 20, Count: 1})
 	}
-	full := m.oomLines(o, 100)
+	full := m.x.oomLines(m.paneCtx(), o, 100)
 	all := strings.Join(full, "\n")
 	for _, want := range []string{"f3", "holder4", "o: next OOM", "figures and words"} {
 		if !strings.Contains(all, want) {
@@ -178,7 +178,7 @@ func TestOOMPanelGivesWay(t *testing.T) {
 	}
 	prev := len(full)
 	for body := len(full); body >= 13; body-- {
-		lines := m.oomLines(o, body)
+		lines := m.x.oomLines(m.paneCtx(), o, body)
 		v := strings.Join(lines, "\n")
 		if len(lines) > body || len(lines) > prev {
 			t.Fatalf("body %d: %d lines (the one above had %d):\n%s", body, len(lines), prev, v)
@@ -232,11 +232,11 @@ func TestCategoryChart(t *testing.T) {
 	if !strings.Contains(v, "timeline by category: P parameter") || !strings.Contains(v, "T temporary") {
 		t.Fatalf("no legend after C:\n%s", v)
 	}
-	if !m.catChart || m.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.tl.View()) {
-		t.Fatalf("no category bands on the timeline:\n%s", m.tl.View())
+	if !m.catChart || m.tlPane.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.tlPane.tl.View()) {
+		t.Fatalf("no category bands on the timeline:\n%s", m.tlPane.tl.View())
 	}
 	press(m, "C")
-	if m.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.tl.View()) {
-		t.Fatalf("C did not go back to the areas:\n%s", m.tl.View())
+	if m.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.tlPane.tl.View()) {
+		t.Fatalf("C did not go back to the areas:\n%s", m.tlPane.tl.View())
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/tui/theme"
@@ -26,12 +28,12 @@ func (m *Model) hintLine(noteBelow bool) string {
 	}
 	switch m.screen() {
 	case screenHelp:
-		if len(m.helpText()) > m.helpPage() {
+		if c := m.paneCtx(); len(m.hv.text(c)) > m.hv.page(c) {
 			return th.Hint.Render("↑/↓ pgup/pgdn scroll · ? or esc closes help · q quits")
 		}
 		return th.Hint.Render("? or esc closes help · q quits")
 	case screenDevices:
-		return th.Hint.Render(m.devicesHint())
+		return th.Hint.Render(m.dv.hint())
 	case screenPicker:
 		// a narrow row cuts a capture's error: the selected one's shows whole here
 		if i := m.pick.sel; i >= 0 && i < len(m.pick.list) && m.pick.list[i].Error != "" {
@@ -42,12 +44,12 @@ func (m *Model) hintLine(noteBelow bool) string {
 	case screenWhatIf:
 		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
 	case screenView:
-		return th.Hint.Render(m.viewHint())
+		return th.Hint.Render(m.x.viewHint(m.paneCtx()))
 	}
 	if noteBelow { // a narrow header has no room for why
 		return th.Warn.Render(m.connText()) + th.Hint.Render(" · ? help")
 	}
-	hl := m.help
+	hl := m.hv.hl
 	hl.Width = m.w
 	short := m.keys.ShortHelp()
 	if m.o.Captures != nil {
@@ -59,13 +61,62 @@ func (m *Model) hintLine(noteBelow bool) string {
 	return hl.ShortHelpView(short)
 }
 
-// helpPage is how many help lines fit on the screen.
-func (m *Model) helpPage() int { return max(1, m.h-headerRows-hintRows) }
+// helpView is the help screen (?): the key groups of keyMap.FullHelp, as
+// the documentation's key table (KeyTable) lists them, then the syntax
+// notes, scrolled. Its help.Model also draws the hint line's short help.
+type helpView struct {
+	shown bool
+	top   int // first line shown
+	hl    help.Model
 
-// helpLines is the help screen from line helpTop, body lines high.
-func (m *Model) helpLines(body int) []string {
-	lines := m.helpText()
-	top := clampInt(m.helpTop, 0, max(0, len(lines)-body))
+	devicesOnly bool   // Options.DevicesOnly: only the devices view's keys
+	devices     bool   // Options.Devices is set: the devices view's note
+	legend      string // the segment map's glyphs
+}
+
+func newHelpView(th *theme.Theme, o Options, legend string) helpView {
+	v := helpView{hl: help.New(), devicesOnly: o.DevicesOnly, devices: o.Devices != nil, legend: legend}
+	v.hl.ShowAll = true
+	if th.ASCII {
+		v.hl.ShortSeparator = " | "
+		v.hl.FullSeparator = "   "
+		v.hl.Ellipsis = "..."
+	}
+	return v
+}
+
+// open shows the help from its first line.
+func (v *helpView) open() { v.shown, v.top = true, 0 }
+
+// update scrolls the help; ? and esc close it.
+func (v *helpView) update(c *paneCtx, msg tea.KeyMsg) {
+	k := c.keys
+	switch {
+	case key.Matches(msg, k.Back, k.Help):
+		v.shown = false
+	case key.Matches(msg, k.Up):
+		v.top--
+	case key.Matches(msg, k.Down):
+		v.top++
+	case key.Matches(msg, k.PageUp):
+		v.top -= v.page(c)
+	case key.Matches(msg, k.PageDown), key.Matches(msg, k.Play):
+		v.top += v.page(c)
+	case key.Matches(msg, k.Home), key.Matches(msg, k.Start):
+		v.top = 0
+	case key.Matches(msg, k.EndList), key.Matches(msg, k.End):
+		v.top = len(v.text(c))
+	}
+	v.top = clampInt(v.top, 0, max(0, len(v.text(c))-v.page(c)))
+}
+
+// page is how many help lines fit on the screen.
+func (v *helpView) page(c *paneCtx) int { return max(1, c.h-headerRows-hintRows) }
+
+// lines is the help screen from line top, body lines high.
+func (v *helpView) lines(c *paneCtx, body int) []string {
+	lines := v.text(c)
+	top := clampInt(v.top, 0, max(0, len(lines)-body))
 	lines = lines[top:]
 	for len(lines) < body {
 		lines = append(lines, "")
@@ -73,21 +124,21 @@ func (m *Model) helpLines(body int) []string {
 	return lines[:body]
 }
 
-// helpText is the whole help screen: key groups, then the syntax notes.
-func (m *Model) helpText() []string {
-	th := m.th
+// text is the whole help screen: key groups, then the syntax notes.
+func (v *helpView) text(c *paneCtx) []string {
+	th := c.th
 	lines := []string{th.Header.Render("npumon keys"), ""}
-	groups := m.keys.FullHelp()
-	if m.o.DevicesOnly {
-		k := m.keys
+	groups := c.keys.FullHelp()
+	if v.devicesOnly {
+		k := c.keys
 		groups = [][]key.Binding{{k.Up, k.Down, k.PageUp, k.PageDown, k.Start, k.End, k.Help, k.Quit}}
 	}
 	// The what-if view's keys (the last group) go after the notes.
 	main, rest := groups, [][]key.Binding(nil)
-	if !m.o.DevicesOnly {
+	if !v.devicesOnly {
 		main, rest = groups[:len(groups)-1], groups[len(groups)-1:]
 	}
-	lines = append(lines, m.helpColumns(main)...)
+	lines = append(lines, v.columns(c, main)...)
 	text := []string{
 		"Filter (/): space-separated terms, all must hold: a regular expression on the op name, action " +
 			"and stack frames; size>10MiB, size<=4KiB (KiB/MiB/GiB, or SI kB/MB/GB); stream=s1 (the events " +
@@ -100,47 +151,47 @@ func (m *Model) helpText() []string {
 			"op, stream, size or memory category (b); enter lists a group's allocations, v shows a whole stack (x unfolds its folded " +
 			"library/native frames). C stacks the timeline by memory category. m sets mark A: holders then show the change from A to the cursor. " +
 			"o lands on the next OOM's panel: verdict, figures, stack and top holders (docs/explain.md).",
-		"Glyphs: " + m.seg.Legend() + "; timeline " + m.timelineInfo() + ".",
+		"Glyphs: " + v.legend + "; timeline " + timelineInfo(c) + ".",
 	}
-	if m.o.Devices != nil {
+	if v.devices {
 		text = append(text, "Devices (D): each NPU chip as npu-smi reports it (memory bar, power, temperature, "+
 			"AICore, health) and the processes holding device memory. The producer's row is marked; its device "+
 			"memory minus the allocator's reserved bytes is what it holds outside the caching allocator.")
 	}
-	if m.o.DevicesOnly {
+	if v.devicesOnly {
 		text = text[len(text)-1:]
 	}
 	lines = append(lines, "")
 	for _, t := range text {
-		lines = append(lines, theme.Wrap(t, m.w)...)
+		lines = append(lines, theme.Wrap(t, c.w)...)
 	}
 	for _, g := range rest {
 		lines = append(lines, "", th.Dim.Render("In the what-if view (w):"))
-		lines = append(lines, m.helpColumns([][]key.Binding{g})...)
+		lines = append(lines, v.columns(c, [][]key.Binding{g})...)
 	}
 	return lines
 }
 
-// helpColumns lays key groups out in order, as many side by side as fit
+// columns lays key groups out in order, as many side by side as fit
 // the screen's width, each row of columns below the last; a group wider
 // than the screen by itself gets its descriptions wrapped. No binding's
 // text is ever cut, at any width.
-func (m *Model) helpColumns(groups [][]key.Binding) []string {
-	hl := m.help
+func (v *helpView) columns(c *paneCtx, groups [][]key.Binding) []string {
+	hl := v.hl
 	hl.Width = 0
 	var lines []string
 	for i := 0; i < len(groups); {
 		j := i + 1
-		for j < len(groups) && blockWidth(hl.FullHelpView(groups[i:j+1])) <= m.w {
+		for j < len(groups) && blockWidth(hl.FullHelpView(groups[i:j+1])) <= c.w {
 			j++
 		}
 		if i > 0 {
 			lines = append(lines, "")
 		}
-		if block := hl.FullHelpView(groups[i:j]); blockWidth(block) <= m.w {
+		if block := hl.FullHelpView(groups[i:j]); blockWidth(block) <= c.w {
 			lines = append(lines, strings.Split(block, "\n")...)
 		} else {
-			lines = append(lines, m.wrappedGroup(groups[i])...)
+			lines = append(lines, v.wrappedGroup(c, groups[i])...)
 		}
 		i = j
 	}
@@ -149,15 +200,15 @@ func (m *Model) helpColumns(groups [][]key.Binding) []string {
 
 // wrappedGroup is one key group as a column of "key description" lines in
 // the screen's width, a long description wrapped under itself.
-func (m *Model) wrappedGroup(g []key.Binding) []string {
-	st := m.help.Styles
+func (v *helpView) wrappedGroup(c *paneCtx, g []key.Binding) []string {
+	st := v.hl.Styles
 	kw := 0
 	for _, b := range g {
 		if b.Enabled() {
 			kw = max(kw, theme.Width(b.Help().Key))
 		}
 	}
-	dw := max(m.w-kw-1, 8)
+	dw := max(c.w-kw-1, 8)
 	var out []string
 	for _, b := range g {
 		if !b.Enabled() {

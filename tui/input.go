@@ -23,14 +23,16 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	}
 	sc := m.screen()
 	if sc == screenHelp {
-		return m.onHelpKey(msg)
+		m.hv.update(m.paneCtx(), msg)
+		return nil
 	}
 	if key.Matches(msg, k.Help) {
-		m.showHelp, m.helpTop = true, 0
+		m.hv.open()
 		return nil
 	}
 	if sc == screenDevices {
-		return m.onDevicesKey(msg)
+		m.dv.update(m.paneCtx(), msg)
+		return nil
 	}
 	if key.Matches(msg, k.Devices) {
 		m.toggleDevices()
@@ -42,8 +44,8 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case screenWhatIf:
 		return m.onWhatIfKey(msg)
 	case screenView:
-		if cmd, handled := m.onViewKey(msg); handled {
-			return cmd
+		if act, handled := m.x.onViewKey(m.paneCtx(), msg); handled {
+			return m.apply(act)
 		}
 	}
 	if key.Matches(msg, k.Captures) {
@@ -61,16 +63,22 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		return nil
 	}
+	// The focused pane's own keys first (panes.go: select, page, enter,
+	// sort); what it asks of the root, the root does. No pane takes a key
+	// the screen binds below.
+	m.sizePanels()
+	if act, ok := m.panels()[m.focus].update(m.paneCtx(), msg); ok {
+		return m.apply(act)
+	}
 	src := m.o.Source
 	switch {
 	case key.Matches(msg, k.WhatIf):
 		return m.openWhatIf()
 	case key.Matches(msg, k.Back):
 		switch {
-		case m.focus == paneSegments && m.seg.Back():
-		case m.hlOp:
-			m.hlOp = false
-			m.tl.SetHighlight(0, 0, false)
+		case m.focus == paneSegments && m.segPane.seg.Back():
+		case m.opTab.unhighlight():
+			m.tlPane.tl.SetHighlight(0, 0, false)
 		case m.flt != nil:
 			m.setFilter(nil)
 		case m.zoomed:
@@ -126,11 +134,6 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.setCursor(m.first - 1)
 	case key.Matches(msg, k.End):
 		m.setCursor(m.last)
-	case key.Matches(msg, k.Home, k.EndList, k.PageUp, k.PageDown, k.Up, k.Down, k.Enter, k.Sort):
-		// keys that act inside the focused pane (panes.go)
-		m.sizePanels()
-		cmd, _ := m.panels[m.focus].update(m, msg)
-		return cmd
 	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
 		if m.flt == nil {
 			m.statusErr = "n and N jump between filter matches: set a filter with / first"
@@ -197,29 +200,6 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// onHelpKey scrolls the help; ? and esc close it.
-func (m *Model) onHelpKey(msg tea.KeyMsg) tea.Cmd {
-	k := m.keys
-	switch {
-	case key.Matches(msg, k.Back, k.Help):
-		m.showHelp = false
-	case key.Matches(msg, k.Up):
-		m.helpTop--
-	case key.Matches(msg, k.Down):
-		m.helpTop++
-	case key.Matches(msg, k.PageUp):
-		m.helpTop -= m.helpPage()
-	case key.Matches(msg, k.PageDown), key.Matches(msg, k.Play):
-		m.helpTop += m.helpPage()
-	case key.Matches(msg, k.Home), key.Matches(msg, k.Start):
-		m.helpTop = 0
-	case key.Matches(msg, k.EndList), key.Matches(msg, k.End):
-		m.helpTop = len(m.helpText())
-	}
-	m.helpTop = clampInt(m.helpTop, 0, max(0, len(m.helpText())-m.helpPage()))
-	return nil
-}
-
 // switchDevice shows the next device at the cursor it had when last shown
 // (its end, for a replay, the first time; its newest entry when following).
 func (m *Model) switchDevice() {
@@ -251,7 +231,7 @@ func (m *Model) switchDevice() {
 // jumpMatch moves the cursor to the next (d > 0) or previous entry that
 // matches the filter, searching the whole log from the cursor outwards.
 func (m *Model) jumpMatch(d int) {
-	src := m.o.Source
+	src, c := m.o.Source, m.paneCtx()
 	const chunk = 4096
 	n := m.sum.Applied // entries applied; the one at the cursor is n−1
 	for {
@@ -270,7 +250,7 @@ func (m *Model) jumpMatch(d int) {
 		}
 		for i := range evs {
 			e := &evs[i]
-			if !m.flt.matchEvent(e, &m.streams, func() string { return m.eventText(e) }) {
+			if !c.matchEvent(e) {
 				continue
 			}
 			m.pos = e.Seq + 1
@@ -294,7 +274,7 @@ func (m *Model) zoom(in bool) {
 	} else {
 		span *= 2
 	}
-	minSpan := int64(m.tl.Columns())
+	minSpan := int64(m.tlPane.tl.Columns())
 	if span < minSpan {
 		span = minSpan
 	}
@@ -374,6 +354,6 @@ func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
 
 func (m *Model) setFilter(f *filter) {
 	m.flt = f
-	m.rebuildOpView()
+	m.opTab.updateView(f, 0)
 	m.loadEvents()
 }

@@ -3,11 +3,9 @@ package tui
 import (
 	"context"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
@@ -69,11 +67,15 @@ const seqRate = 20
 // one cursor; all Source queries are bounded (the Store's seek is
 // O(log n + K)), so Update never waits on ingestion.
 type Model struct {
-	o      Options
-	th     *theme.Theme
-	keys   keyMap
-	help   help.Model
-	panels [numPanes]panel // the main screen's panes (panes.go), in pane order
+	o    Options
+	th   *theme.Theme
+	keys keyMap
+	hv   helpView // the help screen (?) and the hint line's short help
+	// the main screen's panes (panes.go; panels lists them in pane order)
+	tlPane  *timelinePanel
+	segPane *segmentsPanel
+	evList  *eventsPane
+	opTab   *opsPane
 
 	w, h int
 
@@ -96,10 +98,7 @@ type Model struct {
 	thinned   int64 // entries before the Source's retention window (retain.go)
 	detail    int64 // the cursor of the earliest position held in detail (thinned > 0)
 	hasData   bool
-	ops       []store.Op   // all ops, start order
 	streams   streamLabels // the device's stream labels (s0, s1, …)
-	opsVer    uint64       // the Source's op version m.ops holds (Source.OpsSince)
-	steps     []int        // indices of the step ops (IsStep) in m.ops
 	conn      wire.ConnState
 	connNote  string
 	oomAhead  bool // an oom entry after the cursor (with sum.OOMs: the source has one)
@@ -123,8 +122,6 @@ type Model struct {
 
 	// UI state
 	focus     pane
-	showHelp  bool
-	helpTop   int              // first help line shown
 	devCursor map[int][2]int64 // cursor and position of each device when last shown (d)
 	pick      picker           // capture picker (Options.Captures)
 	wi        tuiwhatif.Model
@@ -139,20 +136,6 @@ type Model struct {
 	sum     store.Summary
 	opAt    store.Op
 	hasOpAt bool
-	events  []store.Event
-	evCur   int // index of the entry at the cursor in events, -1 none
-
-	// panes
-	tl         timeline.Model
-	seg        segmap.Model
-	allocAt    string
-	allocK     uint64 // address the allocAt text is for
-	opSel      int
-	opMaxEnd   []int64 // prefix-max ends of ops (oprange.Table)
-	opDrawnTop int     // the op table's first row as last drawn (for clicks)
-	opSort     int
-	opView     []int // indices into ops, filtered and sorted
-	hlOp       bool
 
 	frame string // cached View
 	dirty bool
@@ -166,20 +149,19 @@ func newModel(o Options) *Model {
 	ti.Prompt = ""
 	ti.CharLimit = 200
 	m := &Model{
-		o: o, th: th, keys: newKeyMap(), help: help.New(), ti: ti,
+		o: o, th: th, keys: newKeyMap(), ti: ti,
 		speed: o.Speed, playing: o.Play, relative: o.Relative,
 		follow: o.Live, dev: o.Device, loading: o.Load != nil,
-		tl: timeline.New(th), seg: segmap.New(th), dirty: true, evCur: -1, pos: -1,
+		dirty: true, pos: -1,
 		wi: tuiwhatif.New(th), x: newExplainUI(),
 	}
-	m.panels = newPanels()
+	m.tlPane = &timelinePanel{tl: timeline.New(th)}
+	m.segPane = &segmentsPanel{seg: segmap.New(th)}
+	m.evList = newEventsPane()
+	m.opTab = &opsPane{}
 	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
-	m.help.ShowAll = true
-	if th.ASCII {
-		m.help.ShortSeparator = " | "
-		m.help.FullSeparator = "   "
-		m.help.Ellipsis = "..."
-	}
+	m.hv = newHelpView(th, o, m.segPane.seg.Legend())
+	m.dv = newDevView(o)
 	return m
 }
 
@@ -278,7 +260,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onPickerOpened(msg)
 	case allocAtMsg:
 		if msg.dev == m.dev && msg.cursor == m.cursor {
-			m.allocAt, m.allocK = msg.text, msg.addr
+			m.segPane.setAllocAt(msg.addr, msg.text)
 			m.dirty = true
 		}
 	case tea.MouseMsg:
@@ -365,8 +347,8 @@ func (m *Model) refreshData() {
 	}
 	m.version = src.Version()
 	m.devices = src.Devices()
-	m.updateOpView(m.refreshOps())
-	if len(m.devices) == 0 && len(m.ops) == 0 {
+	m.opTab.refresh(m.paneCtx())
+	if len(m.devices) == 0 && m.opTab.count() == 0 {
 		m.hasData = false
 		m.dirty = true
 		return
@@ -381,7 +363,7 @@ func (m *Model) refreshData() {
 	if m.dev >= 0 {
 		m.streams.reset(src.Streams(m.dev))
 	}
-	m.seg.Stream = m.streams.describe
+	m.segPane.seg.Stream = m.streams.describe
 	m.readBounds()
 	switch {
 	case !wasData && !m.o.Live:
@@ -409,9 +391,10 @@ func (m *Model) refreshData() {
 // live; zoom and the op highlight go, the filter and focus stay.
 func (m *Model) startOver() {
 	m.hasData, m.pos, m.follow = false, -1, m.o.Live
-	m.zoomed, m.hlOp = false, false
+	m.zoomed = false
+	m.opTab.unhighlight()
 	m.x = newExplainUI() // views, mark and holders belong to the old data
-	m.tl.SetHighlight(0, 0, false)
+	m.tlPane.tl.SetHighlight(0, 0, false)
 	m.refreshData()
 	m.dirty = true
 }
@@ -426,10 +409,7 @@ func (m *Model) readBounds() {
 	m.hasData = true
 	if m.dev < 0 {
 		m.base, m.n = store.TimeEpochUS, 0
-		m.first, m.last = maxInt64, minInt64
-		for i := range m.ops {
-			m.first, m.last = min(m.first, m.ops[i].StartUS), max(m.last, m.ops[i].EndUS)
-		}
+		m.first, m.last = m.opTab.bounds()
 		return
 	}
 	m.base = src.TimeBase(m.dev)
@@ -508,7 +488,7 @@ func (m *Model) refreshWindow() {
 	if m.win1 <= m.win0 {
 		m.win1 = m.win0 + 1
 	}
-	cols := m.tl.Columns()
+	cols := m.tlPane.tl.Columns()
 	s := m.o.Source.Series(m.dev, m.win0, m.win1, cols)
 	var marks []timeline.Marker
 	t := m.win0 - 1
@@ -532,23 +512,21 @@ func (m *Model) refreshWindow() {
 		}
 	}
 	if m.base == store.TimeEpochUS {
-		// m.steps is in start order: visit only the window's step ops
-		i := sort.Search(len(m.steps), func(i int) bool { return m.ops[m.steps[i]].StartUS >= m.win0 })
-		for ; i < len(m.steps) && m.ops[m.steps[i]].StartUS < m.win1; i++ {
-			marks = append(marks, timeline.Marker{T: m.ops[m.steps[i]].StartUS, Kind: timeline.MarkStep})
+		for _, t := range m.opTab.stepStarts(m.win0, m.win1) {
+			marks = append(marks, timeline.Marker{T: t, Kind: timeline.MarkStep})
 		}
 	}
-	m.tl.Origin = m.first
-	m.tl.Unit = 1
+	m.tlPane.tl.Origin = m.first
+	m.tlPane.tl.Unit = 1
 	if m.base == store.TimeEpochUS {
-		m.tl.Unit = 1e6
+		m.tlPane.tl.Unit = 1e6
 	}
 	tf := m.timeFmt()
 	tf.span = m.win1 - m.win0
-	m.tl.XLabel = tf.axis
+	m.tlPane.tl.XLabel = tf.axis
 	m.setCategoryStack(cols)
-	m.tl.SetData(s, marks)
-	m.tl.SetCursor(m.cursor)
+	m.tlPane.tl.SetData(s, marks)
+	m.tlPane.tl.SetCursor(m.cursor)
 	m.dirty = true
 }
 
@@ -565,10 +543,10 @@ func (m *Model) refreshCursor() {
 	if m.pos >= 0 {
 		m.sum = src.SummaryAtSeq(m.dev, m.pos)
 		m.cursor = m.sum.Cursor
-		m.seg.SetState(src.StateAtSeq(m.dev, m.pos))
+		m.segPane.seg.SetState(src.StateAtSeq(m.dev, m.pos))
 	} else {
 		m.sum = src.Summary(m.dev, m.cursor)
-		m.seg.SetState(src.StateAt(m.dev, m.cursor))
+		m.segPane.seg.SetState(src.StateAt(m.dev, m.cursor))
 	}
 	_, m.oomAhead = src.Next(m.dev, m.cursor, snapshot.ActionOOM)
 	m.hasOpAt = false
@@ -583,17 +561,24 @@ func (m *Model) refreshCursor() {
 			}
 		}
 	}
-	m.followOp()
+	m.opTab.follow(m.paneCtx(), m.opAt, m.hasOpAt)
 	m.loadEvents()
-	m.tl.SetCursor(m.cursor)
+	m.tlPane.tl.SetCursor(m.cursor)
 	if m.zoomed && (m.cursor < m.win0 || m.cursor >= m.win1) {
 		span := m.win1 - m.win0
 		m.win0 = m.cursor - span/2
 		m.win1 = m.win0 + span
 		m.refreshWindow()
 	}
-	m.allocAt = ""
+	m.segPane.clearAllocAt()
 	m.dirty = true
+}
+
+// loadEvents has the events pane fetch the trace around the cursor, as
+// many entries as its rect shows.
+func (m *Model) loadEvents() {
+	_, _, _, ev, _ := m.layout()
+	m.evList.load(m.paneCtx(), max(1, ev.h-2))
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
@@ -605,6 +590,6 @@ func (m *Model) settle() {
 	if !m.dirty {
 		return
 	}
-	m.settleView()
-	m.settleDevices()
+	m.x.settleView(m.paneCtx())
+	m.dv.settle(m.paneCtx())
 }

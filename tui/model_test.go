@@ -261,18 +261,18 @@ func TestParseFilter(t *testing.T) {
 func TestOpsSelectMovesCursor(t *testing.T) {
 	m := small(t, 160, 48)
 	press(m, "4", "down", "down", "enter")
-	if m.Cursor() != t0+7500 || !m.hlOp {
-		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.hlOp)
+	if m.Cursor() != t0+7500 || !m.opTab.hl {
+		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.opTab.hl)
 	}
 	if !strings.Contains(m.View(), "op aten::matmul") {
 		t.Errorf("header should name the op at the cursor")
 	}
 	press(m, "s")
-	if m.opSort != 1 || !strings.Contains(m.View(), "sort: duration") {
+	if m.opTab.sort != 1 || !strings.Contains(m.View(), "sort: duration") {
 		t.Errorf("s should sort by duration")
 	}
 	press(m, "esc")
-	if m.hlOp {
+	if m.opTab.hl {
 		t.Errorf("esc should clear the op highlight")
 	}
 }
@@ -305,7 +305,7 @@ func TestHelpAndQuit(t *testing.T) {
 		}
 	}
 	press(m, "esc")
-	if m.showHelp {
+	if m.hv.shown {
 		t.Fatalf("esc should close help")
 	}
 	if !isQuit(press(m, "q")) {
@@ -743,14 +743,14 @@ func TestFilterMatchesNextPrev(t *testing.T) {
 func TestListPaging(t *testing.T) {
 	m := newSized(t, fixtureOptions(fixtureSource(t)), 120, 40)
 	press(m, "2", "end")
-	if s := m.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
+	if s := m.segPane.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
 		t.Fatalf("end in segments: %+v", s)
 	}
-	last := m.seg.Segment().Address
+	last := m.segPane.seg.Segment().Address
 	press(m, "home")
-	first := m.seg.Segment().Address
+	first := m.segPane.seg.Segment().Address
 	press(m, "pgdown")
-	paged := m.seg.Segment().Address
+	paged := m.segPane.seg.Segment().Address
 	if !(first < paged && paged < last) {
 		t.Fatalf("segments: first %#x, after pgdn %#x, last %#x", first, paged, last)
 	}
@@ -795,11 +795,11 @@ func TestMouse(t *testing.T) {
 		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.focus, m.Cursor(), first, last)
 	}
 	click(seg.x+3, seg.y+2+4) // the fifth segment line
-	if m.focus != paneSegments || m.seg.Segment() == nil || m.seg.Segment().Address != 0xb09600000 {
-		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.seg.Segment())
+	if m.focus != paneSegments || m.segPane.seg.Segment() == nil || m.segPane.seg.Segment().Address != 0xb09600000 {
+		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.segPane.seg.Segment())
 	}
 	m.Update(tea.MouseMsg{X: seg.x + 3, Y: seg.y + 4, Button: tea.MouseButtonWheelDown, Action: tea.MouseActionPress})
-	if m.seg.Segment().Address == 0xb09600000 {
+	if m.segPane.seg.Segment().Address == 0xb09600000 {
 		t.Fatal("wheel did not scroll the segments")
 	}
 	m.Update(tea.MouseMsg{X: tl.x + 40, Y: tl.y + 3, Button: tea.MouseButtonWheelUp, Action: tea.MouseActionPress})

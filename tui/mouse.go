@@ -43,10 +43,10 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 		case paneTimeline:
 			m.zoom(wheel < 0)
 		case paneSegments:
-			m.seg.Move(3 * wheel)
-			return m.allocAtCmd()
+			m.segPane.seg.Move(3 * wheel)
+			return m.segPane.allocAtCmd(m.paneCtx())
 		case paneOps:
-			m.opSel = clampInt(m.opSel+3*wheel, 0, len(m.opView)-1)
+			m.opTab.move(3 * wheel)
 		case paneEvents:
 			m.stepEvent(wheel)
 		}
@@ -62,29 +62,23 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 	}
 	switch p {
 	case paneTimeline:
-		if t, ok := m.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
+		if t, ok := m.tlPane.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
 			m.setCursor(t)
 		}
 	case paneSegments:
 		// title and legend lines, then the list
-		if m.seg.SelectRow(msg.Y - seg.y - 2) {
-			return m.allocAtCmd()
+		if m.segPane.seg.SelectRow(msg.Y - seg.y - 2) {
+			return m.segPane.allocAtCmd(m.paneCtx())
 		}
 	case paneOps:
 		// title and column header, then the rows as last drawn
-		if i := m.opDrawnTop + msg.Y - op.y - 2; msg.Y-op.y >= 2 && i < len(m.opView) {
-			m.opSel = i
+		if i, ok := m.opTab.rowAt(msg.Y - op.y - 2); ok {
+			m.opTab.selectRow(i)
 		}
 	case paneEvents:
-		rows := ev.h - 2
-		row := msg.Y - ev.y - 2
-		if row < 0 || row >= rows || len(m.events) == 0 {
-			return nil
-		}
-		// the rows eventLines draws
-		start := clampInt(max(m.evCur, 0)-rows/2, 0, max(0, len(m.events)-rows))
-		if i := start + row; i < len(m.events) {
-			m.goToEvent(m.events[i])
+		// title and column header, then the rows the pane draws
+		if e, ok := m.evList.rowAt(msg.Y-ev.y-2, ev.h-2); ok {
+			m.goToEvent(e)
 		}
 	}
 	return nil

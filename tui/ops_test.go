@@ -22,7 +22,7 @@ func TestOpsFollowLiveStore(t *testing.T) {
 				o := testOptions(st)
 				o.Live = true
 				m := newSized(t, o, 120, 40)
-				m.opSort = sortBy
+				m.opTab.sort = sortBy
 				f, err := parseFilter(flt)
 				if err != nil {
 					t.Fatal(err)
@@ -45,8 +45,8 @@ func TestOpsFollowLiveStore(t *testing.T) {
 					st.AppendOps(batch)
 					m.refreshData()
 					want := st.Ops(minInt64, maxInt64)
-					if !reflect.DeepEqual(m.ops, want) {
-						t.Fatalf("tick %d: %d ops, want %d", tick, len(m.ops), len(want))
+					if !reflect.DeepEqual(m.opTab.ops, want) {
+						t.Fatalf("tick %d: %d ops, want %d", tick, len(m.opTab.ops), len(want))
 					}
 					var steps []int
 					for i := range want {
@@ -54,8 +54,8 @@ func TestOpsFollowLiveStore(t *testing.T) {
 							steps = append(steps, i)
 						}
 					}
-					if !reflect.DeepEqual(m.steps, steps) && (len(steps) > 0 || len(m.steps) > 0) {
-						t.Fatalf("tick %d: step index %v\nwant %v", tick, m.steps, steps)
+					if !reflect.DeepEqual(m.opTab.steps, steps) && (len(steps) > 0 || len(m.opTab.steps) > 0) {
+						t.Fatalf("tick %d: step index %v\nwant %v", tick, m.opTab.steps, steps)
 					}
 					var view []int
 					for i := range want {
@@ -63,9 +63,9 @@ func TestOpsFollowLiveStore(t *testing.T) {
 							view = append(view, i)
 						}
 					}
-					sort.SliceStable(view, func(a, b int) bool { return m.opLess(view[a], view[b]) })
-					if !reflect.DeepEqual(m.opView, view) && (len(view) > 0 || len(m.opView) > 0) {
-						t.Fatalf("tick %d: op table %v\nwant %v", tick, m.opView, view)
+					sort.SliceStable(view, func(a, b int) bool { return m.opTab.opLess(view[a], view[b]) })
+					if !reflect.DeepEqual(m.opTab.shown, view) && (len(view) > 0 || len(m.opTab.shown) > 0) {
+						t.Fatalf("tick %d: op table %v\nwant %v", tick, m.opTab.shown, view)
 					}
 				}
 			})
@@ -92,10 +92,10 @@ func TestOpsTableFollowsHeaderOp(t *testing.T) {
 		want string
 	}{{t0 + 120, "aten::copy_async"}, {t0 + 165, "aten::add"}, {t0 + 180, "aten::add"}, {t0 + 95, "aten::copy_async"}} {
 		m.setCursor(c.at)
-		if len(m.opView) == 0 {
+		if len(m.opTab.shown) == 0 {
 			t.Fatal("empty op table")
 		}
-		got := m.ops[m.opView[m.opSel]].Name
+		got := m.opTab.ops[m.opTab.shown[m.opTab.sel]].Name
 		if c.at == t0+180 {
 			// between ops: the step that holds the cursor
 			if m.hasOpAt || got != "ProfilerStep#2" {

@@ -3,6 +3,7 @@ package tui
 import (
 	"testing"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 )
 
@@ -16,7 +17,7 @@ func TestPaneKeysInHelp(t *testing.T) {
 			inHelp[b.Help().Key+" "+b.Help().Desc] = true
 		}
 	}
-	for p, pn := range m.panels {
+	for p, pn := range m.panels() {
 		t.Run(paneNames[p], func(t *testing.T) {
 			m.focus = pane(p)
 			for _, b := range pn.keyMap(&m.keys) {
@@ -27,13 +28,40 @@ func TestPaneKeysInHelp(t *testing.T) {
 					continue // n/N act on the filter, with any pane focused
 				}
 				msg := keyMsg(b.Keys()[0])
-				if _, ok := pn.update(m, msg); !ok {
+				if _, ok := pn.update(m.paneCtx(), msg); !ok {
 					t.Errorf("%s pane does not take %s", paneNames[p], b.Help().Key)
 				}
 			}
-			if _, ok := pn.update(m, tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")}); ok {
+			if _, ok := pn.update(m.paneCtx(), tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")}); ok {
 				t.Errorf("%s pane takes x", paneNames[p])
 			}
 		})
+	}
+}
+
+// The panes are offered a key before the screen's bindings (onKey): no
+// pane may take a key that one of the screen's bindings names, or that
+// binding would be shadowed while the pane has focus.
+func TestPanesShadowNoScreenKey(t *testing.T) {
+	m := small(t, 160, 48)
+	k := &m.keys
+	paneKeys := map[string]bool{}
+	for _, b := range []key.Binding{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.EndList, k.Enter, k.Sort} {
+		paneKeys[b.Help().Key] = true
+	}
+	groups := k.FullHelp()
+	for p, pn := range m.panels() {
+		for _, g := range groups[:len(groups)-1] { // the last group is the what-if view's own
+			for _, b := range g {
+				if paneKeys[b.Help().Key] {
+					continue
+				}
+				for _, s := range b.Keys() {
+					if _, ok := pn.update(m.paneCtx(), keyMsg(s)); ok {
+						t.Errorf("%s pane takes %q, bound to %q", paneNames[p], s, b.Help().Desc)
+					}
+				}
+			}
+		}
 	}
 }

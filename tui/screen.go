@@ -21,9 +21,9 @@ const (
 // screen returns the screen shown now.
 func (m *Model) screen() screen {
 	switch {
-	case m.showHelp:
+	case m.hv.shown:
 		return screenHelp
-	case m.devicesShown():
+	case m.dv.shown():
 		return screenDevices
 	case m.pick.shown:
 		return screenPicker

@@ -9,13 +9,13 @@ import (
 
 // allocAtCmd finds, off the UI goroutine, when the selected block was
 // allocated (allocAt).
-func (m *Model) allocAtCmd() tea.Cmd {
-	b := m.seg.Block()
+func (p *segmentsPanel) allocAtCmd(c *paneCtx) tea.Cmd {
+	b := p.seg.Block()
 	if b == nil || !b.State.Active() {
 		return nil
 	}
-	src, dev, cur, addr, tf := m.o.Source, m.dev, m.cursor, b.Address, m.timeFmt()
-	applied := m.sum.Applied // the cursor may stand inside a microsecond
+	src, dev, cur, addr, tf := c.src, c.dev, c.cursor, b.Address, c.tf
+	applied := c.applied // the cursor may stand inside a microsecond
 	return func() tea.Msg {
 		return allocAtMsg{dev: dev, addr: addr, cursor: cur, text: allocAt(src, dev, cur, applied, addr, tf)}
 	}
@@ -46,9 +46,15 @@ func allocAt(src Source, dev int, cur, applied int64, addr uint64, tf timeFmt) s
 	return "before the first recorded entry (or out of the searched range)"
 }
 
-func (m *Model) allocAtText() string {
-	if b := m.seg.Block(); b != nil && b.Address == m.allocK {
-		return m.allocAt
+// setAllocAt keeps when the block at addr was allocated (allocAtMsg);
+// clearAllocAt drops it (the state moved).
+func (p *segmentsPanel) setAllocAt(addr uint64, text string) { p.allocAt, p.allocK = text, addr }
+func (p *segmentsPanel) clearAllocAt()                       { p.allocAt = "" }
+
+// allocAtText is the selected block's allocation time, once looked up.
+func (p *segmentsPanel) allocAtText() string {
+	if b := p.seg.Block(); b != nil && b.Address == p.allocK {
+		return p.allocAt
 	}
 	return ""
 }

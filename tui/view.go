@@ -53,7 +53,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	}
 	tlH := max(8, avail*30/100)
 	opH := max(5, avail*24/100)
-	if len(m.ops) == 0 {
+	if m.opTab.count() == 0 {
 		opH = 3 // title, header and "no profiler ops"
 	}
 	midH := avail - tlH - opH
@@ -70,10 +70,10 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 func (m *Model) layoutPanes() {
 	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
-	oldCols := m.tl.Columns()
-	m.tl.SetSize(tl.w, max(0, tl.h-1))
+	oldCols := m.tlPane.tl.Columns()
+	m.tlPane.tl.SetSize(tl.w, max(0, tl.h-1))
 	if m.hasData {
-		if m.tl.Columns() != oldCols {
+		if m.tlPane.tl.Columns() != oldCols {
 			m.refreshWindow()
 		}
 		m.loadEvents()
@@ -106,7 +106,7 @@ func (m *Model) render() string {
 	lines := make([]string, 0, m.h)
 	noteBelow := false
 	if m.o.DevicesOnly {
-		lines = append(lines, m.devicesHeader()...)
+		lines = append(lines, m.dv.header(m.paneCtx())...)
 	} else {
 		var head []string
 		head, noteBelow = m.headerLines()
@@ -114,15 +114,15 @@ func (m *Model) render() string {
 	}
 	switch m.screen() {
 	case screenHelp:
-		lines = append(lines, m.helpLines(body)...)
+		lines = append(lines, m.hv.lines(m.paneCtx(), body)...)
 	case screenDevices:
-		lines = append(lines, m.devicesLines(body)...)
+		lines = append(lines, m.dv.lines(m.paneCtx(), body)...)
 	case screenPicker:
 		lines = append(lines, m.pickerLines(body)...)
 	case screenWhatIf:
 		lines = append(lines, m.whatIfLines(body)...)
 	case screenView:
-		lines = append(lines, m.viewLines(body)...)
+		lines = append(lines, m.x.viewLines(m.paneCtx(), body)...)
 	case screenLoading:
 		lines = append(lines, m.loadingLines(body)...)
 	case screenWaiting:
@@ -165,33 +165,23 @@ func (m *Model) bodyLines(body int) []string {
 		}
 	}
 	m.sizePanels()
+	c := m.paneCtx()
 	for p, r := range [numPanes]rect{paneTimeline: tl, paneSegments: seg, paneEvents: ev, paneOps: op} {
 		if r.ok() {
-			pn := m.panels[p]
-			put(r, append([]string{m.title(pane(p), r.w, compact, pn.info(m))}, pn.view(m)...))
+			pn := m.panels()[p]
+			put(r, append([]string{m.title(pane(p), r.w, compact, pn.info(c))}, pn.view(c)...))
 		}
 	}
 	return grid
 }
 
-func (m *Model) filterInfo() string {
-	if m.flt != nil {
-		return "filter: " + m.flt.text
-	}
-	return ""
-}
+func (m *Model) timelineInfo() string { return timelineInfo(m.paneCtx()) }
 
-func (m *Model) timelineInfo() string {
-	g := m.th.G
-	info := fmt.Sprintf("%c allocated %c active %c reserved  %c step %c OOM", g.AllocArea, g.Active, g.Reserved, g.Step, g.OOM)
-	if m.zoomed {
-		info = "zoom " + m.spanText(m.win1-m.win0) + "  " + info
-	}
-	return info
-}
+func (m *Model) spanText(d int64) string { return spanText(m.base, d) }
 
-func (m *Model) spanText(d int64) string {
-	if m.base == store.TimeSequence {
+// spanText is a duration, or a count of entries in a sequence time base.
+func spanText(base store.TimeBase, d int64) string {
+	if base == store.TimeSequence {
 		return strconv.FormatInt(d, 10) + " entries"
 	}
 	return fmtDurUS(d)
