@@ -15,7 +15,7 @@ VERSION     ?= $(shell t=$$(git describe --tags --exact-match --match 'v[0-9]*' 
                  { c=$$(git rev-parse --short HEAD 2>/dev/null) && echo "$(BASE_VERSION)+$$c$$(git diff --quiet HEAD 2>/dev/null || echo .dirty)"; } || \
                  echo "$(BASE_VERSION)")
 
-.PHONY: build run test test-unit test-e2e test-arm64 test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
+.PHONY: build run test test-unit test-e2e test-arm64 test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs golden crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/npumon
@@ -92,6 +92,14 @@ lint:
 # Regenerate the generated parts of docs/cli.md (command reference) and docs/tui.md (key table).
 docs:
 	$(GO) test -count=1 -run '^TestDocsCurrent$$' ./cmd/npumon/ -args -update-docs
+
+# Refresh every golden file, then read the diff (git diff) before committing it: the Go
+# tests' goldens (the packages whose tests use internal/testutil/golden; one flag, -update)
+# and the Python-reference goldens of replay/testdata (regen_golden.sh).
+GOLDEN_PKGS := ./profiler/ ./tui/ ./tui/rankview/ ./tui/whatif/
+golden:
+	$(GO) test -count=1 -run 'Golden|^TestViewContent$$' $(GOLDEN_PKGS) -args -update
+	cd replay/testdata && sh regen_golden.sh
 
 # The 1,000,000-entry snapshots the replay benchmarks read (Python's pickle writes them):
 # "distinct" is shaped like real dumps (a frames list per allocation), the shared shape

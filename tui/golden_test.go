@@ -7,9 +7,9 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
+	"github.com/npumon/npumon/internal/testutil/golden"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif/sim"
@@ -69,7 +69,7 @@ func TestGolden(t *testing.T) {
 			fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute))
 			v := fm.View()
 			checkFrame(t, v, tc.w, tc.h)
-			golden.RequireEqual(t, []byte(v))
+			golden.Check(t, golden.Path(t), []byte(v))
 		})
 	}
 }
