@@ -24,7 +24,7 @@ LDFLAGS     := $(strip -X main.version=$(VERSION) $(if $(COMMIT),-X main.commit=
 DIST        ?= dist
 DIST_ARCHES ?= amd64 arm64
 
-.PHONY: build dist run test test-unit test-rules test-e2e test-arm64 test-dist test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs crosscheck bench-data clean
+.PHONY: build dist run test test-unit test-rules test-e2e test-arm64 test-dist test-python test-standalone bench bench-allocator bench-producer bench-soak fuzz lint docs golden crosscheck bench-data clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/npumon
@@ -128,6 +128,14 @@ lint:
 # Regenerate the generated parts of docs/cli.md (command reference) and docs/tui.md (key table).
 docs:
 	$(GO) test -count=1 -run '^TestDocsCurrent$$' ./cmd/npumon/ -args -update-docs
+
+# Refresh every golden file, then read the diff (git diff) before committing it: the Go
+# tests' goldens (the packages whose tests use internal/testutil/golden; one flag, -update)
+# and the Python-reference goldens of replay/testdata (regen_golden.sh).
+GOLDEN_PKGS := ./profiler/ ./tui/ ./tui/rankview/ ./tui/whatif/
+golden:
+	$(GO) test -count=1 -run 'Golden|^TestViewContent$$' $(GOLDEN_PKGS) -args -update
+	cd replay/testdata && sh regen_golden.sh
 
 # The 1,000,000-entry snapshots the replay benchmarks read (Python's pickle writes them):
 # "distinct" is shaped like real dumps (a frames list per allocation), the shared shape

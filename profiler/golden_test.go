@@ -1,11 +1,9 @@
 package profiler
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,9 +11,8 @@ import (
 	"testing"
 
 	"github.com/npumon/npumon/internal/safefile"
+	"github.com/npumon/npumon/internal/testutil/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // goldenView is what the golden files pin: the stats plus the first ops,
 // memory records and kernels exactly as read.
@@ -77,33 +74,9 @@ func TestGolden(t *testing.T) {
 			}
 			got, _ := json.MarshalIndent(viewOf(name, d), "", " ")
 			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", name+".json")
-			if *update {
-				os.MkdirAll(filepath.Dir(path), 0o755)
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s differs from golden:\n%s", name, firstDiff(string(got), string(want)))
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", name+".json"), got)
 		})
 	}
-}
-
-func firstDiff(a, b string) string {
-	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
-	for i := 0; i < min(len(al), len(bl)); i++ {
-		if al[i] != bl[i] {
-			return fmt.Sprintf("line %d:\n got  %s\n want %s", i+1, al[i], bl[i])
-		}
-	}
-	return fmt.Sprintf("length %d vs %d lines", len(al), len(bl))
 }
 
 // TestBadInputErrors: corrupt input gives one error line naming file and offset/row.

@@ -468,7 +468,12 @@ func (d *decoder) popMark() ([]val, error) {
 	return items, nil
 }
 
-// run interprets opcodes until STOP and returns the top value.
+// run interprets opcodes until STOP and returns the top value. It is the
+// hot loop of every decode: the opcodes a snapshot is made of (memo gets
+// and puts, integers, strings, empty containers, MARK, SETITEMS, APPENDS)
+// are handled inline; the rare ones (the protocol header, STOP, POP, LONG4,
+// tuples, LIST and DICT, APPEND, SETITEM, the refused opcodes) are methods
+// below, so the loop stays short without an indirection per opcode.
 func (d *decoder) run() (val, error) {
 	in := d.in
 	for {
@@ -484,51 +489,22 @@ func (d *decoder) run() (val, error) {
 		d.op = op
 		switch op {
 		case opProto:
-			c, err := in.byte()
-			if err != nil {
-				return val{}, err
-			}
-			if c < 2 || c > 5 {
-				return val{}, fmt.Errorf("pickle protocol %d is not supported (2–5 are)", c)
-			}
-			d.proto = int(c)
+			err = d.protocol()
 		case opFrame:
 			// Framing is only a read-ahead hint; the stream is read as it comes.
-			if _, err := in.next(8); err != nil {
-				return val{}, err
-			}
+			_, err = in.next(8)
 		case opStop:
-			v, err := d.pop()
-			if err != nil {
-				return val{}, fmt.Errorf("STOP with an empty stack")
-			}
-			if v.k == kEntry {
-				v = d.b.materialize(v)
-			}
-			return v, nil
+			return d.stop()
 		case opMark:
 			if len(d.marks) >= maxMarkDepth {
 				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
 			}
 			d.marks = append(d.marks, len(d.stack))
-			if err := d.pushScalar(kMark, 0); err != nil {
-				return val{}, err
-			}
+			err = d.pushScalar(kMark, 0)
 		case opPop:
-			if n := len(d.stack); n > 0 && d.stack[n-1].k == kMark {
-				d.marks = d.marks[:len(d.marks)-1]
-				d.stack = d.stack[:n-1]
-			} else if v, err := d.pop(); err != nil {
-				return val{}, err
-			} else if v.k == kEntry {
-				d.b.materialize(v)
-			}
+			err = d.popOp()
 		case opPopMark:
-			items, err := d.popMark()
-			if err != nil {
-				return val{}, err
-			}
-			d.b.settle(items)
+			err = d.popMarkOp()
 		case opNone:
 			err = d.pushScalar(kNone, 0)
 		case opNewTrue:
@@ -556,14 +532,7 @@ func (d *decoder) run() (val, error) {
 				err = d.long(int(c))
 			}
 		case opLong4:
-			var p []byte
-			if p, err = in.next(4); err == nil {
-				n := int32(binary.LittleEndian.Uint32(p))
-				if n < 0 || n > maxLongBytes {
-					return val{}, fmt.Errorf("LONG4 of %d bytes: integer too large for a memory snapshot", n)
-				}
-				err = d.long(int(n))
-			}
+			err = d.long4()
 		case opBinFloat:
 			var p []byte
 			if p, err = in.next(8); err == nil {
@@ -595,89 +564,25 @@ func (d *decoder) run() (val, error) {
 		case opEmptyTuple:
 			err = d.pushScalar(kTuple, 0)
 		case opTuple1, opTuple2, opTuple3:
-			n := int(op-opTuple1) + 1
-			if len(d.stack) < n {
-				return val{}, fmt.Errorf("TUPLE%d: stack underflow", n)
-			}
-			items := d.stack[len(d.stack)-n:]
-			for _, it := range items {
-				if it.k == kMark {
-					return val{}, fmt.Errorf("TUPLE%d: stack underflow", n)
-				}
-			}
-			d.b.settle(items)
-			t := tupleOf(items)
-			d.stack = d.stack[:len(d.stack)-n]
-			err = d.push(t)
+			err = d.tupleN(int(op-opTuple1) + 1)
 		case opTuple:
-			var items []val
-			if items, err = d.popMark(); err == nil {
-				d.b.settle(items)
-				err = d.push(tupleOf(items))
-			}
+			err = d.tuple()
 		case opList:
-			var items []val
-			if items, err = d.popMark(); err == nil {
-				l := d.b.newList()
-				if err = d.b.appendItems(l, items); err == nil {
-					err = d.push(val{k: kList, l: l})
-				}
-			}
+			err = d.listOp()
 		case opDict:
-			var items []val
-			if items, err = d.popMark(); err == nil {
-				d.b.settle(items)
-				dv := d.b.newDict()
-				if err = d.b.setItems(dv, items); err == nil {
-					err = d.push(dv)
-				}
-			}
+			err = d.dictOp()
 		case opAppend:
-			var v val
-			if v, err = d.pop(); err == nil {
-				var t *val
-				if t, err = d.top(); err == nil {
-					if t.k == kStack {
-						*t = t.asList()
-					}
-					if t.k != kList {
-						return val{}, fmt.Errorf("APPEND to a %s", t.k)
-					}
-					err = d.b.appendItems(t.l, []val{v})
-				}
-			}
+			err = d.appendOp()
 		case opAppends:
 			var items []val
 			if items, err = d.popMark(); err == nil {
 				var t *val
-				if t, err = d.top(); err == nil {
-					if t.k == kStack {
-						*t = t.asList()
-					}
-					if t.k != kList {
-						return val{}, fmt.Errorf("APPENDS to a %s", t.k)
-					}
+				if t, err = d.listTop(); err == nil {
 					err = d.b.appendItems(t.l, items)
 				}
 			}
 		case opSetItem:
-			if len(d.stack) < 3 {
-				return val{}, fmt.Errorf("SETITEM: stack underflow")
-			}
-			items := d.stack[len(d.stack)-2:]
-			if items[0].k == kMark || items[1].k == kMark {
-				return val{}, fmt.Errorf("SETITEM: stack underflow")
-			}
-			d.b.settle(items)
-			kv := [2]val{items[0], items[1]}
-			d.stack = d.stack[:len(d.stack)-2]
-			var t *val
-			if t, err = d.top(); err == nil {
-				if t.k != kDict {
-					return val{}, fmt.Errorf("SETITEM on a %s", t.k)
-				}
-				err = d.b.setItems(*t, kv[:])
-			}
+			err = d.setItem()
 		case opSetItems:
 			var items []val
 			if items, err = d.popMark(); err == nil {
@@ -721,25 +626,8 @@ func (d *decoder) run() (val, error) {
 			if p, err = in.next(4); err == nil {
 				err = d.get(uint64(binary.LittleEndian.Uint32(p)))
 			}
-		case opGlobal:
-			mod, _ := d.line()
-			name, _ := d.line()
-			return val{}, notSnapshot(mod + "." + name)
-		case opStackGlobal:
-			name, mod := "?", "?"
-			if n := len(d.stack); n >= 2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kStr {
-				mod, name = d.stack[n-2].s, d.stack[n-1].s
-			}
-			return val{}, notSnapshot(mod + "." + name)
-		case opInst:
-			mod, _ := d.line()
-			name, _ := d.line()
-			return val{}, notSnapshot(mod + "." + name)
-		case opReduce, opBuild, opObj, opNewObj, opNewObjEx, opPersID, opBinPersID,
-			opExt1, opExt2, opExt4, opNextBuffer, opReadOnlyBuf:
-			return val{}, fmt.Errorf("%w: the pickle builds Python objects (opcode 0x%02x)", ErrNotSnapshot, op)
 		default:
-			return val{}, fmt.Errorf("opcode 0x%02x is not part of a memory snapshot pickle (protocol 2–5 plain data)", op)
+			return val{}, d.refuse(op)
 		}
 		if err == nil {
 			err = d.b.overErr
@@ -748,6 +636,202 @@ func (d *decoder) run() (val, error) {
 			return val{}, err
 		}
 	}
+}
+
+// protocol reads PROTO's argument: 2–5 are decoded.
+func (d *decoder) protocol() error {
+	c, err := d.in.byte()
+	if err != nil {
+		return err
+	}
+	if c < 2 || c > 5 {
+		return fmt.Errorf("pickle protocol %d is not supported (2–5 are)", c)
+	}
+	d.proto = int(c)
+	return nil
+}
+
+// stop is STOP: the top value is the pickle's.
+func (d *decoder) stop() (val, error) {
+	v, err := d.pop()
+	if err != nil {
+		return val{}, fmt.Errorf("STOP with an empty stack")
+	}
+	if v.k == kEntry {
+		v = d.b.materialize(v)
+	}
+	return v, nil
+}
+
+// popOp is POP: the top value (or a MARK) is dropped; a trace entry still
+// queued is placed first.
+func (d *decoder) popOp() error {
+	if n := len(d.stack); n > 0 && d.stack[n-1].k == kMark {
+		d.marks = d.marks[:len(d.marks)-1]
+		d.stack = d.stack[:n-1]
+		return nil
+	}
+	v, err := d.pop()
+	if err != nil {
+		return err
+	}
+	if v.k == kEntry {
+		d.b.materialize(v)
+	}
+	return nil
+}
+
+// popMarkOp is POP_MARK: the values above the newest mark are dropped.
+func (d *decoder) popMarkOp() error {
+	items, err := d.popMark()
+	if err != nil {
+		return err
+	}
+	d.b.settle(items)
+	return nil
+}
+
+// long4 is LONG4: an integer of a 4-byte length, bounded.
+func (d *decoder) long4() error {
+	p, err := d.in.next(4)
+	if err != nil {
+		return err
+	}
+	n := int32(binary.LittleEndian.Uint32(p))
+	if n < 0 || n > maxLongBytes {
+		return fmt.Errorf("LONG4 of %d bytes: integer too large for a memory snapshot", n)
+	}
+	return d.long(int(n))
+}
+
+// tupleN is TUPLE1, TUPLE2 and TUPLE3: the top n values become a tuple.
+func (d *decoder) tupleN(n int) error {
+	if len(d.stack) < n {
+		return fmt.Errorf("TUPLE%d: stack underflow", n)
+	}
+	items := d.stack[len(d.stack)-n:]
+	for _, it := range items {
+		if it.k == kMark {
+			return fmt.Errorf("TUPLE%d: stack underflow", n)
+		}
+	}
+	d.b.settle(items)
+	t := tupleOf(items)
+	d.stack = d.stack[:len(d.stack)-n]
+	return d.push(t)
+}
+
+// tuple is TUPLE: the values above the newest mark become a tuple.
+func (d *decoder) tuple() error {
+	items, err := d.popMark()
+	if err != nil {
+		return err
+	}
+	d.b.settle(items)
+	return d.push(tupleOf(items))
+}
+
+// listOp is LIST: the values above the newest mark become a list.
+func (d *decoder) listOp() error {
+	items, err := d.popMark()
+	if err != nil {
+		return err
+	}
+	l := d.b.newList()
+	if err := d.b.appendItems(l, items); err != nil {
+		return err
+	}
+	return d.push(val{k: kList, l: l})
+}
+
+// dictOp is DICT: the key, value pairs above the newest mark become a dict.
+func (d *decoder) dictOp() error {
+	items, err := d.popMark()
+	if err != nil {
+		return err
+	}
+	d.b.settle(items)
+	dv := d.b.newDict()
+	if err := d.b.setItems(dv, items); err != nil {
+		return err
+	}
+	return d.push(dv)
+}
+
+// listTop is the list APPEND and APPENDS add to: the top value, an
+// interned frames list turned back into a list.
+func (d *decoder) listTop() (*val, error) {
+	t, err := d.top()
+	if err != nil {
+		return nil, err
+	}
+	if t.k == kStack {
+		*t = t.asList()
+	}
+	if t.k != kList {
+		if d.op == opAppend {
+			return nil, fmt.Errorf("APPEND to a %s", t.k)
+		}
+		return nil, fmt.Errorf("APPENDS to a %s", t.k)
+	}
+	return t, nil
+}
+
+// appendOp is APPEND: the top value is added to the list below it.
+func (d *decoder) appendOp() error {
+	v, err := d.pop()
+	if err != nil {
+		return err
+	}
+	t, err := d.listTop()
+	if err != nil {
+		return err
+	}
+	return d.b.appendItems(t.l, []val{v})
+}
+
+// setItem is SETITEM: the top key and value are set in the dict below them.
+func (d *decoder) setItem() error {
+	if len(d.stack) < 3 {
+		return fmt.Errorf("SETITEM: stack underflow")
+	}
+	items := d.stack[len(d.stack)-2:]
+	if items[0].k == kMark || items[1].k == kMark {
+		return fmt.Errorf("SETITEM: stack underflow")
+	}
+	d.b.settle(items)
+	kv := [2]val{items[0], items[1]}
+	d.stack = d.stack[:len(d.stack)-2]
+	t, err := d.top()
+	if err != nil {
+		return err
+	}
+	if t.k != kDict {
+		return fmt.Errorf("SETITEM on a %s", t.k)
+	}
+	return d.b.setItems(*t, kv[:])
+}
+
+// refuse is the error of an opcode run does not decode: those that name or
+// build Python objects (a memory snapshot has none), and those that are not
+// pickle protocol 2–5 plain data at all.
+func (d *decoder) refuse(op byte) error {
+	switch op {
+	case opGlobal, opInst:
+		mod, _ := d.line()
+		name, _ := d.line()
+		return notSnapshot(mod + "." + name)
+	case opStackGlobal:
+		name, mod := "?", "?"
+		if n := len(d.stack); n >= 2 && d.stack[n-1].k == kStr && d.stack[n-2].k == kStr {
+			mod, name = d.stack[n-2].s, d.stack[n-1].s
+		}
+		return notSnapshot(mod + "." + name)
+	case opReduce, opBuild, opObj, opNewObj, opNewObjEx, opPersID, opBinPersID,
+		opExt1, opExt2, opExt4, opNextBuffer, opReadOnlyBuf:
+		return fmt.Errorf("%w: the pickle builds Python objects (opcode 0x%02x)", ErrNotSnapshot, op)
+	}
+	return fmt.Errorf("opcode 0x%02x is not part of a memory snapshot pickle (protocol 2–5 plain data)", op)
 }
 
 func notSnapshot(class string) error {

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/golden"
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/replay/memusage"
 )
@@ -366,7 +366,7 @@ func TestDevicesGolden(t *testing.T) {
 			fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute))
 			v := fm.View()
 			checkFrame(t, v, 80, 24)
-			golden.RequireEqual(t, []byte(v))
+			golden.Check(t, golden.Path(t), []byte(v))
 		})
 	}
 }

@@ -113,7 +113,7 @@ func TestWhatIfSameAlternativesAsExplain(t *testing.T) {
 				return sim.Simulate(ctx, c, opts)
 			}
 		}
-		e, err := explain.Explain(context.Background(), c, explain.Options{Simulate: record(&explainOpts)})
+		e, err := explain.Explain(context.Background(), c, explain.Options{WhatIf: true, Simulate: record(&explainOpts)})
 		if err != nil {
 			t.Fatal(err)
 		}

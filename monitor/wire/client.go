@@ -260,20 +260,15 @@ var readAheadBytes int64 = 64 << 20 // a variable for tests
 // frameCost is what a read-ahead frame counts against readAheadBytes.
 func frameCost(p []byte) int64 { return int64(cap(p)) + 64 }
 
-// session runs one connection; connected reports whether the handshake
-// completed.
+// session runs one connection: dial (and check the peer), handshake, then
+// the frames, read ahead by their own goroutine, until the connection
+// ends; connected reports whether the handshake completed.
 func (c *Client) session(ctx context.Context) (connected bool, err error) {
-	d := net.Dialer{Timeout: 5 * time.Second}
-	conn, err := d.DialContext(ctx, c.network, c.address)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		// room in the kernel for what arrives while this process is not
-		// scheduled (a Unix socket's room is the producer's send buffer)
-		tc.SetReadBuffer(readBuffer)
-	}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	if c.opts.ExpectPID > 0 && c.network == "unix" {
@@ -281,91 +276,175 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			return false, err
 		}
 	}
-
-	fr := &frameReader{r: bufio.NewReaderSize(conn, 256<<10)}
-	var pendingOps []store.Op
-	flushOps := func() {
-		if len(pendingOps) > 0 {
-			c.store.AppendOps(pendingOps)
-			pendingOps = pendingOps[:0]
-		}
+	src := &frameSource{conn: conn, fr: &frameReader{r: bufio.NewReaderSize(conn, 256<<10)}, silence: c.opts.Silence}
+	s := &sessionState{c: c}
+	defer s.flushOps()
+	if err := s.handshake(src); err != nil {
+		return false, err
 	}
-	defer flushOps()
-	// next reads a frame; after the handshake only the read-ahead
-	// goroutine calls it.
-	next := func() (byte, []byte, error) {
-		conn.SetReadDeadline(time.Now().Add(c.opts.Silence))
-		typ, p, err := fr.next()
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			if fr.partial > 0 {
-				err = fmt.Errorf("producer stalled for %v inside a frame (%d bytes of it received); npumon hung up", c.opts.Silence, fr.partial)
-			} else {
-				err = fmt.Errorf("producer silent for %v (not even a heartbeat); npumon hung up", c.opts.Silence)
+	ra := startReadAhead(src)
+	defer ra.stop()
+	more := true
+	var f readFrame
+	for {
+		// OPS are handed to the Store in batches: where the reading had
+		// to wait for the network after the last frame, or once many are held
+		if !more || len(s.pendingOps) >= 1<<16 {
+			s.flushOps()
+		}
+		ra.done(f) // the previous frame is processed
+		f = ra.next()
+		more = f.more
+		if f.err != nil {
+			err := f.err
+			if errors.Is(err, io.EOF) {
+				err = errors.New("producer closed the connection")
 			}
+			return s.haveSnap, err
 		}
-		return typ, p, err
+		if connected, err := s.frame(f.typ, f.p); err != nil {
+			return connected, err
+		}
 	}
-	typ, p, err := next()
+}
+
+// dial opens the connection.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	conn, err := d.DialContext(ctx, c.network, c.address)
 	if err != nil {
-		return false, handshakeErr(err)
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		// room in the kernel for what arrives while this process is not
+		// scheduled (a Unix socket's room is the producer's send buffer)
+		tc.SetReadBuffer(readBuffer)
+	}
+	return conn, nil
+}
+
+// frameSource reads a connection's frames, each within the silence a
+// producer is allowed; after the handshake only the read-ahead goroutine
+// calls next.
+type frameSource struct {
+	conn    net.Conn
+	fr      *frameReader
+	silence time.Duration
+}
+
+// next reads a frame; a timeout says whether the producer went silent
+// between frames or stalled inside one.
+func (s *frameSource) next() (byte, []byte, error) {
+	s.conn.SetReadDeadline(time.Now().Add(s.silence))
+	typ, p, err := s.fr.next()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		if s.fr.partial > 0 {
+			err = fmt.Errorf("producer stalled for %v inside a frame (%d bytes of it received); npumon hung up", s.silence, s.fr.partial)
+		} else {
+			err = fmt.Errorf("producer silent for %v (not even a heartbeat); npumon hung up", s.silence)
+		}
+	}
+	return typ, p, err
+}
+
+// buffered reports whether the next frame's header is already buffered.
+func (s *frameSource) buffered() bool { return s.fr.r.(*bufio.Reader).Buffered() >= 5 }
+
+// sessionState is what one connection's frames build on: the producer's
+// handshake, its stack ids, the decode buffers and the OPS not yet handed
+// to the Store.
+type sessionState struct {
+	c          *Client
+	hello      *Hello
+	same       bool // the same producer as the last connection's
+	stacks     stackMap
+	buf        []snapshot.TraceEntry
+	sizeBuf    []int64
+	haveSnap   bool
+	pendingOps []store.Op
+}
+
+func (s *sessionState) flushOps() {
+	if len(s.pendingOps) > 0 {
+		s.c.store.AppendOps(s.pendingOps)
+		s.pendingOps = s.pendingOps[:0]
+	}
+}
+
+// handshake reads and checks the producer's HELLO; a producer other than
+// the last connection's starts its sequence bookkeeping afresh.
+func (s *sessionState) handshake(src *frameSource) error {
+	c := s.c
+	typ, p, err := src.next()
+	if err != nil {
+		return handshakeErr(err)
 	}
 	if typ != frameHello {
-		return false, fmt.Errorf("protocol error: first frame has type %d, want HELLO", typ)
+		return fmt.Errorf("protocol error: first frame has type %d, want HELLO", typ)
 	}
 	hello, err := decodeHello(p)
 	if err != nil {
-		return false, fmt.Errorf("protocol error: HELLO: %w", err)
+		return fmt.Errorf("protocol error: HELLO: %w", err)
 	}
 	if err := c.checkHello(hello); err != nil {
-		return false, err
+		return err
 	}
 	id := fmt.Sprintf("%s/%d/%d", hello.Host, hello.PID, hello.StartUS)
-	same := id == c.producer
+	s.hello, s.same = hello, id == c.producer
 	c.producer = id
-	if !same {
+	if !s.same {
 		clear(c.expected)
 	}
+	return nil
+}
 
-	var stacks stackMap
-	var buf []snapshot.TraceEntry
-	var sizeBuf []int64
-	haveSnap := false
-	// Frames are read ahead by their own goroutine, so the socket keeps
-	// draining while a batch is stored (and while queries hold the Store):
-	// the producer's bounded queue then absorbs only what this process
-	// cannot take at all. At most readAheadBytes (and readAheadFrames)
-	// wait here. Each frame is read into a buffer of its own, which comes
-	// back through free once processed (nothing keeps a frame's bytes).
-	frames := make(chan readFrame, readAheadFrames)
-	free := make(chan []byte, 64)
-	var held atomic.Int64 // frameCost of the frames read and not yet processed
-	room := make(chan struct{}, 1)
-	quit := make(chan struct{})
-	defer close(quit)
+// readAhead is the goroutine that reads frames ahead of their processing,
+// so the socket keeps draining while a batch is stored (and while queries
+// hold the Store): the producer's bounded queue then absorbs only what this
+// process cannot take at all. At most readAheadBytes (and readAheadFrames)
+// wait here. Each frame is read into a buffer of its own, which comes back
+// through free once processed (nothing keeps a frame's bytes).
+type readAhead struct {
+	frames chan readFrame
+	free   chan []byte
+	held   atomic.Int64 // frameCost of the frames read and not yet processed
+	room   chan struct{}
+	quit   chan struct{}
+}
+
+// startReadAhead starts reading src's frames; the last one sent carries
+// the error that ended the reading. Call stop.
+func startReadAhead(src *frameSource) *readAhead {
+	ra := &readAhead{
+		frames: make(chan readFrame, readAheadFrames),
+		free:   make(chan []byte, 64),
+		room:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+	}
 	go func() {
 		defer crash.Recover()
 		for {
 			select {
-			case b := <-free:
-				fr.buf = b
+			case b := <-ra.free:
+				src.fr.buf = b
 			default:
-				fr.buf = nil
+				src.fr.buf = nil
 			}
-			typ, p, err := next()
-			more := fr.r.(*bufio.Reader).Buffered() >= 5
+			typ, p, err := src.next()
+			more := src.buffered()
 			n := frameCost(p)
-			for h := held.Load(); h > 0 && h+n > readAheadBytes; h = held.Load() {
+			for h := ra.held.Load(); h > 0 && h+n > readAheadBytes; h = ra.held.Load() {
 				select {
-				case <-room:
-				case <-quit:
+				case <-ra.room:
+				case <-ra.quit:
 					return
 				}
 			}
-			held.Add(n)
+			ra.held.Add(n)
 			select {
-			case frames <- readFrame{typ, p, err, more, n}:
-			case <-quit:
+			case ra.frames <- readFrame{typ, p, err, more, n}:
+			case <-ra.quit:
 				return
 			}
 			if err != nil {
@@ -373,152 +452,194 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			}
 		}
 	}()
-	more := true
-	var f readFrame
-	for {
-		// OPS are handed to the Store in batches: where the reading had
-		// to wait for the network after the last frame, or once many are held
-		if !more || len(pendingOps) >= 1<<16 {
-			flushOps()
-		}
-		if f.cost > 0 { // the previous frame is processed
-			held.Add(-f.cost)
-			select {
-			case room <- struct{}{}:
-			default:
-			}
-			if cap(f.p) > 0 && cap(f.p) <= maxPooledFrame {
-				select {
-				case free <- f.p[:0]:
-				default:
-				}
-			}
-		}
-		f = <-frames
-		more = f.more
-		typ, p, err = f.typ, f.p, f.err
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("producer closed the connection")
-			}
-			return haveSnap, err
-		}
-		switch typ {
-		case frameStacks:
-			ws, err := decodeStacks(p, c.opts.Limits.StackFrames)
-			if err != nil {
-				return haveSnap, fmt.Errorf("protocol error: STACKS: %w", err)
-			}
-			if stacks.n+len(ws) > 2*c.opts.Limits.Stacks {
-				return haveSnap, &LimitError{fmt.Sprintf("the producer defined more than %d stack ids", 2*c.opts.Limits.Stacks)}
-			}
-			for _, w := range ws {
-				id := c.store.InternStack(w.frames)
-				if id > c.maxStack {
-					if int(id) > c.opts.Limits.Stacks {
-						return haveSnap, &LimitError{fmt.Sprintf("more than %d distinct stacks", c.opts.Limits.Stacks)}
-					}
-					c.maxStack = id
-				}
-				stacks.set(w.id, id)
-			}
-		case frameSnapshot:
-			segs, resume, err := decodeSnapshot(p)
-			if err != nil {
-				return haveSnap, fmt.Errorf("protocol error: SNAPSHOT: %w", err)
-			}
-			if err := c.checkSnapshot(segs, resume); err != nil {
-				return haveSnap, err
-			}
-			(&snapshot.Snapshot{Segments: segs}).RemapStacks(func(id snapshot.StackID) snapshot.StackID { return stacks.get(uint64(id)) })
-			if haveSnap {
-				c.resync(segs, resume)
-				continue
-			}
-			c.startSession(hello, segs, resume, same)
-			haveSnap = true
-			c.set(func(s *ClientStatus) { s.State = ConnConnected; s.Err = nil; s.Hello = hello })
-		case frameEntries:
-			if !haveSnap {
-				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
-			}
-			dev, first, ents, sizes, err := decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions(), c.store.Texts())
-			if err != nil {
-				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
-			}
-			buf, sizeBuf = ents, sizes
-			if err := c.checkEntries(dev, ents); err != nil {
-				return true, err
-			}
-			exp := c.expected[dev]
-			if first < exp { // overlap with what we have
-				skip := min(exp-first, uint64(len(ents)))
-				ents, sizes = ents[skip:], sizes[skip:]
-				first = exp
-			} else if first > exp {
-				c.store.NoteGap(dev, int64(first-exp))
-			}
-			for i := range ents {
-				ents[i].Frames = stacks.get(uint64(ents[i].Frames))
-			}
-			c.store.AppendSized(dev, ents, sizes)
-			c.expected[dev] = first + uint64(len(ents))
-			n := uint64(len(ents))
-			c.mu.Lock()
-			c.status.Entries += n
-			c.mu.Unlock()
-		case frameOps:
-			ops, err := decodeOps(p)
-			if err != nil {
-				return true, fmt.Errorf("protocol error: OPS: %w", err)
-			}
-			pendingOps = append(pendingOps, ops...)
-		case frameHeartbeat:
-			_, devs, err := decodeHeartbeat(p)
-			if err != nil {
-				return true, fmt.Errorf("protocol error: HEARTBEAT: %w", err)
-			}
-			for _, di := range devs {
-				if err := c.checkDevice(di.ID); err != nil {
-					return true, err
-				}
-			}
-			for _, di := range devs {
-				if old, ok := c.store.DeviceInfo(di.ID); ok {
-					di.Name, di.Streams = old.Name, old.Streams
-				}
-				c.store.SetDeviceInfo(di)
-			}
-		case frameGap:
-			dev, missed, nextSeq, err := decodeGap(p)
-			if err != nil {
-				return true, fmt.Errorf("protocol error: GAP: %w", err)
-			}
-			if err := c.checkDevice(dev); err != nil {
-				return true, err
-			}
-			switch {
-			case missed == 0: // an unknown number (the producer's source lost them)
-				c.store.NoteGap(dev, 0)
-				c.expected[dev] = max(c.expected[dev], nextSeq)
-				c.mu.Lock()
-				c.status.Gaps++
-				c.mu.Unlock()
-			case nextSeq > c.expected[dev]:
-				c.store.NoteGap(dev, int64(missed))
-				c.expected[dev] = nextSeq
-				c.mu.Lock()
-				c.status.Missed += missed
-				c.status.Gaps++
-				c.mu.Unlock()
-			}
-		case frameBye:
-			reason, _ := decodeBye(p)
-			return true, &GoodbyeError{Reason: reason}
+	return ra
+}
+
+// next is the next frame read.
+func (ra *readAhead) next() readFrame { return <-ra.frames }
+
+// done hands a processed frame's room and buffer back to the reading (a
+// zero frame: none yet).
+func (ra *readAhead) done(f readFrame) {
+	if f.cost <= 0 {
+		return
+	}
+	ra.held.Add(-f.cost)
+	select {
+	case ra.room <- struct{}{}:
+	default:
+	}
+	if cap(f.p) > 0 && cap(f.p) <= maxPooledFrame {
+		select {
+		case ra.free <- f.p[:0]:
 		default:
-			return haveSnap, fmt.Errorf("protocol error: unknown frame type %d", typ)
 		}
 	}
+}
+
+// stop ends the reading goroutine.
+func (ra *readAhead) stop() { close(ra.quit) }
+
+// frame processes one frame after the handshake. A non-nil error ends the
+// session, connected saying whether it counts as having been up.
+func (s *sessionState) frame(typ byte, p []byte) (connected bool, err error) {
+	switch typ {
+	case frameStacks:
+		err := s.onStacks(p)
+		return s.haveSnap, err
+	case frameSnapshot:
+		err := s.onSnapshot(p) // a failed first SNAPSHOT leaves haveSnap false
+		return s.haveSnap, err
+	case frameEntries:
+		if !s.haveSnap {
+			return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
+		}
+		return true, s.onEntries(p)
+	case frameOps:
+		ops, err := decodeOps(p)
+		if err != nil {
+			return true, fmt.Errorf("protocol error: OPS: %w", err)
+		}
+		s.pendingOps = append(s.pendingOps, ops...)
+		return true, nil
+	case frameHeartbeat:
+		return true, s.onHeartbeat(p)
+	case frameGap:
+		return true, s.onGap(p)
+	case frameBye:
+		reason, _ := decodeBye(p)
+		return true, &GoodbyeError{Reason: reason}
+	default:
+		return s.haveSnap, fmt.Errorf("protocol error: unknown frame type %d", typ)
+	}
+}
+
+// onStacks interns a STACKS frame's stacks, mapping the producer's ids.
+func (s *sessionState) onStacks(p []byte) error {
+	c := s.c
+	ws, err := decodeStacks(p, c.opts.Limits.StackFrames)
+	if err != nil {
+		return fmt.Errorf("protocol error: STACKS: %w", err)
+	}
+	if s.stacks.n+len(ws) > 2*c.opts.Limits.Stacks {
+		return &LimitError{fmt.Sprintf("the producer defined more than %d stack ids", 2*c.opts.Limits.Stacks)}
+	}
+	for _, w := range ws {
+		id := c.store.InternStack(w.frames)
+		if id > c.maxStack {
+			if int(id) > c.opts.Limits.Stacks {
+				return &LimitError{fmt.Sprintf("more than %d distinct stacks", c.opts.Limits.Stacks)}
+			}
+			c.maxStack = id
+		}
+		s.stacks.set(w.id, id)
+	}
+	return nil
+}
+
+// onSnapshot installs a SNAPSHOT: the first starts the session (the
+// connection is up from here), a later one is a resync after drops.
+func (s *sessionState) onSnapshot(p []byte) error {
+	c := s.c
+	segs, resume, err := decodeSnapshot(p)
+	if err != nil {
+		return fmt.Errorf("protocol error: SNAPSHOT: %w", err)
+	}
+	if err := c.checkSnapshot(segs, resume); err != nil {
+		return err
+	}
+	(&snapshot.Snapshot{Segments: segs}).RemapStacks(func(id snapshot.StackID) snapshot.StackID { return s.stacks.get(uint64(id)) })
+	if s.haveSnap {
+		c.resync(segs, resume)
+		return nil
+	}
+	c.startSession(s.hello, segs, resume, s.same)
+	s.haveSnap = true
+	hello := s.hello
+	c.set(func(st *ClientStatus) { st.State = ConnConnected; st.Err = nil; st.Hello = hello })
+	return nil
+}
+
+// onEntries stores an ENTRIES frame's trace entries, past what is already
+// held, noting a gap where the sequence jumps.
+func (s *sessionState) onEntries(p []byte) error {
+	c := s.c
+	dev, first, ents, sizes, err := decodeEntriesNamed(p, s.buf[:0], s.sizeBuf[:0], c.store.Actions(), c.store.Texts())
+	if err != nil {
+		return fmt.Errorf("protocol error: ENTRIES: %w", err)
+	}
+	s.buf, s.sizeBuf = ents, sizes
+	if err := c.checkEntries(dev, ents); err != nil {
+		return err
+	}
+	exp := c.expected[dev]
+	if first < exp { // overlap with what we have
+		skip := min(exp-first, uint64(len(ents)))
+		ents, sizes = ents[skip:], sizes[skip:]
+		first = exp
+	} else if first > exp {
+		c.store.NoteGap(dev, int64(first-exp))
+	}
+	for i := range ents {
+		ents[i].Frames = s.stacks.get(uint64(ents[i].Frames))
+	}
+	c.store.AppendSized(dev, ents, sizes)
+	c.expected[dev] = first + uint64(len(ents))
+	n := uint64(len(ents))
+	c.mu.Lock()
+	c.status.Entries += n
+	c.mu.Unlock()
+	return nil
+}
+
+// onHeartbeat updates the devices' info from a HEARTBEAT (keeping the
+// names and streams the Store already knows).
+func (s *sessionState) onHeartbeat(p []byte) error {
+	c := s.c
+	_, devs, err := decodeHeartbeat(p)
+	if err != nil {
+		return fmt.Errorf("protocol error: HEARTBEAT: %w", err)
+	}
+	for _, di := range devs {
+		if err := c.checkDevice(di.ID); err != nil {
+			return err
+		}
+	}
+	for _, di := range devs {
+		if old, ok := c.store.DeviceInfo(di.ID); ok {
+			di.Name, di.Streams = old.Name, old.Streams
+		}
+		c.store.SetDeviceInfo(di)
+	}
+	return nil
+}
+
+// onGap notes the entries a GAP says the producer dropped.
+func (s *sessionState) onGap(p []byte) error {
+	c := s.c
+	dev, missed, nextSeq, err := decodeGap(p)
+	if err != nil {
+		return fmt.Errorf("protocol error: GAP: %w", err)
+	}
+	if err := c.checkDevice(dev); err != nil {
+		return err
+	}
+	switch {
+	case missed == 0: // an unknown number (the producer's source lost them)
+		c.store.NoteGap(dev, 0)
+		c.expected[dev] = max(c.expected[dev], nextSeq)
+		c.mu.Lock()
+		c.status.Gaps++
+		c.mu.Unlock()
+	case nextSeq > c.expected[dev]:
+		c.store.NoteGap(dev, int64(missed))
+		c.expected[dev] = nextSeq
+		c.mu.Lock()
+		c.status.Missed += missed
+		c.status.Gaps++
+		c.mu.Unlock()
+	}
+	return nil
 }
 
 // maxPooledFrame: frame buffers up to this size are reused.

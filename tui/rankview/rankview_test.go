@@ -10,10 +10,10 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest"
 	"github.com/muesli/termenv"
 
+	"github.com/npumon/npumon/internal/testutil/golden"
 	"github.com/npumon/npumon/monitor/ranks/jobdir"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/watch"
@@ -204,7 +204,7 @@ func TestGolden(t *testing.T) {
 			fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute))
 			v := fm.View()
 			checkFrame(t, v, tc.w, tc.h)
-			golden.RequireEqual(t, []byte(v))
+			golden.Check(t, golden.Path(t), []byte(v))
 		})
 	}
 }

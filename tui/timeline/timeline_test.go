@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -85,13 +86,77 @@ func TestXAxisIsFloat(t *testing.T) {
 	}
 }
 
-func TestTinySizesDoNotPanic(t *testing.T) {
-	m := New(testTheme(false))
-	for _, sz := range [][2]int{{0, 0}, {1, 1}, {5, 3}, {10, 2}, {8, 4}} {
-		m.SetSize(sz[0], sz[1])
-		m.SetData(ramp(max(1, m.Columns())), nil)
-		m.SetCursor(0)
-		_ = m.View()
+// sgr is one complete SGR escape sequence, the only kind the pane writes.
+var sgr = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+// TestTinySizes: at every size down to nothing the pane is exactly w×h
+// cells with whole escape sequences, each line's style reset by its end;
+// the cursor mark is drawn where its column fits, and the chart (axis and
+// labels) only where it has room (three rows below the strip, the label,
+// the axis and two columns), the rest left blank.
+func TestTinySizes(t *testing.T) {
+	r := lipgloss.NewRenderer(nil)
+	r.SetColorProfile(termenv.TrueColor) // escape sequences to cut, if any were
+	for _, ascii := range []bool{false, true} {
+		th := theme.New(r, ascii, false)
+		arrow, axis, corner := '▼', '│', '└'
+		if ascii {
+			arrow, axis, corner = 'v', '|', '+'
+		}
+		m := New(th)
+		for _, sz := range [][2]int{{0, 0}, {1, 1}, {5, 3}, {10, 2}, {8, 4}, {7, 4}, {8, 3}, {6, 6}, {7, 1}, {12, 5}} {
+			w, h := sz[0], sz[1]
+			m.SetSize(w, h)
+			m.SetData(ramp(max(1, m.Columns())), nil)
+			m.SetCursor(0)
+			v := m.View()
+			if w == 0 || h == 0 {
+				if v != "" {
+					t.Errorf("%dx%d: view %q, want nothing", w, h, v)
+				}
+				continue
+			}
+			lines := strings.Split(v, "\n")
+			if len(lines) != h {
+				t.Fatalf("%dx%d (ascii %v): %d lines:\n%s", w, h, ascii, len(lines), v)
+			}
+			plain := make([][]rune, h)
+			for y, l := range lines {
+				bare := sgr.ReplaceAllString(l, "")
+				if strings.ContainsRune(bare, '\x1b') {
+					t.Fatalf("%dx%d (ascii %v) line %d: a cut escape sequence in %q", w, h, ascii, y, l)
+				}
+				if seqs := sgr.FindAllString(l, -1); len(seqs) > 0 && seqs[len(seqs)-1] != "\x1b[0m" {
+					t.Errorf("%dx%d (ascii %v) line %d: style not reset by the line's end: %q", w, h, ascii, y, l)
+				}
+				plain[y] = []rune(bare)
+				if len(plain[y]) != w || lipgloss.Width(l) != w {
+					t.Fatalf("%dx%d (ascii %v) line %d: %d cells (width %d), want %d: %q", w, h, ascii, y, len(plain[y]), lipgloss.Width(l), w, bare)
+				}
+			}
+			x0 := yLabelWidth + 1 // the cursor's column 0
+			for x, c := range plain[0] {
+				if want := map[bool]rune{true: arrow, false: ' '}[x == x0]; c != want {
+					t.Errorf("%dx%d (ascii %v): strip cell %d is %q, want %q: %q", w, h, ascii, x, c, want, string(plain[0]))
+				}
+			}
+			room := h-1 >= 3 && w >= yLabelWidth+3
+			for y := 1; y < h; y++ {
+				for x, c := range plain[y] {
+					blank := c == ' ' || x == x0 && y < h-2 && c == th.G.Cursor
+					if !room && !blank {
+						t.Errorf("%dx%d (ascii %v): no room for the chart, but cell (%d, %d) is %q:\n%s", w, h, ascii, x, y, c, sgr.ReplaceAllString(v, ""))
+					}
+				}
+			}
+			if room {
+				top, bottom := plain[1], plain[h-2]
+				if top[yLabelWidth] != axis || !strings.HasSuffix(strings.TrimSpace(string(top[:yLabelWidth])), "M") ||
+					bottom[yLabelWidth] != corner || strings.TrimSpace(string(plain[h-1])) == "" {
+					t.Errorf("%dx%d (ascii %v): no axis, labels or x labels:\n%s", w, h, ascii, sgr.ReplaceAllString(v, ""))
+				}
+			}
+		}
 	}
 }
 

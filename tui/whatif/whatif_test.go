@@ -2,9 +2,7 @@ package whatif
 
 import (
 	"context"
-	"flag"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,13 +13,12 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/golden"
 	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
 	"github.com/npumon/npumon/tui/theme"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 const traces = "../../replay/whatif/sim/testdata/"
 
@@ -97,27 +94,7 @@ func TestViewContent(t *testing.T) {
 			t.Errorf("chart lacks %q:\n%s", g, chart)
 		}
 	}
-	golden(t, "fragmentation_80x24.txt", v)
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs (run with -update to accept):\n%s", name, got)
-	}
+	golden.Check(t, filepath.Join("testdata", "fragmentation_80x24.txt"), []byte(v))
 }
 
 func TestTimeAxis(t *testing.T) {
