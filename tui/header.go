@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui/theme"
@@ -103,7 +104,7 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 	}
 	// The source name gives way first, from the left: state, time and
 	// device always show.
-	l1[nameAt] = shortName(l1[nameAt], max(12, m.w-line1Width(l1, nameAt, sep, 0)))
+	l1[nameAt] = cells.TruncTail(l1[nameAt], max(12, m.w-line1Width(l1, nameAt, sep, 0)))
 	return []string{strings.Join(l1, sep), l2}, noteBelow
 }
 
@@ -239,13 +240,4 @@ func packParts(parts []string, w, keep int) string {
 		used += gap + pw
 	}
 	return sb.String()
-}
-
-// shortName keeps the tail of a long path.
-func shortName(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return "…" + string(r[len(r)-n+1:])
 }
