@@ -72,8 +72,8 @@ func loadBench(b *testing.B) *Model {
 	if !m.th.Color {
 		b.Fatal("benchmark should render in colour")
 	}
-	if m.n != 1_000_000 {
-		b.Fatalf("store has %d entries", m.n)
+	if m.d.n != 1_000_000 {
+		b.Fatalf("store has %d entries", m.d.n)
 	}
 	press(m, "t")
 	typeText(m, "+5s") // the middle of the 10 s trace

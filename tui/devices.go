@@ -119,7 +119,7 @@ func (m *Model) devicesShown() bool { return m.dv.shown() }
 // toggleDevices opens or closes the devices view (key D).
 func (m *Model) toggleDevices() {
 	if m.o.Devices == nil {
-		m.statusErr = "no device feed here"
+		m.sl.err = "no device feed here"
 		return
 	}
 	m.dv.open = !m.dv.open
@@ -133,7 +133,7 @@ func (m *Model) toggleDevices() {
 // once it has loaded); it reports a change.
 func (m *Model) refreshDevices(force bool) bool {
 	src := m.o.Source
-	if m.loading {
+	if m.ld.loading {
 		src = nil
 	}
 	if m.dv.refresh(m.o.Source, src, force) {

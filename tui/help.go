@@ -17,14 +17,14 @@ import (
 // connection's note, which then goes here.
 func (m *Model) hintLine(noteBelow bool) string {
 	th := m.th
-	switch m.input {
+	switch m.pr.input {
 	case inputFilter:
-		return th.Key.Render("/") + " " + m.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
+		return th.Key.Render("/") + " " + m.pr.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
 	case inputJump:
-		return th.Key.Render("jump to") + " " + m.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+		return th.Key.Render("jump to") + " " + m.pr.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
 	}
-	if m.statusErr != "" {
-		return th.Warn.Render(m.statusErr)
+	if m.sl.err != "" {
+		return th.Warn.Render(m.sl.err)
 	}
 	switch m.screen() {
 	case screenHelp:
@@ -55,7 +55,7 @@ func (m *Model) hintLine(noteBelow bool) string {
 	if m.o.Captures != nil {
 		short = append([]key.Binding{m.keys.Captures}, short...)
 	}
-	if m.hasData && (m.sum.OOMs > 0 || m.oomAhead) { // the source has an OOM: say first how to see why
+	if m.d.hasData && (m.at.sum.OOMs > 0 || m.at.oomAhead) { // the source has an OOM: say first how to see why
 		short = append([]key.Binding{m.keys.NextOOM}, short...)
 	}
 	return hl.ShortHelpView(short)

@@ -12,8 +12,8 @@ import (
 // onKey handles a key press.
 func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	m.dirty = true
-	m.statusErr = ""
-	if m.input != inputNone {
+	m.sl.err = ""
+	if m.pr.input != inputNone {
 		return m.onInputKey(msg)
 	}
 	k := m.keys
@@ -50,7 +50,7 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	}
 	if key.Matches(msg, k.Captures) {
 		if m.o.Captures == nil {
-			m.statusErr = "c lists the captures of a watched directory (npumon watch DIR)"
+			m.sl.err = "c lists the captures of a watched directory (npumon watch DIR)"
 			return nil
 		}
 		m.pick.shown, m.pick.selPath = true, ""
@@ -79,36 +79,36 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		case m.focus == paneSegments && m.segPane.seg.Back():
 		case m.opTab.unhighlight():
 			m.tlPane.tl.SetHighlight(0, 0, false)
-		case m.flt != nil:
+		case m.pr.flt != nil:
 			m.setFilter(nil)
-		case m.zoomed:
-			m.zoomed = false
+		case m.tlPane.zoomed:
+			m.tlPane.zoomed = false
 			m.refreshWindow()
 		default:
 			return m.o.Back
 		}
 	case key.Matches(msg, k.Play):
 		if m.o.Live {
-			if m.follow {
-				m.follow = false
+			if m.cur.follow {
+				m.cur.follow = false
 			} else {
-				m.follow = true
-				m.setCursor(m.last)
+				m.cur.follow = true
+				m.setCursor(m.d.last)
 			}
 		} else {
-			m.playing = !m.playing
-			m.lastTick = m.o.Now()
-			if m.playing && m.cursor >= m.last {
-				m.setCursor(m.first - 1)
+			m.cur.playing = !m.cur.playing
+			m.cur.lastTick = m.o.Now()
+			if m.cur.playing && m.cur.cursor >= m.d.last {
+				m.setCursor(m.d.first - 1)
 			}
 		}
 	case key.Matches(msg, k.Follow):
 		if !m.o.Live {
-			m.statusErr = "f follows a live source; this one is a file (G goes to its end)"
+			m.sl.err = "f follows a live source; this one is a file (G goes to its end)"
 			break
 		}
-		m.follow = true
-		m.setCursor(m.last)
+		m.cur.follow = true
+		m.setCursor(m.d.last)
 		if m.o.Captures != nil {
 			return m.followNewest()
 		}
@@ -117,26 +117,26 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Next):
 		m.stepEvent(1)
 	case key.Matches(msg, k.BigPrev), key.Matches(msg, k.BigNext):
-		step := max(1, (m.win1-m.win0)/20)
+		step := max(1, (m.tlPane.win1-m.tlPane.win0)/20)
 		if key.Matches(msg, k.BigPrev) {
 			step = -step
 		}
-		m.setCursor(m.cursor + step)
+		m.setCursor(m.cur.cursor + step)
 	case key.Matches(msg, k.Slower), key.Matches(msg, k.Faster):
-		i := sort.SearchFloat64s(speeds, m.speed)
+		i := sort.SearchFloat64s(speeds, m.cur.speed)
 		if key.Matches(msg, k.Slower) {
 			i--
-		} else if i < len(speeds) && speeds[i] == m.speed {
+		} else if i < len(speeds) && speeds[i] == m.cur.speed {
 			i++
 		}
-		m.speed = speeds[clampInt(i, 0, len(speeds)-1)]
+		m.cur.speed = speeds[clampInt(i, 0, len(speeds)-1)]
 	case key.Matches(msg, k.Start):
-		m.setCursor(m.first - 1)
+		m.setCursor(m.d.first - 1)
 	case key.Matches(msg, k.End):
-		m.setCursor(m.last)
+		m.setCursor(m.d.last)
 	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
-		if m.flt == nil {
-			m.statusErr = "n and N jump between filter matches: set a filter with / first"
+		if m.pr.flt == nil {
+			m.sl.err = "n and N jump between filter matches: set a filter with / first"
 			break
 		}
 		d := 1
@@ -155,28 +155,28 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.CatChart):
 		m.toggleCategoryChart()
 	case key.Matches(msg, k.Peak):
-		c, _ := src.Peak(m.dev)
+		c, _ := src.Peak(m.d.dev)
 		m.setCursor(c)
 	case key.Matches(msg, k.Jump):
 		m.startInput(inputJump, "")
 	case key.Matches(msg, k.Filter):
 		txt := ""
-		if m.flt != nil {
-			txt = m.flt.text
+		if m.pr.flt != nil {
+			txt = m.pr.flt.text
 		}
 		m.startInput(inputFilter, txt)
 	case key.Matches(msg, k.ZoomIn), key.Matches(msg, k.ZoomOut):
 		m.zoom(key.Matches(msg, k.ZoomIn))
 	case key.Matches(msg, k.PanLeft), key.Matches(msg, k.PanRight):
-		if m.zoomed {
-			d := (m.win1 - m.win0) / 4
+		if m.tlPane.zoomed {
+			d := (m.tlPane.win1 - m.tlPane.win0) / 4
 			if key.Matches(msg, k.PanLeft) {
 				d = -d
 			}
-			m.setWindow(m.win0+d, m.win1+d)
+			m.setWindow(m.tlPane.win0+d, m.tlPane.win1+d)
 		}
 	case key.Matches(msg, k.ZoomReset):
-		m.zoomed = false
+		m.tlPane.zoomed = false
 		m.refreshWindow()
 	case key.Matches(msg, k.Tab):
 		m.focus = (m.focus + 1) % numPanes
@@ -188,13 +188,13 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 		m.focus = pane(msg.String()[0] - '1')
 		m.layoutPanes()
 	case key.Matches(msg, k.Device):
-		if len(m.devices) > 1 {
+		if len(m.d.devices) > 1 {
 			m.switchDevice()
 		} else {
-			m.statusErr = "only one device in this source"
+			m.sl.err = "only one device in this source"
 		}
 	case key.Matches(msg, k.Relative):
-		m.relative = !m.relative
+		m.cur.relative = !m.cur.relative
 		m.refreshWindow()
 	}
 	return nil
@@ -203,26 +203,26 @@ func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
 // switchDevice shows the next device at the cursor it had when last shown
 // (its end, for a replay, the first time; its newest entry when following).
 func (m *Model) switchDevice() {
-	if m.devCursor == nil {
-		m.devCursor = map[int][2]int64{}
+	if m.d.devCursor == nil {
+		m.d.devCursor = map[int][2]int64{}
 	}
-	m.devCursor[m.dev] = [2]int64{m.cursor, m.pos}
-	i := max(0, slices.Index(m.devices, m.dev))
-	m.dev = m.devices[(i+1)%len(m.devices)]
+	m.d.devCursor[m.d.dev] = [2]int64{m.cur.cursor, m.cur.pos}
+	i := max(0, slices.Index(m.d.devices, m.d.dev))
+	m.d.dev = m.d.devices[(i+1)%len(m.d.devices)]
 	m.readBounds()
-	m.zoomed = false
-	m.streams.reset(m.o.Source.Streams(m.dev))
-	c, ok := m.devCursor[m.dev]
+	m.tlPane.zoomed = false
+	m.d.streams.reset(m.o.Source.Streams(m.d.dev))
+	c, ok := m.d.devCursor[m.d.dev]
 	switch {
-	case m.o.Live && m.follow || !ok && !m.o.Live:
-		m.cursor, m.pos = m.last, -1
+	case m.o.Live && m.cur.follow || !ok && !m.o.Live:
+		m.cur.cursor, m.cur.pos = m.d.last, -1
 	case ok:
-		m.cursor, m.pos = m.clampCursor(c[0]), c[1]
+		m.cur.cursor, m.cur.pos = m.clampCursor(c[0]), c[1]
 	default:
-		m.cursor, m.pos = m.clampCursor(m.cursor), -1
+		m.cur.cursor, m.cur.pos = m.clampCursor(m.cur.cursor), -1
 	}
-	if m.pos > m.n {
-		m.pos = -1
+	if m.cur.pos > m.d.n {
+		m.cur.pos = -1
 	}
 	m.refreshWindow()
 	m.refreshCursor()
@@ -233,16 +233,16 @@ func (m *Model) switchDevice() {
 func (m *Model) jumpMatch(d int) {
 	src, c := m.o.Source, m.paneCtx()
 	const chunk = 4096
-	n := m.sum.Applied // entries applied; the one at the cursor is n−1
+	n := m.at.sum.Applied // entries applied; the one at the cursor is n−1
 	for {
 		var evs []store.Event
 		if d > 0 {
-			evs = src.EventsAroundSeq(m.dev, n, 0, chunk)
+			evs = src.EventsAroundSeq(m.d.dev, n, 0, chunk)
 		} else {
-			evs = src.EventsAroundSeq(m.dev, n-1, chunk, 0) // ends with entry n−2
+			evs = src.EventsAroundSeq(m.d.dev, n-1, chunk, 0) // ends with entry n−2
 		}
 		if len(evs) == 0 {
-			m.statusErr = "no more entries match the filter"
+			m.sl.err = "no more entries match the filter"
 			return
 		}
 		if d < 0 {
@@ -253,9 +253,9 @@ func (m *Model) jumpMatch(d int) {
 			if !c.matchEvent(e) {
 				continue
 			}
-			m.pos = e.Seq + 1
-			if m.o.Live && m.pos < m.n {
-				m.follow = false
+			m.cur.pos = e.Seq + 1
+			if m.o.Live && m.cur.pos < m.d.n {
+				m.cur.follow = false
 			}
 			m.refreshCursor()
 			return
@@ -265,9 +265,9 @@ func (m *Model) jumpMatch(d int) {
 }
 
 func (m *Model) zoom(in bool) {
-	span := m.win1 - m.win0
-	if !m.zoomed {
-		span = m.last + 1 - m.first
+	span := m.tlPane.win1 - m.tlPane.win0
+	if !m.tlPane.zoomed {
+		span = m.d.last + 1 - m.d.first
 	}
 	if in {
 		span /= 2
@@ -278,69 +278,69 @@ func (m *Model) zoom(in bool) {
 	if span < minSpan {
 		span = minSpan
 	}
-	if span >= m.last+1-m.first {
-		m.zoomed = false
+	if span >= m.d.last+1-m.d.first {
+		m.tlPane.zoomed = false
 		m.refreshWindow()
 		return
 	}
-	c := m.cursor
+	c := m.cur.cursor
 	frac := 0.5
-	if m.zoomed && m.win1 > m.win0 {
-		frac = float64(c-m.win0) / float64(m.win1-m.win0)
+	if m.tlPane.zoomed && m.tlPane.win1 > m.tlPane.win0 {
+		frac = float64(c-m.tlPane.win0) / float64(m.tlPane.win1-m.tlPane.win0)
 	}
 	w0 := c - int64(frac*float64(span))
-	m.zoomed = true
+	m.tlPane.zoomed = true
 	m.setWindow(w0, w0+span)
 }
 
 func (m *Model) setWindow(w0, w1 int64) {
 	span := w1 - w0
-	if w0 < m.first {
-		w0, w1 = m.first, m.first+span
+	if w0 < m.d.first {
+		w0, w1 = m.d.first, m.d.first+span
 	}
-	if w1 > m.last+1 {
-		w0, w1 = m.last+1-span, m.last+1
+	if w1 > m.d.last+1 {
+		w0, w1 = m.d.last+1-span, m.d.last+1
 	}
-	m.win0, m.win1 = w0, w1
+	m.tlPane.win0, m.tlPane.win1 = w0, w1
 	m.refreshWindow()
 }
 
 func (m *Model) startInput(mode inputMode, val string) {
-	m.input = mode
-	m.ti.SetValue(val)
-	m.ti.CursorEnd()
-	m.ti.Focus()
+	m.pr.input = mode
+	m.pr.ti.SetValue(val)
+	m.pr.ti.CursorEnd()
+	m.pr.ti.Focus()
 }
 
 func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
 	switch msg.Type {
 	case tea.KeyEsc:
-		m.input = inputNone
-		m.ti.Blur()
+		m.pr.input = inputNone
+		m.pr.ti.Blur()
 		return nil
 	case tea.KeyCtrlC:
 		m.Close()
 		return tea.Quit
 	case tea.KeyEnter:
-		mode := m.input
-		m.input = inputNone
-		m.ti.Blur()
-		val := m.ti.Value()
-		if !m.hasData {
+		mode := m.pr.input
+		m.pr.input = inputNone
+		m.pr.ti.Blur()
+		val := m.pr.ti.Value()
+		if !m.d.hasData {
 			return nil
 		}
 		switch mode {
 		case inputFilter:
 			f, err := parseFilter(val)
 			if err != nil {
-				m.statusErr = err.Error()
+				m.sl.err = err.Error()
 				return nil
 			}
 			m.setFilter(f)
 		case inputJump:
 			c, err := m.parseJump(val)
 			if err != nil {
-				m.statusErr = err.Error()
+				m.sl.err = err.Error()
 				return nil
 			}
 			m.setCursor(c)
@@ -348,12 +348,12 @@ func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	var cmd tea.Cmd
-	m.ti, cmd = m.ti.Update(msg)
+	m.pr.ti, cmd = m.pr.ti.Update(msg)
 	return cmd
 }
 
 func (m *Model) setFilter(f *filter) {
-	m.flt = f
+	m.pr.flt = f
 	m.opTab.updateView(f, 0)
 	m.loadEvents()
 }

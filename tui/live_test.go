@@ -75,8 +75,8 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	wait("following again", func(s string) bool { return bytes.Contains([]byte(s), []byte("LIVE")) })
 	tm.Send(keyMsg("q"))
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute)).(*Model)
-	if fm.Summary().Applied < 3 || !fm.follow {
-		t.Fatalf("final: applied %d follow %v", fm.Summary().Applied, fm.follow)
+	if fm.Summary().Applied < 3 || !fm.cur.follow {
+		t.Fatalf("final: applied %d follow %v", fm.Summary().Applied, fm.cur.follow)
 	}
 }
 

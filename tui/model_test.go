@@ -120,12 +120,12 @@ func TestPlayback(t *testing.T) {
 		t.Fatalf("space should start playing")
 	}
 	press(m, "[", "[")
-	if m.speed != 0.25 {
-		t.Fatalf("[[: speed %v", m.speed)
+	if m.cur.speed != 0.25 {
+		t.Fatalf("[[: speed %v", m.cur.speed)
 	}
 	press(m, "]", "]", "]")
-	if m.speed != 2 {
-		t.Fatalf("]]]: speed %v", m.speed)
+	if m.cur.speed != 2 {
+		t.Fatalf("]]]: speed %v", m.cur.speed)
 	}
 	start := m.Cursor()
 	c.t = c.t.Add(time.Millisecond)
@@ -200,7 +200,7 @@ func TestJump(t *testing.T) {
 	press(m, "t")
 	typeText(m, "+1ms")
 	press(m, "esc")
-	if m.Cursor() != before || m.input != inputNone {
+	if m.Cursor() != before || m.pr.input != inputNone {
 		t.Errorf("esc should cancel the prompt")
 	}
 }
@@ -222,14 +222,14 @@ func TestFilter(t *testing.T) {
 		t.Errorf("ops not filtered by size:\n%s", v)
 	}
 	press(m, "/")
-	m.ti.SetValue("")
+	m.pr.ti.SetValue("")
 	typeText(m, "matmul")
 	press(m, "enter")
 	if v := m.View(); strings.Contains(v[strings.Index(v, "4 Ops"):], "aten::empty") || !strings.Contains(v, "aten::matmul") {
 		t.Errorf("regex filter on ops failed")
 	}
 	press(m, "esc")
-	if m.flt != nil {
+	if m.pr.flt != nil {
 		t.Errorf("esc should clear the filter")
 	}
 	press(m, "/")
@@ -320,23 +320,23 @@ func TestZoomAndPan(t *testing.T) {
 	m := small(t, 120, 40)
 	press(m, "g", "right", "right", "right", "right")
 	press(m, "+")
-	if !m.zoomed || m.win1-m.win0 >= 8*tStep+1 {
-		t.Fatalf("+ should zoom: %v [%d,%d)", m.zoomed, m.win0, m.win1)
+	if !m.tlPane.zoomed || m.tlPane.win1-m.tlPane.win0 >= 8*tStep+1 {
+		t.Fatalf("+ should zoom: %v [%d,%d)", m.tlPane.zoomed, m.tlPane.win0, m.tlPane.win1)
 	}
-	if m.cursor < m.win0 || m.cursor >= m.win1 {
+	if m.cur.cursor < m.tlPane.win0 || m.cur.cursor >= m.tlPane.win1 {
 		t.Fatalf("zoom must keep the cursor in view")
 	}
-	w0 := m.win0
+	w0 := m.tlPane.win0
 	press(m, ">")
-	if m.win0 <= w0 {
+	if m.tlPane.win0 <= w0 {
 		t.Fatalf("> should pan right")
 	}
 	press(m, "-", "-", "-")
-	if m.zoomed {
+	if m.tlPane.zoomed {
 		t.Fatalf("zooming out past the range should reset")
 	}
 	press(m, "+", "0")
-	if m.zoomed {
+	if m.tlPane.zoomed {
 		t.Fatalf("0 should reset zoom")
 	}
 	press(m, "r")
@@ -531,8 +531,8 @@ func TestBurstOfKeysInOneMessage(t *testing.T) {
 	// A terminal read can deliver "/" and the filter text in one message.
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/matmul")})
 	press(m, "enter")
-	if m.flt == nil || m.flt.text != "matmul" {
-		t.Fatalf("filter from a burst: %+v", m.flt)
+	if m.pr.flt == nil || m.pr.flt.text != "matmul" {
+		t.Fatalf("filter from a burst: %+v", m.pr.flt)
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("g2")})
 	if m.Cursor() != t0-1 || m.focus != paneSegments {
@@ -550,8 +550,8 @@ func TestEscThenKeyReadAsAlt(t *testing.T) {
 	press(m, "enter")
 	// "ESC 2" arriving in one read is decoded as alt+2.
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2"), Alt: true})
-	if m.flt != nil || m.focus != paneSegments {
-		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.flt, m.focus)
+	if m.pr.flt != nil || m.focus != paneSegments {
+		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.pr.flt, m.focus)
 	}
 }
 
@@ -803,7 +803,7 @@ func TestMouse(t *testing.T) {
 		t.Fatal("wheel did not scroll the segments")
 	}
 	m.Update(tea.MouseMsg{X: tl.x + 40, Y: tl.y + 3, Button: tea.MouseButtonWheelUp, Action: tea.MouseActionPress})
-	if !m.zoomed {
+	if !m.tlPane.zoomed {
 		t.Fatal("wheel up on the timeline did not zoom in")
 	}
 }

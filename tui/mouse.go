@@ -10,7 +10,7 @@ import (
 // that time; in a list it selects the row. The wheel zooms the timeline and
 // scrolls the other panes.
 func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
-	if m.screen() != screenPanes || m.input != inputNone {
+	if m.screen() != screenPanes || m.pr.input != inputNone {
 		return nil
 	}
 	_, tl, seg, ev, op := m.layout()
@@ -86,9 +86,9 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 
 // goToEvent moves the cursor to just after entry e.
 func (m *Model) goToEvent(e store.Event) {
-	m.pos = e.Seq + 1
-	if m.o.Live && m.pos < m.n {
-		m.follow = false
+	m.cur.pos = e.Seq + 1
+	if m.o.Live && m.cur.pos < m.d.n {
+		m.cur.follow = false
 	}
 	m.refreshCursor()
 }

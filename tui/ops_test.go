@@ -59,7 +59,7 @@ func TestOpsFollowLiveStore(t *testing.T) {
 					}
 					var view []int
 					for i := range want {
-						if m.flt.matchOp(&want[i]) {
+						if m.pr.flt.matchOp(&want[i]) {
 							view = append(view, i)
 						}
 					}
@@ -98,13 +98,13 @@ func TestOpsTableFollowsHeaderOp(t *testing.T) {
 		got := m.opTab.ops[m.opTab.shown[m.opTab.sel]].Name
 		if c.at == t0+180 {
 			// between ops: the step that holds the cursor
-			if m.hasOpAt || got != "ProfilerStep#2" {
-				t.Errorf("cursor +%d (no op): header op %v, table on %q, want ProfilerStep#2", c.at-t0, m.hasOpAt, got)
+			if m.at.hasOpAt || got != "ProfilerStep#2" {
+				t.Errorf("cursor +%d (no op): header op %v, table on %q, want ProfilerStep#2", c.at-t0, m.at.hasOpAt, got)
 			}
 			continue
 		}
-		if !m.hasOpAt || m.opAt.Name != c.want || got != c.want {
-			t.Errorf("cursor +%d: header op %q (%v), table op %q; want both %q", c.at-t0, m.opAt.Name, m.hasOpAt, got, c.want)
+		if !m.at.hasOpAt || m.at.opAt.Name != c.want || got != c.want {
+			t.Errorf("cursor +%d: header op %q (%v), table op %q; want both %q", c.at-t0, m.at.opAt.Name, m.at.hasOpAt, got, c.want)
 		}
 	}
 }

@@ -62,6 +62,11 @@ func page(h int) int { return max(1, h-2) }
 type timelinePanel struct {
 	size
 	tl timeline.Model
+
+	// the window the chart shows: the whole range, or [win0, win1) zoomed
+	zoomed     bool
+	win0, win1 int64 // win1 exclusive
+	catChart   bool  // the chart stacks live bytes by memory category (C)
 }
 
 func (p *timelinePanel) update(c *paneCtx, msg tea.KeyMsg) (paneAct, bool) {

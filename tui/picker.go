@@ -113,7 +113,7 @@ func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
 	m.pick.opening = ""
 	m.dirty = true
 	if msg.err != nil {
-		m.statusErr = msg.err.Error()
+		m.sl.err = msg.err.Error()
 		return
 	}
 	m.pick.shown = false

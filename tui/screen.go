@@ -27,13 +27,13 @@ func (m *Model) screen() screen {
 		return screenDevices
 	case m.pick.shown:
 		return screenPicker
-	case m.wiOpen:
+	case m.wi.open:
 		return screenWhatIf
-	case m.x.open() && m.hasData && !m.loading:
+	case m.x.open() && m.d.hasData && !m.ld.loading:
 		return screenView
-	case m.loading || m.loadErr != nil:
+	case m.ld.loading || m.ld.loadErr != nil:
 		return screenLoading
-	case !m.hasData:
+	case !m.d.hasData:
 		return screenWaiting
 	}
 	return screenPanes

@@ -68,11 +68,11 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 
 // layoutPanes sizes the panes after a resize or a focus change.
 func (m *Model) layoutPanes() {
-	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))
+	m.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
 	oldCols := m.tlPane.tl.Columns()
 	m.tlPane.tl.SetSize(tl.w, max(0, tl.h-1))
-	if m.hasData {
+	if m.d.hasData {
 		if m.tlPane.tl.Columns() != oldCols {
 			m.refreshWindow()
 		}
@@ -177,7 +177,7 @@ func (m *Model) bodyLines(body int) []string {
 
 func (m *Model) timelineInfo() string { return timelineInfo(m.paneCtx()) }
 
-func (m *Model) spanText(d int64) string { return spanText(m.base, d) }
+func (m *Model) spanText(d int64) string { return spanText(m.d.base, d) }
 
 // spanText is a duration, or a count of entries in a sequence time base.
 func spanText(base store.TimeBase, d int64) string {
@@ -216,8 +216,8 @@ func (m *Model) title(p pane, w int, compact bool, info string) string {
 
 func (m *Model) loadingLines(body int) []string {
 	th := m.th
-	if m.loadErr != nil {
-		return centered(body, m.w, th.Warn.Render("error: "+m.loadErr.Error()), "", "q quits")
+	if m.ld.loadErr != nil {
+		return centered(body, m.w, th.Warn.Render("error: "+m.ld.loadErr.Error()), "", "q quits")
 	}
 	p := m.progress()
 	stage := p.Stage
