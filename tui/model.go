@@ -196,12 +196,7 @@ func newModel(o Options) *Model {
 func (m *Model) Init() tea.Cmd {
 	cmds := []tea.Cmd{m.tick()}
 	if m.o.Load != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		m.ld.cancel = cancel
-		load := m.o.Load
-		cmds = append(cmds, func() tea.Msg {
-			return loadDoneMsg{err: load(ctx, m.report)}
-		})
+		cmds = append(cmds, m.ld.start(m.o.Load))
 	} else {
 		m.refreshData()
 		cmds = append(cmds, m.headlessTimer())
@@ -211,24 +206,35 @@ func (m *Model) Init() tea.Cmd {
 }
 
 // Close stops a running loader.
-func (m *Model) Close() {
-	m.ld.closeOne.Do(func() {
-		if m.ld.cancel != nil {
-			m.ld.cancel()
+func (m *Model) Close() { m.ld.close() }
+
+// start runs load off the UI goroutine; its end is a loadDoneMsg.
+func (l *loader) start(load func(context.Context, func(Progress)) error) tea.Cmd {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	return func() tea.Msg { return loadDoneMsg{err: load(ctx, l.report)} }
+}
+
+// close stops the loader, once.
+func (l *loader) close() {
+	l.closeOne.Do(func() {
+		if l.cancel != nil {
+			l.cancel()
 		}
 	})
 }
 
-func (m *Model) report(p Progress) {
-	m.ld.progMu.Lock()
-	m.ld.prog = p
-	m.ld.progMu.Unlock()
+// report is the loader's progress callback (any goroutine).
+func (l *loader) report(p Progress) {
+	l.progMu.Lock()
+	l.prog = p
+	l.progMu.Unlock()
 }
 
-func (m *Model) progress() Progress {
-	m.ld.progMu.Lock()
-	defer m.ld.progMu.Unlock()
-	return m.ld.prog
+func (l *loader) progress() Progress {
+	l.progMu.Lock()
+	defer l.progMu.Unlock()
+	return l.prog
 }
 
 func (m *Model) tick() tea.Cmd {
@@ -295,7 +301,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		if msg.Alt && msg.Type == tea.KeyRunes {
 			// No alt bindings: "ESC x" read together is esc, then x.
-			c1 := m.onKey(tea.KeyMsg{Type: tea.KeyEsc})
+			c1 := m.route(tea.KeyMsg{Type: tea.KeyEsc})
 			msg.Alt = false
 			_, c2 := m.Update(msg)
 			return m, tea.Batch(c1, c2)
@@ -306,11 +312,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// that opens a prompt hands the rest to the prompt.
 			var cmds []tea.Cmd
 			for _, r := range msg.Runes {
-				cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+				cmds = append(cmds, m.route(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
 			}
 			return m, tea.Batch(cmds...)
 		}
-		return m, m.onKey(msg)
+		return m, m.route(msg)
 	}
 	return m, nil
 }
@@ -333,27 +339,33 @@ func (m *Model) onTick(now time.Time) {
 		m.dirty = true // new captures, or another one opened
 	}
 	m.pollData()
-	wall := m.o.Now()
-	if m.cur.playing && m.d.hasData && !m.cur.lastTick.IsZero() {
-		dt := wall.Sub(m.cur.lastTick).Seconds() * m.cur.speed
-		if m.d.base == store.TimeSequence {
+	if step := m.cur.advance(m.o.Now(), m.d.hasData, m.d.base); step > 0 {
+		c := m.cur.cursor + step
+		if c >= m.d.last {
+			c = m.d.last
+			m.cur.playing = false
+		}
+		m.setCursor(c)
+	}
+}
+
+// advance is how far playback moves the cursor between the last tick and
+// wall (whole units of the time base; the fraction carries over).
+func (c *cursorState) advance(wall time.Time, hasData bool, base store.TimeBase) int64 {
+	var step int64
+	if c.playing && hasData && !c.lastTick.IsZero() {
+		dt := wall.Sub(c.lastTick).Seconds() * c.speed
+		if base == store.TimeSequence {
 			dt *= seqRate
 		} else {
 			dt *= 1e6
 		}
-		m.cur.carry += dt
-		step := int64(m.cur.carry)
-		m.cur.carry -= float64(step)
-		if step > 0 {
-			c := m.cur.cursor + step
-			if c >= m.d.last {
-				c = m.d.last
-				m.cur.playing = false
-			}
-			m.setCursor(c)
-		}
+		c.carry += dt
+		step = int64(c.carry)
+		c.carry -= float64(step)
 	}
-	m.cur.lastTick = wall
+	c.lastTick = wall
+	return step
 }
 
 // pollData refreshes everything when the Source's version moved.

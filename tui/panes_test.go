@@ -39,7 +39,7 @@ func TestPaneKeysInHelp(t *testing.T) {
 	}
 }
 
-// The panes are offered a key before the screen's bindings (onKey): no
+// The panes are offered a key before the screen's bindings (route): no
 // pane may take a key that one of the screen's bindings names, or that
 // binding would be shadowed while the pane has focus.
 func TestPanesShadowNoScreenKey(t *testing.T) {

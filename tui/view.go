@@ -219,7 +219,7 @@ func (m *Model) loadingLines(body int) []string {
 	if m.ld.loadErr != nil {
 		return centered(body, m.w, th.Warn.Render("error: "+m.ld.loadErr.Error()), "", "q quits")
 	}
-	p := m.progress()
+	p := m.ld.progress()
 	stage := p.Stage
 	if stage == "" {
 		stage = "loading"

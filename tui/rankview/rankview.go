@@ -240,12 +240,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			_, c := m.child.Update(msg)
 			return m, m.wrap(c)
 		}
-		return m, m.onKey(msg)
+		return m, m.route(msg)
 	}
 	return m, nil
 }
 
-func (m *Model) onKey(k tea.KeyMsg) tea.Cmd {
+func (m *Model) route(k tea.KeyMsg) tea.Cmd {
 	s := k.String()
 	if s == "ctrl+c" || s == "q" {
 		m.Close()
