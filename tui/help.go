@@ -17,11 +17,8 @@ import (
 // connection's note, which then goes here.
 func (m *Model) hintLine(noteBelow bool) string {
 	th := m.th
-	switch m.pr.input {
-	case inputFilter:
-		return th.Key.Render("/") + " " + m.pr.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
-	case inputJump:
-		return th.Key.Render("jump to") + " " + m.pr.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+	if l := m.pr.line(th); l != "" {
+		return l
 	}
 	if m.sl.err != "" {
 		return th.Warn.Render(m.sl.err)

@@ -5,6 +5,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/tui/theme"
 )
 
 // switchDevice shows the next device at the cursor it had when last shown
@@ -112,51 +113,72 @@ func (m *Model) setWindow(w0, w1 int64) {
 	m.refreshWindow()
 }
 
-func (m *Model) startInput(mode inputMode, val string) {
-	m.pr.input = mode
-	m.pr.ti.SetValue(val)
-	m.pr.ti.CursorEnd()
-	m.pr.ti.Focus()
+func (m *Model) startInput(mode inputMode, val string) { m.pr.open(mode, val) }
+
+// open shows the prompt for mode with val typed in.
+func (p *prompt) open(mode inputMode, val string) {
+	p.input = mode
+	p.ti.SetValue(val)
+	p.ti.CursorEnd()
+	p.ti.Focus()
 }
 
-func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
+// update edits the text; esc closes the prompt, enter closes it and
+// returns what was typed (entered: the mode it was typed for).
+func (p *prompt) update(msg tea.KeyMsg) (entered inputMode, val string, cmd tea.Cmd) {
 	switch msg.Type {
 	case tea.KeyEsc:
-		m.pr.input = inputNone
-		m.pr.ti.Blur()
-		return nil
-	case tea.KeyCtrlC:
+		p.input = inputNone
+		p.ti.Blur()
+		return inputNone, "", nil
+	case tea.KeyEnter:
+		mode := p.input
+		p.input = inputNone
+		p.ti.Blur()
+		return mode, p.ti.Value(), nil
+	}
+	p.ti, cmd = p.ti.Update(msg)
+	return inputNone, "", cmd
+}
+
+// line is the hint line while the prompt is open ("" when it is not).
+func (p *prompt) line(th *theme.Theme) string {
+	switch p.input {
+	case inputFilter:
+		return th.Key.Render("/") + " " + p.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
+	case inputJump:
+		return th.Key.Render("jump to") + " " + p.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+	}
+	return ""
+}
+
+// onInputKey hands a key to the open prompt and applies what it returns.
+func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
+	if msg.Type == tea.KeyCtrlC {
 		m.Close()
 		return tea.Quit
-	case tea.KeyEnter:
-		mode := m.pr.input
-		m.pr.input = inputNone
-		m.pr.ti.Blur()
-		val := m.pr.ti.Value()
-		if !m.d.hasData {
+	}
+	mode, val, cmd := m.pr.update(msg)
+	if mode == inputNone || !m.d.hasData {
+		return cmd
+	}
+	switch mode {
+	case inputFilter:
+		f, err := parseFilter(val)
+		if err != nil {
+			m.sl.err = err.Error()
 			return nil
 		}
-		switch mode {
-		case inputFilter:
-			f, err := parseFilter(val)
-			if err != nil {
-				m.sl.err = err.Error()
-				return nil
-			}
-			m.setFilter(f)
-		case inputJump:
-			c, err := m.parseJump(val)
-			if err != nil {
-				m.sl.err = err.Error()
-				return nil
-			}
-			m.setCursor(c)
+		m.setFilter(f)
+	case inputJump:
+		c, err := m.parseJump(val)
+		if err != nil {
+			m.sl.err = err.Error()
+			return nil
 		}
-		return nil
+		m.setCursor(c)
 	}
-	var cmd tea.Cmd
-	m.pr.ti, cmd = m.pr.ti.Update(msg)
-	return cmd
+	return nil
 }
 
 func (m *Model) setFilter(f *filter) {
