@@ -168,9 +168,9 @@ func (m *Model) openStack() {
 		m.x.openStack(m.paneCtx())
 		return
 	}
-	switch m.focus {
+	switch m.p.focus {
 	case paneSegments:
-		s, b := m.segPane.seg.Segment(), m.segPane.seg.Block()
+		s, b := m.p.seg.seg.Segment(), m.p.seg.seg.Block()
 		switch {
 		case b != nil:
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
@@ -178,7 +178,7 @@ func (m *Model) openStack() {
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
 		}
 	default:
-		if e, ok := m.evList.current(); ok {
+		if e, ok := m.p.ev.current(); ok {
 			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.sl.err = "no event at the cursor"

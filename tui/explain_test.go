@@ -232,11 +232,11 @@ func TestCategoryChart(t *testing.T) {
 	if !strings.Contains(v, "timeline by category: P parameter") || !strings.Contains(v, "T temporary") {
 		t.Fatalf("no legend after C:\n%s", v)
 	}
-	if !m.tlPane.catChart || m.tlPane.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.tlPane.tl.View()) {
-		t.Fatalf("no category bands on the timeline:\n%s", m.tlPane.tl.View())
+	if !m.p.tl.catChart || m.p.tl.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.p.tl.tl.View()) {
+		t.Fatalf("no category bands on the timeline:\n%s", m.p.tl.tl.View())
 	}
 	press(m, "C")
-	if m.tlPane.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.tlPane.tl.View()) {
-		t.Fatalf("C did not go back to the areas:\n%s", m.tlPane.tl.View())
+	if m.p.tl.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.p.tl.tl.View()) {
+		t.Fatalf("C did not go back to the areas:\n%s", m.p.tl.tl.View())
 	}
 }

@@ -18,7 +18,7 @@ func (m *Model) switchDevice() {
 	i := max(0, slices.Index(m.d.devices, m.d.dev))
 	m.d.dev = m.d.devices[(i+1)%len(m.d.devices)]
 	m.readBounds()
-	m.tlPane.zoomed = false
+	m.p.tl.zoomed = false
 	m.d.streams.reset(m.o.Source.Streams(m.d.dev))
 	c, ok := m.d.devCursor[m.d.dev]
 	switch {
@@ -73,8 +73,8 @@ func (m *Model) jumpMatch(d int) {
 }
 
 func (m *Model) zoom(in bool) {
-	span := m.tlPane.win1 - m.tlPane.win0
-	if !m.tlPane.zoomed {
+	span := m.p.tl.win1 - m.p.tl.win0
+	if !m.p.tl.zoomed {
 		span = m.d.last + 1 - m.d.first
 	}
 	if in {
@@ -82,22 +82,22 @@ func (m *Model) zoom(in bool) {
 	} else {
 		span *= 2
 	}
-	minSpan := int64(m.tlPane.tl.Columns())
+	minSpan := int64(m.p.tl.tl.Columns())
 	if span < minSpan {
 		span = minSpan
 	}
 	if span >= m.d.last+1-m.d.first {
-		m.tlPane.zoomed = false
+		m.p.tl.zoomed = false
 		m.refreshWindow()
 		return
 	}
 	c := m.cur.cursor
 	frac := 0.5
-	if m.tlPane.zoomed && m.tlPane.win1 > m.tlPane.win0 {
-		frac = float64(c-m.tlPane.win0) / float64(m.tlPane.win1-m.tlPane.win0)
+	if m.p.tl.zoomed && m.p.tl.win1 > m.p.tl.win0 {
+		frac = float64(c-m.p.tl.win0) / float64(m.p.tl.win1-m.p.tl.win0)
 	}
 	w0 := c - int64(frac*float64(span))
-	m.tlPane.zoomed = true
+	m.p.tl.zoomed = true
 	m.setWindow(w0, w0+span)
 }
 
@@ -109,7 +109,7 @@ func (m *Model) setWindow(w0, w1 int64) {
 	if w1 > m.d.last+1 {
 		w0, w1 = m.d.last+1-span, m.d.last+1
 	}
-	m.tlPane.win0, m.tlPane.win1 = w0, w1
+	m.p.tl.win0, m.p.tl.win1 = w0, w1
 	m.refreshWindow()
 }
 
@@ -183,6 +183,6 @@ func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
 
 func (m *Model) setFilter(f *filter) {
 	m.pr.flt = f
-	m.opTab.updateView(f, 0)
+	m.p.ops.updateView(f, 0)
 	m.loadEvents()
 }

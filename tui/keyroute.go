@@ -90,7 +90,7 @@ var keyRoute = []keyLayer{
 	// binds (TestPanesShadowNoScreenKey).
 	{take: func(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
 		m.sizePanels()
-		act, ok := m.panels()[m.focus].update(m.paneCtx(), msg)
+		act, ok := m.panels()[m.p.focus].update(m.paneCtx(), msg)
 		if !ok {
 			return nil, false
 		}
@@ -163,8 +163,8 @@ var mainKeys = []binding{
 	{func(k *keyMap) key.Binding { return k.PanLeft }, do(func(m *Model) { m.pan(-1) })},
 	{func(k *keyMap) key.Binding { return k.PanRight }, do(func(m *Model) { m.pan(1) })},
 	{func(k *keyMap) key.Binding { return k.ZoomReset }, do((*Model).unzoom)},
-	{func(k *keyMap) key.Binding { return k.Tab }, do(func(m *Model) { m.focusPane((m.focus + 1) % numPanes) })},
-	{func(k *keyMap) key.Binding { return k.BackTab }, do(func(m *Model) { m.focusPane((m.focus + numPanes - 1) % numPanes) })},
+	{func(k *keyMap) key.Binding { return k.Tab }, do(func(m *Model) { m.focusPane((m.p.focus + 1) % numPanes) })},
+	{func(k *keyMap) key.Binding { return k.BackTab }, do(func(m *Model) { m.focusPane((m.p.focus + numPanes - 1) % numPanes) })},
 	{func(k *keyMap) key.Binding { return k.Pane1 }, do(func(m *Model) { m.focusPane(paneTimeline) })},
 	{func(k *keyMap) key.Binding { return k.Pane2 }, do(func(m *Model) { m.focusPane(paneSegments) })},
 	{func(k *keyMap) key.Binding { return k.Pane3 }, do(func(m *Model) { m.focusPane(paneEvents) })},
@@ -191,12 +191,12 @@ func do(f func(m *Model)) func(*Model) tea.Cmd {
 // the filter, the zoom; with none, it leaves (Options.Back).
 func (m *Model) back() tea.Cmd {
 	switch {
-	case m.focus == paneSegments && m.segPane.seg.Back():
-	case m.opTab.unhighlight():
-		m.tlPane.tl.SetHighlight(0, 0, false)
+	case m.p.focus == paneSegments && m.p.seg.seg.Back():
+	case m.p.ops.unhighlight():
+		m.p.tl.tl.SetHighlight(0, 0, false)
 	case m.pr.flt != nil:
 		m.setFilter(nil)
-	case m.tlPane.zoomed:
+	case m.p.tl.zoomed:
 		m.unzoom()
 	default:
 		return m.o.Back
@@ -240,7 +240,7 @@ func (m *Model) followKey() tea.Cmd {
 // bigStep moves the cursor 1/20 of the timeline's window back (d < 0) or
 // forward.
 func (m *Model) bigStep(d int64) {
-	m.setCursor(m.cur.cursor + d*max(1, (m.tlPane.win1-m.tlPane.win0)/20))
+	m.setCursor(m.cur.cursor + d*max(1, (m.p.tl.win1-m.p.tl.win0)/20))
 }
 
 // stepSpeed makes playback one step of speeds slower (d < 0) or faster.
@@ -265,20 +265,20 @@ func (m *Model) matchKey(d int) {
 
 // pan moves a zoomed window a quarter of its span left (d < 0) or right.
 func (m *Model) pan(d int64) {
-	if m.tlPane.zoomed {
-		s := d * ((m.tlPane.win1 - m.tlPane.win0) / 4)
-		m.setWindow(m.tlPane.win0+s, m.tlPane.win1+s)
+	if m.p.tl.zoomed {
+		s := d * ((m.p.tl.win1 - m.p.tl.win0) / 4)
+		m.setWindow(m.p.tl.win0+s, m.p.tl.win1+s)
 	}
 }
 
 // unzoom shows the whole range on the timeline.
 func (m *Model) unzoom() {
-	m.tlPane.zoomed = false
+	m.p.tl.zoomed = false
 	m.refreshWindow()
 }
 
 // focusPane gives p the focus.
 func (m *Model) focusPane(p pane) {
-	m.focus = p
+	m.p.focus = p
 	m.layoutPanes()
 }

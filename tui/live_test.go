@@ -148,12 +148,12 @@ func TestLiveOpsIncremental(t *testing.T) {
 		st.AppendOps(ops)
 		m.Update(tickMsg(fixedNow))
 	}
-	if len(m.opTab.ops) != want {
-		t.Fatalf("%d ops in the table, want %d", len(m.opTab.ops), want)
+	if len(m.p.ops.ops) != want {
+		t.Fatalf("%d ops in the table, want %d", len(m.p.ops.ops), want)
 	}
 	seen := map[int64]bool{}
-	for i, op := range m.opTab.ops {
-		if i > 0 && op.StartUS < m.opTab.ops[i-1].StartUS {
+	for i, op := range m.p.ops.ops {
+		if i > 0 && op.StartUS < m.p.ops.ops[i-1].StartUS {
 			t.Fatalf("ops out of order at %d", i)
 		}
 		if op.Seq >= 0 && seen[op.Seq] {

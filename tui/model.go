@@ -70,15 +70,10 @@ type Model struct {
 	o    Options
 	th   *theme.Theme
 	keys keyMap
-	hv   helpView // the help screen (?) and the hint line's short help
-	// the main screen's panes (panes.go; panels lists them in pane order)
-	tlPane  *timelinePanel // also the timeline's window (zoom) and chart kind
-	segPane *segmentsPanel
-	evList  *eventsPane
-	opTab   *opsPane
+	hv   helpView  // the help screen (?) and the hint line's short help
+	p    mainPanes // the main screen's panes and which has the focus
 
-	w, h  int
-	focus pane
+	w, h int
 
 	ld  loader      // the loader's progress, result and cancel
 	d   dataShape   // what the Source holds for the device shown
@@ -94,6 +89,16 @@ type Model struct {
 
 	frame string // cached View
 	dirty bool
+}
+
+// mainPanes are the main screen's four panes (panes.go; Model.panels
+// lists them in pane order) and the one with the focus.
+type mainPanes struct {
+	tl    *timelinePanel // also the timeline's window (zoom) and chart kind
+	seg   *segmentsPanel
+	ev    *eventsPane
+	ops   *opsPane
+	focus pane
 }
 
 // loader is the state of Options.Load: running, its progress (reported
@@ -182,12 +187,12 @@ func newModel(o Options) *Model {
 		dirty: true,
 		wi:    whatIfView{v: tuiwhatif.New(th)}, x: newExplainUI(),
 	}
-	m.tlPane = &timelinePanel{tl: timeline.New(th)}
-	m.segPane = &segmentsPanel{seg: segmap.New(th)}
-	m.evList = newEventsPane()
-	m.opTab = &opsPane{}
+	m.p.tl = &timelinePanel{tl: timeline.New(th)}
+	m.p.seg = &segmentsPanel{seg: segmap.New(th)}
+	m.p.ev = newEventsPane()
+	m.p.ops = &opsPane{}
 	m.wi.v.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
-	m.hv = newHelpView(th, o, m.segPane.seg.Legend())
+	m.hv = newHelpView(th, o, m.p.seg.seg.Legend())
 	m.dv = newDevView(o)
 	return m
 }
@@ -293,7 +298,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onPickerOpened(msg)
 	case allocAtMsg:
 		if msg.dev == m.d.dev && msg.cursor == m.cur.cursor {
-			m.segPane.setAllocAt(msg.addr, msg.text)
+			m.p.seg.setAllocAt(msg.addr, msg.text)
 			m.dirty = true
 		}
 	case tea.MouseMsg:
@@ -386,8 +391,8 @@ func (m *Model) refreshData() {
 	}
 	m.d.version = src.Version()
 	m.d.devices = src.Devices()
-	m.opTab.refresh(m.paneCtx())
-	if len(m.d.devices) == 0 && m.opTab.count() == 0 {
+	m.p.ops.refresh(m.paneCtx())
+	if len(m.d.devices) == 0 && m.p.ops.count() == 0 {
 		m.d.hasData = false
 		m.dirty = true
 		return
@@ -402,7 +407,7 @@ func (m *Model) refreshData() {
 	if m.d.dev >= 0 {
 		m.d.streams.reset(src.Streams(m.d.dev))
 	}
-	m.segPane.seg.Stream = m.d.streams.describe
+	m.p.seg.seg.Stream = m.d.streams.describe
 	m.readBounds()
 	switch {
 	case !wasData && !m.o.Live:
@@ -430,10 +435,10 @@ func (m *Model) refreshData() {
 // live; zoom and the op highlight go, the filter and focus stay.
 func (m *Model) startOver() {
 	m.d.hasData, m.cur.pos, m.cur.follow = false, -1, m.o.Live
-	m.tlPane.zoomed = false
-	m.opTab.unhighlight()
+	m.p.tl.zoomed = false
+	m.p.ops.unhighlight()
 	m.x = newExplainUI() // views, mark and holders belong to the old data
-	m.tlPane.tl.SetHighlight(0, 0, false)
+	m.p.tl.tl.SetHighlight(0, 0, false)
 	m.refreshData()
 	m.dirty = true
 }
@@ -448,7 +453,7 @@ func (m *Model) readBounds() {
 	m.d.hasData = true
 	if m.d.dev < 0 {
 		m.d.base, m.d.n = store.TimeEpochUS, 0
-		m.d.first, m.d.last = m.opTab.bounds()
+		m.d.first, m.d.last = m.p.ops.bounds()
 		return
 	}
 	m.d.base = src.TimeBase(m.d.dev)
@@ -521,29 +526,29 @@ func (m *Model) refreshWindow() {
 	if !m.d.hasData || m.w == 0 {
 		return
 	}
-	if !m.tlPane.zoomed {
-		m.tlPane.win0, m.tlPane.win1 = m.d.first, m.d.last+1
+	if !m.p.tl.zoomed {
+		m.p.tl.win0, m.p.tl.win1 = m.d.first, m.d.last+1
 	}
-	if m.tlPane.win1 <= m.tlPane.win0 {
-		m.tlPane.win1 = m.tlPane.win0 + 1
+	if m.p.tl.win1 <= m.p.tl.win0 {
+		m.p.tl.win1 = m.p.tl.win0 + 1
 	}
-	cols := m.tlPane.tl.Columns()
-	s := m.o.Source.Series(m.d.dev, m.tlPane.win0, m.tlPane.win1, cols)
+	cols := m.p.tl.tl.Columns()
+	s := m.o.Source.Series(m.d.dev, m.p.tl.win0, m.p.tl.win1, cols)
 	var marks []timeline.Marker
-	t := m.tlPane.win0 - 1
+	t := m.p.tl.win0 - 1
 	for range 512 {
 		nt, ok := m.o.Source.Next(m.d.dev, t, snapshot.ActionOOM)
-		if !ok || nt >= m.tlPane.win1 || nt <= t {
+		if !ok || nt >= m.p.tl.win1 || nt <= t {
 			break
 		}
 		marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkOOM})
 		t = nt
 	}
 	for _, act := range []snapshot.Action{store.ActionRestart, store.ActionResync} {
-		t := m.tlPane.win0 - 1
+		t := m.p.tl.win0 - 1
 		for range 64 {
 			nt, ok := m.o.Source.Next(m.d.dev, t, act)
-			if !ok || nt >= m.tlPane.win1 || nt <= t {
+			if !ok || nt >= m.p.tl.win1 || nt <= t {
 				break
 			}
 			marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkRestart})
@@ -551,21 +556,21 @@ func (m *Model) refreshWindow() {
 		}
 	}
 	if m.d.base == store.TimeEpochUS {
-		for _, t := range m.opTab.stepStarts(m.tlPane.win0, m.tlPane.win1) {
+		for _, t := range m.p.ops.stepStarts(m.p.tl.win0, m.p.tl.win1) {
 			marks = append(marks, timeline.Marker{T: t, Kind: timeline.MarkStep})
 		}
 	}
-	m.tlPane.tl.Origin = m.d.first
-	m.tlPane.tl.Unit = 1
+	m.p.tl.tl.Origin = m.d.first
+	m.p.tl.tl.Unit = 1
 	if m.d.base == store.TimeEpochUS {
-		m.tlPane.tl.Unit = 1e6
+		m.p.tl.tl.Unit = 1e6
 	}
 	tf := m.timeFmt()
-	tf.span = m.tlPane.win1 - m.tlPane.win0
-	m.tlPane.tl.XLabel = tf.axis
+	tf.span = m.p.tl.win1 - m.p.tl.win0
+	m.p.tl.tl.XLabel = tf.axis
 	m.setCategoryStack(cols)
-	m.tlPane.tl.SetData(s, marks)
-	m.tlPane.tl.SetCursor(m.cur.cursor)
+	m.p.tl.tl.SetData(s, marks)
+	m.p.tl.tl.SetCursor(m.cur.cursor)
 	m.dirty = true
 }
 
@@ -582,10 +587,10 @@ func (m *Model) refreshCursor() {
 	if m.cur.pos >= 0 {
 		m.at.sum = src.SummaryAtSeq(m.d.dev, m.cur.pos)
 		m.cur.cursor = m.at.sum.Cursor
-		m.segPane.seg.SetState(src.StateAtSeq(m.d.dev, m.cur.pos))
+		m.p.seg.seg.SetState(src.StateAtSeq(m.d.dev, m.cur.pos))
 	} else {
 		m.at.sum = src.Summary(m.d.dev, m.cur.cursor)
-		m.segPane.seg.SetState(src.StateAt(m.d.dev, m.cur.cursor))
+		m.p.seg.seg.SetState(src.StateAt(m.d.dev, m.cur.cursor))
 	}
 	_, m.at.oomAhead = src.Next(m.d.dev, m.cur.cursor, snapshot.ActionOOM)
 	m.at.hasOpAt = false
@@ -600,16 +605,16 @@ func (m *Model) refreshCursor() {
 			}
 		}
 	}
-	m.opTab.follow(m.paneCtx(), m.at.opAt, m.at.hasOpAt)
+	m.p.ops.follow(m.paneCtx(), m.at.opAt, m.at.hasOpAt)
 	m.loadEvents()
-	m.tlPane.tl.SetCursor(m.cur.cursor)
-	if m.tlPane.zoomed && (m.cur.cursor < m.tlPane.win0 || m.cur.cursor >= m.tlPane.win1) {
-		span := m.tlPane.win1 - m.tlPane.win0
-		m.tlPane.win0 = m.cur.cursor - span/2
-		m.tlPane.win1 = m.tlPane.win0 + span
+	m.p.tl.tl.SetCursor(m.cur.cursor)
+	if m.p.tl.zoomed && (m.cur.cursor < m.p.tl.win0 || m.cur.cursor >= m.p.tl.win1) {
+		span := m.p.tl.win1 - m.p.tl.win0
+		m.p.tl.win0 = m.cur.cursor - span/2
+		m.p.tl.win1 = m.p.tl.win0 + span
 		m.refreshWindow()
 	}
-	m.segPane.clearAllocAt()
+	m.p.seg.clearAllocAt()
 	m.dirty = true
 }
 
@@ -617,7 +622,7 @@ func (m *Model) refreshCursor() {
 // many entries as its rect shows.
 func (m *Model) loadEvents() {
 	_, _, _, ev, _ := m.layout()
-	m.evList.load(m.paneCtx(), max(1, ev.h-2))
+	m.p.ev.load(m.paneCtx(), max(1, ev.h-2))
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }

@@ -63,8 +63,8 @@ func TestCompactFocusedPaneGrows(t *testing.T) {
 		t.Fatalf("ops pane should replace segments:\n%s", v)
 	}
 	press(m, "tab")
-	if m.focus != paneTimeline {
-		t.Fatalf("tab after ops should wrap to the timeline, got %v", m.focus)
+	if m.p.focus != paneTimeline {
+		t.Fatalf("tab after ops should wrap to the timeline, got %v", m.p.focus)
 	}
 }
 
@@ -261,18 +261,18 @@ func TestParseFilter(t *testing.T) {
 func TestOpsSelectMovesCursor(t *testing.T) {
 	m := small(t, 160, 48)
 	press(m, "4", "down", "down", "enter")
-	if m.Cursor() != t0+7500 || !m.opTab.hl {
-		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.opTab.hl)
+	if m.Cursor() != t0+7500 || !m.p.ops.hl {
+		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.p.ops.hl)
 	}
 	if !strings.Contains(m.View(), "op aten::matmul") {
 		t.Errorf("header should name the op at the cursor")
 	}
 	press(m, "s")
-	if m.opTab.sort != 1 || !strings.Contains(m.View(), "sort: duration") {
+	if m.p.ops.sort != 1 || !strings.Contains(m.View(), "sort: duration") {
 		t.Errorf("s should sort by duration")
 	}
 	press(m, "esc")
-	if m.opTab.hl {
+	if m.p.ops.hl {
 		t.Errorf("esc should clear the op highlight")
 	}
 }
@@ -320,23 +320,23 @@ func TestZoomAndPan(t *testing.T) {
 	m := small(t, 120, 40)
 	press(m, "g", "right", "right", "right", "right")
 	press(m, "+")
-	if !m.tlPane.zoomed || m.tlPane.win1-m.tlPane.win0 >= 8*tStep+1 {
-		t.Fatalf("+ should zoom: %v [%d,%d)", m.tlPane.zoomed, m.tlPane.win0, m.tlPane.win1)
+	if !m.p.tl.zoomed || m.p.tl.win1-m.p.tl.win0 >= 8*tStep+1 {
+		t.Fatalf("+ should zoom: %v [%d,%d)", m.p.tl.zoomed, m.p.tl.win0, m.p.tl.win1)
 	}
-	if m.cur.cursor < m.tlPane.win0 || m.cur.cursor >= m.tlPane.win1 {
+	if m.cur.cursor < m.p.tl.win0 || m.cur.cursor >= m.p.tl.win1 {
 		t.Fatalf("zoom must keep the cursor in view")
 	}
-	w0 := m.tlPane.win0
+	w0 := m.p.tl.win0
 	press(m, ">")
-	if m.tlPane.win0 <= w0 {
+	if m.p.tl.win0 <= w0 {
 		t.Fatalf("> should pan right")
 	}
 	press(m, "-", "-", "-")
-	if m.tlPane.zoomed {
+	if m.p.tl.zoomed {
 		t.Fatalf("zooming out past the range should reset")
 	}
 	press(m, "+", "0")
-	if m.tlPane.zoomed {
+	if m.p.tl.zoomed {
 		t.Fatalf("0 should reset zoom")
 	}
 	press(m, "r")
@@ -535,8 +535,8 @@ func TestBurstOfKeysInOneMessage(t *testing.T) {
 		t.Fatalf("filter from a burst: %+v", m.pr.flt)
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("g2")})
-	if m.Cursor() != t0-1 || m.focus != paneSegments {
-		t.Fatalf("burst g2: cursor %d focus %v", m.Cursor(), m.focus)
+	if m.Cursor() != t0-1 || m.p.focus != paneSegments {
+		t.Fatalf("burst g2: cursor %d focus %v", m.Cursor(), m.p.focus)
 	}
 	if !isQuit(func() tea.Cmd { _, c := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("xq")}); return c }()) {
 		t.Fatalf("q inside a burst must quit")
@@ -550,8 +550,8 @@ func TestEscThenKeyReadAsAlt(t *testing.T) {
 	press(m, "enter")
 	// "ESC 2" arriving in one read is decoded as alt+2.
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2"), Alt: true})
-	if m.pr.flt != nil || m.focus != paneSegments {
-		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.pr.flt, m.focus)
+	if m.pr.flt != nil || m.p.focus != paneSegments {
+		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.pr.flt, m.p.focus)
 	}
 }
 
@@ -743,14 +743,14 @@ func TestFilterMatchesNextPrev(t *testing.T) {
 func TestListPaging(t *testing.T) {
 	m := newSized(t, fixtureOptions(fixtureSource(t)), 120, 40)
 	press(m, "2", "end")
-	if s := m.segPane.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
+	if s := m.p.seg.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
 		t.Fatalf("end in segments: %+v", s)
 	}
-	last := m.segPane.seg.Segment().Address
+	last := m.p.seg.seg.Segment().Address
 	press(m, "home")
-	first := m.segPane.seg.Segment().Address
+	first := m.p.seg.seg.Segment().Address
 	press(m, "pgdown")
-	paged := m.segPane.seg.Segment().Address
+	paged := m.p.seg.seg.Segment().Address
 	if !(first < paged && paged < last) {
 		t.Fatalf("segments: first %#x, after pgdn %#x, last %#x", first, paged, last)
 	}
@@ -791,19 +791,19 @@ func TestMouse(t *testing.T) {
 	press(m, "2")
 	click(tl.x+6+(tl.w-6)/2, tl.y+3)
 	first, last := int64(1776479641085368), int64(1776479641333549)
-	if m.focus != paneTimeline || m.Cursor() < first+(last-first)*2/5 || m.Cursor() > first+(last-first)*3/5 {
-		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.focus, m.Cursor(), first, last)
+	if m.p.focus != paneTimeline || m.Cursor() < first+(last-first)*2/5 || m.Cursor() > first+(last-first)*3/5 {
+		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.p.focus, m.Cursor(), first, last)
 	}
 	click(seg.x+3, seg.y+2+4) // the fifth segment line
-	if m.focus != paneSegments || m.segPane.seg.Segment() == nil || m.segPane.seg.Segment().Address != 0xb09600000 {
-		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.segPane.seg.Segment())
+	if m.p.focus != paneSegments || m.p.seg.seg.Segment() == nil || m.p.seg.seg.Segment().Address != 0xb09600000 {
+		t.Fatalf("click on a segment row: focus %v, %+v", m.p.focus, m.p.seg.seg.Segment())
 	}
 	m.Update(tea.MouseMsg{X: seg.x + 3, Y: seg.y + 4, Button: tea.MouseButtonWheelDown, Action: tea.MouseActionPress})
-	if m.segPane.seg.Segment().Address == 0xb09600000 {
+	if m.p.seg.seg.Segment().Address == 0xb09600000 {
 		t.Fatal("wheel did not scroll the segments")
 	}
 	m.Update(tea.MouseMsg{X: tl.x + 40, Y: tl.y + 3, Button: tea.MouseButtonWheelUp, Action: tea.MouseActionPress})
-	if !m.tlPane.zoomed {
+	if !m.p.tl.zoomed {
 		t.Fatal("wheel up on the timeline did not zoom in")
 	}
 }

@@ -38,11 +38,11 @@ func (m *Model) paneCtx() *paneCtx {
 	c := &paneCtx{
 		th: m.th, keys: &m.keys, src: m.o.Source, dev: m.d.dev, base: m.d.base,
 		cursor: m.cur.cursor, pos: m.cur.pos, applied: m.at.sum.Applied, tf: m.timeFmt(),
-		flt: m.pr.flt, streams: &m.d.streams, hasOps: m.opTab.count() > 0,
+		flt: m.pr.flt, streams: &m.d.streams, hasOps: m.p.ops.count() > 0,
 		w: m.w, h: m.h, whatIf: m.o.WhatIf != nil,
 	}
-	if m.tlPane.zoomed {
-		c.zoom = m.tlPane.win1 - m.tlPane.win0
+	if m.p.tl.zoomed {
+		c.zoom = m.p.tl.win1 - m.p.tl.win0
 	}
 	return c
 }
@@ -122,11 +122,11 @@ func (m *Model) apply(a paneAct) tea.Cmd {
 	case actNote:
 		m.sl.err = a.note
 	case actGoToOp:
-		m.tlPane.tl.SetHighlight(a.op.StartUS, a.op.EndUS, true)
+		m.p.tl.tl.SetHighlight(a.op.StartUS, a.op.EndUS, true)
 		if m.d.base == store.TimeEpochUS {
-			sel := m.opTab.selected()
+			sel := m.p.ops.selected()
 			m.setCursor(a.op.StartUS)
-			m.opTab.selectRow(sel) // the op chosen, not another one starting at the same time
+			m.p.ops.selectRow(sel) // the op chosen, not another one starting at the same time
 		}
 	}
 	return a.cmd

@@ -44,8 +44,11 @@ func (m *Model) sizePanels() {
 }
 
 // panels are the four panes, in pane order.
-func (m *Model) panels() [numPanes]panel {
-	return [numPanes]panel{m.tlPane, m.segPane, m.evList, m.opTab}
+func (m *Model) panels() [numPanes]panel { return m.p.list() }
+
+// list is the panes in pane order.
+func (p *mainPanes) list() [numPanes]panel {
+	return [numPanes]panel{p.tl, p.seg, p.ev, p.ops}
 }
 
 // size is the body a panel was given.

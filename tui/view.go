@@ -33,7 +33,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	y := headerRows
 	if m.compact() {
 		th := min(8, avail/3)
-		if m.focus == paneTimeline {
+		if m.p.focus == paneTimeline {
 			th = max(th, avail/2)
 		}
 		if th < 4 {
@@ -41,7 +41,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 		}
 		tl = rect{0, y, w, th}
 		rest := rect{0, y + th, w, avail - th}
-		switch m.focus {
+		switch m.p.focus {
 		case paneTimeline, paneEvents:
 			ev = rest
 		case paneSegments:
@@ -53,7 +53,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	}
 	tlH := max(8, avail*30/100)
 	opH := max(5, avail*24/100)
-	if m.opTab.count() == 0 {
+	if m.p.ops.count() == 0 {
 		opH = 3 // title, header and "no profiler ops"
 	}
 	midH := avail - tlH - opH
@@ -70,10 +70,10 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 func (m *Model) layoutPanes() {
 	m.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
-	oldCols := m.tlPane.tl.Columns()
-	m.tlPane.tl.SetSize(tl.w, max(0, tl.h-1))
+	oldCols := m.p.tl.tl.Columns()
+	m.p.tl.tl.SetSize(tl.w, max(0, tl.h-1))
 	if m.d.hasData {
-		if m.tlPane.tl.Columns() != oldCols {
+		if m.p.tl.tl.Columns() != oldCols {
 			m.refreshWindow()
 		}
 		m.loadEvents()
@@ -193,13 +193,13 @@ func (m *Model) title(p pane, w int, compact bool, info string) string {
 	th := m.th
 	name := func(p pane) string {
 		t := fmt.Sprintf("%d %s", p+1, paneNames[p])
-		if p == m.focus {
+		if p == m.p.focus {
 			return th.TitleFocused.Render("[" + t + "]")
 		}
 		return th.Title.Render(" " + t + " ")
 	}
 	left := name(p)
-	if compact && p == m.focus { // the focused pane's title names every pane, as tabs
+	if compact && p == m.p.focus { // the focused pane's title names every pane, as tabs
 		left = ""
 		for i := pane(0); i < numPanes; i++ {
 			left += name(i)
