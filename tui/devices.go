@@ -114,7 +114,7 @@ func newDevView(o Options) devView {
 func (v *devView) shown() bool { return v.only || v.open }
 
 // devicesShown reports whether the devices view fills the body.
-func (m *Model) devicesShown() bool { return m.dv.shown() }
+func (m *Model) devicesShown() bool { return m.vw.dev.shown() }
 
 // toggleDevices opens or closes the devices view (key D).
 func (m *Model) toggleDevices() {
@@ -122,9 +122,9 @@ func (m *Model) toggleDevices() {
 		m.sl.err = "no device feed here"
 		return
 	}
-	m.dv.open = !m.dv.open
-	if m.dv.open {
-		m.dv.top = 0
+	m.vw.dev.open = !m.vw.dev.open
+	if m.vw.dev.open {
+		m.vw.dev.top = 0
 		m.refreshDevices(true)
 	}
 }
@@ -136,7 +136,7 @@ func (m *Model) refreshDevices(force bool) bool {
 	if m.ld.loading {
 		src = nil
 	}
-	if m.dv.refresh(m.o.Source, src, force) {
+	if m.vw.dev.refresh(m.o.Source, src, force) {
 		m.dirty = true
 		return true
 	}

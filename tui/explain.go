@@ -156,16 +156,16 @@ func (x *explainUI) openHolders(c *paneCtx) paneAct {
 }
 
 // setMark and openHolders are the m and h keys on the main screen.
-func (m *Model) setMark()     { m.apply(m.x.setMark(m.paneCtx())) }
-func (m *Model) openHolders() { m.apply(m.x.openHolders(m.paneCtx())) }
+func (m *Model) setMark()     { m.apply(m.vw.x.setMark(m.paneCtx())) }
+func (m *Model) openHolders() { m.apply(m.vw.x.openHolders(m.paneCtx())) }
 
 // openStack opens the full-screen stack of what is selected: a group or
 // allocation in a view, else the selected block (segments pane) or the
 // event at the cursor.
 func (m *Model) openStack() {
 	src := m.o.Source
-	if m.x.open() {
-		m.x.openStack(m.paneCtx())
+	if m.vw.x.open() {
+		m.vw.x.openStack(m.paneCtx())
 		return
 	}
 	switch m.p.focus {
@@ -173,13 +173,13 @@ func (m *Model) openStack() {
 		s, b := m.p.seg.seg.Segment(), m.p.seg.seg.Block()
 		switch {
 		case b != nil:
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
+			m.vw.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
 		case s != nil:
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
+			m.vw.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
 		}
 	default:
 		if e, ok := m.p.ev.current(); ok {
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
+			m.vw.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
 			m.sl.err = "no event at the cursor"
 		}
@@ -251,7 +251,7 @@ func (x *explainUI) groupAllocs(key string) []replay.Alloc {
 func (m *Model) openOOM() {
 	src := m.o.Source
 	c, ok := src.Next(m.d.dev, m.cur.cursor, snapshot.ActionOOM)
-	if !ok && !m.x.open() {
+	if !ok && !m.vw.x.open() {
 		c, ok = src.Prev(m.d.dev, m.cur.cursor+1, snapshot.ActionOOM)
 	}
 	if !ok {
@@ -275,7 +275,7 @@ func (m *Model) openOOM() {
 	}
 	m.cur.pos = e.Seq + 1 // stand right after the oom entry
 	m.refreshCursor()
-	m.x.views = []xview{{kind: viewOOM, oom: m.oomFacts(e)}}
+	m.vw.x.views = []xview{{kind: viewOOM, oom: m.oomFacts(e)}}
 }
 
 // oomFacts gathers the panel's figures at the state right after entry e.
@@ -302,7 +302,7 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 			f.op = op.Name
 		}
 	}
-	f.top = m.x.grouper(m.paneCtx()).Group(src.LiveAtSeq(m.d.dev, e.Seq+1), 0)
+	f.top = m.vw.x.grouper(m.paneCtx()).Group(src.LiveAtSeq(m.d.dev, e.Seq+1), 0)
 	if len(f.top) > 5 {
 		f.top = f.top[:5]
 	}

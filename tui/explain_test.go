@@ -47,7 +47,7 @@ func TestHoldersView(t *testing.T) {
 		t.Fatalf("by category:\n%s", v)
 	}
 	press(m, "esc")
-	if m.x.open() {
+	if m.vw.x.open() {
 		t.Fatal("esc left a view open")
 	}
 	// the holders follow the cursor
@@ -166,7 +166,7 @@ func TestOOMPanelGivesWay(t *testing.T) {
 	for i := range 5 {
 		o.top = append(o.top, explain.Group{Key: fmt.Sprint("holder", i), Bytes: int64(5-i) << 20, Count: 1})
 	}
-	full := m.x.oomLines(m.paneCtx(), o, 100)
+	full := m.vw.x.oomLines(m.paneCtx(), o, 100)
 	all := strings.Join(full, "\n")
 	for _, want := range []string{"f3", "holder4", "o: next OOM", "figures and words"} {
 		if !strings.Contains(all, want) {
@@ -178,7 +178,7 @@ func TestOOMPanelGivesWay(t *testing.T) {
 	}
 	prev := len(full)
 	for body := len(full); body >= 13; body-- {
-		lines := m.x.oomLines(m.paneCtx(), o, body)
+		lines := m.vw.x.oomLines(m.paneCtx(), o, body)
 		v := strings.Join(lines, "\n")
 		if len(lines) > body || len(lines) > prev {
 			t.Fatalf("body %d: %d lines (the one above had %d):\n%s", body, len(lines), prev, v)

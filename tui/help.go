@@ -25,28 +25,28 @@ func (m *Model) hintLine(noteBelow bool) string {
 	}
 	switch m.screen() {
 	case screenHelp:
-		if c := m.paneCtx(); len(m.hv.text(c)) > m.hv.page(c) {
+		if c := m.paneCtx(); len(m.vw.help.text(c)) > m.vw.help.page(c) {
 			return th.Hint.Render("↑/↓ pgup/pgdn scroll · ? or esc closes help · q quits")
 		}
 		return th.Hint.Render("? or esc closes help · q quits")
 	case screenDevices:
-		return th.Hint.Render(m.dv.hint())
+		return th.Hint.Render(m.vw.dev.hint())
 	case screenPicker:
 		// a narrow row cuts a capture's error: the selected one's shows whole here
-		if i := m.pick.sel; i >= 0 && i < len(m.pick.list) && m.pick.list[i].Error != "" {
-			e := ": " + why(&m.pick.list[i])
-			return th.Warn.Render(fit(explain.TruncMiddle(filepath.Base(m.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
+		if i := m.vw.pick.sel; i >= 0 && i < len(m.vw.pick.list) && m.vw.pick.list[i].Error != "" {
+			e := ": " + why(&m.vw.pick.list[i])
+			return th.Warn.Render(fit(explain.TruncMiddle(filepath.Base(m.vw.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
 		}
 		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
 	case screenWhatIf:
 		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
 	case screenView:
-		return th.Hint.Render(m.x.viewHint(m.paneCtx()))
+		return th.Hint.Render(m.vw.x.viewHint(m.paneCtx()))
 	}
 	if noteBelow { // a narrow header has no room for why
 		return th.Warn.Render(m.connText()) + th.Hint.Render(" · ? help")
 	}
-	hl := m.hv.hl
+	hl := m.vw.help.hl
 	hl.Width = m.w
 	short := m.keys.ShortHelp()
 	if m.o.Captures != nil {

@@ -31,10 +31,10 @@ func TestIntervalOpAgrees(t *testing.T) {
 	})
 	m := newSized(t, testOptions(st), 160, 40)
 	press(m, "g", "o")
-	if len(m.x.views) != 1 || m.x.views[0].oom == nil {
+	if len(m.vw.x.views) != 1 || m.vw.x.views[0].oom == nil {
 		t.Fatal("no OOM panel")
 	}
-	if got := m.x.views[0].oom.op; got != "aten::cat" {
+	if got := m.vw.x.views[0].oom.op; got != "aten::cat" {
 		t.Errorf("OOM panel op %q, want aten::cat", got)
 	}
 	if !m.at.hasOpAt || m.at.opAt.Name != "aten::cat" {

@@ -45,15 +45,15 @@ var keyRoute = []keyLayer{
 		return tea.Quit
 	})},
 	{screens: []screen{screenHelp}, take: takes(func(m *Model, msg tea.KeyMsg) tea.Cmd {
-		m.hv.update(m.paneCtx(), msg)
+		m.vw.help.update(m.paneCtx(), msg)
 		return nil
 	})},
 	{key: func(k *keyMap) key.Binding { return k.Help }, take: takes(func(m *Model, _ tea.KeyMsg) tea.Cmd {
-		m.hv.open()
+		m.vw.help.open()
 		return nil
 	})},
 	{screens: []screen{screenDevices}, take: takes(func(m *Model, msg tea.KeyMsg) tea.Cmd {
-		m.dv.update(m.paneCtx(), msg)
+		m.vw.dev.update(m.paneCtx(), msg)
 		return nil
 	})},
 	{key: func(k *keyMap) key.Binding { return k.Devices }, take: takes(func(m *Model, _ tea.KeyMsg) tea.Cmd {
@@ -63,7 +63,7 @@ var keyRoute = []keyLayer{
 	{screens: []screen{screenPicker}, take: takes((*Model).onPickerKey)},
 	{screens: []screen{screenWhatIf}, take: takes((*Model).onWhatIfKey)},
 	{screens: []screen{screenView}, take: func(m *Model, msg tea.KeyMsg) (tea.Cmd, bool) {
-		act, ok := m.x.onViewKey(m.paneCtx(), msg)
+		act, ok := m.vw.x.onViewKey(m.paneCtx(), msg)
 		if !ok {
 			return nil, false
 		}
@@ -74,7 +74,7 @@ var keyRoute = []keyLayer{
 			m.sl.err = "c lists the captures of a watched directory (npumon watch DIR)"
 			return nil
 		}
-		m.pick.shown, m.pick.selPath = true, ""
+		m.vw.pick.shown, m.vw.pick.selPath = true, ""
 		m.refreshPicker()
 		return nil
 	})},

@@ -70,7 +70,6 @@ type Model struct {
 	o    Options
 	th   *theme.Theme
 	keys keyMap
-	hv   helpView  // the help screen (?) and the hint line's short help
 	p    mainPanes // the main screen's panes and which has the focus
 
 	w, h int
@@ -82,13 +81,20 @@ type Model struct {
 	sl  statusLine  // the status line's note and the connection
 	pr  prompt      // the filter / time prompt and the filter set
 
-	pick picker     // capture picker (Options.Captures)
-	wi   whatIfView // the what-if view (w) replaces the panes
-	dv   devView
-	x    explainUI // holders, stack and OOM views (explain.go)
+	vw views // the full-screen views over the panes
 
 	frame string // cached View
 	dirty bool
+}
+
+// views are the full-screen views that replace the panes, in the order
+// screen() gives them precedence.
+type views struct {
+	help helpView   // the help screen (?) and the hint line's short help
+	dev  devView    // the host's devices (D)
+	pick picker     // capture picker (Options.Captures)
+	wi   whatIfView // the what-if view (w)
+	x    explainUI  // holders, stack and OOM views (explain.go)
 }
 
 // mainPanes are the main screen's four panes (panes.go; Model.panels
@@ -185,15 +191,15 @@ func newModel(o Options) *Model {
 		d:     dataShape{dev: o.Device},
 		ld:    loader{loading: o.Load != nil},
 		dirty: true,
-		wi:    whatIfView{v: tuiwhatif.New(th)}, x: newExplainUI(),
+		vw:    views{wi: whatIfView{v: tuiwhatif.New(th)}, x: newExplainUI()},
 	}
 	m.p.tl = &timelinePanel{tl: timeline.New(th)}
 	m.p.seg = &segmentsPanel{seg: segmap.New(th)}
 	m.p.ev = newEventsPane()
 	m.p.ops = &opsPane{}
-	m.wi.v.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
-	m.hv = newHelpView(th, o, m.p.seg.seg.Legend())
-	m.dv = newDevView(o)
+	m.vw.wi.v.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
+	m.vw.help = newHelpView(th, o, m.p.seg.seg.Legend())
+	m.vw.dev = newDevView(o)
 	return m
 }
 
@@ -437,7 +443,7 @@ func (m *Model) startOver() {
 	m.d.hasData, m.cur.pos, m.cur.follow = false, -1, m.o.Live
 	m.p.tl.zoomed = false
 	m.p.ops.unhighlight()
-	m.x = newExplainUI() // views, mark and holders belong to the old data
+	m.vw.x = newExplainUI() // views, mark and holders belong to the old data
 	m.p.tl.tl.SetHighlight(0, 0, false)
 	m.refreshData()
 	m.dirty = true
@@ -634,6 +640,6 @@ func (m *Model) settle() {
 	if !m.dirty {
 		return
 	}
-	m.x.settleView(m.paneCtx())
-	m.dv.settle(m.paneCtx())
+	m.vw.x.settleView(m.paneCtx())
+	m.vw.dev.settle(m.paneCtx())
 }

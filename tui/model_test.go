@@ -305,7 +305,7 @@ func TestHelpAndQuit(t *testing.T) {
 		}
 	}
 	press(m, "esc")
-	if m.hv.shown {
+	if m.vw.help.shown {
 		t.Fatalf("esc should close help")
 	}
 	if !isQuit(press(m, "q")) {

@@ -68,7 +68,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 
 // layoutPanes sizes the panes after a resize or a focus change.
 func (m *Model) layoutPanes() {
-	m.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
+	m.vw.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
 	oldCols := m.p.tl.tl.Columns()
 	m.p.tl.tl.SetSize(tl.w, max(0, tl.h-1))
@@ -106,7 +106,7 @@ func (m *Model) render() string {
 	lines := make([]string, 0, m.h)
 	noteBelow := false
 	if m.o.DevicesOnly {
-		lines = append(lines, m.dv.header(m.paneCtx())...)
+		lines = append(lines, m.vw.dev.header(m.paneCtx())...)
 	} else {
 		var head []string
 		head, noteBelow = m.headerLines()
@@ -114,15 +114,15 @@ func (m *Model) render() string {
 	}
 	switch m.screen() {
 	case screenHelp:
-		lines = append(lines, m.hv.lines(m.paneCtx(), body)...)
+		lines = append(lines, m.vw.help.lines(m.paneCtx(), body)...)
 	case screenDevices:
-		lines = append(lines, m.dv.lines(m.paneCtx(), body)...)
+		lines = append(lines, m.vw.dev.lines(m.paneCtx(), body)...)
 	case screenPicker:
 		lines = append(lines, m.pickerLines(body)...)
 	case screenWhatIf:
 		lines = append(lines, m.whatIfLines(body)...)
 	case screenView:
-		lines = append(lines, m.x.viewLines(m.paneCtx(), body)...)
+		lines = append(lines, m.vw.x.viewLines(m.paneCtx(), body)...)
 	case screenLoading:
 		lines = append(lines, m.loadingLines(body)...)
 	case screenWaiting:

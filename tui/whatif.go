@@ -34,26 +34,26 @@ func (m *Model) openWhatIf() tea.Cmd {
 	if len(opts.Confs) == 0 { // the one set whatif and explain try too
 		opts.Confs = whatif.Alternatives(capt.Snapshot, opts.Devices)
 	}
-	m.wi.open = true
-	m.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
-	m.wi.v.SetHint(false) // the hint line shows its keys
-	m.wi.v.XLabel = func(t, span int64) string {
+	m.vw.wi.open = true
+	m.vw.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
+	m.vw.wi.v.SetHint(false) // the hint line shows its keys
+	m.vw.wi.v.XLabel = func(t, span int64) string {
 		tf := m.timeFmt()
 		tf.span = span
 		return tf.axis(float64(t-tf.first) / 1e6)
 	}
-	return m.wi.v.Start(context.Background(), m.o.Simulate, capt, opts)
+	return m.vw.wi.v.Start(context.Background(), m.o.Simulate, capt, opts)
 }
 
 // updateWhatIf takes the what-if view's own messages.
 func (m *Model) updateWhatIf(msg tea.Msg) (handled bool, cmd tea.Cmd) {
 	switch msg := msg.(type) {
 	case tuiwhatif.ResultMsg:
-		m.wi.v, cmd = m.wi.v.Update(msg)
+		m.vw.wi.v, cmd = m.vw.wi.v.Update(msg)
 		m.dirty = true
 		return true, cmd
 	case tuiwhatif.CloseMsg:
-		m.wi.open = false
+		m.vw.wi.open = false
 		m.dirty = true
 		return true, nil
 	}
@@ -63,11 +63,11 @@ func (m *Model) updateWhatIf(msg tea.Msg) (handled bool, cmd tea.Cmd) {
 // onWhatIfKey hands a key to the open what-if view (esc and w close it).
 func (m *Model) onWhatIfKey(msg tea.KeyMsg) tea.Cmd {
 	var cmd tea.Cmd
-	m.wi.v, cmd = m.wi.v.Update(msg)
+	m.vw.wi.v, cmd = m.vw.wi.v.Update(msg)
 	return cmd
 }
 
 // whatIfLines renders the what-if view in the body's rows.
 func (m *Model) whatIfLines(body int) []string {
-	return strings.Split(m.wi.v.View(), "\n")
+	return strings.Split(m.vw.wi.v.View(), "\n")
 }
