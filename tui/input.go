@@ -72,44 +72,9 @@ func (m *Model) jumpMatch(d int) {
 	}
 }
 
+// zoom halves (in) or doubles the timeline's window around the cursor.
 func (m *Model) zoom(in bool) {
-	span := m.p.tl.win1 - m.p.tl.win0
-	if !m.p.tl.zoomed {
-		span = m.d.last + 1 - m.d.first
-	}
-	if in {
-		span /= 2
-	} else {
-		span *= 2
-	}
-	minSpan := int64(m.p.tl.tl.Columns())
-	if span < minSpan {
-		span = minSpan
-	}
-	if span >= m.d.last+1-m.d.first {
-		m.p.tl.zoomed = false
-		m.refreshWindow()
-		return
-	}
-	c := m.cur.cursor
-	frac := 0.5
-	if m.p.tl.zoomed && m.p.tl.win1 > m.p.tl.win0 {
-		frac = float64(c-m.p.tl.win0) / float64(m.p.tl.win1-m.p.tl.win0)
-	}
-	w0 := c - int64(frac*float64(span))
-	m.p.tl.zoomed = true
-	m.setWindow(w0, w0+span)
-}
-
-func (m *Model) setWindow(w0, w1 int64) {
-	span := w1 - w0
-	if w0 < m.d.first {
-		w0, w1 = m.d.first, m.d.first+span
-	}
-	if w1 > m.d.last+1 {
-		w0, w1 = m.d.last+1-span, m.d.last+1
-	}
-	m.p.tl.win0, m.p.tl.win1 = w0, w1
+	m.p.tl.zoom(in, m.d.first, m.d.last, m.cur.cursor)
 	m.refreshWindow()
 }
 

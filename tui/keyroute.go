@@ -240,7 +240,7 @@ func (m *Model) followKey() tea.Cmd {
 // bigStep moves the cursor 1/20 of the timeline's window back (d < 0) or
 // forward.
 func (m *Model) bigStep(d int64) {
-	m.setCursor(m.cur.cursor + d*max(1, (m.p.tl.win1-m.p.tl.win0)/20))
+	m.setCursor(m.cur.cursor + d*max(1, m.p.tl.span()/20))
 }
 
 // stepSpeed makes playback one step of speeds slower (d < 0) or faster.
@@ -266,8 +266,9 @@ func (m *Model) matchKey(d int) {
 // pan moves a zoomed window a quarter of its span left (d < 0) or right.
 func (m *Model) pan(d int64) {
 	if m.p.tl.zoomed {
-		s := d * ((m.p.tl.win1 - m.p.tl.win0) / 4)
-		m.setWindow(m.p.tl.win0+s, m.p.tl.win1+s)
+		s := d * (m.p.tl.span() / 4)
+		m.p.tl.place(m.p.tl.win0+s, m.p.tl.win1+s, m.d.first, m.d.last)
+		m.refreshWindow()
 	}
 }
 

@@ -532,12 +532,7 @@ func (m *Model) refreshWindow() {
 	if !m.d.hasData || m.w == 0 {
 		return
 	}
-	if !m.p.tl.zoomed {
-		m.p.tl.win0, m.p.tl.win1 = m.d.first, m.d.last+1
-	}
-	if m.p.tl.win1 <= m.p.tl.win0 {
-		m.p.tl.win1 = m.p.tl.win0 + 1
-	}
+	m.p.tl.settle(m.d.first, m.d.last)
 	cols := m.p.tl.tl.Columns()
 	s := m.o.Source.Series(m.d.dev, m.p.tl.win0, m.p.tl.win1, cols)
 	var marks []timeline.Marker
@@ -572,7 +567,7 @@ func (m *Model) refreshWindow() {
 		m.p.tl.tl.Unit = 1e6
 	}
 	tf := m.timeFmt()
-	tf.span = m.p.tl.win1 - m.p.tl.win0
+	tf.span = m.p.tl.span()
 	m.p.tl.tl.XLabel = tf.axis
 	m.setCategoryStack(cols)
 	m.p.tl.tl.SetData(s, marks)
@@ -614,10 +609,7 @@ func (m *Model) refreshCursor() {
 	m.p.ops.follow(m.paneCtx(), m.at.opAt, m.at.hasOpAt)
 	m.loadEvents()
 	m.p.tl.tl.SetCursor(m.cur.cursor)
-	if m.p.tl.zoomed && (m.cur.cursor < m.p.tl.win0 || m.cur.cursor >= m.p.tl.win1) {
-		span := m.p.tl.win1 - m.p.tl.win0
-		m.p.tl.win0 = m.cur.cursor - span/2
-		m.p.tl.win1 = m.p.tl.win0 + span
+	if m.p.tl.keepInView(m.cur.cursor) {
 		m.refreshWindow()
 	}
 	m.p.seg.clearAllocAt()

@@ -42,7 +42,7 @@ func (m *Model) paneCtx() *paneCtx {
 		w: m.w, h: m.h, whatIf: m.o.WhatIf != nil,
 	}
 	if m.p.tl.zoomed {
-		c.zoom = m.p.tl.win1 - m.p.tl.win0
+		c.zoom = m.p.tl.span()
 	}
 	return c
 }
