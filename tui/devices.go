@@ -318,7 +318,7 @@ func (v *devView) memLines(c *paneCtx) []string {
 				lines = append(lines, th.Dim.Render(fmt.Sprintf("    … %d more", len(shown)-i)))
 				break
 			}
-			lines = append(lines, fmt.Sprintf("    %-20s %10s  peak %10s", cells.TruncRight(x.Name, 20), bytesize.Format(x.Cur), bytesize.Format(x.Peak)))
+			lines = append(lines, fmt.Sprintf("    %s %10s  peak %10s", cells.Pad(x.Name, 20), bytesize.Format(x.Cur), bytesize.Format(x.Peak)))
 		}
 		lines = append(lines, fmt.Sprintf("    %-20s ", "total")+th.Header.Render(fmt.Sprintf("%10s", bytesize.Format(f.Total()))))
 	}
@@ -409,7 +409,7 @@ func (v *devView) chipLines(pc *paneCtx, in *npusmi.Info) []string {
 		} else {
 			health = fmt.Sprintf("%-7s", health)
 		}
-		row := fmt.Sprintf("%-5s %-11s ", chipLabel(in, c), cells.TruncRight(c.Name, 11)) + health +
+		row := fmt.Sprintf("%-5s %s ", chipLabel(in, c), cells.Pad(c.Name, 11)) + health +
 			fmt.Sprintf(" %7s %5s %6s  ", power, temp, aic)
 		used, total, _, ok := c.DeviceMemory()
 		if ok {
@@ -470,7 +470,7 @@ func (v *devView) procLines(c *paneCtx, in *npusmi.Info) []string {
 			mark = th.G.Selected + " "
 		}
 		label := chipLabel(in, npusmi.Chip{NPU: p.NPU, Chip: p.Chip})
-		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %-24s %10s", mark, label, p.PID, cells.TruncRight(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
+		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %s %10s", mark, label, p.PID, cells.Pad(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
 	}
 	if v.pid <= 0 {
 		return lines

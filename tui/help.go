@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/tui/theme"
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
@@ -35,7 +35,7 @@ func (m *Model) hintLine(noteBelow bool) string {
 		// a narrow row cuts a capture's error: the selected one's shows whole here
 		if i := m.vw.pick.sel; i >= 0 && i < len(m.vw.pick.list) && m.vw.pick.list[i].Error != "" {
 			e := ": " + why(&m.vw.pick.list[i])
-			return th.Warn.Render(fit(explain.TruncMiddle(filepath.Base(m.vw.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
+			return th.Warn.Render(fit(cells.TruncMiddle(filepath.Base(m.vw.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
 		}
 		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
 	case screenWhatIf:

@@ -11,7 +11,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/internal/capture"
-	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -245,7 +245,7 @@ func (m *Model) pickerLines(body int) []string {
 		// the name gives way from its middle, down to 20 columns; past that
 		// the note (an error's text) is cut at the screen's edge
 		name := filepath.Base(c.Path)
-		name = explain.TruncMiddle(name, max(20, m.w-theme.Width(row)-theme.Width(note)))
+		name = cells.TruncMiddle(name, max(20, m.w-theme.Width(row)-theme.Width(note)))
 		row += name
 		if i == m.vw.pick.sel {
 			row = th.Header.Render(row)

@@ -6,7 +6,11 @@
 // when the screen is drawn).
 package cells
 
-import "github.com/mattn/go-runewidth"
+import (
+	"strings"
+
+	"github.com/mattn/go-runewidth"
+)
 
 // Ellipsis marks a cut.
 const Ellipsis = "…"
@@ -105,4 +109,15 @@ func TruncMiddle(s string, n int) string {
 	r := []rune(s)
 	head := Head(r, (n-1)/2)
 	return string(head) + Ellipsis + string(Tail(r[len(head):], n-1-Width(string(head))))
+}
+
+// Pad is s shortened to at most n cells (TruncRight) and padded with
+// spaces to exactly n: a column fmt's %-Ns would pad by runes, so a wide
+// rune would push the next column out.
+func Pad(s string, n int) string {
+	s = TruncRight(s, n)
+	if w := Width(s); w < n {
+		s += strings.Repeat(" ", n-w)
+	}
+	return s
 }

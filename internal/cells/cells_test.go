@@ -31,3 +31,21 @@ func TestTrunc(t *testing.T) {
 		}
 	}
 }
+
+func TestPad(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"npu", 6, "npu   "},
+		{"abcdefgh", 6, "abcde…"},
+		{"显存", 6, "显存  "},   // two wide runes are four cells
+		{"显存占用", 6, "显存… "}, // five cells with the mark, then a space
+	} {
+		got := Pad(c.s, c.n)
+		if got != c.want || Width(got) != c.n {
+			t.Errorf("Pad(%q, %d) = %q (%d cells), want %q", c.s, c.n, got, Width(got), c.want)
+		}
+	}
+}
