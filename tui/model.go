@@ -63,9 +63,11 @@ const (
 // source has no timestamps.
 const seqRate = 20
 
-// Model is the root Bubble Tea model. It routes keys to panes and keeps the
-// one cursor; all Source queries are bounded (the Store's seek is
-// O(log n + K)), so Update never waits on ingestion.
+// Model is the root Bubble Tea model: routing (keys go down keyRoute,
+// keyroute.go), layout, and its components, each owning its own state
+// (TestModelHoldsRouting keeps it that way). All Source queries are
+// bounded (the Store's seek is O(log n + K)), so Update never waits on
+// ingestion.
 type Model struct {
 	o    Options
 	th   *theme.Theme
