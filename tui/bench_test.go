@@ -72,8 +72,8 @@ func loadBench(b *testing.B) *Model {
 	if !m.th.Color {
 		b.Fatal("benchmark should render in colour")
 	}
-	if m.n != 1_000_000 {
-		b.Fatalf("store has %d entries", m.n)
+	if m.d.n != 1_000_000 {
+		b.Fatalf("store has %d entries", m.d.n)
 	}
 	press(m, "t")
 	typeText(m, "+5s") // the middle of the 10 s trace
@@ -88,7 +88,7 @@ func BenchmarkViewFullScreen(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		m.dirty = true
-		m.tlPane.tl.Invalidate()
+		m.p.tl.tl.Invalidate()
 		_ = m.View()
 	}
 }
@@ -152,8 +152,8 @@ func BenchmarkBaselineStoreQueries(b *testing.B) {
 // path the pane avoids.
 func BenchmarkBaselineNtchartsCanvasView(b *testing.B) {
 	m := loadBench(b)
-	m.tlPane.tl.View() // draw once
-	lc := m.tlPane.tl.DebugChart()
+	m.p.tl.tl.View() // draw once
+	lc := m.p.tl.tl.DebugChart()
 	b.ResetTimer()
 	for b.Loop() {
 		_ = lc.View()
@@ -166,7 +166,7 @@ func BenchmarkTimelineView(b *testing.B) {
 	m := loadBench(b)
 	b.ResetTimer()
 	for b.Loop() {
-		m.tlPane.tl.Invalidate()
-		_ = m.tlPane.tl.View()
+		m.p.tl.tl.Invalidate()
+		_ = m.p.tl.tl.View()
 	}
 }

@@ -20,19 +20,19 @@ var catBands = []struct {
 // toggleCategoryChart switches the timeline between the reserved, active
 // and allocated areas and the live bytes stacked by memory category.
 func (m *Model) toggleCategoryChart() {
-	if m.dev < 0 {
-		m.statusErr = "the category chart needs a device trace"
+	if m.d.dev < 0 {
+		m.sl.err = "the category chart needs a device trace"
 		return
 	}
-	m.catChart = !m.catChart
-	if m.catChart {
+	m.p.tl.catChart = !m.p.tl.catChart
+	if m.p.tl.catChart {
 		var legend []string
 		for _, b := range catBands {
 			legend = append(legend, string(b.r)+" "+b.c.String())
 		}
-		m.statusErr = "timeline by category: " + strings.Join(legend, " ")
+		m.sl.err = "timeline by category: " + strings.Join(legend, " ")
 	} else {
-		m.statusErr = "timeline: reserved, active and allocated bytes"
+		m.sl.err = "timeline: reserved, active and allocated bytes"
 	}
 	m.refreshWindow()
 }
@@ -40,8 +40,8 @@ func (m *Model) toggleCategoryChart() {
 // setCategoryStack gives the timeline its category bands (or none) for
 // the window's cols columns.
 func (m *Model) setCategoryStack(cols int) {
-	if !m.catChart || m.dev < 0 {
-		m.tlPane.tl.SetStack(nil, nil)
+	if !m.p.tl.catChart || m.d.dev < 0 {
+		m.p.tl.tl.SetStack(nil, nil)
 		return
 	}
 	th := m.th
@@ -55,7 +55,7 @@ func (m *Model) setCategoryStack(cols int) {
 	for k, b := range catBands {
 		layers[k] = timeline.Layer{Rune: b.r, Style: styles[b.c].Style}
 	}
-	series := m.o.Source.CategorySeries(m.dev, m.win0, m.win1, cols)
+	series := m.o.Source.CategorySeries(m.d.dev, m.p.tl.win0, m.p.tl.win1, cols)
 	stack := make([][]int64, len(series))
 	for i := range series {
 		stack[i] = make([]int64, len(catBands))
@@ -63,5 +63,5 @@ func (m *Model) setCategoryStack(cols int) {
 			stack[i][k] = series[i][b.c]
 		}
 	}
-	m.tlPane.tl.SetStack(stack, layers)
+	m.p.tl.tl.SetStack(stack, layers)
 }

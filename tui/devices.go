@@ -11,6 +11,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/monitor/npusmi"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/replay/memusage"
@@ -113,17 +114,17 @@ func newDevView(o Options) devView {
 func (v *devView) shown() bool { return v.only || v.open }
 
 // devicesShown reports whether the devices view fills the body.
-func (m *Model) devicesShown() bool { return m.dv.shown() }
+func (m *Model) devicesShown() bool { return m.vw.dev.shown() }
 
 // toggleDevices opens or closes the devices view (key D).
 func (m *Model) toggleDevices() {
 	if m.o.Devices == nil {
-		m.statusErr = "no device feed here"
+		m.sl.err = "no device feed here"
 		return
 	}
-	m.dv.open = !m.dv.open
-	if m.dv.open {
-		m.dv.top = 0
+	m.vw.dev.open = !m.vw.dev.open
+	if m.vw.dev.open {
+		m.vw.dev.top = 0
 		m.refreshDevices(true)
 	}
 }
@@ -132,10 +133,10 @@ func (m *Model) toggleDevices() {
 // once it has loaded); it reports a change.
 func (m *Model) refreshDevices(force bool) bool {
 	src := m.o.Source
-	if m.loading {
+	if m.ld.loading {
 		src = nil
 	}
-	if m.dv.refresh(m.o.Source, src, force) {
+	if m.vw.dev.refresh(m.o.Source, src, force) {
 		m.dirty = true
 		return true
 	}
@@ -300,7 +301,7 @@ func (v *devView) memLines(c *paneCtx) []string {
 		if !f.Stamp.IsZero() {
 			head += " · " + f.Stamp.Format("2006-01-02 15:04:05")
 		}
-		lines = append(lines, th.Dim.Render(cut(head, max(c.w, 10))))
+		lines = append(lines, th.Dim.Render(cells.TruncRight(head, max(c.w, 10))))
 		var shown []memusage.Module
 		for _, x := range f.Modules {
 			if x.Cur > 0 || x.Peak > 0 {
@@ -317,7 +318,7 @@ func (v *devView) memLines(c *paneCtx) []string {
 				lines = append(lines, th.Dim.Render(fmt.Sprintf("    … %d more", len(shown)-i)))
 				break
 			}
-			lines = append(lines, fmt.Sprintf("    %-20s %10s  peak %10s", cut(x.Name, 20), bytesize.Format(x.Cur), bytesize.Format(x.Peak)))
+			lines = append(lines, fmt.Sprintf("    %s %10s  peak %10s", cells.Pad(x.Name, 20), bytesize.Format(x.Cur), bytesize.Format(x.Peak)))
 		}
 		lines = append(lines, fmt.Sprintf("    %-20s ", "total")+th.Header.Render(fmt.Sprintf("%10s", bytesize.Format(f.Total()))))
 	}
@@ -408,7 +409,7 @@ func (v *devView) chipLines(pc *paneCtx, in *npusmi.Info) []string {
 		} else {
 			health = fmt.Sprintf("%-7s", health)
 		}
-		row := fmt.Sprintf("%-5s %-11s ", chipLabel(in, c), cut(c.Name, 11)) + health +
+		row := fmt.Sprintf("%-5s %s ", chipLabel(in, c), cells.Pad(c.Name, 11)) + health +
 			fmt.Sprintf(" %7s %5s %6s  ", power, temp, aic)
 		used, total, _, ok := c.DeviceMemory()
 		if ok {
@@ -455,14 +456,6 @@ func (v *devView) bar(c *paneCtx, used, total int64, w int) string {
 	return sb.String()
 }
 
-func cut(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
-
 // procLines is the process table, the producer's row marked, and the
 // comparison of its device memory with its allocator's reserved bytes.
 func (v *devView) procLines(c *paneCtx, in *npusmi.Info) []string {
@@ -477,7 +470,7 @@ func (v *devView) procLines(c *paneCtx, in *npusmi.Info) []string {
 			mark = th.G.Selected + " "
 		}
 		label := chipLabel(in, npusmi.Chip{NPU: p.NPU, Chip: p.Chip})
-		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %-24s %10s", mark, label, p.PID, cut(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
+		lines = append(lines, fmt.Sprintf("%s%-5s %-9d %s %10s", mark, label, p.PID, cells.Pad(p.Name, 24), bytesize.Format(p.MemMB*npusmi.MiB)))
 	}
 	if v.pid <= 0 {
 		return lines

@@ -238,8 +238,8 @@ func TestDevicesKeyFromEveryMode(t *testing.T) {
 		o, _ := withFeed(t, procsFixture, 0)
 		m := newSized(t, o, 80, 24)
 		press(m, "/", "D")
-		if m.devicesShown() || m.ti.Value() != "D" {
-			t.Fatalf("D left the prompt: shown %v, prompt %q", m.devicesShown(), m.ti.Value())
+		if m.devicesShown() || m.pr.ti.Value() != "D" {
+			t.Fatalf("D left the prompt: shown %v, prompt %q", m.devicesShown(), m.pr.ti.Value())
 		}
 	})
 	t.Run("no feed", func(t *testing.T) {

@@ -156,32 +156,32 @@ func (x *explainUI) openHolders(c *paneCtx) paneAct {
 }
 
 // setMark and openHolders are the m and h keys on the main screen.
-func (m *Model) setMark()     { m.apply(m.x.setMark(m.paneCtx())) }
-func (m *Model) openHolders() { m.apply(m.x.openHolders(m.paneCtx())) }
+func (m *Model) setMark()     { m.apply(m.vw.x.setMark(m.paneCtx())) }
+func (m *Model) openHolders() { m.apply(m.vw.x.openHolders(m.paneCtx())) }
 
 // openStack opens the full-screen stack of what is selected: a group or
 // allocation in a view, else the selected block (segments pane) or the
 // event at the cursor.
 func (m *Model) openStack() {
 	src := m.o.Source
-	if m.x.open() {
-		m.x.openStack(m.paneCtx())
+	if m.vw.x.open() {
+		m.vw.x.openStack(m.paneCtx())
 		return
 	}
-	switch m.focus {
+	switch m.p.focus {
 	case paneSegments:
-		s, b := m.segPane.seg.Segment(), m.segPane.seg.Block()
+		s, b := m.p.seg.seg.Segment(), m.p.seg.seg.Block()
 		switch {
 		case b != nil:
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
+			m.vw.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("block 0x%x  %s  %s", b.Address, bytesize.Format(b.Size), b.State)}, frames: src.Stack(b.Frames)})
 		case s != nil:
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
+			m.vw.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("segment 0x%x  %s", s.Address, bytesize.Format(s.TotalSize))}, frames: src.Stack(s.Frames)})
 		}
 	default:
-		if e, ok := m.evList.current(); ok {
-			m.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
+		if e, ok := m.p.ev.current(); ok {
+			m.vw.x.push(xview{kind: viewStack, title: []string{fmt.Sprintf("entry #%d  %s  0x%x  %s", e.Seq, actionName(e), e.Addr, bytesize.Format(e.Size))}, frames: src.Stack(e.Frames)})
 		} else {
-			m.statusErr = "no event at the cursor"
+			m.sl.err = "no event at the cursor"
 		}
 	}
 }
@@ -250,20 +250,20 @@ func (x *explainUI) groupAllocs(key string) []replay.Alloc {
 // past the last one (a live view following the newest entry), to the last.
 func (m *Model) openOOM() {
 	src := m.o.Source
-	c, ok := src.Next(m.dev, m.cursor, snapshot.ActionOOM)
-	if !ok && !m.x.open() {
-		c, ok = src.Prev(m.dev, m.cursor+1, snapshot.ActionOOM)
+	c, ok := src.Next(m.d.dev, m.cur.cursor, snapshot.ActionOOM)
+	if !ok && !m.vw.x.open() {
+		c, ok = src.Prev(m.d.dev, m.cur.cursor+1, snapshot.ActionOOM)
 	}
 	if !ok {
-		m.statusErr = "no OOM after the cursor"
-		if _, any := src.Next(m.dev, math.MinInt64, snapshot.ActionOOM); !any {
-			m.statusErr = "no OOM in this source"
+		m.sl.err = "no OOM after the cursor"
+		if _, any := src.Next(m.d.dev, math.MinInt64, snapshot.ActionOOM); !any {
+			m.sl.err = "no OOM in this source"
 		}
 		return
 	}
 	m.setCursor(c)
 	var e *store.Event
-	evs := src.EventsAround(m.dev, c, 512, 0)
+	evs := src.EventsAround(m.d.dev, c, 512, 0)
 	for i := len(evs) - 1; i >= 0; i-- {
 		if evs[i].Action == snapshot.ActionOOM && evs[i].Time <= c {
 			e = &evs[i]
@@ -273,23 +273,23 @@ func (m *Model) openOOM() {
 	if e == nil {
 		return
 	}
-	m.pos = e.Seq + 1 // stand right after the oom entry
+	m.cur.pos = e.Seq + 1 // stand right after the oom entry
 	m.refreshCursor()
-	m.x.views = []xview{{kind: viewOOM, oom: m.oomFacts(e)}}
+	m.vw.x.views = []xview{{kind: viewOOM, oom: m.oomFacts(e)}}
 }
 
 // oomFacts gathers the panel's figures at the state right after entry e.
 func (m *Model) oomFacts(e *store.Event) *oomFacts {
 	src := m.o.Source
 	f := &oomFacts{seq: e.Seq, time: e.Time, requested: e.Size, free: e.DeviceFree, frames: src.Stack(e.Frames)}
-	st := src.StateAtSeq(m.dev, e.Seq+1)
+	st := src.StateAtSeq(m.d.dev, e.Seq+1)
 	fig := explain.StateFigures(st.Segments)
 	f.fig = fig
 	f.verdict = fig.Verdict(f.requested, f.free)
 	f.reason = fig.Reason(f.requested, f.free, bytesize.Format)
 	if m.o.MemUsage != nil {
 		for _, mu := range m.o.MemUsage() {
-			if mu.Device == m.dev {
+			if mu.Device == m.d.dev {
 				// the modules' memory (torch_npu's memUsageInfo beside the capture)
 				out := explain.NewOutside(mu, "")
 				f.reason += "; " + out.Sentence(f.verdict == "shortage", fig, f.free, bytesize.Format)
@@ -297,12 +297,12 @@ func (m *Model) oomFacts(e *store.Event) *oomFacts {
 			}
 		}
 	}
-	if m.base == store.TimeEpochUS {
+	if m.d.base == store.TimeEpochUS {
 		if op, ok := src.OpOf(*e); ok {
 			f.op = op.Name
 		}
 	}
-	f.top = m.x.grouper(m.paneCtx()).Group(src.LiveAtSeq(m.dev, e.Seq+1), 0)
+	f.top = m.vw.x.grouper(m.paneCtx()).Group(src.LiveAtSeq(m.d.dev, e.Seq+1), 0)
 	if len(f.top) > 5 {
 		f.top = f.top[:5]
 	}

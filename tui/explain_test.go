@@ -47,7 +47,7 @@ func TestHoldersView(t *testing.T) {
 		t.Fatalf("by category:\n%s", v)
 	}
 	press(m, "esc")
-	if m.x.open() {
+	if m.vw.x.open() {
 		t.Fatal("esc left a view open")
 	}
 	// the holders follow the cursor
@@ -166,7 +166,7 @@ func TestOOMPanelGivesWay(t *testing.T) {
 	for i := range 5 {
 		o.top = append(o.top, explain.Group{Key: fmt.Sprint("holder", i), Bytes: int64(5-i) << 20, Count: 1})
 	}
-	full := m.x.oomLines(m.paneCtx(), o, 100)
+	full := m.vw.x.oomLines(m.paneCtx(), o, 100)
 	all := strings.Join(full, "\n")
 	for _, want := range []string{"f3", "holder4", "o: next OOM", "figures and words"} {
 		if !strings.Contains(all, want) {
@@ -178,7 +178,7 @@ func TestOOMPanelGivesWay(t *testing.T) {
 	}
 	prev := len(full)
 	for body := len(full); body >= 13; body-- {
-		lines := m.x.oomLines(m.paneCtx(), o, body)
+		lines := m.vw.x.oomLines(m.paneCtx(), o, body)
 		v := strings.Join(lines, "\n")
 		if len(lines) > body || len(lines) > prev {
 			t.Fatalf("body %d: %d lines (the one above had %d):\n%s", body, len(lines), prev, v)
@@ -232,11 +232,11 @@ func TestCategoryChart(t *testing.T) {
 	if !strings.Contains(v, "timeline by category: P parameter") || !strings.Contains(v, "T temporary") {
 		t.Fatalf("no legend after C:\n%s", v)
 	}
-	if !m.catChart || m.tlPane.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.tlPane.tl.View()) {
-		t.Fatalf("no category bands on the timeline:\n%s", m.tlPane.tl.View())
+	if !m.p.tl.catChart || m.p.tl.tl.View() == "" || !regexp.MustCompile(`[PGOATWU]`).MatchString(m.p.tl.tl.View()) {
+		t.Fatalf("no category bands on the timeline:\n%s", m.p.tl.tl.View())
 	}
 	press(m, "C")
-	if m.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.tlPane.tl.View()) {
-		t.Fatalf("C did not go back to the areas:\n%s", m.tlPane.tl.View())
+	if m.p.tl.catChart || regexp.MustCompile(`[PGOATWU]{2}`).MatchString(m.p.tl.tl.View()) {
+		t.Fatalf("C did not go back to the areas:\n%s", m.p.tl.tl.View())
 	}
 }

@@ -56,8 +56,8 @@ func TestNativeStacksAt80x24(t *testing.T) {
 	r := &frames.Rules{}
 	press(m, "esc")
 	checked := 0
-	for row := range m.x.groups {
-		g := &m.x.groups[row]
+	for row := range m.vw.x.groups {
+		g := &m.vw.x.groups[row]
 		stack := st.Stack(g.Allocs[0].Frames)
 		var users []string
 		for _, f := range stack {
@@ -65,7 +65,7 @@ func TestNativeStacksAt80x24(t *testing.T) {
 				users = append(users, f.Name)
 			}
 		}
-		m.x.top().sel = row
+		m.vw.x.top().sel = row
 		press(m, "v")
 		v = m.View()
 		checkFrame(t, v, 80, 24)

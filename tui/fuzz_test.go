@@ -41,8 +41,8 @@ func FuzzParseJump(f *testing.F) {
 			return
 		}
 		m.setCursor(c)
-		if m.Cursor() < m.first-1 || m.Cursor() > m.last {
-			t.Fatalf("cursor %d outside [%d, %d]", m.Cursor(), m.first-1, m.last)
+		if m.Cursor() < m.d.first-1 || m.Cursor() > m.d.last {
+			t.Fatalf("cursor %d outside [%d, %d]", m.Cursor(), m.d.first-1, m.d.last)
 		}
 		_ = m.View()
 	})

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/monitor/wire"
 	"github.com/npumon/npumon/tui/theme"
@@ -14,14 +15,14 @@ import (
 
 func (m *Model) modeText() string {
 	switch {
-	case m.o.Live && m.follow:
+	case m.o.Live && m.cur.follow:
 		return "LIVE"
 	case m.o.Live:
 		return "PAUSED"
-	case m.playing:
-		return "REPLAY ×" + speedText(m.speed)
+	case m.cur.playing:
+		return "REPLAY ×" + speedText(m.cur.speed)
 	}
-	return "PAUSED ×" + speedText(m.speed)
+	return "PAUSED ×" + speedText(m.cur.speed)
 }
 
 func speedText(s float64) string { return strconv.FormatFloat(s, 'g', 4, 64) }
@@ -33,10 +34,10 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 	l1, nameAt, sep, noteBelow := m.line1()
 	var l2 string
 	switch {
-	case m.loading:
+	case m.ld.loading:
 		l2 = th.Dim.Render("loading…")
-	case m.hasData:
-		s := m.sum
+	case m.d.hasData:
+		s := m.at.sum
 		// The words mean what they mean in the JSON (docs/json.md):
 		// allocated is the segment map's block sizes where there is one,
 		// free frag is 1 − largest free / inactive ("—" without a segment
@@ -55,11 +56,11 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 			"active " + bytesize.Format(s.ActiveBytes),
 			peak + bytesize.Format(s.PeakActiveBytes),
 			"free frag " + frag,
-			entryText(s.Applied, m.n),
+			entryText(s.Applied, m.d.n),
 		}
 		if m.w < 120 {
 			parts = []string{
-				entryText(s.Applied, m.n),
+				entryText(s.Applied, m.d.n),
 				"alloc " + bytesize.Format(alloc),
 				"resv " + bytesize.Format(s.ReservedBytes),
 				"act " + bytesize.Format(s.ActiveBytes),
@@ -96,14 +97,14 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 		if hbm, ok := m.hbm(); ok {
 			parts = append(parts, hbm)
 		}
-		if m.hasOpAt {
-			parts = append(parts, "op "+m.opAt.Name)
+		if m.at.hasOpAt {
+			parts = append(parts, "op "+m.at.opAt.Name)
 		}
 		l2 = packParts(parts, m.w, slices.IndexFunc(parts, func(p string) bool { return strings.HasPrefix(p, "entry #") }))
 	}
 	// The source name gives way first, from the left: state, time and
 	// device always show.
-	l1[nameAt] = shortName(l1[nameAt], max(12, m.w-line1Width(l1, nameAt, sep, 0)))
+	l1[nameAt] = cells.TruncTail(l1[nameAt], max(12, m.w-line1Width(l1, nameAt, sep, 0)))
 	return []string{strings.Join(l1, sep), l2}, noteBelow
 }
 
@@ -117,7 +118,7 @@ func (m *Model) line1() (l1 []string, nameAt int, sep string, noteBelow bool) {
 	if m.w >= 120 && line1Width(l1, nameAt, sep, 12) > m.w {
 		l1, nameAt, sep = m.headerLine1(false, true)
 	}
-	if m.conn != wire.ConnNone && m.conn != wire.ConnConnected && m.connNote != "" && line1Width(l1, nameAt, sep, 12) > m.w {
+	if m.sl.conn != wire.ConnNone && m.sl.conn != wire.ConnConnected && m.sl.connNote != "" && line1Width(l1, nameAt, sep, 12) > m.w {
 		l1, nameAt, sep = m.headerLine1(false, false)
 		noteBelow = true
 	}
@@ -126,10 +127,10 @@ func (m *Model) line1() (l1 []string, nameAt int, sep string, noteBelow bool) {
 
 // connText is the connection's state and note, as the header shows them.
 func (m *Model) connText() string {
-	if m.connNote == "" {
-		return m.conn.String()
+	if m.sl.connNote == "" {
+		return m.sl.conn.String()
 	}
-	return m.conn.String() + " " + m.connNote
+	return m.sl.conn.String() + " " + m.sl.connNote
 }
 
 // headerLine1 is the header's first line, wide or compact, with or without
@@ -150,37 +151,37 @@ func (m *Model) headerLine1(wide, note bool) (l1 []string, nameAt int, sep strin
 	nameAt = len(l1)
 	l1 = append(l1, name)
 	switch {
-	case m.hasData && m.dev < 0:
-		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)), th.Warn.Render("no allocator trace in this source"))
-	case m.hasData && m.n == 0:
-		l1 = append(l1, fmt.Sprintf("dev %d", m.dev), th.Warn.Render("no trace entries in this file"))
-	case m.hasData:
+	case m.d.hasData && m.d.dev < 0:
+		l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cur.cursor)), th.Warn.Render("no allocator trace in this source"))
+	case m.d.hasData && m.d.n == 0:
+		l1 = append(l1, fmt.Sprintf("dev %d", m.d.dev), th.Warn.Render("no trace entries in this file"))
+	case m.d.hasData:
 		if wide {
-			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.dev, slices.Index(m.devices, m.dev)+1, len(m.devices)))
-			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cursor)))
+			l1 = append(l1, fmt.Sprintf("dev %d (%d of %d)", m.d.dev, slices.Index(m.d.devices, m.d.dev)+1, len(m.d.devices)))
+			l1 = append(l1, th.Header.Render(m.timeFmt().full(m.cur.cursor)))
 		} else {
-			dev := fmt.Sprintf("dev %d", m.dev)
-			if len(m.devices) > 1 {
-				dev += fmt.Sprintf(" (%d of %d)", slices.Index(m.devices, m.dev)+1, len(m.devices))
+			dev := fmt.Sprintf("dev %d", m.d.dev)
+			if len(m.d.devices) > 1 {
+				dev += fmt.Sprintf(" (%d of %d)", slices.Index(m.d.devices, m.d.dev)+1, len(m.d.devices))
 			}
-			l1 = append(l1, dev, th.Header.Render(m.timeFmt().clock(m.cursor)))
+			l1 = append(l1, dev, th.Header.Render(m.timeFmt().clock(m.cur.cursor)))
 		}
 	}
-	if m.hasData && m.base == store.TimeSequence {
+	if m.d.hasData && m.d.base == store.TimeSequence {
 		l1 = append(l1, th.Warn.Render("no timestamps in this file"))
 	}
 	mode := th.Mode.Render(m.modeText())
-	if m.o.Live && !m.follow && m.hasData {
-		behind := m.n - m.sum.Applied
-		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.last-m.cursor), behind))
+	if m.o.Live && !m.cur.follow && m.d.hasData {
+		behind := m.d.n - m.at.sum.Applied
+		mode += " " + th.Warn.Render(fmt.Sprintf("%s behind (%d events)", m.spanText(m.d.last-m.cur.cursor), behind))
 	}
 	l1 = append(l1, mode)
-	if m.conn != wire.ConnNone {
-		c := m.conn.String()
+	if m.sl.conn != wire.ConnNone {
+		c := m.sl.conn.String()
 		if note {
 			c = m.connText()
 		}
-		if m.conn == wire.ConnConnected {
+		if m.sl.conn == wire.ConnConnected {
 			l1 = append(l1, th.Dim.Render(c))
 		} else {
 			l1 = append(l1, th.Warn.Render(c))
@@ -239,13 +240,4 @@ func packParts(parts []string, w, keep int) string {
 		used += gap + pw
 	}
 	return sb.String()
-}
-
-// shortName keeps the tail of a long path.
-func shortName(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return "…" + string(r[len(r)-n+1:])
 }

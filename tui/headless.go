@@ -20,7 +20,7 @@ type headlessQuitMsg struct{}
 // is the state at the final cursor).
 func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, error) {
 	m := New(opts)
-	m.headless = d
+	m.ld.headless = d
 	p := tea.NewProgram(m, tea.WithInput(nil), tea.WithoutRenderer(), tea.WithOutput(io.Discard),
 		tea.WithContext(ctx), tea.WithoutSignalHandler())
 	go func() { defer crash.Recover(); p.Send(tea.WindowSizeMsg{Width: 120, Height: 40}) }()
@@ -36,8 +36,8 @@ func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, er
 	}
 	_, err := p.Run()
 	m.Close()
-	if m.loadErr != nil {
-		return m, m.loadErr
+	if m.ld.loadErr != nil {
+		return m, m.ld.loadErr
 	}
 	if err != nil && !(errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil) {
 		return m, err
@@ -47,11 +47,11 @@ func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, er
 
 // headlessTimer starts the countdown of a headless run once data is there.
 func (m *Model) headlessTimer() tea.Cmd {
-	if m.headless <= 0 {
+	if m.ld.headless <= 0 {
 		return nil
 	}
-	d := m.headless
-	m.headless = 0
-	m.lastTick = m.o.Now() // playback counts from the end of loading
+	d := m.ld.headless
+	m.ld.headless = 0
+	m.cur.lastTick = m.o.Now() // playback counts from the end of loading
 	return tea.Tick(d, func(time.Time) tea.Msg { return headlessQuitMsg{} })
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/tui/theme"
 	tuiwhatif "github.com/npumon/npumon/tui/whatif"
 )
@@ -17,45 +17,42 @@ import (
 // connection's note, which then goes here.
 func (m *Model) hintLine(noteBelow bool) string {
 	th := m.th
-	switch m.input {
-	case inputFilter:
-		return th.Key.Render("/") + " " + m.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
-	case inputJump:
-		return th.Key.Render("jump to") + " " + m.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+	if l := m.pr.line(th); l != "" {
+		return l
 	}
-	if m.statusErr != "" {
-		return th.Warn.Render(m.statusErr)
+	if m.sl.err != "" {
+		return th.Warn.Render(m.sl.err)
 	}
 	switch m.screen() {
 	case screenHelp:
-		if c := m.paneCtx(); len(m.hv.text(c)) > m.hv.page(c) {
+		if c := m.paneCtx(); len(m.vw.help.text(c)) > m.vw.help.page(c) {
 			return th.Hint.Render("↑/↓ pgup/pgdn scroll · ? or esc closes help · q quits")
 		}
 		return th.Hint.Render("? or esc closes help · q quits")
 	case screenDevices:
-		return th.Hint.Render(m.dv.hint())
+		return th.Hint.Render(m.vw.dev.hint())
 	case screenPicker:
 		// a narrow row cuts a capture's error: the selected one's shows whole here
-		if i := m.pick.sel; i >= 0 && i < len(m.pick.list) && m.pick.list[i].Error != "" {
-			e := ": " + why(&m.pick.list[i])
-			return th.Warn.Render(fit(explain.TruncMiddle(filepath.Base(m.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
+		if i := m.vw.pick.sel; i >= 0 && i < len(m.vw.pick.list) && m.vw.pick.list[i].Error != "" {
+			e := ": " + why(&m.vw.pick.list[i])
+			return th.Warn.Render(fit(cells.TruncMiddle(filepath.Base(m.vw.pick.list[i].Path), max(12, m.w-theme.Width(e)))+e, m.w))
 		}
 		return th.Hint.Render("↑/↓ select · enter opens · esc closes · q quits")
 	case screenWhatIf:
 		return th.Hint.Render(tuiwhatif.Hint + " · q quits")
 	case screenView:
-		return th.Hint.Render(m.x.viewHint(m.paneCtx()))
+		return th.Hint.Render(m.vw.x.viewHint(m.paneCtx()))
 	}
 	if noteBelow { // a narrow header has no room for why
 		return th.Warn.Render(m.connText()) + th.Hint.Render(" · ? help")
 	}
-	hl := m.hv.hl
+	hl := m.vw.help.hl
 	hl.Width = m.w
 	short := m.keys.ShortHelp()
 	if m.o.Captures != nil {
 		short = append([]key.Binding{m.keys.Captures}, short...)
 	}
-	if m.hasData && (m.sum.OOMs > 0 || m.oomAhead) { // the source has an OOM: say first how to see why
+	if m.d.hasData && (m.at.sum.OOMs > 0 || m.at.oomAhead) { // the source has an OOM: say first how to see why
 		short = append([]key.Binding{m.keys.NextOOM}, short...)
 	}
 	return hl.ShortHelpView(short)

@@ -25,7 +25,7 @@ func TestHelpNeverCutsABinding(t *testing.T) {
 				v := m.View()
 				checkFrame(t, v, sz[0], sz[1])
 				seen = append(seen, strings.Split(ansi.Strip(v), "\n")...)
-				if !strings.Contains(v, "scroll") || m.hv.top >= len(m.hv.text(m.paneCtx()))-m.hv.page(m.paneCtx()) {
+				if !strings.Contains(v, "scroll") || m.vw.help.top >= len(m.vw.help.text(m.paneCtx()))-m.vw.help.page(m.paneCtx()) {
 					break
 				}
 				press(m, "pgdown")
@@ -43,7 +43,7 @@ func TestHelpNeverCutsABinding(t *testing.T) {
 				}
 			}
 			// no help line is wider than the screen (none left to the cut)
-			for _, l := range m.hv.text(m.paneCtx()) {
+			for _, l := range m.vw.help.text(m.paneCtx()) {
 				if w := ansi.StringWidth(l); w > sz[0] {
 					t.Errorf("help line %d wide at %d columns: %q", w, sz[0], ansi.Strip(l))
 				}

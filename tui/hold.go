@@ -20,7 +20,7 @@ type holder interface {
 // what-if view or an explain view (holders, a stack, the OOM panel) open, or
 // mark A set.
 func (m *Model) working() bool {
-	return (m.o.Live && !m.follow) || m.segPane.seg.InBlocks() || m.wiOpen || m.x.open() || m.x.markN >= 0
+	return (m.o.Live && !m.cur.follow) || m.p.seg.seg.InBlocks() || m.vw.wi.open || m.vw.x.open() || m.vw.x.markN >= 0
 }
 
 // syncHold tells a watched directory whether to hold the open capture.

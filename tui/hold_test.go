@@ -65,8 +65,8 @@ func TestWorkingHoldsTheCapture(t *testing.T) {
 	}
 	m.Update(cmd())
 	tick()
-	if caps.followed != 1 || caps.held || !m.follow {
-		t.Errorf("after f: followed %d, held %v, following %v", caps.followed, caps.held, m.follow)
+	if caps.followed != 1 || caps.held || !m.cur.follow {
+		t.Errorf("after f: followed %d, held %v, following %v", caps.followed, caps.held, m.cur.follow)
 	}
 	if v := m.View(); strings.Contains(v, "new capture") || !strings.Contains(v, "snapshot_3.pickle") {
 		t.Errorf("after f the header should name the newest capture and no count:\n%s", v)

@@ -2,227 +2,35 @@ package tui
 
 import (
 	"slices"
-	"sort"
 
-	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/npumon/npumon/monitor/store"
+	"github.com/npumon/npumon/tui/theme"
 )
-
-// onKey handles a key press.
-func (m *Model) onKey(msg tea.KeyMsg) tea.Cmd {
-	m.dirty = true
-	m.statusErr = ""
-	if m.input != inputNone {
-		return m.onInputKey(msg)
-	}
-	k := m.keys
-	if key.Matches(msg, k.Quit) {
-		m.Close()
-		return tea.Quit
-	}
-	sc := m.screen()
-	if sc == screenHelp {
-		m.hv.update(m.paneCtx(), msg)
-		return nil
-	}
-	if key.Matches(msg, k.Help) {
-		m.hv.open()
-		return nil
-	}
-	if sc == screenDevices {
-		m.dv.update(m.paneCtx(), msg)
-		return nil
-	}
-	if key.Matches(msg, k.Devices) {
-		m.toggleDevices()
-		return nil
-	}
-	switch sc {
-	case screenPicker:
-		return m.onPickerKey(msg)
-	case screenWhatIf:
-		return m.onWhatIfKey(msg)
-	case screenView:
-		if act, handled := m.x.onViewKey(m.paneCtx(), msg); handled {
-			return m.apply(act)
-		}
-	}
-	if key.Matches(msg, k.Captures) {
-		if m.o.Captures == nil {
-			m.statusErr = "c lists the captures of a watched directory (npumon watch DIR)"
-			return nil
-		}
-		m.pick.shown, m.pick.selPath = true, ""
-		m.refreshPicker()
-		return nil
-	}
-	if sc == screenLoading || sc == screenWaiting {
-		if key.Matches(msg, k.Back) {
-			return m.o.Back
-		}
-		return nil
-	}
-	// The focused pane's own keys first (panes.go: select, page, enter,
-	// sort); what it asks of the root, the root does. No pane takes a key
-	// the screen binds below.
-	m.sizePanels()
-	if act, ok := m.panels()[m.focus].update(m.paneCtx(), msg); ok {
-		return m.apply(act)
-	}
-	src := m.o.Source
-	switch {
-	case key.Matches(msg, k.WhatIf):
-		return m.openWhatIf()
-	case key.Matches(msg, k.Back):
-		switch {
-		case m.focus == paneSegments && m.segPane.seg.Back():
-		case m.opTab.unhighlight():
-			m.tlPane.tl.SetHighlight(0, 0, false)
-		case m.flt != nil:
-			m.setFilter(nil)
-		case m.zoomed:
-			m.zoomed = false
-			m.refreshWindow()
-		default:
-			return m.o.Back
-		}
-	case key.Matches(msg, k.Play):
-		if m.o.Live {
-			if m.follow {
-				m.follow = false
-			} else {
-				m.follow = true
-				m.setCursor(m.last)
-			}
-		} else {
-			m.playing = !m.playing
-			m.lastTick = m.o.Now()
-			if m.playing && m.cursor >= m.last {
-				m.setCursor(m.first - 1)
-			}
-		}
-	case key.Matches(msg, k.Follow):
-		if !m.o.Live {
-			m.statusErr = "f follows a live source; this one is a file (G goes to its end)"
-			break
-		}
-		m.follow = true
-		m.setCursor(m.last)
-		if m.o.Captures != nil {
-			return m.followNewest()
-		}
-	case key.Matches(msg, k.Prev):
-		m.stepEvent(-1)
-	case key.Matches(msg, k.Next):
-		m.stepEvent(1)
-	case key.Matches(msg, k.BigPrev), key.Matches(msg, k.BigNext):
-		step := max(1, (m.win1-m.win0)/20)
-		if key.Matches(msg, k.BigPrev) {
-			step = -step
-		}
-		m.setCursor(m.cursor + step)
-	case key.Matches(msg, k.Slower), key.Matches(msg, k.Faster):
-		i := sort.SearchFloat64s(speeds, m.speed)
-		if key.Matches(msg, k.Slower) {
-			i--
-		} else if i < len(speeds) && speeds[i] == m.speed {
-			i++
-		}
-		m.speed = speeds[clampInt(i, 0, len(speeds)-1)]
-	case key.Matches(msg, k.Start):
-		m.setCursor(m.first - 1)
-	case key.Matches(msg, k.End):
-		m.setCursor(m.last)
-	case key.Matches(msg, k.NextMatch), key.Matches(msg, k.PrevMatch):
-		if m.flt == nil {
-			m.statusErr = "n and N jump between filter matches: set a filter with / first"
-			break
-		}
-		d := 1
-		if key.Matches(msg, k.PrevMatch) {
-			d = -1
-		}
-		m.jumpMatch(d)
-	case key.Matches(msg, k.NextOOM):
-		m.openOOM()
-	case key.Matches(msg, k.Holders):
-		m.openHolders()
-	case key.Matches(msg, k.Stack):
-		m.openStack()
-	case key.Matches(msg, k.Mark):
-		m.setMark()
-	case key.Matches(msg, k.CatChart):
-		m.toggleCategoryChart()
-	case key.Matches(msg, k.Peak):
-		c, _ := src.Peak(m.dev)
-		m.setCursor(c)
-	case key.Matches(msg, k.Jump):
-		m.startInput(inputJump, "")
-	case key.Matches(msg, k.Filter):
-		txt := ""
-		if m.flt != nil {
-			txt = m.flt.text
-		}
-		m.startInput(inputFilter, txt)
-	case key.Matches(msg, k.ZoomIn), key.Matches(msg, k.ZoomOut):
-		m.zoom(key.Matches(msg, k.ZoomIn))
-	case key.Matches(msg, k.PanLeft), key.Matches(msg, k.PanRight):
-		if m.zoomed {
-			d := (m.win1 - m.win0) / 4
-			if key.Matches(msg, k.PanLeft) {
-				d = -d
-			}
-			m.setWindow(m.win0+d, m.win1+d)
-		}
-	case key.Matches(msg, k.ZoomReset):
-		m.zoomed = false
-		m.refreshWindow()
-	case key.Matches(msg, k.Tab):
-		m.focus = (m.focus + 1) % numPanes
-		m.layoutPanes()
-	case key.Matches(msg, k.BackTab):
-		m.focus = (m.focus + numPanes - 1) % numPanes
-		m.layoutPanes()
-	case key.Matches(msg, k.Pane1), key.Matches(msg, k.Pane2), key.Matches(msg, k.Pane3), key.Matches(msg, k.Pane4):
-		m.focus = pane(msg.String()[0] - '1')
-		m.layoutPanes()
-	case key.Matches(msg, k.Device):
-		if len(m.devices) > 1 {
-			m.switchDevice()
-		} else {
-			m.statusErr = "only one device in this source"
-		}
-	case key.Matches(msg, k.Relative):
-		m.relative = !m.relative
-		m.refreshWindow()
-	}
-	return nil
-}
 
 // switchDevice shows the next device at the cursor it had when last shown
 // (its end, for a replay, the first time; its newest entry when following).
 func (m *Model) switchDevice() {
-	if m.devCursor == nil {
-		m.devCursor = map[int][2]int64{}
+	if m.d.devCursor == nil {
+		m.d.devCursor = map[int][2]int64{}
 	}
-	m.devCursor[m.dev] = [2]int64{m.cursor, m.pos}
-	i := max(0, slices.Index(m.devices, m.dev))
-	m.dev = m.devices[(i+1)%len(m.devices)]
+	m.d.devCursor[m.d.dev] = [2]int64{m.cur.cursor, m.cur.pos}
+	i := max(0, slices.Index(m.d.devices, m.d.dev))
+	m.d.dev = m.d.devices[(i+1)%len(m.d.devices)]
 	m.readBounds()
-	m.zoomed = false
-	m.streams.reset(m.o.Source.Streams(m.dev))
-	c, ok := m.devCursor[m.dev]
+	m.p.tl.zoomed = false
+	m.d.streams.reset(m.o.Source.Streams(m.d.dev))
+	c, ok := m.d.devCursor[m.d.dev]
 	switch {
-	case m.o.Live && m.follow || !ok && !m.o.Live:
-		m.cursor, m.pos = m.last, -1
+	case m.o.Live && m.cur.follow || !ok && !m.o.Live:
+		m.cur.cursor, m.cur.pos = m.d.last, -1
 	case ok:
-		m.cursor, m.pos = m.clampCursor(c[0]), c[1]
+		m.cur.cursor, m.cur.pos = m.clampCursor(c[0]), c[1]
 	default:
-		m.cursor, m.pos = m.clampCursor(m.cursor), -1
+		m.cur.cursor, m.cur.pos = m.clampCursor(m.cur.cursor), -1
 	}
-	if m.pos > m.n {
-		m.pos = -1
+	if m.cur.pos > m.d.n {
+		m.cur.pos = -1
 	}
 	m.refreshWindow()
 	m.refreshCursor()
@@ -233,16 +41,16 @@ func (m *Model) switchDevice() {
 func (m *Model) jumpMatch(d int) {
 	src, c := m.o.Source, m.paneCtx()
 	const chunk = 4096
-	n := m.sum.Applied // entries applied; the one at the cursor is n−1
+	n := m.at.sum.Applied // entries applied; the one at the cursor is n−1
 	for {
 		var evs []store.Event
 		if d > 0 {
-			evs = src.EventsAroundSeq(m.dev, n, 0, chunk)
+			evs = src.EventsAroundSeq(m.d.dev, n, 0, chunk)
 		} else {
-			evs = src.EventsAroundSeq(m.dev, n-1, chunk, 0) // ends with entry n−2
+			evs = src.EventsAroundSeq(m.d.dev, n-1, chunk, 0) // ends with entry n−2
 		}
 		if len(evs) == 0 {
-			m.statusErr = "no more entries match the filter"
+			m.sl.err = "no more entries match the filter"
 			return
 		}
 		if d < 0 {
@@ -253,9 +61,9 @@ func (m *Model) jumpMatch(d int) {
 			if !c.matchEvent(e) {
 				continue
 			}
-			m.pos = e.Seq + 1
-			if m.o.Live && m.pos < m.n {
-				m.follow = false
+			m.cur.pos = e.Seq + 1
+			if m.o.Live && m.cur.pos < m.d.n {
+				m.cur.follow = false
 			}
 			m.refreshCursor()
 			return
@@ -264,96 +72,82 @@ func (m *Model) jumpMatch(d int) {
 	}
 }
 
+// zoom halves (in) or doubles the timeline's window around the cursor.
 func (m *Model) zoom(in bool) {
-	span := m.win1 - m.win0
-	if !m.zoomed {
-		span = m.last + 1 - m.first
-	}
-	if in {
-		span /= 2
-	} else {
-		span *= 2
-	}
-	minSpan := int64(m.tlPane.tl.Columns())
-	if span < minSpan {
-		span = minSpan
-	}
-	if span >= m.last+1-m.first {
-		m.zoomed = false
-		m.refreshWindow()
-		return
-	}
-	c := m.cursor
-	frac := 0.5
-	if m.zoomed && m.win1 > m.win0 {
-		frac = float64(c-m.win0) / float64(m.win1-m.win0)
-	}
-	w0 := c - int64(frac*float64(span))
-	m.zoomed = true
-	m.setWindow(w0, w0+span)
-}
-
-func (m *Model) setWindow(w0, w1 int64) {
-	span := w1 - w0
-	if w0 < m.first {
-		w0, w1 = m.first, m.first+span
-	}
-	if w1 > m.last+1 {
-		w0, w1 = m.last+1-span, m.last+1
-	}
-	m.win0, m.win1 = w0, w1
+	m.p.tl.zoom(in, m.d.first, m.d.last, m.cur.cursor)
 	m.refreshWindow()
 }
 
-func (m *Model) startInput(mode inputMode, val string) {
-	m.input = mode
-	m.ti.SetValue(val)
-	m.ti.CursorEnd()
-	m.ti.Focus()
+func (m *Model) startInput(mode inputMode, val string) { m.pr.open(mode, val) }
+
+// open shows the prompt for mode with val typed in.
+func (p *prompt) open(mode inputMode, val string) {
+	p.input = mode
+	p.ti.SetValue(val)
+	p.ti.CursorEnd()
+	p.ti.Focus()
 }
 
-func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
+// update edits the text; esc closes the prompt, enter closes it and
+// returns what was typed (entered: the mode it was typed for).
+func (p *prompt) update(msg tea.KeyMsg) (entered inputMode, val string, cmd tea.Cmd) {
 	switch msg.Type {
 	case tea.KeyEsc:
-		m.input = inputNone
-		m.ti.Blur()
-		return nil
-	case tea.KeyCtrlC:
+		p.input = inputNone
+		p.ti.Blur()
+		return inputNone, "", nil
+	case tea.KeyEnter:
+		mode := p.input
+		p.input = inputNone
+		p.ti.Blur()
+		return mode, p.ti.Value(), nil
+	}
+	p.ti, cmd = p.ti.Update(msg)
+	return inputNone, "", cmd
+}
+
+// line is the hint line while the prompt is open ("" when it is not).
+func (p *prompt) line(th *theme.Theme) string {
+	switch p.input {
+	case inputFilter:
+		return th.Key.Render("/") + " " + p.ti.View() + th.Dim.Render("   regex · size>10MiB · stream=N · enter applies · esc cancels")
+	case inputJump:
+		return th.Key.Render("jump to") + " " + p.ti.View() + th.Dim.Render("   15:04:05.123 · +1.5s · #entry · raw value · enter/esc")
+	}
+	return ""
+}
+
+// onInputKey hands a key to the open prompt and applies what it returns.
+func (m *Model) onInputKey(msg tea.KeyMsg) tea.Cmd {
+	if msg.Type == tea.KeyCtrlC {
 		m.Close()
 		return tea.Quit
-	case tea.KeyEnter:
-		mode := m.input
-		m.input = inputNone
-		m.ti.Blur()
-		val := m.ti.Value()
-		if !m.hasData {
+	}
+	mode, val, cmd := m.pr.update(msg)
+	if mode == inputNone || !m.d.hasData {
+		return cmd
+	}
+	switch mode {
+	case inputFilter:
+		f, err := parseFilter(val)
+		if err != nil {
+			m.sl.err = err.Error()
 			return nil
 		}
-		switch mode {
-		case inputFilter:
-			f, err := parseFilter(val)
-			if err != nil {
-				m.statusErr = err.Error()
-				return nil
-			}
-			m.setFilter(f)
-		case inputJump:
-			c, err := m.parseJump(val)
-			if err != nil {
-				m.statusErr = err.Error()
-				return nil
-			}
-			m.setCursor(c)
+		m.setFilter(f)
+	case inputJump:
+		c, err := m.parseJump(val)
+		if err != nil {
+			m.sl.err = err.Error()
+			return nil
 		}
-		return nil
+		m.setCursor(c)
 	}
-	var cmd tea.Cmd
-	m.ti, cmd = m.ti.Update(msg)
-	return cmd
+	return nil
 }
 
 func (m *Model) setFilter(f *filter) {
-	m.flt = f
-	m.opTab.updateView(f, 0)
+	m.pr.flt = f
+	m.p.ops.updateView(f, 0)
 	m.loadEvents()
 }

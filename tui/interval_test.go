@@ -31,21 +31,21 @@ func TestIntervalOpAgrees(t *testing.T) {
 	})
 	m := newSized(t, testOptions(st), 160, 40)
 	press(m, "g", "o")
-	if len(m.x.views) != 1 || m.x.views[0].oom == nil {
+	if len(m.vw.x.views) != 1 || m.vw.x.views[0].oom == nil {
 		t.Fatal("no OOM panel")
 	}
-	if got := m.x.views[0].oom.op; got != "aten::cat" {
+	if got := m.vw.x.views[0].oom.op; got != "aten::cat" {
 		t.Errorf("OOM panel op %q, want aten::cat", got)
 	}
-	if !m.hasOpAt || m.opAt.Name != "aten::cat" {
-		t.Errorf("header op %q (%v), want aten::cat", m.opAt.Name, m.hasOpAt)
+	if !m.at.hasOpAt || m.at.opAt.Name != "aten::cat" {
+		t.Errorf("header op %q (%v), want aten::cat", m.at.opAt.Name, m.at.hasOpAt)
 	}
 	if v := m.View(); !strings.Contains(v, "op aten::cat") {
 		t.Errorf("header does not name aten::cat:\n%s", v)
 	}
 	// one step back the cursor stands after the exact alloc: its own op
 	press(m, "esc", "left")
-	if m.opAt.Name != "aten::add" {
-		t.Errorf("after the alloc: header op %q, want aten::add", m.opAt.Name)
+	if m.at.opAt.Name != "aten::add" {
+		t.Errorf("after the alloc: header op %q, want aten::add", m.at.opAt.Name)
 	}
 }

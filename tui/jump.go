@@ -14,41 +14,41 @@ func (m *Model) parseJump(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	switch {
 	case s == "":
-		return m.cursor, nil
+		return m.cur.cursor, nil
 	case strings.HasPrefix(s, "+"):
-		if m.base == store.TimeSequence {
+		if m.d.base == store.TimeSequence {
 			n, err := strconv.ParseInt(s[1:], 10, 64)
 			if err != nil {
 				return 0, fmt.Errorf("jump: %q: want +N entries (no timestamps in this file)", s)
 			}
-			return m.first + n, nil
+			return m.d.first + n, nil
 		}
 		d, err := time.ParseDuration(s[1:])
 		if err != nil {
 			return 0, fmt.Errorf("jump: %q: want a duration like +1.5s", s)
 		}
-		return m.first + d.Microseconds(), nil
+		return m.d.first + d.Microseconds(), nil
 	case strings.HasPrefix(s, "#"):
 		n, err := strconv.ParseInt(s[1:], 10, 64)
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("jump: %q: want #N, an entry number", s)
 		}
-		if m.base == store.TimeSequence {
+		if m.d.base == store.TimeSequence {
 			return n, nil
 		}
-		if n >= m.n {
-			return 0, fmt.Errorf("jump: #%d: the log has %d entries", n, m.n)
+		if n >= m.d.n {
+			return 0, fmt.Errorf("jump: #%d: the log has %d entries", n, m.d.n)
 		}
 		// Binary search the smallest time at which entry n is applied;
 		// EventsAround(t, 1, 0) is the last entry at or before t, O(log n).
 		applied := func(t int64) int64 {
-			evs := m.o.Source.EventsAround(m.dev, t, 1, 0)
+			evs := m.o.Source.EventsAround(m.d.dev, t, 1, 0)
 			if len(evs) == 0 {
 				return 0
 			}
 			return evs[0].Seq + 1
 		}
-		lo, hi := m.first-1, m.last // applied(lo) ≤ n < applied(hi)
+		lo, hi := m.d.first-1, m.d.last // applied(lo) ≤ n < applied(hi)
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			if applied(mid) > n {
@@ -59,7 +59,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 		}
 		return hi, nil
 	case strings.Contains(s, ":"):
-		if m.base == store.TimeSequence {
+		if m.d.base == store.TimeSequence {
 			return 0, fmt.Errorf("jump: no timestamps in this file; use #N")
 		}
 		for _, layout := range []string{"2006-01-02 15:04:05.999999", "2006-01-02T15:04:05.999999"} {
@@ -77,7 +77,7 @@ func (m *Model) parseJump(s string) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("jump: %q: want HH:MM:SS[.mmm] or YYYY-MM-DD HH:MM:SS[.mmm]", s)
 		}
-		day := time.UnixMicro(m.cursor).In(m.o.Location)
+		day := time.UnixMicro(m.cur.cursor).In(m.o.Location)
 		t = time.Date(day.Year(), day.Month(), day.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), m.o.Location)
 		return t.UnixMicro(), nil
 	}

@@ -75,8 +75,8 @@ func TestLiveStoreFedWhileRunning(t *testing.T) {
 	wait("following again", func(s string) bool { return bytes.Contains([]byte(s), []byte("LIVE")) })
 	tm.Send(keyMsg("q"))
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(time.Minute)).(*Model)
-	if fm.Summary().Applied < 3 || !fm.follow {
-		t.Fatalf("final: applied %d follow %v", fm.Summary().Applied, fm.follow)
+	if fm.Summary().Applied < 3 || !fm.cur.follow {
+		t.Fatalf("final: applied %d follow %v", fm.Summary().Applied, fm.cur.follow)
 	}
 }
 
@@ -148,12 +148,12 @@ func TestLiveOpsIncremental(t *testing.T) {
 		st.AppendOps(ops)
 		m.Update(tickMsg(fixedNow))
 	}
-	if len(m.opTab.ops) != want {
-		t.Fatalf("%d ops in the table, want %d", len(m.opTab.ops), want)
+	if len(m.p.ops.ops) != want {
+		t.Fatalf("%d ops in the table, want %d", len(m.p.ops.ops), want)
 	}
 	seen := map[int64]bool{}
-	for i, op := range m.opTab.ops {
-		if i > 0 && op.StartUS < m.opTab.ops[i-1].StartUS {
+	for i, op := range m.p.ops.ops {
+		if i > 0 && op.StartUS < m.p.ops.ops[i-1].StartUS {
 			t.Fatalf("ops out of order at %d", i)
 		}
 		if op.Seq >= 0 && seen[op.Seq] {

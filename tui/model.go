@@ -63,31 +63,68 @@ const (
 // source has no timestamps.
 const seqRate = 20
 
-// Model is the root Bubble Tea model. It routes keys to panes and keeps the
-// one cursor; all Source queries are bounded (the Store's seek is
-// O(log n + K)), so Update never waits on ingestion.
+// Model is the root Bubble Tea model: routing (keys go down keyRoute,
+// keyroute.go), layout, and its components, each owning its own state
+// (TestModelHoldsRouting keeps it that way). All Source queries are
+// bounded (the Store's seek is O(log n + K)), so Update never waits on
+// ingestion.
 type Model struct {
 	o    Options
 	th   *theme.Theme
 	keys keyMap
-	hv   helpView // the help screen (?) and the hint line's short help
-	// the main screen's panes (panes.go; panels lists them in pane order)
-	tlPane  *timelinePanel
-	segPane *segmentsPanel
-	evList  *eventsPane
-	opTab   *opsPane
+	p    mainPanes // the main screen's panes and which has the focus
 
 	w, h int
 
-	// loading
+	ld  loader      // the loader's progress, result and cancel
+	d   dataShape   // what the Source holds for the device shown
+	cur cursorState // the one cursor, playback and following
+	at  atCursor    // the Source's answers at the cursor
+	sl  statusLine  // the status line's note and the connection
+	pr  prompt      // the filter / time prompt and the filter set
+
+	vw views // the full-screen views over the panes
+
+	frame string // cached View
+	dirty bool
+}
+
+// views are the full-screen views that replace the panes, in the order
+// screen() gives them precedence.
+type views struct {
+	help helpView   // the help screen (?) and the hint line's short help
+	dev  devView    // the host's devices (D)
+	pick picker     // capture picker (Options.Captures)
+	wi   whatIfView // the what-if view (w)
+	x    explainUI  // holders, stack and OOM views (explain.go)
+}
+
+// mainPanes are the main screen's four panes (panes.go; Model.panels
+// lists them in pane order) and the one with the focus.
+type mainPanes struct {
+	tl    *timelinePanel // also the timeline's window (zoom) and chart kind
+	seg   *segmentsPanel
+	ev    *eventsPane
+	ops   *opsPane
+	focus pane
+}
+
+// loader is the state of Options.Load: running, its progress (reported
+// from the loader's goroutine), its error, and how to stop it.
+type loader struct {
 	loading  bool
 	loadErr  error
 	progMu   sync.Mutex
 	prog     Progress
 	cancel   context.CancelFunc
 	closeOne sync.Once
+	headless time.Duration // RunHeadless: quit this long after loading
+}
 
-	// data shape
+// dataShape is the shape of the data for the device shown: the devices,
+// the time base and bounds, the retention window, the stream labels.
+// refreshData and readBounds set it; everything else reads it.
+type dataShape struct {
 	version   uint64
 	devices   []int
 	dev       int
@@ -98,14 +135,13 @@ type Model struct {
 	thinned   int64 // entries before the Source's retention window (retain.go)
 	detail    int64 // the cursor of the earliest position held in detail (thinned > 0)
 	hasData   bool
-	streams   streamLabels // the device's stream labels (s0, s1, …)
-	conn      wire.ConnState
-	connNote  string
-	oomAhead  bool // an oom entry after the cursor (with sum.OOMs: the source has one)
-	statusErr string
-	catChart  bool // the timeline stacks live bytes by memory category (C)
+	streams   streamLabels     // the device's stream labels (s0, s1, …)
+	devCursor map[int][2]int64 // cursor and position of each device when last shown (d)
+}
 
-	// cursor and playback
+// cursorState is the one cursor every pane reads (paneCtx), and how it
+// moves by itself: playback of a replay, following a live source.
+type cursorState struct {
 	cursor   int64
 	pos      int64 // entries applied when the cursor was set by position (event stepping, Source.StateAtSeq); -1: all entries at cursor's time
 	follow   bool  // live: cursor tracks the newest entry
@@ -113,34 +149,37 @@ type Model struct {
 	speed    float64
 	lastTick time.Time
 	carry    float64 // fractional playback advance
-	relative bool
+	relative bool    // times shown relative to the first entry (r)
+}
 
-	// timeline window
-	zoomed bool
-	win0   int64
-	win1   int64 // exclusive
+// atCursor caches the Source's answers at the cursor (refreshCursor).
+type atCursor struct {
+	sum      store.Summary
+	opAt     store.Op
+	hasOpAt  bool
+	oomAhead bool // an oom entry after the cursor (with sum.OOMs: the source has one)
+}
 
-	// UI state
-	focus     pane
-	devCursor map[int][2]int64 // cursor and position of each device when last shown (d)
-	pick      picker           // capture picker (Options.Captures)
-	wi        tuiwhatif.Model
-	wiOpen    bool // the what-if view (w) replaces the panes
-	dv        devView
-	x         explainUI // holders, stack and OOM views (explain.go)
-	input     inputMode
-	ti        textinput.Model
-	flt       *filter
+// statusLine is the hint line's note (cleared by the next key) and the
+// live connection's state the header shows.
+type statusLine struct {
+	err      string
+	conn     wire.ConnState
+	connNote string
+}
 
-	// cached query results at the cursor
-	sum     store.Summary
-	opAt    store.Op
-	hasOpAt bool
+// prompt is the bottom line's text entry (/ filter, t jump to time) and
+// the filter it set.
+type prompt struct {
+	input inputMode
+	ti    textinput.Model
+	flt   *filter
+}
 
-	frame string // cached View
-	dirty bool
-
-	headless time.Duration // RunHeadless: quit this long after loading
+// whatIfView is the what-if view (w) and whether it is open.
+type whatIfView struct {
+	v    tuiwhatif.Model
+	open bool
 }
 
 func newModel(o Options) *Model {
@@ -149,19 +188,20 @@ func newModel(o Options) *Model {
 	ti.Prompt = ""
 	ti.CharLimit = 200
 	m := &Model{
-		o: o, th: th, keys: newKeyMap(), ti: ti,
-		speed: o.Speed, playing: o.Play, relative: o.Relative,
-		follow: o.Live, dev: o.Device, loading: o.Load != nil,
-		dirty: true, pos: -1,
-		wi: tuiwhatif.New(th), x: newExplainUI(),
+		o: o, th: th, keys: newKeyMap(), pr: prompt{ti: ti},
+		cur:   cursorState{speed: o.Speed, playing: o.Play, relative: o.Relative, follow: o.Live, pos: -1},
+		d:     dataShape{dev: o.Device},
+		ld:    loader{loading: o.Load != nil},
+		dirty: true,
+		vw:    views{wi: whatIfView{v: tuiwhatif.New(th)}, x: newExplainUI()},
 	}
-	m.tlPane = &timelinePanel{tl: timeline.New(th)}
-	m.segPane = &segmentsPanel{seg: segmap.New(th)}
-	m.evList = newEventsPane()
-	m.opTab = &opsPane{}
-	m.wi.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
-	m.hv = newHelpView(th, o, m.segPane.seg.Legend())
-	m.dv = newDevView(o)
+	m.p.tl = &timelinePanel{tl: timeline.New(th)}
+	m.p.seg = &segmentsPanel{seg: segmap.New(th)}
+	m.p.ev = newEventsPane()
+	m.p.ops = &opsPane{}
+	m.vw.wi.v.Keys = m.keys.WhatIfView // the bindings help lists are the ones the view matches
+	m.vw.help = newHelpView(th, o, m.p.seg.seg.Legend())
+	m.vw.dev = newDevView(o)
 	return m
 }
 
@@ -169,12 +209,7 @@ func newModel(o Options) *Model {
 func (m *Model) Init() tea.Cmd {
 	cmds := []tea.Cmd{m.tick()}
 	if m.o.Load != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		m.cancel = cancel
-		load := m.o.Load
-		cmds = append(cmds, func() tea.Msg {
-			return loadDoneMsg{err: load(ctx, m.report)}
-		})
+		cmds = append(cmds, m.ld.start(m.o.Load))
 	} else {
 		m.refreshData()
 		cmds = append(cmds, m.headlessTimer())
@@ -184,24 +219,35 @@ func (m *Model) Init() tea.Cmd {
 }
 
 // Close stops a running loader.
-func (m *Model) Close() {
-	m.closeOne.Do(func() {
-		if m.cancel != nil {
-			m.cancel()
+func (m *Model) Close() { m.ld.close() }
+
+// start runs load off the UI goroutine; its end is a loadDoneMsg.
+func (l *loader) start(load func(context.Context, func(Progress)) error) tea.Cmd {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	return func() tea.Msg { return loadDoneMsg{err: load(ctx, l.report)} }
+}
+
+// close stops the loader, once.
+func (l *loader) close() {
+	l.closeOne.Do(func() {
+		if l.cancel != nil {
+			l.cancel()
 		}
 	})
 }
 
-func (m *Model) report(p Progress) {
-	m.progMu.Lock()
-	m.prog = p
-	m.progMu.Unlock()
+// report is the loader's progress callback (any goroutine).
+func (l *loader) report(p Progress) {
+	l.progMu.Lock()
+	l.prog = p
+	l.progMu.Unlock()
 }
 
-func (m *Model) progress() Progress {
-	m.progMu.Lock()
-	defer m.progMu.Unlock()
-	return m.prog
+func (l *loader) progress() Progress {
+	l.progMu.Lock()
+	defer l.progMu.Unlock()
+	return l.prog
 }
 
 func (m *Model) tick() tea.Cmd {
@@ -209,22 +255,22 @@ func (m *Model) tick() tea.Cmd {
 }
 
 // Cursor returns the cursor (for tests and headless runs).
-func (m *Model) Cursor() int64 { return m.cursor }
+func (m *Model) Cursor() int64 { return m.cur.cursor }
 
 // Device returns the device shown.
-func (m *Model) Device() int { return m.dev }
+func (m *Model) Device() int { return m.d.dev }
 
 // Summary returns the summary at the cursor.
-func (m *Model) Summary() store.Summary { return m.sum }
+func (m *Model) Summary() store.Summary { return m.at.sum }
 
 // Playing reports whether replay is playing.
-func (m *Model) Playing() bool { return m.playing }
+func (m *Model) Playing() bool { return m.cur.playing }
 
 // Loading reports whether the loader is still running.
-func (m *Model) Loading() bool { return m.loading }
+func (m *Model) Loading() bool { return m.ld.loading }
 
 // Err returns the load error, if any.
-func (m *Model) Err() error { return m.loadErr }
+func (m *Model) Err() error { return m.ld.loadErr }
 
 // Update handles one message.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -242,11 +288,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.onTick(time.Time(msg))
 		return m, m.tick()
 	case loadDoneMsg:
-		m.loading = false
-		m.loadErr = msg.err
+		m.ld.loading = false
+		m.ld.loadErr = msg.err
 		m.dirty = true
 		if msg.err != nil {
-			if m.headless > 0 {
+			if m.ld.headless > 0 {
 				return m, tea.Quit
 			}
 			return m, nil
@@ -259,8 +305,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case pickerOpenedMsg:
 		m.onPickerOpened(msg)
 	case allocAtMsg:
-		if msg.dev == m.dev && msg.cursor == m.cursor {
-			m.segPane.setAllocAt(msg.addr, msg.text)
+		if msg.dev == m.d.dev && msg.cursor == m.cur.cursor {
+			m.p.seg.setAllocAt(msg.addr, msg.text)
 			m.dirty = true
 		}
 	case tea.MouseMsg:
@@ -268,7 +314,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		if msg.Alt && msg.Type == tea.KeyRunes {
 			// No alt bindings: "ESC x" read together is esc, then x.
-			c1 := m.onKey(tea.KeyMsg{Type: tea.KeyEsc})
+			c1 := m.route(tea.KeyMsg{Type: tea.KeyEsc})
 			msg.Alt = false
 			_, c2 := m.Update(msg)
 			return m, tea.Batch(c1, c2)
@@ -279,11 +325,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// that opens a prompt hands the rest to the prompt.
 			var cmds []tea.Cmd
 			for _, r := range msg.Runes {
-				cmds = append(cmds, m.onKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+				cmds = append(cmds, m.route(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
 			}
 			return m, tea.Batch(cmds...)
 		}
-		return m, m.onKey(msg)
+		return m, m.route(msg)
 	}
 	return m, nil
 }
@@ -291,13 +337,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 func (m *Model) onTick(now time.Time) {
 	if m.o.ConnState != nil {
 		c, d := m.o.ConnState()
-		if c != m.conn || d != m.connNote {
-			m.conn, m.connNote = c, d
+		if c != m.sl.conn || d != m.sl.connNote {
+			m.sl.conn, m.sl.connNote = c, d
 			m.dirty = true
 		}
 	}
 	m.refreshDevices(false)
-	if m.loading {
+	if m.ld.loading {
 		m.dirty = true // progress text
 		return
 	}
@@ -306,35 +352,41 @@ func (m *Model) onTick(now time.Time) {
 		m.dirty = true // new captures, or another one opened
 	}
 	m.pollData()
-	wall := m.o.Now()
-	if m.playing && m.hasData && !m.lastTick.IsZero() {
-		dt := wall.Sub(m.lastTick).Seconds() * m.speed
-		if m.base == store.TimeSequence {
+	if step := m.cur.advance(m.o.Now(), m.d.hasData, m.d.base); step > 0 {
+		c := m.cur.cursor + step
+		if c >= m.d.last {
+			c = m.d.last
+			m.cur.playing = false
+		}
+		m.setCursor(c)
+	}
+}
+
+// advance is how far playback moves the cursor between the last tick and
+// wall (whole units of the time base; the fraction carries over).
+func (c *cursorState) advance(wall time.Time, hasData bool, base store.TimeBase) int64 {
+	var step int64
+	if c.playing && hasData && !c.lastTick.IsZero() {
+		dt := wall.Sub(c.lastTick).Seconds() * c.speed
+		if base == store.TimeSequence {
 			dt *= seqRate
 		} else {
 			dt *= 1e6
 		}
-		m.carry += dt
-		step := int64(m.carry)
-		m.carry -= float64(step)
-		if step > 0 {
-			c := m.cursor + step
-			if c >= m.last {
-				c = m.last
-				m.playing = false
-			}
-			m.setCursor(c)
-		}
+		c.carry += dt
+		step = int64(c.carry)
+		c.carry -= float64(step)
 	}
-	m.lastTick = wall
+	c.lastTick = wall
+	return step
 }
 
 // pollData refreshes everything when the Source's version moved.
 func (m *Model) pollData() {
-	if m.loading || m.o.Source == nil {
+	if m.ld.loading || m.o.Source == nil {
 		return
 	}
-	if v := m.o.Source.Version(); v != m.version || !m.hasData {
+	if v := m.o.Source.Version(); v != m.d.version || !m.d.hasData {
 		m.refreshData()
 	}
 }
@@ -345,44 +397,44 @@ func (m *Model) refreshData() {
 	if src == nil {
 		return
 	}
-	m.version = src.Version()
-	m.devices = src.Devices()
-	m.opTab.refresh(m.paneCtx())
-	if len(m.devices) == 0 && m.opTab.count() == 0 {
-		m.hasData = false
+	m.d.version = src.Version()
+	m.d.devices = src.Devices()
+	m.p.ops.refresh(m.paneCtx())
+	if len(m.d.devices) == 0 && m.p.ops.count() == 0 {
+		m.d.hasData = false
 		m.dirty = true
 		return
 	}
 	switch {
-	case len(m.devices) == 0:
-		m.dev = -1 // ops only (e.g. analysed profiler output without a trace)
-	case !slices.Contains(m.devices, m.dev):
-		m.dev = m.devices[0]
+	case len(m.d.devices) == 0:
+		m.d.dev = -1 // ops only (e.g. analysed profiler output without a trace)
+	case !slices.Contains(m.d.devices, m.d.dev):
+		m.d.dev = m.d.devices[0]
 	}
-	wasData := m.hasData
-	if m.dev >= 0 {
-		m.streams.reset(src.Streams(m.dev))
+	wasData := m.d.hasData
+	if m.d.dev >= 0 {
+		m.d.streams.reset(src.Streams(m.d.dev))
 	}
-	m.segPane.seg.Stream = m.streams.describe
+	m.p.seg.seg.Stream = m.d.streams.describe
 	m.readBounds()
 	switch {
 	case !wasData && !m.o.Live:
 		// A replay opens at the end (the state the file was dumped in),
 		// or at the initial state when asked to play.
-		m.cursor, m.pos = m.first-1, -1
-		if (m.n > 0 || m.dev < 0) && !m.playing {
-			m.cursor = m.last
+		m.cur.cursor, m.cur.pos = m.d.first-1, -1
+		if (m.d.n > 0 || m.d.dev < 0) && !m.cur.playing {
+			m.cur.cursor = m.d.last
 		}
-	case m.follow:
-		m.cursor, m.pos = m.last, -1
+	case m.cur.follow:
+		m.cur.cursor, m.cur.pos = m.d.last, -1
 	}
-	if m.pos > m.n {
-		m.pos = -1 // the log was replaced
+	if m.cur.pos > m.d.n {
+		m.cur.pos = -1 // the log was replaced
 	}
-	if m.pos >= 0 && m.pos < m.thinned {
-		m.pos = m.thinned // the window moved past the cursor
+	if m.cur.pos >= 0 && m.cur.pos < m.d.thinned {
+		m.cur.pos = m.d.thinned // the window moved past the cursor
 	}
-	m.cursor = m.clampCursor(m.cursor)
+	m.cur.cursor = m.clampCursor(m.cur.cursor)
 	m.refreshWindow()
 	m.refreshCursor()
 }
@@ -390,11 +442,11 @@ func (m *Model) refreshData() {
 // startOver shows the Source as new data: at its end, or following it when
 // live; zoom and the op highlight go, the filter and focus stay.
 func (m *Model) startOver() {
-	m.hasData, m.pos, m.follow = false, -1, m.o.Live
-	m.zoomed = false
-	m.opTab.unhighlight()
-	m.x = newExplainUI() // views, mark and holders belong to the old data
-	m.tlPane.tl.SetHighlight(0, 0, false)
+	m.d.hasData, m.cur.pos, m.cur.follow = false, -1, m.o.Live
+	m.p.tl.zoomed = false
+	m.p.ops.unhighlight()
+	m.vw.x = newExplainUI() // views, mark and holders belong to the old data
+	m.p.tl.tl.SetHighlight(0, 0, false)
 	m.refreshData()
 	m.dirty = true
 }
@@ -406,41 +458,41 @@ const (
 
 func (m *Model) readBounds() {
 	src := m.o.Source
-	m.hasData = true
-	if m.dev < 0 {
-		m.base, m.n = store.TimeEpochUS, 0
-		m.first, m.last = m.opTab.bounds()
+	m.d.hasData = true
+	if m.d.dev < 0 {
+		m.d.base, m.d.n = store.TimeEpochUS, 0
+		m.d.first, m.d.last = m.p.ops.bounds()
 		return
 	}
-	m.base = src.TimeBase(m.dev)
-	m.first, m.last = src.Bounds(m.dev)
-	m.n = src.Len(m.dev)
-	ri := src.Retained(m.dev)
-	m.thinned, m.detail = ri.Thinned, ri.DetailFrom
+	m.d.base = src.TimeBase(m.d.dev)
+	m.d.first, m.d.last = src.Bounds(m.d.dev)
+	m.d.n = src.Len(m.d.dev)
+	ri := src.Retained(m.d.dev)
+	m.d.thinned, m.d.detail = ri.Thinned, ri.DetailFrom
 }
 
 // clampCursor keeps c in [first−1, last]; first−1 is the initial state.
 // Before a retention window's start the detail is gone: the cursor stops
 // at the window's first position (the timeline still draws the series).
 func (m *Model) clampCursor(c int64) int64 {
-	lo := m.first - 1
-	if m.thinned > 0 {
-		lo = m.detail
+	lo := m.d.first - 1
+	if m.d.thinned > 0 {
+		lo = m.d.detail
 	}
-	return max(lo, min(c, m.last))
+	return max(lo, min(c, m.d.last))
 }
 
 func (m *Model) setCursor(c int64) {
-	if m.thinned > 0 && c < m.detail {
-		m.statusErr = "detail before " + m.timeFmt().clock(m.detail) + " was thinned (--retain); the timeline keeps its series"
+	if m.d.thinned > 0 && c < m.d.detail {
+		m.sl.err = "detail before " + m.timeFmt().clock(m.d.detail) + " was thinned (--retain); the timeline keeps its series"
 	}
 	c = m.clampCursor(c)
-	if c == m.cursor && m.pos < 0 {
+	if c == m.cur.cursor && m.cur.pos < 0 {
 		return
 	}
-	m.cursor, m.pos = c, -1
-	if m.o.Live && c < m.last {
-		m.follow = false
+	m.cur.cursor, m.cur.pos = c, -1
+	if m.o.Live && c < m.d.last {
+		m.cur.follow = false
 	}
 	m.refreshCursor()
 }
@@ -450,127 +502,119 @@ func (m *Model) setCursor(c int64) {
 // an empty log) it moves to the previous or next time that has one.
 func (m *Model) stepEvent(d int) {
 	src := m.o.Source
-	if m.dev >= 0 && m.n > 0 {
-		n := m.sum.Applied + int64(d)
-		if n < m.thinned {
-			m.statusErr = "detail before " + m.timeFmt().clock(m.detail) + " was thinned (--retain)"
+	if m.d.dev >= 0 && m.d.n > 0 {
+		n := m.at.sum.Applied + int64(d)
+		if n < m.d.thinned {
+			m.sl.err = "detail before " + m.timeFmt().clock(m.d.detail) + " was thinned (--retain)"
 			return
 		}
-		if n < 0 || n > m.n {
+		if n < 0 || n > m.d.n {
 			return
 		}
-		m.pos = n
-		if m.o.Live && n < m.n {
-			m.follow = false
+		m.cur.pos = n
+		if m.o.Live && n < m.d.n {
+			m.cur.follow = false
 		}
 		m.refreshCursor()
 		return
 	}
 	if d < 0 {
-		if c, ok := src.PrevEvent(m.dev, m.cursor); ok {
+		if c, ok := src.PrevEvent(m.d.dev, m.cur.cursor); ok {
 			m.setCursor(c)
 		} else {
-			m.setCursor(m.first - 1)
+			m.setCursor(m.d.first - 1)
 		}
-	} else if c, ok := src.NextEvent(m.dev, m.cursor); ok {
+	} else if c, ok := src.NextEvent(m.d.dev, m.cur.cursor); ok {
 		m.setCursor(c)
 	}
 }
 
 // refreshWindow recomputes the timeline window and its series.
 func (m *Model) refreshWindow() {
-	if !m.hasData || m.w == 0 {
+	if !m.d.hasData || m.w == 0 {
 		return
 	}
-	if !m.zoomed {
-		m.win0, m.win1 = m.first, m.last+1
-	}
-	if m.win1 <= m.win0 {
-		m.win1 = m.win0 + 1
-	}
-	cols := m.tlPane.tl.Columns()
-	s := m.o.Source.Series(m.dev, m.win0, m.win1, cols)
+	m.p.tl.settle(m.d.first, m.d.last)
+	cols := m.p.tl.tl.Columns()
+	s := m.o.Source.Series(m.d.dev, m.p.tl.win0, m.p.tl.win1, cols)
 	var marks []timeline.Marker
-	t := m.win0 - 1
+	t := m.p.tl.win0 - 1
 	for range 512 {
-		nt, ok := m.o.Source.Next(m.dev, t, snapshot.ActionOOM)
-		if !ok || nt >= m.win1 || nt <= t {
+		nt, ok := m.o.Source.Next(m.d.dev, t, snapshot.ActionOOM)
+		if !ok || nt >= m.p.tl.win1 || nt <= t {
 			break
 		}
 		marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkOOM})
 		t = nt
 	}
 	for _, act := range []snapshot.Action{store.ActionRestart, store.ActionResync} {
-		t := m.win0 - 1
+		t := m.p.tl.win0 - 1
 		for range 64 {
-			nt, ok := m.o.Source.Next(m.dev, t, act)
-			if !ok || nt >= m.win1 || nt <= t {
+			nt, ok := m.o.Source.Next(m.d.dev, t, act)
+			if !ok || nt >= m.p.tl.win1 || nt <= t {
 				break
 			}
 			marks = append(marks, timeline.Marker{T: nt, Kind: timeline.MarkRestart})
 			t = nt
 		}
 	}
-	if m.base == store.TimeEpochUS {
-		for _, t := range m.opTab.stepStarts(m.win0, m.win1) {
+	if m.d.base == store.TimeEpochUS {
+		for _, t := range m.p.ops.stepStarts(m.p.tl.win0, m.p.tl.win1) {
 			marks = append(marks, timeline.Marker{T: t, Kind: timeline.MarkStep})
 		}
 	}
-	m.tlPane.tl.Origin = m.first
-	m.tlPane.tl.Unit = 1
-	if m.base == store.TimeEpochUS {
-		m.tlPane.tl.Unit = 1e6
+	m.p.tl.tl.Origin = m.d.first
+	m.p.tl.tl.Unit = 1
+	if m.d.base == store.TimeEpochUS {
+		m.p.tl.tl.Unit = 1e6
 	}
 	tf := m.timeFmt()
-	tf.span = m.win1 - m.win0
-	m.tlPane.tl.XLabel = tf.axis
+	tf.span = m.p.tl.span()
+	m.p.tl.tl.XLabel = tf.axis
 	m.setCategoryStack(cols)
-	m.tlPane.tl.SetData(s, marks)
-	m.tlPane.tl.SetCursor(m.cursor)
+	m.p.tl.tl.SetData(s, marks)
+	m.p.tl.tl.SetCursor(m.cur.cursor)
 	m.dirty = true
 }
 
 func (m *Model) timeFmt() timeFmt {
-	return timeFmt{base: m.base, first: m.first, relative: m.relative, loc: m.o.Location}
+	return timeFmt{base: m.d.base, first: m.d.first, relative: m.cur.relative, loc: m.o.Location}
 }
 
 // refreshCursor re-queries everything that depends on the cursor.
 func (m *Model) refreshCursor() {
-	if !m.hasData {
+	if !m.d.hasData {
 		return
 	}
 	src := m.o.Source
-	if m.pos >= 0 {
-		m.sum = src.SummaryAtSeq(m.dev, m.pos)
-		m.cursor = m.sum.Cursor
-		m.segPane.seg.SetState(src.StateAtSeq(m.dev, m.pos))
+	if m.cur.pos >= 0 {
+		m.at.sum = src.SummaryAtSeq(m.d.dev, m.cur.pos)
+		m.cur.cursor = m.at.sum.Cursor
+		m.p.seg.seg.SetState(src.StateAtSeq(m.d.dev, m.cur.pos))
 	} else {
-		m.sum = src.Summary(m.dev, m.cursor)
-		m.segPane.seg.SetState(src.StateAt(m.dev, m.cursor))
+		m.at.sum = src.Summary(m.d.dev, m.cur.cursor)
+		m.p.seg.seg.SetState(src.StateAt(m.d.dev, m.cur.cursor))
 	}
-	_, m.oomAhead = src.Next(m.dev, m.cursor, snapshot.ActionOOM)
-	m.hasOpAt = false
-	if m.base == store.TimeEpochUS {
-		m.opAt, m.hasOpAt = src.OpAt(m.cursor)
+	_, m.at.oomAhead = src.Next(m.d.dev, m.cur.cursor, snapshot.ActionOOM)
+	m.at.hasOpAt = false
+	if m.d.base == store.TimeEpochUS {
+		m.at.opAt, m.at.hasOpAt = src.OpAt(m.cur.cursor)
 		// Standing right after an entry whose time is only an interval
 		// (a recovered trace's oom), the header names that entry's op, as
 		// explain does (oprange.Interval).
-		if m.pos > 0 {
-			if evs := src.EventsAroundSeq(m.dev, m.pos, 1, 0); len(evs) == 1 && evs[0].Interval {
-				m.opAt, m.hasOpAt = src.OpOf(evs[0])
+		if m.cur.pos > 0 {
+			if evs := src.EventsAroundSeq(m.d.dev, m.cur.pos, 1, 0); len(evs) == 1 && evs[0].Interval {
+				m.at.opAt, m.at.hasOpAt = src.OpOf(evs[0])
 			}
 		}
 	}
-	m.opTab.follow(m.paneCtx(), m.opAt, m.hasOpAt)
+	m.p.ops.follow(m.paneCtx(), m.at.opAt, m.at.hasOpAt)
 	m.loadEvents()
-	m.tlPane.tl.SetCursor(m.cursor)
-	if m.zoomed && (m.cursor < m.win0 || m.cursor >= m.win1) {
-		span := m.win1 - m.win0
-		m.win0 = m.cursor - span/2
-		m.win1 = m.win0 + span
+	m.p.tl.tl.SetCursor(m.cur.cursor)
+	if m.p.tl.keepInView(m.cur.cursor) {
 		m.refreshWindow()
 	}
-	m.segPane.clearAllocAt()
+	m.p.seg.clearAllocAt()
 	m.dirty = true
 }
 
@@ -578,7 +622,7 @@ func (m *Model) refreshCursor() {
 // many entries as its rect shows.
 func (m *Model) loadEvents() {
 	_, _, _, ev, _ := m.layout()
-	m.evList.load(m.paneCtx(), max(1, ev.h-2))
+	m.p.ev.load(m.paneCtx(), max(1, ev.h-2))
 }
 
 func clampInt(v, lo, hi int) int { return max(lo, min(v, hi)) }
@@ -590,6 +634,6 @@ func (m *Model) settle() {
 	if !m.dirty {
 		return
 	}
-	m.x.settleView(m.paneCtx())
-	m.dv.settle(m.paneCtx())
+	m.vw.x.settleView(m.paneCtx())
+	m.vw.dev.settle(m.paneCtx())
 }

@@ -63,8 +63,8 @@ func TestCompactFocusedPaneGrows(t *testing.T) {
 		t.Fatalf("ops pane should replace segments:\n%s", v)
 	}
 	press(m, "tab")
-	if m.focus != paneTimeline {
-		t.Fatalf("tab after ops should wrap to the timeline, got %v", m.focus)
+	if m.p.focus != paneTimeline {
+		t.Fatalf("tab after ops should wrap to the timeline, got %v", m.p.focus)
 	}
 }
 
@@ -120,12 +120,12 @@ func TestPlayback(t *testing.T) {
 		t.Fatalf("space should start playing")
 	}
 	press(m, "[", "[")
-	if m.speed != 0.25 {
-		t.Fatalf("[[: speed %v", m.speed)
+	if m.cur.speed != 0.25 {
+		t.Fatalf("[[: speed %v", m.cur.speed)
 	}
 	press(m, "]", "]", "]")
-	if m.speed != 2 {
-		t.Fatalf("]]]: speed %v", m.speed)
+	if m.cur.speed != 2 {
+		t.Fatalf("]]]: speed %v", m.cur.speed)
 	}
 	start := m.Cursor()
 	c.t = c.t.Add(time.Millisecond)
@@ -200,7 +200,7 @@ func TestJump(t *testing.T) {
 	press(m, "t")
 	typeText(m, "+1ms")
 	press(m, "esc")
-	if m.Cursor() != before || m.input != inputNone {
+	if m.Cursor() != before || m.pr.input != inputNone {
 		t.Errorf("esc should cancel the prompt")
 	}
 }
@@ -222,14 +222,14 @@ func TestFilter(t *testing.T) {
 		t.Errorf("ops not filtered by size:\n%s", v)
 	}
 	press(m, "/")
-	m.ti.SetValue("")
+	m.pr.ti.SetValue("")
 	typeText(m, "matmul")
 	press(m, "enter")
 	if v := m.View(); strings.Contains(v[strings.Index(v, "4 Ops"):], "aten::empty") || !strings.Contains(v, "aten::matmul") {
 		t.Errorf("regex filter on ops failed")
 	}
 	press(m, "esc")
-	if m.flt != nil {
+	if m.pr.flt != nil {
 		t.Errorf("esc should clear the filter")
 	}
 	press(m, "/")
@@ -261,18 +261,18 @@ func TestParseFilter(t *testing.T) {
 func TestOpsSelectMovesCursor(t *testing.T) {
 	m := small(t, 160, 48)
 	press(m, "4", "down", "down", "enter")
-	if m.Cursor() != t0+7500 || !m.opTab.hl {
-		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.opTab.hl)
+	if m.Cursor() != t0+7500 || !m.p.ops.hl {
+		t.Fatalf("enter on aten::matmul: cursor %d highlight %v", m.Cursor(), m.p.ops.hl)
 	}
 	if !strings.Contains(m.View(), "op aten::matmul") {
 		t.Errorf("header should name the op at the cursor")
 	}
 	press(m, "s")
-	if m.opTab.sort != 1 || !strings.Contains(m.View(), "sort: duration") {
+	if m.p.ops.sort != 1 || !strings.Contains(m.View(), "sort: duration") {
 		t.Errorf("s should sort by duration")
 	}
 	press(m, "esc")
-	if m.opTab.hl {
+	if m.p.ops.hl {
 		t.Errorf("esc should clear the op highlight")
 	}
 }
@@ -305,7 +305,7 @@ func TestHelpAndQuit(t *testing.T) {
 		}
 	}
 	press(m, "esc")
-	if m.hv.shown {
+	if m.vw.help.shown {
 		t.Fatalf("esc should close help")
 	}
 	if !isQuit(press(m, "q")) {
@@ -320,23 +320,23 @@ func TestZoomAndPan(t *testing.T) {
 	m := small(t, 120, 40)
 	press(m, "g", "right", "right", "right", "right")
 	press(m, "+")
-	if !m.zoomed || m.win1-m.win0 >= 8*tStep+1 {
-		t.Fatalf("+ should zoom: %v [%d,%d)", m.zoomed, m.win0, m.win1)
+	if !m.p.tl.zoomed || m.p.tl.win1-m.p.tl.win0 >= 8*tStep+1 {
+		t.Fatalf("+ should zoom: %v [%d,%d)", m.p.tl.zoomed, m.p.tl.win0, m.p.tl.win1)
 	}
-	if m.cursor < m.win0 || m.cursor >= m.win1 {
+	if m.cur.cursor < m.p.tl.win0 || m.cur.cursor >= m.p.tl.win1 {
 		t.Fatalf("zoom must keep the cursor in view")
 	}
-	w0 := m.win0
+	w0 := m.p.tl.win0
 	press(m, ">")
-	if m.win0 <= w0 {
+	if m.p.tl.win0 <= w0 {
 		t.Fatalf("> should pan right")
 	}
 	press(m, "-", "-", "-")
-	if m.zoomed {
+	if m.p.tl.zoomed {
 		t.Fatalf("zooming out past the range should reset")
 	}
 	press(m, "+", "0")
-	if m.zoomed {
+	if m.p.tl.zoomed {
 		t.Fatalf("0 should reset zoom")
 	}
 	press(m, "r")
@@ -531,12 +531,12 @@ func TestBurstOfKeysInOneMessage(t *testing.T) {
 	// A terminal read can deliver "/" and the filter text in one message.
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("/matmul")})
 	press(m, "enter")
-	if m.flt == nil || m.flt.text != "matmul" {
-		t.Fatalf("filter from a burst: %+v", m.flt)
+	if m.pr.flt == nil || m.pr.flt.text != "matmul" {
+		t.Fatalf("filter from a burst: %+v", m.pr.flt)
 	}
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("g2")})
-	if m.Cursor() != t0-1 || m.focus != paneSegments {
-		t.Fatalf("burst g2: cursor %d focus %v", m.Cursor(), m.focus)
+	if m.Cursor() != t0-1 || m.p.focus != paneSegments {
+		t.Fatalf("burst g2: cursor %d focus %v", m.Cursor(), m.p.focus)
 	}
 	if !isQuit(func() tea.Cmd { _, c := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("xq")}); return c }()) {
 		t.Fatalf("q inside a burst must quit")
@@ -550,8 +550,8 @@ func TestEscThenKeyReadAsAlt(t *testing.T) {
 	press(m, "enter")
 	// "ESC 2" arriving in one read is decoded as alt+2.
 	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("2"), Alt: true})
-	if m.flt != nil || m.focus != paneSegments {
-		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.flt, m.focus)
+	if m.pr.flt != nil || m.p.focus != paneSegments {
+		t.Fatalf("alt+2 should be esc then 2: filter %v focus %v", m.pr.flt, m.p.focus)
 	}
 }
 
@@ -743,14 +743,14 @@ func TestFilterMatchesNextPrev(t *testing.T) {
 func TestListPaging(t *testing.T) {
 	m := newSized(t, fixtureOptions(fixtureSource(t)), 120, 40)
 	press(m, "2", "end")
-	if s := m.segPane.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
+	if s := m.p.seg.seg.Segment(); s == nil || s.Address != 0xe1ee00000 && !strings.Contains(m.View(), "▶") {
 		t.Fatalf("end in segments: %+v", s)
 	}
-	last := m.segPane.seg.Segment().Address
+	last := m.p.seg.seg.Segment().Address
 	press(m, "home")
-	first := m.segPane.seg.Segment().Address
+	first := m.p.seg.seg.Segment().Address
 	press(m, "pgdown")
-	paged := m.segPane.seg.Segment().Address
+	paged := m.p.seg.seg.Segment().Address
 	if !(first < paged && paged < last) {
 		t.Fatalf("segments: first %#x, after pgdn %#x, last %#x", first, paged, last)
 	}
@@ -791,19 +791,19 @@ func TestMouse(t *testing.T) {
 	press(m, "2")
 	click(tl.x+6+(tl.w-6)/2, tl.y+3)
 	first, last := int64(1776479641085368), int64(1776479641333549)
-	if m.focus != paneTimeline || m.Cursor() < first+(last-first)*2/5 || m.Cursor() > first+(last-first)*3/5 {
-		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.focus, m.Cursor(), first, last)
+	if m.p.focus != paneTimeline || m.Cursor() < first+(last-first)*2/5 || m.Cursor() > first+(last-first)*3/5 {
+		t.Fatalf("click mid-timeline: focus %v, cursor %d in [%d, %d]", m.p.focus, m.Cursor(), first, last)
 	}
 	click(seg.x+3, seg.y+2+4) // the fifth segment line
-	if m.focus != paneSegments || m.segPane.seg.Segment() == nil || m.segPane.seg.Segment().Address != 0xb09600000 {
-		t.Fatalf("click on a segment row: focus %v, %+v", m.focus, m.segPane.seg.Segment())
+	if m.p.focus != paneSegments || m.p.seg.seg.Segment() == nil || m.p.seg.seg.Segment().Address != 0xb09600000 {
+		t.Fatalf("click on a segment row: focus %v, %+v", m.p.focus, m.p.seg.seg.Segment())
 	}
 	m.Update(tea.MouseMsg{X: seg.x + 3, Y: seg.y + 4, Button: tea.MouseButtonWheelDown, Action: tea.MouseActionPress})
-	if m.segPane.seg.Segment().Address == 0xb09600000 {
+	if m.p.seg.seg.Segment().Address == 0xb09600000 {
 		t.Fatal("wheel did not scroll the segments")
 	}
 	m.Update(tea.MouseMsg{X: tl.x + 40, Y: tl.y + 3, Button: tea.MouseButtonWheelUp, Action: tea.MouseActionPress})
-	if !m.zoomed {
+	if !m.p.tl.zoomed {
 		t.Fatal("wheel up on the timeline did not zoom in")
 	}
 }

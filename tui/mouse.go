@@ -10,7 +10,7 @@ import (
 // that time; in a list it selects the row. The wheel zooms the timeline and
 // scrolls the other panes.
 func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
-	if m.screen() != screenPanes || m.input != inputNone {
+	if m.screen() != screenPanes || m.pr.input != inputNone {
 		return nil
 	}
 	_, tl, seg, ev, op := m.layout()
@@ -43,10 +43,10 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 		case paneTimeline:
 			m.zoom(wheel < 0)
 		case paneSegments:
-			m.segPane.seg.Move(3 * wheel)
-			return m.segPane.allocAtCmd(m.paneCtx())
+			m.p.seg.seg.Move(3 * wheel)
+			return m.p.seg.allocAtCmd(m.paneCtx())
 		case paneOps:
-			m.opTab.move(3 * wheel)
+			m.p.ops.move(3 * wheel)
 		case paneEvents:
 			m.stepEvent(wheel)
 		}
@@ -55,29 +55,29 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 	if msg.Button != tea.MouseButtonLeft || msg.Action != tea.MouseActionPress {
 		return nil
 	}
-	if m.focus != p {
-		m.focus = p
+	if m.p.focus != p {
+		m.p.focus = p
 		m.layoutPanes()
 		_, tl, seg, ev, op = m.layout()
 	}
 	switch p {
 	case paneTimeline:
-		if t, ok := m.tlPane.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
+		if t, ok := m.p.tl.tl.TimeAt(msg.X - tl.x); ok && msg.Y > tl.y {
 			m.setCursor(t)
 		}
 	case paneSegments:
 		// title and legend lines, then the list
-		if m.segPane.seg.SelectRow(msg.Y - seg.y - 2) {
-			return m.segPane.allocAtCmd(m.paneCtx())
+		if m.p.seg.seg.SelectRow(msg.Y - seg.y - 2) {
+			return m.p.seg.allocAtCmd(m.paneCtx())
 		}
 	case paneOps:
 		// title and column header, then the rows as last drawn
-		if i, ok := m.opTab.rowAt(msg.Y - op.y - 2); ok {
-			m.opTab.selectRow(i)
+		if i, ok := m.p.ops.rowAt(msg.Y - op.y - 2); ok {
+			m.p.ops.selectRow(i)
 		}
 	case paneEvents:
 		// title and column header, then the rows the pane draws
-		if e, ok := m.evList.rowAt(msg.Y-ev.y-2, ev.h-2); ok {
+		if e, ok := m.p.ev.rowAt(msg.Y-ev.y-2, ev.h-2); ok {
 			m.goToEvent(e)
 		}
 	}
@@ -86,9 +86,9 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 
 // goToEvent moves the cursor to just after entry e.
 func (m *Model) goToEvent(e store.Event) {
-	m.pos = e.Seq + 1
-	if m.o.Live && m.pos < m.n {
-		m.follow = false
+	m.cur.pos = e.Seq + 1
+	if m.o.Live && m.cur.pos < m.d.n {
+		m.cur.follow = false
 	}
 	m.refreshCursor()
 }

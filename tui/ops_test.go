@@ -22,7 +22,7 @@ func TestOpsFollowLiveStore(t *testing.T) {
 				o := testOptions(st)
 				o.Live = true
 				m := newSized(t, o, 120, 40)
-				m.opTab.sort = sortBy
+				m.p.ops.sort = sortBy
 				f, err := parseFilter(flt)
 				if err != nil {
 					t.Fatal(err)
@@ -45,8 +45,8 @@ func TestOpsFollowLiveStore(t *testing.T) {
 					st.AppendOps(batch)
 					m.refreshData()
 					want := st.Ops(minInt64, maxInt64)
-					if !reflect.DeepEqual(m.opTab.ops, want) {
-						t.Fatalf("tick %d: %d ops, want %d", tick, len(m.opTab.ops), len(want))
+					if !reflect.DeepEqual(m.p.ops.ops, want) {
+						t.Fatalf("tick %d: %d ops, want %d", tick, len(m.p.ops.ops), len(want))
 					}
 					var steps []int
 					for i := range want {
@@ -54,18 +54,18 @@ func TestOpsFollowLiveStore(t *testing.T) {
 							steps = append(steps, i)
 						}
 					}
-					if !reflect.DeepEqual(m.opTab.steps, steps) && (len(steps) > 0 || len(m.opTab.steps) > 0) {
-						t.Fatalf("tick %d: step index %v\nwant %v", tick, m.opTab.steps, steps)
+					if !reflect.DeepEqual(m.p.ops.steps, steps) && (len(steps) > 0 || len(m.p.ops.steps) > 0) {
+						t.Fatalf("tick %d: step index %v\nwant %v", tick, m.p.ops.steps, steps)
 					}
 					var view []int
 					for i := range want {
-						if m.flt.matchOp(&want[i]) {
+						if m.pr.flt.matchOp(&want[i]) {
 							view = append(view, i)
 						}
 					}
-					sort.SliceStable(view, func(a, b int) bool { return m.opTab.opLess(view[a], view[b]) })
-					if !reflect.DeepEqual(m.opTab.shown, view) && (len(view) > 0 || len(m.opTab.shown) > 0) {
-						t.Fatalf("tick %d: op table %v\nwant %v", tick, m.opTab.shown, view)
+					sort.SliceStable(view, func(a, b int) bool { return m.p.ops.opLess(view[a], view[b]) })
+					if !reflect.DeepEqual(m.p.ops.shown, view) && (len(view) > 0 || len(m.p.ops.shown) > 0) {
+						t.Fatalf("tick %d: op table %v\nwant %v", tick, m.p.ops.shown, view)
 					}
 				}
 			})
@@ -92,19 +92,19 @@ func TestOpsTableFollowsHeaderOp(t *testing.T) {
 		want string
 	}{{t0 + 120, "aten::copy_async"}, {t0 + 165, "aten::add"}, {t0 + 180, "aten::add"}, {t0 + 95, "aten::copy_async"}} {
 		m.setCursor(c.at)
-		if len(m.opTab.shown) == 0 {
+		if len(m.p.ops.shown) == 0 {
 			t.Fatal("empty op table")
 		}
-		got := m.opTab.ops[m.opTab.shown[m.opTab.sel]].Name
+		got := m.p.ops.ops[m.p.ops.shown[m.p.ops.sel]].Name
 		if c.at == t0+180 {
 			// between ops: the step that holds the cursor
-			if m.hasOpAt || got != "ProfilerStep#2" {
-				t.Errorf("cursor +%d (no op): header op %v, table on %q, want ProfilerStep#2", c.at-t0, m.hasOpAt, got)
+			if m.at.hasOpAt || got != "ProfilerStep#2" {
+				t.Errorf("cursor +%d (no op): header op %v, table on %q, want ProfilerStep#2", c.at-t0, m.at.hasOpAt, got)
 			}
 			continue
 		}
-		if !m.hasOpAt || m.opAt.Name != c.want || got != c.want {
-			t.Errorf("cursor +%d: header op %q (%v), table op %q; want both %q", c.at-t0, m.opAt.Name, m.hasOpAt, got, c.want)
+		if !m.at.hasOpAt || m.at.opAt.Name != c.want || got != c.want {
+			t.Errorf("cursor +%d: header op %q (%v), table op %q; want both %q", c.at-t0, m.at.opAt.Name, m.at.hasOpAt, got, c.want)
 		}
 	}
 }

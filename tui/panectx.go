@@ -36,13 +36,13 @@ type paneCtx struct {
 // paneCtx is the context the panes get now.
 func (m *Model) paneCtx() *paneCtx {
 	c := &paneCtx{
-		th: m.th, keys: &m.keys, src: m.o.Source, dev: m.dev, base: m.base,
-		cursor: m.cursor, pos: m.pos, applied: m.sum.Applied, tf: m.timeFmt(),
-		flt: m.flt, streams: &m.streams, hasOps: m.opTab.count() > 0,
+		th: m.th, keys: &m.keys, src: m.o.Source, dev: m.d.dev, base: m.d.base,
+		cursor: m.cur.cursor, pos: m.cur.pos, applied: m.at.sum.Applied, tf: m.timeFmt(),
+		flt: m.pr.flt, streams: &m.d.streams, hasOps: m.p.ops.count() > 0,
 		w: m.w, h: m.h, whatIf: m.o.WhatIf != nil,
 	}
-	if m.zoomed {
-		c.zoom = m.win1 - m.win0
+	if m.p.tl.zoomed {
+		c.zoom = m.p.tl.span()
 	}
 	return c
 }
@@ -116,17 +116,17 @@ func (m *Model) apply(a paneAct) tea.Cmd {
 			m.stepEvent(a.n)
 		}
 	case actStart:
-		m.setCursor(m.first - 1)
+		m.setCursor(m.d.first - 1)
 	case actEnd:
-		m.setCursor(m.last)
+		m.setCursor(m.d.last)
 	case actNote:
-		m.statusErr = a.note
+		m.sl.err = a.note
 	case actGoToOp:
-		m.tlPane.tl.SetHighlight(a.op.StartUS, a.op.EndUS, true)
-		if m.base == store.TimeEpochUS {
-			sel := m.opTab.selected()
+		m.p.tl.tl.SetHighlight(a.op.StartUS, a.op.EndUS, true)
+		if m.d.base == store.TimeEpochUS {
+			sel := m.p.ops.selected()
 			m.setCursor(a.op.StartUS)
-			m.opTab.selectRow(sel) // the op chosen, not another one starting at the same time
+			m.p.ops.selectRow(sel) // the op chosen, not another one starting at the same time
 		}
 	}
 	return a.cmd

@@ -44,8 +44,11 @@ func (m *Model) sizePanels() {
 }
 
 // panels are the four panes, in pane order.
-func (m *Model) panels() [numPanes]panel {
-	return [numPanes]panel{m.tlPane, m.segPane, m.evList, m.opTab}
+func (m *Model) panels() [numPanes]panel { return m.p.list() }
+
+// list is the panes in pane order.
+func (p *mainPanes) list() [numPanes]panel {
+	return [numPanes]panel{p.tl, p.seg, p.ev, p.ops}
 }
 
 // size is the body a panel was given.
@@ -62,6 +65,77 @@ func page(h int) int { return max(1, h-2) }
 type timelinePanel struct {
 	size
 	tl timeline.Model
+
+	// the window the chart shows: the whole range, or [win0, win1) zoomed
+	zoomed     bool
+	win0, win1 int64 // win1 exclusive
+	catChart   bool  // the chart stacks live bytes by memory category (C)
+}
+
+// span is the window's width in the time base.
+func (p *timelinePanel) span() int64 { return p.win1 - p.win0 }
+
+// settle makes the window the whole of [first, last] unless zoomed, and
+// never empty.
+func (p *timelinePanel) settle(first, last int64) {
+	if !p.zoomed {
+		p.win0, p.win1 = first, last+1
+	}
+	if p.win1 <= p.win0 {
+		p.win1 = p.win0 + 1
+	}
+}
+
+// zoom halves (in) or doubles the window's span, keeping cursor c where
+// it was in the window (the middle, when zooming in from the whole
+// range); a span of the whole range, or more, is not zoomed. The span
+// stays at least a chart column's worth.
+func (p *timelinePanel) zoom(in bool, first, last, c int64) {
+	span := p.span()
+	if !p.zoomed {
+		span = last + 1 - first
+	}
+	if in {
+		span /= 2
+	} else {
+		span *= 2
+	}
+	span = max(span, int64(p.tl.Columns()))
+	if span >= last+1-first {
+		p.zoomed = false
+		return
+	}
+	frac := 0.5
+	if p.zoomed && p.win1 > p.win0 {
+		frac = float64(c-p.win0) / float64(p.win1-p.win0)
+	}
+	w0 := c - int64(frac*float64(span))
+	p.zoomed = true
+	p.place(w0, w0+span, first, last)
+}
+
+// place sets the window to [w0, w1), moved to lie within [first, last].
+func (p *timelinePanel) place(w0, w1, first, last int64) {
+	span := w1 - w0
+	if w0 < first {
+		w0, w1 = first, first+span
+	}
+	if w1 > last+1 {
+		w0, w1 = last+1-span, last+1
+	}
+	p.win0, p.win1 = w0, w1
+}
+
+// keepInView recentres a zoomed window on cursor c when c left it; it
+// reports whether the window moved.
+func (p *timelinePanel) keepInView(c int64) bool {
+	if !p.zoomed || c >= p.win0 && c < p.win1 {
+		return false
+	}
+	span := p.span()
+	p.win0 = c - span/2
+	p.win1 = p.win0 + span
+	return true
 }
 
 func (p *timelinePanel) update(c *paneCtx, msg tea.KeyMsg) (paneAct, bool) {

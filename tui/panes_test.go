@@ -19,7 +19,7 @@ func TestPaneKeysInHelp(t *testing.T) {
 	}
 	for p, pn := range m.panels() {
 		t.Run(paneNames[p], func(t *testing.T) {
-			m.focus = pane(p)
+			m.p.focus = pane(p)
 			for _, b := range pn.keyMap(&m.keys) {
 				if !inHelp[b.Help().Key+" "+b.Help().Desc] {
 					t.Errorf("%s is not on the help screen", b.Help().Key)
@@ -39,7 +39,7 @@ func TestPaneKeysInHelp(t *testing.T) {
 	}
 }
 
-// The panes are offered a key before the screen's bindings (onKey): no
+// The panes are offered a key before the screen's bindings (route): no
 // pane may take a key that one of the screen's bindings names, or that
 // binding would be shadowed while the pane has focus.
 func TestPanesShadowNoScreenKey(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/internal/capture"
-	"github.com/npumon/npumon/replay/explain"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/tui/theme"
 )
 
@@ -53,26 +53,26 @@ func (m *Model) refreshPicker() bool {
 		return false
 	}
 	list := m.o.Captures.List()
-	changed := !slices.Equal(list, m.pick.list)
-	m.pick.list = list
-	if m.pick.selPath == "" {
+	changed := !slices.Equal(list, m.vw.pick.list)
+	m.vw.pick.list = list
+	if m.vw.pick.selPath == "" {
 		// start on the open capture, else the newest
-		m.pick.sel = len(list) - 1
+		m.vw.pick.sel = len(list) - 1
 		for i := range list {
 			if list[i].Open {
-				m.pick.sel = i
+				m.vw.pick.sel = i
 			}
 		}
 	} else {
 		for i := range list {
-			if list[i].Path == m.pick.selPath {
-				m.pick.sel = i
+			if list[i].Path == m.vw.pick.selPath {
+				m.vw.pick.sel = i
 			}
 		}
 	}
-	m.pick.sel = clampInt(m.pick.sel, 0, max(len(list)-1, 0))
+	m.vw.pick.sel = clampInt(m.vw.pick.sel, 0, max(len(list)-1, 0))
 	if len(list) > 0 {
-		m.pick.selPath = list[m.pick.sel].Path
+		m.vw.pick.selPath = list[m.vw.pick.sel].Path
 	}
 	return changed
 }
@@ -82,50 +82,50 @@ func (m *Model) onPickerKey(msg tea.KeyMsg) tea.Cmd {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Back, k.Captures):
-		m.pick.shown = false
+		m.vw.pick.shown = false
 	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
 		d := 1
 		if key.Matches(msg, k.Up) {
 			d = -1
 		}
-		m.pick.sel = clampInt(m.pick.sel+d, 0, max(len(m.pick.list)-1, 0))
+		m.vw.pick.sel = clampInt(m.vw.pick.sel+d, 0, max(len(m.vw.pick.list)-1, 0))
 	case key.Matches(msg, k.Start):
-		m.pick.sel = 0
+		m.vw.pick.sel = 0
 	case key.Matches(msg, k.End):
-		m.pick.sel = max(len(m.pick.list)-1, 0)
+		m.vw.pick.sel = max(len(m.vw.pick.list)-1, 0)
 	case key.Matches(msg, k.Enter):
-		if m.pick.sel >= len(m.pick.list) || m.pick.opening != "" {
+		if m.vw.pick.sel >= len(m.vw.pick.list) || m.vw.pick.opening != "" {
 			return nil
 		}
-		path := m.pick.list[m.pick.sel].Path
-		m.pick.opening = path
+		path := m.vw.pick.list[m.vw.pick.sel].Path
+		m.vw.pick.opening = path
 		caps := m.o.Captures
 		return func() tea.Msg { return pickerOpenedMsg{path: path, err: caps.Open(path)} }
 	}
-	if m.pick.sel < len(m.pick.list) {
-		m.pick.selPath = m.pick.list[m.pick.sel].Path
+	if m.vw.pick.sel < len(m.vw.pick.list) {
+		m.vw.pick.selPath = m.vw.pick.list[m.vw.pick.sel].Path
 	}
 	return nil
 }
 
 // onPickerOpened closes the picker once the chosen capture is shown.
 func (m *Model) onPickerOpened(msg pickerOpenedMsg) {
-	m.pick.opening = ""
+	m.vw.pick.opening = ""
 	m.dirty = true
 	if msg.err != nil {
-		m.statusErr = msg.err.Error()
+		m.sl.err = msg.err.Error()
 		return
 	}
-	m.pick.shown = false
+	m.vw.pick.shown = false
 	m.refreshPicker()
 	m.startOver() // a new capture is new data
 }
 
 // openCapture is the capture shown and its number, for the header.
 func (m *Model) openCapture() (capture.Entry, int, bool) {
-	for i := len(m.pick.list) - 1; i >= 0; i-- {
-		if m.pick.list[i].Open {
-			return m.pick.list[i], m.pick.list[i].Index, true
+	for i := len(m.vw.pick.list) - 1; i >= 0; i-- {
+		if m.vw.pick.list[i].Open {
+			return m.vw.pick.list[i], m.vw.pick.list[i].Index, true
 		}
 	}
 	return capture.Entry{}, 0, false
@@ -134,8 +134,8 @@ func (m *Model) openCapture() (capture.Entry, int, bool) {
 // numberedCaptures is how many captures have a number (are not removed).
 func (m *Model) numberedCaptures() int {
 	n := 0
-	for i := range m.pick.list {
-		if m.pick.list[i].Index > 0 {
+	for i := range m.vw.pick.list {
+		if m.vw.pick.list[i].Index > 0 {
 			n++
 		}
 	}
@@ -148,8 +148,8 @@ func (m *Model) numberedCaptures() int {
 func (m *Model) capturesProblem() string {
 	n, bad, writing := 0, 0, 0
 	first := ""
-	for i := range m.pick.list {
-		c := &m.pick.list[i]
+	for i := range m.vw.pick.list {
+		c := &m.vw.pick.list[i]
 		if c.Index == 0 {
 			continue
 		}
@@ -206,19 +206,19 @@ func (m *Model) pickerLines(body int) []string {
 		th.Dim.Render(fmt.Sprintf("   %4s  %-8s  %-12s  %10s  %s", "#", "kind", "arrived", "size", "name")),
 	}
 	rows := body - len(lines)
-	if len(m.pick.list) == 0 {
+	if len(m.vw.pick.list) == 0 {
 		lines = append(lines, "   no snapshots or profiler directories yet; they appear here as they land")
 	}
-	if m.pick.sel < m.pick.top {
-		m.pick.top = m.pick.sel
+	if m.vw.pick.sel < m.vw.pick.top {
+		m.vw.pick.top = m.vw.pick.sel
 	}
-	if rows > 0 && m.pick.sel >= m.pick.top+rows {
-		m.pick.top = m.pick.sel - rows + 1
+	if rows > 0 && m.vw.pick.sel >= m.vw.pick.top+rows {
+		m.vw.pick.top = m.vw.pick.sel - rows + 1
 	}
-	for i := m.pick.top; i < len(m.pick.list) && len(lines) < body; i++ {
-		c := &m.pick.list[i]
+	for i := m.vw.pick.top; i < len(m.vw.pick.list) && len(lines) < body; i++ {
+		c := &m.vw.pick.list[i]
 		mark := "  "
-		if i == m.pick.sel {
+		if i == m.vw.pick.sel {
 			mark = th.G.Selected + " "
 		}
 		open := " "
@@ -233,7 +233,7 @@ func (m *Model) pickerLines(body int) []string {
 			c.Arrived.In(m.o.Location).Format("15:04:05.000"), bytesize.Format(c.Size))
 		var note string
 		switch {
-		case c.Path == m.pick.opening:
+		case c.Path == m.vw.pick.opening:
 			note = th.Dim.Render("  opening…")
 		case c.Writing:
 			note = th.Dim.Render("  being written…")
@@ -245,9 +245,9 @@ func (m *Model) pickerLines(body int) []string {
 		// the name gives way from its middle, down to 20 columns; past that
 		// the note (an error's text) is cut at the screen's edge
 		name := filepath.Base(c.Path)
-		name = explain.TruncMiddle(name, max(20, m.w-theme.Width(row)-theme.Width(note)))
+		name = cells.TruncMiddle(name, max(20, m.w-theme.Width(row)-theme.Width(note)))
 		row += name
-		if i == m.pick.sel {
+		if i == m.vw.pick.sel {
 			row = th.Header.Render(row)
 		}
 		row = fit(row+note, m.w)

@@ -104,7 +104,7 @@ func TestCapturePicker(t *testing.T) {
 		t.Fatal("enter started nothing")
 	}
 	m.Update(cmd())
-	if v = m.View(); !strings.Contains(v, "truncated pickle") || !m.pick.shown {
+	if v = m.View(); !strings.Contains(v, "truncated pickle") || !m.vw.pick.shown {
 		t.Fatalf("a failed open:\n%s", v)
 	}
 	press(m, "up")
@@ -112,7 +112,7 @@ func TestCapturePicker(t *testing.T) {
 	m.Update(cmd())
 	tick()
 	v = m.View()
-	if m.pick.shown || !strings.Contains(v, "/dumps · snapshot_2.pickle (2 of 3)") || !strings.Contains(v, "entry #5162/5163") {
+	if m.vw.pick.shown || !strings.Contains(v, "/dumps · snapshot_2.pickle (2 of 3)") || !strings.Contains(v, "entry #5162/5163") {
 		t.Fatalf("after opening snapshot_2:\n%s", v)
 	}
 	if m.Summary().Entries != 5163 {
@@ -123,11 +123,11 @@ func TestCapturePicker(t *testing.T) {
 	}
 	// reopened, the picker starts on the open capture; esc closes it
 	press(m, "c")
-	if m.pick.sel != 1 {
-		t.Fatalf("picker selection %d, want the open capture (1)", m.pick.sel)
+	if m.vw.pick.sel != 1 {
+		t.Fatalf("picker selection %d, want the open capture (1)", m.vw.pick.sel)
 	}
 	press(m, "esc")
-	if m.pick.shown {
+	if m.vw.pick.shown {
 		t.Fatal("esc did not close the picker")
 	}
 }
@@ -162,7 +162,7 @@ func TestCapturePickerAt80(t *testing.T) {
 func TestCapturePickerOnlyWhenWatching(t *testing.T) {
 	m := newSized(t, testOptions(storeOf(t, smallSnapshot(true), nil)), 120, 30)
 	press(m, "c")
-	if v := m.View(); m.pick.shown || strings.Contains(v, "Captures in") || !strings.Contains(v, "c lists the captures of a watched directory") {
+	if v := m.View(); m.vw.pick.shown || strings.Contains(v, "Captures in") || !strings.Contains(v, "c lists the captures of a watched directory") {
 		t.Fatalf("picker without captures:\n%s", v)
 	}
 	if !strings.HasPrefix(strings.TrimSpace(strings.Split(m.View(), "\n")[0]), "npumon  │  small.pickle  │") {

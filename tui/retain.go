@@ -9,14 +9,14 @@ import (
 // retainNote is the header's word on a retention window: how many entries
 // were thinned and from when the detail is held ("" when nothing was).
 func (m *Model) retainNote(wide bool) string {
-	if m.thinned <= 0 {
+	if m.d.thinned <= 0 {
 		return ""
 	}
 	if !wide {
-		return countText(m.thinned) + " thinned"
+		return countText(m.d.thinned) + " thinned"
 	}
-	from, _, _ := strings.Cut(m.timeFmt().clock(m.detail), ".") // seconds suffice here
-	return fmt.Sprintf("history: %s entries thinned, detail from %s", countText(m.thinned), from)
+	from, _, _ := strings.Cut(m.timeFmt().clock(m.d.detail), ".") // seconds suffice here
+	return fmt.Sprintf("history: %s entries thinned, detail from %s", countText(m.d.thinned), from)
 }
 
 // countText writes a count with k/M/G steps (12.3 M).

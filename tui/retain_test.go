@@ -67,8 +67,8 @@ func TestHeaderSaysWhatWasThinned(t *testing.T) {
 	}
 	m := newSized(t, o, 120, 30)
 	press(m, "home")
-	if m.cursor != ri.DetailFrom || m.Summary().Thinned || m.Summary().Applied != ri.Thinned {
-		t.Fatalf("home: cursor %d (detail from %d), summary %+v", m.cursor, ri.DetailFrom, m.Summary())
+	if m.cur.cursor != ri.DetailFrom || m.Summary().Thinned || m.Summary().Applied != ri.Thinned {
+		t.Fatalf("home: cursor %d (detail from %d), summary %+v", m.cur.cursor, ri.DetailFrom, m.Summary())
 	}
 	if v := ansi.Strip(m.View()); !strings.Contains(v, "detail before 07:06:52.288 was thinned (--retain)") {
 		t.Fatalf("no word on the thinned detail:\n%s", v)

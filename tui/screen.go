@@ -21,19 +21,19 @@ const (
 // screen returns the screen shown now.
 func (m *Model) screen() screen {
 	switch {
-	case m.hv.shown:
+	case m.vw.help.shown:
 		return screenHelp
-	case m.dv.shown():
+	case m.vw.dev.shown():
 		return screenDevices
-	case m.pick.shown:
+	case m.vw.pick.shown:
 		return screenPicker
-	case m.wiOpen:
+	case m.vw.wi.open:
 		return screenWhatIf
-	case m.x.open() && m.hasData && !m.loading:
+	case m.vw.x.open() && m.d.hasData && !m.ld.loading:
 		return screenView
-	case m.loading || m.loadErr != nil:
+	case m.ld.loading || m.ld.loadErr != nil:
 		return screenLoading
-	case !m.hasData:
+	case !m.d.hasData:
 		return screenWaiting
 	}
 	return screenPanes

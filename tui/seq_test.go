@@ -74,8 +74,8 @@ func TestStepThroughOneMicrosecond(t *testing.T) {
 		if s, ok := blockAt(src.lastState, grp[0].Addr); !ok || s != wantBlock[k] {
 			t.Fatalf("step %d: block %#x is %v (found %v), want %v", k, grp[0].Addr, s, ok, wantBlock[k])
 		}
-		if m.evList.cur < 0 || m.evList.events[m.evList.cur].Seq != n-1 {
-			t.Fatalf("step %d: highlighted event %d, want entry %d", k, m.evList.cur, n-1)
+		if m.p.ev.cur < 0 || m.p.ev.events[m.p.ev.cur].Seq != n-1 {
+			t.Fatalf("step %d: highlighted event %d, want entry %d", k, m.p.ev.cur, n-1)
 		}
 		var row string
 		for _, l := range strings.Split(m.View(), "\n") {

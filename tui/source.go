@@ -83,7 +83,7 @@ var _ Source = (*store.Store)(nil)
 
 // hbm is the device's HBM used / total for live sources that know it.
 func (m *Model) hbm() (string, bool) {
-	info, ok := m.o.Source.DeviceInfo(m.dev)
+	info, ok := m.o.Source.DeviceInfo(m.d.dev)
 	if !ok || info.HBMTotal <= 0 {
 		return "", false
 	}
@@ -93,7 +93,7 @@ func (m *Model) hbm() (string, bool) {
 // dropped is the number of entries the producer dropped on this device,
 // and the number of holes of unknown size.
 func (m *Model) dropped() (n int64, holes int) {
-	for _, r := range m.o.Source.Gaps(m.dev) {
+	for _, r := range m.o.Source.Gaps(m.d.dev) {
 		n += r.Missed
 		if r.Missed == 0 {
 			holes++

@@ -151,8 +151,8 @@ func Run(ctx context.Context, opts Options, popts ...tea.ProgramOption) error {
 	}
 	if m, ok := final.(*Model); ok {
 		m.Close()
-		if m.loadErr != nil {
-			return m.loadErr
+		if m.ld.loadErr != nil {
+			return m.ld.loadErr
 		}
 	}
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {

@@ -33,7 +33,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	y := headerRows
 	if m.compact() {
 		th := min(8, avail/3)
-		if m.focus == paneTimeline {
+		if m.p.focus == paneTimeline {
 			th = max(th, avail/2)
 		}
 		if th < 4 {
@@ -41,7 +41,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 		}
 		tl = rect{0, y, w, th}
 		rest := rect{0, y + th, w, avail - th}
-		switch m.focus {
+		switch m.p.focus {
 		case paneTimeline, paneEvents:
 			ev = rest
 		case paneSegments:
@@ -53,7 +53,7 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 	}
 	tlH := max(8, avail*30/100)
 	opH := max(5, avail*24/100)
-	if m.opTab.count() == 0 {
+	if m.p.ops.count() == 0 {
 		opH = 3 // title, header and "no profiler ops"
 	}
 	midH := avail - tlH - opH
@@ -68,12 +68,12 @@ func (m *Model) layout() (compact bool, tl, seg, ev, op rect) {
 
 // layoutPanes sizes the panes after a resize or a focus change.
 func (m *Model) layoutPanes() {
-	m.wi.SetSize(m.w, max(0, m.h-headerRows-hintRows))
+	m.vw.wi.v.SetSize(m.w, max(0, m.h-headerRows-hintRows))
 	_, tl, _, _, _ := m.layout()
-	oldCols := m.tlPane.tl.Columns()
-	m.tlPane.tl.SetSize(tl.w, max(0, tl.h-1))
-	if m.hasData {
-		if m.tlPane.tl.Columns() != oldCols {
+	oldCols := m.p.tl.tl.Columns()
+	m.p.tl.tl.SetSize(tl.w, max(0, tl.h-1))
+	if m.d.hasData {
+		if m.p.tl.tl.Columns() != oldCols {
 			m.refreshWindow()
 		}
 		m.loadEvents()
@@ -106,7 +106,7 @@ func (m *Model) render() string {
 	lines := make([]string, 0, m.h)
 	noteBelow := false
 	if m.o.DevicesOnly {
-		lines = append(lines, m.dv.header(m.paneCtx())...)
+		lines = append(lines, m.vw.dev.header(m.paneCtx())...)
 	} else {
 		var head []string
 		head, noteBelow = m.headerLines()
@@ -114,15 +114,15 @@ func (m *Model) render() string {
 	}
 	switch m.screen() {
 	case screenHelp:
-		lines = append(lines, m.hv.lines(m.paneCtx(), body)...)
+		lines = append(lines, m.vw.help.lines(m.paneCtx(), body)...)
 	case screenDevices:
-		lines = append(lines, m.dv.lines(m.paneCtx(), body)...)
+		lines = append(lines, m.vw.dev.lines(m.paneCtx(), body)...)
 	case screenPicker:
 		lines = append(lines, m.pickerLines(body)...)
 	case screenWhatIf:
 		lines = append(lines, m.whatIfLines(body)...)
 	case screenView:
-		lines = append(lines, m.x.viewLines(m.paneCtx(), body)...)
+		lines = append(lines, m.vw.x.viewLines(m.paneCtx(), body)...)
 	case screenLoading:
 		lines = append(lines, m.loadingLines(body)...)
 	case screenWaiting:
@@ -177,7 +177,7 @@ func (m *Model) bodyLines(body int) []string {
 
 func (m *Model) timelineInfo() string { return timelineInfo(m.paneCtx()) }
 
-func (m *Model) spanText(d int64) string { return spanText(m.base, d) }
+func (m *Model) spanText(d int64) string { return spanText(m.d.base, d) }
 
 // spanText is a duration, or a count of entries in a sequence time base.
 func spanText(base store.TimeBase, d int64) string {
@@ -193,13 +193,13 @@ func (m *Model) title(p pane, w int, compact bool, info string) string {
 	th := m.th
 	name := func(p pane) string {
 		t := fmt.Sprintf("%d %s", p+1, paneNames[p])
-		if p == m.focus {
+		if p == m.p.focus {
 			return th.TitleFocused.Render("[" + t + "]")
 		}
 		return th.Title.Render(" " + t + " ")
 	}
 	left := name(p)
-	if compact && p == m.focus { // the focused pane's title names every pane, as tabs
+	if compact && p == m.p.focus { // the focused pane's title names every pane, as tabs
 		left = ""
 		for i := pane(0); i < numPanes; i++ {
 			left += name(i)
@@ -216,10 +216,10 @@ func (m *Model) title(p pane, w int, compact bool, info string) string {
 
 func (m *Model) loadingLines(body int) []string {
 	th := m.th
-	if m.loadErr != nil {
-		return centered(body, m.w, th.Warn.Render("error: "+m.loadErr.Error()), "", "q quits")
+	if m.ld.loadErr != nil {
+		return centered(body, m.w, th.Warn.Render("error: "+m.ld.loadErr.Error()), "", "q quits")
 	}
-	p := m.progress()
+	p := m.ld.progress()
 	stage := p.Stage
 	if stage == "" {
 		stage = "loading"

@@ -17,7 +17,7 @@ type scrollState struct {
 }
 
 func scrollOf(m *Model) scrollState {
-	return scrollState{views: append([]xview(nil), m.x.views...), at: m.x.at, groups: len(m.x.groups), devTop: m.dv.top}
+	return scrollState{views: append([]xview(nil), m.vw.x.views...), at: m.vw.x.at, groups: len(m.vw.x.groups), devTop: m.vw.dev.top}
 }
 
 // viewTwice draws the model twice, forcing a fresh render each time, and
@@ -47,13 +47,13 @@ func TestViewDoesNotScroll(t *testing.T) {
 		press(m, "down")
 	}
 	v := viewTwice(t, m)
-	sel := m.x.top().sel
+	sel := m.vw.x.top().sel
 	if sel == 0 || !strings.Contains(v, m.th.G.Selected+" ") {
 		t.Fatalf("selection %d not drawn:\n%s", sel, v)
 	}
 	// a smaller terminal: the selection stays on screen, moved there by Update
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
-	if top := m.x.top(); top.sel-top.top >= 24 {
+	if top := m.vw.x.top(); top.sel-top.top >= 24 {
 		t.Fatalf("selection %d off a 24-row screen from %d", top.sel, top.top)
 	}
 	v = viewTwice(t, m)
@@ -72,7 +72,7 @@ func TestViewDoesNotScroll(t *testing.T) {
 	o, _ := withFeed(t, procsFixture, 124528)
 	m = newSized(t, o, 80, 24)
 	press(m, "D", "end")
-	if m.dv.top == 1<<30 {
+	if m.vw.dev.top == 1<<30 {
 		t.Fatal("end left the scroll unclamped")
 	}
 	viewTwice(t, m)

@@ -33,7 +33,7 @@ func TestWhatIfKey(t *testing.T) {
 	m.refreshData()
 
 	cmd := press(m, "w")
-	if cmd == nil || !m.wiOpen {
+	if cmd == nil || !m.vw.wi.open {
 		t.Fatal("w did not start the what-if view")
 	}
 	msg := cmd()
@@ -51,7 +51,7 @@ func TestWhatIfKey(t *testing.T) {
 	if cmd := press(m, "esc"); cmd != nil {
 		m.Update(cmd())
 	}
-	if m.wiOpen || strings.Contains(m.View(), "What-if") {
+	if m.vw.wi.open || strings.Contains(m.View(), "What-if") {
 		t.Errorf("esc did not close the view:\n%s", m.View())
 	}
 
@@ -59,7 +59,7 @@ func TestWhatIfKey(t *testing.T) {
 	o.WhatIf = nil
 	m = newSized(t, o, 80, 24)
 	m.refreshData()
-	if cmd := press(m, "w"); cmd != nil || m.wiOpen {
+	if cmd := press(m, "w"); cmd != nil || m.vw.wi.open {
 		t.Error("w opened the what-if view without a snapshot")
 	}
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/mattn/go-runewidth"
-
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/replay/frames"
 )
 
@@ -38,95 +37,26 @@ func FormatFrame(f snapshot.Frame, width int) string {
 	return name + "  " + TruncLeft(path, room) + loc
 }
 
-// The truncation helpers below measure in terminal cells (Width: a CJK
-// rune takes two, a combining mark none), never in bytes or runes, and
-// every view that shortens a name goes through them; a cut is marked "…"
-// (one cell).
+// The truncation helpers below measure in terminal cells (a CJK rune
+// takes two, a combining mark none), never in bytes or runes; they are
+// internal/cells's, the one implementation every view that shortens a
+// name goes through. A cut is marked "…" (one cell).
 
 // Width is the display width of plain text (no escape sequences) in
 // terminal cells.
-func Width(s string) int {
-	w := 0
-	for _, r := range s {
-		w += runeCells(r)
-	}
-	return w
-}
-
-func runeCells(r rune) int {
-	if r >= 0x20 && r < 0x7f {
-		return 1
-	}
-	return runewidth.RuneWidth(r)
-}
-
-// headCells is the longest prefix of r in at most n cells.
-func headCells(r []rune, n int) []rune {
-	w := 0
-	for i, c := range r {
-		if w += runeCells(c); w > n {
-			return r[:i]
-		}
-	}
-	return r
-}
-
-// tailCells is the longest suffix of r in at most n cells.
-func tailCells(r []rune, n int) []rune {
-	w := 0
-	for i := len(r) - 1; i >= 0; i-- {
-		if w += runeCells(r[i]); w > n {
-			return r[i+1:]
-		}
-	}
-	return r
-}
+func Width(s string) int { return cells.Width(s) }
 
 // TruncLeft shortens s from the left to at most n cells, marking the cut
 // with "…" (and keeping whole path elements when it can).
-func TruncLeft(s string, n int) string {
-	if Width(s) <= n {
-		return s
-	}
-	if n <= 1 {
-		return "…"
-	}
-	tail := tailCells([]rune(s), n-1)
-	// start at a separator when there is one, so the cut reads "…/dir/file"
-	for i, c := range tail {
-		if (c == '/' || c == '\\') && i < len(tail)-1 {
-			tail = tail[i:]
-			break
-		}
-	}
-	return "…" + string(tail)
-}
+func TruncLeft(s string, n int) string { return cells.TruncLeft(s, n) }
 
 // TruncRight shortens s from the right to at most n cells, ending in "…".
-func TruncRight(s string, n int) string {
-	if Width(s) <= n {
-		return s
-	}
-	if n <= 1 {
-		return "…"
-	}
-	return string(headCells([]rune(s), n-1)) + "…"
-}
+func TruncRight(s string, n int) string { return cells.TruncRight(s, n) }
 
 // TruncMiddle shortens s to at most n cells by cutting its middle, marked
 // "…": a file name keeps both what it is (oom_snapshot_…) and which one
 // (…_step000039.pickle).
-func TruncMiddle(s string, n int) string {
-	if Width(s) <= n {
-		return s
-	}
-	if n <= 1 {
-		return "…"
-	}
-	r := []rune(s)
-	head := headCells(r, (n-1)/2)
-	return string(head) + "…" + string(tailCells(r[len(head):], n-1-Width(string(head))))
-}
+func TruncMiddle(s string, n int) string { return cells.TruncMiddle(s, n) }
 
 // TruncDistinct shortens s, one name of a list shown together (others:
 // the rest of the list, s itself may be among them), to at most n cells
@@ -176,12 +106,12 @@ func TruncShared(s string, n, shared int) string {
 	}
 	if tw := Width(string(r[a:])); tw+1 <= n {
 		// all of the rest fits: the head takes what is left of the room
-		return string(headCells(r[:a], n-1-tw)) + "…" + string(r[a:])
+		return string(cells.Head(r[:a], n-1-tw)) + "…" + string(r[a:])
 	}
 	// the common end is long too: the differing word, cut at both ends
 	for a = a0; a < p && Width(string(r[a:p+1])) > n-2; a++ {
 	}
-	return "…" + string(headCells(r[a:], n-2)) + "…"
+	return "…" + string(cells.Head(r[a:], n-2)) + "…"
 }
 
 // wordStart is where the word holding r[p] begins: the identifier before

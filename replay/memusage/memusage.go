@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/internal/safefile"
 )
 
@@ -211,7 +212,7 @@ func Parse(path string, b []byte) (*File, error) {
 			header = false
 			if !isHeader(rec) {
 				return nil, &Error{File: path, Line: line, Msg: fmt.Sprintf("the header is %q, want %q",
-					cutText(strings.Join(rec, ","), 120), strings.Join(Header, ","))}
+					cells.TruncRight(strings.Join(rec, ","), 121), strings.Join(Header, ","))}
 			}
 			continue
 		}
@@ -264,24 +265,17 @@ func parseMB(s string) (int64, error) {
 	}
 	for i := 0; i < len(t); i++ {
 		if c := t[i]; (c < '0' || c > '9') && c != '.' {
-			return 0, fmt.Errorf("%q is not a non-negative number of MB", cutText(t, 40))
+			return 0, fmt.Errorf("%q is not a non-negative number of MB", cells.TruncRight(t, 41))
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("%q is not a non-negative number of MB", cutText(t, 40))
+		return 0, fmt.Errorf("%q is not a non-negative number of MB", cells.TruncRight(t, 41))
 	}
 	if v > maxMB {
-		return 0, fmt.Errorf("%s MB is over %d MB (1 PiB): impossible for a device", cutText(t, 40), maxMB)
+		return 0, fmt.Errorf("%s MB is over %d MB (1 PiB): impossible for a device", cells.TruncRight(t, 41), maxMB)
 	}
 	return int64(math.Round(v * MiB)), nil
-}
-
-func cutText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // MaxSkew is how far apart in time a snapshot and a memUsageInfo CSV may

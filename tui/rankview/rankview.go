@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/npumon/npumon/allocator/bytesize"
+	"github.com/npumon/npumon/internal/cells"
 	"github.com/npumon/npumon/monitor/ranks"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
@@ -239,12 +240,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			_, c := m.child.Update(msg)
 			return m, m.wrap(c)
 		}
-		return m, m.onKey(msg)
+		return m, m.route(msg)
 	}
 	return m, nil
 }
 
-func (m *Model) onKey(k tea.KeyMsg) tea.Cmd {
+func (m *Model) route(k tea.KeyMsg) tea.Cmd {
 	s := k.String()
 	if s == "ctrl+c" || s == "q" {
 		m.Close()
@@ -284,7 +285,7 @@ func (m *Model) openRank(i int) tea.Cmd {
 	}
 	r := m.o.Ranks[i]
 	m.gen++
-	m.child = m.o.Open(OpenSpec{Rank: r, Title: fmt.Sprintf("rank %d · %s", r.Rank, tail(r.Name, 15)), Device: m.figs[i].Device,
+	m.child = m.o.Open(OpenSpec{Rank: r, Title: fmt.Sprintf("rank %d · %s", r.Rank, cells.TruncTail(r.Name, 15)), Device: m.figs[i].Device,
 		Live: m.o.Live, ASCII: m.o.ASCII, NoColor: m.o.NoColor, Renderer: m.o.Renderer, Location: m.o.Location,
 		Back: func() tea.Msg { return backMsg{} }})
 	initCmd := m.child.Init()
@@ -501,15 +502,4 @@ func (m *Model) timeOf(f ranks.Figures) string {
 		return "-"
 	}
 	return time.UnixMicro(f.PeakActiveTime).In(m.o.Location).Format("15:04:05.000")
-}
-
-// tail keeps the last n characters of s (an ellipsis marks the cut), so a
-// rank view's header, which shortens the source name from the left, still
-// shows the rank at 80 columns.
-func tail(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return "…" + string(r[len(r)-n+1:])
 }
