@@ -70,7 +70,7 @@ type runner struct {
 	ptrs    []uint64 // per allocation id: its pointer in this run, 0 when not live
 	pad     int64    // the allocator's request padding (Pad32)
 
-	reserved int64 // the last point of the run's curve
+	reserved int64 // the bytes of the curve's last point
 	external int64 // workspace blocks: reserved and allocated outside the allocator
 
 	// The allocator's segment counters when the trace's first entry
