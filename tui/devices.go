@@ -185,7 +185,7 @@ func (v *devView) update(c *paneCtx, msg tea.KeyMsg) {
 	case key.Matches(msg, k.Up):
 		v.top = max(0, v.top-1)
 	case key.Matches(msg, k.Down):
-		v.top++ // settleDevices clamps it
+		v.top++ // settle clamps it
 	case key.Matches(msg, k.PageUp):
 		v.top = max(0, v.top-max(1, c.h-6))
 	case key.Matches(msg, k.PageDown):
@@ -207,7 +207,7 @@ func (v *devView) hint() string {
 	return "↑/↓ scroll · D or esc back · ? help · q quits"
 }
 
-// devicesHeader is the header of npumon devices --watch.
+// header is the header of npumon devices --watch.
 func (v *devView) header(c *paneCtx) []string {
 	th := c.th
 	sep := th.Dim.Render(" " + th.G.VBar + " ")
@@ -231,7 +231,7 @@ func (v *devView) header(c *paneCtx) []string {
 	return []string{strings.Join(l1, sep), packParts(parts, c.w, -1)}
 }
 
-// devicesLines renders the devices view in body rows: a status line, a
+// lines renders the devices view in body rows: a status line, a
 // row per chip (memory bar, AICore, power, temperature, health), then the
 // process table and the producer's comparison.
 func (v *devView) lines(c *paneCtx, body int) []string {
@@ -255,7 +255,7 @@ func (v *devView) lines(c *paneCtx, body int) []string {
 	out := append([]string{status}, heads...)
 	rows := body - len(out)
 	maxTop := max(0, len(lines)-rows)
-	top := clampInt(v.top, 0, maxTop) // settleDevices keeps it in range
+	top := clampInt(v.top, 0, maxTop) // settle keeps it in range
 	end := min(len(lines), top+rows)
 	out = append(out, lines[top:end]...)
 	if maxTop > 0 && len(out) == body {
@@ -268,7 +268,7 @@ func (v *devView) lines(c *paneCtx, body int) []string {
 	return out[:body]
 }
 
-// devicesContent is the devices view's column heads, which stay put, and
+// content is the devices view's column heads, which stay put, and
 // the lines that scroll under them (none before the first sample).
 func (v *devView) content(c *paneCtx) (heads, lines []string) {
 	if v.sample.Info == nil {
@@ -336,7 +336,7 @@ func cmpDesc(a, b int64) int {
 	return 0
 }
 
-// settleDevices keeps the devices view's scroll inside its lines after a
+// settle keeps the devices view's scroll inside its lines after a
 // message (a key, a new sample, a resize). View only draws.
 func (v *devView) settle(c *paneCtx) {
 	if !v.shown() {
@@ -347,7 +347,7 @@ func (v *devView) settle(c *paneCtx) {
 	v.top = clampInt(v.top, 0, max(0, len(lines)-rows))
 }
 
-// devicesStatus is the first line: what was read, when, and a failed poll.
+// status is the first line: what was read, when, and a failed poll.
 func (v *devView) status(c *paneCtx) string {
 	th := c.th
 	s := v.sample

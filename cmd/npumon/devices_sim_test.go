@@ -58,7 +58,7 @@ func TestDevicesSimJSON(t *testing.T) {
 	}
 }
 
-// TestDevicesRendersUsage renders devices that hold memory and streams.
+// TestDevicesSimRendersUsage renders devices that hold memory and streams.
 func TestDevicesSimRendersUsage(t *testing.T) {
 	rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{{}, {Name: "Ascend910B4", HBMBytes: 32 * acl.GiB, SystemReserved: -1}}})
 	d0, _ := rt.Device(0)

@@ -28,7 +28,7 @@ import (
 const soakWatchRSSBound = 128 << 20
 
 // TestSoakWatchChild is not a test: it is the child process of
-// churnWatch, a real `npumon watch` whose RSS the parent reads.
+// startChurnedWatch, a real `npumon watch` whose RSS the parent reads.
 func TestSoakWatchChild(t *testing.T) {
 	args := os.Getenv("NPUMON_SOAK_WATCH_ARGS")
 	if args == "" {

@@ -42,7 +42,7 @@ func (k Kind) String() string {
 }
 
 // Capture is the kind of capture k is read as: capture.Snapshot (a memory
-// snapshot), capture.Profiler (profiler output, profiler.ReadInput), or ""
+// snapshot), capture.Profiler (profiler output, profiler.ReadDir), or ""
 // for a path npumon does not read.
 func (k Kind) Capture() capture.Kind {
 	switch k {
@@ -57,7 +57,7 @@ func (k Kind) Capture() capture.Kind {
 // Snapshot reports whether k is read as a memory snapshot.
 func (k Kind) Snapshot() bool { return k.Capture() == capture.Snapshot }
 
-// Profiler reports whether k is read as profiler output (profiler.ReadInput).
+// Profiler reports whether k is read as profiler output (profiler.ReadDir).
 func (k Kind) Profiler() bool { return k.Capture() == capture.Profiler }
 
 // Input is a classified path.

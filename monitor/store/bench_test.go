@@ -249,7 +249,7 @@ func benchAppend(b *testing.B, opts Options) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
 
-// BenchmarkStoreEvents: a page of 100 events at a random cursor.
+// BenchmarkStoreEventsAround: a page of 100 events at a random cursor.
 func BenchmarkStoreEventsAround(b *testing.B) {
 	_, st := benchStore(b)
 	first, last := st.Bounds(0)
@@ -329,7 +329,7 @@ func BenchmarkStoreCursorStep(b *testing.B) {
 	benchcpu.Report(b, c0, 0, "")
 }
 
-// BenchmarkStoreAppendRetained is StoreAppend with a retention window of
+// BenchmarkStoreAppendRetained is BenchmarkStoreAppend with a retention window of
 // 65,536 entries: every 4,096 entries a chunk is thinned.
 func BenchmarkStoreAppendRetained(b *testing.B) {
 	benchAppend(b, Options{Retain: Retention{Entries: 1 << 16}})

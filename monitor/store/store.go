@@ -79,7 +79,7 @@ type Store struct {
 	info        map[int]DeviceInfo
 
 	// indexed counts entries the ingests of captures have indexed, in
-	// steps of indexStep (LoadSnapshot's progress while it indexes).
+	// steps of indexStep (Indexed: a load's progress while it indexes).
 	indexed atomic.Int64
 
 	retain     Retention

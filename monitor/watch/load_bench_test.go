@@ -42,7 +42,7 @@ func BenchmarkLoadSnapshot1M(b *testing.B) {
 	})
 }
 
-// BenchmarkLoadSnapshotDecode1M is the decoding share of LoadSnapshot1M
+// BenchmarkLoadSnapshotDecode1M is the decoding share of BenchmarkLoadSnapshot1M
 // (the full model, as replay needs it).
 func BenchmarkLoadSnapshotDecode1M(b *testing.B) {
 	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {

@@ -102,7 +102,7 @@ func (e *enc) f64(v float64)  { e.b = binary.LittleEndian.AppendUint64(e.b, math
 func (e *enc) bool(v bool)    { e.u8(b2u(v)) }
 func (e *enc) begin(typ byte) { e.b = append(e.b, 0, 0, 0, 0, typ) }
 
-// beginAt starts a frame and returns its offset for end.
+// frame starts a frame and returns its offset for end.
 func (e *enc) frame(typ byte) int { off := len(e.b); e.begin(typ); return off }
 
 func (e *enc) end(off int) {

@@ -210,8 +210,8 @@ type Options struct {
 	Confs []string // alternatives; nil = whatif.Alternatives (the TUI's and whatif's too)
 	// NoWhatIf skips the simulation; so does a nil Simulate.
 	NoWhatIf bool
-	// WhatIf runs the simulation even where it answers nothing (see
-	// WhatIfWanted); NoWhatIf wins.
+	// WhatIf runs the simulation even where it answers nothing (no oom
+	// entry, no peak within NearDevice of DeviceMem); NoWhatIf wins.
 	WhatIf bool
 	// Simulate runs the what-if (sim.Simulate from replay/whatif/sim).
 	Simulate  whatif.Simulator
@@ -254,7 +254,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 	}
 	// The what-if runs (the costliest part) start first and overlap the
 	// per-device walks — where they answer something: an oom entry, or on
-	// request (WhatIfWanted). A peak near a given device size is only known
+	// request (WhatIf, Confs). A peak near a given device size is only known
 	// after the walks; the runs then start there.
 	type simResult struct {
 		res *whatif.Result

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/npumon/npumon/acl"
 	"github.com/npumon/npumon/allocator"
@@ -81,6 +82,7 @@ func benchInput(b *testing.B) *input {
 // the floor the what-if machinery adds to.
 func BenchmarkBaselineAllocatorOnly(b *testing.B) {
 	in := benchInput(b)
+	defer reportCPU(b, benchcpu.Now())
 	for b.Loop() {
 		rt := acl.NewRuntime(acl.Config{Devices: []acl.DeviceSpec{{HBMBytes: 64 * config.GiB, SystemReserved: -1}}})
 		dev, _ := rt.Device(0)
@@ -99,8 +101,15 @@ func BenchmarkBaselineAllocatorOnly(b *testing.B) {
 	}
 }
 
+// reportCPU adds the process's CPU time per op since c0 (benchcpu): on a
+// shared machine it is steadier than ns/op.
+func reportCPU(b *testing.B, c0 time.Duration) {
+	b.ReportMetric(float64((benchcpu.Now()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
 func BenchmarkBuildInput1M(b *testing.B) {
 	benchInput(b)
+	defer reportCPU(b, benchcpu.Now())
 	for b.Loop() {
 		buildInput(benchTL, nil)
 	}
@@ -112,6 +121,7 @@ func benchSimulate(b *testing.B, conf string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer reportCPU(b, benchcpu.Now())
 	for b.Loop() {
 		r, err := simulate(context.Background(), in, conf, cfg, 64*config.GiB, true)
 		if err != nil || r.OOMs != 0 {
@@ -137,6 +147,7 @@ func BenchmarkSimulateParallel(b *testing.B) {
 		DeviceMem: 64 * config.GiB,
 	}
 	npu := config.FlavourNPU
+	defer reportCPU(b, benchcpu.Now())
 	for b.Loop() {
 		if _, err := SimulateSnapshot(context.Background(), benchSnap, npu, opts); err != nil {
 			b.Fatal(err)

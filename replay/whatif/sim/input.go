@@ -55,39 +55,83 @@ type input struct {
 // ascending.
 func buildInput(tl *replay.Timeline, empties []span) *input {
 	entries := tl.Entries
-	in := &input{device: tl.Device, entries: entries, until: 1<<31 - 1}
-	in.stats.Entries = len(entries)
 	n := len(entries)
+	inits := tl.Start()
+	b := &inputBuilder{
+		in:      &input{device: tl.Device, entries: entries, until: 1<<31 - 1},
+		entries: entries,
+		empties: empties,
+		state:   make(map[uint64]addrState, len(inits)+1024),
+		never:   int32(n),
+		skip:    map[int]bool{},
+	}
+	b.in.stats.Entries = n
+	b.in.ops = make([]op, 0, len(inits)+n)
+	var named map[uint64]int32
+	b.next, named = nextSameAddr(entries)
+	b.addInitial(inits, named)
+	for i := range entries {
+		b.addEntry(i)
+	}
+	markInside(b.in)
+	collectStreams(b.in)
+	return b.in
+}
 
-	// next[i]: the next alloc-family entry naming the same address.
-	next := make([]int32, n)
-	last := make(map[uint64]int32)
-	for i := n - 1; i >= 0; i-- {
+// The state of an address while the trace is turned into operations.
+const (
+	absent  = iota
+	live    // allocated: id names the allocation
+	pending // free_requested, free_completed still to come
+)
+
+type addrState struct {
+	state uint8
+	id    int32
+}
+
+// inputBuilder holds what buildInput needs from one entry to the next.
+type inputBuilder struct {
+	in      *input
+	entries []snapshot.TraceEntry
+	next    []int32 // see nextSameAddr
+	empties []span  // the inferred empty_cache calls still to come
+	state   map[uint64]addrState
+	never   int32        // a doneAt that completes after the last entry
+	floor   int32        // a malloc's reserved change is placed no earlier (the last empty_cache's end)
+	skip    map[int]bool // entries of workspace triples
+}
+
+// nextSameAddr returns, per entry, the next alloc-family entry naming the
+// same address (-1 when none; 0 for entries not of the alloc family), and
+// the first alloc-family entry of each address.
+func nextSameAddr(entries []snapshot.TraceEntry) (next []int32, first map[uint64]int32) {
+	next = make([]int32, len(entries))
+	first = make(map[uint64]int32)
+	for i := len(entries) - 1; i >= 0; i-- {
 		e := &entries[i]
 		if !e.Action.IsAllocFamily() {
 			continue
 		}
-		if j, ok := last[e.Addr]; ok {
+		if j, ok := first[e.Addr]; ok {
 			next[i] = j
 		} else {
 			next[i] = -1
 		}
-		last[e.Addr] = int32(i)
+		first[e.Addr] = int32(i)
 	}
-	inits := tl.Start()
+	return next, first
+}
 
-	const (
-		absent = iota
-		live
-		pending
-	)
-	type addrState struct {
-		state uint8
-		id    int32
-	}
-	state := make(map[uint64]addrState, len(inits)+1024)
-	in.ops = make([]op, 0, len(inits)+n)
-	newID := func() int32 { in.ids++; return int32(in.ids - 1) }
+func (b *inputBuilder) newID() int32 {
+	b.in.ids++
+	return int32(b.in.ids - 1)
+}
+
+// addInitial allocates the blocks live before the trace; named holds the
+// addresses the trace names, so that the others count as ghosts.
+func (b *inputBuilder) addInitial(inits []replay.StartAlloc, named map[uint64]int32) {
+	in := b.in
 	for i := range inits {
 		x := &inits[i]
 		size := x.Size()
@@ -95,104 +139,143 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 			in.stats.Unmatched++
 			continue
 		}
-		id := newID()
+		id := b.newID()
 		in.ops = append(in.ops, op{kind: opAlloc, entry: -1, at: -1, id: id, stream: x.Stream, size: size})
-		state[x.Block.Address] = addrState{live, id}
+		b.state[x.Block.Address] = addrState{live, id}
 		in.stats.Initial++
 		in.stats.InitialBytes += size
-		if _, named := last[x.Block.Address]; !named { // rule (b): a ghost block
+		if _, ok := named[x.Block.Address]; !ok { // rule (b): a ghost block
 			in.stats.Ghosts++
 			in.stats.GhostBytes += size
 		}
 	}
-	never := int32(n) // completes after the last entry
-	free := func(i int, id int32, doneAt int32) {
-		in.ops = append(in.ops, op{kind: opFree, entry: int32(i), at: int32(i), id: id, doneAt: doneAt})
-		in.stats.Frees++
-		if doneAt > int32(i)+1 {
-			in.stats.DeferredFrees++
-		}
-	}
-	var floor int32
-	skip := map[int]bool{} // entries of workspace triples
-	for i := range entries {
-		if len(empties) > 0 && empties[0].start == int32(i) {
-			in.ops = append(in.ops, op{kind: opEmptyCache, entry: int32(i), at: int32(i)})
-			in.stats.EmptyCaches++
-			floor = empties[0].end // a later malloc does not own these releases
-			empties = empties[1:]
-		}
-		e := &entries[i]
-		if e.Action == snapshot.ActionWorkspaceSnapshot {
-			size, at := e.Size, int32(i)
-			for j := i + 1; j < min(i+3, n); j++ { // its segment_alloc and alloc
-				if x := &entries[j]; x.Addr == e.Addr && (x.Action == snapshot.ActionSegmentAlloc || x.Action == snapshot.ActionAlloc) {
-					if x.Action == snapshot.ActionSegmentAlloc {
-						size, at = x.Size, int32(j) // the recording reserves it there
-					}
-					skip[j] = true
-				}
-			}
-			if size > 0 {
-				in.ops = append(in.ops, op{kind: opExternal, entry: int32(i), at: at, size: size})
-				in.stats.Workspace++
-			}
-			continue
-		}
-		if skip[i] {
-			continue
-		}
-		st := state[e.Addr]
-		switch e.Action {
-		case snapshot.ActionAlloc:
-			if e.Size < 0 { // a damaged entry: nothing to allocate
-				in.stats.Unmatched++
-				continue
-			}
-			if st.state == live { // a free the trace lost: release the old one first
-				free(i, st.id, -1)
-				in.stats.Unmatched++
-			}
-			id := newID()
-			in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), at: max(mallocStart(entries, i), floor), id: id, stream: e.Stream, size: e.Size})
-			state[e.Addr] = addrState{live, id}
-			in.stats.Allocs++
-		case snapshot.ActionFreeRequested:
-			if st.state != live {
-				in.stats.Unmatched++
-				continue
-			}
-			doneAt := int32(-1)
-			j := next[i]
-			switch {
-			case j < 0:
-				doneAt = never // still pending when the trace ends
-			case entries[j].Action == snapshot.ActionFreeCompleted && int(j) > i+1:
-				doneAt = j
-			}
-			free(i, st.id, doneAt)
-			state[e.Addr] = addrState{pending, -1}
-		case snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			switch st.state {
-			case pending:
-				delete(state, e.Addr)
-			case live: // free_requested not recorded: treat as an immediate free
-				free(i, st.id, -1)
-				delete(state, e.Addr)
-			default:
-				in.stats.Unmatched++
-			}
-		case snapshot.ActionOOM:
-			if e.Size < 0 {
-				in.stats.Unmatched++
-				continue
-			}
-			in.ops = append(in.ops, op{kind: opOOM, entry: int32(i), at: max(mallocStart(entries, i), floor), stream: e.Stream, size: e.Size})
-			in.stats.OOMRequests++
-		}
-	}
+}
 
-	in.inside = make([]bool, n)
+// free appends the free of allocation id at entry i, completing at doneAt.
+func (b *inputBuilder) free(i int, id int32, doneAt int32) {
+	b.in.ops = append(b.in.ops, op{kind: opFree, entry: int32(i), at: int32(i), id: id, doneAt: doneAt})
+	b.in.stats.Frees++
+	if doneAt > int32(i)+1 {
+		b.in.stats.DeferredFrees++
+	}
+}
+
+// addEntry appends the operations of entry i: an inferred empty_cache that
+// starts there, then the entry's own.
+func (b *inputBuilder) addEntry(i int) {
+	in := b.in
+	if len(b.empties) > 0 && b.empties[0].start == int32(i) {
+		in.ops = append(in.ops, op{kind: opEmptyCache, entry: int32(i), at: int32(i)})
+		in.stats.EmptyCaches++
+		b.floor = b.empties[0].end // a later malloc does not own these releases
+		b.empties = b.empties[1:]
+	}
+	e := &b.entries[i]
+	if e.Action == snapshot.ActionWorkspaceSnapshot {
+		b.addWorkspace(i)
+		return
+	}
+	if b.skip[i] {
+		return
+	}
+	switch e.Action {
+	case snapshot.ActionAlloc:
+		b.addAlloc(i)
+	case snapshot.ActionFreeRequested:
+		b.addFreeRequested(i)
+	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
+		b.addFreeCompleted(i)
+	case snapshot.ActionOOM:
+		b.addOOM(i)
+	}
+}
+
+// addWorkspace turns the workspace triple starting at entry i into one
+// external block, and marks its segment_alloc and alloc to be skipped.
+func (b *inputBuilder) addWorkspace(i int) {
+	e := &b.entries[i]
+	size, at := e.Size, int32(i)
+	for j := i + 1; j < min(i+3, len(b.entries)); j++ { // its segment_alloc and alloc
+		if x := &b.entries[j]; x.Addr == e.Addr && (x.Action == snapshot.ActionSegmentAlloc || x.Action == snapshot.ActionAlloc) {
+			if x.Action == snapshot.ActionSegmentAlloc {
+				size, at = x.Size, int32(j) // the recording reserves it there
+			}
+			b.skip[j] = true
+		}
+	}
+	if size > 0 {
+		b.in.ops = append(b.in.ops, op{kind: opExternal, entry: int32(i), at: at, size: size})
+		b.in.stats.Workspace++
+	}
+}
+
+// addAlloc appends the allocation of entry i.
+func (b *inputBuilder) addAlloc(i int) {
+	in := b.in
+	e := &b.entries[i]
+	if e.Size < 0 { // a damaged entry: nothing to allocate
+		in.stats.Unmatched++
+		return
+	}
+	if st := b.state[e.Addr]; st.state == live { // a free the trace lost: release the old one first
+		b.free(i, st.id, -1)
+		in.stats.Unmatched++
+	}
+	id := b.newID()
+	in.ops = append(in.ops, op{kind: opAlloc, entry: int32(i), at: max(mallocStart(b.entries, i), b.floor), id: id, stream: e.Stream, size: e.Size})
+	b.state[e.Addr] = addrState{live, id}
+	in.stats.Allocs++
+}
+
+// addFreeRequested appends the free of entry i, deferred to the matching
+// free_completed when that does not directly follow.
+func (b *inputBuilder) addFreeRequested(i int) {
+	e := &b.entries[i]
+	st := b.state[e.Addr]
+	if st.state != live {
+		b.in.stats.Unmatched++
+		return
+	}
+	doneAt := int32(-1)
+	j := b.next[i]
+	switch {
+	case j < 0:
+		doneAt = b.never // still pending when the trace ends
+	case b.entries[j].Action == snapshot.ActionFreeCompleted && int(j) > i+1:
+		doneAt = j
+	}
+	b.free(i, st.id, doneAt)
+	b.state[e.Addr] = addrState{pending, -1}
+}
+
+// addFreeCompleted handles a free_completed (or free) at entry i.
+func (b *inputBuilder) addFreeCompleted(i int) {
+	e := &b.entries[i]
+	switch st := b.state[e.Addr]; st.state {
+	case pending:
+		delete(b.state, e.Addr)
+	case live: // free_requested not recorded: treat as an immediate free
+		b.free(i, st.id, -1)
+		delete(b.state, e.Addr)
+	default:
+		b.in.stats.Unmatched++
+	}
+}
+
+// addOOM appends the retried request of the oom entry i.
+func (b *inputBuilder) addOOM(i int) {
+	e := &b.entries[i]
+	if e.Size < 0 {
+		b.in.stats.Unmatched++
+		return
+	}
+	b.in.ops = append(b.in.ops, op{kind: opOOM, entry: int32(i), at: max(mallocStart(b.entries, i), b.floor), stream: e.Stream, size: e.Size})
+	b.in.stats.OOMRequests++
+}
+
+// markInside sets in.inside: the entries strictly inside a malloc.
+func markInside(in *input) {
+	in.inside = make([]bool, len(in.entries))
 	for i := range in.ops {
 		if o := &in.ops[i]; (o.kind == opAlloc || o.kind == opOOM) && o.entry >= 0 {
 			for j := o.at; j < o.entry; j++ {
@@ -200,6 +283,11 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 			}
 		}
 	}
+}
+
+// collectStreams sets in.streams: the streams the allocations name,
+// ascending.
+func collectStreams(in *input) {
 	seen := map[uint64]bool{}
 	for i := range in.ops {
 		if o := &in.ops[i]; (o.kind == opAlloc || o.kind == opOOM) && !seen[o.stream] {
@@ -208,7 +296,6 @@ func buildInput(tl *replay.Timeline, empties []span) *input {
 		}
 	}
 	slices.Sort(in.streams)
-	return in
 }
 
 // mallocStart returns the entry where the recording shows the reserved

@@ -45,10 +45,73 @@ func (h *helperStreams) Pop() any {
 // simulate replays in under cfg on a device of devMem bytes (see
 // Options.Contiguous).
 func simulate(ctx context.Context, in *input, name string, cfg config.Config, devMem int64, contiguous bool) (*whatif.Run, error) {
+	r, err := newRunner(in, name, cfg, devMem, contiguous)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.replay(ctx); err != nil {
+		return nil, err
+	}
+	r.finish()
+	return r.run, nil
+}
+
+// runner is one simulation in progress: the simulated device and its
+// allocator, and the run's figures as the operations change them.
+type runner struct {
+	in      *input
+	name    string
+	run     *whatif.Run
+	clock   *acl.ManualClock
+	dev     *acl.Device
+	a       *allocator.Allocator
+	streams map[uint64]acl.Stream // the recording's streams on dev
+	helpers helperStreams
+	ptrs    []uint64 // per allocation id: its pointer in this run, 0 when not live
+	pad     int64    // the allocator's request padding (Pad32)
+
+	reserved int64 // the bytes of the curve's last point
+	external int64 // workspace blocks: reserved and allocated outside the allocator
+
+	// The allocator's segment counters when the trace's first entry
+	// is replayed, so that the run counts only the trace's own.
+	initAllocs, initFrees int64
+	started               bool
+}
+
+// newRunner sets up the simulated device, its allocator under cfg and the
+// recording's streams.
+func newRunner(in *input, name string, cfg config.Config, devMem int64, contiguous bool) (*runner, error) {
 	clock := acl.NewManualClock(simEpoch)
-	// Paged: the driver maps device memory page by page, so a request
-	// fails only when the bytes run out: give the device ample address
-	// space and cap its usable bytes. Contiguous: acl's own placement.
+	dev, err := newDevice(clock, devMem, contiguous)
+	if err != nil {
+		return nil, err
+	}
+	a, err := allocator.New(dev, cfg, allocator.WithClock(clock))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	streams, err := createStreams(dev, in.streams)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{in: in, name: name, clock: clock, dev: dev, a: a, streams: streams, ptrs: make([]uint64, in.ids)}
+	r.run = &whatif.Run{Name: name, Conf: cfg.Raw, Flavour: cfg.Flavour.String(), ExpandableSegments: cfg.ExpandableSegments}
+	if cfg.MaxSplitSize != config.Unlimited {
+		r.run.MaxSplitSize = cfg.MaxSplitSize
+	}
+	r.run.Reserved = append(r.run.Reserved, whatif.Point{Index: -1})
+	if cfg.Pad32 {
+		r.pad = 32
+	}
+	return r, nil
+}
+
+// newDevice makes the simulated device of devMem bytes. Paged: the driver
+// maps device memory page by page, so a request fails only when the bytes
+// run out: give the device ample address space and cap its usable bytes.
+// Contiguous: acl's own placement.
+func newDevice(clock *acl.ManualClock, devMem int64, contiguous bool) (*acl.Device, error) {
 	spec := acl.DeviceSpec{Name: "whatif", HBMBytes: devMem, SystemReserved: -1}
 	if !contiguous {
 		spec.HBMBytes = 4*devMem + 64*config.GiB
@@ -61,161 +124,206 @@ func simulate(ctx context.Context, in *input, name string, cfg config.Config, de
 	if !contiguous {
 		dev.SetHBMLimit(devMem)
 	}
-	a, err := allocator.New(dev, cfg, allocator.WithClock(clock))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	streams := make(map[uint64]acl.Stream, len(in.streams))
-	for _, s := range in.streams { // ascending, so best-fit order matches the recording
+	return dev, nil
+}
+
+// createStreams makes a stream on dev for each recorded stream; ids must be
+// ascending, so that best-fit order matches the recording.
+func createStreams(dev *acl.Device, ids []uint64) (map[uint64]acl.Stream, error) {
+	streams := make(map[uint64]acl.Stream, len(ids))
+	for _, s := range ids {
 		if s == 0 {
 			streams[s] = acl.DefaultStream
 			continue
 		}
+		var err error
 		if streams[s], err = dev.CreateStream(); err != nil {
 			return nil, err
 		}
 	}
-	var helpers helperStreams
+	return streams, nil
+}
 
-	run := &whatif.Run{Name: name, Conf: cfg.Raw, Flavour: cfg.Flavour.String(), ExpandableSegments: cfg.ExpandableSegments}
-	if cfg.MaxSplitSize != config.Unlimited {
-		run.MaxSplitSize = cfg.MaxSplitSize
-	}
-	ptrs := make([]uint64, in.ids)
-	var reserved, allocated int64
-	var external int64 // workspace blocks: reserved and allocated outside the allocator
-	run.Reserved = append(run.Reserved, whatif.Point{Index: -1})
-	observe := func(entry int32) {
-		st := a.Stats()
-		r := st.ReservedBytes[allocator.StatAll].Current + external
-		allocated = st.AllocatedBytes[allocator.StatAll].Current + external
-		if r > run.PeakReserved {
-			run.PeakReserved, run.PeakIndex = r, int(entry)
-			run.CachedFreeAtPeak = r - allocated
-		}
-		if r == reserved {
-			return
-		}
-		reserved = r
-		c := &run.Reserved
-		if last := &(*c)[len(*c)-1]; last.Index == int(entry) {
-			last.Bytes = r
-		} else {
-			*c = append(*c, whatif.Point{Index: int(entry), Bytes: r})
-		}
-	}
-	oom := func(o *op, err error) error {
-		var oe *allocator.OOMError
-		if !errors.As(err, &oe) {
-			return fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
-		}
-		run.OOMs++
-		if run.FirstOOM == nil {
-			run.FirstOOM = &whatif.OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved + external, Allocated: oe.Allocated + external}
-			if o.entry >= 0 {
-				run.FirstOOM.TimeUS = in.entries[o.entry].TimeUS
-			}
-		}
-		return nil
-	}
-	pad := int64(0)
-	if cfg.Pad32 {
-		pad = 32
-	}
-
-	var initAllocs, initFrees int64
-	started := false
+// replay runs the input's operations up to in.until.
+func (r *runner) replay(ctx context.Context) error {
+	in := r.in
 	for k := range in.ops {
 		if k&4095 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		o := &in.ops[k]
 		if o.entry > in.until {
 			break
 		}
-		if o.entry >= 0 && !started {
-			st := a.Stats()
-			initAllocs, initFrees, started = st.NumDeviceAlloc, st.NumDeviceFree, true
+		if o.entry >= 0 && !r.started {
+			st := r.a.Stats()
+			r.initAllocs, r.initFrees, r.started = st.NumDeviceAlloc, st.NumDeviceFree, true
 		}
-		clock.Set(entryTime(o.entry))
+		r.clock.Set(entryTime(o.entry))
+		var err error
 		switch o.kind {
 		case opAlloc:
-			ptr, err := a.Malloc(o.size, streams[o.stream])
-			if err != nil {
-				if err := oom(o, err); err != nil {
-					return nil, err
-				}
-				run.FailedAllocs++
-			}
-			ptrs[o.id] = ptr
-			observe(o.at)
+			err = r.alloc(o)
 		case opFree:
-			ptr := ptrs[o.id]
-			if ptr == 0 {
-				continue // its allocation failed in this run
-			}
-			ptrs[o.id] = 0
-			if o.doneAt > o.entry+1 {
-				if err := deferFree(dev, a, &helpers, ptr, o); err != nil {
-					return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
-				}
-			}
-			if err := a.Free(ptr); err != nil {
-				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
-			}
+			err = r.free(o)
 		case opExternal:
-			// The workspace allocator's block takes device memory for good;
-			// a device too small for it shows in the runs' OOMs.
-			if _, err := dev.MallocAlign32(o.size, acl.HugeFirst); err != nil {
-				run.OOMs++
-				if run.FirstOOM == nil {
-					run.FirstOOM = &whatif.OOM{Index: int(o.entry), Size: o.size, Message: "workspace block: " + err.Error()}
-				}
-			}
-			external += o.size
-			observe(o.at)
+			r.workspace(o)
 		case opEmptyCache:
-			if err := a.EmptyCache(); err != nil {
-				return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
-			}
-			observe(o.at)
+			err = r.emptyCache(o)
 		case opOOM:
-			// The oom entry's size is the rounded request (pad included).
-			size := o.size
-			if size > pad {
-				size -= pad
-			}
-			ptr, err := a.Malloc(size, streams[o.stream])
-			if err != nil {
-				if err := oom(o, err); err != nil {
-					return nil, err
-				}
-			} else {
-				run.RecordedOOMsFit++
-				observe(o.at)
-				if err := a.Free(ptr); err != nil {
-					return nil, fmt.Errorf("%s: entry %d: %w", name, o.entry, err)
-				}
-				continue
-			}
-			observe(o.at)
+			err = r.retryOOM(o)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	st := a.Stats()
-	if !started { // the trace added nothing to the initial state
-		initAllocs, initFrees = st.NumDeviceAlloc, st.NumDeviceFree
+	return nil
+}
+
+// alloc replays an allocation; one that fails is the run's OOM.
+func (r *runner) alloc(o *op) error {
+	ptr, err := r.a.Malloc(o.size, r.streams[o.stream])
+	if err != nil {
+		if err := r.oom(o, err); err != nil {
+			return err
+		}
+		r.run.FailedAllocs++
 	}
-	run.SegmentAllocs = st.NumDeviceAlloc - initAllocs
-	run.SegmentFrees = st.NumDeviceFree - initFrees
-	run.PeakAllocated = st.AllocatedBytes[allocator.StatAll].Peak + external
+	r.ptrs[o.id] = ptr
+	r.observe(o.at)
+	return nil
+}
+
+// free replays a free, deferred until the recorded free_completed when
+// that came later.
+func (r *runner) free(o *op) error {
+	ptr := r.ptrs[o.id]
+	if ptr == 0 {
+		return nil // its allocation failed in this run
+	}
+	r.ptrs[o.id] = 0
+	if o.doneAt > o.entry+1 {
+		if err := deferFree(r.dev, r.a, &r.helpers, ptr, o); err != nil {
+			return r.entryErr(o, err)
+		}
+	}
+	if err := r.a.Free(ptr); err != nil {
+		return r.entryErr(o, err)
+	}
+	return nil
+}
+
+// workspace takes a workspace block: the workspace allocator's block takes
+// device memory for good; a device too small for it shows in the runs'
+// OOMs.
+func (r *runner) workspace(o *op) {
+	run := r.run
+	if _, err := r.dev.MallocAlign32(o.size, acl.HugeFirst); err != nil {
+		run.OOMs++
+		if run.FirstOOM == nil {
+			run.FirstOOM = &whatif.OOM{Index: int(o.entry), Size: o.size, Message: "workspace block: " + err.Error()}
+		}
+	}
+	r.external += o.size
+	r.observe(o.at)
+}
+
+// emptyCache replays an inferred empty_cache call.
+func (r *runner) emptyCache(o *op) error {
+	if err := r.a.EmptyCache(); err != nil {
+		return r.entryErr(o, err)
+	}
+	r.observe(o.at)
+	return nil
+}
+
+// retryOOM tries the request a recorded oom entry failed, and frees it at
+// once when it fits, since the program never got it.
+func (r *runner) retryOOM(o *op) error {
+	// The oom entry's size is the rounded request (pad included).
+	size := o.size
+	if size > r.pad {
+		size -= r.pad
+	}
+	ptr, err := r.a.Malloc(size, r.streams[o.stream])
+	if err != nil {
+		if err := r.oom(o, err); err != nil {
+			return err
+		}
+		r.observe(o.at)
+		return nil
+	}
+	r.run.RecordedOOMsFit++
+	r.observe(o.at)
+	if err := r.a.Free(ptr); err != nil {
+		return r.entryErr(o, err)
+	}
+	return nil
+}
+
+// observe records the reserved and allocated bytes after the operation
+// whose reserved change the recording shows at entry: the peak, and a
+// point of the curve when reserved changed.
+func (r *runner) observe(entry int32) {
+	run := r.run
+	st := r.a.Stats()
+	res := st.ReservedBytes[allocator.StatAll].Current + r.external
+	if res > run.PeakReserved {
+		run.PeakReserved, run.PeakIndex = res, int(entry)
+		run.CachedFreeAtPeak = res - (st.AllocatedBytes[allocator.StatAll].Current + r.external)
+	}
+	if res == r.reserved {
+		return
+	}
+	r.reserved = res
+	c := &run.Reserved
+	if last := &(*c)[len(*c)-1]; last.Index == int(entry) {
+		last.Bytes = res
+	} else {
+		*c = append(*c, whatif.Point{Index: int(entry), Bytes: res})
+	}
+}
+
+// oom counts an allocator OOM error as the run's (the first one described
+// in FirstOOM); any other error is returned, naming the entry.
+func (r *runner) oom(o *op, err error) error {
+	var oe *allocator.OOMError
+	if !errors.As(err, &oe) {
+		return r.entryErr(o, err)
+	}
+	run := r.run
+	run.OOMs++
+	if run.FirstOOM == nil {
+		run.FirstOOM = &whatif.OOM{Index: int(o.entry), Size: o.size, Message: oe.Error(), Reserved: oe.Reserved + r.external, Allocated: oe.Allocated + r.external}
+		if o.entry >= 0 {
+			run.FirstOOM.TimeUS = r.in.entries[o.entry].TimeUS
+		}
+	}
+	return nil
+}
+
+// entryErr names the run and o's entry in err.
+func (r *runner) entryErr(o *op, err error) error {
+	return fmt.Errorf("%s: entry %d: %w", r.name, o.entry, err)
+}
+
+// finish fills in the run's totals from the allocator's statistics.
+func (r *runner) finish() {
+	run := r.run
+	st := r.a.Stats()
+	if !r.started { // the trace added nothing to the initial state
+		r.initAllocs, r.initFrees = st.NumDeviceAlloc, st.NumDeviceFree
+	}
+	run.SegmentAllocs = st.NumDeviceAlloc - r.initAllocs
+	run.SegmentFrees = st.NumDeviceFree - r.initFrees
+	run.PeakAllocated = st.AllocatedBytes[allocator.StatAll].Peak + r.external
 	run.AllocRetries = st.NumAllocRetries
-	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current + external
+	run.FinalReserved = st.ReservedBytes[allocator.StatAll].Current + r.external
 	if run.PeakReserved > 0 {
 		run.CachedFreeFraction = float64(run.CachedFreeAtPeak) / float64(run.PeakReserved)
 	}
-	return run, nil
 }
 
 // deferFree makes ptr's free wait, the way record_stream does, for work on a
