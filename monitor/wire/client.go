@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -148,6 +147,8 @@ type Client struct {
 	devices  map[int]bool
 	streams  map[int]map[uint64]bool
 	maxStack snapshot.StackID
+
+	ra *readAhead // the current session's (guarded by mu)
 }
 
 // NewClient returns a client for network ("unix" or "tcp") and address
@@ -235,30 +236,9 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 }
 
-// readFrame is one frame read ahead of its processing.
-type readFrame struct {
-	typ  byte
-	p    []byte
-	err  error
-	more bool  // the next frame's header was already buffered (no network wait)
-	cost int64 // what it counts against readAheadBytes
-}
-
 // readBuffer is the kernel receive buffer asked for a TCP connection
 // (capped by net.core.rmem_max).
 const readBuffer = 4 << 20
-
-// readAheadBytes bounds the bytes of the frames read but not yet
-// processed: at about 13 bytes per entry, some 5 million entries (5 s at
-// 1 M entries/s) that a busy or briefly starved attach takes in later
-// instead of leaving them to the producer's queue, which drops them.
-// readAheadFrames bounds their number.
-const readAheadFrames = 4096
-
-var readAheadBytes int64 = 64 << 20 // a variable for tests
-
-// frameCost is what a read-ahead frame counts against readAheadBytes.
-func frameCost(p []byte) int64 { return int64(cap(p)) + 64 }
 
 // session runs one connection; connected reports whether the handshake
 // completed.
@@ -334,41 +314,21 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 	// Frames are read ahead by their own goroutine, so the socket keeps
 	// draining while a batch is stored (and while queries hold the Store):
 	// the producer's bounded queue then absorbs only what this process
-	// cannot take at all. At most readAheadBytes (and readAheadFrames)
-	// wait here. Each frame is read into a buffer of its own, which comes
-	// back through free once processed (nothing keeps a frame's bytes).
-	frames := make(chan readFrame, readAheadFrames)
-	free := make(chan []byte, 64)
-	var held atomic.Int64 // frameCost of the frames read and not yet processed
-	room := make(chan struct{}, 1)
-	quit := make(chan struct{})
-	defer close(quit)
+	// cannot take at all. At most readAheadBytes wait here (readahead.go).
+	// Each frame is read into a buffer of its own, which comes back to
+	// the read-ahead's pool once processed.
+	ra := newReadAhead()
+	c.mu.Lock()
+	c.ra = ra
+	c.mu.Unlock()
+	defer ra.stop()
 	go func() {
 		defer crash.Recover()
 		for {
-			select {
-			case b := <-free:
-				fr.buf = b
-			default:
-				fr.buf = nil
-			}
+			fr.buf = ra.buffer()
 			typ, p, err := next()
 			more := fr.r.(*bufio.Reader).Buffered() >= 5
-			n := frameCost(p)
-			for h := held.Load(); h > 0 && h+n > readAheadBytes; h = held.Load() {
-				select {
-				case <-room:
-				case <-quit:
-					return
-				}
-			}
-			held.Add(n)
-			select {
-			case frames <- readFrame{typ, p, err, more, n}:
-			case <-quit:
-				return
-			}
-			if err != nil {
+			if !ra.put(readFrame{typ: typ, p: p, err: err, more: more}) || err != nil {
 				return
 			}
 		}
@@ -381,20 +341,8 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		if !more || len(pendingOps) >= 1<<16 {
 			flushOps()
 		}
-		if f.cost > 0 { // the previous frame is processed
-			held.Add(-f.cost)
-			select {
-			case room <- struct{}{}:
-			default:
-			}
-			if cap(f.p) > 0 && cap(f.p) <= maxPooledFrame {
-				select {
-				case free <- f.p[:0]:
-				default:
-				}
-			}
-		}
-		f = <-frames
+		ra.done(f) // the previous frame is processed
+		f, _ = ra.take()
 		more = f.more
 		typ, p, err = f.typ, f.p, f.err
 		if err != nil {
@@ -520,9 +468,6 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		}
 	}
 }
-
-// maxPooledFrame: frame buffers up to this size are reused.
-const maxPooledFrame = 1 << 20
 
 // denseStackIDs: producer stack ids below it are mapped through a slice
 // (grown as ids are defined: at most 4 MiB), larger ones through a map.
