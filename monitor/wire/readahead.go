@@ -13,16 +13,21 @@ type readFrame struct {
 
 // readAheadBytes bounds the memory of the frames a client has read from its
 // socket and not yet processed, their bookkeeping included: at about 13
-// bytes per entry of the live benchmark's pattern, some 5 million entries
-// (5 s at 1 M entries/s) that a busy or briefly starved attach takes in
-// later instead of leaving them to the producer's queue, which drops them.
-// Idle frame buffers kept for reuse add at most readAheadPool.
-var readAheadBytes int64 = 64 << 20 // a variable for tests
+// bytes per entry of the live benchmark's pattern, some 10 million entries
+// (10 s at 1 M entries/s) that a busy or starved attach takes in later
+// instead of leaving them to the producer's queue, which drops them. On a
+// loaded 2-core host the Store goroutine falls behind for seconds at a
+// time: in a 60 s run at 1 M entries/s with the UI drawing and the other
+// core spinning, backlogs of 35 MiB built up over 8 s and drained
+// (BENCHMARKS.md, Live at 1 M/s). Idle frame buffers kept for reuse add at
+// most readAheadPool.
+var readAheadBytes int64 = 128 << 20 // a variable for tests
 
 // readAheadPool bounds the idle frame buffers a read-ahead keeps for reuse
-// (a quarter of readAheadBytes): after a backlog drains, the next one is
-// read into them rather than into fresh, zeroed allocations.
-func readAheadPool() int64 { return readAheadBytes / 4 }
+// (16 MiB, or a quarter of readAheadBytes when that is less): after a
+// backlog drains, the next one is read into them rather than into fresh,
+// zeroed allocations.
+func readAheadPool() int64 { return min(readAheadBytes/4, 16<<20) }
 
 // frameOverhead is what a queued frame costs besides its buffer: its ring
 // slot (twice over, as the ring doubles) and the buffer's slice header.
