@@ -327,8 +327,9 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 		for {
 			fr.buf = ra.buffer()
 			typ, p, err := next()
-			more := fr.r.(*bufio.Reader).Buffered() >= 5
-			if !ra.put(readFrame{typ: typ, p: p, err: err, more: more}) || err != nil {
+			f := readFrame{typ: typ, p: p, err: err, more: fr.r.(*bufio.Reader).Buffered() >= 5}
+			ra.predecode(&f)
+			if !ra.put(f) || err != nil {
 				return
 			}
 		}
@@ -390,11 +391,19 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			if !haveSnap {
 				return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
 			}
-			dev, first, ents, sizes, err := decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions(), c.store.Texts())
-			if err != nil {
-				return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
+			var dev int
+			var first uint64
+			var ents []snapshot.TraceEntry
+			var sizes []int64
+			if d := f.dec; d != nil { // decoded by the reading goroutine
+				dev, first, ents, sizes = d.dev, d.first, d.ents, d.sizes
+			} else {
+				dev, first, ents, sizes, err = decodeEntriesNamed(p, buf[:0], sizeBuf[:0], c.store.Actions(), c.store.Texts())
+				if err != nil {
+					return true, fmt.Errorf("protocol error: ENTRIES: %w", err)
+				}
+				buf, sizeBuf = ents, sizes
 			}
-			buf, sizeBuf = ents, sizes
 			if err := c.checkEntries(dev, ents); err != nil {
 				return true, err
 			}

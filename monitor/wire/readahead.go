@@ -1,15 +1,36 @@
 package wire
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+)
 
 // readFrame is one frame read ahead of its processing.
 type readFrame struct {
 	typ  byte
 	p    []byte
 	err  error
-	more bool  // the next frame's header was already buffered (no network wait)
-	cost int64 // what it counts against the read-ahead's bound (frameCost)
+	more bool     // the next frame's header was already buffered (no network wait)
+	cost int64    // what it counts against the read-ahead's bound (frameCost)
+	dec  *decoded // an ENTRIES frame the reading goroutine decoded (nil: not decoded)
 }
+
+// decoded is an ENTRIES frame decoded ahead of its processing.
+type decoded struct {
+	dev   int
+	first uint64
+	ents  []snapshot.TraceEntry
+	sizes []int64
+}
+
+// decodeAhead: the reading goroutine decodes ENTRIES frames (those the fast
+// decoder takes: no strings, no actions by name) while at most this many
+// decoded frames wait or are being stored, so the Store goroutine only
+// stores them; past it (a backlog) frames wait encoded, ≈ 13 bytes an entry
+// instead of 120. At most decodeAhead+1 decoded frames exist: ≤ 65,536
+// entries each, ≤ 7.5 MiB.
+const decodeAhead = 2
 
 // readAheadBytes bounds the memory of the frames a client has read from its
 // socket and not yet processed, their bookkeeping included: at about 13
@@ -58,10 +79,14 @@ type readAhead struct {
 	peak   int64 // the most held at once
 	max    int64
 	pool   [][]byte
-	pooled int64         // cap of the buffers in pool
-	ready  chan struct{} // cap 1: a frame was queued
-	room   chan struct{} // cap 1: held went down
-	quit   chan struct{} // closed: the session ended
+	pooled int64 // cap of the buffers in pool
+	// decoding ahead (predecode): frames decoded and not yet done, and
+	// the buffers of done ones
+	decoding int
+	decPool  []*decoded
+	ready    chan struct{} // cap 1: a frame was queued
+	room     chan struct{} // cap 1: held went down
+	quit     chan struct{} // closed: the session ended
 }
 
 func newReadAhead() *readAhead {
@@ -153,6 +178,39 @@ func (ra *readAhead) take() (readFrame, bool) {
 	}
 }
 
+// predecode decodes an ENTRIES frame on the reading goroutine when few
+// decoded frames wait (decodeAhead) and the fast decoder takes it; the
+// Store goroutine decodes the others itself, as before.
+func (ra *readAhead) predecode(f *readFrame) {
+	if f.typ != frameEntries || f.err != nil {
+		return
+	}
+	ra.mu.Lock()
+	if ra.decoding >= decodeAhead {
+		ra.mu.Unlock()
+		return
+	}
+	ra.decoding++
+	var d *decoded
+	if k := len(ra.decPool); k > 0 {
+		d = ra.decPool[k-1]
+		ra.decPool = ra.decPool[:k-1]
+	} else {
+		d = &decoded{}
+	}
+	ra.mu.Unlock()
+	var ok bool
+	d.dev, d.first, d.ents, d.sizes, ok = decodeEntriesFast(f.p, d.ents[:0], d.sizes[:0])
+	if ok {
+		f.dec = d
+		return
+	}
+	ra.mu.Lock()
+	ra.decoding--
+	ra.decPool = append(ra.decPool, d)
+	ra.mu.Unlock()
+}
+
 // done gives back a processed frame: its cost, and its buffer to the pool
 // (nothing keeps a frame's bytes once processed).
 func (ra *readAhead) done(f readFrame) {
@@ -160,6 +218,10 @@ func (ra *readAhead) done(f readFrame) {
 		return
 	}
 	ra.mu.Lock()
+	if f.dec != nil {
+		ra.decoding--
+		ra.decPool = append(ra.decPool, f.dec)
+	}
 	ra.held -= f.cost
 	if c := int64(cap(f.p)); c > 0 && c <= maxPooledFrame && ra.pooled+c <= readAheadPool() {
 		ra.pool = append(ra.pool, f.p[:0])
