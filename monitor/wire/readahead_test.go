@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,5 +161,51 @@ func TestClientStalledPastBoundCountsDrops(t *testing.T) {
 	// a frame larger than the bound passes alone; these are ≤ 8,192 entries
 	if p := cl.readAheadStats().Peak; p > readAheadBytes {
 		t.Fatalf("read-ahead peaked at %d bytes, bound %d", p, readAheadBytes)
+	}
+}
+
+// The reading goroutine decodes at most decodeAhead ENTRIES frames ahead
+// (the rest wait encoded), each exactly as the Store goroutine's decoder
+// would, and a decoded frame's buffers are reused once it is done.
+func TestReadAheadPredecodeBounded(t *testing.T) {
+	ra := newReadAhead()
+	defer ra.stop()
+	ents := liveEntries(5000)
+	var frames [][]byte
+	for i := 0; i < len(ents); i += 500 {
+		e := &enc{texts: testTexts}
+		encodeEntries(e, 0, uint64(i), ents[i:i+500])
+		frames = append(frames, e.b[5:]) // the payload, past the frame header
+	}
+	for _, p := range frames {
+		f := readFrame{typ: frameEntries, p: p}
+		ra.predecode(&f)
+		if !ra.put(f) {
+			t.Fatal("put refused")
+		}
+	}
+	var reused *decoded
+	for i := range frames {
+		f, ok := ra.take()
+		if !ok {
+			t.Fatal("take refused")
+		}
+		if (f.dec != nil) != (i < decodeAhead) {
+			t.Fatalf("frame %d: decoded ahead %v, want only the first %d", i, f.dec != nil, decodeAhead)
+		}
+		if f.dec != nil {
+			dev, first, want, _, err := decodeEntriesNamed(f.p, nil, nil, nil, nil)
+			if err != nil || f.dec.dev != dev || f.dec.first != first || !slices.Equal(f.dec.ents, want) {
+				t.Fatalf("frame %d decoded ahead differs from the decoder's: %v", i, err)
+			}
+			reused = f.dec
+		}
+		ra.done(f)
+	}
+	// with nothing outstanding the next frame is decoded, into a buffer of a done one
+	f := readFrame{typ: frameEntries, p: frames[0]}
+	ra.predecode(&f)
+	if f.dec == nil || f.dec != reused {
+		t.Fatalf("decoded ahead %v into %p, want the done frame's buffers %p", f.dec != nil, f.dec, reused)
 	}
 }
