@@ -8,12 +8,12 @@ import (
 
 // readFrame is one frame read ahead of its processing.
 type readFrame struct {
-	typ  byte
 	p    []byte
 	err  error
-	more bool     // the next frame's header was already buffered (no network wait)
 	cost int64    // what it counts against the read-ahead's bound (frameCost)
 	dec  *decoded // an ENTRIES frame the reading goroutine decoded (nil: not decoded)
+	typ  byte
+	more bool // the next frame's header was already buffered (no network wait)
 }
 
 // decoded is an ENTRIES frame decoded ahead of its processing.
@@ -28,8 +28,8 @@ type decoded struct {
 // decoder takes: no strings, no actions by name) while at most this many
 // decoded frames wait or are being stored, so the Store goroutine only
 // stores them; past it (a backlog) frames wait encoded, ≈ 13 bytes an entry
-// instead of 120. At most decodeAhead+1 decoded frames exist: ≤ 65,536
-// entries each, ≤ 7.5 MiB.
+// instead of 120. At most decodeAhead such buffers exist (besides the
+// Store goroutine's own): ≤ 65,536 entries each, ≤ 7.5 MiB.
 const decodeAhead = 2
 
 // readAheadBytes bounds the memory of the frames a client has read from its
@@ -51,7 +51,7 @@ var readAheadBytes int64 = 128 << 20 // a variable for tests
 func readAheadPool() int64 { return min(readAheadBytes/4, 16<<20) }
 
 // frameOverhead is what a queued frame costs besides its buffer: its ring
-// slot (twice over, as the ring doubles) and the buffer's slice header.
+// slot (64 bytes), twice over, as the ring doubles.
 const frameOverhead = 128
 
 // shrinkRing: an emptied ring longer than this is given back.
