@@ -28,6 +28,7 @@ var (
 	liveRate    = flag.Int("live-rate", 1_000_000, "BenchmarkLiveAttach: entries per second to publish")
 	liveSeconds = flag.Duration("live-for", 10*time.Second, "BenchmarkLiveAttach: how long to publish")
 	liveTUI     = flag.Bool("live-tui", false, "BenchmarkLiveAttach: run attach with its terminal UI drawing in tmux (120×40) instead of --headless")
+	liveSpin    = flag.Int("live-spin", 0, "BenchmarkLiveAttach: processes that spin on the CPU while it runs (1 loads the second core of a 2-core host)")
 )
 
 // BenchmarkLiveAttach measures the live path as a user runs it: the real
@@ -46,7 +47,11 @@ var (
 // producer is done and attach has caught up, and its CPU time and peak RSS
 // from /proc before it is told to quit.
 //
-//	go test -tags e2e -run '^$' -bench LiveAttach -benchtime 1x ./e2e/ -live-rate 1000000 -live-for 60s [-live-tui]
+// With -live-spin N, N processes (sh busy loops) spin on the CPU from
+// before attach starts until the run ends: on a 2-core host -live-spin 1
+// is a job holding the other core, so the producer and attach share one.
+//
+//	go test -tags e2e -run '^$' -bench LiveAttach -benchtime 1x ./e2e/ -live-rate 1000000 -live-for 60s [-live-tui] [-live-spin 1]
 func BenchmarkLiveAttach(b *testing.B) {
 	bin := npumonBin(b)
 	for b.Loop() {
@@ -75,6 +80,7 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 		b.Fatal(err)
 	}
 	defer srv.Close()
+	spinLoad(b, *liveSpin)
 	// --max-entries: room for the whole run (the default bounds a session to 4 Mi entries).
 	limit := int(float64(rate)*d.Seconds()*1.1) + 1<<20
 	var att liveAttach
@@ -121,6 +127,9 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	if *liveTUI {
 		mode = "TUI"
 	}
+	if *liveSpin > 0 {
+		mode += fmt.Sprintf(", %d spinning", *liveSpin)
+	}
 	// every entry published is received or reported missed: the rest
 	// went unaccounted
 	unaccounted := int64(sent+1) - int64(r.received+r.missed)
@@ -130,6 +139,21 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 		r.maxRSS>>20, prodCPU.Round(time.Millisecond))
 	if unaccounted != 0 {
 		b.Errorf("%d entries published were neither received nor reported missed", unaccounted)
+	}
+}
+
+// spinLoad starts n processes that spin on the CPU until the benchmark
+// ends (each is killed by its own pid at cleanup).
+func spinLoad(b *testing.B, n int) {
+	for range n {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
 	}
 }
 

@@ -3,7 +3,14 @@ package store
 // chunked is an append-only sequence stored in fixed-size chunks, so a
 // growing log is never copied as a whole: appending allocates one new chunk
 // every chunkLen elements (only the first chunk grows by doubling, which
-// keeps small logs small), and pointers into it stay valid.
+// keeps small logs small), and pointers into it stay valid. Chunks that
+// dropBefore releases (a retention window thinning the log) are kept, up
+// to maxSpare, and reused by append instead of allocating zeroed ones: a
+// window's log turns over without allocating. A reused chunk is resliced
+// to length 0 and every element is written by append before it can be
+// read (at, ptr, each and search read only below Len), so nothing of its
+// old contents is ever seen; element types hold no pointers, so nothing
+// old is kept alive either.
 type chunked[T any] struct {
 	chunks [][]T // every chunk but the last holds chunkLen elements
 	skip   int   // chunks dropped from the front (dropBefore); indexes stay global
@@ -55,6 +62,14 @@ func (c *chunked[T]) append(x T) {
 		default:
 			c.chunks = append(c.chunks, make([]T, 0, chunkLen))
 		}
+	}
+	if k == 0 && c.skip == 0 && len(c.chunks[0]) == cap(c.chunks[0]) {
+		ch := c.chunks[0]
+		// the first chunk doubles up to exactly chunkLen (append's own
+		// growth rounds past it), so that once thinned it is reused too
+		grown := make([]T, len(ch), min(2*cap(ch), chunkLen))
+		copy(grown, ch)
+		c.chunks[0] = grown
 	}
 	c.chunks[k] = append(c.chunks[k], x)
 	c.n++

@@ -48,3 +48,62 @@ func TestChunked(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkedRecycles: chunks dropped from the front come back as the
+// chunks appended next (no new allocation once a window turns over,
+// the first chunk included), and a recycled chunk shows only what was
+// appended into it, never what it held before, also while partly filled.
+func TestChunkedRecycles(t *testing.T) {
+	var c chunked[int64]
+	dropped := map[*int64]bool{}
+	fresh := 0
+	for i := range 20*chunkLen + 100 {
+		if i%chunkLen == 0 && i > 0 {
+			if ch := c.chunks[len(c.chunks)-1]; cap(ch) != chunkLen {
+				t.Fatalf("chunk before %d has cap %d, want %d", i, cap(ch), chunkLen)
+			}
+		}
+		c.append(int64(i))
+		if i%chunkLen == 0 && i > 0 { // a chunk was just started
+			if p := &c.chunks[len(c.chunks)-1][:1][0]; dropped[p] {
+				delete(dropped, p)
+			} else if i >= 3*chunkLen {
+				fresh++
+			}
+		}
+		// keep a window of two chunks and the one being filled
+		if to := i + 1 - 2*chunkLen; i%chunkLen == chunkLen-1 && to > 0 {
+			for k := c.skip; k < to>>chunkBits; k++ {
+				dropped[&c.chunks[k-c.skip][:1][0]] = true
+			}
+			c.dropBefore(to)
+			if c.lo() != to {
+				t.Fatalf("lo %d after dropBefore(%d)", c.lo(), to)
+			}
+		}
+		// everything held reads back as appended, the partly filled chunk too
+		if i%997 == 0 || i%chunkLen < 3 {
+			for j := c.lo(); j < c.Len(); j += 61 {
+				if c.at(j) != int64(j) {
+					t.Fatalf("after %d appends: at(%d) = %d", i+1, j, c.at(j))
+				}
+			}
+			var got []int64
+			c.each(c.lo(), c.Len(), func(p []int64) { got = append(got, p...) })
+			if len(got) != c.Len()-c.lo() {
+				t.Fatalf("each over [%d, %d): %d values", c.lo(), c.Len(), len(got))
+			}
+			for k, v := range got {
+				if v != int64(c.lo()+k) {
+					t.Fatalf("after %d appends: each gives %d at %d", i+1, v, c.lo()+k)
+				}
+			}
+			if c.last() != int64(i) {
+				t.Fatalf("last %d, want %d", c.last(), i)
+			}
+		}
+	}
+	if fresh > 0 {
+		t.Fatalf("%d chunks allocated after the window turned over, want all reused", fresh)
+	}
+}

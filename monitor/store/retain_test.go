@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/wiretest"
 	"github.com/npumon/npumon/replay"
 )
 
@@ -381,4 +382,80 @@ func streamsOf(tr []snapshot.TraceEntry) map[uint64]bool {
 		m[e.Stream] = true
 	}
 	return m
+}
+
+// TestRetentionRecycledChunksReadBack: a window that turns over many times
+// reuses the chunks it thins (log, series, indexes, sizes), and every
+// entry held reads back exactly as appended — the records, the three byte
+// series and the per-action indexes agree with a Store keeping everything,
+// at every position of the window, after every batch; nothing of a
+// recycled chunk's old entries shows.
+func TestRetentionRecycledChunksReadBack(t *testing.T) {
+	// the live benchmark's pattern: alloc / free_requested / free_completed
+	// over 256 slots of one segment, a few entries a µs
+	live := wiretest.NewLive()
+	t0 := int64(1_750_000_000_000_000)
+	tr := []snapshot.TraceEntry{live.Segment(t0)}
+	for i := 1; i < 100_000; i++ {
+		tr = append(tr, live.Next(t0+int64(i/3)))
+	}
+	full, ret := New(Options{CheckpointEvery: 256}), New(Options{CheckpointEvery: 256, Retain: Retention{Entries: 8192}})
+	for _, st := range []*Store{full, ret} {
+		if err := st.StartLive(nil, []DeviceInfo{{ID: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	full.Append(0, tr[:1])
+	ret.Append(0, tr[:1])
+	tr = tr[1:]
+	fd, rd := full.devs[0], ret.devs[0]
+	seen := map[*rec]bool{} // first element of every chunk the log has had
+	reused := 0
+	for i := 0; i < len(tr); i += 1013 {
+		batch := tr[i:min(i+1013, len(tr))]
+		full.Append(0, batch)
+		ret.Append(0, batch)
+		for _, ch := range rd.recs.chunks {
+			if p := &ch[:1][0]; !seen[p] {
+				seen[p] = true
+			} else if cap(ch) == chunkLen && len(ch) < chunkLen {
+				reused++ // a chunk seen before, being filled again
+			}
+		}
+		n := int64(rd.recs.Len())
+		for j := rd.off; j < n; j++ {
+			if rd.recs.at(int(j)) != fd.recs.at(int(j)) {
+				t.Fatalf("after %d entries: record %d is %+v, want %+v", n, j, rd.recs.at(int(j)), fd.recs.at(int(j)))
+			}
+			if rd.active.at(int(j)) != fd.active.at(int(j)) || rd.allocated.at(int(j)) != fd.allocated.at(int(j)) || rd.reserved.at(int(j)) != fd.reserved.at(int(j)) {
+				t.Fatalf("after %d entries: the byte series differ at %d", n, j)
+			}
+		}
+		for a := range rd.byAction {
+			r, f := &rd.byAction[a], &fd.byAction[a]
+			if r.Len() != f.Len() {
+				t.Fatalf("action %d: %d indexed, want %d", a, r.Len(), f.Len())
+			}
+			for k := r.lo(); k < r.Len(); k++ {
+				if r.at(k) != f.at(k) {
+					t.Fatalf("action %d: index %d is %d, want %d", a, k, r.at(k), f.at(k))
+				}
+			}
+		}
+		if i%(8*1013) != 0 {
+			continue
+		}
+		if ev, want := ret.EventsAroundSeq(0, rd.off, 0, int(n-rd.off)), full.EventsAroundSeq(0, rd.off, 0, int(n-rd.off)); !reflect.DeepEqual(ev, want) {
+			t.Fatalf("after %d entries: the window's events differ", n)
+		}
+	}
+	if info := ret.Retained(0); info.Thinned < int64(len(tr))-8192-3*chunkLen {
+		t.Fatalf("thinned %d of %d", info.Thinned, len(tr))
+	}
+	if reused == 0 {
+		t.Fatal("no thinned chunk was reused")
+	}
+	if len(seen) > 8192/chunkLen+4+maxSpare {
+		t.Fatalf("the log had %d distinct chunks for a window of %d entries: thinned chunks were not reused", len(seen), 8192)
+	}
 }

@@ -180,3 +180,77 @@ func (s *series) firstAtLeast(i, j int, x int64) int {
 
 // set replaces value i; call refresh(i) afterwards when the pyramid exists.
 func (s *series) set(i int, x int64) { s.v.set(i, x) }
+
+// appendBatch appends xs, then brings the pyramid up to date in one pass
+// per level over the items the batch touched (the same pyramid append
+// builds value by value, for a fraction of the work: a live batch touches
+// len(xs)/8 items at level 0, len(xs)/64 at level 1, …).
+func (s *series) appendBatch(xs []int64) {
+	if len(xs) == 0 {
+		return
+	}
+	i0 := s.v.Len()
+	for _, x := range xs {
+		s.v.append(x)
+	}
+	if len(s.levels) == 0 {
+		s.levels = append(s.levels, s.fold(0))
+		s.foldUp()
+		return
+	}
+	// level 0 from the new values: items i0>>fanoutBits … (n-1)>>fanoutBits
+	lv := &s.levels[0]
+	for j := 0; j < len(xs); {
+		v := i0 + j
+		k := v >> fanoutBits
+		end := min(len(xs), j+fanout-v&(fanout-1)) // the rest of item k's values in xs
+		m := MinMax{xs[j], xs[j]}
+		for _, x := range xs[j+1 : end] {
+			m.Min, m.Max = min(m.Min, x), max(m.Max, x)
+		}
+		if k == lv.Len() {
+			lv.append(m)
+		} else {
+			p := lv.ptr(k)
+			p.Min, p.Max = min(p.Min, m.Min), max(p.Max, m.Max)
+		}
+		j = end
+	}
+	// each level above from the items changed below it, [lo, hi)
+	lo, hi := i0>>fanoutBits, s.levels[0].Len()
+	for l := 1; ; l++ {
+		if s.levels[l-1].Len() <= 1 {
+			return // a level with one item covers everything so far
+		}
+		if l == len(s.levels) {
+			s.foldUp()
+			return
+		}
+		below, lv := &s.levels[l-1], &s.levels[l]
+		for c := lo; c < hi; {
+			k := c >> fanoutBits
+			end := min(hi, (k+1)<<fanoutBits)
+			m := below.at(c)
+			for q := c + 1; q < end; q++ {
+				x := below.ptr(q)
+				m.Min, m.Max = min(m.Min, x.Min), max(m.Max, x.Max)
+			}
+			if k == lv.Len() {
+				lv.append(m)
+			} else {
+				p := lv.ptr(k)
+				p.Min, p.Max = min(p.Min, m.Min), max(p.Max, m.Max)
+			}
+			c = end
+		}
+		lo, hi = lo>>fanoutBits, lv.Len()
+	}
+}
+
+// foldUp adds the levels missing above the top one, until a level has a
+// single item (as append does when the top level gets its second item).
+func (s *series) foldUp() {
+	for s.levels[len(s.levels)-1].Len() > 1 {
+		s.levels = append(s.levels, s.fold(len(s.levels)))
+	}
+}

@@ -120,6 +120,8 @@ type devLog struct {
 	active, allocated, reserved           series
 	initActive, initAllocated, initReserv int64
 	pending                               int64 // head: pending-free bytes
+	// a live batch's values, appended to the series at its end (appendBatch)
+	batchA, batchL, batchR []int64
 
 	cps      []*checkpoint // cps[0].At == 0; sorted by at
 	head     *segState
@@ -571,9 +573,12 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 			d.allocated.bulk(act - d.pending)
 			d.reserved.bulk(res)
 		} else {
-			d.active.append(act)
-			d.allocated.append(act - d.pending)
-			d.reserved.append(res)
+			d.batchA = append(d.batchA, act)
+			d.batchL = append(d.batchL, act-d.pending)
+			d.batchR = append(d.batchR, res)
+			if len(d.batchA) == seriesBatch {
+				d.flushSeries()
+			}
 		}
 		d.byAction[e.Action].append(seq)
 		if seq+1 >= next {
@@ -581,6 +586,22 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 			next = seq + 1 + d.checkpointGap(k)
 		}
 	}
+	if !bulk {
+		d.flushSeries()
+	}
+}
+
+// seriesBatch: a live batch's series values are appended in pieces of at
+// most this many (appendBatch), so its buffers stay small.
+const seriesBatch = 1024
+
+// flushSeries appends the values gathered in batchA/L/R to the series
+// (nothing in appendEntries reads the series before).
+func (d *devLog) flushSeries() {
+	d.active.appendBatch(d.batchA)
+	d.allocated.appendBatch(d.batchL)
+	d.reserved.appendBatch(d.batchR)
+	d.batchA, d.batchL, d.batchR = d.batchA[:0], d.batchL[:0], d.batchR[:0]
 }
 
 // checkpointGap is the number of entries until the next checkpoint: k, or

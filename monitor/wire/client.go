@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -148,6 +147,8 @@ type Client struct {
 	devices  map[int]bool
 	streams  map[int]map[uint64]bool
 	maxStack snapshot.StackID
+
+	ra *readAhead // the current session's (guarded by mu)
 }
 
 // NewClient returns a client for network ("unix" or "tcp") and address
@@ -235,30 +236,9 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 }
 
-// readFrame is one frame read ahead of its processing.
-type readFrame struct {
-	typ  byte
-	p    []byte
-	err  error
-	more bool  // the next frame's header was already buffered (no network wait)
-	cost int64 // what it counts against readAheadBytes
-}
-
 // readBuffer is the kernel receive buffer asked for a TCP connection
 // (capped by net.core.rmem_max).
 const readBuffer = 4 << 20
-
-// readAheadBytes bounds the bytes of the frames read but not yet
-// processed: at about 13 bytes per entry, some 5 million entries (5 s at
-// 1 M entries/s) that a busy or briefly starved attach takes in later
-// instead of leaving them to the producer's queue, which drops them.
-// readAheadFrames bounds their number.
-const readAheadFrames = 4096
-
-var readAheadBytes int64 = 64 << 20 // a variable for tests
-
-// frameCost is what a read-ahead frame counts against readAheadBytes.
-func frameCost(p []byte) int64 { return int64(cap(p)) + 64 }
 
 // session runs one connection: dial (and check the peer), handshake, then
 // the frames, read ahead by their own goroutine, until the connection
@@ -282,7 +262,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 	if err := s.handshake(src); err != nil {
 		return false, err
 	}
-	ra := startReadAhead(src)
+	ra := c.startReadAhead(src)
 	defer ra.stop()
 	more := true
 	var f readFrame
@@ -293,7 +273,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			s.flushOps()
 		}
 		ra.done(f) // the previous frame is processed
-		f = ra.next()
+		f, _ = ra.take()
 		more = f.more
 		if f.err != nil {
 			err := f.err
@@ -302,7 +282,7 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			}
 			return s.haveSnap, err
 		}
-		if connected, err := s.frame(f.typ, f.p); err != nil {
+		if connected, err := s.frame(&f); err != nil {
 			return connected, err
 		}
 	}
@@ -399,55 +379,26 @@ func (s *sessionState) handshake(src *frameSource) error {
 	return nil
 }
 
-// readAhead is the goroutine that reads frames ahead of their processing,
-// so the socket keeps draining while a batch is stored (and while queries
-// hold the Store): the producer's bounded queue then absorbs only what this
-// process cannot take at all. At most readAheadBytes (and readAheadFrames)
-// wait here. Each frame is read into a buffer of its own, which comes back
-// through free once processed (nothing keeps a frame's bytes).
-type readAhead struct {
-	frames chan readFrame
-	free   chan []byte
-	held   atomic.Int64 // frameCost of the frames read and not yet processed
-	room   chan struct{}
-	quit   chan struct{}
-}
-
-// startReadAhead starts reading src's frames; the last one sent carries
-// the error that ended the reading. Call stop.
-func startReadAhead(src *frameSource) *readAhead {
-	ra := &readAhead{
-		frames: make(chan readFrame, readAheadFrames),
-		free:   make(chan []byte, 64),
-		room:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
-	}
+// startReadAhead starts the goroutine that reads frames ahead of their
+// processing, so the socket keeps draining while a batch is stored (and
+// while queries hold the Store): the producer's bounded queue then absorbs
+// only what this process cannot take at all. At most readAheadBytes wait
+// (readahead.go); each frame is read into a buffer of the read-ahead's
+// pool, and an ENTRIES frame may be decoded on the way (predecode). The
+// last frame queued carries the error that ended the reading. Call stop.
+func (c *Client) startReadAhead(src *frameSource) *readAhead {
+	ra := newReadAhead()
+	c.mu.Lock()
+	c.ra = ra
+	c.mu.Unlock()
 	go func() {
 		defer crash.Recover()
 		for {
-			select {
-			case b := <-ra.free:
-				src.fr.buf = b
-			default:
-				src.fr.buf = nil
-			}
+			src.fr.buf = ra.buffer()
 			typ, p, err := src.next()
-			more := src.buffered()
-			n := frameCost(p)
-			for h := ra.held.Load(); h > 0 && h+n > readAheadBytes; h = ra.held.Load() {
-				select {
-				case <-ra.room:
-				case <-ra.quit:
-					return
-				}
-			}
-			ra.held.Add(n)
-			select {
-			case ra.frames <- readFrame{typ, p, err, more, n}:
-			case <-ra.quit:
-				return
-			}
-			if err != nil {
+			f := readFrame{typ: typ, p: p, err: err, more: src.buffered()}
+			ra.predecode(&f)
+			if !ra.put(f) || err != nil {
 				return
 			}
 		}
@@ -455,35 +406,11 @@ func startReadAhead(src *frameSource) *readAhead {
 	return ra
 }
 
-// next is the next frame read.
-func (ra *readAhead) next() readFrame { return <-ra.frames }
-
-// done hands a processed frame's room and buffer back to the reading (a
-// zero frame: none yet).
-func (ra *readAhead) done(f readFrame) {
-	if f.cost <= 0 {
-		return
-	}
-	ra.held.Add(-f.cost)
-	select {
-	case ra.room <- struct{}{}:
-	default:
-	}
-	if cap(f.p) > 0 && cap(f.p) <= maxPooledFrame {
-		select {
-		case ra.free <- f.p[:0]:
-		default:
-		}
-	}
-}
-
-// stop ends the reading goroutine.
-func (ra *readAhead) stop() { close(ra.quit) }
-
 // frame processes one frame after the handshake. A non-nil error ends the
 // session, connected saying whether it counts as having been up.
-func (s *sessionState) frame(typ byte, p []byte) (connected bool, err error) {
-	switch typ {
+func (s *sessionState) frame(f *readFrame) (connected bool, err error) {
+	p := f.p
+	switch f.typ {
 	case frameStacks:
 		err := s.onStacks(p)
 		return s.haveSnap, err
@@ -494,7 +421,7 @@ func (s *sessionState) frame(typ byte, p []byte) (connected bool, err error) {
 		if !s.haveSnap {
 			return false, errors.New("protocol error: ENTRIES before SNAPSHOT")
 		}
-		return true, s.onEntries(p)
+		return true, s.onEntries(f)
 	case frameOps:
 		ops, err := decodeOps(p)
 		if err != nil {
@@ -510,7 +437,7 @@ func (s *sessionState) frame(typ byte, p []byte) (connected bool, err error) {
 		reason, _ := decodeBye(p)
 		return true, &GoodbyeError{Reason: reason}
 	default:
-		return s.haveSnap, fmt.Errorf("protocol error: unknown frame type %d", typ)
+		return s.haveSnap, fmt.Errorf("protocol error: unknown frame type %d", f.typ)
 	}
 }
 
@@ -562,13 +489,24 @@ func (s *sessionState) onSnapshot(p []byte) error {
 
 // onEntries stores an ENTRIES frame's trace entries, past what is already
 // held, noting a gap where the sequence jumps.
-func (s *sessionState) onEntries(p []byte) error {
+func (s *sessionState) onEntries(f *readFrame) error {
 	c := s.c
-	dev, first, ents, sizes, err := decodeEntriesNamed(p, s.buf[:0], s.sizeBuf[:0], c.store.Actions(), c.store.Texts())
-	if err != nil {
-		return fmt.Errorf("protocol error: ENTRIES: %w", err)
+	var (
+		dev   int
+		first uint64
+		ents  []snapshot.TraceEntry
+		sizes []int64
+	)
+	if d := f.dec; d != nil { // decoded by the reading goroutine
+		dev, first, ents, sizes = d.dev, d.first, d.ents, d.sizes
+	} else {
+		var err error
+		dev, first, ents, sizes, err = decodeEntriesNamed(f.p, s.buf[:0], s.sizeBuf[:0], c.store.Actions(), c.store.Texts())
+		if err != nil {
+			return fmt.Errorf("protocol error: ENTRIES: %w", err)
+		}
+		s.buf, s.sizeBuf = ents, sizes
 	}
-	s.buf, s.sizeBuf = ents, sizes
 	if err := c.checkEntries(dev, ents); err != nil {
 		return err
 	}
@@ -641,9 +579,6 @@ func (s *sessionState) onGap(p []byte) error {
 	}
 	return nil
 }
-
-// maxPooledFrame: frame buffers up to this size are reused.
-const maxPooledFrame = 1 << 20
 
 // denseStackIDs: producer stack ids below it are mapped through a slice
 // (grown as ids are defined: at most 4 MiB), larger ones through a map.

@@ -33,7 +33,16 @@ func liveEntries(n int) []snapshot.TraceEntry {
 // a plain writer, so the figure is the client's (cpu-ns/op counts the
 // writer's one write per 256 KiB too). Use -benchtime Nx: the stream is
 // encoded whole beforehand.
-func BenchmarkClientIngest(b *testing.B) {
+func BenchmarkClientIngest(b *testing.B) { benchClientIngest(b, store.Options{}) }
+
+// BenchmarkClientIngestRetained is ClientIngest into a Store with attach's
+// default retention window (store.DefaultRetention): past the first
+// million entries every chunk appended replaces one thinned.
+func BenchmarkClientIngestRetained(b *testing.B) {
+	benchClientIngest(b, store.Options{Retain: store.DefaultRetention})
+}
+
+func benchClientIngest(b *testing.B, benchStoreOptions store.Options) {
 	path := wiretest.ShortSock(b)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
@@ -83,7 +92,7 @@ func BenchmarkClientIngest(b *testing.B) {
 		}
 		<-done
 	}()
-	st := store.New(store.Options{})
+	st := store.New(benchStoreOptions)
 	cl := NewClient("unix", path, st, ClientOptions{NoReconnect: true, Limits: ClientLimits{Entries: 1 << 40}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
