@@ -146,7 +146,7 @@ func (d *devLog) rollRecords(k int) {
 			d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
 			d.allocated.bulk(d.pending)
 			if seq+1 >= next {
-				d.cps = append(d.cps, d.head.Dump(seq+1))
+				d.cps = append(d.cps, d.dumpPacked(seq+1))
 				next = seq + 1 + d.checkpointGap(k)
 			}
 			seq++

@@ -134,9 +134,16 @@ type devLog struct {
 	// A capture ingested by IngestOwned (owned.go): the entries its
 	// records do not give back exactly (by position, ascending), or, when
 	// there are too many of those, the trace itself (keep).
-	owner   *snapshot.Snapshot
-	inexact inexactEntries
-	keep    []snapshot.TraceEntry
+	owner *snapshot.Snapshot
+	// packs: the capture's checkpoints are packed (packed.go), packed
+	// holds their blocks; unpackedFrom's blocks are unpacked (guarded by
+	// lastMu)
+	packs                  bool
+	packed                 map[*checkpoint]*packedBlocks
+	scratch                []tiling.Block
+	unpackedFrom, unpacked *checkpoint
+	inexact                inexactEntries
+	keep                   []snapshot.TraceEntry
 
 	// retention (retain.go): entries before off are thinned; firstTime is
 	// entry 0's time once it is gone
@@ -299,6 +306,7 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	// the initial state (checkpoints, pending-free bytes).
 	d := newDevLog(dev, TimeSequence)
 	d.indexed = &s.indexed
+	d.packs = !s.retain.Enabled()
 	var pre prepass
 	scanned, stored := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -463,7 +471,7 @@ func (d *devLog) rollCapture(entries []snapshot.TraceEntry, k int) {
 		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
 		d.allocated.bulk(d.pending)
 		if seq+1 >= next {
-			d.cps = append(d.cps, d.head.Dump(seq+1))
+			d.cps = append(d.cps, d.dumpPacked(seq+1))
 			next = seq + 1 + d.checkpointGap(k)
 		}
 	}
