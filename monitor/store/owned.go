@@ -116,6 +116,19 @@ func (c *fixCursor) next() snapshot.TraceEntry {
 // of growing the heap past both.
 const releaseCollect = 1 << 16
 
+// collectBefore runs the collector before an owned capture of at least
+// releaseCollect entries is indexed: what decoding it left behind is freed
+// before the records join the trace, the most the ingest holds at once.
+func collectBefore(snap *snapshot.Snapshot) {
+	var n int
+	for _, tr := range snap.DeviceTraces {
+		n += len(tr)
+	}
+	if n >= releaseCollect {
+		runtime.GC()
+	}
+}
+
 // release drops device dev's trace from snap (IngestOwned).
 func (d *devLog) release(snap *snapshot.Snapshot, dev int) {
 	d.owner = snap

@@ -246,6 +246,9 @@ func (s *Store) ingest(snap *snapshot.Snapshot, stated []DeviceTotals, own bool)
 		err error
 	}
 	devices := snap.Devices()
+	if own {
+		collectBefore(snap)
+	}
 	logs := make([]built, len(devices))
 	// Devices are independent; build them outside the lock.
 	var wg sync.WaitGroup
