@@ -131,19 +131,20 @@ type devLog struct {
 
 	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
 
-	// A capture ingested by IngestOwned (owned.go): the entries its
-	// records do not give back exactly (by position, ascending), or, when
-	// there are too many of those, the trace itself (keep).
-	owner *snapshot.Snapshot
-	// packs: the capture's checkpoints are packed (packed.go), packed
-	// holds their blocks; unpackedFrom's blocks are unpacked (guarded by
-	// lastMu)
+	// A capture ingested by IngestOwned (owned.go): owner is the snapshot
+	// it came from, inexact the entries its records do not give back
+	// exactly, or, when there are too many of those, keep the trace itself.
+	owner   *snapshot.Snapshot
+	inexact inexactEntries
+	keep    []snapshot.TraceEntry
+	// packs: a capture's checkpoints are packed (packed.go); packed holds
+	// their blocks, scratch the buffer they are dumped into; unpacked is
+	// unpackedFrom with its blocks (packed and these two guarded by lastMu
+	// once the log is queried).
 	packs                  bool
 	packed                 map[*checkpoint]*packedBlocks
 	scratch                []tiling.Block
 	unpackedFrom, unpacked *checkpoint
-	inexact                inexactEntries
-	keep                   []snapshot.TraceEntry
 
 	// retention (retain.go): entries before off are thinned; firstTime is
 	// entry 0's time once it is gone
@@ -417,7 +418,7 @@ func intervalHi(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry)
 
 // storeRecords is the record side of a capture's ingest (buildCapture):
 // the records, and with own the entries they do not give back exactly
-// (ownedTrace).
+// (Store.Trace).
 func (d *devLog) storeRecords(entries []snapshot.TraceEntry, own bool) {
 	d.recs.reserve(len(entries))
 	var last int64
