@@ -87,7 +87,7 @@ func newReplayCmd() *cobra.Command {
 					runs, times = data, strings.TrimSpace(strings.Join([]string{recoveredNote(res, device), strings.TrimSpace(warn.String())}, " "))
 					return err
 				}
-				l, err := watch.Load(ctx, path, store, watch.LoadOptions{Report: report, Prepare: prepare})
+				l, err := watch.Load(ctx, path, store, watch.LoadOptions{Report: report, Prepare: prepare, DropTrace: true})
 				capt.Store(l.Capture)
 				n := watch.NoBlockTrace(l.Profiler)
 				if times != "" {
@@ -121,7 +121,7 @@ func newReplayCmd() *cobra.Command {
 						times = strings.TrimSpace(recoveredNote(res, device) + " " + strings.TrimSpace(warn.String()))
 						return err
 					}
-					l, err := watch.LoadJob(ctx, job, store, watch.LoadOptions{Report: report, Prepare: prepare})
+					l, err := watch.LoadJob(ctx, job, store, watch.LoadOptions{Report: report, Prepare: prepare, DropTrace: true})
 					capt.Store(l.Capture)
 					n := watch.NoBlockTrace(l.Profiler)
 					if times != "" {
@@ -169,7 +169,9 @@ func newReplayCmd() *cobra.Command {
 				Note:       func() string { return note.Load().(string) },
 			}
 			if snapshot {
-				opts.WhatIf, opts.WhatIfConfs, opts.Simulate = capt.Load, confs, sim.Simulate
+				// the Store holds the trace (DropTrace); w gets it back
+				whatIf := func() *replay.Capture { return watch.WithTrace(capt.Load(), store) }
+				opts.WhatIf, opts.WhatIfConfs, opts.Simulate = whatIf, confs, sim.Simulate
 				opts.MemUsage = memUsageOf(func() string {
 					if c := capt.Load(); c != nil {
 						return c.Path

@@ -122,7 +122,7 @@ type measured struct {
 // at most K entries.
 func (d *devLog) checkpointAt(n int64) *checkpoint {
 	ci := sort.Search(len(d.cps), func(i int) bool { return d.cps[i].At > n }) - 1
-	cp := d.cps[max(ci, 0)]
+	cp := d.unpack(d.cps[max(ci, 0)])
 	// stepping the cursor: roll on from the last answer when it is nearer
 	// (and no checkpoint, e.g. a rebase, lies between)
 	d.lastMu.Lock()

@@ -133,6 +133,21 @@ type devLog struct {
 
 	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
 
+	// A capture ingested by IngestOwned (owned.go): owner is the snapshot
+	// it came from, inexact the entries its records do not give back
+	// exactly, or, when there are too many of those, keep the trace itself.
+	owner   *snapshot.Snapshot
+	inexact inexactEntries
+	keep    []snapshot.TraceEntry
+	// packs: a capture's checkpoints are packed (packed.go); packed holds
+	// their blocks, scratch the buffer they are dumped into; unpacked is
+	// unpackedFrom with its blocks (packed and these two guarded by lastMu
+	// once the log is queried).
+	packs                  bool
+	packed                 map[*checkpoint]*packedBlocks
+	scratch                []tiling.Block
+	unpackedFrom, unpacked *checkpoint
+
 	// retention (retain.go): entries before off are thinned; firstTime is
 	// entry 0's time once it is gone
 	off       int64
@@ -220,6 +235,12 @@ func (s *Store) IngestSnapshot(snap *snapshot.Snapshot) error { return s.IngestS
 // the byte totals the source states itself (a profiler's memory records),
 // which replace those the trace yields.
 func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) error {
+	return s.ingest(snap, stated, false)
+}
+
+// ingest is IngestStated; with own the snapshot's traces are the Store's
+// to drop (IngestOwned).
+func (s *Store) ingest(snap *snapshot.Snapshot, stated []DeviceTotals, own bool) error {
 	if snap == nil {
 		return fmt.Errorf("monitor: ingest: no snapshot")
 	}
@@ -228,6 +249,9 @@ func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) err
 		err error
 	}
 	devices := snap.Devices()
+	if own {
+		collectBefore(snap)
+	}
 	logs := make([]built, len(devices))
 	// Devices are independent; build them outside the lock.
 	var wg sync.WaitGroup
@@ -240,7 +264,7 @@ func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) err
 			if dev < len(stated) && stated[dev].OK && len(stated[dev].After) > 0 {
 				st = &stated[dev]
 			}
-			d, err := s.buildCapture(snap, dev, st)
+			d, err := s.buildCapture(snap, dev, st, own)
 			logs[i] = built{d, err}
 		}()
 	}
@@ -271,20 +295,24 @@ func (s *Store) IngestStated(snap *snapshot.Snapshot, stated []DeviceTotals) err
 }
 
 // buildCapture indexes one device of a capture; stated, if not nil, gives
-// its byte series.
-func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTotals) (*devLog, error) {
+// its byte series. With own, the device's trace is dropped from snap once
+// its records are stored (IngestOwned).
+func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTotals, own bool) (*devLog, error) {
 	var entries []snapshot.TraceEntry
 	if dev < len(snap.DeviceTraces) {
 		entries = snap.DeviceTraces[dev]
 	}
-	// Two goroutines: one reconstructs the initial state (replay) and rolls
-	// the segment map forward from it (checkpoints, pending-free bytes);
-	// the other scans the trace (action counts, time base, the overrides
-	// the first needs) and stores the records, the action indexes and the
-	// active and reserved series relative to the start, which only the
-	// initial state fixes (added once both are done).
+	// Two steps of two goroutines each. While the trace is needed: one
+	// scans it (action counts, time base, the overrides the roll needs) and
+	// stores the records; the other reconstructs the initial state
+	// (replay). Then, from the records alone (the trace may be gone): one
+	// stores the action indexes and the active and reserved series
+	// relative to the start, which only the initial state fixes (added
+	// once both are done); the other rolls the segment map forward from
+	// the initial state (checkpoints, pending-free bytes).
 	d := newDevLog(dev, TimeSequence)
 	d.indexed = &s.indexed
+	d.packs = !s.retain.Enabled()
 	var pre prepass
 	scanned, stored := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -295,7 +323,7 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 			d.base = TimeEpochUS
 		}
 		close(scanned)
-		d.storeCapture(entries, &pre.counts)
+		d.storeRecords(entries, own)
 		if pre.hasTime {
 			d.ivHi = intervalHi(snap, dev, entries)
 		}
@@ -316,6 +344,7 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	}
 	d.initActive = tl.ActiveAtStart
 	d.initReserv = tl.ReservedAtStart
+	tl = nil
 	var pend int64
 	for b := range d.head.Blocks() {
 		if b.State == snapshot.StateActivePendingFree {
@@ -325,8 +354,25 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	d.pending = pend
 	d.initAllocated = d.initActive - pend
 	d.cps = []*checkpoint{d.head.Freeze(0)}
-	d.rollCapture(entries, s.k)
 	<-stored
+	if own && d.keep == nil {
+		entries = nil
+		d.release(snap, dev)
+	} else if own {
+		d.owner = snap
+	}
+	indexed := make(chan struct{})
+	go func() {
+		defer crash.Recover()
+		defer close(indexed)
+		d.storeSeries(&pre.counts)
+	}()
+	if entries != nil {
+		d.rollCapture(entries, s.k)
+	} else {
+		d.rollRecords(s.k)
+	}
+	<-indexed
 	d.indexed = nil
 	// active and reserved were stored relative to the start; allocated
 	// holds the pending-free bytes after each entry (allocated = active −
@@ -372,31 +418,49 @@ func intervalHi(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry)
 	return hi
 }
 
-// storeCapture is the record side of a capture's ingest (buildCapture):
-// the records, the action indexes, and the active and reserved series
-// relative to the start.
-func (d *devLog) storeCapture(entries []snapshot.TraceEntry, counts *[256]int) {
-	n := len(entries)
-	d.recs.reserve(n)
+// storeRecords is the record side of a capture's ingest (buildCapture):
+// the records, and with own the entries they do not give back exactly
+// (Store.Trace).
+func (d *devLog) storeRecords(entries []snapshot.TraceEntry, own bool) {
+	d.recs.reserve(len(entries))
+	var last int64
+	for i := range entries {
+		e := &entries[i]
+		seq := int64(i)
+		r := d.recordOf(e, seq, &last)
+		d.recs.append(r)
+		if own && d.keep == nil && d.entryOf(&r) != *e {
+			d.noteInexact(seq, e, entries)
+		}
+		if (i+1)%indexStep == 0 {
+			d.indexed.Add(indexStep)
+		}
+	}
+}
+
+// storeSeries stores, from the records, the action indexes and the active
+// and reserved series relative to the start.
+func (d *devLog) storeSeries(counts *[256]int) {
+	n := d.recs.Len()
 	d.active.v.reserve(n)
 	d.reserved.v.reserve(n)
 	for a, c := range counts {
 		d.byAction[snapshot.Action(a)].reserve(c)
 	}
-	var last, act, res int64
-	for i := range entries {
-		e := &entries[i]
-		seq := int64(i)
-		d.recs.append(d.recordOf(e, seq, &last))
-		act += replay.ActiveDelta(e)
-		res += replay.ReservedDelta(e)
-		d.active.bulk(act)
-		d.reserved.bulk(res)
-		d.byAction[e.Action].append(seq)
-		if (i+1)%indexStep == 0 {
-			d.indexed.Add(indexStep)
+	var act, res int64
+	var seq int64
+	d.recs.each(0, n, func(p []rec) {
+		for i := range p {
+			r := &p[i]
+			e := snapshot.TraceEntry{Action: r.action, Size: r.size}
+			act += replay.ActiveDelta(&e)
+			res += replay.ReservedDelta(&e)
+			d.active.bulk(act)
+			d.reserved.bulk(res)
+			d.byAction[r.action].append(seq)
+			seq++
 		}
-	}
+	})
 }
 
 // rollCapture is the segment-map side of a capture's ingest: it rolls the
@@ -413,7 +477,7 @@ func (d *devLog) rollCapture(entries []snapshot.TraceEntry, k int) {
 		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
 		d.allocated.bulk(d.pending)
 		if seq+1 >= next {
-			d.cps = append(d.cps, d.head.Dump(seq+1))
+			d.cps = append(d.cps, d.dumpPacked(seq+1))
 			next = seq + 1 + d.checkpointGap(k)
 		}
 	}

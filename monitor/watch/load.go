@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
 	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
@@ -33,6 +35,10 @@ type LoadOptions struct {
 	// (cmd/npumon recovers a torch_npu trace's times there,
 	// docs/timerecovery.md); its error ends the load.
 	Prepare func(*replay.Capture) error
+	// DropTrace gives a snapshot's decoded traces to the Store
+	// (store.IngestOwned): Loaded.Capture then holds none, so the trace is
+	// not kept twice (npumon replay); WithTrace gives them back.
+	DropTrace bool
 }
 
 // Loaded is what Load read: the decoded snapshot file, or the profiler
@@ -65,7 +71,7 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 			d, err := loadProfiler(ctx, path, st, o.MemoryOnly, report)
 			return Loaded{Profiler: d}, err
 		case in.Kind.Snapshot():
-			c, err := loadSnapshot(ctx, path, st, o.Limits, !o.MemoryOnly, o.Prepare, report)
+			c, err := loadSnapshot(ctx, path, st, o.Limits, !o.MemoryOnly, o.DropTrace, o.Prepare, report)
 			return Loaded{Capture: c}, err
 		}
 		return Loaded{}, errors.New(in.Describe())
@@ -74,7 +80,7 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 
 // loadSnapshot decodes a snapshot file into st, with (withOps) the ops its
 // annotations mark.
-func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay.Options, withOps bool, prepare func(*replay.Capture) error, report func(store.LoadProgress)) (*replay.Capture, error) {
+func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay.Options, withOps, drop bool, prepare func(*replay.Capture) error, report func(store.LoadProgress)) (*replay.Capture, error) {
 	var total int64
 	opts.Progress = func(d, t int64) {
 		total = max(t, 0)
@@ -116,17 +122,55 @@ func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay
 			}
 		}
 	}()
-	err = st.IngestSnapshot(capt.Snapshot)
+	var ops []store.Op
+	if withOps { // from the trace, which IngestOwned drops
+		ops = store.AnnotationOps(capt.Snapshot)
+	}
+	if drop {
+		err = st.IngestOwned(capt.Snapshot)
+	} else {
+		err = st.IngestSnapshot(capt.Snapshot)
+	}
 	close(stop)
 	<-stopped
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if withOps {
-		st.IngestOps(store.AnnotationOps(capt.Snapshot))
+		st.IngestOps(ops)
 	}
 	report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
 	return capt, nil
+}
+
+// WithTrace returns c with the device traces a Load with DropTrace gave
+// to st put back (from st.Trace: entry for entry as decoded), in a copy of
+// c and its Snapshot; c itself is unchanged. A device whose log in st is
+// no longer c's keeps the empty trace. c is returned as it is when it
+// holds every trace, nil for nil.
+func WithTrace(c *replay.Capture, st *store.Store) *replay.Capture {
+	if c == nil || c.Snapshot == nil {
+		return c
+	}
+	var traces [][]snapshot.TraceEntry
+	for dev, tr := range c.Snapshot.DeviceTraces {
+		if len(tr) > 0 {
+			continue
+		}
+		if t, ok := st.Trace(c.Snapshot, dev); ok && len(t) > 0 {
+			if traces == nil {
+				traces = slices.Clone(c.Snapshot.DeviceTraces)
+			}
+			traces[dev] = t
+		}
+	}
+	if traces == nil {
+		return c
+	}
+	cc, snap := *c, *c.Snapshot
+	snap.DeviceTraces = traces
+	cc.Snapshot = &snap
+	return &cc
 }
 
 // loadProfiler reads profiler data into st: its ops and memory data

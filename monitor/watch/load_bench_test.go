@@ -42,6 +42,33 @@ func BenchmarkLoadSnapshot1M(b *testing.B) {
 	})
 }
 
+// BenchmarkLoadSnapshotReplay1M is LoadSnapshot1M as `npumon replay` loads
+// (DropTrace: the Store takes the decoded trace); live-B is the heap in use
+// once loaded, capture and Store kept.
+func BenchmarkLoadSnapshotReplay1M(b *testing.B) {
+	benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
+		c0 := benchcpu.Now()
+		var st *store.Store
+		var capt *replay.Capture
+		for b.Loop() {
+			st, capt = nil, nil
+			st = store.New(store.Options{})
+			l, err := Load(context.Background(), path, st, LoadOptions{DropTrace: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			capt = l.Capture
+		}
+		benchcpu.Report(b, c0, 0, "")
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapAlloc), "live-B")
+		runtime.KeepAlive(st)
+		runtime.KeepAlive(capt)
+	})
+}
+
 // BenchmarkLoadSnapshotDecode1M is the decoding share of BenchmarkLoadSnapshot1M
 // (the full model, as replay needs it).
 func BenchmarkLoadSnapshotDecode1M(b *testing.B) {

@@ -50,7 +50,11 @@ func (st *State) Freeze(at int64) *Checkpoint {
 
 // Dump copies the state into a checkpoint; blocks come out unsorted unless
 // the state has a base (then base and changes are merged in order).
-func (st *State) Dump(at int64) *Checkpoint {
+func (st *State) Dump(at int64) *Checkpoint { return st.DumpInto(at, nil) }
+
+// DumpInto is Dump with the blocks appended to buf[:0] when the state has
+// no base (a caller that keeps only a packed copy reuses one buffer).
+func (st *State) DumpInto(at int64, buf []Block) *Checkpoint {
 	cp := &Checkpoint{At: at}
 	switch {
 	case st.segs == nil:
@@ -66,7 +70,10 @@ func (st *State) Dump(at int64) *Checkpoint {
 		st.segsDump = cp.Segs
 	}
 	if st.base == nil {
-		cp.Blocks = make([]Block, 0, len(st.blocks))
+		cp.Blocks = buf[:0]
+		if cap(buf) < len(st.blocks) {
+			cp.Blocks = make([]Block, 0, len(st.blocks))
+		}
 		for _, b := range st.blocks {
 			cp.Blocks = append(cp.Blocks, b)
 		}

@@ -1,0 +1,142 @@
+package store
+
+import (
+	"math"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/tiling"
+)
+
+// A capture's checkpoints copy every live block (40 bytes each), and with
+// as many entries between checkpoints as blocks are live that is 40 bytes
+// an entry, as much as the records. Most live blocks were allocated by an
+// entry of the log, and that entry's record holds their address,
+// requested size and stack: such a block is kept as the entry's position,
+// its size and its state (16 bytes), the others whole. A packed
+// checkpoint's blocks are nil; checkpointAt unpacks it (unpack).
+
+// packedBlock is a live block born by the alloc entry at born.
+type packedBlock struct {
+	born  uint32
+	state snapshot.BlockState
+	est   bool
+	size  int64
+}
+
+// packedBlocks are a packed checkpoint's blocks; immutable once made.
+// sorted: born and whole are each in address order (unpack merges them),
+// as the first unpack leaves them.
+type packedBlocks struct {
+	born   []packedBlock
+	whole  []tiling.Block
+	sorted bool
+}
+
+// dumpPacked is d.head.Dump(at), packed when that is smaller: a packed
+// checkpoint's blocks are nil, and their packed form is in d.packed. Only
+// a log whose records are never dropped (no retention) packs: unpacking
+// reads the records. The blocks are dumped into one scratch buffer, which
+// a checkpoint left whole keeps.
+func (d *devLog) dumpPacked(at int64) *checkpoint {
+	if !d.packs {
+		return d.head.Dump(at)
+	}
+	cp := d.head.DumpInto(at, d.scratch)
+	p := d.packBlocks(cp.Blocks)
+	if p == nil {
+		d.scratch = nil
+		return cp
+	}
+	if d.packed == nil {
+		d.packed = map[*checkpoint]*packedBlocks{}
+	}
+	d.packed[cp] = p
+	d.scratch, cp.Blocks = cp.Blocks, nil
+	return cp
+}
+
+// packable reports whether b is the block the record of the alloc entry
+// at b.Born gives, but for its size and state.
+func (d *devLog) packable(b *tiling.Block) bool {
+	if b.Born < 0 || b.Born >= int64(d.recs.Len()) || b.Born > math.MaxUint32 {
+		return false
+	}
+	r := d.recs.ptr(int(b.Born))
+	return r.action == snapshot.ActionAlloc && r.addr == b.Addr && r.size == b.Req && r.frames == b.Frames
+}
+
+// packBlocks packs blocks, in their order; nil when fewer than half of
+// them pack.
+func (d *devLog) packBlocks(blocks []tiling.Block) *packedBlocks {
+	k := 0
+	for i := range blocks {
+		if d.packable(&blocks[i]) {
+			k++
+		}
+	}
+	if k < len(blocks)/2 {
+		return nil
+	}
+	p := &packedBlocks{born: make([]packedBlock, 0, k), whole: make([]tiling.Block, 0, len(blocks)-k)}
+	for i := range blocks {
+		b := &blocks[i]
+		if d.packable(b) {
+			p.born = append(p.born, packedBlock{born: uint32(b.Born), state: b.State, est: b.Est, size: b.Size})
+		} else {
+			p.whole = append(p.whole, *b)
+		}
+	}
+	return p
+}
+
+// unpack returns cp with its blocks when cp is packed (a fresh sorted
+// checkpoint, the last one kept for the next query), else cp.
+func (d *devLog) unpack(cp *checkpoint) *checkpoint {
+	d.lastMu.Lock()
+	p := d.packed[cp]
+	src, u := d.unpackedFrom, d.unpacked
+	d.lastMu.Unlock()
+	if p == nil {
+		return cp
+	}
+	if src == cp {
+		return u
+	}
+	blocks := make([]tiling.Block, 0, len(p.born)+len(p.whole))
+	at := func(b packedBlock) tiling.Block {
+		r := d.recs.ptr(int(b.born))
+		return tiling.Block{Addr: r.addr, Size: b.size, Req: r.size, Frames: r.frames, State: b.state, Est: b.est, Born: int64(b.born)}
+	}
+	if p.sorted { // merge the two address-ordered lists
+		w := p.whole
+		for _, pb := range p.born {
+			b := at(pb)
+			for len(w) > 0 && w[0].Addr < b.Addr {
+				blocks = append(blocks, w[0])
+				w = w[1:]
+			}
+			blocks = append(blocks, b)
+		}
+		blocks = append(blocks, w...)
+	} else {
+		for _, pb := range p.born {
+			blocks = append(blocks, at(pb))
+		}
+		blocks = append(blocks, p.whole...)
+	}
+	u = &checkpoint{At: cp.At, Segs: cp.Segs, Blocks: blocks}
+	u.EnsureSorted() // a pass over sorted blocks once p is sorted
+	var sorted *packedBlocks
+	if !p.sorted { // pack again in address order: later unpacks need no sort
+		if sorted = d.packBlocks(u.Blocks); sorted != nil {
+			sorted.sorted = true
+		}
+	}
+	d.lastMu.Lock()
+	if sorted != nil {
+		d.packed[cp] = sorted
+	}
+	d.unpackedFrom, d.unpacked = cp, u
+	d.lastMu.Unlock()
+	return u
+}
