@@ -130,7 +130,9 @@ func newReplayCmd() *cobra.Command {
 					note.Store(n)
 					return err
 				}
-				captures = watch.NewJobCaptures(job, store, watch.LoadOptions{})
+				jc := watch.NewJobCaptures(job, store, watch.LoadOptions{})
+				jc.OnOpen = func(c *replay.Capture) { capt.Store(c) } // w and the side files follow the picker
+				captures = jc
 			}
 			// Loading runs behind the UI; what cannot be read is refused up front.
 			in, err := classifyInput(path)

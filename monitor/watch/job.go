@@ -10,6 +10,7 @@ import (
 	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
 )
 
 // LoadJob reads a job's dump directory, resolved by classify.ResolveJob,
@@ -52,6 +53,10 @@ type JobCaptures struct {
 	mu   sync.Mutex
 	list []capture.Entry
 	open string
+	// OnOpen, when set, is given the capture Open loaded (nil for a
+	// profiler run), so what works on the open snapshot — the what-if
+	// view, the side files beside it — follows the picker.
+	OnOpen func(*replay.Capture)
 }
 
 // NewJobCaptures lists j's captures; the open one is j's snapshot (or run).
@@ -99,14 +104,19 @@ func (c *JobCaptures) Open(path string) error {
 	if i < 0 {
 		return fmt.Errorf("%s: not a capture of this directory", path)
 	}
-	_, err := Load(context.Background(), path, c.st, c.o)
+	l, err := Load(context.Background(), path, c.st, c.o)
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if err != nil {
 		c.list[i].Error = err.Error()
+		c.mu.Unlock()
 		return err
 	}
 	c.list[i].Error, c.open = "", path
+	on := c.OnOpen
+	c.mu.Unlock()
+	if on != nil {
+		on(l.Capture)
+	}
 	return nil
 }
 

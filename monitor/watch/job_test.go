@@ -12,6 +12,7 @@ import (
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/monitor/workload"
 	"github.com/npumon/npumon/profiler"
+	"github.com/npumon/npumon/replay"
 )
 
 // TestLoadJob: a job's dump directory loads its newest snapshot's memory
@@ -54,6 +55,8 @@ func TestLoadJob(t *testing.T) {
 	}
 
 	c := watch.NewJobCaptures(j, st, watch.LoadOptions{})
+	var opened *replay.Capture
+	c.OnOpen = func(o *replay.Capture) { opened = o }
 	list := c.List()
 	if len(list) != 2+len(j.Runs) || !list[len(list)-1].Open || list[len(list)-1].Path != j.Snapshot {
 		t.Fatalf("list %+v", list)
@@ -64,6 +67,10 @@ func TestLoadJob(t *testing.T) {
 	after, _, _ := st.OpsSince(0)
 	if st.Len(0) >= newest || len(after) != want || c.List()[openOf(c.List())].Path != j.Snapshots[0] {
 		t.Fatalf("after opening the older snapshot: %d entries (newest %d), %d ops", st.Len(0), newest, len(after))
+	}
+	// what works on the open snapshot (the what-if view) gets the one opened, trace whole
+	if opened == nil || opened.Path != j.Snapshots[0] || len(opened.Snapshot.DeviceTraces) == 0 || len(opened.Snapshot.DeviceTraces[0]) == 0 {
+		t.Fatalf("OnOpen got %+v", opened)
 	}
 	if err := c.Open(dir + "/missing.pickle"); err == nil {
 		t.Error("opened a path that is not a capture")
