@@ -170,82 +170,189 @@ type liveAlloc struct {
 // Classify gives every allocation of a device trace (entries, with start
 // the allocations live before it) its category; stack resolves stack ids.
 func Classify(entries []snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
-	return ClassifyFunc(0, len(entries), func(i int) *snapshot.TraceEntry { return &entries[i] }, start, stack)
+	c := newClassifier(len(entries), start, stack)
+	for i := range entries {
+		if e := &entries[i]; e.Action == snapshot.ActionAlloc && e.Frames != snapshot.NoStack {
+			c.withFrames = true
+			break
+		}
+	}
+	c.startLive(start)
+	for i := range entries {
+		c.step(i, &entries[i])
+	}
+	return c.finish()
 }
 
 // ClassifyFunc is Classify over a log read entry by entry: entries from
 // to n-1 (earlier ones are gone: a retention window), entry(i) the i-th;
 // Table.Of takes the log's indices.
 func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
-	t := &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))}
-	phases := map[snapshot.StackID]Phase{}
-	phase := func(id snapshot.StackID) Phase {
-		p, ok := phases[id]
-		if !ok {
-			p = PhaseOf(stack(id))
-			phases[id] = p
-		}
-		return p
-	}
-	// With frames recorded, an allocation without any comes from a thread
-	// that runs no Python: with stacks='python' that is the autograd
-	// engine's device thread.
-	withFrames := false
+	c := newClassifier(n, start, stack)
 	for i := from; i < n; i++ {
 		if e := entry(i); e.Action == snapshot.ActionAlloc && e.Frames != snapshot.NoStack {
-			withFrames = true
+			c.withFrames = true
 			break
 		}
 	}
-	live := make(map[uint64]*liveAlloc, len(start)+64)
-	for _, s := range start {
-		live[s.Addr] = &liveAlloc{idx: -1, addr: s.Addr, phase: phase(s.Frames)}
-	}
-	workspace := map[uint64]bool{}
-	ended := map[uint64]Category{} // freed, waiting for the free's completion
-	var now counts
+	c.startLive(start)
 	for i := from; i < n; i++ {
-		e := entry(i)
-		switch e.Action {
-		case snapshot.ActionWorkspaceSnapshot:
-			workspace[e.Addr] = true
-		case snapshot.ActionAlloc:
-			p := phase(e.Frames)
-			if p == PhaseNone && withFrames {
-				p = PhaseBackward
+		c.step(i, entry(i))
+	}
+	return c.finish()
+}
+
+// ended marks an address's state in classifier.addrs as freed, waiting
+// for the free's completion, with its category in the low byte; without
+// it the value is the live allocation's slot in classifier.slab.
+const ended = 1 << 31
+
+// classifier is Classify's one pass: per address one map entry (the live
+// allocation's slot, or the category of a freed one until its free
+// completes), the live allocations in a slab of reused slots, and the
+// phases by stack id in a slice: no allocation per entry.
+type classifier struct {
+	t     *Table
+	stack func(snapshot.StackID) snapshot.Stack
+	// With frames recorded, an allocation without any comes from a
+	// thread that runs no Python: with stacks='python' that is the
+	// autograd engine's device thread.
+	withFrames bool
+	phases     []Phase // by stack id; phaseUnknown: not yet looked at
+	negPhases  map[snapshot.StackID]Phase
+	addrs      map[uint64]uint32
+	slab       []liveAlloc
+	freeSlots  []uint32
+	workspace  map[uint64]bool
+	now        counts
+}
+
+const phaseUnknown Phase = 0xff
+
+func newClassifier(n int, start []Start, stack func(snapshot.StackID) snapshot.Stack) *classifier {
+	return &classifier{
+		t:     &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))},
+		stack: stack,
+		addrs: make(map[uint64]uint32, len(start)+64),
+	}
+}
+
+// phase is the phase of stack id, looked up once per id.
+func (c *classifier) phase(id snapshot.StackID) Phase {
+	if id < 0 {
+		p, ok := c.negPhases[id]
+		if !ok {
+			if c.negPhases == nil {
+				c.negPhases = map[snapshot.StackID]Phase{}
 			}
-			a := &liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: workspace[e.Addr], at: now}
-			delete(workspace, e.Addr)
-			if old := live[e.Addr]; old != nil {
-				t.set(old, now, false) // a second alloc at a live address: the first is gone
-			}
-			live[e.Addr] = a
-			now.all++
-			switch p {
-			case PhaseBackward:
-				now.backward++
-			case PhaseOptimizer:
-				now.optimizer++
-			case PhaseInit:
-				now.init++
-			}
-		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if a := live[e.Addr]; a != nil {
-				ended[e.Addr] = t.set(a, now, false)
-				delete(live, e.Addr)
-			}
-			if c, ok := ended[e.Addr]; ok {
-				t.entry[i] = c
-				if e.Action != snapshot.ActionFreeRequested {
-					delete(ended, e.Addr)
-				}
-			}
+			p = PhaseOf(c.stack(id))
+			c.negPhases[id] = p
+		}
+		return p
+	}
+	if int(id) >= len(c.phases) {
+		n := max(int(id)+1, 2*len(c.phases), 64)
+		old := len(c.phases)
+		c.phases = append(c.phases, make([]Phase, n-old)...)
+		for j := old; j < n; j++ {
+			c.phases[j] = phaseUnknown
 		}
 	}
-	for _, a := range live {
-		t.set(a, now, true)
+	p := c.phases[id]
+	if p == phaseUnknown {
+		p = PhaseOf(c.stack(id))
+		c.phases[id] = p
 	}
-	return t
+	return p
+}
+
+func (c *classifier) slot() uint32 {
+	if k := len(c.freeSlots); k > 0 {
+		s := c.freeSlots[k-1]
+		c.freeSlots = c.freeSlots[:k-1]
+		return s
+	}
+	c.slab = append(c.slab, liveAlloc{})
+	return uint32(len(c.slab) - 1)
+}
+
+func (c *classifier) startLive(start []Start) {
+	for _, s := range start {
+		a := liveAlloc{idx: -1, addr: s.Addr, phase: c.phase(s.Frames)}
+		if v, ok := c.addrs[s.Addr]; ok && v&ended == 0 {
+			c.slab[v] = a // the last one at an address, as a map of them keeps
+			continue
+		}
+		k := c.slot()
+		c.slab[k] = a
+		c.addrs[s.Addr] = k
+	}
+}
+
+func (c *classifier) step(i int, e *snapshot.TraceEntry) {
+	switch e.Action {
+	case snapshot.ActionWorkspaceSnapshot:
+		if c.workspace == nil {
+			c.workspace = map[uint64]bool{}
+		}
+		c.workspace[e.Addr] = true
+	case snapshot.ActionAlloc:
+		p := c.phase(e.Frames)
+		if p == PhaseNone && c.withFrames {
+			p = PhaseBackward
+		}
+		ws := false
+		if len(c.workspace) > 0 {
+			ws = c.workspace[e.Addr]
+			delete(c.workspace, e.Addr)
+		}
+		a := liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: ws, at: c.now}
+		if v, ok := c.addrs[e.Addr]; ok && v&ended == 0 {
+			c.t.set(&c.slab[v], c.now, false) // a second alloc at a live address: the first is gone
+			c.slab[v] = a
+		} else {
+			k := c.slot()
+			c.slab[k] = a
+			c.addrs[e.Addr] = k
+		}
+		c.now.all++
+		switch p {
+		case PhaseBackward:
+			c.now.backward++
+		case PhaseOptimizer:
+			c.now.optimizer++
+		case PhaseInit:
+			c.now.init++
+		}
+	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+		v, ok := c.addrs[e.Addr]
+		if !ok {
+			return
+		}
+		var cat Category
+		if v&ended == 0 {
+			cat = c.t.set(&c.slab[v], c.now, false)
+			c.freeSlots = append(c.freeSlots, v)
+			if e.Action == snapshot.ActionFreeRequested {
+				c.addrs[e.Addr] = ended | uint32(cat)
+			}
+		} else {
+			cat = Category(v &^ ended)
+		}
+		c.t.entry[i] = cat
+		if e.Action != snapshot.ActionFreeRequested {
+			delete(c.addrs, e.Addr)
+		}
+	}
+}
+
+func (c *classifier) finish() *Table {
+	for _, v := range c.addrs {
+		if v&ended == 0 {
+			c.t.set(&c.slab[v], c.now, true)
+		}
+	}
+	return c.t
 }
 
 func (t *Table) set(a *liveAlloc, now counts, never bool) Category {
