@@ -220,7 +220,7 @@ type classifier struct {
 	withFrames bool
 	phases     []Phase // by stack id; phaseUnknown: not yet looked at
 	negPhases  map[snapshot.StackID]Phase
-	addrs      map[uint64]uint32
+	addrs      addrTable
 	slab       []liveAlloc
 	freeSlots  []uint32
 	workspace  map[uint64]bool
@@ -233,7 +233,6 @@ func newClassifier(n int, start []Start, stack func(snapshot.StackID) snapshot.S
 	return &classifier{
 		t:     &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))},
 		stack: stack,
-		addrs: make(map[uint64]uint32, len(start)+64),
 	}
 }
 
@@ -279,13 +278,13 @@ func (c *classifier) slot() uint32 {
 func (c *classifier) startLive(start []Start) {
 	for _, s := range start {
 		a := liveAlloc{idx: -1, addr: s.Addr, phase: c.phase(s.Frames)}
-		if v, ok := c.addrs[s.Addr]; ok && v&ended == 0 {
-			c.slab[v] = a // the last one at an address, as a map of them keeps
+		if sl := c.addrs.find(s.Addr); sl != nil {
+			c.slab[sl.val] = a // the last one at an address, as a map of them keeps
 			continue
 		}
 		k := c.slot()
 		c.slab[k] = a
-		c.addrs[s.Addr] = k
+		c.addrs.insert(s.Addr).val = k
 	}
 }
 
@@ -307,14 +306,17 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 			delete(c.workspace, e.Addr)
 		}
 		a := liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: ws, at: c.now}
-		if v, ok := c.addrs[e.Addr]; ok && v&ended == 0 {
-			c.t.set(&c.slab[v], c.now, false) // a second alloc at a live address: the first is gone
-			c.slab[v] = a
-		} else {
-			k := c.slot()
-			c.slab[k] = a
-			c.addrs[e.Addr] = k
+		sl := c.addrs.find(e.Addr)
+		switch {
+		case sl == nil:
+			sl = c.addrs.insert(e.Addr)
+			sl.val = c.slot()
+		case sl.val&ended == 0:
+			c.t.set(&c.slab[sl.val], c.now, false) // a second alloc at a live address: the first is gone
+		default:
+			sl.val = c.slot()
 		}
+		c.slab[sl.val] = a
 		c.now.all++
 		switch p {
 		case PhaseBackward:
@@ -325,31 +327,29 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 			c.now.init++
 		}
 	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-		v, ok := c.addrs[e.Addr]
-		if !ok {
+		sl := c.addrs.find(e.Addr)
+		if sl == nil {
 			return
 		}
 		var cat Category
-		if v&ended == 0 {
+		if v := sl.val; v&ended == 0 {
 			cat = c.t.set(&c.slab[v], c.now, false)
 			c.freeSlots = append(c.freeSlots, v)
-			if e.Action == snapshot.ActionFreeRequested {
-				c.addrs[e.Addr] = ended | uint32(cat)
-			}
+			sl.val = ended | uint32(cat)
 		} else {
 			cat = Category(v &^ ended)
 		}
 		c.t.entry[i] = cat
 		if e.Action != snapshot.ActionFreeRequested {
-			delete(c.addrs, e.Addr)
+			c.addrs.del(e.Addr)
 		}
 	}
 }
 
 func (c *classifier) finish() *Table {
-	for _, v := range c.addrs {
-		if v&ended == 0 {
-			c.t.set(&c.slab[v], c.now, true)
+	for i := range c.addrs.slots {
+		if sl := &c.addrs.slots[i]; sl.used && sl.val&ended == 0 {
+			c.t.set(&c.slab[sl.val], c.now, true)
 		}
 	}
 	return c.t
@@ -417,4 +417,96 @@ func decide(a *liveAlloc, now counts, never bool) Category {
 		return Temporary
 	}
 	return Unknown
+}
+
+// addrTable maps addresses to a uint32: open addressing with linear
+// probing, at most half full, deletion by shifting the probe run back (no
+// tombstones). It holds the live (and freeing) allocations only, a few
+// thousand where the trace has a million entries: it stays in cache, and
+// costs a fraction of a map's lookup per entry.
+type addrTable struct {
+	slots []addrSlot
+	n     int
+	bits  uint
+}
+
+type addrSlot struct {
+	key  uint64
+	val  uint32
+	used bool
+}
+
+func (t *addrTable) home(k uint64) int {
+	return int((k * 0x9E3779B97F4A7C15) >> (64 - t.bits))
+}
+
+// find is k's slot, nil when k is absent; valid until the next insert or
+// del.
+func (t *addrTable) find(k uint64) *addrSlot {
+	if i := t.index(k); i >= 0 {
+		return &t.slots[i]
+	}
+	return nil
+}
+
+// index is the position of k's slot, -1 when k is absent.
+func (t *addrTable) index(k uint64) int {
+	if t.n == 0 {
+		return -1
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(k); ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if !sl.used {
+			return -1
+		}
+		if sl.key == k {
+			return i
+		}
+	}
+}
+
+// insert adds k (absent) and returns its slot; the slot is valid until
+// the next insert or del.
+func (t *addrTable) insert(k uint64) *addrSlot {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	mask := len(t.slots) - 1
+	i := t.home(k)
+	for t.slots[i].used {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = addrSlot{key: k, used: true}
+	t.n++
+	return &t.slots[i]
+}
+
+func (t *addrTable) grow() {
+	old := t.slots
+	t.bits = max(t.bits+1, 8)
+	t.slots = make([]addrSlot, 1<<t.bits)
+	t.n = 0
+	for _, sl := range old {
+		if sl.used {
+			t.insert(sl.key).val = sl.val
+		}
+	}
+}
+
+// del removes k (present).
+func (t *addrTable) del(k uint64) {
+	mask := len(t.slots) - 1
+	i := t.index(k)
+	for j := (i + 1) & mask; t.slots[j].used; j = (j + 1) & mask {
+		// move j back into the hole at i unless its home lies
+		// cyclically in (i, j]
+		h := t.home(t.slots[j].key)
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = addrSlot{}
+	t.n--
 }
