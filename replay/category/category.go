@@ -91,21 +91,47 @@ var (
 )
 
 // PhaseOf is the phase a stack (innermost first) shows.
-func PhaseOf(st snapshot.Stack) Phase {
+func PhaseOf(st snapshot.Stack) Phase { return phaseOf(st, nil) }
+
+// frameName is a frame without its line, which no rule reads.
+type frameName struct{ file, name string }
+
+// phaseOf is PhaseOf, each frame's rule (frameRule) looked up in memo
+// where it is not nil: stacks share most of their frames.
+func phaseOf(st snapshot.Stack, memo map[frameName]Phase) Phase {
 	if len(st) == 0 {
 		return PhaseNone
 	}
 	for _, f := range st {
-		switch {
-		case frames.OptimizerFile(f.Filename) || optimName.MatchString(f.Name):
-			return PhaseOptimizer
-		case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
-			return PhaseBackward
-		case initFile.MatchString(f.Filename) && initName.MatchString(f.Name),
-			layerInit.MatchString(f.Filename) && (f.Name == "__init__" || f.Name == "reset_parameters"),
-			loadName.MatchString(f.Name):
-			return PhaseInit
+		var p Phase
+		if memo == nil {
+			p = frameRule(f)
+		} else {
+			k := frameName{f.Filename, f.Name}
+			var ok bool
+			if p, ok = memo[k]; !ok {
+				p = frameRule(f)
+				memo[k] = p
+			}
 		}
+		if p != PhaseOther {
+			return p
+		}
+	}
+	return PhaseOther
+}
+
+// frameRule is the phase frame f shows, PhaseOther when no rule's frame.
+func frameRule(f snapshot.Frame) Phase {
+	switch {
+	case frames.OptimizerFile(f.Filename) || optimName.MatchString(f.Name):
+		return PhaseOptimizer
+	case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
+		return PhaseBackward
+	case initFile.MatchString(f.Filename) && initName.MatchString(f.Name),
+		layerInit.MatchString(f.Filename) && (f.Name == "__init__" || f.Name == "reset_parameters"),
+		loadName.MatchString(f.Name):
+		return PhaseInit
 	}
 	return PhaseOther
 }
@@ -220,6 +246,7 @@ type classifier struct {
 	withFrames bool
 	phases     []Phase // by stack id; phaseUnknown: not yet looked at
 	negPhases  map[snapshot.StackID]Phase
+	frameMemo  map[frameName]Phase // frameRule by frame, across stacks
 	addrs      addrTable
 	slab       []liveAlloc
 	freeSlots  []uint32
@@ -231,8 +258,9 @@ const phaseUnknown Phase = 0xff
 
 func newClassifier(n int, start []Start, stack func(snapshot.StackID) snapshot.Stack) *classifier {
 	return &classifier{
-		t:     &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))},
-		stack: stack,
+		t:         &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))},
+		stack:     stack,
+		frameMemo: map[frameName]Phase{},
 	}
 }
 
@@ -244,7 +272,7 @@ func (c *classifier) phase(id snapshot.StackID) Phase {
 			if c.negPhases == nil {
 				c.negPhases = map[snapshot.StackID]Phase{}
 			}
-			p = PhaseOf(c.stack(id))
+			p = phaseOf(c.stack(id), c.frameMemo)
 			c.negPhases[id] = p
 		}
 		return p
@@ -259,7 +287,7 @@ func (c *classifier) phase(id snapshot.StackID) Phase {
 	}
 	p := c.phases[id]
 	if p == phaseUnknown {
-		p = PhaseOf(c.stack(id))
+		p = phaseOf(c.stack(id), c.frameMemo)
 		c.phases[id] = p
 	}
 	return p
