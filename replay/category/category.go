@@ -91,21 +91,47 @@ var (
 )
 
 // PhaseOf is the phase a stack (innermost first) shows.
-func PhaseOf(st snapshot.Stack) Phase {
+func PhaseOf(st snapshot.Stack) Phase { return phaseOf(st, nil) }
+
+// frameName is a frame without its line, which no rule reads.
+type frameName struct{ file, name string }
+
+// phaseOf is PhaseOf, each frame's rule (frameRule) looked up in memo
+// where it is not nil: stacks share most of their frames.
+func phaseOf(st snapshot.Stack, memo map[frameName]Phase) Phase {
 	if len(st) == 0 {
 		return PhaseNone
 	}
 	for _, f := range st {
-		switch {
-		case frames.OptimizerFile(f.Filename) || optimName.MatchString(f.Name):
-			return PhaseOptimizer
-		case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
-			return PhaseBackward
-		case initFile.MatchString(f.Filename) && initName.MatchString(f.Name),
-			layerInit.MatchString(f.Filename) && (f.Name == "__init__" || f.Name == "reset_parameters"),
-			loadName.MatchString(f.Name):
-			return PhaseInit
+		var p Phase
+		if memo == nil {
+			p = frameRule(f)
+		} else {
+			k := frameName{f.Filename, f.Name}
+			var ok bool
+			if p, ok = memo[k]; !ok {
+				p = frameRule(f)
+				memo[k] = p
+			}
 		}
+		if p != PhaseOther {
+			return p
+		}
+	}
+	return PhaseOther
+}
+
+// frameRule is the phase frame f shows, PhaseOther when no rule's frame.
+func frameRule(f snapshot.Frame) Phase {
+	switch {
+	case frames.OptimizerFile(f.Filename) || optimName.MatchString(f.Name):
+		return PhaseOptimizer
+	case backwardName.MatchString(f.Name) && backwardFile.MatchString(f.Filename), nativeBackward(f):
+		return PhaseBackward
+	case initFile.MatchString(f.Filename) && initName.MatchString(f.Name),
+		layerInit.MatchString(f.Filename) && (f.Name == "__init__" || f.Name == "reset_parameters"),
+		loadName.MatchString(f.Name):
+		return PhaseInit
 	}
 	return PhaseOther
 }
@@ -170,82 +196,191 @@ type liveAlloc struct {
 // Classify gives every allocation of a device trace (entries, with start
 // the allocations live before it) its category; stack resolves stack ids.
 func Classify(entries []snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
-	return ClassifyFunc(0, len(entries), func(i int) *snapshot.TraceEntry { return &entries[i] }, start, stack)
+	c := newClassifier(len(entries), start, stack)
+	for i := range entries {
+		if e := &entries[i]; e.Action == snapshot.ActionAlloc && e.Frames != snapshot.NoStack {
+			c.withFrames = true
+			break
+		}
+	}
+	c.startLive(start)
+	for i := range entries {
+		c.step(i, &entries[i])
+	}
+	return c.finish()
 }
 
 // ClassifyFunc is Classify over a log read entry by entry: entries from
 // to n-1 (earlier ones are gone: a retention window), entry(i) the i-th;
 // Table.Of takes the log's indices.
 func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []Start, stack func(snapshot.StackID) snapshot.Stack) *Table {
-	t := &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))}
-	phases := map[snapshot.StackID]Phase{}
-	phase := func(id snapshot.StackID) Phase {
-		p, ok := phases[id]
-		if !ok {
-			p = PhaseOf(stack(id))
-			phases[id] = p
-		}
-		return p
-	}
-	// With frames recorded, an allocation without any comes from a thread
-	// that runs no Python: with stacks='python' that is the autograd
-	// engine's device thread.
-	withFrames := false
+	c := newClassifier(n, start, stack)
 	for i := from; i < n; i++ {
 		if e := entry(i); e.Action == snapshot.ActionAlloc && e.Frames != snapshot.NoStack {
-			withFrames = true
+			c.withFrames = true
 			break
 		}
 	}
-	live := make(map[uint64]*liveAlloc, len(start)+64)
-	for _, s := range start {
-		live[s.Addr] = &liveAlloc{idx: -1, addr: s.Addr, phase: phase(s.Frames)}
-	}
-	workspace := map[uint64]bool{}
-	ended := map[uint64]Category{} // freed, waiting for the free's completion
-	var now counts
+	c.startLive(start)
 	for i := from; i < n; i++ {
-		e := entry(i)
-		switch e.Action {
-		case snapshot.ActionWorkspaceSnapshot:
-			workspace[e.Addr] = true
-		case snapshot.ActionAlloc:
-			p := phase(e.Frames)
-			if p == PhaseNone && withFrames {
-				p = PhaseBackward
+		c.step(i, entry(i))
+	}
+	return c.finish()
+}
+
+// ended marks an address's state in classifier.addrs as freed, waiting
+// for the free's completion, with its category in the low byte; without
+// it the value is the live allocation's slot in classifier.slab.
+const ended = 1 << 31
+
+// classifier is Classify's one pass: per address one map entry (the live
+// allocation's slot, or the category of a freed one until its free
+// completes), the live allocations in a slab of reused slots, and the
+// phases by stack id in a slice: no allocation per entry.
+type classifier struct {
+	t     *Table
+	stack func(snapshot.StackID) snapshot.Stack
+	// With frames recorded, an allocation without any comes from a
+	// thread that runs no Python: with stacks='python' that is the
+	// autograd engine's device thread.
+	withFrames bool
+	phases     []Phase // by stack id; phaseUnknown: not yet looked at
+	negPhases  map[snapshot.StackID]Phase
+	frameMemo  map[frameName]Phase // frameRule by frame, across stacks
+	addrs      addrTable
+	slab       []liveAlloc
+	freeSlots  []uint32
+	workspace  map[uint64]bool
+	now        counts
+}
+
+const phaseUnknown Phase = 0xff
+
+func newClassifier(n int, start []Start, stack func(snapshot.StackID) snapshot.Stack) *classifier {
+	return &classifier{
+		t:         &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))},
+		stack:     stack,
+		frameMemo: map[frameName]Phase{},
+	}
+}
+
+// phase is the phase of stack id, looked up once per id.
+func (c *classifier) phase(id snapshot.StackID) Phase {
+	if id < 0 {
+		p, ok := c.negPhases[id]
+		if !ok {
+			if c.negPhases == nil {
+				c.negPhases = map[snapshot.StackID]Phase{}
 			}
-			a := &liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: workspace[e.Addr], at: now}
-			delete(workspace, e.Addr)
-			if old := live[e.Addr]; old != nil {
-				t.set(old, now, false) // a second alloc at a live address: the first is gone
-			}
-			live[e.Addr] = a
-			now.all++
-			switch p {
-			case PhaseBackward:
-				now.backward++
-			case PhaseOptimizer:
-				now.optimizer++
-			case PhaseInit:
-				now.init++
-			}
-		case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-			if a := live[e.Addr]; a != nil {
-				ended[e.Addr] = t.set(a, now, false)
-				delete(live, e.Addr)
-			}
-			if c, ok := ended[e.Addr]; ok {
-				t.entry[i] = c
-				if e.Action != snapshot.ActionFreeRequested {
-					delete(ended, e.Addr)
-				}
-			}
+			p = phaseOf(c.stack(id), c.frameMemo)
+			c.negPhases[id] = p
+		}
+		return p
+	}
+	if int(id) >= len(c.phases) {
+		n := max(int(id)+1, 2*len(c.phases), 64)
+		old := len(c.phases)
+		c.phases = append(c.phases, make([]Phase, n-old)...)
+		for j := old; j < n; j++ {
+			c.phases[j] = phaseUnknown
 		}
 	}
-	for _, a := range live {
-		t.set(a, now, true)
+	p := c.phases[id]
+	if p == phaseUnknown {
+		p = phaseOf(c.stack(id), c.frameMemo)
+		c.phases[id] = p
 	}
-	return t
+	return p
+}
+
+func (c *classifier) slot() uint32 {
+	if k := len(c.freeSlots); k > 0 {
+		s := c.freeSlots[k-1]
+		c.freeSlots = c.freeSlots[:k-1]
+		return s
+	}
+	c.slab = append(c.slab, liveAlloc{})
+	return uint32(len(c.slab) - 1)
+}
+
+func (c *classifier) startLive(start []Start) {
+	for _, s := range start {
+		a := liveAlloc{idx: -1, addr: s.Addr, phase: c.phase(s.Frames)}
+		if sl := c.addrs.find(s.Addr); sl != nil {
+			c.slab[sl.val] = a // the last one at an address, as a map of them keeps
+			continue
+		}
+		k := c.slot()
+		c.slab[k] = a
+		c.addrs.insert(s.Addr).val = k
+	}
+}
+
+func (c *classifier) step(i int, e *snapshot.TraceEntry) {
+	switch e.Action {
+	case snapshot.ActionWorkspaceSnapshot:
+		if c.workspace == nil {
+			c.workspace = map[uint64]bool{}
+		}
+		c.workspace[e.Addr] = true
+	case snapshot.ActionAlloc:
+		p := c.phase(e.Frames)
+		if p == PhaseNone && c.withFrames {
+			p = PhaseBackward
+		}
+		ws := false
+		if len(c.workspace) > 0 {
+			ws = c.workspace[e.Addr]
+			delete(c.workspace, e.Addr)
+		}
+		a := liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: ws, at: c.now}
+		sl := c.addrs.find(e.Addr)
+		switch {
+		case sl == nil:
+			sl = c.addrs.insert(e.Addr)
+			sl.val = c.slot()
+		case sl.val&ended == 0:
+			c.t.set(&c.slab[sl.val], c.now, false) // a second alloc at a live address: the first is gone
+		default:
+			sl.val = c.slot()
+		}
+		c.slab[sl.val] = a
+		c.now.all++
+		switch p {
+		case PhaseBackward:
+			c.now.backward++
+		case PhaseOptimizer:
+			c.now.optimizer++
+		case PhaseInit:
+			c.now.init++
+		}
+	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
+		sl := c.addrs.find(e.Addr)
+		if sl == nil {
+			return
+		}
+		var cat Category
+		if v := sl.val; v&ended == 0 {
+			cat = c.t.set(&c.slab[v], c.now, false)
+			c.freeSlots = append(c.freeSlots, v)
+			sl.val = ended | uint32(cat)
+		} else {
+			cat = Category(v &^ ended)
+		}
+		c.t.entry[i] = cat
+		if e.Action != snapshot.ActionFreeRequested {
+			c.addrs.del(e.Addr)
+		}
+	}
+}
+
+func (c *classifier) finish() *Table {
+	for i := range c.addrs.slots {
+		if sl := &c.addrs.slots[i]; sl.used && sl.val&ended == 0 {
+			c.t.set(&c.slab[sl.val], c.now, true)
+		}
+	}
+	return c.t
 }
 
 func (t *Table) set(a *liveAlloc, now counts, never bool) Category {
@@ -310,4 +445,96 @@ func decide(a *liveAlloc, now counts, never bool) Category {
 		return Temporary
 	}
 	return Unknown
+}
+
+// addrTable maps addresses to a uint32: open addressing with linear
+// probing, at most half full, deletion by shifting the probe run back (no
+// tombstones). It holds the live (and freeing) allocations only, a few
+// thousand where the trace has a million entries: it stays in cache, and
+// costs a fraction of a map's lookup per entry.
+type addrTable struct {
+	slots []addrSlot
+	n     int
+	bits  uint
+}
+
+type addrSlot struct {
+	key  uint64
+	val  uint32
+	used bool
+}
+
+func (t *addrTable) home(k uint64) int {
+	return int((k * 0x9E3779B97F4A7C15) >> (64 - t.bits))
+}
+
+// find is k's slot, nil when k is absent; valid until the next insert or
+// del.
+func (t *addrTable) find(k uint64) *addrSlot {
+	if i := t.index(k); i >= 0 {
+		return &t.slots[i]
+	}
+	return nil
+}
+
+// index is the position of k's slot, -1 when k is absent.
+func (t *addrTable) index(k uint64) int {
+	if t.n == 0 {
+		return -1
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(k); ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		if !sl.used {
+			return -1
+		}
+		if sl.key == k {
+			return i
+		}
+	}
+}
+
+// insert adds k (absent) and returns its slot; the slot is valid until
+// the next insert or del.
+func (t *addrTable) insert(k uint64) *addrSlot {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	mask := len(t.slots) - 1
+	i := t.home(k)
+	for t.slots[i].used {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = addrSlot{key: k, used: true}
+	t.n++
+	return &t.slots[i]
+}
+
+func (t *addrTable) grow() {
+	old := t.slots
+	t.bits = max(t.bits+1, 8)
+	t.slots = make([]addrSlot, 1<<t.bits)
+	t.n = 0
+	for _, sl := range old {
+		if sl.used {
+			t.insert(sl.key).val = sl.val
+		}
+	}
+}
+
+// del removes k (present).
+func (t *addrTable) del(k uint64) {
+	mask := len(t.slots) - 1
+	i := t.index(k)
+	for j := (i + 1) & mask; t.slots[j].used; j = (j + 1) & mask {
+		// move j back into the hole at i unless its home lies
+		// cyclically in (i, j]
+		h := t.home(t.slots[j].key)
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = addrSlot{}
+	t.n--
 }

@@ -136,3 +136,25 @@ func BenchmarkExplain1MWhatIf(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCategorize1M is the memory categories of the decoded
+// 1,000,000-entry file (replay/category's Classify), as explain computes
+// them.
+func BenchmarkCategorize1M(b *testing.B) {
+	if _, err := os.Stat(bench1M); err != nil {
+		b.Skip("run make bench-data first")
+	}
+	c, err := replay.DecodeFile(bench1M, replay.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchFile(b, bench1M) // CPU time from here: the categories only
+	b.ResetTimer()
+	for b.Loop() {
+		Categorize(d.Timeline, c.Snapshot.Stack)
+	}
+}

@@ -299,7 +299,7 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 				break
 			}
 		}
-		peak = max(peak, PeakReserved(d.Timeline))
+		peak = max(peak, d.peakReserved) // PeakReserved, from explain's scan
 		out.Devices = append(out.Devices, de)
 	}
 	if canSim && !started {
@@ -344,6 +344,37 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 // what-if runs without being asked, to say whether the alternatives keep
 // the run on the device and with how much room.
 const NearDevice = 0.9
+
+// traceScan is what explain reads off a trace in one pass: the oom
+// entries (OOMIndices) and the reserved series right after each, the
+// active series' peak (PeakIndex) and the reserved series there, and the
+// reserved series' largest value (PeakReserved).
+type traceScan struct {
+	ooms         []int
+	oomReserved  []int64
+	peak         int
+	peakReserved int64
+	maxReserved  int64
+}
+
+func scanTrace(tl *replay.Timeline) traceScan {
+	v, peak, r := tl.ActiveAtStart, tl.ActiveAtStart, tl.ReservedAtStart
+	s := traceScan{peak: -1, peakReserved: r, maxReserved: r}
+	for i := range tl.Entries {
+		e := &tl.Entries[i]
+		v += replay.ActiveDelta(e)
+		r += replay.ReservedDelta(e)
+		if v > peak {
+			peak, s.peak, s.peakReserved = v, i, r
+		}
+		s.maxReserved = max(s.maxReserved, r)
+		if e.Action == snapshot.ActionOOM {
+			s.ooms = append(s.ooms, i)
+			s.oomReserved = append(s.oomReserved, r)
+		}
+	}
+	return s
+}
 
 // PeakReserved is the largest value of tl's reserved series.
 func PeakReserved(tl *replay.Timeline) int64 {
@@ -390,12 +421,14 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 	tl := d.Timeline
 	de := DeviceExplanation{Device: tl.Device, OOMs: []OOM{}, LeakSuspects: []LeakSuspect{}}
 	kind := "oom"
-	stops := OOMIndices(tl)
+	sc := scanTrace(tl)
+	d.peakReserved = sc.maxReserved
+	stops, reserved := sc.ooms, sc.oomReserved
 	if len(stops) > opts.MaxOOMs {
-		stops = stops[:opts.MaxOOMs]
+		stops, reserved = stops[:opts.MaxOOMs], reserved[:opts.MaxOOMs]
 	}
 	if len(stops) == 0 {
-		kind, stops = "peak", []int{PeakIndex(tl)}
+		kind, stops, reserved = "peak", []int{sc.peak}, []int64{sc.peakReserved}
 	}
 	// The step detection, the categories and the figures at the stops read
 	// the timeline and nothing else: with a second core they overlap.
@@ -408,7 +441,11 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 		defer crash.Recover()
 		d.Categories()
 	})
-	figs := FiguresAfterAll(tl, stops)
+	figs := make([]Figures, len(stops))
+	for k, st := range tl.StatesAfter(stops) {
+		figs[k] = StateFigures(st)
+		figs[k].Reserved = reserved[k]
+	}
 	wg.Wait()
 	steps := d.Steps()
 	g := d.Grouper(opts.By)

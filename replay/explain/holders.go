@@ -38,6 +38,8 @@ type Device struct {
 	Timeline *replay.Timeline
 	Ops      *oprange.Set // annotations of the file plus any given ops
 	steps    *Steps
+	// peakReserved is PeakReserved of the timeline, set by explain
+	peakReserved int64
 
 	cats *category.Table // computed on first use
 }

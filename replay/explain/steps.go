@@ -113,10 +113,11 @@ func DetectSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stac
 	if s := try(rangeSteps(tl, StepsAnnotation, optRanges, timed)); s != nil {
 		return s
 	}
-	if s := try(optimizerSteps(tl, stack)); s != nil {
+	cols := newTraceCols(tl)
+	if s := try(optimizerSteps(tl, cols, stack)); s != nil {
 		return s
 	}
-	if s := try(periodSteps(tl)); s != nil {
+	if s := try(periodStepsCols(tl, cols)); s != nil {
 		return s
 	}
 	if fallback != nil {
@@ -165,7 +166,7 @@ func IsOptimizerStep(f snapshot.Frame) bool {
 // an optimizer step frame, broken by an allocation whose stack does not
 // (allocations without a stack break nothing); it ends at its last entry
 // of any action inside the step.
-func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack) *Steps {
+func optimizerSteps(tl *replay.Timeline, cols *traceCols, stack func(snapshot.StackID) snapshot.Stack) *Steps {
 	s := &Steps{Source: StepsOptimizer}
 	var inStep []int8 // per stack id: 0 not yet looked at, 1 inside a step, -1 not
 	in := func(id snapshot.StackID) bool {
@@ -188,17 +189,16 @@ func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.S
 		}
 		open = false
 	}
-	for i := range tl.Entries {
-		e := &tl.Entries[i]
-		if e.Frames <= snapshot.NoStack {
+	for i, f := range cols.frames {
+		if f <= int32(snapshot.NoStack) {
 			continue
 		}
-		if in(e.Frames) {
+		if in(snapshot.StackID(f)) {
 			last = i
-			open = open || e.Action == snapshot.ActionAlloc
+			open = open || cols.actions[i] == snapshot.ActionAlloc
 			continue
 		}
-		if e.Action == snapshot.ActionAlloc {
+		if cols.actions[i] == snapshot.ActionAlloc {
 			closeRun()
 		}
 	}
@@ -224,68 +224,101 @@ type periodKey struct {
 	size   int64
 }
 
-// periodKeys numbers the entries' keys: ids[i] is entry i's key (-1 for
-// snapshot and oom entries), counts[id] how often it occurs.
-func periodKeys(tl *replay.Timeline) (ids []int32, counts []int32) {
-	ids = make([]int32, len(tl.Entries))
-	// A key recurs only where its stack does: counting stacks first (a
-	// slice, cheap) keeps entries of stacks seen once or twice out of the
-	// maps, which would otherwise hold nearly every entry of a trace whose
-	// stacks never repeat.
-	maxStack := snapshot.StackID(0)
-	for i := range tl.Entries {
-		maxStack = max(maxStack, tl.Entries[i].Frames)
-	}
-	stackCount := make([]int32, int(maxStack)+1)
-	for i := range tl.Entries {
-		if f := tl.Entries[i].Frames; f >= 0 {
-			stackCount[f]++
-		}
-	}
-	// A counting sketch (one saturating byte per hash bucket, a pass of
-	// cheap array updates) over-counts but never under-counts: an entry
-	// whose bucket holds fewer than MinLeakSteps has a key that recurs
-	// fewer times and stays out of the maps too.
-	bits := 10
-	for bits < 22 && 1<<bits < len(tl.Entries) {
-		bits++
-	}
-	sketch := make([]uint8, 1<<bits)
-	bucket := func(e *snapshot.TraceEntry) uint64 {
-		h := (uint64(e.Action)<<32 | uint64(uint32(e.Frames))) * 0x9E3779B97F4A7C15
-		h = (h ^ uint64(e.Size)) * 0xBF58476D1CE4E5B9
-		return h >> (64 - bits)
+// traceCols are the columns of a trace step detection reads, out of the
+// entries in one pass (the entries are several times larger: every pass
+// over them is a pass over all their cache lines): each entry's stack and
+// action, its bucket in the period keys' counting sketch (periodKeys;
+// -1 without a stack, noKey set for snapshot and oom entries, which count
+// in the sketch but have no key), and the entries per stack id.
+type traceCols struct {
+	frames     []int32
+	actions    []snapshot.Action
+	bucket     []int32
+	stackCount []int32
+	bits       int
+}
+
+// noKey marks a bucket whose entry has no period key.
+const noKey = 1 << 30
+
+func newTraceCols(tl *replay.Timeline) *traceCols {
+	n := len(tl.Entries)
+	c := &traceCols{frames: make([]int32, n), actions: make([]snapshot.Action, n), bucket: make([]int32, n), bits: 10}
+	for c.bits < 22 && 1<<c.bits < n {
+		c.bits++
 	}
 	for i := range tl.Entries {
 		e := &tl.Entries[i]
-		if e.Frames >= 0 && stackCount[e.Frames] >= MinLeakSteps {
-			if b := bucket(e); sketch[b] < MinLeakSteps {
+		f := e.Frames
+		c.frames[i], c.actions[i] = int32(f), e.Action
+		if f < 0 {
+			c.bucket[i] = -1
+			continue
+		}
+		if int(f) >= len(c.stackCount) {
+			c.stackCount = append(c.stackCount, make([]int32, max(int(f)+1, 2*len(c.stackCount), 64)-len(c.stackCount))...)
+		}
+		c.stackCount[f]++
+		h := (uint64(e.Action)<<32 | uint64(uint32(f))) * 0x9E3779B97F4A7C15
+		h = (h ^ uint64(e.Size)) * 0xBF58476D1CE4E5B9
+		b := int32(h >> (64 - c.bits))
+		if e.Action == snapshot.ActionSnapshot || e.Action == snapshot.ActionOOM {
+			b |= noKey
+		}
+		c.bucket[i] = b
+	}
+	return c
+}
+
+// periodKeys numbers the entries' keys: ids[i] is entry i's key (-1 for
+// snapshot and oom entries), counts[id] how often it occurs.
+func periodKeys(tl *replay.Timeline, cols *traceCols) (ids []int32, counts []int32) {
+	ids = make([]int32, len(tl.Entries))
+	// A key recurs only where its stack does: counting stacks first
+	// (traceCols) keeps entries of stacks seen once or twice out of the
+	// table, which would otherwise hold nearly every entry of a trace
+	// whose stacks never repeat.
+	frames, stackCount := cols.frames, cols.stackCount
+	// A counting sketch (one saturating byte per hash bucket, a pass of
+	// cheap array updates) over-counts but never under-counts: an entry
+	// whose bucket holds fewer than MinLeakSteps has a key that recurs
+	// fewer times and stays out of the table too.
+	sketch := make([]uint8, 1<<cols.bits)
+	for i, b := range cols.bucket {
+		if b >= 0 && stackCount[frames[i]] >= MinLeakSteps {
+			if b &^= noKey; sketch[b] < MinLeakSteps {
 				sketch[b]++
 			}
 		}
 	}
-	// Most keys pack exactly into 64 bits (a hash map on them is several
-	// times cheaper than one on the struct); the rest go to a second map.
-	packed := make(map[uint64]int32, 4096)
-	other := map[periodKey]int32{}
-	for i := range tl.Entries {
-		e := &tl.Entries[i]
-		if e.Action == snapshot.ActionSnapshot || e.Action == snapshot.ActionOOM ||
-			e.Frames < 0 || stackCount[e.Frames] < MinLeakSteps || sketch[bucket(e)] < MinLeakSteps {
+	keyed := 0
+	for i, b := range cols.bucket {
+		if b < 0 || b&noKey != 0 || stackCount[frames[i]] < MinLeakSteps || sketch[b] < MinLeakSteps {
 			ids[i] = -1
 			continue
 		}
+		ids[i] = 0
+		keyed++
+	}
+	// Most keys pack exactly into 64 bits (an open-addressing table on
+	// them is several times cheaper than a map on the struct); the rest go
+	// to a map.
+	packed := newPackedIDs(keyed)
+	other := map[periodKey]int32{}
+	for i, k := range ids {
+		if k < 0 {
+			continue
+		}
+		e := &tl.Entries[i]
 		var id int32
-		var ok bool
 		if uint64(e.Action) < 1<<4 && uint32(e.Frames) < 1<<28 && uint64(e.Size) < 1<<32 {
-			k := uint64(e.Action)<<60 | uint64(e.Frames)<<32 | uint64(e.Size)
-			if id, ok = packed[k]; !ok {
-				id = int32(len(counts))
-				packed[k] = id
+			id = packed.id(uint64(e.Action)<<60|uint64(e.Frames)<<32|uint64(e.Size), int32(len(counts)))
+			if id == int32(len(counts)) {
 				counts = append(counts, 0)
 			}
 		} else {
 			k := periodKey{e.Action, e.Frames, e.Size}
+			var ok bool
 			if id, ok = other[k]; !ok {
 				id = int32(len(counts))
 				other[k] = id
@@ -296,6 +329,66 @@ func periodKeys(tl *replay.Timeline) (ids []int32, counts []int32) {
 		counts[id]++
 	}
 	return ids, counts
+}
+
+// packedIDs numbers packed period keys: an open-addressing table
+// (linear probing, at most half full) of keys and their ids + 1 (0: an
+// empty slot), side by side (one cache line per probe).
+type packedIDs struct {
+	slots []packedSlot
+	n     int
+	bits  uint
+}
+
+type packedSlot struct {
+	key uint64
+	id  int32
+}
+
+// newPackedIDs sizes the table for n keys.
+func newPackedIDs(n int) *packedIDs {
+	p := &packedIDs{bits: 11}
+	for 1<<p.bits < 2*n {
+		p.bits++
+	}
+	p.slots = make([]packedSlot, 1<<p.bits)
+	return p
+}
+
+// id is k's id, next (which becomes k's) when k is new.
+func (p *packedIDs) id(k uint64, next int32) int32 {
+	if 2*(p.n+1) > len(p.slots) {
+		p.grow()
+	}
+	mask := uint64(len(p.slots) - 1)
+	for h := (k * 0x9E3779B97F4A7C15) >> (64 - p.bits); ; h = (h + 1) & mask {
+		sl := &p.slots[h]
+		switch {
+		case sl.id == 0:
+			sl.key, sl.id = k, next+1
+			p.n++
+			return next
+		case sl.key == k:
+			return sl.id - 1
+		}
+	}
+}
+
+func (p *packedIDs) grow() {
+	old := p.slots
+	p.bits++
+	p.slots = make([]packedSlot, 1<<p.bits)
+	mask := uint64(len(p.slots) - 1)
+	for _, sl := range old {
+		if sl.id == 0 {
+			continue
+		}
+		h := (sl.key * 0x9E3779B97F4A7C15) >> (64 - p.bits)
+		for p.slots[h].id != 0 {
+			h = (h + 1) & mask
+		}
+		p.slots[h] = sl
+	}
 }
 
 // periodSteps cuts the trace into iterations by its repeat period (the
@@ -312,10 +405,12 @@ func periodKeys(tl *replay.Timeline) (ids []int32, counts []int32) {
 // fewest iterations, at most half as many, that at least a quarter as
 // many keys follow (a loop over layers inside an iteration repeats too,
 // finer).
-func periodSteps(tl *replay.Timeline) *Steps {
+func periodSteps(tl *replay.Timeline) *Steps { return periodStepsCols(tl, newTraceCols(tl)) }
+
+func periodStepsCols(tl *replay.Timeline, cols *traceCols) *Steps {
 	s := &Steps{Source: StepsPeriod}
 	n := len(tl.Entries)
-	ids, counts := periodKeys(tl)
+	ids, counts := periodKeys(tl, cols)
 	byCount := map[int32][]int32{}
 	for id, c := range counts {
 		if c >= MinLeakSteps {
