@@ -184,7 +184,7 @@ func cloneCase(s *snapshot.Snapshot, runs []Run) (*snapshot.Snapshot, []Run) {
 func TestSameAsReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 31))
 	n := 1500
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 300
 	}
 	indexed, lazyOK, lazyFailed := 0, 0, 0
