@@ -74,3 +74,16 @@ func Report(w io.Writer, r any, stack []byte) {
 	fmt.Fprintln(w, "This is a bug in npumon. Please report it, with the text above and the command you ran,")
 	fmt.Fprintln(w, "to the npumon issue tracker (the repository's Issues page).")
 }
+
+// GoBounded starts f in a goroutine that defers Recover and is counted in
+// wg; f runs while it holds one of sem's slots (at most cap(sem) at once).
+func GoBounded(wg *sync.WaitGroup, sem chan struct{}, f func()) {
+	wg.Add(1)
+	go func() {
+		defer Recover()
+		defer wg.Done()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		f()
+	}()
+}
