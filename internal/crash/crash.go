@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 var (
@@ -86,4 +87,26 @@ func GoBounded(wg *sync.WaitGroup, sem chan struct{}, f func()) {
 		defer func() { <-sem }()
 		f()
 	}()
+}
+
+// GoEvery starts a goroutine that defers Recover and calls f every d
+// until stop is closed; the channel it returns is closed when the
+// goroutine has returned (f is not running and will not run again).
+func GoEvery(stop <-chan struct{}, d time.Duration, f func()) (done <-chan struct{}) {
+	finished := make(chan struct{})
+	go func() {
+		defer Recover()
+		defer close(finished)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
+	return finished
 }
