@@ -114,7 +114,10 @@ func writeSnapshot(e emitter, s *snapshot.Snapshot, schema ExportSchema) {
 	e.endDict()
 }
 
-func writeSegment(e emitter, s *snapshot.Segment) {
+// writeSegmentHead opens a segment's dict and writes the keys both torch
+// shapes share, device to segment_type; requested_size (which 1.13 does not
+// have) stands after active_size when withRequested.
+func writeSegmentHead(e emitter, s *snapshot.Segment, withRequested bool) {
 	e.beginDict()
 	e.key("device")
 	e.int(int64(s.Device))
@@ -126,12 +129,18 @@ func writeSegment(e emitter, s *snapshot.Segment) {
 	e.int(s.AllocatedSize)
 	e.key("active_size")
 	e.int(s.ActiveSize)
-	e.key("requested_size")
-	e.int(s.RequestedSize)
+	if withRequested {
+		e.key("requested_size")
+		e.int(s.RequestedSize)
+	}
 	e.key("stream")
 	e.uint(s.Stream)
 	e.key("segment_type")
 	e.str(s.SegmentType())
+}
+
+func writeSegment(e emitter, s *snapshot.Segment) {
+	writeSegmentHead(e, s, true)
 	if s.HasPoolID {
 		e.key("segment_pool_id")
 		e.pair(s.PoolID)
@@ -195,21 +204,7 @@ func writeHistory(e emitter, hs []snapshot.BlockHistory) {
 // carry size, state and a history whose first record is the live
 // allocation (real_size = requested bytes).
 func writeSegment113(e emitter, s *snapshot.Segment) {
-	e.beginDict()
-	e.key("device")
-	e.int(int64(s.Device))
-	e.key("address")
-	e.uint(s.Address)
-	e.key("total_size")
-	e.int(s.TotalSize)
-	e.key("allocated_size")
-	e.int(s.AllocatedSize)
-	e.key("active_size")
-	e.int(s.ActiveSize)
-	e.key("stream")
-	e.uint(s.Stream)
-	e.key("segment_type")
-	e.str(s.SegmentType())
+	writeSegmentHead(e, s, false)
 	e.key("blocks")
 	e.beginList()
 	for i := range s.Blocks {

@@ -16,7 +16,6 @@ import (
 	"github.com/npumon/npumon/monitor/classify"
 	"github.com/npumon/npumon/monitor/watch"
 	"github.com/npumon/npumon/profiler"
-	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/explain"
 	"github.com/npumon/npumon/replay/whatif/sim"
 )
@@ -99,11 +98,8 @@ func (gf *groupFlags) openDevice(path string) (*explain.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := replay.DecodeFile(path, replay.Options{})
+	c, err := decodeRecovered(path, gf.profiler, os.Stderr)
 	if err != nil {
-		return nil, err
-	}
-	if _, err := recoverTimes(c, gf.profiler, os.Stderr); err != nil {
 		return nil, err
 	}
 	dev := gf.device
@@ -151,10 +147,7 @@ func newHoldersCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), h)
-			}
-			return h.WriteText(c.OutOrStdout())
+			return writeReport(c.OutOrStdout(), asJSON, h)
 		},
 	}
 	gf.register(c.Flags())
@@ -230,10 +223,7 @@ func newDiffCmd() *cobra.Command {
 			if top > 0 && len(out.Groups) > top {
 				out.Groups = out.Groups[:top]
 			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), out)
-			}
-			return out.WriteText(c.OutOrStdout())
+			return writeReport(c.OutOrStdout(), asJSON, out)
 		},
 	}
 	gf.register(c.Flags())
@@ -301,11 +291,8 @@ func newExplainCmd() *cobra.Command {
 				}
 				opts.DeviceMem = n
 			}
-			capt, err := replay.DecodeFile(file, replay.Options{})
+			capt, err := decodeRecovered(file, gf.profiler, c.ErrOrStderr())
 			if err != nil {
-				return err
-			}
-			if _, err := recoverTimes(capt, gf.profiler, c.ErrOrStderr()); err != nil {
 				return err
 			}
 			opts.MemUsage = memUsageBeside(file, capt.Snapshot.Devices(), c.ErrOrStderr())
@@ -315,10 +302,7 @@ func newExplainCmd() *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), e)
-			}
-			return e.WriteText(c.OutOrStdout())
+			return writeReport(c.OutOrStdout(), asJSON, e)
 		},
 	}
 	gf.register(c.Flags())

@@ -67,11 +67,8 @@ func newExportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			capt, err := replay.DecodeFile(file, replay.Options{})
+			capt, err := decodeRecovered(file, profDirs, c.ErrOrStderr())
 			if err != nil {
-				return err
-			}
-			if _, err := recoverTimes(capt, profDirs, c.ErrOrStderr()); err != nil {
 				return err
 			}
 			if to == "json" && (pretty || sch == replay.ExportList113) {

@@ -53,6 +53,19 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// textReport is a result that prints itself as text as well as JSON.
+type textReport interface {
+	WriteText(w io.Writer) error
+}
+
+// writeReport prints r as indented JSON when asJSON, else as its text.
+func writeReport(w io.Writer, asJSON bool, r textReport) error {
+	if asJSON {
+		return writeJSON(w, r)
+	}
+	return r.WriteText(w)
+}
+
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "npumon",

@@ -53,14 +53,9 @@ func loadRanks(ctx context.Context, rs []rankview.Rank) error {
 		if r.Load == nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer crash.Recover()
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		crash.GoBounded(&wg, sem, func() {
 			errs[i] = r.Load(ctx, func(tui.Progress) {})
-		}()
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {

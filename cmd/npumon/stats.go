@@ -76,10 +76,7 @@ func newStatsCmd() *cobra.Command {
 			if err := implausible(c.ErrOrStderr(), path, st.Implausible, strict); err != nil {
 				return err
 			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), st)
-			}
-			return st.WriteText(c.OutOrStdout())
+			return writeReport(c.OutOrStdout(), asJSON, st)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON (sizes in bytes, times in epoch µs or null)")

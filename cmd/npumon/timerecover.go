@@ -23,6 +23,20 @@ func recoverTimes(c *replay.Capture, dirs []string, warn io.Writer) (*align.Resu
 	return res, err
 }
 
+// decodeRecovered decodes the snapshot at path and recovers its entries'
+// times from the profiler runs in dirs (and beside it), as every command
+// that reads one capture does before its work.
+func decodeRecovered(path string, dirs []string, warn io.Writer) (*replay.Capture, error) {
+	c, err := replay.DecodeFile(path, replay.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := recoverTimes(c, dirs, warn); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // recoverTimesRuns is recoverTimes also returning the runs it read
 // (watch.RecoverTimes).
 func recoverTimesRuns(c *replay.Capture, dirs []string, warn io.Writer) (*align.Result, []*profiler.Data, error) {

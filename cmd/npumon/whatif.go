@@ -6,7 +6,6 @@ import (
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
-	"github.com/npumon/npumon/replay"
 	"github.com/npumon/npumon/replay/whatif"
 	"github.com/npumon/npumon/replay/whatif/sim"
 	"github.com/spf13/cobra"
@@ -74,11 +73,8 @@ func newWhatifCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			capt, err := replay.DecodeFile(file, replay.Options{})
+			capt, err := decodeRecovered(file, profDirs, c.ErrOrStderr())
 			if err != nil {
-				return err
-			}
-			if _, err := recoverTimes(capt, profDirs, c.ErrOrStderr()); err != nil {
 				return err
 			}
 			if len(opts.Confs) == 0 { // the one set explain and the TUI try too
@@ -88,10 +84,7 @@ func newWhatifCmd() *cobra.Command {
 			if err != nil {
 				return usageError{fmt.Errorf("%s: %w", file, err)}
 			}
-			if asJSON {
-				return writeJSON(c.OutOrStdout(), res)
-			}
-			return res.WriteText(c.OutOrStdout())
+			return writeReport(c.OutOrStdout(), asJSON, res)
 		},
 	}
 	c.Flags().StringArrayVar(&profDirs, "profiler", nil, profilerFlagHelp)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 var (
@@ -73,4 +74,39 @@ func Report(w io.Writer, r any, stack []byte) {
 	fmt.Fprintf(w, "npumon: panic: %v\n\n%s\n", r, stack)
 	fmt.Fprintln(w, "This is a bug in npumon. Please report it, with the text above and the command you ran,")
 	fmt.Fprintln(w, "to the npumon issue tracker (the repository's Issues page).")
+}
+
+// GoBounded starts f in a goroutine that defers Recover and is counted in
+// wg; f runs while it holds one of sem's slots (at most cap(sem) at once).
+func GoBounded(wg *sync.WaitGroup, sem chan struct{}, f func()) {
+	wg.Add(1)
+	go func() {
+		defer Recover()
+		defer wg.Done()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		f()
+	}()
+}
+
+// GoEvery starts a goroutine that defers Recover and calls f every d
+// until stop is closed; the channel it returns is closed when the
+// goroutine has returned (f is not running and will not run again).
+func GoEvery(stop <-chan struct{}, d time.Duration, f func()) (done <-chan struct{}) {
+	finished := make(chan struct{})
+	go func() {
+		defer Recover()
+		defer close(finished)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
+	return finished
 }

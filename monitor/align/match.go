@@ -347,16 +347,16 @@ func (m *matcher) eq(i, j int) bool {
 }
 
 // nextRec is the first record after from that can be event i; -1 if none
-// (without addresses: within scanMax).
+// (without addresses: within scanMax). nextEv is its mirror (events for a
+// record); the two scan loops stay apart on purpose: they read different
+// arrays (records by m.r.at, events through m.ti), and one shared scan
+// would test each position through a closure on Recover's hot path.
 func (m *matcher) nextRec(i, from int) int {
 	if m.indexed {
 		return m.search(m.recPos[m.evID[i]], from, func(x int) bool { return m.eq(i, x) })
 	}
 	n := m.r.n
-	lim := min(n, from+1+scanMax)
-	if m.byAddr {
-		lim = min(n, from+1+min(scanBound, max(m.budget, 0)))
-	}
+	lim := m.scanLimit(n, from)
 	e := &m.tr[m.ti(i)]
 	kind, addr := kindOf[e.Action], e.Addr
 	for x := from + 1; x < lim; x++ {
@@ -375,6 +375,16 @@ func (m *matcher) nextRec(i, from int) int {
 	return m.nextRec(i, from)
 }
 
+// scanLimit is where a linear scan after from, over n positions, stops:
+// scanMax on, or with addresses what is left of the budget (at most
+// scanBound) before the index is built.
+func (m *matcher) scanLimit(n, from int) int {
+	if m.byAddr {
+		return min(n, from+1+min(scanBound, max(m.budget, 0)))
+	}
+	return min(n, from+1+scanMax)
+}
+
 // nextEv is the first event after from that record j can be; -1 if none
 // (without addresses: within scanMax).
 func (m *matcher) nextEv(j, from int) int {
@@ -382,10 +392,7 @@ func (m *matcher) nextEv(j, from int) int {
 		return m.search(m.evPos[m.recID[j]], from, func(x int) bool { return m.eq(x, j) })
 	}
 	n := m.nev
-	lim := min(n, from+1+scanMax)
-	if m.byAddr {
-		lim = min(n, from+1+min(scanBound, max(m.budget, 0)))
-	}
+	lim := m.scanLimit(n, from)
 	r := m.r.at(j)
 	for x := from + 1; x < lim; x++ {
 		e := &m.tr[m.ti(x)]

@@ -178,21 +178,11 @@ func Store(st *store.Store, allocs []*allocator.Allocator, opts Options) (detach
 	err = st.StartLive(merged, infos)
 	close(ready)
 	if opts.Devices != nil {
-		go func() {
-			defer crash.Recover()
-			t := time.NewTicker(opts.Interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					for _, di := range opts.Devices() {
-						st.SetDeviceInfo(di)
-					}
-				}
+		crash.GoEvery(stop, opts.Interval, func() {
+			for _, di := range opts.Devices() {
+				st.SetDeviceInfo(di)
 			}
-		}()
+		})
 	}
 	var once sync.Once
 	detach = func() {

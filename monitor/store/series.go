@@ -208,12 +208,7 @@ func (s *series) appendBatch(xs []int64) {
 		for _, x := range xs[j+1 : end] {
 			m.Min, m.Max = min(m.Min, x), max(m.Max, x)
 		}
-		if k == lv.Len() {
-			lv.append(m)
-		} else {
-			p := lv.ptr(k)
-			p.Min, p.Max = min(p.Min, m.Min), max(p.Max, m.Max)
-		}
+		widenItem(lv, k, m)
 		j = end
 	}
 	// each level above from the items changed below it, [lo, hi)
@@ -235,16 +230,22 @@ func (s *series) appendBatch(xs []int64) {
 				x := below.ptr(q)
 				m.Min, m.Max = min(m.Min, x.Min), max(m.Max, x.Max)
 			}
-			if k == lv.Len() {
-				lv.append(m)
-			} else {
-				p := lv.ptr(k)
-				p.Min, p.Max = min(p.Min, m.Min), max(p.Max, m.Max)
-			}
+			widenItem(lv, k, m)
 			c = end
 		}
 		lo, hi = lo>>fanoutBits, lv.Len()
 	}
+}
+
+// widenItem widens item k of lv by m, or appends m when k is one past its
+// last item (the batch's values reached a new item).
+func widenItem(lv *chunked[MinMax], k int, m MinMax) {
+	if k == lv.Len() {
+		lv.append(m)
+		return
+	}
+	p := lv.ptr(k)
+	p.Min, p.Max = min(p.Min, m.Min), max(p.Max, m.Max)
 }
 
 // foldUp adds the levels missing above the top one, until a level has a

@@ -106,22 +106,11 @@ func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay
 	// While the Store indexes, the entries it has indexed so far are
 	// reported every progressEvery.
 	from := st.Indexed()
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer crash.Recover()
-		defer close(stopped)
-		t := time.NewTicker(progressEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				done := min(st.Indexed()-from, n)
-				report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: done, EntriesTotal: n})
-			}
-		}
-	}()
+	stop := make(chan struct{})
+	stopped := crash.GoEvery(stop, progressEvery, func() {
+		done := min(st.Indexed()-from, n)
+		report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: done, EntriesTotal: n})
+	})
 	var ops []store.Op
 	if withOps { // from the trace, which IngestOwned drops
 		ops = store.AnnotationOps(capt.Snapshot)

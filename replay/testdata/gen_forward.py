@@ -22,14 +22,12 @@ import os
 import pickle
 import sys
 
+from snapgen import fr, segment
+
 MiB = 1 << 20
 BASE = 0x7F6000000000
 SEG = 1 << 30
 T0 = 1_760_000_000_000_000
-
-
-def fr(*pairs):
-    return [{"filename": f, "line": l, "name": n} for f, l, n in pairs]
 
 
 MAIN = ("/job/train.py", 120, "main")
@@ -104,21 +102,7 @@ class Trace:
         self.ev("free_completed", a, size, frames, fwd)
 
     def snapshot(self):
-        blocks, cur = [], BASE
-        for a in sorted(self.live):
-            if a > cur:
-                blocks.append({"address": cur, "size": a - cur, "requested_size": 0, "state": "inactive", "frames": []})
-            size, frames, _ = self.live[a]
-            blocks.append({"address": a, "size": size, "requested_size": size, "state": "active_allocated",
-                           "frames": frames})
-            cur = a + size
-        if cur < BASE + SEG:
-            blocks.append({"address": cur, "size": BASE + SEG - cur, "requested_size": 0, "state": "inactive",
-                           "frames": []})
-        used = sum(v[0] for v in self.live.values())
-        seg = {"device": 0, "address": BASE, "total_size": SEG, "allocated_size": used, "active_size": used,
-               "requested_size": used, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
-               "is_expandable": False, "frames": PARAM, "blocks": blocks}
+        seg = segment(self.live, BASE, SEG, PARAM)
         settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
                     "expandable_segments": False, "pinned_num_register_threads": 1,
                     "release_lock_on_cudamalloc": False, "pinned_use_cuda_host_register": False,

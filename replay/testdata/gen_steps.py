@@ -21,14 +21,12 @@ import pickle
 import random
 import sys
 
+from snapgen import fr, segment
+
 MiB = 1 << 20
 BASE = 0x7F4000000000
 SEG = 1 << 30
 T0 = 1_710_000_000_000_000
-
-
-def fr(*pairs):
-    return [{"filename": f, "line": l, "name": n} for f, l, n in pairs]
 
 
 MAIN = ("/job/train.py", 120, "main")
@@ -86,21 +84,7 @@ class Trace:
         self.anns.append({"name": name, "stage": stage, "device": 0, "time_us": self.t})
 
     def snapshot(self, torch_npu=False):
-        blocks, cur = [], BASE
-        for a in sorted(self.live):
-            if a > cur:
-                blocks.append({"address": cur, "size": a - cur, "requested_size": 0, "state": "inactive", "frames": []})
-            size, frames = self.live[a]
-            blocks.append({"address": a, "size": size, "requested_size": size, "state": "active_allocated",
-                           "frames": frames})
-            cur = a + size
-        if cur < BASE + SEG:
-            blocks.append({"address": cur, "size": BASE + SEG - cur, "requested_size": 0, "state": "inactive",
-                           "frames": []})
-        used = sum(v[0] for v in self.live.values())
-        seg = {"device": 0, "address": BASE, "total_size": SEG, "allocated_size": used, "active_size": used,
-               "requested_size": used, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
-               "is_expandable": False, "frames": PARAM, "blocks": blocks}
+        seg = segment(self.live, BASE, SEG, PARAM)
         out = {"segments": [seg], "device_traces": [self.trace]}
         if not torch_npu:
             out["external_annotations"] = self.anns

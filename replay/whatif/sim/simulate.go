@@ -103,19 +103,14 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 		dr := &res.Devices[di]
 		in := inputs[di]
 		for ci := range dr.Runs {
-			wg.Add(1)
-			go func() {
-				defer crash.Recover()
-				defer wg.Done()
-				sem <- struct{}{}
-				defer func() { <-sem }()
+			crash.GoBounded(&wg, sem, func() {
 				run, err := simulate(ctx, in, names[ci], cfgs[ci], dr.DeviceMem, contiguous)
 				if err != nil {
 					once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
 					return
 				}
 				dr.Runs[ci] = run
-			}()
+			})
 		}
 	}
 	// On another device than the file's, the baseline also runs on the
@@ -126,19 +121,14 @@ func SimulateSnapshot(ctx context.Context, s *snapshot.Snapshot, f config.Flavou
 			continue
 		}
 		in := inputs[di]
-		wg.Add(1)
-		go func() {
-			defer crash.Recover()
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		crash.GoBounded(&wg, sem, func() {
 			run, err := simulate(ctx, in, "baseline on the file's device", cfgs[0], dr.FileDeviceMem, contiguous)
 			if err != nil {
 				once.Do(func() { firstErr = fmt.Errorf("device %d: %w", dr.Device, err); cancel() })
 				return
 			}
 			dr.Reference = run
-		}()
+		})
 	}
 	wg.Wait()
 	if firstErr != nil {
