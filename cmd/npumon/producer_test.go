@@ -359,9 +359,11 @@ func TestProducerSlowConsumer(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "last.pickle")
 	release := filepath.Join(dir, "release")
 	fix := fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle")
-	// budget 1: polls every 20 ms, however long they take, so that the queue overflows
+	// budget 1: polls every 20 ms, however long they take, so that the
+	// stalled client's queue overflows; 50 ms between steps leave the attached
+	// client (another process, maybe descheduled on a busy host) time to drain
 	p := startProducer(t, "20ms", []string{"NPUMON_PRODUCER_QUEUE=2000", "NPUMON_PRODUCER_SNDBUF=4096", "NPUMON_PRODUCER_BUDGET=1"},
-		"--fixture", fix, "--cuda", "--clients", "2", "--steps", "20", "--step-sleep", "0.01", "--hold-file", release, "--dump", dump)
+		"--fixture", fix, "--cuda", "--clients", "2", "--steps", "20", "--step-sleep", "0.05", "--hold-file", release, "--dump", dump)
 	p.await(t, "ready")
 	sock := filepath.Join(dir, "npumon", strconv.Itoa(p.pid)+".sock")
 	stalled, err := net.Dial("unix", sock)
