@@ -87,6 +87,9 @@ type DeviceStats struct {
 type StatsOptions struct {
 	Device  *int // nil: every device
 	AtIndex *int // nil: the final state; -1: before the first entry
+	// mode is how StatsFile folds the trace: streamAuto (the zero value
+	// means it too) unless a test compares the sequential and parallel folds.
+	mode streamMode
 }
 
 // ComputeStats summarises a capture per device.
@@ -314,7 +317,11 @@ func StatsFile(path string, opts StatsOptions) (*Stats, error) {
 		}
 		return st, err
 	}
-	c, accs, err := decodeFileStreaming(path)
+	mode := opts.mode
+	if mode == noStream {
+		mode = streamAuto
+	}
+	c, accs, err := decodeFileStreaming(path, mode)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,112 @@
+package replay
+
+import (
+	"runtime"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+)
+
+// streamMode says whether a decode keeps its trace entries or folds them
+// (StatsFile), and whether the fold runs beside the decoder.
+type streamMode uint8
+
+const (
+	noStream   streamMode = iota // entries kept in the model
+	streamAuto                   // folded: beside the decoder when there is more than one P
+	streamSeq                    // folded by the decoding goroutine itself
+	streamPar                    // folded by a second goroutine (tests force it)
+)
+
+// parallel reports whether mode folds in a second goroutine.
+func (m streamMode) parallel() bool {
+	return m == streamPar || m == streamAuto && runtime.GOMAXPROCS(0) > 1
+}
+
+// Fold pipeline sizes: foldBatches buffers of foldBatchLen entries circle
+// between the decoder and the folder, so the pipeline holds at most
+// foldBatches × foldBatchLen entries (4 × 4096 × 88 B ≈ 1.4 MiB) however
+// large the file. Variables so tests can make the hand-overs frequent.
+var (
+	foldBatchLen = 4096
+	foldBatches  = 4
+)
+
+// foldBatch is a run of one trace list's entries, in trace order.
+type foldBatch struct {
+	acc *traceAcc
+	e   []snapshot.TraceEntry
+}
+
+// foldPipe folds trace entries into their accumulators on a goroutine of
+// its own while the decoder goes on: the decoder fills a batch, hands it
+// over through full, and takes an empty one from free. One folder takes
+// the batches in the order they were sent, so every accumulator sees its
+// entries in trace order, as the sequential fold does, and the figures are
+// the same to the bit. The folder never fails: decoding errors (and their
+// offsets) stay the decoder's alone.
+type foldPipe struct {
+	full chan *foldBatch
+	free chan *foldBatch
+	done chan struct{}
+	cur  *foldBatch
+}
+
+func newFoldPipe() *foldPipe {
+	p := &foldPipe{
+		full: make(chan *foldBatch, foldBatches),
+		free: make(chan *foldBatch, foldBatches),
+		done: make(chan struct{}),
+	}
+	for range foldBatches {
+		p.free <- &foldBatch{e: make([]snapshot.TraceEntry, 0, foldBatchLen)}
+	}
+	go p.fold()
+	return p
+}
+
+// fold is the folder goroutine.
+func (p *foldPipe) fold() {
+	defer close(p.done)
+	for bt := range p.full {
+		acc := bt.acc
+		for i := range bt.e {
+			acc.add(&bt.e[i])
+		}
+		bt.e, bt.acc = bt.e[:0], nil
+		p.free <- bt
+	}
+}
+
+// add queues entry e for acc (the decoder's goroutine only).
+func (p *foldPipe) add(acc *traceAcc, e *snapshot.TraceEntry) {
+	c := p.cur
+	if c == nil || c.acc != acc || len(c.e) == cap(c.e) {
+		p.flush()
+		c = <-p.free
+		c.acc = acc
+		p.cur = c
+	}
+	c.e = append(c.e, *e)
+}
+
+// flush hands the batch being filled to the folder.
+func (p *foldPipe) flush() {
+	if c := p.cur; c != nil {
+		p.cur = nil
+		if len(c.e) > 0 {
+			p.full <- c
+		} else {
+			p.free <- c
+		}
+	}
+}
+
+// wait folds what is queued and stops the folder; the accumulators are
+// complete (and the decoder's to read) once it returns. It is called on
+// every way out of a decode, errors and cancellation included: what is
+// left is at most foldBatches batches.
+func (p *foldPipe) wait() {
+	p.flush()
+	close(p.full)
+	<-p.done
+}
