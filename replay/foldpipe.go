@@ -24,7 +24,7 @@ func (m streamMode) parallel() bool {
 
 // Fold pipeline sizes: foldBatches buffers of foldBatchLen entries circle
 // between the decoder and the folder, so the pipeline holds at most
-// foldBatches × foldBatchLen entries (4 × 4096 × 88 B ≈ 1.4 MiB) however
+// foldBatches × foldBatchLen entries (4 × 4096 × 40 B = 640 KiB) however
 // large the file. Variables so tests can make the hand-overs frequent.
 var (
 	foldBatchLen = 4096
@@ -34,7 +34,17 @@ var (
 // foldBatch is a run of one trace list's entries, in trace order.
 type foldBatch struct {
 	acc *traceAcc
-	e   []snapshot.TraceEntry
+	e   []foldEntry
+}
+
+// foldEntry is the part of a trace entry traceAcc.add reads (action,
+// address, size, stream, frames, time): 40 bytes instead of 72, so fewer
+// cache lines travel from the decoder's core to the folder's.
+type foldEntry struct {
+	addr, stream uint64
+	size, time   int64
+	frames       snapshot.StackID
+	action       snapshot.Action
 }
 
 // foldPipe folds trace entries into their accumulators on a goroutine of
@@ -58,7 +68,7 @@ func newFoldPipe() *foldPipe {
 		done: make(chan struct{}),
 	}
 	for range foldBatches {
-		p.free <- &foldBatch{e: make([]snapshot.TraceEntry, 0, foldBatchLen)}
+		p.free <- &foldBatch{e: make([]foldEntry, 0, foldBatchLen)}
 	}
 	go p.fold()
 	return p
@@ -69,8 +79,11 @@ func (p *foldPipe) fold() {
 	defer close(p.done)
 	for bt := range p.full {
 		acc := bt.acc
+		var e snapshot.TraceEntry
 		for i := range bt.e {
-			acc.add(&bt.e[i])
+			f := &bt.e[i]
+			e.Action, e.Addr, e.Size, e.Stream, e.Frames, e.TimeUS = f.action, f.addr, f.size, f.stream, f.frames, f.time
+			acc.add(&e)
 		}
 		bt.e, bt.acc = bt.e[:0], nil
 		p.free <- bt
@@ -86,7 +99,7 @@ func (p *foldPipe) add(acc *traceAcc, e *snapshot.TraceEntry) {
 		c.acc = acc
 		p.cur = c
 	}
-	c.e = append(c.e, *e)
+	c.e = append(c.e, foldEntry{addr: e.Addr, stream: e.Stream, size: e.Size, time: e.TimeUS, frames: e.Frames, action: e.Action})
 }
 
 // flush hands the batch being filled to the folder.

@@ -189,6 +189,8 @@ func newTraceAcc() *traceAcc {
 	return &traceAcc{peakIndex: -1}
 }
 
+// add folds entry e. It reads e's action, address, size, stream, frames
+// and time only: the parallel fold hands it just those (foldEntry).
 func (a *traceAcc) add(e *snapshot.TraceEntry) {
 	a.counts[e.Action]++
 	if e.Action.IsAllocFamily() {
