@@ -24,10 +24,10 @@ func (m streamMode) parallel() bool {
 
 // Fold pipeline sizes: foldBatches buffers of foldBatchLen entries circle
 // between the decoder and the folder, so the pipeline holds at most
-// foldBatches × foldBatchLen entries (4 × 4096 × 40 B = 640 KiB) however
+// foldBatches × foldBatchLen entries (4 × 16384 × 40 B = 2.5 MiB) however
 // large the file. Variables so tests can make the hand-overs frequent.
 var (
-	foldBatchLen = 4096
+	foldBatchLen = 16384
 	foldBatches  = 4
 )
 

@@ -18,7 +18,7 @@ import (
 // foldSizes are the pipeline sizes the parallel fold is tried with: the
 // default, and sizes that make the decoder hand over (and wait for a free
 // batch) every few entries.
-var foldSizes = [][2]int{{4096, 4}, {1, 1}, {3, 2}, {64, 3}}
+var foldSizes = [][2]int{{16384, 4}, {1, 1}, {3, 2}, {64, 3}}
 
 // withFoldSizes sets the pipeline's sizes for the rest of the test.
 func withFoldSizes(t *testing.T, n, k int) {
