@@ -178,6 +178,7 @@ func (l *list) setKind(k listKind) {
 // builder owns the model under construction.
 type builder struct {
 	stream    bool         // trace entries go to per-list accumulators, not into the model
+	parFold   bool         // streaming: fold beside the decoder (fold starts at the first entry)
 	fold      *foldPipe    // streaming in parallel: the accumulators are the folder's until fold.wait
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
@@ -1128,7 +1129,10 @@ func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
 			l.acc = newTraceAcc()
 		}
 		l.streamed++
-		if b.fold != nil {
+		if b.parFold {
+			if b.fold == nil {
+				b.fold = newFoldPipe()
+			}
 			b.fold.add(l.acc, e)
 			return
 		}

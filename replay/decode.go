@@ -122,8 +122,12 @@ func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, st
 	b := newBuilder()
 	b.stream = stream != noStream
 	if b.stream && stream.parallel() {
-		b.fold = newFoldPipe()
-		defer b.fold.wait() // before the accumulators are read, on every way out
+		b.parFold = true
+		defer func() { // before the accumulators are read, on every way out
+			if b.fold != nil {
+				b.fold.wait()
+			}
+		}()
 	}
 	in := newByteReader(r, size, opts.Progress)
 	if ctx.Done() != nil {

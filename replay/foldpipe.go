@@ -59,6 +59,7 @@ type foldPipe struct {
 	free chan *foldBatch
 	done chan struct{}
 	cur  *foldBatch
+	made int // batches allocated so far (at most foldBatches, made as needed)
 }
 
 func newFoldPipe() *foldPipe {
@@ -66,9 +67,6 @@ func newFoldPipe() *foldPipe {
 		full: make(chan *foldBatch, foldBatches),
 		free: make(chan *foldBatch, foldBatches),
 		done: make(chan struct{}),
-	}
-	for range foldBatches {
-		p.free <- &foldBatch{e: make([]foldEntry, 0, foldBatchLen)}
 	}
 	go p.fold()
 	return p
@@ -95,11 +93,26 @@ func (p *foldPipe) add(acc *traceAcc, e *snapshot.TraceEntry) {
 	c := p.cur
 	if c == nil || c.acc != acc || len(c.e) == cap(c.e) {
 		p.flush()
-		c = <-p.free
+		c = p.batch()
 		c.acc = acc
 		p.cur = c
 	}
 	c.e = append(c.e, foldEntry{addr: e.Addr, stream: e.Stream, size: e.Size, time: e.TimeUS, frames: e.Frames, action: e.Action})
+}
+
+// batch returns an empty batch: a recycled one, a new one while fewer
+// than foldBatches exist, else the next the folder gives back.
+func (p *foldPipe) batch() *foldBatch {
+	select {
+	case c := <-p.free:
+		return c
+	default:
+	}
+	if p.made < foldBatches {
+		p.made++
+		return &foldBatch{e: make([]foldEntry, 0, foldBatchLen)}
+	}
+	return <-p.free
 }
 
 // flush hands the batch being filled to the folder.
