@@ -80,3 +80,23 @@ func BenchmarkPythonPickleLoad1M(b *testing.B) {
 		b.ReportMetric(float64(benchcpu.PythonPickleLoad(b, path).Nanoseconds()), "child-cpu-ns/op")
 	})
 }
+
+// BenchmarkStatsFileFold1M is BenchmarkStatsFile1M with the trace folded
+// by the decoding goroutine (seq) and by a second one (par): what the
+// pipeline gains on this machine.
+func BenchmarkStatsFileFold1M(b *testing.B) {
+	for _, m := range []struct {
+		name string
+		mode streamMode
+	}{{"seq", streamSeq}, {"par", streamPar}} {
+		b.Run(m.name, func(b *testing.B) {
+			eachBenchFile(b, func(b *testing.B, path string) {
+				for b.Loop() {
+					if _, err := StatsFile(path, StatsOptions{mode: m.mode}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

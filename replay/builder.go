@@ -163,6 +163,7 @@ type listMore struct {
 	strs     []string                 // plain lists: the strings (forward_frames), at most maxListStrings
 	fwd      map[int]snapshot.StackID // trace lists: entry index → forward traceback
 	acc      *traceAcc                // streaming: the entries' running figures, entries not kept
+	streamed int                      // streaming: entries handed to acc (acc itself may be the folder's)
 	firstOff int64                    // file offset where the list's entries began (capacity estimate)
 }
 
@@ -177,6 +178,8 @@ func (l *list) setKind(k listKind) {
 // builder owns the model under construction.
 type builder struct {
 	stream    bool         // trace entries go to per-list accumulators, not into the model
+	parFold   bool         // streaming: fold beside the decoder (fold starts at the first entry)
+	fold      *foldPipe    // streaming in parallel: the accumulators are the folder's until fold.wait
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
 	memo      *memo        // nil for JSON
@@ -973,9 +976,7 @@ func (l *list) length() int {
 	n := len(l.fids) + len(l.pendingItems())
 	if m := l.listMore; m != nil {
 		n += len(m.segs) + len(m.blocks) + len(m.hist) + len(m.entries) + len(m.lists) + len(m.anns)
-		if m.acc != nil {
-			n += m.acc.n
-		}
+		n += m.streamed
 	}
 	return n
 }
@@ -1126,6 +1127,14 @@ func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
 	if b.stream {
 		if l.acc == nil {
 			l.acc = newTraceAcc()
+		}
+		l.streamed++
+		if b.parFold {
+			if b.fold == nil {
+				b.fold = newFoldPipe()
+			}
+			b.fold.add(l.acc, e)
+			return
 		}
 		l.acc.add(e)
 		return

@@ -61,17 +61,18 @@ func DecodeFile(path string, opts Options) (*Capture, error) {
 // at ctx every few hundred KiB of input and then returns an error that
 // wraps ctx.Err().
 func DecodeFileContext(ctx context.Context, path string, opts Options) (*Capture, error) {
-	c, _, err := decodeFile(ctx, path, opts, false)
+	c, _, err := decodeFile(ctx, path, opts, noStream)
 	return c, err
 }
 
 // decodeFileStreaming decodes without keeping trace entries: they are
-// folded into one accumulator per device.
-func decodeFileStreaming(path string) (*Capture, []*traceAcc, error) {
-	return decodeFile(context.Background(), path, Options{}, true)
+// folded into one accumulator per device (mode: how, streamAuto unless a
+// test compares the ways).
+func decodeFileStreaming(path string, mode streamMode) (*Capture, []*traceAcc, error) {
+	return decodeFile(context.Background(), path, Options{}, mode)
 }
 
-func decodeFile(ctx context.Context, path string, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+func decodeFile(ctx context.Context, path string, opts Options, stream streamMode) (*Capture, []*traceAcc, error) {
 	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -105,11 +106,11 @@ func Decode(r io.Reader, size int64, opts Options) (*Capture, error) {
 
 // DecodeContext is Decode stopping when ctx ends (DecodeFileContext).
 func DecodeContext(ctx context.Context, r io.Reader, size int64, opts Options) (*Capture, error) {
-	c, _, err := decode(ctx, r, size, opts, false)
+	c, _, err := decode(ctx, r, size, opts, noStream)
 	return c, err
 }
 
-func decode(ctx context.Context, r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+func decode(ctx context.Context, r io.Reader, size int64, opts Options, stream streamMode) (*Capture, []*traceAcc, error) {
 	c, accs, err := decodeFormat(ctx, r, size, opts, stream)
 	if err == nil && opts.Progress != nil && size >= 0 {
 		opts.Progress(size, size) // the bar ends full even between progress steps
@@ -117,9 +118,17 @@ func decode(ctx context.Context, r io.Reader, size int64, opts Options, stream b
 	return c, accs, err
 }
 
-func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, stream bool) (*Capture, []*traceAcc, error) {
+func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, stream streamMode) (*Capture, []*traceAcc, error) {
 	b := newBuilder()
-	b.stream = stream
+	b.stream = stream != noStream
+	if b.stream && stream.parallel() {
+		b.parFold = true
+		defer func() { // before the accumulators are read, on every way out
+			if b.fold != nil {
+				b.fold.wait()
+			}
+		}()
+	}
 	in := newByteReader(r, size, opts.Progress)
 	if ctx.Done() != nil {
 		in.ctx = ctx

@@ -87,6 +87,9 @@ type DeviceStats struct {
 type StatsOptions struct {
 	Device  *int // nil: every device
 	AtIndex *int // nil: the final state; -1: before the first entry
+	// mode is how StatsFile folds the trace: streamAuto (the zero value
+	// means it too) unless a test compares the sequential and parallel folds.
+	mode streamMode
 }
 
 // ComputeStats summarises a capture per device.
@@ -186,6 +189,8 @@ func newTraceAcc() *traceAcc {
 	return &traceAcc{peakIndex: -1}
 }
 
+// add folds entry e. It reads e's action, address, size, stream, frames
+// and time only: the parallel fold hands it just those (foldEntry).
 func (a *traceAcc) add(e *snapshot.TraceEntry) {
 	a.counts[e.Action]++
 	if e.Action.IsAllocFamily() {
@@ -314,7 +319,11 @@ func StatsFile(path string, opts StatsOptions) (*Stats, error) {
 		}
 		return st, err
 	}
-	c, accs, err := decodeFileStreaming(path)
+	mode := opts.mode
+	if mode == noStream {
+		mode = streamAuto
+	}
+	c, accs, err := decodeFileStreaming(path, mode)
 	if err != nil {
 		return nil, err
 	}
