@@ -25,10 +25,10 @@ import (
 )
 
 var (
-	liveRate    = flag.Int("live-rate", 1_000_000, "BenchmarkLiveAttach: entries per second to publish")
-	liveSeconds = flag.Duration("live-for", 10*time.Second, "BenchmarkLiveAttach: how long to publish")
-	liveTUI     = flag.Bool("live-tui", false, "BenchmarkLiveAttach: run attach with its terminal UI drawing in tmux (120×40) instead of --headless")
-	liveSpin    = flag.Int("live-spin", 0, "BenchmarkLiveAttach: processes that spin on the CPU while it runs (1 loads the second core of a 2-core host)")
+	liveRate = flag.Int("live-rate", 1_000_000, "BenchmarkLiveAttach: entries per second to publish")
+	liveFor  = flag.Duration("live-for", 10*time.Second, "BenchmarkLiveAttach: how long to publish")
+	liveTUI  = flag.Bool("live-tui", false, "BenchmarkLiveAttach: run attach with its terminal UI drawing in tmux (120×40) instead of --headless")
+	liveSpin = flag.Int("live-spin", 0, "BenchmarkLiveAttach: processes that spin on the CPU while it runs (1 loads the second core of a 2-core host)")
 )
 
 // BenchmarkLiveAttach measures the live path as a user runs it: the real
@@ -55,7 +55,7 @@ var (
 func BenchmarkLiveAttach(b *testing.B) {
 	bin := npumonBin(b)
 	for b.Loop() {
-		runLiveAttach(b, bin, *liveRate, *liveSeconds)
+		runLiveAttach(b, bin, *liveRate, *liveFor)
 	}
 }
 

@@ -107,19 +107,18 @@ func (c *stackCollector) frames(id snapshot.StackID) {
 		c.order = append(c.order, id)
 	}
 }
-func (c *stackCollector) top()                   {}
-func (c *stackCollector) beginDict()             {}
-func (c *stackCollector) key(string)             {}
-func (c *stackCollector) endDict()               {}
-func (c *stackCollector) beginList()             {}
-func (c *stackCollector) endList()               {}
-func (c *stackCollector) int(int64)              {}
-func (c *stackCollector) uint(uint64)            {}
-func (c *stackCollector) str(string)             {}
-func (c *stackCollector) boolean(bool)           {}
-func (c *stackCollector) float(float64)          {}
-func (c *stackCollector) pair(snapshot.PoolID)   {}
-func (c *stackCollector) stack(snapshot.StackID) {}
+func (c *stackCollector) top()                 {}
+func (c *stackCollector) beginDict()           {}
+func (c *stackCollector) key(string)           {}
+func (c *stackCollector) endDict()             {}
+func (c *stackCollector) beginList()           {}
+func (c *stackCollector) endList()             {}
+func (c *stackCollector) int(int64)            {}
+func (c *stackCollector) uint(uint64)          {}
+func (c *stackCollector) str(string)           {}
+func (c *stackCollector) boolean(bool)         {}
+func (c *stackCollector) float(float64)        {}
+func (c *stackCollector) pair(snapshot.PoolID) {}
 
 // compactRefs is what the decoder knows of a compact file's tables.
 type compactRefs struct {

@@ -175,8 +175,6 @@ func (m *Model) bodyLines(body int) []string {
 	return grid
 }
 
-func (m *Model) timelineInfo() string { return timelineInfo(m.paneCtx()) }
-
 func (m *Model) spanText(d int64) string { return spanText(m.d.base, d) }
 
 // spanText is a duration, or a count of entries in a sequence time base.
