@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/crash"
 )
 
 // streamMode says whether a decode keeps its trace entries or folds them
@@ -68,7 +69,10 @@ func newFoldPipe() *foldPipe {
 		free: make(chan *foldBatch, foldBatches),
 		done: make(chan struct{}),
 	}
-	go p.fold()
+	go func() {
+		defer crash.Recover()
+		p.fold()
+	}()
 	return p
 }
 
