@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/replay/frames"
 )
 
 // MaxJobGap is the longest time between the ends of two files still taken
@@ -141,29 +142,27 @@ func segmentAddrs(d *Device) []uint64 {
 	return out
 }
 
-// sharesUserFrame reports whether a user frame (file:line in function, the
-// file outside lib) of a's stacks is in b's; false when either has none.
+// sharesUserFrame reports whether a user frame (frames.User by the library
+// paths lib, nil: the default) of a's stacks is in b's; false when either
+// has none.
 func sharesUserFrame(a, b *snapshot.Snapshot, lib *regexp.Regexp) bool {
-	frames := map[snapshot.Frame]bool{}
+	rules := &frames.Rules{Library: lib}
+	user := map[snapshot.Frame]bool{}
 	for _, st := range a.Stacks {
 		for _, f := range st {
-			if userFrame(f, lib) {
-				frames[f] = true
+			if rules.Class(f) == frames.User {
+				user[f] = true
 			}
 		}
 	}
 	for _, st := range b.Stacks {
 		for _, f := range st {
-			if frames[f] {
+			if user[f] {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-func userFrame(f snapshot.Frame, lib *regexp.Regexp) bool {
-	return f.Filename != "" && f.Filename != "??" && (lib == nil || !lib.MatchString(f.Filename))
 }
 
 // Span is a duration as a person reads a gap between dumps: "10 months",
