@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -105,16 +106,14 @@ func (o *Outside) Sentence(shortage bool, f Figures, deviceFree int64, size func
 	return s
 }
 
-// offsetText is "3 s after", "2 min before".
+// offsetText is "3 s after", "2 min before" (Span, the one way a gap
+// between dumps is said).
 func offsetText(s int64) string {
 	dir := "after"
 	if s < 0 {
 		dir, s = "before", -s
 	}
-	if s >= 120 {
-		return fmt.Sprintf("%d min %s", s/60, dir)
-	}
-	return fmt.Sprintf("%d s %s", s, dir)
+	return Span(time.Duration(s)*time.Second) + " " + dir
 }
 
 // OOM explains one failed allocation (Kind "oom") or, in a trace without
