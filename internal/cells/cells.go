@@ -24,9 +24,18 @@ func Width(s string) int {
 	return w
 }
 
-// Rune is the width of one rune in terminal cells.
+// Rune is the width of one rune in terminal cells: printable ASCII, the
+// rest of Latin-1 and Latin Extended, arrows, box drawing, block elements
+// and geometric shapes (the screen's own glyphs) take one without asking
+// go-runewidth, which decides the others. tui/theme.Width measures styled
+// text by this rule too.
 func Rune(r rune) int {
-	if r >= 0x20 && r < 0x7f {
+	switch {
+	case r >= 0x20 && r < 0x7f:
+		return 1
+	case r < 0x20 || r == 0x7f:
+		return 0
+	case r < 0x300 || (r >= 0x2190 && r <= 0x25ff):
 		return 1
 	}
 	return runewidth.RuneWidth(r)

@@ -5,13 +5,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
-	"github.com/mattn/go-runewidth"
+
+	"github.com/npumon/npumon/internal/cells"
 )
 
 // Width returns the display width of s, skipping ANSI escape sequences.
 // It is a fast path for the screen's own text (ASCII, box drawing, block
 // elements) that ansi.StringWidth's grapheme segmentation makes slow;
-// other runes take go-runewidth's width.
+// other runes take cells.Rune's width, the one rule.
 func Width(s string) int {
 	w := 0
 	for i := 0; i < len(s); {
@@ -26,11 +27,7 @@ func Width(s string) int {
 			i++
 		default:
 			r, n := utf8.DecodeRuneInString(s[i:])
-			if r < 0x300 || (r >= 0x2190 && r <= 0x25ff) {
-				w++ // Latin-1, arrows, box drawing, block elements, shapes
-			} else {
-				w += runewidth.RuneWidth(r)
-			}
+			w += cells.Rune(r) // the one rune width (internal/cells)
 			i += n
 		}
 	}
