@@ -256,7 +256,7 @@ func (p *opsPane) follow(c *paneCtx, at store.Op, ok bool) {
 		}
 	}
 	if i < 0 {
-		i = oprange.Innermost(rangeTable{p.ops, p.maxEnd}, cur)
+		i = oprange.Innermost(oprange.Sorted{Ops: p.ops, Ends: p.maxEnd, WithSteps: true}, cur)
 	}
 	if i < 0 { // p.ops is in start order: the last op starting at or before cur
 		i = sort.Search(len(p.ops), func(i int) bool { return p.ops[i].StartUS > cur }) - 1
@@ -274,16 +274,3 @@ func (p *opsPane) follow(c *paneCtx, at store.Op, ok bool) {
 		p.sel = k
 	}
 }
-
-// rangeTable is the op table's ops as oprange.Innermost searches them,
-// steps included.
-type rangeTable struct {
-	ops    []store.Op
-	maxEnd []int64
-}
-
-func (t rangeTable) Len() int           { return len(t.ops) }
-func (t rangeTable) Start(i int) int64  { return t.ops[i].StartUS }
-func (t rangeTable) End(i int) int64    { return t.ops[i].EndUS }
-func (t rangeTable) MaxEnd(i int) int64 { return t.maxEnd[i] }
-func (t rangeTable) Skip(int) bool      { return false }

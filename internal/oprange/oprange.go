@@ -55,13 +55,8 @@ func Inner(aStart, aEnd, bStart, bEnd int64) bool {
 	return aStart > bStart || (aStart == bStart && aEnd < bEnd)
 }
 
-// Less is the order a Table keeps: start ascending, end descending among
-// equal starts (an outer op first).
-func Less(aStart, aEnd, bStart, bEnd int64) bool {
-	return aStart < bStart || (aStart == bStart && aEnd > bEnd)
-}
-
-// Table is what Innermost searches: Len ops in Less order, MaxEnd(i) the
+// Table is what Innermost searches: Len ops sorted by start ascending,
+// end descending among equal starts (an outer op first), MaxEnd(i) the
 // largest end of ops 0…i, and Skip(i) true for ops that are never
 // attributed to (ProfilerStep#N markers).
 type Table interface {

@@ -5,21 +5,33 @@ import (
 	"slices"
 )
 
-// Set is a set of ops sorted for attribution, with the prefix-max ends
-// Innermost needs. A nil *Set has no ops.
-type Set struct {
-	ops    []Op
-	maxEnd []int64
+// Sorted is ops already in Table order with their prefix-max ends
+// (MaxEnds) as a Table — how a holder of a growing op list (the monitor
+// Store, the TUI's op table) searches it without a copy. WithSteps makes
+// step markers attributable too (the op table's fallback between ops).
+type Sorted struct {
+	Ops       []Op
+	Ends      []int64 // MaxEnds(Ops)
+	WithSteps bool
 }
+
+func (t Sorted) Len() int           { return len(t.Ops) }
+func (t Sorted) Start(i int) int64  { return t.Ops[i].StartUS }
+func (t Sorted) End(i int) int64    { return t.Ops[i].EndUS }
+func (t Sorted) MaxEnd(i int) int64 { return t.Ends[i] }
+func (t Sorted) Skip(i int) bool    { return !t.WithSteps && t.Ops[i].IsStep }
+
+// Set is a set of ops sorted for attribution (a Sorted of its own copy).
+// A nil *Set has no ops.
+type Set struct{ t Sorted }
 
 // NewSet sorts a copy of ops in Table order.
 func NewSet(ops []Op) *Set {
-	s := &Set{ops: slices.Clone(ops)}
-	slices.SortStableFunc(s.ops, func(a, b Op) int {
+	o := slices.Clone(ops)
+	slices.SortStableFunc(o, func(a, b Op) int {
 		return cmp.Or(cmp.Compare(a.StartUS, b.StartUS), cmp.Compare(b.EndUS, a.EndUS))
 	})
-	s.maxEnd = MaxEnds(s.ops, nil)
-	return s
+	return &Set{Sorted{Ops: o, Ends: MaxEnds(o, nil)}}
 }
 
 // MaxEnds appends the prefix-max ends of ops (in Table order) to dst.
@@ -34,27 +46,13 @@ func MaxEnds(ops []Op, dst []int64) []int64 {
 	return dst
 }
 
-func (s *Set) Len() int {
-	if s == nil {
-		return 0
-	}
-	return len(s.ops)
-}
-func (s *Set) Start(i int) int64  { return s.ops[i].StartUS }
-func (s *Set) End(i int) int64    { return s.ops[i].EndUS }
-func (s *Set) MaxEnd(i int) int64 { return s.maxEnd[i] }
-func (s *Set) Skip(i int) bool    { return s.ops[i].IsStep }
-
-// Op returns op i.
-func (s *Set) Op(i int) Op { return s.ops[i] }
-
 // All is every op in Table order (nil for a nil s); the caller must not
 // change it.
 func (s *Set) All() []Op {
 	if s == nil {
 		return nil
 	}
-	return s.ops
+	return s.t.Ops
 }
 
 // At names the op an entry at time t is attributed to ("" when none or t
@@ -63,8 +61,8 @@ func (s *Set) At(t int64) string {
 	if s == nil || t == 0 {
 		return ""
 	}
-	if i := Innermost(s, t); i >= 0 {
-		return s.ops[i].Name
+	if i := Innermost(s.t, t); i >= 0 {
+		return s.t.Ops[i].Name
 	}
 	return ""
 }
@@ -74,8 +72,8 @@ func (s *Set) In(lo, hi int64) string {
 	if s == nil || lo == 0 {
 		return ""
 	}
-	if i := Interval(s, lo, hi); i >= 0 {
-		return s.ops[i].Name
+	if i := Interval(s.t, lo, hi); i >= 0 {
+		return s.t.Ops[i].Name
 	}
 	return ""
 }

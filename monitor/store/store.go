@@ -1025,7 +1025,7 @@ func (s *Store) Ops(t0, t1 int64) []Op {
 func (s *Store) OpAt(t int64) (Op, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i := oprange.Innermost(opTable{s.ops, s.opMaxEnd}, t); i >= 0 {
+	if i := oprange.Innermost(oprange.Sorted{Ops: s.ops, Ends: s.opMaxEnd}, t); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false
@@ -1041,20 +1041,8 @@ func (s *Store) OpOf(e Event) (Op, bool) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i := oprange.Interval(opTable{s.ops, s.opMaxEnd}, e.Time, e.TimeHi); i >= 0 {
+	if i := oprange.Interval(oprange.Sorted{Ops: s.ops, Ends: s.opMaxEnd}, e.Time, e.TimeHi); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false
 }
-
-// opTable is the Store's ops as oprange.Innermost searches them.
-type opTable struct {
-	ops    []Op
-	maxEnd []int64
-}
-
-func (t opTable) Len() int           { return len(t.ops) }
-func (t opTable) Start(i int) int64  { return t.ops[i].StartUS }
-func (t opTable) End(i int) int64    { return t.ops[i].EndUS }
-func (t opTable) MaxEnd(i int) int64 { return t.maxEnd[i] }
-func (t opTable) Skip(i int) bool    { return t.ops[i].IsStep }
