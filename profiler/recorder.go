@@ -14,6 +14,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
+	"github.com/npumon/npumon/internal/oprange"
 )
 
 // Config configures a Recorder.
@@ -262,7 +263,7 @@ func (r *Recorder) closeStep() {
 	}
 	op := OpRangeRecord{StartNS: r.stepStart, EndNS: r.clock.Raw(), Seq: -1, PID: r.cfg.PID,
 		StartTID: r.cfg.TID, EndTID: r.cfg.TID, Scope: ScopeUserScope,
-		Name: "ProfilerStep#" + strconv.Itoa(r.stepNum)}
+		Name: oprange.StepName(int64(r.stepNum))}
 	if !d.ops.push(&op) {
 		r.dropped.Add(1)
 	}

@@ -33,6 +33,9 @@ type Op struct {
 // by the step number.
 const StepPrefix = "ProfilerStep#"
 
+// StepName is step n's range name, "ProfilerStep#n".
+func StepName(n int64) string { return StepPrefix + strconv.FormatInt(n, 10) }
+
 // StepNumber parses "ProfilerStep#N"; the one parser of step names.
 func StepNumber(name string) (int64, bool) {
 	rest, ok := strings.CutPrefix(name, StepPrefix)

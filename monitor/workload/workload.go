@@ -16,6 +16,7 @@ import (
 	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/allocator/config"
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/oprange"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/profiler"
 	"github.com/npumon/npumon/replay/category"
@@ -410,7 +411,7 @@ func (w *Workload) recoverFromOOM() {
 func (w *Workload) endStep(oom, recovered bool) {
 	n, start := w.step, w.stepStart
 	end := w.clock.Now()
-	w.emit(store.Op{Name: fmt.Sprintf("ProfilerStep#%d", n), StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
+	w.emit(store.Op{Name: oprange.StepName(int64(n)), StartUS: start.UnixMicro(), EndUS: end.UnixMicro(),
 		Thread: uint64(w.pid), Seq: -1, Step: int64(n), IsStep: true})
 	w.noteStep(n, start.UnixMicro(), end.UnixMicro())
 	if w.rec != nil {
@@ -480,7 +481,7 @@ func (w *Workload) noteStep(n int, start, end int64) {
 	if len(w.stepAnns) >= 2*maxStepAnnotations {
 		w.stepAnns = append(w.stepAnns[:0], w.stepAnns[2:]...)
 	}
-	name := fmt.Sprintf("ProfilerStep#%d", n)
+	name := oprange.StepName(int64(n))
 	dev := w.dev.Info().ID
 	w.stepAnns = append(w.stepAnns,
 		snapshot.Annotation{Name: name, Stage: "START", Device: dev, TimeUS: start},
