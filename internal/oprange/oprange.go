@@ -8,6 +8,7 @@
 package oprange
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -75,7 +76,7 @@ type Table interface {
 func Innermost(tab Table, t int64) int {
 	n := tab.Len()
 	// first op whose prefix-max end reaches t: no earlier op can contain t
-	lo := search(n, func(i int) bool { return tab.MaxEnd(i) >= t })
+	lo := sort.Search(n, func(i int) bool { return tab.MaxEnd(i) >= t })
 	best := -1
 	for i := lo; i < n && tab.Start(i) <= t; i++ {
 		if tab.Skip(i) || !Contains(tab.Start(i), tab.End(i), t) {
@@ -96,25 +97,11 @@ func Innermost(tab Table, t int64) int {
 // containing lo; -1 when there is neither.
 func Interval(tab Table, lo, hi int64) int {
 	n := tab.Len()
-	k := search(n, func(i int) bool { return tab.Start(i) > lo })
+	k := sort.Search(n, func(i int) bool { return tab.Start(i) > lo })
 	for i := k; i < n && (hi <= 0 || tab.Start(i) < hi); i++ {
 		if !tab.Skip(i) {
 			return Innermost(tab, tab.Start(i))
 		}
 	}
 	return Innermost(tab, lo)
-}
-
-// search is sort.Search without the closure allocation of sort's import.
-func search(n int, f func(int) bool) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if f(m) {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
 }
