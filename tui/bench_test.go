@@ -1,9 +1,12 @@
 package tui
 
 import (
+	"context"
 	"io"
+	"strings"
 	"testing"
 
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
@@ -168,5 +171,67 @@ func BenchmarkTimelineView(b *testing.B) {
 	for b.Loop() {
 		m.p.tl.tl.Invalidate()
 		_ = m.p.tl.tl.View()
+	}
+}
+
+// firstFrame is the model's first frame with data at 200×60 in colour:
+// New, Init, the window size, one tick (the poll that finds the Source's
+// data: devices, bounds, series, ops, the cursor queries) and View.
+// loading says a Load is still running (progressive replay: the screen
+// comes up over the prefix loaded so far, under the progress line).
+func firstFrame(b *testing.B, st *store.Store, loading bool) string {
+	o := testOptions(st)
+	o.Renderer = lipgloss.NewRenderer(io.Discard)
+	o.Renderer.SetColorProfile(termenv.TrueColor)
+	if loading {
+		o.Load = func(ctx context.Context, report func(Progress)) error { <-ctx.Done(); return ctx.Err() }
+	}
+	m := New(o)
+	m.Init() // the loader's command is not run: the load "goes on"
+	if loading {
+		m.ld.report(Progress{Stage: "decoding", BytesDone: 8 << 20, BytesTotal: 800 << 20, Entries: st.Len(0)})
+	}
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 60})
+	m.Update(tickMsg(fixedNow))
+	v := m.View()
+	m.Close()
+	return v
+}
+
+// BenchmarkFirstFrame is the time from the model's start to its first
+// frame with data, over a Store holding a prefix of a file still loading
+// (64 Ki entries: the first chunks of a 10 M-entry file; and 1 M), against
+// the same over the whole 1 M-entry Store once loaded (today's first
+// frame, after all of the file was decoded). The decode itself is the
+// loader's (replay), not measured here.
+func BenchmarkFirstFrame(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		n       int
+		loading bool
+	}{
+		{"loading_prefix=64Ki", 1 << 16, true},
+		{"loading_prefix=1M", 1_000_000, true},
+		{"loaded=1M", 1_000_000, false},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var st *store.Store
+			if bc.n == 1_000_000 {
+				if benchStore == nil {
+					benchStore = bigStore(b, 1_000_000)
+				}
+				st = benchStore
+			} else {
+				st = bigStore(b, bc.n)
+			}
+			v := firstFrame(b, st, bc.loading)
+			if !strings.Contains(v, "Timeline") || strings.Contains(v, "decoding [") != bc.loading {
+				b.Fatalf("first frame:\n%s", v)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				firstFrame(b, st, bc.loading)
+			}
+		})
 	}
 }

@@ -19,6 +19,8 @@ func (m *Model) modeText() string {
 		return "LIVE"
 	case m.o.Live:
 		return "PAUSED"
+	case m.ld.loading && m.cur.follow:
+		return "AT END" // of what is loaded, staying there as more lands
 	case m.cur.playing:
 		return "REPLAY ×" + speedText(m.cur.speed)
 	}
@@ -34,7 +36,7 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 	l1, nameAt, sep, noteBelow := m.line1()
 	var l2 string
 	switch {
-	case m.ld.loading:
+	case m.ld.loading && !m.d.hasData:
 		l2 = th.Dim.Render("loading…")
 	case m.d.hasData:
 		s := m.at.sum
@@ -56,11 +58,11 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 			"active " + bytesize.Format(s.ActiveBytes),
 			peak + bytesize.Format(s.PeakActiveBytes),
 			"free frag " + frag,
-			entryText(s.Applied, m.d.n),
+			m.entryText(),
 		}
 		if m.w < 120 {
 			parts = []string{
-				entryText(s.Applied, m.d.n),
+				m.entryText(),
 				"alloc " + bytesize.Format(alloc),
 				"resv " + bytesize.Format(s.ReservedBytes),
 				"act " + bytesize.Format(s.ActiveBytes),
@@ -70,6 +72,9 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 		}
 		// Warnings go first so a narrow terminal never hides them.
 		var warn []string
+		if m.ld.loadErr != nil {
+			warn = append(warn, th.Warn.Render("load failed: incomplete"))
+		}
 		if s.OOMs > 0 {
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
 		}
@@ -200,6 +205,16 @@ func line1Width(l1 []string, nameAt int, sep string, nameWidth int) int {
 		}
 	}
 	return w
+}
+
+// entryText is the header's position; while loading the count is of what
+// has loaded so far ("+": more to come), as are the figures.
+func (m *Model) entryText() string {
+	t := entryText(m.at.sum.Applied, m.d.n)
+	if m.ld.loading {
+		t += "+"
+	}
+	return t
 }
 
 // entryText is the header's position: the index of the last entry applied

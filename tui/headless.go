@@ -20,7 +20,7 @@ type headlessQuitMsg struct{}
 // is the state at the final cursor).
 func RunHeadless(ctx context.Context, opts Options, d time.Duration) (*Model, error) {
 	m := New(opts)
-	m.ld.headless = d
+	m.ld.headless, m.ld.whole = d, true
 	p := tea.NewProgram(m, tea.WithInput(nil), tea.WithoutRenderer(), tea.WithOutput(io.Discard),
 		tea.WithContext(ctx), tea.WithoutSignalHandler())
 	go func() { defer crash.Recover(); p.Send(tea.WindowSizeMsg{Width: 120, Height: 40}) }()

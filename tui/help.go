@@ -23,7 +23,17 @@ func (m *Model) hintLine(noteBelow bool) string {
 	if m.sl.err != "" {
 		return th.Warn.Render(m.sl.err)
 	}
-	switch m.screen() {
+	sc := m.screen()
+	if sc == screenPanes { // a view's hint keeps its keys; the header says what failed
+		// A file still loading: its progress, where less says it waits.
+		switch {
+		case m.ld.loading:
+			return m.progressLine(m.w, true)
+		case m.ld.loadErr != nil:
+			return th.Warn.Render("load failed, showing what loaded before: " + m.ld.loadErr.Error())
+		}
+	}
+	switch sc {
 	case screenHelp:
 		if c := m.paneCtx(); len(m.vw.help.text(c)) > m.vw.help.page(c) {
 			return th.Hint.Render("↑/↓ pgup/pgdn scroll · ? or esc closes help · q quits")

@@ -22,7 +22,7 @@ func (m *Model) switchDevice() {
 	m.d.streams.reset(m.o.Source.Streams(m.d.dev))
 	c, ok := m.d.devCursor[m.d.dev]
 	switch {
-	case m.o.Live && m.cur.follow || !ok && !m.o.Live:
+	case m.growing() && m.cur.follow || !ok && !m.o.Live:
 		m.cur.cursor, m.cur.pos = m.d.last, -1
 	case ok:
 		m.cur.cursor, m.cur.pos = m.clampCursor(c[0]), c[1]
@@ -62,7 +62,7 @@ func (m *Model) jumpMatch(d int) {
 				continue
 			}
 			m.cur.pos = e.Seq + 1
-			if m.o.Live && m.cur.pos < m.d.n {
+			if m.growing() && m.cur.pos < m.d.n {
 				m.cur.follow = false
 			}
 			m.refreshCursor()

@@ -138,7 +138,7 @@ var mainKeys = []binding{
 	{func(k *keyMap) key.Binding { return k.Slower }, do(func(m *Model) { m.stepSpeed(-1) })},
 	{func(k *keyMap) key.Binding { return k.Faster }, do(func(m *Model) { m.stepSpeed(1) })},
 	{func(k *keyMap) key.Binding { return k.Start }, do(func(m *Model) { m.setCursor(m.d.first - 1) })},
-	{func(k *keyMap) key.Binding { return k.End }, do(func(m *Model) { m.setCursor(m.d.last) })},
+	{func(k *keyMap) key.Binding { return k.End }, do((*Model).toEnd)},
 	{func(k *keyMap) key.Binding { return k.NextMatch }, do(func(m *Model) { m.matchKey(1) })},
 	{func(k *keyMap) key.Binding { return k.PrevMatch }, do(func(m *Model) { m.matchKey(-1) })},
 	{func(k *keyMap) key.Binding { return k.NextOOM }, do((*Model).openOOM)},
@@ -218,8 +218,21 @@ func (m *Model) playPause() {
 	}
 	m.cur.playing = !m.cur.playing
 	m.cur.lastTick = m.o.Now()
+	if m.cur.playing {
+		m.cur.follow = false // a file still loading: playing is not staying at its end
+	}
 	if m.cur.playing && m.cur.cursor >= m.d.last {
 		m.setCursor(m.d.first - 1)
+	}
+}
+
+// toEnd (G, end) goes to the end; while a file loads, the cursor then
+// stays at the end of what is loaded as more lands (less's F), until it
+// is moved elsewhere.
+func (m *Model) toEnd() {
+	m.setCursor(m.d.last)
+	if m.ld.loading && !m.o.Live {
+		m.cur.follow, m.cur.playing = true, false
 	}
 }
 

@@ -110,7 +110,9 @@ type mainPanes struct {
 }
 
 // loader is the state of Options.Load: running, its progress (reported
-// from the loader's goroutine), its error, and how to stop it.
+// from the loader's goroutine), its error, and how to stop it. While it
+// runs, what the Source already holds is shown (as less pages a file still
+// being read) unless the run is headless, which waits for all of it.
 type loader struct {
 	loading  bool
 	loadErr  error
@@ -119,6 +121,10 @@ type loader struct {
 	cancel   context.CancelFunc
 	closeOne sync.Once
 	headless time.Duration // RunHeadless: quit this long after loading
+	whole    bool          // RunHeadless: show nothing until the load ends
+
+	samples []loadSample // progress at recent ticks: the rate (progress.go)
+	drawn   string       // the progress line last drawn: redraw when it changes
 }
 
 // dataShape is the shape of the data for the device shown: the devices,
@@ -209,6 +215,7 @@ func newModel(o Options) *Model {
 func (m *Model) Init() tea.Cmd {
 	cmds := []tea.Cmd{m.tick()}
 	if m.o.Load != nil {
+		m.ld.sample(m.o.Now()) // the rate counts from the start
 		cmds = append(cmds, m.ld.start(m.o.Load))
 	} else {
 		m.refreshData()
@@ -292,12 +299,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.ld.loadErr = msg.err
 		m.dirty = true
 		if msg.err != nil {
+			// What was shown stays, under the error (screen, hintLine).
 			if m.ld.headless > 0 {
 				return m, tea.Quit
 			}
 			return m, nil
 		}
-		m.refreshData()
+		m.refreshData() // a cursor following the loaded end goes to the end
+		if !m.o.Live {
+			m.cur.follow = false
+		}
 		return m, m.headlessTimer()
 	case headlessQuitMsg:
 		m.pollData() // the summary is of the newest data (a live source may have just ended)
@@ -344,23 +355,36 @@ func (m *Model) onTick(now time.Time) {
 	}
 	m.refreshDevices(false)
 	if m.ld.loading {
-		m.dirty = true // progress text
-		return
-	}
-	m.syncHold()
-	if m.refreshPicker() {
-		m.dirty = true // new captures, or another one opened
+		m.ld.sample(m.o.Now())
+		if l := m.progressLine(1<<10, true); l != m.ld.drawn {
+			m.ld.drawn = l
+			m.dirty = true // the progress line changed: one redraw a tick at most
+		}
+		if m.ld.whole {
+			return
+		}
+	} else {
+		m.syncHold()
+		if m.refreshPicker() {
+			m.dirty = true // new captures, or another one opened
+		}
 	}
 	m.pollData()
 	if step := m.cur.advance(m.o.Now(), m.d.hasData, m.d.base); step > 0 {
 		c := m.cur.cursor + step
 		if c >= m.d.last {
 			c = m.d.last
-			m.cur.playing = false
+			if !m.ld.loading { // still loading: play on as more lands
+				m.cur.playing = false
+			}
 		}
 		m.setCursor(c)
 	}
 }
+
+// growing reports whether the Source's end moves while shown: a live
+// source, or a file still loading. The cursor can follow that end (follow).
+func (m *Model) growing() bool { return m.o.Live || m.ld.loading }
 
 // advance is how far playback moves the cursor between the last tick and
 // wall (whole units of the time base; the fraction carries over).
@@ -383,7 +407,7 @@ func (c *cursorState) advance(wall time.Time, hasData bool, base store.TimeBase)
 
 // pollData refreshes everything when the Source's version moved.
 func (m *Model) pollData() {
-	if m.ld.loading || m.o.Source == nil {
+	if m.ld.loading && m.ld.whole || m.o.Source == nil {
 		return
 	}
 	if v := m.o.Source.Version(); v != m.d.version || !m.d.hasData {
@@ -424,6 +448,9 @@ func (m *Model) refreshData() {
 		m.cur.cursor, m.cur.pos = m.d.first-1, -1
 		if (m.d.n > 0 || m.d.dev < 0) && !m.cur.playing {
 			m.cur.cursor = m.d.last
+			// Still loading: the end is where the loaded part ends, and
+			// the cursor stays at it until moved (follow).
+			m.cur.follow = m.ld.loading
 		}
 	case m.cur.follow:
 		m.cur.cursor, m.cur.pos = m.d.last, -1
@@ -491,7 +518,7 @@ func (m *Model) setCursor(c int64) {
 		return
 	}
 	m.cur.cursor, m.cur.pos = c, -1
-	if m.o.Live && c < m.d.last {
+	if m.growing() && c < m.d.last {
 		m.cur.follow = false
 	}
 	m.refreshCursor()
@@ -512,7 +539,7 @@ func (m *Model) stepEvent(d int) {
 			return
 		}
 		m.cur.pos = n
-		if m.o.Live && n < m.d.n {
+		if m.growing() && n < m.d.n {
 			m.cur.follow = false
 		}
 		m.refreshCursor()

@@ -87,7 +87,7 @@ func (m *Model) onMouse(msg tea.MouseMsg) tea.Cmd {
 // goToEvent moves the cursor to just after entry e.
 func (m *Model) goToEvent(e store.Event) {
 	m.cur.pos = e.Seq + 1
-	if m.o.Live && m.cur.pos < m.d.n {
+	if m.growing() && m.cur.pos < m.d.n {
 		m.cur.follow = false
 	}
 	m.refreshCursor()

@@ -118,7 +118,7 @@ func (m *Model) apply(a paneAct) tea.Cmd {
 	case actStart:
 		m.setCursor(m.d.first - 1)
 	case actEnd:
-		m.setCursor(m.d.last)
+		m.toEnd()
 	case actNote:
 		m.sl.err = a.note
 	case actGoToOp:

@@ -29,10 +29,10 @@ func (m *Model) screen() screen {
 		return screenPicker
 	case m.vw.wi.open:
 		return screenWhatIf
-	case m.vw.x.open() && m.d.hasData && !m.ld.loading:
+	case m.vw.x.open() && m.d.hasData:
 		return screenView
-	case m.ld.loading || m.ld.loadErr != nil:
-		return screenLoading
+	case !m.d.hasData && (m.ld.loading || m.ld.loadErr != nil):
+		return screenLoading // once data shows, the panes show it as it loads
 	case !m.d.hasData:
 		return screenWaiting
 	}

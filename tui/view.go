@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/npumon/npumon/allocator/bytesize"
 	"github.com/npumon/npumon/monitor/store"
 	"github.com/npumon/npumon/tui/theme"
 )
@@ -217,21 +216,12 @@ func (m *Model) loadingLines(body int) []string {
 	if m.ld.loadErr != nil {
 		return centered(body, m.w, th.Warn.Render("error: "+m.ld.loadErr.Error()), "", "q quits")
 	}
-	p := m.ld.progress()
-	stage := p.Stage
+	stage := m.ld.progress().Stage
 	if stage == "" {
 		stage = "loading"
 	}
-	txt := fmt.Sprintf("%s %s", stage, m.o.SourceName)
-	b := bytesize.Format(p.BytesDone) + " decoded"
-	if p.BytesTotal > 0 {
-		b = fmt.Sprintf("%s of %s decoded (%.0f%%)", bytesize.Format(p.BytesDone), bytesize.Format(p.BytesTotal), 100*float64(p.BytesDone)/float64(p.BytesTotal))
-	}
-	e := fmt.Sprintf("%d entries indexed", p.Entries)
-	if p.EntriesTotal > 0 {
-		e = fmt.Sprintf("%d of %d entries indexed", p.Entries, p.EntriesTotal)
-	}
-	return centered(body, m.w, txt, b, e, "", th.Dim.Render("q quits"))
+	// The line above names the stage: the progress line goes without.
+	return centered(body, m.w, stage+" "+m.o.SourceName, "", m.progressLine(min(m.w-2, 78), false), "", th.Dim.Render("q quits"))
 }
 
 func centered(h, w int, text ...string) []string {
