@@ -217,6 +217,7 @@ func (m *Model) Init() tea.Cmd {
 	if m.o.Load != nil {
 		m.ld.sample(m.o.Now()) // the rate counts from the start
 		cmds = append(cmds, m.ld.start(m.o.Load))
+		m.pollData() // what loaded before the UI opened (cmd's preload) shows at once, not a tick later
 	} else {
 		m.refreshData()
 		cmds = append(cmds, m.headlessTimer())

@@ -140,14 +140,20 @@ func (m *Model) progressLine(w int, labelled bool) string {
 			return head + rest
 		case bar >= 10:
 			n := int(frac*float64(bar) + 0.5)
-			return head + "[" + th.Allocated.Render(strings.Repeat(string(th.G.Allocated), n)) +
-				th.Dim.Render(strings.Repeat(string(th.G.Free), bar-n)) + "] " + rest
+			done, todo := "", ""
+			if n > 0 {
+				done = th.Allocated.Render(strings.Repeat(string(th.G.Allocated), n))
+			}
+			if n < bar {
+				todo = th.Dim.Render(strings.Repeat(string(th.G.Free), bar-n))
+			}
+			return head + "[" + done + todo + "] " + rest
 		case label != "":
 			label = ""
 		case bytesText != "":
 			bytesText = ""
 		default:
-			known, pct = false, ""
+			known = false // the percentage stays
 		}
 	}
 }

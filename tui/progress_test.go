@@ -282,3 +282,39 @@ func TestGoldenLoading(t *testing.T) {
 	checkFrame(t, v, 80, 24)
 	golden.Check(t, golden.Path(t), []byte(v))
 }
+
+// TestProgressLineFits: what does not fit goes, label first, then the
+// bytes, then the bar; the rate and ETA texts.
+func TestProgressLineFits(t *testing.T) {
+	o := testOptions(newLiveSource())
+	o.ASCII = true
+	m := New(o)
+	m.ld.report(Progress{Stage: "decoding", BytesDone: 300 * mib, BytesTotal: 1200 * mib, Entries: 1_234_567})
+	m.ld.sample(fixedNow)
+	m.ld.report(Progress{Stage: "decoding", BytesDone: 400 * mib, BytesTotal: 1200 * mib, Entries: 2_468_000})
+	m.ld.sample(fixedNow.Add(2 * time.Second)) // 617k entries/s, 50 MiB/s: 800 MiB in 16 s
+	for _, tc := range []struct {
+		w    int
+		want string
+	}{
+		{200, "decoding [##########....................] 33%  400 MiB of 1.17 GiB  2468000 entries at 617k/s  ETA 16s"},
+		{80, "[######...........] 33%  400 MiB of 1.17 GiB  2468000 entries at 617k/s  ETA 16s"},
+		{70, "[#########...................] 33%  2468000 entries at 617k/s  ETA 16s"},
+		{56, "[#####.........] 33%  2468000 entries at 617k/s  ETA 16s"},
+		{40, "33%  2468000 entries at 617k/s  ETA 16s"},
+	} {
+		if got := m.progressLine(tc.w, true); got != tc.want || len(got) > tc.w {
+			t.Errorf("width %d:\n got %q\nwant %q", tc.w, got, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "0s", 1499 * time.Millisecond: "1s", 65 * time.Second: "1m05s", 3725 * time.Second: "1h02m"} {
+		if got := etaText(d); got != want {
+			t.Errorf("etaText(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for r, want := range map[float64]string{2.5: "2.5", 999: "999", 1234: "1.23k", 617000: "617k", 1.5e6: "1.5M", 2e9: "2G"} {
+		if got := rateText(r); got != want {
+			t.Errorf("rateText(%v) = %q, want %q", r, got, want)
+		}
+	}
+}
