@@ -318,3 +318,45 @@ func TestProgressLineFits(t *testing.T) {
 		}
 	}
 }
+
+// abortingSource is a Store whose loader takes back what it streamed when
+// the load fails (store.OwnedStream.Abort): its devices go.
+type abortingSource struct {
+	*liveSource
+	gone atomic.Bool
+}
+
+func (a *abortingSource) Devices() []int {
+	if a.gone.Load() {
+		return nil
+	}
+	return a.liveSource.Devices()
+}
+
+func (a *abortingSource) Version() uint64 {
+	v := a.liveSource.Version()
+	if a.gone.Load() {
+		v++
+	}
+	return v
+}
+
+// TestProgressiveLoadErrorTakenBack: a loader that removes what it loaded
+// when it fails leaves the error screen, not panes over nothing.
+func TestProgressiveLoadErrorTakenBack(t *testing.T) {
+	cl, clk := newChunkLoad(), &atomicClock{}
+	src := &abortingSource{liveSource: cl.ls}
+	m, msgs := startLoading(t, cl, clk, func(m *Model) { m.o.Source = src })
+	cl.chunk(5)
+	wantIn(t, tickAt(m, clk, time.Second), "Timeline", "entry #4/5+")
+	src.gone.Store(true)
+	cl.fail <- errors.New("x.pickle: offset 4096: truncated")
+	m.Update(loadDone(msgs))
+	v := tickAt(m, clk, 2*time.Second)
+	checkFrame(t, v, 80, 24)
+	wantIn(t, v, "error: x.pickle: offset 4096: truncated", "q quits")
+	wantNotIn(t, v, "Timeline", "entry #")
+	if m.Err() == nil {
+		t.Fatal("Err should return the load error")
+	}
+}
