@@ -33,10 +33,12 @@ type Options struct {
 	SourceName string
 	// Live makes the cursor follow the newest data (space pauses, f follows).
 	Live bool
-	// Load, when set, runs once off the UI goroutine before data is shown
-	// (decode a file into Source). It must honour ctx and may call report
-	// from any goroutine. The screen shows progress and keys work meanwhile;
-	// an error is shown and returned by Run.
+	// Load, when set, runs once off the UI goroutine (decode a file into
+	// Source). It must honour ctx and may call report from any goroutine.
+	// Keys work meanwhile; what Source holds is shown as it grows (a
+	// progress line instead of the hints, docs/tui.md "While a file
+	// loads"), the loading screen until it holds anything; an error is
+	// shown and returned by Run. RunHeadless waits for the whole load.
 	Load func(ctx context.Context, report func(Progress)) error
 	// ASCII draws with ASCII glyphs only; NoColor drops colour (NO_COLOR in
 	// the environment does the same).
