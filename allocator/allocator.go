@@ -131,7 +131,7 @@ func New(dev *acl.Device, cfg config.Config, opts ...Option) (*Allocator, error)
 		o(a)
 	}
 	if a.clk == nil {
-		a.clk = newApproxClock(tick)
+		a.clk = newApproxClock(tickSource())
 	}
 	a.now = a.clk.read
 	a.stats.MaxSplitSize = cfg.MaxSplitSize
@@ -251,7 +251,7 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []snap
 		}
 		return 0, &OOMError{Device: a.device, RequestedSize: size, msg: kind + " out of memory. Tried to allocate more than 1EB memory."}
 	}
-	a.lock()
+	a.lockToRecord()
 	ctx := a.intern(frames, RecordState)
 	lazy := a.cfg.Flavour == config.FlavourNPU && a.cfg.MultiStreamLazyReclaim
 	if !lazy || a.pendingEvents > 512 {
@@ -505,7 +505,7 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	if ptr == 0 {
 		return nil
 	}
-	a.lock()
+	a.lockToRecord()
 	defer a.mu.Unlock()
 	b := a.active.get(ptr)
 	if b == nil || !b.allocated {
@@ -735,6 +735,20 @@ func (a *Allocator) absorb(dst, src *block) int64 {
 func (a *Allocator) lock() {
 	a.mu.Lock()
 	a.stampAt = 0
+}
+
+// lockToRecord is lock for Malloc and Free, which record entries on their
+// fast path: when those will be stamped with a counter tick, the tick is
+// read here, where little is live across the call, rather than in record,
+// which would have to save its arguments around it. The entries of the
+// call share it either way. An injected clock is still read at the first
+// entry: a simulation's clock may move between the two.
+func (a *Allocator) lockToRecord() {
+	a.mu.Lock()
+	a.stampAt = 0
+	if (a.history || len(a.trackers) != 0) && !a.clk.exact {
+		a.stampAt = a.now()
+	}
 }
 
 // stamp is the time of entries recorded now. Entries of one call share a
