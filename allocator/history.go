@@ -271,7 +271,7 @@ func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries in
 // record is record_trace: nothing unless history is on or a tracker is
 // attached. a.mu held.
 //
-// The fast path — history only, the call's tick read (lockToRecord), the
+// The fast path — history only, the call's tick read (stampCall), the
 // ring full and wrapping, as it is after its first maxEntries entries —
 // calls nothing, so it keeps its arguments in registers; anything else
 // goes to recordSlow.
