@@ -22,6 +22,7 @@ type Allocator struct {
 	flavour config.Flavour // cfg.Flavour, immutable: readable without the lock
 	clk     *approxClock
 	now     func() int64
+	counter bool // now is cycleCounter
 
 	small, large blockPool
 	active       ptrTable // allocated or pending-free blocks by ptr
@@ -131,7 +132,8 @@ func New(dev *acl.Device, cfg config.Config, opts ...Option) (*Allocator, error)
 		o(a)
 	}
 	if a.clk == nil {
-		a.clk = newApproxClock(tick)
+		a.clk = newApproxClock(tickSource())
+		a.counter = counterUsable()
 	}
 	a.now = a.clk.read
 	a.stats.MaxSplitSize = cfg.MaxSplitSize
@@ -252,6 +254,9 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []snap
 		return 0, &OOMError{Device: a.device, RequestedSize: size, msg: kind + " out of memory. Tried to allocate more than 1EB memory."}
 	}
 	a.lock()
+	if a.recording() {
+		a.stampCall()
+	}
 	ctx := a.intern(frames, RecordState)
 	lazy := a.cfg.Flavour == config.FlavourNPU && a.cfg.MultiStreamLazyReclaim
 	if !lazy || a.pendingEvents > 512 {
@@ -506,6 +511,9 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 		return nil
 	}
 	a.lock()
+	if a.recording() {
+		a.stampCall()
+	}
 	defer a.mu.Unlock()
 	b := a.active.get(ptr)
 	if b == nil || !b.allocated {
@@ -736,6 +744,24 @@ func (a *Allocator) lock() {
 	a.mu.Lock()
 	a.stampAt = 0
 }
+
+// stampCall reads the tick of a Malloc or Free that records entries, as it
+// takes the lock: record, which would otherwise read it, then calls nothing
+// on its fast path and keeps its arguments in registers. The call's entries
+// share the tick either way. An injected clock is still read at the first
+// entry: a simulation's clock may move between the two. a.mu held; callers
+// check a.recording() first, which keeps this call off the history-off path.
+func (a *Allocator) stampCall() {
+	switch {
+	case a.counter:
+		a.stampAt = cycleCounter() // a direct call: no closure to load
+	case !a.clk.exact:
+		a.stampAt = a.now()
+	}
+}
+
+// recording reports whether entries are recorded at all. a.mu held.
+func (a *Allocator) recording() bool { return a.history || len(a.trackers) != 0 }
 
 // stamp is the time of entries recorded now. Entries of one call share a
 // single clock read (they are well under a microsecond apart) unless the

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	_ "unsafe" // go:linkname
 )
@@ -15,18 +16,21 @@ import (
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// useCounter selects the CPU's cycle counter (the TSC on amd64, CNTVCT_EL0
-// on arm64) for tick when it is reliable; on amd64 it measured about twice
-// as fast as the runtime's monotonic clock (BENCHMARKS.md).
-var useCounter = counterReliable()
+// counterUsable is whether the CPU's cycle counter (the TSC on amd64,
+// CNTVCT_EL0 on arm64) is fit for trace timestamps on this machine; decided
+// once per process, when the first allocator needs a clock. On amd64 the
+// counter measured about twice as fast as the runtime's monotonic clock
+// with clocksource tsc, and 2.5× with kvm-clock (BENCHMARKS.md).
+var counterUsable = sync.OnceValue(counterReliable)
 
-// tick is the hot-path timestamp: counter ticks or monotonic nanoseconds.
-// Either way ticks only mean something through a converter.
-func tick() int64 {
-	if useCounter {
-		return cycleCounter()
+// tickSource is the hot-path timestamp of allocators without an injected
+// clock: counter ticks, or monotonic nanoseconds where the counter is not
+// usable. Either way ticks only mean something through a converter.
+func tickSource() func() int64 {
+	if counterUsable() {
+		return cycleCounter
 	}
-	return nanotime()
+	return nanotime
 }
 
 // kernelClocksource is the clocksource Linux keeps time with ("" elsewhere):

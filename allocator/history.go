@@ -270,18 +270,41 @@ func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries in
 
 // record is record_trace: nothing unless history is on or a tracker is
 // attached. a.mu held.
+//
+// The fast path — history only, the call's tick read (stampCall), the
+// ring full and wrapping, as it is after its first maxEntries entries —
+// calls nothing, so it keeps its arguments in registers; anything else
+// goes to recordSlow.
 func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
 	if !a.history && len(a.trackers) == 0 {
+		return
+	}
+	r := &a.ring
+	if len(a.trackers) != 0 || a.stampAt == 0 || len(r.buf) != r.max {
+		a.recordSlow(action, addr, size, stream, ctx)
 		return
 	}
 	if a.level < RecordAlloc {
 		ctx = snapshot.NoStack
 	}
+	e := &r.buf[r.next]
+	if r.next++; r.next == r.max {
+		r.next = 0
+	}
+	// Field by field: a composite literal is built on the stack and copied
+	// in 16-byte moves that cannot forward from its narrower stores, a
+	// stall per entry.
+	e.tick, e.addr, e.size, e.stream, e.frames, e.action = a.stampAt, addr, size, stream, ctx, action
+}
+
+// recordSlow is record off its fast path: the entry goes to each tracker's
+// buffer and, with history on, to the ring.
+func (a *Allocator) recordSlow(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
+	if a.level < RecordAlloc {
+		ctx = snapshot.NoStack
+	}
 	t := a.stamp()
-	if len(a.trackers) == 0 { // history only: write in place
-		// Field by field: a composite literal is built on the stack and
-		// copied in 16-byte moves that cannot forward from its narrower
-		// stores, a stall per entry.
+	if len(a.trackers) == 0 {
 		e := a.ring.slot()
 		e.tick, e.addr, e.size, e.stream, e.frames, e.action = t, addr, size, stream, ctx, action
 		return

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package allocator
+
+func counterAgreesAcrossCPUs(func() int64) bool { return false }
