@@ -90,6 +90,9 @@ type ServerStats struct {
 	Dropped   uint64 // entry copies dropped for slow clients (summed over clients)
 	Refused   uint64 // connections refused over MaxClients
 	Stalled   uint64 // clients disconnected for not reading (WriteTimeout)
+	// Backlog is the bytes of the queue the furthest client behind has
+	// not taken yet (it drops entries past QueueBytes).
+	Backlog int
 }
 
 // Server serves an allocator's trace to npumon clients. Publish never
@@ -436,9 +439,17 @@ func (s *Server) Close() error {
 func (s *Server) Stats() ServerStats {
 	s.pubMu.Lock()
 	n := len(s.clients)
+	back := s.q.end()
+	for c := range s.clients {
+		back = min(back, max(c.cur, s.q.base))
+	}
+	backlog := 0
+	for i := back; i < s.q.end(); i++ {
+		backlog += s.q.at(i).bytes
+	}
 	s.pubMu.Unlock()
 	return ServerStats{Clients: n, Published: s.published.Load(), Dropped: s.dropped.Load(),
-		Refused: s.refused.Load(), Stalled: s.stalled.Load()}
+		Refused: s.refused.Load(), Stalled: s.stalled.Load(), Backlog: backlog}
 }
 
 // Published returns the number of entries published for device so far,
