@@ -48,9 +48,10 @@ type ServerOptions struct {
 	Peaks func() []DevicePeak
 	// QueueBytes bounds the memory of the queue of entries (and ops) the
 	// server holds for clients that have not sent them yet, shared by all
-	// clients (default DefaultQueueBytes: about 300,000 entries, 300 ms at
-	// 1 M entries/s). A client that falls further behind loses the oldest:
-	// a GAP follows, then a fresh snapshot (ResyncInterval).
+	// clients and held encoded (default DefaultQueueBytes: about 2 million
+	// entries without strings, 2 s at 1 M entries/s). A client that falls
+	// further behind loses the oldest: a GAP follows, then a fresh snapshot
+	// (ResyncInterval).
 	QueueBytes int
 	// QueueEntries, when positive, also bounds the queue by its entries
 	// (and ops) in it; 0: only QueueBytes bounds it.
@@ -96,7 +97,7 @@ type ServerStats struct {
 }
 
 // Server serves an allocator's trace to npumon clients. Publish never
-// waits for a client: entries are copied once into a bounded queue shared
+// waits for a client: entries are encoded once into a bounded queue shared
 // by all clients, each of which sends from it on its own goroutine at its
 // own pace; a client that falls behind the queue loses the oldest entries
 // (a GAP follows), and one that stops reading is disconnected.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/benchcpu"
 	"github.com/npumon/npumon/internal/testutil/poll"
 )
 
@@ -198,4 +199,51 @@ func TestCutEntryBodies(t *testing.T) {
 	if _, err := cutEntryBodies(body[:len(body)-1], len(ents)); err == nil {
 		t.Fatal("a truncated body was cut without an error")
 	}
+}
+
+// BenchmarkServerPublish measures the producer's side of the live path per
+// entry (cpu-ns/op: Publish, queueing, the client's writer and the socket
+// writes; the reading end discards what it reads, in the same process) and
+// what the shared queue holds per entry (queue-B/entry: its bytes over its
+// entries, QueueBytes' unit), for the live benchmark's pattern published
+// 1,024 entries at a time to one client.
+func BenchmarkServerPublish(b *testing.B) {
+	srv, conn, _ := serveAndDial(b, ServerOptions{Heartbeat: time.Hour, Logf: func(string, ...any) {}})
+	var read atomic.Int64
+	go func() {
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := conn.Read(buf)
+			read.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for srv.Stats().Clients == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ents := liveEntries(1 << 16)
+	b.ResetTimer()
+	c0 := benchcpu.Now()
+	for i := 0; i < b.N; i += 1024 {
+		k := min(1024, b.N-i)
+		j := i % (len(ents) - 1024)
+		srv.Publish(0, ents[j:j+k])
+	}
+	// everything written: the reader idle for 60 ms
+	for last, still := int64(-1), 0; still < 3; {
+		time.Sleep(20 * time.Millisecond)
+		n := read.Load()
+		if n == last {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	b.StopTimer()
+	benchcpu.Report(b, c0, float64(b.N), "entries/cpu-s")
+	srv.pubMu.Lock()
+	b.ReportMetric(float64(srv.q.bytes)/float64(max(srv.q.held, 1)), "queue-B/entry")
+	srv.pubMu.Unlock()
 }

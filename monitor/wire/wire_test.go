@@ -794,7 +794,7 @@ func TestEntryTextsCrossTheWire(t *testing.T) {
 
 // serveAndDial starts a Server with opts on a fresh socket and connects a
 // raw connection to it; both close when the test ends.
-func serveAndDial(t *testing.T, opts ServerOptions) (*Server, net.Conn, string) {
+func serveAndDial(t testing.TB, opts ServerOptions) (*Server, net.Conn, string) {
 	t.Helper()
 	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, opts)
