@@ -528,8 +528,9 @@ type frameReader struct {
 	r       io.Reader
 	hdr     [5]byte
 	buf     []byte
-	off     int64 // stream offset of the next frame
-	partial int   // after an error: bytes of the unfinished frame received
+	alloc   func(n int) []byte // a buffer for a payload of n bytes that buf has no room for (nil: make)
+	off     int64              // stream offset of the next frame
+	partial int                // after an error: bytes of the unfinished frame received
 }
 
 // next returns the next frame's type and payload (valid until the next
@@ -553,7 +554,11 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	}
 	typ := fr.hdr[4]
 	if cap(fr.buf) < int(n-1) {
-		fr.buf = make([]byte, n-1)
+		if fr.alloc != nil {
+			fr.buf = fr.alloc(int(n - 1))
+		} else {
+			fr.buf = make([]byte, n-1)
+		}
 	}
 	fr.buf = fr.buf[:n-1]
 	if m, err := io.ReadFull(fr.r, fr.buf); err != nil {
