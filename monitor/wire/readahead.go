@@ -52,9 +52,9 @@ const decodeAhead = 2
 // instead of leaving them to the producer's queue, which drops them. On a
 // loaded 2-core host the Store goroutine falls behind for seconds at a
 // time: in a 60 s run at 1 M entries/s with the UI drawing and the other
-// core spinning, backlogs of 35 MiB built up over 8 s and drained
-// (BENCHMARKS.md, Live at 1 M/s). Idle frame buffers kept for reuse add at
-// most readAheadPool.
+// core spinning, backlogs of 35 MiB built up over 8 s and drained, and at
+// load 20 one reached the bound over 25 s (BENCHMARKS.md, Live at 1 M/s and
+// round four). Slabs kept for reuse add at most readAheadPool.
 var readAheadBytes int64 = 128 << 20 // a variable for tests
 
 // readAheadPool bounds the idle slabs a read-ahead keeps for reuse (16 MiB,
@@ -85,8 +85,8 @@ func frameCost(p []byte) int64 { return int64(cap(p)) + frameOverhead }
 // readAheadBytes. The reading goroutine waits when the bound is reached;
 // the socket then fills and the producer's bounded queue takes the rest
 // (it drops the oldest for this client and says so with a GAP, counted as
-// missed). Processed frames' buffers come back to a pool for the next
-// reads.
+// missed). Frames are read into slabs, which come back to a pool for the
+// next reads once their frames are processed.
 type readAhead struct {
 	mu     sync.Mutex
 	ring   []readFrame
