@@ -92,6 +92,24 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	for srv.Stats().Clients == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// the producer's backlog for attach, sampled: how close its queue came
+	// to dropping (QueueBytes)
+	peakBacklog := 0
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-t.C:
+				peakBacklog = max(peakBacklog, srv.Stats().Backlog)
+			}
+		}
+	}()
 	var self0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
 	batch := make([]snapshot.TraceEntry, 1024)
@@ -118,11 +136,14 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
 	prodCPU := time.Duration(self1.Utime.Nano() + self1.Stime.Nano() - self0.Utime.Nano() - self0.Stime.Nano())
 	r := att.finish(b, uint64(sent+1))
+	close(stopSampling)
+	<-sampled
 	b.ReportMetric(float64(sent)/elapsed.Seconds(), "published/s")
 	b.ReportMetric(float64(r.received), "received")
 	b.ReportMetric(float64(r.missed), "missed")
 	b.ReportMetric(float64(r.cpu.Nanoseconds())/float64(max(r.received, 1)), "attach-cpu-ns/entry")
 	b.ReportMetric(float64(r.maxRSS)/float64(max(r.received, 1)), "attach-maxrss-B/entry")
+	b.ReportMetric(float64(peakBacklog)/(1<<20), "producer-backlog-peak-MiB")
 	mode := "headless"
 	if *liveTUI {
 		mode = "TUI"
@@ -133,10 +154,10 @@ func runLiveAttach(b *testing.B, bin string, rate int, d time.Duration) {
 	// every entry published is received or reported missed: the rest
 	// went unaccounted
 	unaccounted := int64(sent+1) - int64(r.received+r.missed)
-	fmt.Printf("live (%s): published %d in %v (%.0f/s), attach received %d, missed %d, unaccounted %d, server dropped %d, attach CPU %v (%.0f ns/entry, %.0f%% of a core), maxrss %d MB; producer CPU %v\n",
+	fmt.Printf("live (%s): published %d in %v (%.0f/s), attach received %d, missed %d, unaccounted %d, server dropped %d, attach CPU %v (%.0f ns/entry, %.0f%% of a core), maxrss %d MB; producer CPU %v, producer backlog peak %.1f MiB\n",
 		mode, sent+1, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), r.received, r.missed, unaccounted, srv.Stats().Dropped,
 		r.cpu.Round(time.Millisecond), float64(r.cpu.Nanoseconds())/float64(max(r.received, 1)), 100*r.cpu.Seconds()/elapsed.Seconds(),
-		r.maxRSS>>20, prodCPU.Round(time.Millisecond))
+		r.maxRSS>>20, prodCPU.Round(time.Millisecond), float64(peakBacklog)/(1<<20))
 	if unaccounted != 0 {
 		b.Errorf("%d entries published were neither received nor reported missed", unaccounted)
 	}

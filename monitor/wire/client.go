@@ -388,6 +388,7 @@ func (s *sessionState) handshake(src *frameSource) error {
 // last frame queued carries the error that ended the reading. Call stop.
 func (c *Client) startReadAhead(src *frameSource) *readAhead {
 	ra := newReadAhead()
+	src.fr.alloc = ra.alloc
 	c.mu.Lock()
 	c.ra = ra
 	c.mu.Unlock()
@@ -397,6 +398,7 @@ func (c *Client) startReadAhead(src *frameSource) *readAhead {
 			src.fr.buf = ra.buffer()
 			typ, p, err := src.next()
 			f := readFrame{typ: typ, p: p, err: err, more: src.buffered()}
+			ra.place(&f)
 			ra.predecode(&f)
 			if !ra.put(f) || err != nil {
 				return

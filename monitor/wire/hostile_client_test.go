@@ -70,7 +70,10 @@ func TestHostileStuckClients(t *testing.T) {
 	// the system's socket buffers, which fill at once (the default ones
 	// are TestHostileStuckClientSocketBuffer's); the write timeout leaves
 	// a slow (race-detector) build time to overflow the queue first
-	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, WriteTimeout: 2 * time.Second, Logf: log.logf, SocketBuffer: -1})
+	// a queue of 4 MiB (≈ 250,000 encoded entries) overflows well within
+	// that time too
+	srv, err := Listen("unix", path, ServerOptions{Heartbeat: time.Hour, WriteTimeout: 2 * time.Second, Logf: log.logf, SocketBuffer: -1,
+		QueueBytes: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,21 @@ type readFrame struct {
 	err  error
 	cost int64    // what it counts against the read-ahead's bound (frameCost)
 	dec  *decoded // an ENTRIES frame the reading goroutine decoded (nil: not decoded)
+	slab *slab    // the slab p lies in (nil: a buffer of its own)
 	typ  byte
 	more bool // the next frame's header was already buffered (no network wait)
+}
+
+// slab is a block of memory that frames are read into one after the
+// other: a frame costs its length, not a buffer's capacity, and a slab
+// whose frames are all done is reused whole, so a backlog that forms
+// again is read into memory already mapped (fresh pages cost the reading
+// goroutine a page fault every 4 KiB, some 300 entries).
+type slab struct {
+	b       []byte
+	off     int  // b[:off] holds frames
+	refs    int  // frames in it not done yet
+	retired bool // no more frames go in: pooled once refs is 0
 }
 
 // decoded is an ENTRIES frame decoded ahead of its processing.
@@ -39,16 +52,22 @@ const decodeAhead = 2
 // instead of leaving them to the producer's queue, which drops them. On a
 // loaded 2-core host the Store goroutine falls behind for seconds at a
 // time: in a 60 s run at 1 M entries/s with the UI drawing and the other
-// core spinning, backlogs of 35 MiB built up over 8 s and drained
-// (BENCHMARKS.md, Live at 1 M/s). Idle frame buffers kept for reuse add at
-// most readAheadPool.
+// core spinning, backlogs of 35 MiB built up over 8 s and drained, and at
+// load 20 one reached the bound over 25 s (BENCHMARKS.md, Live at 1 M/s and
+// round four). Slabs kept for reuse add at most readAheadPool.
 var readAheadBytes int64 = 128 << 20 // a variable for tests
 
-// readAheadPool bounds the idle frame buffers a read-ahead keeps for reuse
-// (16 MiB, or a quarter of readAheadBytes when that is less): after a
-// backlog drains, the next one is read into them rather than into fresh,
-// zeroed allocations.
+// readAheadPool bounds the idle slabs a read-ahead keeps for reuse (16 MiB,
+// or a quarter of readAheadBytes when that is less) once no backlog needs
+// them: after a backlog drains, the next one is read into them rather than
+// into fresh allocations. While a backlog is queued the pool may hold as
+// much as is queued (the reading goroutine takes it back as the Store
+// goroutine gives it), within readAheadBytes plus this in all.
 func readAheadPool() int64 { return min(readAheadBytes/4, 16<<20) }
+
+// slabSize is the size of a read-ahead's slabs (1 MiB, or a sixteenth of
+// readAheadBytes when that is less); a larger frame gets a buffer of its own.
+func slabSize() int { return int(min(readAheadBytes/16, 1<<20)) }
 
 // frameOverhead is what a queued frame costs besides its buffer: its ring
 // slot (64 bytes), twice over, as the ring doubles.
@@ -60,17 +79,14 @@ const shrinkRing = 4096
 // frameCost is what a read-ahead frame counts against readAheadBytes.
 func frameCost(p []byte) int64 { return int64(cap(p)) + frameOverhead }
 
-// maxPooledFrame: frame buffers up to this size are reused.
-const maxPooledFrame = 1 << 20
-
 // readAhead holds the frames read from a connection and not yet
 // processed, in order: a ring that starts small and doubles as a backlog
 // forms (a starved Store goroutine, queries holding the Store), bounded by
 // readAheadBytes. The reading goroutine waits when the bound is reached;
 // the socket then fills and the producer's bounded queue takes the rest
 // (it drops the oldest for this client and says so with a GAP, counted as
-// missed). Processed frames' buffers come back to a pool for the next
-// reads.
+// missed). Frames are read into slabs, which come back to a pool for the
+// next reads once their frames are processed.
 type readAhead struct {
 	mu     sync.Mutex
 	ring   []readFrame
@@ -78,8 +94,10 @@ type readAhead struct {
 	held   int64 // cost of the queued frames and of the one being processed
 	peak   int64 // the most held at once
 	max    int64
-	pool   [][]byte
-	pooled int64 // cap of the buffers in pool
+	cur    *slab // the slab the next frame goes into
+	pool   []*slab
+	pooled int64 // bytes of the slabs in pool
+	slabs  int   // slabs allocated (tests: reuse)
 	// decoding ahead (predecode): frames decoded and not yet done, and
 	// the buffers of done ones
 	decoding int
@@ -97,20 +115,76 @@ func newReadAhead() *readAhead {
 // stop ends the session: put and take return false from then on.
 func (ra *readAhead) stop() { close(ra.quit) }
 
-// buffer returns an idle frame buffer to read the next frame into (nil:
-// none, the reader allocates one of the frame's size).
+// buffer returns the room left in the current slab, empty, for the next
+// frame to be read into (a frame that does not fit takes alloc's).
 func (ra *readAhead) buffer() []byte {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	k := len(ra.pool)
-	if k == 0 {
-		return nil
+	if ra.cur == nil || ra.cur.off == len(ra.cur.b) {
+		ra.nextSlabLocked()
 	}
-	b := ra.pool[k-1]
-	ra.pool[k-1] = nil
-	ra.pool = ra.pool[:k-1]
-	ra.pooled -= int64(cap(b))
-	return b
+	return ra.cur.b[ra.cur.off:ra.cur.off]
+}
+
+// alloc returns a buffer for a frame of n bytes that did not fit the room
+// buffer gave: the start of a fresh slab, or for a frame larger than a
+// slab a buffer of its own.
+func (ra *readAhead) alloc(n int) []byte {
+	if n > slabSize() {
+		return make([]byte, n)
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	ra.nextSlabLocked()
+	return ra.cur.b[:n]
+}
+
+// nextSlabLocked retires the current slab and makes a pooled (or new) one
+// current.
+func (ra *readAhead) nextSlabLocked() {
+	if c := ra.cur; c != nil {
+		c.retired = true
+		if c.refs == 0 {
+			ra.poolLocked(c)
+		}
+	}
+	if k := len(ra.pool); k > 0 {
+		ra.cur = ra.pool[k-1]
+		ra.pool[k-1] = nil
+		ra.pool = ra.pool[:k-1]
+		ra.pooled -= int64(len(ra.cur.b))
+		return
+	}
+	ra.cur = &slab{b: make([]byte, slabSize())}
+	ra.slabs++
+}
+
+// place notes where a frame just read lies: in the current slab, it takes
+// its room there and keeps the slab until done; its capacity is cut to its
+// length, which is then what it costs.
+func (ra *readAhead) place(f *readFrame) {
+	if len(f.p) == 0 {
+		return
+	}
+	ra.mu.Lock()
+	if c := ra.cur; c != nil && c.off < len(c.b) && &f.p[0] == &c.b[c.off] {
+		c.off += len(f.p)
+		c.refs++
+		f.p = f.p[:len(f.p):len(f.p)]
+		f.slab = c
+	}
+	ra.mu.Unlock()
+}
+
+// poolLocked keeps an emptied slab for reuse, within readAheadPool or,
+// while a backlog is queued, within what is queued (and the bound).
+func (ra *readAhead) poolLocked(s *slab) {
+	n := int64(len(s.b))
+	if ra.pooled+n <= readAheadPool() || ra.pooled+n <= ra.held && ra.pooled+ra.held+n <= ra.max+readAheadPool() {
+		s.off, s.refs, s.retired = 0, 0, false
+		ra.pool = append(ra.pool, s)
+		ra.pooled += n
+	}
 }
 
 // put queues a frame read, waiting while it would take the read-ahead past
@@ -211,8 +285,9 @@ func (ra *readAhead) predecode(f *readFrame) {
 	ra.mu.Unlock()
 }
 
-// done gives back a processed frame: its cost, and its buffer to the pool
-// (nothing keeps a frame's bytes once processed).
+// done gives back a processed frame: its cost, and its slab once every
+// frame in it is done (nothing keeps a frame's bytes once processed). The
+// pool gives back what a drained backlog no longer needs.
 func (ra *readAhead) done(f readFrame) {
 	if f.cost == 0 {
 		return
@@ -223,9 +298,15 @@ func (ra *readAhead) done(f readFrame) {
 		ra.decPool = append(ra.decPool, f.dec)
 	}
 	ra.held -= f.cost
-	if c := int64(cap(f.p)); c > 0 && c <= maxPooledFrame && ra.pooled+c <= readAheadPool() {
-		ra.pool = append(ra.pool, f.p[:0])
-		ra.pooled += c
+	if s := f.slab; s != nil {
+		if s.refs--; s.refs == 0 && s.retired {
+			ra.poolLocked(s)
+		}
+	}
+	for k := len(ra.pool); k > 0 && ra.pooled > max(readAheadPool(), ra.held); k-- {
+		ra.pooled -= int64(len(ra.pool[k-1].b))
+		ra.pool[k-1] = nil
+		ra.pool = ra.pool[:k-1]
 	}
 	ra.mu.Unlock()
 	select {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -207,5 +208,77 @@ func TestReadAheadPredecodeBounded(t *testing.T) {
 	ra.predecode(&f)
 	if f.dec == nil || f.dec != reused {
 		t.Fatalf("decoded ahead %v into %p, want the done frame's buffers %p", f.dec != nil, f.dec, reused)
+	}
+}
+
+// Frames are read into slabs one after the other, each costing its length;
+// while a backlog is queued, a slab whose frames are all done is read into
+// again instead of a fresh one (fresh memory costs a page fault every 4
+// KiB); no frame's bytes are overwritten before it is done; and once the
+// backlog drains the idle slabs kept shrink to readAheadPool.
+func TestReadAheadSlabsReused(t *testing.T) {
+	defer func(b int64) { readAheadBytes = b }(readAheadBytes)
+	readAheadBytes = 32 << 20 // slabs of 1 MiB, 8 MiB of them kept idle
+	ra := newReadAhead()
+	defer ra.stop()
+	const size = 50_000
+	next := uint64(0)
+	put := func() {
+		b := ra.buffer()
+		if cap(b) < size {
+			b = ra.alloc(size)
+		}
+		p := b[:size]
+		for i := range p {
+			p[i] = byte(next + uint64(i))
+		}
+		binary.LittleEndian.PutUint64(p, next)
+		next++
+		f := readFrame{typ: frameHeartbeat, p: p}
+		ra.place(&f)
+		if f.slab == nil || cap(f.p) != size {
+			t.Fatalf("frame %d not placed in a slab (cap %d)", next-1, cap(f.p))
+		}
+		if !ra.put(f) {
+			t.Fatal("put refused")
+		}
+	}
+	want := uint64(0)
+	take := func() {
+		f, ok := ra.take()
+		if !ok {
+			t.Fatal("take refused")
+		}
+		if got := binary.LittleEndian.Uint64(f.p); got != want || f.p[size-1] != byte(want+size-1) {
+			t.Fatalf("frame %d overwritten (reads as %d)", want, got)
+		}
+		want++
+		ra.done(f)
+	}
+	for range 400 { // a backlog of 20 MB
+		put()
+	}
+	if held := ra.stats().Held; held != 400*(size+frameOverhead) {
+		t.Fatalf("400 frames of %d bytes held %d bytes", size, held)
+	}
+	for range 400 { // the backlog stays (and one slab more fills while the oldest empties)
+		take()
+		put()
+	}
+	made := ra.slabs
+	for range 4000 { // 200 MB more pass through it
+		take()
+		put()
+	}
+	if ra.slabs != made {
+		t.Fatalf("%d slabs allocated while the backlog stayed, want none (%d before)", ra.slabs-made, made)
+	}
+	for range 400 {
+		take()
+	}
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.pooled > readAheadPool() {
+		t.Fatalf("%d bytes of idle slabs kept after the backlog drained, want ≤ %d", ra.pooled, readAheadPool())
 	}
 }

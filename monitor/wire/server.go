@@ -48,9 +48,10 @@ type ServerOptions struct {
 	Peaks func() []DevicePeak
 	// QueueBytes bounds the memory of the queue of entries (and ops) the
 	// server holds for clients that have not sent them yet, shared by all
-	// clients (default DefaultQueueBytes: about 300,000 entries, 300 ms at
-	// 1 M entries/s). A client that falls further behind loses the oldest:
-	// a GAP follows, then a fresh snapshot (ResyncInterval).
+	// clients and held encoded (default DefaultQueueBytes: about 2 million
+	// entries without strings, 2 s at 1 M entries/s). A client that falls
+	// further behind loses the oldest: a GAP follows, then a fresh snapshot
+	// (ResyncInterval).
 	QueueBytes int
 	// QueueEntries, when positive, also bounds the queue by its entries
 	// (and ops) in it; 0: only QueueBytes bounds it.
@@ -90,10 +91,13 @@ type ServerStats struct {
 	Dropped   uint64 // entry copies dropped for slow clients (summed over clients)
 	Refused   uint64 // connections refused over MaxClients
 	Stalled   uint64 // clients disconnected for not reading (WriteTimeout)
+	// Backlog is the bytes of the queue the furthest client behind has
+	// not taken yet (it drops entries past QueueBytes).
+	Backlog int
 }
 
 // Server serves an allocator's trace to npumon clients. Publish never
-// waits for a client: entries are copied once into a bounded queue shared
+// waits for a client: entries are encoded once into a bounded queue shared
 // by all clients, each of which sends from it on its own goroutine at its
 // own pace; a client that falls behind the queue loses the oldest entries
 // (a GAP follows), and one that stops reading is disconnected.
@@ -105,6 +109,9 @@ type Server struct {
 	seq     map[int]uint64
 	clients map[*serverClient]struct{}
 	q       recQueue
+	pe      enc      // encodes published entries into the queue
+	marks   []uint64 // per stack id below denseStackIDs: 1 + the last record that listed it
+	markMap map[snapshot.StackID]uint64
 
 	published atomic.Uint64
 	dropped   atomic.Uint64
@@ -146,34 +153,33 @@ func (s *Server) logLoop() {
 	}
 }
 
-// record is one item of the shared queue: entries of a device (first is
-// the sequence number of entries[0]), a loss upstream (gapNext > 0: the
-// device's sequence jumps to gapNext), or ops.
+// record is one item of the shared queue, encoded once for every client:
+// entries of a device (first is the sequence number of the first; body
+// what an ENTRIES frame holds after its count), a loss upstream (gapNext >
+// 0: the device's sequence jumps to gapNext), or ops (body: whole OPS
+// frames). Encoded, an entry of the live pattern takes ≈ 13 bytes instead
+// of the 80 of a TraceEntry, so the same QueueBytes rides out a client's
+// stall six times as long.
 type record struct {
 	device  int
 	first   uint64
-	entries []snapshot.TraceEntry
+	n       int                // entries (or ops) in body
+	body    []byte             // grows only until a client takes the record
+	last    int64              // time of the body's last entry: the next one's delta is from it
+	stacks  []snapshot.StackID // the distinct stack ids the entries name
 	gapNext uint64
-	ops     []store.Op
-	bytes   int // memory held, as recBytes counts it
+	ops     bool
+	sealed  bool // a client took it: it is never written again
+	bytes   int  // memory held, as recBytes counts it
 }
 
-func (r *record) size() int { return max(len(r.entries)+len(r.ops), 1) }
+func (r *record) size() int { return max(r.n, 1) }
 
-// Memory a queue record holds: its slices' capacity and the strings of its
-// ops, plus the record itself (entries name their strings by TextID).
-const (
-	entryBytes  = int(unsafe.Sizeof(snapshot.TraceEntry{}))
-	opBytes     = int(unsafe.Sizeof(store.Op{}))
-	recordBytes = int(unsafe.Sizeof(record{}))
-)
+// recordBytes is what a queue record holds besides its slices.
+const recordBytes = int(unsafe.Sizeof(record{}))
 
 func recBytes(r *record) int {
-	n := recordBytes + cap(r.entries)*entryBytes + cap(r.ops)*opBytes
-	for i := range r.ops {
-		n += len(r.ops[i].Name) + len(r.ops[i].InputDims)
-	}
-	return n
+	return recordBytes + cap(r.body) + cap(r.stacks)*int(unsafe.Sizeof(snapshot.StackID(0)))
 }
 
 // recQueue is the shared queue: recs[h:] are records base.. in order.
@@ -188,13 +194,6 @@ type recQueue struct {
 func (q *recQueue) end() uint64 { return q.base + uint64(len(q.recs)-q.h) }
 
 func (q *recQueue) at(i uint64) *record { return &q.recs[q.h+int(i-q.base)] }
-
-// cursor is a client's position in the queue: record rec, its first off
-// entries (or ops) already taken.
-type cursor struct {
-	rec uint64
-	off int
-}
 
 // DefaultSocketDir is where producers put their Unix sockets:
 // $XDG_RUNTIME_DIR/npumon, else <tmp>/npumon-<uid>. Listen and a client
@@ -441,9 +440,17 @@ func (s *Server) Close() error {
 func (s *Server) Stats() ServerStats {
 	s.pubMu.Lock()
 	n := len(s.clients)
+	back := s.q.end()
+	for c := range s.clients {
+		back = min(back, max(c.cur, s.q.base))
+	}
+	backlog := 0
+	for i := back; i < s.q.end(); i++ {
+		backlog += s.q.at(i).bytes
+	}
 	s.pubMu.Unlock()
 	return ServerStats{Clients: n, Published: s.published.Load(), Dropped: s.dropped.Load(),
-		Refused: s.refused.Load(), Stalled: s.stalled.Load()}
+		Refused: s.refused.Load(), Stalled: s.stalled.Load(), Backlog: backlog}
 }
 
 // Published returns the number of entries published for device so far,
@@ -454,12 +461,16 @@ func (s *Server) Published(device int) uint64 {
 	return s.seq[device]
 }
 
-// maxRecord caps the entries merged into one queue record, so that
-// eviction frees memory in small steps.
-const maxRecord = 4096
+// maxRecord caps the entries merged into one queue record (and one
+// ENTRIES frame), so that eviction frees memory in small steps;
+// maxRecordBody caps its bytes (entries with strings).
+const (
+	maxRecord     = 4096
+	maxRecordBody = 256 << 10
+)
 
 // Publish hands entries of device to every client. It never waits for a
-// client: the entries are copied once into the shared queue. entries may
+// client: the entries are encoded once into the shared queue. entries may
 // be reused after Publish returns.
 func (s *Server) Publish(device int, entries []snapshot.TraceEntry) {
 	if len(entries) == 0 {
@@ -469,37 +480,82 @@ func (s *Server) Publish(device int, entries []snapshot.TraceEntry) {
 	first := s.seq[device]
 	s.seq[device] = first + uint64(len(entries))
 	if len(s.clients) > 0 {
-		q := &s.q
-		if n := len(q.recs); n > q.h {
-			last := &q.recs[n-1]
-			if last.entries != nil && last.device == device && last.first+uint64(len(last.entries)) == first && len(last.entries)+len(entries) <= maxRecord {
-				// clients hold this record's slice with its old length:
-				// appending never changes what they see (a larger array
-				// leaves the old one to them)
-				if need := len(last.entries) + len(entries); need > cap(last.entries) {
-					grown := make([]snapshot.TraceEntry, len(last.entries), min(maxRecord, max(2*cap(last.entries), need)))
-					copy(grown, last.entries)
-					q.bytes += (cap(grown) - cap(last.entries)) * entryBytes
-					last.bytes += (cap(grown) - cap(last.entries)) * entryBytes
-					last.entries = grown
-				}
-				last.entries = append(last.entries, entries...)
-				q.held += len(entries)
-				s.trimLocked()
-				s.wakeAllLocked()
-				s.pubMu.Unlock()
-				s.published.Add(uint64(len(entries)))
-				return
-			}
-		}
-		// room for more to be merged into it (doubled as they come), yet
-		// a record of a few entries holds little memory (its capacity
-		// counts against QueueBytes)
-		ents := make([]snapshot.TraceEntry, 0, max(len(entries), min(maxRecord, 64*len(entries))))
-		s.pushLocked(record{device: device, first: first, entries: append(ents, entries...)})
+		s.queueEntriesLocked(device, first, entries)
+		s.trimLocked()
+		s.wakeAllLocked()
 	}
 	s.pubMu.Unlock()
 	s.published.Add(uint64(len(entries)))
+}
+
+// queueEntriesLocked encodes entries into the newest record while no client
+// has taken it and it has room, else into new ones.
+func (s *Server) queueEntriesLocked(device int, first uint64, entries []snapshot.TraceEntry) {
+	q := &s.q
+	s.pe.actions, s.pe.texts = s.opts.Actions, s.opts.Texts
+	for len(entries) > 0 {
+		var r *record
+		if n := len(q.recs); n > q.h {
+			if last := &q.recs[n-1]; !last.sealed && !last.ops && last.gapNext == 0 && last.device == device &&
+				last.first+uint64(last.n) == first && last.n < maxRecord && len(last.body) < maxRecordBody {
+				r = last
+			}
+		}
+		if r == nil {
+			// room for what a writer that keeps up takes at once, yet a
+			// record of a few entries holds little memory (its capacity
+			// counts against QueueBytes); the body doubles as entries merge
+			s.appendRecLocked(record{device: device, first: first,
+				body: make([]byte, 0, min(64<<10, max(256, 32*len(entries))))})
+			r = &q.recs[len(q.recs)-1]
+		}
+		k := min(len(entries), maxRecord-r.n, 512)
+		before, held := r.bytes, r.size()
+		s.pe.b = r.body
+		r.last = encodeEntryBodies(&s.pe, entries[:k], nil, r.last)
+		r.body, s.pe.b = s.pe.b, nil
+		if s.opts.Stack != nil {
+			s.listStacksLocked(r, q.end(), entries[:k])
+		}
+		r.n += k
+		r.bytes = recBytes(r)
+		q.bytes += r.bytes - before
+		q.held += r.size() - held
+		first += uint64(k)
+		entries = entries[k:]
+	}
+}
+
+// listStacksLocked adds to r (record serial-1) the stack ids of entries it
+// does not list yet: a client sends the ones it has not seen in a STACKS
+// frame before the record's entries.
+func (s *Server) listStacksLocked(r *record, serial uint64, entries []snapshot.TraceEntry) {
+	prev := snapshot.StackID(0)
+	for i := range entries {
+		id := entries[i].Frames
+		if id <= 0 || id == prev {
+			continue
+		}
+		prev = id
+		if id < denseStackIDs {
+			if int(id) >= len(s.marks) {
+				s.marks = slices.Grow(s.marks, int(id)+1-len(s.marks))[:int(id)+1]
+			}
+			if s.marks[id] == serial {
+				continue
+			}
+			s.marks[id] = serial
+		} else {
+			if s.markMap == nil {
+				s.markMap = map[snapshot.StackID]uint64{}
+			}
+			if s.markMap[id] == serial {
+				continue
+			}
+			s.markMap[id] = serial
+		}
+		r.stacks = append(r.stacks, id)
+	}
 }
 
 // PublishGap tells every client that missed entries of device were lost
@@ -524,12 +580,25 @@ func (s *Server) PublishOps(ops []store.Op) {
 	}
 	s.pubMu.Lock()
 	if len(s.clients) > 0 {
-		s.pushLocked(record{ops: slices.Clone(ops)})
+		e := &enc{}
+		for rest := ops; len(rest) > 0; {
+			k := min(len(rest), 8192)
+			encodeOps(e, rest[:k])
+			rest = rest[k:]
+		}
+		s.pushLocked(record{ops: true, n: len(ops), body: e.b})
 	}
 	s.pubMu.Unlock()
 }
 
 func (s *Server) pushLocked(r record) {
+	s.appendRecLocked(r)
+	s.trimLocked()
+	s.wakeAllLocked()
+}
+
+// appendRecLocked adds r to the queue as its newest record.
+func (s *Server) appendRecLocked(r record) {
 	q := &s.q
 	if q.h > 0 && q.h >= len(q.recs)/2 {
 		n := copy(q.recs, q.recs[q.h:])
@@ -540,8 +609,6 @@ func (s *Server) pushLocked(r record) {
 	q.recs = append(q.recs, r)
 	q.held += r.size()
 	q.bytes += r.bytes
-	s.trimLocked()
-	s.wakeAllLocked()
 }
 
 // trimLocked drops the oldest records while the queue holds too much; a
@@ -552,12 +619,12 @@ func (s *Server) trimLocked() {
 	for (q.bytes > s.opts.QueueBytes || s.opts.QueueEntries > 0 && q.held > s.opts.QueueEntries) && len(q.recs)-q.h > 1 {
 		r := &q.recs[q.h]
 		for c := range s.clients {
-			if c.cur.rec != q.base {
+			if c.cur != q.base {
 				continue
 			}
-			if r.entries != nil {
-				if n := len(r.entries) - c.cur.off; n > 0 {
-					c.lost[r.device] = max(c.lost[r.device], r.first+uint64(len(r.entries)))
+			if r.gapNext == 0 && !r.ops {
+				if n := r.n; n > 0 {
+					c.lost[r.device] = max(c.lost[r.device], r.first+uint64(n))
 					c.dropped += uint64(n)
 					s.dropped.Add(uint64(n))
 					if now := time.Now(); now.Sub(c.lastDropLog) > 5*time.Second {
@@ -568,7 +635,7 @@ func (s *Server) trimLocked() {
 			} else if r.gapNext > 0 {
 				c.lost[r.device] = max(c.lost[r.device], r.gapNext)
 			}
-			c.cur = cursor{rec: q.base + 1}
+			c.cur = q.base + 1
 		}
 		q.held -= r.size()
 		q.bytes -= r.bytes
@@ -613,7 +680,7 @@ func (s *Server) acceptLoop() {
 		var c *serverClient
 		if !full {
 			c = &serverClient{id: s.nextID.Add(1), conn: conn, wake: make(chan struct{}, 1), lost: map[int]uint64{},
-				sent: map[snapshot.StackID]bool{}, cur: cursor{rec: s.q.end()}, idle: true, joined: maps.Clone(s.seq)}
+				sent: map[snapshot.StackID]bool{}, cur: s.q.end(), idle: true, joined: maps.Clone(s.seq)}
 			// registered before its snapshot is taken, so that nothing
 			// published after it is missed; what it reflects is trimmed
 			s.clients[c] = struct{}{}
@@ -647,7 +714,7 @@ type serverClient struct {
 	wake chan struct{}
 
 	// guarded by Server.pubMu
-	cur         cursor
+	cur         uint64         // the next record it takes
 	lost        map[int]uint64 // per device: a sequence number up to which entries were dropped
 	dropped     uint64
 	lastDropLog time.Time
@@ -850,45 +917,27 @@ func (s *Server) flushGaps(c *serverClient, e *enc) (gapped bool, err error) {
 	return gapped, s.write(c, e, false)
 }
 
-// takeChunk is how many entries a client takes from the queue at a time:
-// what it holds while writing them is bounded by it.
+// takeChunk is about how many entries a client takes from the queue at a
+// time: what it holds while writing them is bounded by it.
 const takeChunk = 8192
 
-// take returns the records (or parts of them) after c's cursor, up to
-// about takeChunk entries, and advances the cursor.
+// take returns the records after c's cursor, up to about takeChunk entries,
+// and advances the cursor. The records taken are sealed: shared by every
+// client from then on, they are never written again.
 func (s *Server) take(c *serverClient, out []record) []record {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
 	q := &s.q
-	if c.cur.rec < q.base {
-		c.cur = cursor{rec: q.base}
-	}
+	c.cur = max(c.cur, q.base)
 	n := 0
-	defer func() { c.idle = len(out) == 0 }()
-	for c.cur.rec < q.end() && n < takeChunk {
-		r := q.at(c.cur.rec)
-		switch {
-		case r.entries != nil:
-			part := r.entries[c.cur.off:min(len(r.entries), c.cur.off+takeChunk-n)]
-			if len(part) > 0 {
-				out = append(out, record{device: r.device, first: r.first + uint64(c.cur.off), entries: part})
-			}
-			n += len(part)
-			c.cur.off += len(part)
-			if c.cur.off < len(r.entries) {
-				return out // the rest next time (or the record grows)
-			}
-			if c.cur.rec+1 == q.end() {
-				return out // the newest record may still grow: stay on it
-			}
-		case r.ops != nil:
-			out = append(out, record{ops: r.ops})
-			n += len(r.ops)
-		default:
-			out = append(out, *r)
-		}
-		c.cur = cursor{rec: c.cur.rec + 1}
+	for c.cur < q.end() && n < takeChunk {
+		r := q.at(c.cur)
+		r.sealed = true
+		out = append(out, *r)
+		n += r.size()
+		c.cur++
 	}
+	c.idle = len(out) == 0
 	return out
 }
 
@@ -909,28 +958,33 @@ func (s *Server) flush(c *serverClient, e *enc) error {
 					encodeGap(e, r.device, r.gapNext-c.want[r.device], r.gapNext)
 					c.want[r.device] = r.gapNext
 				}
-			case r.ops != nil:
-				for ops := r.ops; len(ops) > 0; {
-					n := min(len(ops), 8192)
-					encodeOps(e, ops[:n])
-					ops = ops[n:]
-				}
+			case r.ops:
+				e.b = append(e.b, r.body...)
 			default:
-				ents, first := r.entries, r.first
+				body, first, n := r.body, r.first, uint64(r.n)
 				if w := c.want[r.device]; first < w { // already in the snapshot
-					skip := min(w-first, uint64(len(ents)))
-					ents, first = ents[skip:], first+skip
+					skip := min(w-first, n)
+					if skip == n {
+						continue
+					}
+					var err error
+					if body, err = cutEntryBodies(body, int(skip)); err != nil {
+						return fmt.Errorf("queued entries: %w", err) // a bug: the server encoded them
+					}
+					first, n = first+skip, n-skip
 				} else if first > w {
 					// entries dropped for c before it took them
 					encodeGap(e, r.device, first-w, first)
 					c.gapped = true
 				}
-				if len(ents) == 0 {
-					continue
-				}
-				s.newStacks(c, e, ents)
-				encodeEntries(e, r.device, first, ents)
-				c.want[r.device] = first + uint64(len(ents))
+				s.newStacks(c, e, r.stacks)
+				off := e.frame(frameEntries)
+				e.iv(int64(r.device))
+				e.uv(first)
+				e.uv(n)
+				e.b = append(e.b, body...)
+				e.end(off)
+				c.want[r.device] = first + n
 			}
 			if err := s.write(c, e, false); err != nil {
 				return err
@@ -939,23 +993,22 @@ func (s *Server) flush(c *serverClient, e *enc) error {
 	}
 }
 
-// newStacks writes a STACKS frame for stack ids c has not seen yet.
-func (s *Server) newStacks(c *serverClient, e *enc, ents []snapshot.TraceEntry) {
+// newStacks writes a STACKS frame for the stack ids c has not seen yet.
+func (s *Server) newStacks(c *serverClient, e *enc, ids []snapshot.StackID) {
 	if s.opts.Stack == nil {
 		return
 	}
-	var ids []snapshot.StackID
+	var fresh []snapshot.StackID
 	var stacks []snapshot.Stack
-	for i := range ents {
-		id := ents[i].Frames
-		if id <= 0 || c.sent[id] {
+	for _, id := range ids {
+		if c.sent[id] {
 			continue
 		}
 		c.sent[id] = true
-		ids, stacks = append(ids, id), append(stacks, s.opts.Stack(id))
+		fresh, stacks = append(fresh, id), append(stacks, s.opts.Stack(id))
 	}
-	if len(ids) > 0 {
-		encodeStacks(e, ids, stacks)
+	if len(fresh) > 0 {
+		encodeStacks(e, fresh, stacks)
 	}
 }
 

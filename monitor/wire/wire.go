@@ -247,7 +247,14 @@ func encodeEntriesSized(e *enc, device int, first uint64, entries []snapshot.Tra
 	e.iv(int64(device))
 	e.uv(first)
 	e.uv(uint64(len(entries)))
-	var last int64
+	encodeEntryBodies(e, entries, blockSizes, 0)
+	e.end(off)
+}
+
+// encodeEntryBodies appends the encodings of entries, what an ENTRIES frame
+// holds after its count; last is the time of the entry before them in the
+// frame (0 for the first). It returns the time of the last one.
+func encodeEntryBodies(e *enc, entries []snapshot.TraceEntry, blockSizes []int64, last int64) int64 {
 	for i := range entries {
 		t := &entries[i]
 		encodeAction(e, t.Action)
@@ -280,7 +287,72 @@ func encodeEntriesSized(e *enc, device int, first uint64, entries []snapshot.Tra
 			e.iv(bs)
 		}
 	}
-	e.end(off)
+	return last
+}
+
+// entryHead reads an encoded entry up to its time delta: the offsets where
+// the delta starts and ends, and its value.
+func entryHead(d *dec) (dtAt, dtEnd int, dt int64) {
+	if d.u8("entry.action") == actionUnknown {
+		d.str("entry.action_name")
+	}
+	d.uv("entry.addr")
+	d.iv("entry.size")
+	d.uv("entry.stream")
+	dtAt = d.off
+	dt = d.iv("entry.time_delta")
+	return dtAt, d.off, dt
+}
+
+// entryTail reads the rest of an encoded entry after its time delta.
+func entryTail(d *dec) {
+	d.uv("entry.frames")
+	f := d.u8("entry.flags")
+	if f&1 != 0 {
+		d.iv("entry.pool_id")
+		d.iv("entry.pool_id")
+	}
+	if f&2 != 0 {
+		d.str("entry.compile_context")
+	}
+	if f&4 != 0 {
+		d.str("entry.user_metadata")
+	}
+	if f&8 != 0 {
+		d.iv("entry.device_free")
+	}
+	if f&16 != 0 {
+		d.iv("entry.block_size")
+	}
+}
+
+// cutEntryBodies returns what encodeEntryBodies wrote for entries k… of
+// body (which it wrote from the frame's start, last 0): the same bytes but
+// for the first remaining entry's time delta, which becomes its time. nil
+// when k takes them all; an error for a body it did not write.
+func cutEntryBodies(body []byte, k int) ([]byte, error) {
+	d := &dec{b: body}
+	var last int64
+	for range k {
+		_, _, dt := entryHead(d)
+		last += dt
+		entryTail(d)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.off == len(body) {
+		return nil, nil
+	}
+	start := d.off
+	dtAt, dtEnd, dt := entryHead(d)
+	if d.err != nil {
+		return nil, d.err
+	}
+	out := make([]byte, 0, len(body)-start+binary.MaxVarintLen64)
+	out = append(out, body[start:dtAt]...)
+	out = binary.AppendVarint(out, last+dt)
+	return append(out, body[dtEnd:]...), nil
 }
 
 func encodeOps(e *enc, ops []store.Op) {
@@ -456,8 +528,9 @@ type frameReader struct {
 	r       io.Reader
 	hdr     [5]byte
 	buf     []byte
-	off     int64 // stream offset of the next frame
-	partial int   // after an error: bytes of the unfinished frame received
+	alloc   func(n int) []byte // a buffer for a payload of n bytes that buf has no room for (nil: make)
+	off     int64              // stream offset of the next frame
+	partial int                // after an error: bytes of the unfinished frame received
 }
 
 // next returns the next frame's type and payload (valid until the next
@@ -481,7 +554,11 @@ func (fr *frameReader) next() (byte, []byte, error) {
 	}
 	typ := fr.hdr[4]
 	if cap(fr.buf) < int(n-1) {
-		fr.buf = make([]byte, n-1)
+		if fr.alloc != nil {
+			fr.buf = fr.alloc(int(n - 1))
+		} else {
+			fr.buf = make([]byte, n-1)
+		}
 	}
 	fr.buf = fr.buf[:n-1]
 	if m, err := io.ReadFull(fr.r, fr.buf); err != nil {

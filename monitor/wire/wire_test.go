@@ -158,7 +158,8 @@ func TestWireEndToEnd(t *testing.T) {
 
 // A client that stops reading gets GAP records; Publish never waits for it.
 func TestWireSlowClientGetsGaps(t *testing.T) {
-	srv, conn, _ := serveAndDial(t, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour, SocketBuffer: -1})
+	// (the write timeout outlasts publishing 2M entries in a race build)
+	srv, conn, _ := serveAndDial(t, ServerOptions{QueueEntries: 1000, Heartbeat: time.Hour, SocketBuffer: -1, WriteTimeout: time.Minute})
 	fr := &frameReader{r: conn}
 	for _, want := range []byte{frameHello, frameSnapshot} {
 		if typ, _, err := fr.next(); err != nil || typ != want {
@@ -794,7 +795,7 @@ func TestEntryTextsCrossTheWire(t *testing.T) {
 
 // serveAndDial starts a Server with opts on a fresh socket and connects a
 // raw connection to it; both close when the test ends.
-func serveAndDial(t *testing.T, opts ServerOptions) (*Server, net.Conn, string) {
+func serveAndDial(t testing.TB, opts ServerOptions) (*Server, net.Conn, string) {
 	t.Helper()
 	path := wiretest.ShortSock(t)
 	srv, err := Listen("unix", path, opts)
