@@ -281,7 +281,7 @@ func (d *devLog) valueAt(c Column, n int64) int64 {
 }
 
 // col returns a series and its initial value.
-func (d *devLog) col(c Column) (*series, int64) {
+func (d *devLog) col(c Column) (valueSeries, int64) {
 	switch c {
 	case ColAllocated:
 		return &d.allocated, d.initAllocated
@@ -505,9 +505,7 @@ func (d *devLog) peak(c Column, n int64) (int64, int64) {
 	return best, at
 }
 
-func countBelow(seqs *chunked[int64], n int64) int {
-	return seqs.search(func(s *int64) bool { return *s >= n })
-}
+func countBelow(seqs *positions, n int64) int { return seqs.below(n) }
 
 // Peak returns the cursor where device's active bytes first reach their
 // maximum over the whole log, and that maximum.

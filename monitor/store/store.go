@@ -116,8 +116,10 @@ type devLog struct {
 	base TimeBase
 	recs chunked[rec]
 
-	// values right after each entry; init* before entry 0.
-	active, allocated, reserved           series
+	// values right after each entry; init* before entry 0. Reserved
+	// bytes change only at segment entries and markers: a step function.
+	active, allocated                     series
+	reserved                              steps
 	initActive, initAllocated, initReserv int64
 	pending                               int64 // head: pending-free bytes
 	// a live batch's values, appended to the series at its end (appendBatch)
@@ -126,7 +128,7 @@ type devLog struct {
 	cps      []*checkpoint // cps[0].At == 0; sorted by at
 	head     *segState
 	ov       overrides
-	byAction [256]chunked[int64] // seqs per action
+	byAction [256]positions // seqs per action
 	attrs    *attrTable
 	gaps     []GapRecord
 	missed   int64
@@ -378,20 +380,20 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	// holds the pending-free bytes after each entry (allocated = active −
 	// pending).
 	for ci, ch := range d.active.v.chunks {
-		res, alloc := d.reserved.v.chunks[ci], d.allocated.v.chunks[ci]
+		alloc := d.allocated.v.chunks[ci]
 		for j := range ch {
 			ch[j] += d.initActive
-			res[j] += d.initReserv
 			alloc[j] = ch[j] - alloc[j]
 		}
 	}
+	d.reserved.addAll(d.initReserv)
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.Init.Allocated, stated.Init.Reserved, stated.Init.Active
 		for i, t := range stated.After {
 			d.allocated.set(i, t.Allocated)
-			d.reserved.set(i, t.Reserved)
 			d.active.set(i, t.Active)
 		}
+		d.reserved = d.reserved.replaced(stated.After)
 	}
 	d.active.reindex()
 	d.allocated.reindex()
@@ -443,7 +445,6 @@ func (d *devLog) storeRecords(entries []snapshot.TraceEntry, own bool) {
 func (d *devLog) storeSeries(counts *[256]int) {
 	n := d.recs.Len()
 	d.active.v.reserve(n)
-	d.reserved.v.reserve(n)
 	for a, c := range counts {
 		d.byAction[snapshot.Action(a)].reserve(c)
 	}
