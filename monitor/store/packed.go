@@ -62,7 +62,7 @@ func (d *devLog) packable(b *tiling.Block) bool {
 		return false
 	}
 	r := d.recs.ptr(int(b.Born))
-	return r.action == snapshot.ActionAlloc && r.addr == b.Addr && r.size == b.Req && r.frames == b.Frames
+	return d.recs.action(int(b.Born)) == snapshot.ActionAlloc && r.addr == b.Addr && r.size == b.Req && r.frames == b.Frames
 }
 
 // packBlocks packs blocks, in their order; nil when fewer than half of

@@ -72,23 +72,23 @@ func (s *Store) Len(device int) int64 {
 
 // applied returns the number of entries with time ≤ cursor.
 func (d *devLog) applied(cursor int64) int64 {
-	return max(int64(d.recs.search(func(r *rec) bool { return r.time > cursor })), d.off)
+	return max(int64(d.recs.search(func(r *recBody) bool { return r.time > cursor })), d.off)
 }
 
 // lowerBound returns the first index ≥ from whose time is ≥ t.
 func (d *devLog) lowerBound(from int, t int64) int {
 	// never before the retention window (its chunk may still hold thinned entries)
-	return d.recs.searchFrom(max(from, int(d.off)), func(r *rec) bool { return r.time >= t })
+	return d.recs.searchFrom(max(from, int(d.off)), func(r *recBody) bool { return r.time >= t })
 }
 
 func (d *devLog) view(j int64) entryView {
 	r := d.recs.ptr(int(j))
 	a := &d.attrs.list[r.attr]
-	return entryView{Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames, Pool: a.pool, HasPool: a.hasPool}
+	return entryView{Action: d.recs.action(int(j)), Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames, Pool: a.pool, HasPool: a.hasPool}
 }
 
 func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
-	r := d.recs.ptr(int(j))
+	r := d.recs.at(int(j))
 	a := &d.attrs.list[r.attr]
 	e := Event{Seq: j, Time: r.time, TraceEntry: snapshot.TraceEntry{
 		Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames,

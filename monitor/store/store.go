@@ -100,21 +100,11 @@ type attr struct {
 	userMetadata   snapshot.TextID
 }
 
-// rec is one stored entry (40 bytes). For oom entries addr holds DeviceFree.
-type rec struct {
-	time   int64
-	addr   uint64
-	size   int64
-	frames snapshot.StackID
-	attr   uint32
-	action snapshot.Action
-}
-
 // devLog is one device's log.
 type devLog struct {
 	id   int
 	base TimeBase
-	recs chunked[rec]
+	recs records
 
 	// values right after each entry; init* before entry 0. Reserved
 	// bytes change only at segment entries and markers: a step function.
@@ -450,15 +440,14 @@ func (d *devLog) storeSeries(counts *[256]int) {
 	}
 	var act, res int64
 	var seq int64
-	d.recs.each(0, n, func(p []rec) {
+	d.recs.each(0, n, func(p []recBody, acts []snapshot.Action) {
 		for i := range p {
-			r := &p[i]
-			e := snapshot.TraceEntry{Action: r.action, Size: r.size}
+			e := snapshot.TraceEntry{Action: acts[i], Size: p[i].size}
 			act += replay.ActiveDelta(&e)
 			res += replay.ReservedDelta(&e)
 			d.active.bulk(act)
 			d.reserved.bulk(res)
-			d.byAction[r.action].append(seq)
+			d.byAction[acts[i]].append(seq)
 			seq++
 		}
 	})
@@ -621,7 +610,7 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 	var last int64
 	act, res := d.initActive, d.initReserv
 	if n := d.recs.Len(); n > 0 {
-		last = d.recs.at(n - 1).time
+		last = d.recs.ptr(n - 1).time
 		act, res = d.active.at(n-1), d.reserved.at(n-1)
 	}
 	next := d.cps[len(d.cps)-1].At + d.checkpointGap(k)
