@@ -125,35 +125,41 @@ func (d *devLog) unpack(cp *checkpoint) *checkpoint {
 	if src == cp {
 		return u
 	}
-	blocks := make([]tiling.Block, 0, len(p.born)+len(p.whole))
-	sizes := p.sizes
-	at := func(i int) tiling.Block {
-		born, f := p.born[i], p.flags[i]
+	// the born blocks are decoded into the tail of blocks, then merged
+	// forward with the whole ones (a write never passes the next read)
+	nw := len(p.whole)
+	blocks := make([]tiling.Block, nw+len(p.born))
+	bb := blocks[nw:]
+	round, sizes := d.ov.Round, p.sizes
+	for i, born := range p.born {
+		f := p.flags[i]
 		r := d.recs.ptr(int(born))
-		b := tiling.Block{Addr: r.addr, Req: r.size, Frames: r.frames, State: snapshot.BlockState(f & stateMask), Est: f&flagEst != 0, Born: int64(born)}
-		if f&flagSized != 0 {
+		b := &bb[i]
+		*b = tiling.Block{Addr: r.addr, Req: r.size, Frames: r.frames, State: snapshot.BlockState(f & stateMask), Est: f&flagEst != 0, Born: int64(born)}
+		switch { // as sizeOf
+		case f&flagSized != 0:
 			b.Size, sizes = sizes[0], sizes[1:]
-		} else {
-			b.Size = d.sizeOf(b.Req, b.Est)
+		case b.Est && round != nil:
+			b.Size = round(b.Req)
+		default:
+			b.Size = b.Req
 		}
-		return b
 	}
 	if p.sorted { // merge the two address-ordered lists
-		w := p.whole
-		for i := range p.born {
-			b := at(i)
+		k, w := 0, p.whole
+		for i := range bb {
+			b := bb[i]
 			for len(w) > 0 && w[0].Addr < b.Addr {
-				blocks = append(blocks, w[0])
+				blocks[k] = w[0]
+				k++
 				w = w[1:]
 			}
-			blocks = append(blocks, b)
+			blocks[k] = b
+			k++
 		}
-		blocks = append(blocks, w...)
+		copy(blocks[k:], w)
 	} else {
-		for i := range p.born {
-			blocks = append(blocks, at(i))
-		}
-		blocks = append(blocks, p.whole...)
+		copy(blocks, p.whole) // addresses are unique: the sort below orders them
 	}
 	u = &checkpoint{At: cp.At, Segs: cp.Segs, Blocks: blocks}
 	u.EnsureSorted() // a pass over sorted blocks once p is sorted
