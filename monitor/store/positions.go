@@ -11,6 +11,7 @@ import "math"
 type positions struct {
 	off  chunked[uint32]
 	base chunked[int64] // per chunk: its first position (global chunk index)
+	last int64          // the last chunk's base (append reads no chunk of base)
 	wide *chunked[int64]
 }
 
@@ -55,9 +56,10 @@ func (p *positions) append(x int64) {
 	if i&chunkMask == 0 {
 		p.base.append(x)
 		p.off.append(0)
+		p.last = x
 		return
 	}
-	d := x - p.base.at(i>>chunkBits)
+	d := x - p.last
 	if d > math.MaxUint32 {
 		p.widen()
 		p.wide.append(x)
