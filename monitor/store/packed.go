@@ -125,17 +125,13 @@ func (d *devLog) unpack(cp *checkpoint) *checkpoint {
 	if src == cp {
 		return u
 	}
-	// the born blocks are decoded into the tail of blocks, then merged
-	// forward with the whole ones (a write never passes the next read)
-	nw := len(p.whole)
-	blocks := make([]tiling.Block, nw+len(p.born))
-	bb := blocks[nw:]
+	blocks := make([]tiling.Block, 0, len(p.born)+len(p.whole))
+	w := p.whole
 	round, sizes := d.ov.Round, p.sizes
 	for i, born := range p.born {
 		f := p.flags[i]
 		r := d.recs.ptr(int(born))
-		b := &bb[i]
-		*b = tiling.Block{Addr: r.addr, Req: r.size, Frames: r.frames, State: snapshot.BlockState(f & stateMask), Est: f&flagEst != 0, Born: int64(born)}
+		b := tiling.Block{Addr: r.addr, Req: r.size, Frames: r.frames, State: snapshot.BlockState(f & stateMask), Est: f&flagEst != 0, Born: int64(born)}
 		switch { // as sizeOf
 		case f&flagSized != 0:
 			b.Size, sizes = sizes[0], sizes[1:]
@@ -144,23 +140,13 @@ func (d *devLog) unpack(cp *checkpoint) *checkpoint {
 		default:
 			b.Size = b.Req
 		}
-	}
-	if p.sorted { // merge the two address-ordered lists
-		k, w := 0, p.whole
-		for i := range bb {
-			b := bb[i]
-			for len(w) > 0 && w[0].Addr < b.Addr {
-				blocks[k] = w[0]
-				k++
-				w = w[1:]
-			}
-			blocks[k] = b
-			k++
+		for p.sorted && len(w) > 0 && w[0].Addr < b.Addr { // merge the two address-ordered lists
+			blocks = append(blocks, w[0])
+			w = w[1:]
 		}
-		copy(blocks[k:], w)
-	} else {
-		copy(blocks, p.whole) // addresses are unique: the sort below orders them
+		blocks = append(blocks, b)
 	}
+	blocks = append(blocks, w...)
 	u = &checkpoint{At: cp.At, Segs: cp.Segs, Blocks: blocks}
 	u.EnsureSorted() // a pass over sorted blocks once p is sorted
 	var sorted *packedBlocks
