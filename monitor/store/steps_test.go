@@ -10,7 +10,7 @@ import (
 // across dropped fronts, dense and rare changes.
 func TestStepsAgreeWithSeries(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 13))
-	for round := range 60 {
+	for round := range 80 {
 		n := 1 + r.IntN(30000)
 		if round < 6 {
 			n = []int{1, 2, 8, 9, chunkLen, chunkLen + 1}[round]
@@ -34,9 +34,9 @@ func TestStepsAgreeWithSeries(t *testing.T) {
 		}
 		var plain series
 		var st steps
-		how := round / 4 % 3
+		how := round / 4 % 4 // append, appendBatch, bulk, or append and appendBatch mixed (a live log's markers)
 		drop, lo := -1, 0
-		if round%3 == 2 && how < 2 { // bulk is a capture's: never thinned
+		if round%3 == 2 && how != 2 { // bulk is a capture's: never thinned
 			drop = r.IntN(n)
 			lo = drop // values before the drop are not read (the Store reads from d.off)
 		}
@@ -49,6 +49,15 @@ func TestStepsAgreeWithSeries(t *testing.T) {
 				}
 			case 1:
 				st.appendBatch(xs[i : i+m])
+			case 3:
+				if r.IntN(2) == 0 {
+					m = min(1+r.IntN(3), m)
+					for _, x := range xs[i : i+m] {
+						st.append(x)
+					}
+				} else {
+					st.appendBatch(xs[i : i+m])
+				}
 			default:
 				for _, x := range xs[i : i+m] {
 					st.bulk(x)
