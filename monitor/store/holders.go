@@ -93,7 +93,7 @@ func (s *Store) Categories(device int) *category.Table {
 	var e snapshot.TraceEntry
 	entry := func(i int) *snapshot.TraceEntry {
 		r := d.recs.ptr(i)
-		e = snapshot.TraceEntry{Action: r.action, Addr: r.addr, Frames: r.frames}
+		e = snapshot.TraceEntry{Action: d.recs.action(i), Addr: r.addr, Frames: r.frames}
 		return &e
 	}
 	d.cats, d.catsN = category.ClassifyFunc(int(d.off), n, entry, start, func(id snapshot.StackID) snapshot.Stack {
@@ -141,7 +141,7 @@ func (s *Store) CategorySeries(device int, t0, t1 int64, columns int) [][categor
 		ce := t0 + span/cols*(c+1) + span%cols*(c+1)/cols
 		j := d.lowerBound(i, ce)
 		for ; i < j; i++ {
-			switch r := d.recs.ptr(i); r.action {
+			switch r := d.recs.ptr(i); d.recs.action(i) {
 			case snapshot.ActionAlloc:
 				sums[cats.Entry(i)] += r.size
 			case snapshot.ActionFreeCompleted, snapshot.ActionFree:

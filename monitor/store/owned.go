@@ -38,9 +38,10 @@ func (s *Store) Trace(snap *snapshot.Snapshot, device int) ([]snapshot.TraceEntr
 	out := make([]snapshot.TraceEntry, 0, n-lo)
 	fix := d.inexact.from(int64(lo))
 	seq := int64(lo)
-	d.recs.each(lo, n, func(p []rec) {
+	d.recs.each(lo, n, func(p []recBody, acts []snapshot.Action) {
 		for i := range p {
-			e := d.entryOf(&p[i])
+			r := p[i].with(acts[i])
+			e := d.entryOf(&r)
 			if fix.at(seq) {
 				e = fix.next()
 			}
@@ -149,9 +150,10 @@ func (d *devLog) rollRecords(k int) {
 	next := d.checkpointGap(k)
 	fix := d.inexact.from(0)
 	var seq int64
-	d.recs.each(0, n, func(p []rec) {
+	d.recs.each(0, n, func(p []recBody, acts []snapshot.Action) {
 		for i := range p {
-			e := d.entryOf(&p[i])
+			r := p[i].with(acts[i])
+			e := d.entryOf(&r)
 			if fix.at(seq) {
 				e = fix.next()
 			}

@@ -72,23 +72,23 @@ func (s *Store) Len(device int) int64 {
 
 // applied returns the number of entries with time ≤ cursor.
 func (d *devLog) applied(cursor int64) int64 {
-	return max(int64(d.recs.search(func(r *rec) bool { return r.time > cursor })), d.off)
+	return max(int64(d.recs.search(func(r *recBody) bool { return r.time > cursor })), d.off)
 }
 
 // lowerBound returns the first index ≥ from whose time is ≥ t.
 func (d *devLog) lowerBound(from int, t int64) int {
 	// never before the retention window (its chunk may still hold thinned entries)
-	return d.recs.searchFrom(max(from, int(d.off)), func(r *rec) bool { return r.time >= t })
+	return d.recs.searchFrom(max(from, int(d.off)), func(r *recBody) bool { return r.time >= t })
 }
 
 func (d *devLog) view(j int64) entryView {
 	r := d.recs.ptr(int(j))
 	a := &d.attrs.list[r.attr]
-	return entryView{Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames, Pool: a.pool, HasPool: a.hasPool}
+	return entryView{Action: d.recs.action(int(j)), Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames, Pool: a.pool, HasPool: a.hasPool}
 }
 
 func (d *devLog) event(j int64, actions *snapshot.ActionTable) Event {
-	r := d.recs.ptr(int(j))
+	r := d.recs.at(int(j))
 	a := &d.attrs.list[r.attr]
 	e := Event{Seq: j, Time: r.time, TraceEntry: snapshot.TraceEntry{
 		Action: r.action, Addr: r.addr, Size: r.size, Stream: a.stream, Frames: r.frames,
@@ -281,7 +281,7 @@ func (d *devLog) valueAt(c Column, n int64) int64 {
 }
 
 // col returns a series and its initial value.
-func (d *devLog) col(c Column) (*series, int64) {
+func (d *devLog) col(c Column) (valueSeries, int64) {
 	switch c {
 	case ColAllocated:
 		return &d.allocated, d.initAllocated
@@ -505,9 +505,7 @@ func (d *devLog) peak(c Column, n int64) (int64, int64) {
 	return best, at
 }
 
-func countBelow(seqs *chunked[int64], n int64) int {
-	return seqs.search(func(s *int64) bool { return *s >= n })
-}
+func countBelow(seqs *positions, n int64) int { return seqs.below(n) }
 
 // Peak returns the cursor where device's active bytes first reach their
 // maximum over the whole log, and that maximum.

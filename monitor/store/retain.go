@@ -280,8 +280,9 @@ func (d *devLog) thinTo(to int64) {
 	if d.off == 0 && d.recs.Len() > 0 {
 		d.firstTime = d.recs.ptr(0).time
 	}
+	res := d.reserved.walk(int(d.off))
 	for j := d.off; j < to; j++ {
-		d.thin.add(d.recs.ptr(int(j)).time, d.active.at(int(j)), d.allocated.at(int(j)), d.reserved.at(int(j)))
+		d.thin.add(d.recs.ptr(int(j)).time, d.active.at(int(j)), d.allocated.at(int(j)), res.value())
 	}
 	d.off = to
 	d.recs.dropBefore(int(to))

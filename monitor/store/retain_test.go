@@ -409,7 +409,7 @@ func TestRetentionRecycledChunksReadBack(t *testing.T) {
 	ret.Append(0, tr[:1])
 	tr = tr[1:]
 	fd, rd := full.devs[0], ret.devs[0]
-	seen := map[*rec]bool{} // first element of every chunk the log has had
+	seen := map[*recBody]bool{} // first element of every chunk the log has had
 	reused := 0
 	for i := 0; i < len(tr); i += 1013 {
 		batch := tr[i:min(i+1013, len(tr))]

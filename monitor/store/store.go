@@ -100,24 +100,16 @@ type attr struct {
 	userMetadata   snapshot.TextID
 }
 
-// rec is one stored entry (40 bytes). For oom entries addr holds DeviceFree.
-type rec struct {
-	time   int64
-	addr   uint64
-	size   int64
-	frames snapshot.StackID
-	attr   uint32
-	action snapshot.Action
-}
-
 // devLog is one device's log.
 type devLog struct {
 	id   int
 	base TimeBase
-	recs chunked[rec]
+	recs records
 
-	// values right after each entry; init* before entry 0.
-	active, allocated, reserved           series
+	// values right after each entry; init* before entry 0. Reserved
+	// bytes change only at segment entries and markers: a step function.
+	active, allocated                     series
+	reserved                              steps
 	initActive, initAllocated, initReserv int64
 	pending                               int64 // head: pending-free bytes
 	// a live batch's values, appended to the series at its end (appendBatch)
@@ -126,7 +118,7 @@ type devLog struct {
 	cps      []*checkpoint // cps[0].At == 0; sorted by at
 	head     *segState
 	ov       overrides
-	byAction [256]chunked[int64] // seqs per action
+	byAction [256]positions // seqs per action
 	attrs    *attrTable
 	gaps     []GapRecord
 	missed   int64
@@ -378,20 +370,20 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	// holds the pending-free bytes after each entry (allocated = active −
 	// pending).
 	for ci, ch := range d.active.v.chunks {
-		res, alloc := d.reserved.v.chunks[ci], d.allocated.v.chunks[ci]
+		alloc := d.allocated.v.chunks[ci]
 		for j := range ch {
 			ch[j] += d.initActive
-			res[j] += d.initReserv
 			alloc[j] = ch[j] - alloc[j]
 		}
 	}
+	d.reserved.addAll(d.initReserv)
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.Init.Allocated, stated.Init.Reserved, stated.Init.Active
 		for i, t := range stated.After {
 			d.allocated.set(i, t.Allocated)
-			d.reserved.set(i, t.Reserved)
 			d.active.set(i, t.Active)
 		}
+		d.reserved = d.reserved.replaced(stated.After)
 	}
 	d.active.reindex()
 	d.allocated.reindex()
@@ -443,21 +435,19 @@ func (d *devLog) storeRecords(entries []snapshot.TraceEntry, own bool) {
 func (d *devLog) storeSeries(counts *[256]int) {
 	n := d.recs.Len()
 	d.active.v.reserve(n)
-	d.reserved.v.reserve(n)
 	for a, c := range counts {
 		d.byAction[snapshot.Action(a)].reserve(c)
 	}
 	var act, res int64
 	var seq int64
-	d.recs.each(0, n, func(p []rec) {
+	d.recs.each(0, n, func(p []recBody, acts []snapshot.Action) {
 		for i := range p {
-			r := &p[i]
-			e := snapshot.TraceEntry{Action: r.action, Size: r.size}
+			e := snapshot.TraceEntry{Action: acts[i], Size: p[i].size}
 			act += replay.ActiveDelta(&e)
 			res += replay.ReservedDelta(&e)
 			d.active.bulk(act)
 			d.reserved.bulk(res)
-			d.byAction[r.action].append(seq)
+			d.byAction[acts[i]].append(seq)
 			seq++
 		}
 	})
@@ -620,7 +610,7 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 	var last int64
 	act, res := d.initActive, d.initReserv
 	if n := d.recs.Len(); n > 0 {
-		last = d.recs.at(n - 1).time
+		last = d.recs.ptr(n - 1).time
 		act, res = d.active.at(n-1), d.reserved.at(n-1)
 	}
 	next := d.cps[len(d.cps)-1].At + d.checkpointGap(k)
