@@ -23,13 +23,16 @@ func (m streamMode) parallel() bool {
 	return m == streamPar || m == streamAuto && runtime.GOMAXPROCS(0) > 1
 }
 
-// Pipeline sizes: foldBatches buffers of foldBatchLen entries circle
-// between the decoder and the consumer, so the pipeline holds at most
-// foldBatches × foldBatchLen entries (4 × 16384 × 40 B = 2.5 MiB for the
-// stats fold, × 72 B = 4.5 MiB for a TraceSink) however large the file.
-// Variables so tests can make the hand-overs frequent.
+// Pipeline sizes: foldBatches buffers of foldBatchLen entries (the stats
+// fold) or sinkBatchLen (a TraceSink) circle between the decoder and the
+// consumer, so the pipeline holds at most 4 × 16384 × 40 B = 2.5 MiB, or
+// 4 × 4096 × 72 B = 1.1 MiB, however large the file. A sink's batches are
+// smaller: each is one write-locked append to a Store that is being read,
+// and the first comes sooner. Variables so tests can make the hand-overs
+// frequent.
 var (
 	foldBatchLen = 16384
+	sinkBatchLen = 4096
 	foldBatches  = 4
 )
 
@@ -63,12 +66,14 @@ type pipe[K comparable, T any] struct {
 	done    chan struct{}
 	cur     *pipeBatch[K, T]
 	made    int          // batches allocated so far (at most foldBatches, made as needed)
+	size    int          // entries a batch holds
 	consume func(K, []T) // the consumer's work on one batch (its goroutine)
 	handing func()       // the decoder's, before a batch is handed over (nil: none)
 }
 
-func newPipe[K comparable, T any](consume func(K, []T)) *pipe[K, T] {
+func newPipe[K comparable, T any](size int, consume func(K, []T)) *pipe[K, T] {
 	p := &pipe[K, T]{
+		size:    size,
 		full:    make(chan *pipeBatch[K, T], foldBatches),
 		free:    make(chan *pipeBatch[K, T], foldBatches),
 		done:    make(chan struct{}),
@@ -116,7 +121,7 @@ func (p *pipe[K, T]) batch() *pipeBatch[K, T] {
 	}
 	if p.made < foldBatches {
 		p.made++
-		return &pipeBatch[K, T]{e: make([]T, 0, foldBatchLen)}
+		return &pipeBatch[K, T]{e: make([]T, 0, p.size)}
 	}
 	return <-p.free
 }
@@ -153,7 +158,7 @@ func (p *pipe[K, T]) wait() {
 type foldPipe = pipe[*traceAcc, foldEntry]
 
 func newFoldPipe() *foldPipe {
-	return newPipe(func(acc *traceAcc, es []foldEntry) {
+	return newPipe(foldBatchLen, func(acc *traceAcc, es []foldEntry) {
 		var e snapshot.TraceEntry
 		for i := range es {
 			f := &es[i]

@@ -45,7 +45,7 @@ type traceSink struct {
 // published before each batch is handed over, so the batch's ids resolve.
 func newTraceSink(sink TraceSink, b *builder) *traceSink {
 	ts := &traceSink{}
-	ts.p = newPipe(func(list int, e []snapshot.TraceEntry) { sink.TraceBatch(list, e, ts.tables.Load()) })
+	ts.p = newPipe(sinkBatchLen, func(list int, e []snapshot.TraceEntry) { sink.TraceBatch(list, e, ts.tables.Load()) })
 	ts.p.handing = func() {
 		ts.tables.Store(&TraceTables{Stacks: b.stacks.Stacks(), Actions: b.table, Texts: b.texts})
 	}

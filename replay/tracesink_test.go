@@ -38,6 +38,9 @@ func TestTraceSinkSameTraces(t *testing.T) {
 	files := foldFixtures(t) // bad_*.pickle included
 	for _, size := range foldSizes {
 		withFoldSizes(t, size[0], size[1])
+		old := sinkBatchLen
+		sinkBatchLen = min(size[0], old)
+		t.Cleanup(func() { sinkBatchLen = old })
 		for _, p := range files {
 			want, werr := DecodeFile(p, Options{})
 			sink := &recordSink{t: t}

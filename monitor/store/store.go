@@ -135,6 +135,7 @@ type devLog struct {
 	missed   int64
 
 	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
+	sparse  int           // > 1: checkpoints this many times further apart (a streamed capture's provisional log)
 
 	// A capture ingested by IngestOwned (owned.go): owner is the snapshot
 	// it came from, inexact the entries its records do not give back
@@ -688,9 +689,10 @@ func (d *devLog) flushSeries() {
 // the number of live blocks when there are more (a checkpoint copies every
 // live block, so a trace holding many live blocks would otherwise spend more
 // memory on checkpoints than on its entries; a seek then rolls forward at
-// most as many entries as the state it builds has blocks).
+// most as many entries as the state it builds has blocks). A streamed
+// capture's provisional log spaces them sparse times wider.
 func (d *devLog) checkpointGap(k int) int64 {
-	return int64(max(k, d.head.Live()))
+	return int64(max(k, d.head.Live()) * max(d.sparse, 1))
 }
 
 func newDevLog(id int, base TimeBase) *devLog {

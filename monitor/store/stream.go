@@ -36,8 +36,16 @@ type OwnedStream struct {
 	s       *Store
 	logs    []*devLog // by trace-list number
 	entries atomic.Int64
+	gcAt    int64 // entries at which TraceBatch next collects
 	done    bool
 }
+
+// provisionalSparse spaces a provisional log's checkpoints: four times
+// further apart than a settled one's, so they take 4 bytes an entry instead
+// of 16 while the file loads (the settling roll replaces them), and a seek
+// in the loaded prefix rolls forward over at most four times as many
+// entries (a few ms).
+const provisionalSparse = 4
 
 // StreamOwned starts a streamed ingest (OwnedStream); the Store is not
 // Settled until its Finish or Abort. Batches come from one goroutine, and
@@ -83,6 +91,7 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 	if d == nil {
 		d = newDevLog(list, TimeSequence)
 		d.packs = !s.retain.Enabled()
+		d.sparse = provisionalSparse
 		d.cps = []*checkpoint{d.head.Freeze(0)}
 		o.logs[list] = d
 		s.putDev(d)
@@ -107,13 +116,25 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 		}
 	}
 	s.mu.Unlock()
-	o.entries.Add(int64(len(e)))
+	if n := o.entries.Add(int64(len(e))); n >= o.gcAt {
+		// The heap may grow to twice what was live at the last collection
+		// before the next; as the log only grows, that would let the
+		// decoder's garbage pile up to the size of the index. A
+		// collection each time the log has grown by half keeps it to half
+		// (a few ms each: the index is pointer-free chunks).
+		if o.gcAt > 0 {
+			runtime.GC()
+		}
+		o.gcAt = max(n+n/2, releaseCollect)
+	}
 	s.changed()
 }
 
 // Abort removes the logs streamed so far (the decode failed or was
-// cancelled) and ends the stream; the Store is then as before it, but for
-// the stack, action and text tables. Safe to call more than once.
+// cancelled) and ends the stream: the Store holds nothing of the capture
+// (a log it held under a list's number before the stream was replaced by
+// it, and is gone too; npumon replay streams into an empty Store). Safe to
+// call more than once.
 func (o *OwnedStream) Abort() {
 	if o.done {
 		return
@@ -219,6 +240,12 @@ func (o *OwnedStream) Finish(snap *snapshot.Snapshot, lists []int) error {
 	s.mu.Unlock()
 	s.unsettled.Add(-1)
 	s.changed()
+	if o.logs = nil; o.Entries() >= releaseCollect {
+		// the provisional logs' own parts (their allocated series,
+		// pyramids, checkpoints) are garbage now: freed before the first
+		// settled frame allocates
+		runtime.GC()
+	}
 	return nil
 }
 
