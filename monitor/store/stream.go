@@ -36,7 +36,6 @@ type OwnedStream struct {
 	s       *Store
 	logs    []*devLog // by trace-list number
 	entries atomic.Int64
-	gcAt    int64 // entries at which TraceBatch next collects
 	done    bool
 }
 
@@ -116,17 +115,7 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 		}
 	}
 	s.mu.Unlock()
-	if n := o.entries.Add(int64(len(e))); n >= o.gcAt {
-		// The heap may grow to twice what was live at the last collection
-		// before the next; as the log only grows, that would let the
-		// decoder's garbage pile up to the size of the index. A
-		// collection each time the log has grown by half keeps it to half
-		// (a few ms each: the index is pointer-free chunks).
-		if o.gcAt > 0 {
-			runtime.GC()
-		}
-		o.gcAt = max(n+n/2, releaseCollect)
-	}
+	o.entries.Add(int64(len(e)))
 	s.changed()
 }
 

@@ -172,7 +172,7 @@ func TestOwnedStreamPrefixQueries(t *testing.T) {
 	if err := final.IngestSnapshot(copies(gen)()); err != nil {
 		t.Fatal(err)
 	}
-	want := final.EventsAroundSeq(0, 0, 0, 6000)
+	want := final.EventsAroundSeq(0, 0, 0, len(gen.DeviceTraces[0]))
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var st atomic.Pointer[Store]
