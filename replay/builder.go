@@ -1124,8 +1124,8 @@ func (b *builder) place(l *list, d *dict) error {
 	return nil
 }
 
-// keepEntry adds a trace entry to list l: to its running figures when
-// streaming, else to its entries.
+// keepEntry adds a trace entry to list l: to the TraceSink (Options.Trace),
+// to its running figures when streaming, else to its entries.
 func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
 	if b.sink != nil {
 		b.sinkEntry(l, e)
