@@ -163,7 +163,8 @@ type listMore struct {
 	strs     []string                 // plain lists: the strings (forward_frames), at most maxListStrings
 	fwd      map[int]snapshot.StackID // trace lists: entry index → forward traceback
 	acc      *traceAcc                // streaming: the entries' running figures, entries not kept
-	streamed int                      // streaming: entries handed to acc (acc itself may be the folder's)
+	streamed int                      // streaming: entries handed to acc (acc itself may be the folder's) or to the sink
+	sinkList int                      // 1 + the list's number for Options.Trace, 0 until its first entry
 	firstOff int64                    // file offset where the list's entries began (capacity estimate)
 }
 
@@ -180,6 +181,7 @@ type builder struct {
 	stream    bool         // trace entries go to per-list accumulators, not into the model
 	parFold   bool         // streaming: fold beside the decoder (fold starts at the first entry)
 	fold      *foldPipe    // streaming in parallel: the accumulators are the folder's until fold.wait
+	sink      *traceSink   // streaming to Options.Trace (nil: to the accumulators)
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
 	memo      *memo        // nil for JSON
@@ -208,7 +210,8 @@ type builder struct {
 	evidence                                                                                                     string // why schema decided as it did
 	sawHistory, sawNoAddr, sawWorkspace, sawNPUConf, sawCUDAConf, sawTime, sawSettings, sawStream, sawStreamZero bool
 
-	accs []*traceAcc // streaming: per device, nil where the trace was empty
+	accs  []*traceAcc // streaming: per device, nil where the trace was empty
+	lists []int       // streaming to a sink: per device, its list's number, -1 where none
 
 	// Trace entries fastEntry decoded, waiting for their list to take them
 	// (kEntry values index entryQ), and how many still wait.
@@ -1092,12 +1095,12 @@ func (b *builder) place(l *list, d *dict) error {
 		l.fids = append(l.fids, b.frameID(d))
 		return nil
 	case dTrace:
-		if d.fwd != snapshot.NoStack && !b.stream {
+		if d.fwd != snapshot.NoStack && (!b.stream || b.sink != nil) {
 			if l.fwd == nil {
 				l.fwd = map[int]snapshot.StackID{}
 			}
 			b.charge(elemBytes)
-			l.fwd[len(l.entries)] = d.fwd
+			l.fwd[len(l.entries)+l.streamed] = d.fwd // one of the two is 0
 		}
 		b.keepEntry(l, d.te)
 	case dBlock:
@@ -1121,9 +1124,13 @@ func (b *builder) place(l *list, d *dict) error {
 	return nil
 }
 
-// keepEntry adds a trace entry to list l: to its running figures when
-// streaming, else to its entries.
+// keepEntry adds a trace entry to list l: to the TraceSink (Options.Trace),
+// to its running figures when streaming, else to its entries.
 func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
+	if b.sink != nil {
+		b.sinkEntry(l, e)
+		return
+	}
 	if b.stream {
 		if l.acc == nil {
 			l.acc = newTraceAcc()
@@ -1133,7 +1140,7 @@ func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
 			if b.fold == nil {
 				b.fold = newFoldPipe()
 			}
-			b.fold.add(l.acc, e)
+			foldAdd(b.fold, l.acc, e)
 			return
 		}
 		l.acc.add(e)
@@ -1253,6 +1260,7 @@ func (b *builder) finish(top val) (*snapshot.Snapshot, string, error) {
 					snap.Forward = append(snap.Forward, l.fwd)
 				}
 				b.accs = append(b.accs, l.acc)
+				b.lists = append(b.lists, l.sinkList-1) // ensureList made listMore
 			}
 		}
 		if d.anns != nil {

@@ -24,6 +24,10 @@ type Capture struct {
 	// Implausible is what Sanity found wrong with the snapshot's values
 	// (nil: nothing); decoding still succeeds, and the caller warns.
 	Implausible *Implausible
+	// TraceLists, for a decode with Options.Trace, gives per device (as
+	// Snapshot.DeviceTraces, whose traces are then all empty) the number
+	// of the TraceSink list that was its trace, -1 where it had none.
+	TraceLists []int
 }
 
 // Formats reported by Capture.Format.
@@ -44,6 +48,12 @@ type Options struct {
 	// with the input's size) at this many bytes; past it decoding fails
 	// with an error instead of allocating more (0: no cap).
 	MaxMemory int64
+	// Trace, when set, takes the trace entries as they are decoded, in
+	// batches beside the decoder (TraceSink); the Capture's DeviceTraces
+	// are then empty and its TraceLists say which list was which device.
+	// Every batch has been taken when the decode returns, an error
+	// included (the sink has then seen a prefix of the trace).
+	Trace TraceSink
 }
 
 // ErrNotSnapshot is wrapped by errors for input that is not a memory
@@ -121,7 +131,12 @@ func decode(ctx context.Context, r io.Reader, size int64, opts Options, stream s
 func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, stream streamMode) (*Capture, []*traceAcc, error) {
 	b := newBuilder()
 	b.stream = stream != noStream
-	if b.stream && stream.parallel() {
+	if opts.Trace != nil && !b.stream {
+		b.stream = true
+		b.sink = newTraceSink(opts.Trace, b)
+		defer b.sink.p.wait() // on every way out: the sink has seen all it will
+	}
+	if b.stream && b.sink == nil && stream.parallel() {
 		b.parFold = true
 		defer func() { // before the accumulators are read, on every way out
 			if b.fold != nil {
@@ -165,7 +180,14 @@ func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, st
 				return nil, nil, err
 			}
 			snap.TorchNPU = schema == SchemaTorchNPU
-			return &Capture{Format: format, Schema: schema, SchemaEvidence: b.evidence, Snapshot: snap}, b.accs, nil
+			c := &Capture{Format: format, Schema: schema, SchemaEvidence: b.evidence, Snapshot: snap}
+			if b.sink != nil {
+				c.TraceLists = b.lists
+				if c.TraceLists == nil {
+					c.TraceLists = []int{}
+				}
+			}
+			return c, b.accs, nil
 		}
 		if strings.IndexByte("(}]cld", c) >= 0 {
 			return nil, nil, offsetError(in.offset(), errors.New("a pickle of protocol 0 or 1 (torch never writes these); only protocols 2–5 are read"))

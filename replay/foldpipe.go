@@ -23,19 +23,23 @@ func (m streamMode) parallel() bool {
 	return m == streamPar || m == streamAuto && runtime.GOMAXPROCS(0) > 1
 }
 
-// Fold pipeline sizes: foldBatches buffers of foldBatchLen entries circle
-// between the decoder and the folder, so the pipeline holds at most
-// foldBatches × foldBatchLen entries (4 × 16384 × 40 B = 2.5 MiB) however
-// large the file. Variables so tests can make the hand-overs frequent.
+// Pipeline sizes: foldBatches buffers of foldBatchLen entries (the stats
+// fold) or sinkBatchLen (a TraceSink) circle between the decoder and the
+// consumer, so the pipeline holds at most 4 × 16384 × 40 B = 2.5 MiB, or
+// 4 × 4096 × 72 B = 1.1 MiB, however large the file. A sink's batches are
+// smaller: each is one write-locked append to a Store that is being read,
+// and the first comes sooner. Variables so tests can make the hand-overs
+// frequent.
 var (
 	foldBatchLen = 16384
+	sinkBatchLen = 4096
 	foldBatches  = 4
 )
 
-// foldBatch is a run of one trace list's entries, in trace order.
-type foldBatch struct {
-	acc *traceAcc
-	e   []foldEntry
+// pipeBatch is a run of one trace list's entries, in trace order.
+type pipeBatch[K comparable, T any] struct {
+	key K
+	e   []T
 }
 
 // foldEntry is the part of a trace entry traceAcc.add reads (action,
@@ -48,65 +52,68 @@ type foldEntry struct {
 	action       snapshot.Action
 }
 
-// foldPipe folds trace entries into their accumulators on a goroutine of
-// its own while the decoder goes on: the decoder fills a batch, hands it
-// over through full, and takes an empty one from free. One folder takes
-// the batches in the order they were sent, so every accumulator sees its
-// entries in trace order, as the sequential fold does, and the figures are
-// the same to the bit. The folder never fails: decoding errors (and their
-// offsets) stay the decoder's alone.
-type foldPipe struct {
-	full chan *foldBatch
-	free chan *foldBatch
-	done chan struct{}
-	cur  *foldBatch
-	made int // batches allocated so far (at most foldBatches, made as needed)
+// pipe hands a decode's trace entries, in batches, to a goroutine of its
+// own while the decoder goes on: the decoder fills a batch (entries of one
+// key: a trace list's accumulator, a TraceSink's list number), hands it
+// over through full, and takes an empty one from free. One consumer takes
+// the batches in the order they were sent, so every key sees its entries
+// in trace order. The consumer never fails: decoding errors (and their
+// offsets) stay the decoder's alone. The stats fold (foldPipe) and a
+// TraceSink (sinkPipe) are its two uses.
+type pipe[K comparable, T any] struct {
+	full    chan *pipeBatch[K, T]
+	free    chan *pipeBatch[K, T]
+	done    chan struct{}
+	cur     *pipeBatch[K, T]
+	made    int          // batches allocated so far (at most foldBatches, made as needed)
+	size    int          // entries a batch holds
+	consume func(K, []T) // the consumer's work on one batch (its goroutine)
+	handing func()       // the decoder's, before a batch is handed over (nil: none)
 }
 
-func newFoldPipe() *foldPipe {
-	p := &foldPipe{
-		full: make(chan *foldBatch, foldBatches),
-		free: make(chan *foldBatch, foldBatches),
-		done: make(chan struct{}),
+func newPipe[K comparable, T any](size int, consume func(K, []T)) *pipe[K, T] {
+	p := &pipe[K, T]{
+		size:    size,
+		full:    make(chan *pipeBatch[K, T], foldBatches),
+		free:    make(chan *pipeBatch[K, T], foldBatches),
+		done:    make(chan struct{}),
+		consume: consume,
 	}
 	go func() {
 		defer crash.Recover()
-		p.fold()
+		p.run()
 	}()
 	return p
 }
 
-// fold is the folder goroutine.
-func (p *foldPipe) fold() {
+// run is the consumer goroutine.
+func (p *pipe[K, T]) run() {
 	defer close(p.done)
 	for bt := range p.full {
-		acc := bt.acc
-		var e snapshot.TraceEntry
-		for i := range bt.e {
-			f := &bt.e[i]
-			e.Action, e.Addr, e.Size, e.Stream, e.Frames, e.TimeUS = f.action, f.addr, f.size, f.stream, f.frames, f.time
-			acc.add(&e)
-		}
-		bt.e, bt.acc = bt.e[:0], nil
+		p.consume(bt.key, bt.e)
+		var zero K
+		bt.e, bt.key = bt.e[:0], zero
 		p.free <- bt
 	}
 }
 
-// add queues entry e for acc (the decoder's goroutine only).
-func (p *foldPipe) add(acc *traceAcc, e *snapshot.TraceEntry) {
+// slot returns room for one more entry of key (the decoder's goroutine
+// only), starting a batch when the current one is another key's or full.
+func (p *pipe[K, T]) slot(key K) *T {
 	c := p.cur
-	if c == nil || c.acc != acc || len(c.e) == cap(c.e) {
+	if c == nil || c.key != key || len(c.e) == cap(c.e) {
 		p.flush()
 		c = p.batch()
-		c.acc = acc
+		c.key = key
 		p.cur = c
 	}
-	c.e = append(c.e, foldEntry{addr: e.Addr, stream: e.Stream, size: e.Size, time: e.TimeUS, frames: e.Frames, action: e.Action})
+	c.e = c.e[:len(c.e)+1]
+	return &c.e[len(c.e)-1]
 }
 
 // batch returns an empty batch: a recycled one, a new one while fewer
-// than foldBatches exist, else the next the folder gives back.
-func (p *foldPipe) batch() *foldBatch {
+// than foldBatches exist, else the next the consumer gives back.
+func (p *pipe[K, T]) batch() *pipeBatch[K, T] {
 	select {
 	case c := <-p.free:
 		return c
@@ -114,16 +121,19 @@ func (p *foldPipe) batch() *foldBatch {
 	}
 	if p.made < foldBatches {
 		p.made++
-		return &foldBatch{e: make([]foldEntry, 0, foldBatchLen)}
+		return &pipeBatch[K, T]{e: make([]T, 0, p.size)}
 	}
 	return <-p.free
 }
 
-// flush hands the batch being filled to the folder.
-func (p *foldPipe) flush() {
+// flush hands the batch being filled to the consumer.
+func (p *pipe[K, T]) flush() {
 	if c := p.cur; c != nil {
 		p.cur = nil
 		if len(c.e) > 0 {
+			if p.handing != nil {
+				p.handing()
+			}
 			p.full <- c
 		} else {
 			p.free <- c
@@ -131,12 +141,34 @@ func (p *foldPipe) flush() {
 	}
 }
 
-// wait folds what is queued and stops the folder; the accumulators are
-// complete (and the decoder's to read) once it returns. It is called on
-// every way out of a decode, errors and cancellation included: what is
-// left is at most foldBatches batches.
-func (p *foldPipe) wait() {
+// wait hands over what is queued and stops the consumer, which has seen
+// every entry once it returns. It is called on every way out of a decode,
+// errors and cancellation included: what is left is at most foldBatches
+// batches.
+func (p *pipe[K, T]) wait() {
 	p.flush()
 	close(p.full)
 	<-p.done
+}
+
+// foldPipe folds trace entries into their accumulators beside the decoder
+// (StatsFile); the accumulators are complete (and the decoder's to read)
+// once wait returns. The figures are the same to the bit as the
+// sequential fold's.
+type foldPipe = pipe[*traceAcc, foldEntry]
+
+func newFoldPipe() *foldPipe {
+	return newPipe(foldBatchLen, func(acc *traceAcc, es []foldEntry) {
+		var e snapshot.TraceEntry
+		for i := range es {
+			f := &es[i]
+			e.Action, e.Addr, e.Size, e.Stream, e.Frames, e.TimeUS = f.action, f.addr, f.size, f.stream, f.frames, f.time
+			acc.add(&e)
+		}
+	})
+}
+
+// foldAdd queues entry e for acc (the decoder's goroutine only).
+func foldAdd(p *foldPipe, acc *traceAcc, e *snapshot.TraceEntry) {
+	*p.slot(acc) = foldEntry{addr: e.Addr, stream: e.Stream, size: e.Size, time: e.TimeUS, frames: e.Frames, action: e.Action}
 }

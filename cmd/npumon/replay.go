@@ -87,7 +87,15 @@ func newReplayCmd() *cobra.Command {
 					runs, times = data, strings.TrimSpace(strings.Join([]string{recoveredNote(res, device), strings.TrimSpace(warn.String())}, " "))
 					return err
 				}
-				l, err := watch.Load(ctx, path, store, watch.LoadOptions{Report: report, Prepare: prepare, DropTrace: true})
+				lo := watch.LoadOptions{Report: report, DropTrace: true}
+				if len(profDirs) == 0 && len(runsBeside(path)) == 0 {
+					// no runs to take times from: the trace streams into
+					// the Store as it is decoded (as stats streams it)
+					lo.Stream = true
+				} else {
+					lo.Prepare = prepare // time recovery needs the whole trace first
+				}
+				l, err := watch.Load(ctx, path, store, lo)
 				capt.Store(l.Capture)
 				n := watch.NoBlockTrace(l.Profiler)
 				if times != "" {

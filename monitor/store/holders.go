@@ -56,9 +56,12 @@ func (s *Store) OpName(t int64) string {
 // AnnotationOps are a capture's record_function ranges (external
 // annotations, torch 2.4's user_defined entries) as ops, so that a
 // snapshot alone attributes entries to them and marks its steps.
-func AnnotationOps(snap *snapshot.Snapshot) []Op {
+func AnnotationOps(snap *snapshot.Snapshot) []Op { return annotationOps(snap, snap.Devices()) }
+
+// annotationOps is AnnotationOps over devices.
+func annotationOps(snap *snapshot.Snapshot, devices []int) []Op {
 	var out []Op
-	for _, dev := range snap.Devices() {
+	for _, dev := range devices {
 		for _, op := range replay.AnnotationOps(snap, dev) {
 			op.Device = dev
 			out = append(out, op)

@@ -34,22 +34,7 @@ func (s *Store) Trace(snap *snapshot.Snapshot, device int) ([]snapshot.TraceEntr
 	if d.keep != nil {
 		return d.keep, true
 	}
-	lo, n := d.recs.lo(), d.recs.Len()
-	out := make([]snapshot.TraceEntry, 0, n-lo)
-	fix := d.inexact.from(int64(lo))
-	seq := int64(lo)
-	d.recs.each(lo, n, func(p []recBody, acts []snapshot.Action) {
-		for i := range p {
-			r := p[i].with(acts[i])
-			e := d.entryOf(&r)
-			if fix.at(seq) {
-				e = fix.next()
-			}
-			out = append(out, e)
-			seq++
-		}
-	})
-	return out, true
+	return d.traceOf(d.recs.lo(), d.recs.Len()), true
 }
 
 // entryOf is the trace entry record r gives back: all of it but a time
@@ -143,8 +128,9 @@ func (d *devLog) release(snap *snapshot.Snapshot, dev int) {
 	}
 }
 
-// rollRecords is rollCapture from the stored records (the trace dropped).
-func (d *devLog) rollRecords(k int) {
+// rollRecords is rollCapture from the stored records (the trace dropped);
+// cut, if not nil, is called after each checkpoint is added.
+func (d *devLog) rollRecords(k int, cut func()) {
 	n := d.recs.Len()
 	d.allocated.v.reserve(n)
 	next := d.checkpointGap(k)
@@ -163,6 +149,9 @@ func (d *devLog) rollRecords(k int) {
 			if seq+1 >= next {
 				d.cps = append(d.cps, d.dumpPacked(seq+1))
 				next = seq + 1 + d.checkpointGap(k)
+				if cut != nil {
+					cut()
+				}
 			}
 			seq++
 		}

@@ -81,6 +81,9 @@ type Store struct {
 	// indexed counts entries the ingests of captures have indexed, in
 	// steps of indexStep (Indexed: a load's progress while it indexes).
 	indexed atomic.Int64
+	// unsettled counts streamed captures still loading (stream.go): their
+	// figures are provisional until they settle (Settled).
+	unsettled atomic.Int32
 
 	retain     Retention
 	opsThinned int64 // ops dropped by the retention window
@@ -124,6 +127,7 @@ type devLog struct {
 	missed   int64
 
 	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
+	sparse  int           // > 1: checkpoints this many times further apart (a streamed capture's provisional log)
 
 	// A capture ingested by IngestOwned (owned.go): owner is the snapshot
 	// it came from, inexact the entries its records do not give back
@@ -327,25 +331,8 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 		return nil, fmt.Errorf("monitor: ingest device %d: %w", dev, err)
 	}
 	d.ov = pre.ov
-	d.head = stateFromSegments(tl.Initial)
-	for _, a := range tl.Start() { // Initial leaves out those outside its segments
-		b := &a.Block
-		if _, ok := d.head.Block(b.Address); !ok {
-			d.head.SetBlock(tiling.FromBlock(b))
-		}
-	}
-	d.initActive = tl.ActiveAtStart
-	d.initReserv = tl.ReservedAtStart
+	d.startAt(tl)
 	tl = nil
-	var pend int64
-	for b := range d.head.Blocks() {
-		if b.State == snapshot.StateActivePendingFree {
-			pend += b.Live()
-		}
-	}
-	d.pending = pend
-	d.initAllocated = d.initActive - pend
-	d.cps = []*checkpoint{d.head.Freeze(0)}
 	<-stored
 	if own && d.keep == nil {
 		entries = nil
@@ -362,13 +349,43 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	if entries != nil {
 		d.rollCapture(entries, s.k)
 	} else {
-		d.rollRecords(s.k)
+		d.rollRecords(s.k, nil)
 	}
 	<-indexed
 	d.indexed = nil
-	// active and reserved were stored relative to the start; allocated
-	// holds the pending-free bytes after each entry (allocated = active −
-	// pending).
+	d.finishSeries(stated)
+	return d, nil
+}
+
+// startAt makes the state before entry 0 tl's (its Initial and the
+// allocations live before entry 0 outside its segments): the head, the
+// series' start values and the first checkpoint.
+func (d *devLog) startAt(tl *replay.Timeline) {
+	d.head = stateFromSegments(tl.Initial)
+	for _, a := range tl.Start() { // Initial leaves out those outside its segments
+		b := &a.Block
+		if _, ok := d.head.Block(b.Address); !ok {
+			d.head.SetBlock(tiling.FromBlock(b))
+		}
+	}
+	d.initActive = tl.ActiveAtStart
+	d.initReserv = tl.ReservedAtStart
+	var pend int64
+	for b := range d.head.Blocks() {
+		if b.State == snapshot.StateActivePendingFree {
+			pend += b.Live()
+		}
+	}
+	d.pending = pend
+	d.initAllocated = d.initActive - pend
+	d.cps = []*checkpoint{d.head.Freeze(0)}
+}
+
+// finishSeries completes a capture's series: active and reserved were
+// stored relative to the start; allocated holds the pending-free bytes
+// after each entry (allocated = active − pending). stated, if not nil,
+// replaces them.
+func (d *devLog) finishSeries(stated *DeviceTotals) {
 	for ci, ch := range d.active.v.chunks {
 		alloc := d.allocated.v.chunks[ci]
 		for j := range ch {
@@ -388,7 +405,6 @@ func (s *Store) buildCapture(snap *snapshot.Snapshot, dev int, stated *DeviceTot
 	d.active.reindex()
 	d.allocated.reindex()
 	d.reserved.reindex()
-	return d, nil
 }
 
 // intervalHi is devLog.ivHi of device dev's entries: one backward pass
@@ -500,15 +516,16 @@ func scanCapture(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry
 		p.counts[entries[i].Action]++
 		p.hasTime = p.hasTime || entries[i].TimeUS != 0
 	}
-	p.ov = captureOverrides(snap, dev, entries)
+	p.ov = captureOverrides(snap, dev, len(entries), func(i int) (snapshot.Action, uint64) { return entries[i].Action, entries[i].Addr })
 	return p
 }
 
 // captureOverrides finds the allocs and segment_allocs whose object survives
-// to the end of the trace and gives them the final state's attributes.
-func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.TraceEntry) overrides {
+// to the end of the trace (n entries, at(i) giving entry i's action and
+// address) and gives them the final state's attributes.
+func captureOverrides(snap *snapshot.Snapshot, dev int, n int, at func(i int) (snapshot.Action, uint64)) overrides {
 	ov := tiling.NewOverrides()
-	if len(entries) > 0 {
+	if n > 0 {
 		// a file's trace: blocks it re-creates are round_size(requested),
 		// as replay's undo makes them. A live producer's SNAPSHOT has no
 		// trace, and the entries appended after it keep their requested
@@ -532,24 +549,24 @@ func captureOverrides(snap *snapshot.Snapshot, dev int, entries []snapshot.Trace
 	// Walking backwards, the first alloc (segment_alloc) met at a final
 	// address created the surviving object, unless a free met earlier shows
 	// the final object came later; either way the address is settled.
-	for i := len(entries) - 1; i >= 0 && len(finalBlocks)+len(finalSegs) > 0; i-- {
-		e := &entries[i]
-		switch e.Action {
+	for i := n - 1; i >= 0 && len(finalBlocks)+len(finalSegs) > 0; i-- {
+		action, addr := at(i)
+		switch action {
 		case snapshot.ActionAlloc, snapshot.ActionFree, snapshot.ActionFreeCompleted:
-			if b, ok := finalBlocks[e.Addr]; ok {
-				if e.Action == snapshot.ActionAlloc {
+			if b, ok := finalBlocks[addr]; ok {
+				if action == snapshot.ActionAlloc {
 					ov.Blocks[int64(i)] = tiling.FromBlock(b)
 				}
-				delete(finalBlocks, e.Addr)
+				delete(finalBlocks, addr)
 			}
 		case snapshot.ActionSegmentAlloc, snapshot.ActionSegmentFree:
-			if sg, ok := finalSegs[e.Addr]; ok {
-				if e.Action == snapshot.ActionSegmentAlloc {
+			if sg, ok := finalSegs[addr]; ok {
+				if action == snapshot.ActionSegmentAlloc {
 					c := *sg
 					c.Blocks = nil
 					ov.Segs[int64(i)] = c
 				}
-				delete(finalSegs, e.Addr)
+				delete(finalSegs, addr)
 			}
 		}
 	}
@@ -636,7 +653,7 @@ func (d *devLog) appendEntries(entries []snapshot.TraceEntry, k int, bulk bool) 
 		}
 		d.byAction[e.Action].append(seq)
 		if seq+1 >= next {
-			d.cps = append(d.cps, d.head.Dump(seq+1))
+			d.cps = append(d.cps, d.dumpPacked(seq+1)) // whole unless the log packs (a streamed capture)
 			next = seq + 1 + d.checkpointGap(k)
 		}
 	}
@@ -662,9 +679,10 @@ func (d *devLog) flushSeries() {
 // the number of live blocks when there are more (a checkpoint copies every
 // live block, so a trace holding many live blocks would otherwise spend more
 // memory on checkpoints than on its entries; a seek then rolls forward at
-// most as many entries as the state it builds has blocks).
+// most as many entries as the state it builds has blocks). A streamed
+// capture's provisional log spaces them sparse times wider.
 func (d *devLog) checkpointGap(k int) int64 {
-	return int64(max(k, d.head.Live()))
+	return int64(max(k, d.head.Live()) * max(d.sparse, 1))
 }
 
 func newDevLog(id int, base TimeBase) *devLog {

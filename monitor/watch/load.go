@@ -39,6 +39,13 @@ type LoadOptions struct {
 	// (store.IngestOwned): Loaded.Capture then holds none, so the trace is
 	// not kept twice (npumon replay); WithTrace gives them back.
 	DropTrace bool
+	// Stream, with DropTrace and without Prepare (which needs the whole
+	// trace), decodes a snapshot's trace straight into the Store
+	// (store.OwnedStream): the Store holds a growing prefix of it while the
+	// file loads (not Settled until the load ends; Report gives the bytes
+	// and entries so far), the decoded trace never exists whole, and the
+	// Store ends as DropTrace's. A failed decode leaves none of it in st.
+	Stream bool
 }
 
 // Loaded is what Load read: the decoded snapshot file, or the profiler
@@ -70,6 +77,9 @@ func Load(ctx context.Context, path string, st *store.Store, o LoadOptions) (Loa
 		case in.Kind.Profiler():
 			d, err := loadProfiler(ctx, path, st, o.MemoryOnly, report)
 			return Loaded{Profiler: d}, err
+		case in.Kind.Snapshot() && o.Stream && o.DropTrace && o.Prepare == nil:
+			c, err := loadStreamed(ctx, path, st, o.Limits, !o.MemoryOnly, report)
+			return Loaded{Capture: c}, err
 		case in.Kind.Snapshot():
 			c, err := loadSnapshot(ctx, path, st, o.Limits, !o.MemoryOnly, o.DropTrace, o.Prepare, report)
 			return Loaded{Capture: c}, err
@@ -127,6 +137,39 @@ func loadSnapshot(ctx context.Context, path string, st *store.Store, opts replay
 	}
 	if withOps {
 		st.IngestOps(ops)
+	}
+	report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
+	return capt, nil
+}
+
+// loadStreamed is loadSnapshot with DropTrace for a file whose trace goes
+// straight into st while it is decoded (LoadOptions.Stream): Report gives
+// the bytes read and the entries in st every few MiB; once the file is
+// read the stream settles (store.OwnedStream.Finish). On an error st
+// keeps nothing of the file's trace (OwnedStream.Abort).
+func loadStreamed(ctx context.Context, path string, st *store.Store, opts replay.Options, withOps bool, report func(store.LoadProgress)) (*replay.Capture, error) {
+	sink := st.StreamOwned()
+	var total int64
+	opts.Trace = sink
+	opts.Progress = func(d, t int64) {
+		total = max(t, 0)
+		report(store.LoadProgress{Stage: "decoding", BytesDone: d, BytesTotal: total, Entries: sink.Entries()})
+	}
+	capt, err := replay.DecodeFileContext(ctx, path, opts)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		sink.Abort()
+		return nil, err
+	}
+	n := sink.Entries()
+	report(store.LoadProgress{Stage: "settling", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
+	if err := sink.Finish(capt.Snapshot, capt.TraceLists); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if withOps {
+		st.IngestOps(st.OwnedAnnotationOps(capt.Snapshot))
 	}
 	report(store.LoadProgress{Stage: "indexing", BytesDone: total, BytesTotal: total, Entries: n, EntriesTotal: n})
 	return capt, nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/npumon/npumon/internal/testutil/benchcpu"
 	"github.com/npumon/npumon/monitor/store"
@@ -132,4 +134,82 @@ func BenchmarkLoadedStateAt1M(b *testing.B) {
 		}
 		benchcpu.Report(b, c0, 0, "")
 	})
+}
+
+// BenchmarkLoadSnapshotStream1M compares the two ways `npumon replay`
+// can load a file: drop (DropTrace: decoded whole, then the Store takes
+// the trace) and stream (Stream: the decoder hands its entries to the
+// Store in batches as it goes). Besides CPU and live-B (the heap in use
+// once loaded) it reports peak-heap-B, the most heap in use during the
+// load (sampled every millisecond), first-ns, the time from Load's start
+// until the Store first has entries (the first screen can come up), and
+// settle-ns, the time from the end of decoding to Load's return (stream:
+// the settling; drop: the indexing).
+func BenchmarkLoadSnapshotStream1M(b *testing.B) {
+	for _, way := range []string{"drop", "stream"} {
+		b.Run(way, func(b *testing.B) {
+			benchcpu.EachSnapshot1M(b, func(b *testing.B, path string) {
+				c0 := benchcpu.Now()
+				var st *store.Store
+				var capt *replay.Capture
+				var first, settle time.Duration // first: the slowest iteration's
+				var peakHeap uint64
+				for b.Loop() {
+					st, capt = nil, nil
+					runtime.GC()
+					st = store.New(store.Options{})
+					start := time.Now()
+					var decoded time.Time
+					var firstHere time.Duration
+					stop := make(chan struct{})
+					sampled := make(chan struct{})
+					go func() {
+						defer close(sampled)
+						s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+						tick := time.NewTicker(time.Millisecond)
+						defer tick.Stop()
+						for {
+							metrics.Read(s)
+							peakHeap = max(peakHeap, s[0].Value.Uint64())
+							if firstHere == 0 && st.Version() > 0 {
+								firstHere = time.Since(start)
+							}
+							select {
+							case <-stop:
+								return
+							case <-tick.C:
+							}
+						}
+					}()
+					o := LoadOptions{DropTrace: true, Stream: way == "stream", Report: func(p store.LoadProgress) {
+						if p.Stage != "decoding" && decoded.IsZero() {
+							decoded = time.Now()
+						}
+					}}
+					l, err := Load(context.Background(), path, st, o)
+					if err != nil {
+						b.Fatal(err)
+					}
+					close(stop)
+					<-sampled
+					if firstHere == 0 { // drop: the Store has entries once Load is done
+						firstHere = time.Since(start)
+					}
+					settle += time.Since(decoded)
+					first = max(first, firstHere)
+					capt = l.Capture
+				}
+				benchcpu.Report(b, c0, 0, "")
+				b.ReportMetric(float64(peakHeap), "peak-heap-B")
+				b.ReportMetric(float64(first.Nanoseconds()), "first-ns")
+				b.ReportMetric(float64(settle.Nanoseconds())/float64(b.N), "settle-ns")
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				b.ReportMetric(float64(ms.HeapAlloc), "live-B")
+				runtime.KeepAlive(st)
+				runtime.KeepAlive(capt)
+			})
+		})
+	}
 }
