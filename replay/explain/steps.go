@@ -266,6 +266,7 @@ func periodKeys(tl *replay.Timeline) (keyed []keyedEntry, counts []int32) {
 	}
 	sk := sketch{c: make([]uint8, 1<<bits/4), shift: uint(64 - bits)}
 	var stackCount []int32
+	full := 0 // entries in full counters: at least those whose keys recur
 	for i := range tl.Entries {
 		e := &tl.Entries[i]
 		if !hasPeriodKey(e) {
@@ -275,7 +276,19 @@ func periodKeys(tl *replay.Timeline) (keyed []keyedEntry, counts []int32) {
 			stackCount = append(stackCount, make([]int32, max(f+1, 2*len(stackCount), 64)-len(stackCount))...)
 		}
 		stackCount[e.Frames]++
-		sk.add(periodHash(e))
+		switch sk.add(periodHash(e)) {
+		case MinLeakSteps: // the counter filled: its entries so far
+			full += MinLeakSteps
+		case MinLeakSteps + 1:
+			full++
+		}
+	}
+	// A repeat period's iterations span half the trace, half of their
+	// entries' keys recurring (periodSteps): with fewer such entries in the
+	// whole trace none holds.
+	few := func(n int) bool { return float64(n) < minPeriodShare*minPeriodCover*float64(len(tl.Entries)) }
+	if few(full) {
+		return nil, nil
 	}
 	may := func(e *snapshot.TraceEntry) bool {
 		return hasPeriodKey(e) && stackCount[e.Frames] >= MinLeakSteps && sk.count(periodHash(e)) >= MinLeakSteps
@@ -286,9 +299,7 @@ func periodKeys(tl *replay.Timeline) (keyed []keyedEntry, counts []int32) {
 			n++
 		}
 	}
-	// Every entry whose key recurs is among the n: the iterations would
-	// span half the trace, half of them such entries.
-	if float64(n) < minPeriodShare*minPeriodCover*float64(len(tl.Entries)) {
+	if few(n) {
 		return nil, nil
 	}
 	// Most keys pack exactly into 64 bits (an open-addressing table on
@@ -337,12 +348,16 @@ type sketch struct {
 // A 2-bit counter holds MinLeakSteps (this fails to compile otherwise).
 var _ [3 - MinLeakSteps]struct{}
 
-func (s *sketch) add(h uint64) {
+// add counts h; it returns the counter's value, MinLeakSteps + 1 where
+// it was full already.
+func (s *sketch) add(h uint64) uint8 {
 	b := h >> s.shift
 	sh := (b & 3) * 2
-	if s.c[b>>2]>>sh&3 < MinLeakSteps {
+	c := s.c[b>>2] >> sh & 3
+	if c < MinLeakSteps {
 		s.c[b>>2] += 1 << sh
 	}
+	return c + 1
 }
 
 func (s *sketch) count(h uint64) uint8 {

@@ -130,7 +130,10 @@ func TestSketchNeverUnderCounts(t *testing.T) {
 	added := map[uint64]int{}
 	for i := range 20000 {
 		h := uint64(i%7000) * 0x9E3779B97F4A7C15
-		s.add(h)
+		before := s.count(h)
+		if got := s.add(h); got != before+1 {
+			t.Fatalf("add returned %d, counter was %d", got, before)
+		}
 		added[h]++
 	}
 	for h, n := range added {
