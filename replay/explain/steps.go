@@ -286,20 +286,7 @@ func periodKeys(tl *replay.Timeline) (keyed []keyedEntry, counts []int32) {
 	// A repeat period's iterations span half the trace, half of their
 	// entries' keys recurring (periodSteps): with fewer such entries in the
 	// whole trace none holds.
-	few := func(n int) bool { return float64(n) < minPeriodShare*minPeriodCover*float64(len(tl.Entries)) }
-	if few(full) {
-		return nil, nil
-	}
-	may := func(e *snapshot.TraceEntry) bool {
-		return hasPeriodKey(e) && stackCount[e.Frames] >= MinLeakSteps && sk.count(periodHash(e)) >= MinLeakSteps
-	}
-	n := 0
-	for i := range tl.Entries {
-		if may(&tl.Entries[i]) {
-			n++
-		}
-	}
-	if few(n) {
+	if float64(full) < minPeriodShare*minPeriodCover*float64(len(tl.Entries)) {
 		return nil, nil
 	}
 	// Most keys pack exactly into 64 bits (an open-addressing table on
@@ -308,10 +295,10 @@ func periodKeys(tl *replay.Timeline) (keyed []keyedEntry, counts []int32) {
 	// size the table.
 	packed := newPackedIDs(sk.full())
 	var other map[periodKey]int32
-	keyed = make([]keyedEntry, 0, n)
+	keyed = make([]keyedEntry, 0, full) // each keyed entry is in a full counter
 	for i := range tl.Entries {
 		e := &tl.Entries[i]
-		if !may(e) {
+		if !hasPeriodKey(e) || stackCount[e.Frames] < MinLeakSteps || sk.count(periodHash(e)) < MinLeakSteps {
 			continue
 		}
 		var id int32
