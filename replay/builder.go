@@ -11,6 +11,7 @@ import (
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/hugepage"
 )
 
 // This file turns container events (a dict got items, a list got elements)
@@ -1179,6 +1180,7 @@ func (b *builder) growEntries(l *list) {
 		}
 	}
 	grown := make([]snapshot.TraceEntry, n, newCap)
+	hugepage.Advise(grown) // before the copy touches it: 2 MiB faults, not 4 KiB
 	copy(grown, l.entries)
 	l.entries = grown
 }

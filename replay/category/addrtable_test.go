@@ -11,15 +11,15 @@ import (
 func TestAddrTable(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	var tb addrTable
-	ref := map[uint64]uint32{}
+	ref := map[uint64]int32{}
 	key := func() uint64 { return uint64(r.IntN(3000)) * 512 }
 	for step := range 200000 {
 		k := key()
 		switch r.IntN(3) {
 		case 0:
 			if _, ok := ref[k]; !ok {
-				v := uint32(step)
-				tb.insert(k).val = v
+				v := int32(step)
+				tb.insert(k).a.idx = v
 				ref[k] = v
 			}
 		case 1:
@@ -30,7 +30,7 @@ func TestAddrTable(t *testing.T) {
 		}
 		sl := tb.find(k)
 		v, ok := ref[k]
-		if (sl != nil) != ok || (ok && sl.val != v) {
+		if (sl != nil) != ok || (ok && (sl.a.idx != v || !sl.a.used)) {
 			t.Fatalf("step %d key %d: table %v, map %d %v", step, k, sl, v, ok)
 		}
 		if tb.n != len(ref) {
@@ -38,7 +38,7 @@ func TestAddrTable(t *testing.T) {
 		}
 	}
 	for k, v := range ref {
-		if sl := tb.find(k); sl == nil || sl.val != v {
+		if sl := tb.find(k); sl == nil || sl.a.idx != v {
 			t.Fatalf("key %d: %v, want %d", k, sl, v)
 		}
 	}

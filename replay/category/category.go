@@ -185,12 +185,16 @@ func (t *Table) Entry(i int) Category { return t.Of(i, 0) }
 // it lived.
 type counts struct{ all, backward, optimizer, init int32 }
 
+// liveAlloc is an allocation as the classifier keeps it, in its address's
+// slot of classifier.addrs (32 bytes with the address: one lookup reads
+// it whole).
 type liveAlloc struct {
-	idx       int // trace index; -1: before the trace
-	addr      uint64
+	at        counts
+	idx       int32 // trace index; -1: before the trace
 	phase     Phase
 	workspace bool
-	at        counts
+	used      bool  // the slot holds an address (addrTable)
+	ended     uint8 // freed, waiting for the free's completion: ended | its category; 0 while live
 }
 
 // Classify gives every allocation of a device trace (entries, with start
@@ -228,15 +232,14 @@ func ClassifyFunc(from, n int, entry func(i int) *snapshot.TraceEntry, start []S
 	return c.finish()
 }
 
-// ended marks an address's state in classifier.addrs as freed, waiting
-// for the free's completion, with its category in the low byte; without
-// it the value is the live allocation's slot in classifier.slab.
-const ended = 1 << 31
+// ended marks an address's allocation in classifier.addrs as freed,
+// waiting for the free's completion; the low bits hold its category.
+const ended = 0x80
 
-// classifier is Classify's one pass: per address one map entry (the live
-// allocation's slot, or the category of a freed one until its free
-// completes), the live allocations in a slab of reused slots, and the
-// phases by stack id in a slice: no allocation per entry.
+// classifier is Classify's one pass: per address one table slot (the
+// live allocation, or the category of a freed one until its free
+// completes) and the phases by stack id in a slice: no allocation per
+// entry.
 type classifier struct {
 	t     *Table
 	stack func(snapshot.StackID) snapshot.Stack
@@ -248,8 +251,6 @@ type classifier struct {
 	negPhases  map[snapshot.StackID]Phase
 	frameMemo  map[frameName]Phase // frameRule by frame, across stacks
 	addrs      addrTable
-	slab       []liveAlloc
-	freeSlots  []uint32
 	workspace  map[uint64]bool
 	now        counts
 }
@@ -257,6 +258,8 @@ type classifier struct {
 const phaseUnknown Phase = 0xff
 
 func newClassifier(n int, start []Start, stack func(snapshot.StackID) snapshot.Stack) *classifier {
+	// liveAlloc.idx is an int32: a trace of 2^31 entries (144 GiB of
+	// them) is not held in memory.
 	return &classifier{
 		t:         &Table{entry: make([]Category, n), start: make(map[uint64]Category, len(start))},
 		stack:     stack,
@@ -293,26 +296,14 @@ func (c *classifier) phase(id snapshot.StackID) Phase {
 	return p
 }
 
-func (c *classifier) slot() uint32 {
-	if k := len(c.freeSlots); k > 0 {
-		s := c.freeSlots[k-1]
-		c.freeSlots = c.freeSlots[:k-1]
-		return s
-	}
-	c.slab = append(c.slab, liveAlloc{})
-	return uint32(len(c.slab) - 1)
-}
-
 func (c *classifier) startLive(start []Start) {
 	for _, s := range start {
-		a := liveAlloc{idx: -1, addr: s.Addr, phase: c.phase(s.Frames)}
-		if sl := c.addrs.find(s.Addr); sl != nil {
-			c.slab[sl.val] = a // the last one at an address, as a map of them keeps
-			continue
+		a := liveAlloc{idx: -1, phase: c.phase(s.Frames), used: true}
+		sl := c.addrs.find(s.Addr)
+		if sl == nil {
+			sl = c.addrs.insert(s.Addr)
 		}
-		k := c.slot()
-		c.slab[k] = a
-		c.addrs.insert(s.Addr).val = k
+		sl.a = a // the last one at an address, as a map of them keeps
 	}
 }
 
@@ -333,18 +324,14 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 			ws = c.workspace[e.Addr]
 			delete(c.workspace, e.Addr)
 		}
-		a := liveAlloc{idx: i, addr: e.Addr, phase: p, workspace: ws, at: c.now}
 		sl := c.addrs.find(e.Addr)
 		switch {
 		case sl == nil:
 			sl = c.addrs.insert(e.Addr)
-			sl.val = c.slot()
-		case sl.val&ended == 0:
-			c.t.set(&c.slab[sl.val], c.now, false) // a second alloc at a live address: the first is gone
-		default:
-			sl.val = c.slot()
+		case sl.a.ended == 0:
+			c.t.set(&sl.a, e.Addr, c.now, false) // a second alloc at a live address: the first is gone
 		}
-		c.slab[sl.val] = a
+		sl.a = liveAlloc{idx: int32(i), phase: p, workspace: ws, at: c.now, used: true}
 		c.now.all++
 		switch p {
 		case PhaseBackward:
@@ -360,12 +347,11 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 			return
 		}
 		var cat Category
-		if v := sl.val; v&ended == 0 {
-			cat = c.t.set(&c.slab[v], c.now, false)
-			c.freeSlots = append(c.freeSlots, v)
-			sl.val = ended | uint32(cat)
+		if sl.a.ended == 0 {
+			cat = c.t.set(&sl.a, e.Addr, c.now, false)
+			sl.a.ended = ended | uint8(cat)
 		} else {
-			cat = Category(v &^ ended)
+			cat = Category(sl.a.ended &^ ended)
 		}
 		c.t.entry[i] = cat
 		if e.Action != snapshot.ActionFreeRequested {
@@ -376,17 +362,17 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 
 func (c *classifier) finish() *Table {
 	for i := range c.addrs.slots {
-		if sl := &c.addrs.slots[i]; sl.used && sl.val&ended == 0 {
-			c.t.set(&c.slab[sl.val], c.now, true)
+		if sl := &c.addrs.slots[i]; sl.a.used && sl.a.ended == 0 {
+			c.t.set(&sl.a, sl.key, c.now, true)
 		}
 	}
 	return c.t
 }
 
-func (t *Table) set(a *liveAlloc, now counts, never bool) Category {
+func (t *Table) set(a *liveAlloc, addr uint64, now counts, never bool) Category {
 	c := decide(a, now, never)
 	if a.idx < 0 {
-		t.start[a.addr] = c
+		t.start[addr] = c
 	} else {
 		t.entry[a.idx] = c
 	}
@@ -447,11 +433,11 @@ func decide(a *liveAlloc, now counts, never bool) Category {
 	return Unknown
 }
 
-// addrTable maps addresses to a uint32: open addressing with linear
-// probing, at most half full, deletion by shifting the probe run back (no
-// tombstones). It holds the live (and freeing) allocations only, a few
-// thousand where the trace has a million entries: it stays in cache, and
-// costs a fraction of a map's lookup per entry.
+// addrTable maps addresses to their allocations: open addressing with
+// linear probing, at most half full, deletion by shifting the probe run
+// back (no tombstones). It holds the live (and freeing) allocations only,
+// a few thousand where the trace has a million entries, and costs a
+// fraction of a map's lookup per entry.
 type addrTable struct {
 	slots []addrSlot
 	n     int
@@ -459,9 +445,8 @@ type addrTable struct {
 }
 
 type addrSlot struct {
-	key  uint64
-	val  uint32
-	used bool
+	key uint64
+	a   liveAlloc // a.used: the slot holds key
 }
 
 func (t *addrTable) home(k uint64) int {
@@ -485,7 +470,7 @@ func (t *addrTable) index(k uint64) int {
 	mask := len(t.slots) - 1
 	for i := t.home(k); ; i = (i + 1) & mask {
 		sl := &t.slots[i]
-		if !sl.used {
+		if !sl.a.used {
 			return -1
 		}
 		if sl.key == k {
@@ -502,10 +487,10 @@ func (t *addrTable) insert(k uint64) *addrSlot {
 	}
 	mask := len(t.slots) - 1
 	i := t.home(k)
-	for t.slots[i].used {
+	for t.slots[i].a.used {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = addrSlot{key: k, used: true}
+	t.slots[i] = addrSlot{key: k, a: liveAlloc{used: true}}
 	t.n++
 	return &t.slots[i]
 }
@@ -516,8 +501,8 @@ func (t *addrTable) grow() {
 	t.slots = make([]addrSlot, 1<<t.bits)
 	t.n = 0
 	for _, sl := range old {
-		if sl.used {
-			t.insert(sl.key).val = sl.val
+		if sl.a.used {
+			*t.insert(sl.key) = sl
 		}
 	}
 }
@@ -526,7 +511,7 @@ func (t *addrTable) grow() {
 func (t *addrTable) del(k uint64) {
 	mask := len(t.slots) - 1
 	i := t.index(k)
-	for j := (i + 1) & mask; t.slots[j].used; j = (j + 1) & mask {
+	for j := (i + 1) & mask; t.slots[j].a.used; j = (j + 1) & mask {
 		// move j back into the hole at i unless its home lies
 		// cyclically in (i, j]
 		h := t.home(t.slots[j].key)

@@ -158,3 +158,26 @@ func BenchmarkCategorize1M(b *testing.B) {
 		Categorize(d.Timeline, c.Snapshot.Stack)
 	}
 }
+
+// BenchmarkFiguresAtPeak1M is explain's figures at the active peak of the
+// decoded 1,000,000-entry file: the undo walk from the end back to the
+// peak (Timeline.StatesAfter) and the tiling there.
+func BenchmarkFiguresAtPeak1M(b *testing.B) {
+	if _, err := os.Stat(bench1M); err != nil {
+		b.Skip("run make bench-data first")
+	}
+	c, err := replay.DecodeFile(bench1M, replay.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	peak := scanTrace(d.Timeline).peak
+	benchFile(b, bench1M) // CPU time from here: the figures only
+	b.ResetTimer()
+	for b.Loop() {
+		FiguresAfterAll(d.Timeline, []int{peak})
+	}
+}

@@ -15,6 +15,21 @@ type Walker struct {
 	tl   *replay.Timeline
 	live map[uint64]*replay.Alloc
 	next int // entries applied
+	// spare holds the allocations freed so far, for the next ones to
+	// reuse: a walk over a 1M-entry trace would otherwise leave an object
+	// per allocation to the collector (and its pages to be faulted in).
+	spare []*replay.Alloc
+}
+
+// alloc is a cleared allocation, a spare one when there is.
+func (w *Walker) alloc() *replay.Alloc {
+	if k := len(w.spare); k > 0 {
+		a := w.spare[k-1]
+		w.spare = w.spare[:k-1]
+		*a = replay.Alloc{}
+		return a
+	}
+	return &replay.Alloc{}
 }
 
 // NewWalker starts at the state before entry 0 (Timeline.Start).
@@ -54,7 +69,8 @@ func (w *Walker) apply(i int) {
 	case snapshot.ActionAlloc:
 		a := w.live[e.Addr]
 		if a == nil {
-			a = &replay.Alloc{Addr: e.Addr}
+			a = w.alloc()
+			a.Addr = e.Addr
 			w.live[e.Addr] = a
 		}
 		a.Size += e.Size
@@ -67,11 +83,13 @@ func (w *Walker) apply(i int) {
 	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
 		a := w.live[e.Addr]
 		if a == nil {
-			a = &replay.Alloc{Addr: e.Addr, Frames: e.Frames, Stream: e.Stream, Born: i, BornTime: e.TimeUS}
+			a = w.alloc()
+			a.Addr, a.Frames, a.Stream, a.Born, a.BornTime = e.Addr, e.Frames, e.Stream, i, e.TimeUS
 			w.live[e.Addr] = a
 		}
 		if a.Size -= e.Size; a.Size == 0 {
 			delete(w.live, e.Addr)
+			w.spare = append(w.spare, a)
 		}
 	}
 }

@@ -113,11 +113,10 @@ func DetectSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stac
 	if s := try(rangeSteps(tl, StepsAnnotation, optRanges, timed)); s != nil {
 		return s
 	}
-	cols := newTraceCols(tl)
-	if s := try(optimizerSteps(tl, cols, stack)); s != nil {
+	if s := try(optimizerSteps(tl, stack)); s != nil {
 		return s
 	}
-	if s := try(periodStepsCols(tl, cols)); s != nil {
+	if s := try(periodSteps(tl)); s != nil {
 		return s
 	}
 	if fallback != nil {
@@ -166,7 +165,7 @@ func IsOptimizerStep(f snapshot.Frame) bool {
 // an optimizer step frame, broken by an allocation whose stack does not
 // (allocations without a stack break nothing); it ends at its last entry
 // of any action inside the step.
-func optimizerSteps(tl *replay.Timeline, cols *traceCols, stack func(snapshot.StackID) snapshot.Stack) *Steps {
+func optimizerSteps(tl *replay.Timeline, stack func(snapshot.StackID) snapshot.Stack) *Steps {
 	s := &Steps{Source: StepsOptimizer}
 	var inStep []int8 // per stack id: 0 not yet looked at, 1 inside a step, -1 not
 	in := func(id snapshot.StackID) bool {
@@ -189,16 +188,17 @@ func optimizerSteps(tl *replay.Timeline, cols *traceCols, stack func(snapshot.St
 		}
 		open = false
 	}
-	for i, f := range cols.frames {
-		if f <= int32(snapshot.NoStack) {
+	for i := range tl.Entries {
+		e := &tl.Entries[i]
+		if e.Frames <= snapshot.NoStack {
 			continue
 		}
-		if in(snapshot.StackID(f)) {
+		if in(e.Frames) {
 			last = i
-			open = open || cols.actions[i] == snapshot.ActionAlloc
+			open = open || e.Action == snapshot.ActionAlloc
 			continue
 		}
-		if cols.actions[i] == snapshot.ActionAlloc {
+		if e.Action == snapshot.ActionAlloc {
 			closeRun()
 		}
 	}
@@ -224,92 +224,83 @@ type periodKey struct {
 	size   int64
 }
 
-// traceCols are the columns of a trace step detection reads, out of the
-// entries in one pass (the entries are several times larger: every pass
-// over them is a pass over all their cache lines): each entry's stack and
-// action, its bucket in the period keys' counting sketch (periodKeys;
-// -1 without a stack, noKey set for snapshot and oom entries, which count
-// in the sketch but have no key), and the entries per stack id.
-type traceCols struct {
-	frames     []int32
-	actions    []snapshot.Action
-	bucket     []int32
-	stackCount []int32
-	bits       int
+// Step detection reads the entries directly, pass by pass, instead of
+// copying columns out of them first: on a fresh process every new page
+// costs a fault, and per-entry arrays of a 1M-entry trace (4 MiB each)
+// cost more in faults than a pass over the entries does in reads.
+
+// keyedEntry is an entry whose period key may recur MinLeakSteps times
+// or more (periodKeys): its index and its key's id.
+type keyedEntry struct{ i, id int32 }
+
+// periodHash mixes an entry's key (action, stack, size) for the counting
+// sketch.
+func periodHash(e *snapshot.TraceEntry) uint64 {
+	h := (uint64(e.Action)<<32 | uint64(uint32(e.Frames))) * 0x9E3779B97F4A7C15
+	return (h ^ uint64(e.Size)) * 0xBF58476D1CE4E5B9
 }
 
-// noKey marks a bucket whose entry has no period key.
-const noKey = 1 << 30
+// hasPeriodKey reports whether e has a period key: an entry with a stack
+// id, not a snapshot or oom entry.
+func hasPeriodKey(e *snapshot.TraceEntry) bool {
+	return e.Frames >= 0 && e.Action != snapshot.ActionSnapshot && e.Action != snapshot.ActionOOM
+}
 
-func newTraceCols(tl *replay.Timeline) *traceCols {
-	n := len(tl.Entries)
-	c := &traceCols{frames: make([]int32, n), actions: make([]snapshot.Action, n), bucket: make([]int32, n), bits: 10}
-	for c.bits < 22 && 1<<c.bits < n {
-		c.bits++
+// periodKeys numbers the keys of the entries whose keys may recur
+// MinLeakSteps times: keyed holds those entries ascending by index with
+// their keys' ids, counts[id] how often each key occurs. A key left out
+// occurs fewer than MinLeakSteps times; one kept may too (its count says
+// so). When fewer than minPeriodShare × minPeriodCover of the entries
+// may have such keys no repeat period can hold (periodSteps), and it
+// returns none.
+func periodKeys(tl *replay.Timeline) (keyed []keyedEntry, counts []int32) {
+	// A key recurs only where its stack does, and a counting sketch (a
+	// saturating 2-bit counter per hash bucket, four buckets a byte)
+	// over-counts but never under-counts: an entry whose stack or bucket
+	// holds fewer than MinLeakSteps has a key that recurs fewer times and
+	// stays out of the table, which would otherwise hold nearly every
+	// entry of a trace whose keys never repeat.
+	bits := 12
+	for bits < 24 && 1<<bits < 4*len(tl.Entries) {
+		bits++
 	}
+	sk := sketch{c: make([]uint8, 1<<bits/4), shift: uint(64 - bits)}
+	var stackCount []int32
+	full := 0 // entries in full counters: at least those whose keys recur
 	for i := range tl.Entries {
 		e := &tl.Entries[i]
-		f := e.Frames
-		c.frames[i], c.actions[i] = int32(f), e.Action
-		if f < 0 {
-			c.bucket[i] = -1
+		if !hasPeriodKey(e) {
 			continue
 		}
-		if int(f) >= len(c.stackCount) {
-			c.stackCount = append(c.stackCount, make([]int32, max(int(f)+1, 2*len(c.stackCount), 64)-len(c.stackCount))...)
+		if f := int(e.Frames); f >= len(stackCount) {
+			stackCount = append(stackCount, make([]int32, max(f+1, 2*len(stackCount), 64)-len(stackCount))...)
 		}
-		c.stackCount[f]++
-		h := (uint64(e.Action)<<32 | uint64(uint32(f))) * 0x9E3779B97F4A7C15
-		h = (h ^ uint64(e.Size)) * 0xBF58476D1CE4E5B9
-		b := int32(h >> (64 - c.bits))
-		if e.Action == snapshot.ActionSnapshot || e.Action == snapshot.ActionOOM {
-			b |= noKey
-		}
-		c.bucket[i] = b
-	}
-	return c
-}
-
-// periodKeys numbers the entries' keys: ids[i] is entry i's key (-1 for
-// snapshot and oom entries), counts[id] how often it occurs.
-func periodKeys(tl *replay.Timeline, cols *traceCols) (ids []int32, counts []int32) {
-	ids = make([]int32, len(tl.Entries))
-	// A key recurs only where its stack does: counting stacks first
-	// (traceCols) keeps entries of stacks seen once or twice out of the
-	// table, which would otherwise hold nearly every entry of a trace
-	// whose stacks never repeat.
-	frames, stackCount := cols.frames, cols.stackCount
-	// A counting sketch (one saturating byte per hash bucket, a pass of
-	// cheap array updates) over-counts but never under-counts: an entry
-	// whose bucket holds fewer than MinLeakSteps has a key that recurs
-	// fewer times and stays out of the table too.
-	sketch := make([]uint8, 1<<cols.bits)
-	for i, b := range cols.bucket {
-		if b >= 0 && stackCount[frames[i]] >= MinLeakSteps {
-			if b &^= noKey; sketch[b] < MinLeakSteps {
-				sketch[b]++
-			}
+		stackCount[e.Frames]++
+		switch sk.add(periodHash(e)) {
+		case MinLeakSteps: // the counter filled: its entries so far
+			full += MinLeakSteps
+		case MinLeakSteps + 1:
+			full++
 		}
 	}
-	keyed := 0
-	for i, b := range cols.bucket {
-		if b < 0 || b&noKey != 0 || stackCount[frames[i]] < MinLeakSteps || sketch[b] < MinLeakSteps {
-			ids[i] = -1
-			continue
-		}
-		ids[i] = 0
-		keyed++
+	// A repeat period's iterations span half the trace, half of their
+	// entries' keys recurring (periodSteps): with fewer such entries in the
+	// whole trace none holds.
+	if float64(full) < minPeriodShare*minPeriodCover*float64(len(tl.Entries)) {
+		return nil, nil
 	}
 	// Most keys pack exactly into 64 bits (an open-addressing table on
 	// them is several times cheaper than a map on the struct); the rest go
-	// to a map.
-	packed := newPackedIDs(keyed)
-	other := map[periodKey]int32{}
-	for i, k := range ids {
-		if k < 0 {
+	// to a map. Each key that recurs fills its bucket: the full buckets
+	// size the table.
+	packed := newPackedIDs(sk.full())
+	var other map[periodKey]int32
+	keyed = make([]keyedEntry, 0, full) // each keyed entry is in a full counter
+	for i := range tl.Entries {
+		e := &tl.Entries[i]
+		if !hasPeriodKey(e) || stackCount[e.Frames] < MinLeakSteps || sk.count(periodHash(e)) < MinLeakSteps {
 			continue
 		}
-		e := &tl.Entries[i]
 		var id int32
 		if uint64(e.Action) < 1<<4 && uint32(e.Frames) < 1<<28 && uint64(e.Size) < 1<<32 {
 			id = packed.id(uint64(e.Action)<<60|uint64(e.Frames)<<32|uint64(e.Size), int32(len(counts)))
@@ -320,20 +311,64 @@ func periodKeys(tl *replay.Timeline, cols *traceCols) (ids []int32, counts []int
 			k := periodKey{e.Action, e.Frames, e.Size}
 			var ok bool
 			if id, ok = other[k]; !ok {
+				if other == nil {
+					other = map[periodKey]int32{}
+				}
 				id = int32(len(counts))
 				other[k] = id
 				counts = append(counts, 0)
 			}
 		}
-		ids[i] = id
+		keyed = append(keyed, keyedEntry{int32(i), id})
 		counts[id]++
 	}
-	return ids, counts
+	return keyed, counts
+}
+
+// sketch is a counting sketch of saturating 2-bit counters, four to a
+// byte, indexed by a hash's top bits.
+type sketch struct {
+	c     []uint8
+	shift uint
+}
+
+// A 2-bit counter holds MinLeakSteps (this fails to compile otherwise).
+var _ [3 - MinLeakSteps]struct{}
+
+// add counts h; it returns the counter's value, MinLeakSteps + 1 where
+// it was full already.
+func (s *sketch) add(h uint64) uint8 {
+	b := h >> s.shift
+	sh := (b & 3) * 2
+	c := s.c[b>>2] >> sh & 3
+	if c < MinLeakSteps {
+		s.c[b>>2] += 1 << sh
+	}
+	return c + 1
+}
+
+func (s *sketch) count(h uint64) uint8 {
+	b := h >> s.shift
+	return s.c[b>>2] >> ((b & 3) * 2) & 3
+}
+
+// full is the number of counters at MinLeakSteps.
+func (s *sketch) full() int {
+	n := 0
+	for _, c := range s.c {
+		for ; c != 0; c >>= 2 {
+			if c&3 == MinLeakSteps {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // packedIDs numbers packed period keys: an open-addressing table
-// (linear probing, at most half full) of keys and their ids + 1 (0: an
-// empty slot), side by side (one cache line per probe).
+// (linear probing, at most half full, grown as keys come) of keys and
+// their ids + 1 (0: an empty slot), side by side (one cache line per
+// probe).
 type packedIDs struct {
 	slots []packedSlot
 	n     int
@@ -405,12 +440,10 @@ func (p *packedIDs) grow() {
 // fewest iterations, at most half as many, that at least a quarter as
 // many keys follow (a loop over layers inside an iteration repeats too,
 // finer).
-func periodSteps(tl *replay.Timeline) *Steps { return periodStepsCols(tl, newTraceCols(tl)) }
-
-func periodStepsCols(tl *replay.Timeline, cols *traceCols) *Steps {
+func periodSteps(tl *replay.Timeline) *Steps {
 	s := &Steps{Source: StepsPeriod}
 	n := len(tl.Entries)
-	ids, counts := periodKeys(tl, cols)
+	keyed, counts := periodKeys(tl)
 	byCount := map[int32][]int32{}
 	for id, c := range counts {
 		if c >= MinLeakSteps {
@@ -446,10 +479,10 @@ func periodStepsCols(tl *replay.Timeline, cols *traceCols) *Steps {
 	}
 	occ := make([]int32, total)
 	fill := slices.Clone(slot)
-	for i, id := range ids {
-		if id >= 0 && fill[id] >= 0 {
-			occ[fill[id]] = int32(i)
-			fill[id]++
+	for _, k := range keyed {
+		if fill[k.id] >= 0 {
+			occ[fill[k.id]] = k.i
+			fill[k.id]++
 		}
 	}
 	rowsOf := func(c int32) [][]int32 {
@@ -473,8 +506,12 @@ func periodStepsCols(tl *replay.Timeline, cols *traceCols) *Steps {
 		}
 		// Most of a loop's entries recur; by chance, few do.
 		recur := 0
-		for _, id := range ids[st[0] : en[c-1]+1] {
-			if id >= 0 && counts[id] >= MinLeakSteps {
+		from, _ := slices.BinarySearchFunc(keyed, st[0], func(k keyedEntry, i int) int { return cmp.Compare(int(k.i), i) })
+		for _, k := range keyed[from:] {
+			if int(k.i) > en[c-1] {
+				break
+			}
+			if counts[k.id] >= MinLeakSteps {
 				recur++
 			}
 		}

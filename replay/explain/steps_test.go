@@ -121,3 +121,27 @@ func TestPeriodOnNPUDump(t *testing.T) {
 		}
 	}
 }
+
+// TestSketchNeverUnderCounts: the period keys' counting sketch saturates
+// at MinLeakSteps and, whatever shares a counter, counts a key at least
+// as often as it was added (or MinLeakSteps), so the filter loses no key.
+func TestSketchNeverUnderCounts(t *testing.T) {
+	s := sketch{c: make([]uint8, 1<<12/4), shift: 64 - 12}
+	added := map[uint64]int{}
+	for i := range 20000 {
+		h := uint64(i%7000) * 0x9E3779B97F4A7C15
+		before := s.count(h)
+		if got := s.add(h); got != before+1 {
+			t.Fatalf("add returned %d, counter was %d", got, before)
+		}
+		added[h]++
+	}
+	for h, n := range added {
+		if got := s.count(h); int(got) < min(n, MinLeakSteps) || got > MinLeakSteps {
+			t.Fatalf("count %d after %d adds", got, n)
+		}
+	}
+	if f := s.full(); f == 0 || f > 1<<12 {
+		t.Fatalf("full = %d", f)
+	}
+}
