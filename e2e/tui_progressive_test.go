@@ -14,7 +14,7 @@ import (
 )
 
 // TestTUIReplayProgressive opens a file big enough to be still loading
-// when the first screen comes up (past the 64 MiB that is read whole
+// when the first screen comes up (past the 16 MiB that is read whole
 // before the UI opens): keys work while it loads, the progress shows, and
 // once loaded the header is the normal one, at the file's end, with no
 // progress bar. The file is written by Python's pickle (gen_bench.py),
@@ -28,9 +28,9 @@ func TestTUIReplayProgressive(t *testing.T) {
 	bin := npumonBin(t)
 	py := fixture.Tool(t, "python3", "python3")
 	snap := filepath.Join(t.TempDir(), "progressive.pickle")
-	// 820 000 entries of the real-shaped "distinct" kind: about 71 MB, a few
-	// seconds to write, about a second to load.
-	if b, err := exec.Command(py, "../replay/testdata/gen_bench.py", snap, "820000", "distinct").CombinedOutput(); err != nil {
+	// 400 000 entries of the real-shaped "distinct" kind: about 35 MB, a few
+	// seconds to write, about half a second to load.
+	if b, err := exec.Command(py, "../replay/testdata/gen_bench.py", snap, "400000", "distinct").CombinedOutput(); err != nil {
 		t.Fatalf("gen_bench.py: %v\n%s", err, b)
 	}
 	p := startTmux(t, 80, 24, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", "--ascii", snap)
@@ -61,7 +61,7 @@ func TestTUIReplayProgressive(t *testing.T) {
 	t.Logf("progress bar over the loaded part seen: %v", bar)
 	m := done.FindStringSubmatch(screen)
 	last, _ := strconv.Atoi(m[1])
-	if n, _ := strconv.Atoi(m[2]); n < 820000 || last != n-1 {
+	if n, _ := strconv.Atoi(m[2]); n < 400000 || last != n-1 {
 		t.Fatalf("the loaded file should open at its last entry: %q", m[0])
 	}
 	for _, want := range []string{"PAUSED x1", "Timeline", "? help"} {
