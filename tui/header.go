@@ -74,6 +74,11 @@ func (m *Model) headerLines() (lines []string, noteBelow bool) {
 		var warn []string
 		if m.ld.loadErr != nil {
 			warn = append(warn, th.Warn.Render("load failed: incomplete"))
+		} else if m.ld.loading {
+			// a streamed trace is indexed from an empty device until the
+			// whole file is read (store.OwnedStream): what predates its
+			// first entry (often every segment) is missing until then
+			warn = append(warn, th.Warn.Render("provisional"))
 		}
 		if s.OOMs > 0 {
 			warn = append(warn, th.Warn.Render(fmt.Sprintf("OOM %d", s.OOMs)))
