@@ -406,7 +406,11 @@ func TestCounterAgreesAcrossCPUsPins(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("CPU pinning is Linux only")
 	}
-	if !counterAgreesAcrossCPUs(nanotime) && !counterAgreesAcrossCPUs(nanotime) {
+	agrees := false
+	for try := 0; try < 2 && !agrees; try++ { // a second try: one descheduled read is not a broken check
+		agrees = counterAgreesAcrossCPUs(nanotime)
+	}
+	if !agrees {
 		t.Fatal("the monotonic clock disagrees with itself across CPUs: pinning or the check is broken")
 	}
 	t.Logf("cycle counter usable here: %v (clocksource %q)", counterUsable(), kernelClocksource())
