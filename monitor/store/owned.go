@@ -74,8 +74,13 @@ func (d *devLog) noteInexact(seq int64, e *snapshot.TraceEntry, trace []snapshot
 		d.keep, d.inexact = trace, inexactEntries{}
 		return
 	}
-	d.inexact.seq = append(d.inexact.seq, seq)
-	d.inexact.entries = append(d.inexact.entries, *e)
+	d.inexact.add(seq, e)
+}
+
+// add records entry seq, after every position held.
+func (x *inexactEntries) add(seq int64, e *snapshot.TraceEntry) {
+	x.seq = append(x.seq, seq)
+	x.entries = append(x.entries, *e)
 }
 
 // fixCursor walks inexactEntries in position order.

@@ -113,8 +113,7 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 		d.appendEntries(e[:k], s.k, false)
 		for i := range k { // what Trace cannot give back from the record
 			if r := d.recs.at(n0 + i); d.entryOf(&r) != e[i] {
-				d.inexact.seq = append(d.inexact.seq, int64(n0+i))
-				d.inexact.entries = append(d.inexact.entries, e[i])
+				d.inexact.add(int64(n0+i), &e[i])
 			}
 		}
 		if e = e[k:]; len(e) > 0 {
@@ -321,11 +320,8 @@ func (s *Store) settledTo(src, d *devLog) {
 
 // entryAt is entry seq of an owned capture, as Trace gives it back.
 func (d *devLog) entryAt(seq int64) snapshot.TraceEntry {
-	x := &d.inexact
-	if len(x.seq) > 0 {
-		if i := sort.Search(len(x.seq), func(i int) bool { return x.seq[i] >= seq }); i < len(x.seq) && x.seq[i] == seq {
-			return x.entries[i]
-		}
+	if fix := d.inexact.from(seq); fix.at(seq) {
+		return fix.next()
 	}
 	r := d.recs.at(int(seq))
 	return d.entryOf(&r)
