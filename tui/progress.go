@@ -100,12 +100,12 @@ func (m *Model) progressLine(w int, labelled bool) string {
 	} else if p.BytesDone > 0 {
 		bytesText = bytesize.Format(p.BytesDone) + " read"
 	}
-	ent := fmt.Sprintf("%d entries", p.Entries)
+	ent := countText(float64(p.Entries)) + " entries"
 	if p.EntriesTotal > 0 {
-		ent = fmt.Sprintf("%d of %d entries", p.Entries, p.EntriesTotal)
+		ent = countText(float64(p.Entries)) + " of " + countText(float64(p.EntriesTotal)) + " entries"
 	}
 	if re, _, ok := m.ld.rate(); ok {
-		ent += " at " + rateText(re) + "/s"
+		ent += " at " + countText(re) + "/s"
 	}
 	eta := ""
 	if d, ok := m.ld.eta(p); ok {
@@ -156,19 +156,6 @@ func (m *Model) progressLine(w int, labelled bool) string {
 			known = false // the percentage stays
 		}
 	}
-}
-
-// rateText is a rate in 3 significant figures with k/M/G.
-func rateText(r float64) string {
-	switch {
-	case r >= 1e9:
-		return fmt.Sprintf("%.3gG", r/1e9)
-	case r >= 1e6:
-		return fmt.Sprintf("%.3gM", r/1e6)
-	case r >= 1e3:
-		return fmt.Sprintf("%.3gk", r/1e3)
-	}
-	return fmt.Sprintf("%.3g", r)
 }
 
 // etaText is a duration to the second: 42s, 3m05s, 1h02m.
