@@ -250,7 +250,7 @@ func TestExplainDemoLeak(t *testing.T) {
 // size the oom entry gives (reserved + device free), reproduces that OOM,
 // and an alternative is called a fix only with it.
 func TestExplainDemoFragmentation(t *testing.T) {
-	files := demoOut(t, "--scenario", "fragmentation", "--steps", "30", "--snapshot-every", "0", "--device-mem", "512MiB", "--layers", "48")
+	files := demoOut(t, "--scenario", "fragmentation", "--steps", "10", "--snapshot-every", "0", "--device-mem", "512MiB", "--layers", "48")
 	var e explain.Explanation
 	runJSON(t, &e, "explain", files[0], "--json")
 	o := e.Devices[0].OOMs[0]
