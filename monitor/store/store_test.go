@@ -77,7 +77,8 @@ func checkAgreement(t *testing.T, snap *snapshot.Snapshot, k int) {
 			if i >= 0 && i != len(tl.Entries)-1 && i%stride != 0 {
 				continue
 			}
-			want := keysOf(tl.StateAfter(i))
+			after := tl.StateAfter(i)
+			want := keysOf(after)
 			// a position is exact even inside a group of equal times
 			s := st.StateAtSeq(dev, int64(i+1))
 			if got := keysOf(s.Segments); s.Applied != int64(i+1) || !reflect.DeepEqual(got, want) {
@@ -110,7 +111,7 @@ func checkAgreement(t *testing.T, snap *snapshot.Snapshot, k int) {
 				t.Fatalf("device %d after entry %d: active %d, want %d", dev, i, sum.ActiveBytes, wantAct)
 			}
 			var reserved int64
-			for _, sg := range tl.StateAfter(i) {
+			for _, sg := range after {
 				reserved += sg.TotalSize
 			}
 			if sum.ReservedBytes != reserved {
