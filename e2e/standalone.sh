@@ -24,7 +24,7 @@ ls -A "$tmp" | grep -qvx npumon && { echo "standalone: $tmp holds more than the 
 cd "$tmp/npumon"
 echo "standalone: unit tests of $(git log --oneline -1) in $tmp/npumon"
 status=0
-go test -count=1 -json ./... >"$log/test.json" 2>"$log/test.err" || status=$?
+go test -short -count=1 -json ./... >"$log/test.json" 2>"$log/test.err" || status=$?
 
 # Per package its result; every failed test with its output; every skipped
 # test with its reason. A skip whose reason names a file, fixture or

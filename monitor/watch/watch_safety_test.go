@@ -91,11 +91,21 @@ func TestWatchRefusesHugeFile(t *testing.T) {
 	}
 }
 
+// manyFiles is how many files the directory tests write: 10,000, or 2,000
+// with -short (make test-arm64 and the standalone pass, where the race pass
+// has already run the full count).
+func manyFiles() int {
+	if testing.Short() {
+		return 2_000
+	}
+	return 10_000
+}
+
 // A directory of 10,000 files: the scan reports them all, then the newest
 // snapshot opens (the scan's end is an event, not a pause).
 func TestDirSourceManyExisting(t *testing.T) {
 	dir := t.TempDir()
-	const n = 10_000
+	n := manyFiles()
 	body := []byte(`{"segments": [{"device": 0, "address": 4096, "total_size": 2097152, "blocks": [{"address": 4096, "size": 2097152, "state": "inactive"}]}], "device_traces": [[]]}`)
 	for i := range n {
 		os.WriteFile(filepath.Join(dir, fmt.Sprintf("snap_%05d.json", i)), body, 0o644)
@@ -108,11 +118,11 @@ func TestDirSourceManyExisting(t *testing.T) {
 	}
 	defer d.Stop()
 	want := filepath.Join(dir, fmt.Sprintf("snap_%05d.json", n-1))
-	poll.Within(t, 3*time.Minute, "the newest of 10,000 to open", func() bool { return d.Current() == want })
+	poll.Within(t, 3*time.Minute, fmt.Sprintf("the newest of %d to open", n), func() bool { return d.Current() == want })
 	if got := len(d.List()); got != n {
 		t.Fatalf("listed %d captures, want %d", got, n)
 	}
-	t.Logf("10,000 existing files scanned and the newest opened in %v", time.Since(start))
+	t.Logf("%d existing files scanned and the newest opened in %v", n, time.Since(start))
 }
 
 // 10,000 snapshots landing while watched are all seen; with follow, the
@@ -130,7 +140,7 @@ func TestDirSourceManyNew(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the scan of an empty directory never ended")
 	}
-	const n = 10_000
+	n := manyFiles()
 	body := []byte(`{"segments": [], "device_traces": [[]]}`)
 	start := time.Now()
 	for i := range n {
@@ -146,12 +156,15 @@ func TestDirSourceManyNew(t *testing.T) {
 	// files landing together are reported in any order: the last one
 	// reported is the newest capture
 	poll.Within(t, 3*time.Minute, "the newest to open", func() bool { l := d.List(); return d.Current() == l[len(l)-1].Path })
-	t.Logf("10,000 new files seen in %v", time.Since(start))
+	t.Logf("%d new files seen in %v", n, time.Since(start))
 }
 
 // An existing 21 MB JSON snapshot opens (its check takes longer than the
 // old fixed scan pause).
 func TestDirSourceLargeExistingJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the 21 MB JSON file is the race pass's (make test-unit)")
+	}
 	py := fixture.Tool(t, "python3", "python3")
 	dir := t.TempDir()
 	p := filepath.Join(dir, "big.json")
