@@ -90,7 +90,6 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 	if d == nil {
 		d = newDevLog(list, TimeSequence)
 		d.packs = !s.retain.Enabled()
-		d.sparse = provisionalSparse
 		d.cps = []*checkpoint{d.head.Freeze(0)}
 		o.logs[list] = d
 		s.putDev(d)
@@ -111,6 +110,11 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 		k := min(len(e), streamHold)
 		n0 := d.recs.Len()
 		d.appendEntries(e[:k], s.k, false)
+		if d.sparse == 0 && d.hasSegmentEntries() {
+			// settling will roll the segment map again (settleRoll): the
+			// provisional checkpoints are only for the loaded prefix
+			d.sparse = provisionalSparse
+		}
 		for i := range k { // what Trace cannot give back from the record
 			if r := d.recs.at(n0 + i); d.entryOf(&r) != e[i] {
 				d.inexact.add(int64(n0+i), &e[i])
@@ -278,17 +282,7 @@ func (s *Store) settle(snap *snapshot.Snapshot, dev int, src *devLog) (*devLog, 
 	s.mu.Lock()
 	src.ov = d.ov
 	s.mu.Unlock()
-	gcAt, gcEvery := int64(n)/4, int64(n)/4
-	d.rollRecords(s.k, func() {
-		s.settledTo(src, d)
-		if at := d.cps[len(d.cps)-1].At; n >= releaseCollect && at >= gcAt {
-			// the provisional checkpoints replaced so far are garbage: a
-			// collection now lets the roll reuse them (the heap goal
-			// after the last one is twice what is live)
-			runtime.GC()
-			gcAt = at + gcEvery
-		}
-	})
+	s.settleRoll(src, d)
 	d.owner = snap
 	return d, nil
 }

@@ -115,6 +115,28 @@ func TestOwnedStreamMatchesIngest(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		checkStreamed(t, "generated", genCapture(seed, 3000, seed%2 == 0), 700, seed)
 	}
+	// no segment entries: settled from the provisional roll (settle.go),
+	// with start blocks pending free and touched first by every kind of
+	// entry, at checkpoint spacings down to one entry
+	var fast, slow int
+	settleHook = func(f bool) {
+		if f {
+			fast++
+		} else {
+			slow++
+		}
+	}
+	defer func() { settleHook = nil }()
+	for seed := uint64(1); seed <= 6; seed++ {
+		fixed := genCaptureSegs(seed, 3000, seed%2 == 0, true)
+		if slices.ContainsFunc(fixed.DeviceTraces[0], func(e snapshot.TraceEntry) bool { return e.Action.IsSegmentFamily() }) {
+			t.Fatal("segment entries in a fixed-segment capture")
+		}
+		checkStreamed(t, "fixed segments", fixed, int(50*seed), seed)
+	}
+	if fast != 6 || slow != 0 {
+		t.Fatalf("fixed segments: %d settled from the provisional roll, %d rolled again; want 6, 0", fast, slow)
+	}
 	gen := genCapture(9, 4000, true)
 	tr := slices.Clone(gen.DeviceTraces[0])
 	for i := 3; i < len(tr); i += 3 {
