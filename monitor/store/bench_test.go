@@ -334,3 +334,38 @@ func BenchmarkStoreCursorStep(b *testing.B) {
 func BenchmarkStoreAppendRetained(b *testing.B) {
 	benchAppend(b, Options{Retain: Retention{Entries: 1 << 16}})
 }
+
+// BenchmarkStoreStreamOwned: the 1,000,000-entry capture streamed into a
+// Store (OwnedStream, batches of 4,096 as the decoder hands them) and
+// settled, its segment map settled from the provisional roll
+// (settleFromProvisional) or rolled again (the way before); settle-ns is
+// Finish alone.
+func BenchmarkStoreStreamOwned(b *testing.B) {
+	snap, _ := benchStore(b)
+	tables := &replay.TraceTables{Stacks: snap.Stacks, Actions: snap.Actions, Texts: snap.Texts}
+	tr := snap.DeviceTraces[0]
+	for _, way := range []string{"provisional", "roll"} {
+		b.Run(way, func(b *testing.B) {
+			settleRollAgain = way == "roll"
+			defer func() { settleRollAgain = false }()
+			var settle time.Duration
+			c0 := benchcpu.Now()
+			for b.Loop() {
+				st := New(Options{})
+				o := st.StreamOwned()
+				for i := 0; i < len(tr); i += 4096 {
+					o.TraceBatch(0, tr[i:min(len(tr), i+4096)], tables)
+				}
+				owned := *snap
+				owned.DeviceTraces = [][]snapshot.TraceEntry{nil}
+				t0 := time.Now()
+				if err := o.Finish(&owned, []int{0}); err != nil {
+					b.Fatal(err)
+				}
+				settle += time.Since(t0)
+			}
+			benchcpu.Report(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
+			b.ReportMetric(float64(settle.Nanoseconds())/float64(b.N), "settle-ns")
+		})
+	}
+}

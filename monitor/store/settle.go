@@ -285,7 +285,7 @@ func (s *Store) settleRoll(src, d *devLog) {
 			gcAt = at + gcEvery
 		}
 	}
-	fast := d.settleFromProvisional(src, s.k, cut)
+	fast := !settleRollAgain && d.settleFromProvisional(src, s.k, cut)
 	if !fast {
 		d.rollRecords(s.k, cut)
 	}
@@ -293,6 +293,10 @@ func (s *Store) settleRoll(src, d *devLog) {
 		settleHook(fast)
 	}
 }
+
+// settleRollAgain (benchmarks) makes every streamed log roll its segment
+// map again, as before settleFromProvisional.
+var settleRollAgain bool
 
 // settleHook, if set (tests), learns which way each streamed log settled.
 var settleHook func(fromProvisional bool)

@@ -271,7 +271,8 @@ func (s *Store) settle(snap *snapshot.Snapshot, dev int, src *devLog) (*devLog, 
 		// an oom's record holds DeviceFree, but overrides skip ooms
 		return d.recs.action(i), d.recs.ptr(i).addr
 	})
-	tl, err := replay.NewTimelineFunc(snap, dev, n, func(i int, e *snapshot.TraceEntry) { *e = d.entryAt(int64(i)) })
+	rd := entryReader{d: d}
+	tl, err := replay.NewTimelineFunc(snap, dev, n, rd.read)
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +320,33 @@ func (d *devLog) entryAt(seq int64) snapshot.TraceEntry {
 	}
 	r := d.recs.at(int(seq))
 	return d.entryOf(&r)
+}
+
+// entryReader reads an owned capture's entries as entryAt gives them, for
+// walks that go one entry at a time forward or backward (the timeline's):
+// the inexact entries are found by moving from the last one read, not by
+// a search each time.
+type entryReader struct {
+	d *devLog
+	j int // inexact.seq[j-1] < the last position read <= inexact.seq[j]
+}
+
+func (rd *entryReader) read(i int, e *snapshot.TraceEntry) {
+	d, seq := rd.d, int64(i)
+	if x := d.inexact.seq; len(x) > 0 {
+		for rd.j < len(x) && x[rd.j] < seq {
+			rd.j++
+		}
+		for rd.j > 0 && x[rd.j-1] >= seq {
+			rd.j--
+		}
+		if rd.j < len(x) && x[rd.j] == seq {
+			*e = d.inexact.entries[rd.j]
+			return
+		}
+	}
+	r := d.recs.at(i)
+	*e = d.entryOf(&r)
 }
 
 // traceOf is entries [lo, hi) of an owned capture, as Trace gives them.

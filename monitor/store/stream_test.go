@@ -268,3 +268,39 @@ func TestOwnedStreamAbort(t *testing.T) {
 		t.Fatal("a second Abort unsettled the Store")
 	}
 }
+
+// entryReader gives what entryAt gives, read forward, backward and at
+// random, inexact entries among them.
+func TestEntryReaderAgreesWithEntryAt(t *testing.T) {
+	gen := genCapture(9, 3000, true)
+	tr := slices.Clone(gen.DeviceTraces[0])
+	for i := 3; i < len(tr); i += 7 {
+		tr[i].TimeUS = tr[i-1].TimeUS - 5 // backwards: inexact
+	}
+	tr[0].DeviceFree, tr[len(tr)-1].DeviceFree = 3, 4
+	bent := *gen
+	bent.DeviceTraces = [][]snapshot.TraceEntry{tr}
+	st, _ := streamed(t, &bent, 300, rand.New(rand.NewPCG(1, 2)), nil)
+	d := st.devs[0]
+	if len(d.inexact.seq) < 100 {
+		t.Fatalf("%d inexact entries", len(d.inexact.seq))
+	}
+	rd := entryReader{d: d}
+	check := func(i int) {
+		var e snapshot.TraceEntry
+		rd.read(i, &e)
+		if e != d.entryAt(int64(i)) || e != tr[i] {
+			t.Fatalf("entry %d: %+v, entryAt %+v, trace %+v", i, e, d.entryAt(int64(i)), tr[i])
+		}
+	}
+	for i := range tr {
+		check(i)
+	}
+	for i := len(tr) - 1; i >= 0; i-- {
+		check(i)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		check(r.IntN(len(tr)))
+	}
+}
