@@ -185,19 +185,28 @@ func (d *devLog) settleFromProvisional(src *devLog, k int, cut func()) bool {
 			}
 			d.cps = append(d.cps, cp)
 		} else {
-			q := &packedBlocks{born: make([]uint32, 0, len(p.born)), flags: make([]uint8, 0, len(p.born)), whole: make([]tiling.Block, 0, len(p.whole))}
+			// born is shared with p (both immutable) unless an override
+			// leaves a block whole
+			q := &packedBlocks{born: p.born[:0:0], flags: make([]uint8, 0, len(p.born)), whole: make([]tiling.Block, 0, len(p.whole))}
+			shared := true
 			for i, born := range p.born {
 				f := p.flags[i] // a state only: the provisional roll neither rounds nor overrides
 				if ovAt == nil || ovAt[born>>6]&(1<<(born&63)) == 0 {
 					if est {
 						f |= flagEst
 					}
-					q.born, q.flags = append(q.born, born), append(q.flags, f)
+					q.flags = append(q.flags, f)
+					if !shared {
+						q.born = append(q.born, born)
+					}
 					continue
 				}
 				r := src.recs.ptr(int(born))
 				b := settled(tiling.Block{Addr: r.addr, Size: r.size, Req: r.size, Frames: r.frames, State: snapshot.BlockState(f), Born: int64(born)})
 				if !d.packable(&b) {
+					if shared {
+						q.born, shared = append(make([]uint32, 0, len(p.born)), p.born[:i]...), false
+					}
 					q.whole = append(q.whole, b)
 					continue
 				}
@@ -208,7 +217,13 @@ func (d *devLog) settleFromProvisional(src *devLog, k int, cut func()) bool {
 					f |= flagSized
 					q.sizes = append(q.sizes, b.Size)
 				}
-				q.born, q.flags = append(q.born, born), append(q.flags, f)
+				q.flags = append(q.flags, f)
+				if !shared {
+					q.born = append(q.born, born)
+				}
+			}
+			if shared {
+				q.born = p.born
 			}
 			for _, b := range p.whole {
 				q.whole = append(q.whole, settled(b))

@@ -132,6 +132,16 @@ func TestOwnedStreamMatchesIngest(t *testing.T) {
 		if slices.ContainsFunc(fixed.DeviceTraces[0], func(e snapshot.TraceEntry) bool { return e.Action.IsSegmentFamily() }) {
 			t.Fatal("segment entries in a fixed-segment capture")
 		}
+		if seed > 3 { // final blocks the trace's allocs do not give: whole in the checkpoints
+			for i := range fixed.Segments {
+				for j := range fixed.Segments[i].Blocks {
+					if b := &fixed.Segments[i].Blocks[j]; b.State.Active() && j%3 == 0 {
+						b.RequestedSize++
+						b.Frames = 2
+					}
+				}
+			}
+		}
 		checkStreamed(t, "fixed segments", fixed, int(50*seed), seed)
 	}
 	if fast != 6 || slow != 0 {
