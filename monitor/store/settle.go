@@ -85,8 +85,7 @@ func (d *devLog) settleFromProvisional(src *devLog, k int, cut func()) bool {
 		st.touch[j] = never
 	}
 	// the first touches, and the pending-free corrections they bring
-	type fix struct{ seq, delta int64 }
-	var fixes []fix
+	var fixes []pendFix
 	left := len(st.blocks)
 	for lo := 0; lo < n && left > 0; lo += chunkLen {
 		src.recs.each(lo, min(n, lo+chunkLen), func(p []recBody, acts []snapshot.Action) {
@@ -104,7 +103,7 @@ func (d *devLog) settleFromProvisional(src *devLog, k int, cut func()) bool {
 				st.touch[j] = seq
 				left--
 				if acts[i] != snapshot.ActionAlloc && st.blocks[j].State == snapshot.StateActivePendingFree {
-					fixes = append(fixes, fix{seq, -p[i].size})
+					fixes = append(fixes, pendFix{seq, -p[i].size})
 				}
 			}
 		})
@@ -257,23 +256,48 @@ func (d *devLog) settleFromProvisional(src *devLog, k int, cut func()) bool {
 	for b := range src.head.Blocks() {
 		d.head.SetBlock(settled(b))
 	}
-	// the pending-free bytes after each entry: the provisional ones (active
-	// − allocated, both relative) from the start's, corrected
-	d.allocated.v.reserve(n)
-	pend, fi := d.pending, 0
-	for ci, ch := range src.active.v.chunks {
-		alloc := src.allocated.v.chunks[ci]
+	// the pending-free bytes: the provisional ones, corrected at the fixes
+	// (the series follow in finishProvisional, in place)
+	d.pending += src.pending
+	for _, f := range fixes {
+		d.pending += f.delta
+	}
+	d.pendFix, d.fromProv = fixes, true
+	return true
+}
+
+// pendFix is a correction of the provisional pending-free bytes from entry
+// seq on (settleFromProvisional).
+type pendFix struct{ seq, delta int64 }
+
+// finishProvisional is finishSeries for a log settled from the provisional
+// roll (settleFromProvisional), whose active and allocated series are the
+// provisional ones (d took them over): both from the start's values, the
+// allocated bytes corrected where the start's pending-free blocks were
+// first touched. Allocated = active − pending, settled and provisional
+// alike, so the settled allocated bytes are the provisional ones plus the
+// start's, less the corrections so far: the series is rewritten in place
+// rather than a pending series made beside it.
+func (d *devLog) finishProvisional() {
+	var corr int64
+	fi := 0
+	for ci, ch := range d.active.v.chunks {
+		alloc := d.allocated.v.chunks[ci]
 		base := int64(ci) << chunkBits
 		for j := range ch {
-			for fi < len(fixes) && fixes[fi].seq == base+int64(j) {
-				pend += fixes[fi].delta
+			for fi < len(d.pendFix) && d.pendFix[fi].seq == base+int64(j) {
+				corr += d.pendFix[fi].delta
 				fi++
 			}
-			d.allocated.bulk(pend + ch[j] - alloc[j])
+			ch[j] += d.initActive
+			alloc[j] += d.initAllocated - corr
 		}
 	}
-	d.pending = pend + src.pending
-	return true
+	d.reserved.addAll(d.initReserv)
+	d.active.reindex()
+	d.allocated.reindex()
+	d.reserved.reindex()
+	d.pendFix, d.fromProv = nil, false
 }
 
 // packedInto makes cp a packed checkpoint with blocks p.

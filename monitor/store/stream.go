@@ -241,7 +241,12 @@ func (o *OwnedStream) Finish(snap *snapshot.Snapshot, lists []int) error {
 			// the relative series and action indexes the stream built are
 			// the ones buildCapture builds; only the start values change
 			b.d.active, b.d.reserved, b.d.byAction = src.active, src.reserved, src.byAction
-			b.d.finishSeries(nil)
+			if b.d.fromProv {
+				b.d.allocated = src.allocated
+				b.d.finishProvisional()
+			} else {
+				b.d.finishSeries(nil)
+			}
 		}
 		s.putDev(b.d)
 	}
