@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/tiling"
 )
 
 // OwnedStream is IngestOwned for a capture still being decoded: it is the
@@ -37,6 +38,10 @@ type OwnedStream struct {
 	logs    []*devLog // by trace-list number
 	entries atomic.Int64
 	done    bool
+	// appendHold's buffers: the pending-free bytes after each entry of a
+	// hold, the checkpoints it cut
+	pend []int64
+	cuts []*checkpoint
 }
 
 // provisionalSparse spaces a provisional log's checkpoints: four times
@@ -105,29 +110,98 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 			}
 		})
 	}
+	s.mu.Unlock()
 	n := len(e)
 	for len(e) > 0 {
 		k := min(len(e), streamHold)
-		n0 := d.recs.Len()
-		d.appendEntries(e[:k], s.k, false)
-		if d.sparse == 0 && d.hasSegmentEntries() {
-			// settling will roll the segment map again (settleRoll): the
-			// provisional checkpoints are only for the loaded prefix
-			d.sparse = provisionalSparse
-		}
-		for i := range k { // what Trace cannot give back from the record
-			if r := d.recs.at(n0 + i); d.entryOf(&r) != e[i] {
-				d.inexact.add(int64(n0+i), &e[i])
-			}
-		}
-		if e = e[k:]; len(e) > 0 {
-			s.mu.Unlock() // the queries waiting meanwhile go first
-			s.mu.Lock()
-		}
+		o.appendHold(d, e[:k])
+		e = e[k:]
 	}
-	s.mu.Unlock()
 	o.entries.Add(int64(n))
 	s.changed()
+}
+
+// appendHold appends entries to the provisional log d: appendEntries, but
+// with the segment map rolled outside the write lock. Queries never read
+// the head (they roll from a checkpoint over the records), so only the
+// records, series and action indexes, then the checkpoints cut, are
+// written under it: a frame's queries wait for those alone, never for a
+// roll or a checkpoint's copy of every live block, which take most of an
+// append (issue #29, "input never waits on data").
+func (o *OwnedStream) appendHold(d *devLog, entries []snapshot.TraceEntry) {
+	s := o.s
+	n0 := int64(d.recs.Len())
+	// the roll: the pending-free bytes after each entry, and the
+	// checkpoints due, dumped whole (packed once their records are in)
+	pend := o.pend[:0]
+	cuts := o.cuts[:0]
+	next := d.cps[len(d.cps)-1].At + d.checkpointGap(s.k)
+	for i := range entries {
+		seq := n0 + int64(i)
+		v := tiling.EntryOf(&entries[i])
+		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
+		pend = append(pend, d.pending)
+		if seq+1 >= next {
+			cuts = append(cuts, d.head.DumpInto(seq+1, d.scratch)) // the buffer a packed checkpoint left
+			d.scratch = nil
+			next = seq + 1 + d.checkpointGap(s.k)
+		}
+	}
+	o.pend, o.cuts = pend, cuts
+	s.mu.Lock()
+	var last int64
+	act, res := d.initActive, d.initReserv
+	if n0 > 0 {
+		last = d.recs.ptr(int(n0 - 1)).time
+		act, res = d.active.at(int(n0-1)), d.reserved.at(int(n0-1))
+	}
+	for i := range entries {
+		e := &entries[i]
+		seq := n0 + int64(i)
+		r := d.recordOf(e, seq, &last)
+		d.recs.append(r)
+		if d.entryOf(&r) != *e { // what Trace cannot give back from the record
+			d.inexact.add(seq, e)
+		}
+		act += replay.ActiveDelta(e)
+		res += replay.ReservedDelta(e)
+		d.batchA = append(d.batchA, act)
+		d.batchL = append(d.batchL, act-pend[i])
+		d.batchR = append(d.batchR, res)
+		d.byAction[e.Action].append(seq)
+	}
+	d.flushSeries()
+	s.mu.Unlock()
+	if len(cuts) == 0 {
+		return
+	}
+	// pack the checkpoints (their blocks' records are in now), then
+	// publish them
+	packed := make([]*packedBlocks, len(cuts))
+	for i, cp := range cuts {
+		if d.packs {
+			if packed[i] = d.packBlocks(cp.Blocks); packed[i] != nil {
+				d.scratch = cp.Blocks
+			}
+		}
+	}
+	s.mu.Lock()
+	for i, cp := range cuts {
+		if p := packed[i]; p != nil {
+			d.lastMu.Lock()
+			d.packedInto(cp, p)
+			d.lastMu.Unlock()
+		}
+		d.cps = append(d.cps, cp)
+	}
+	if d.sparse == 0 && d.hasSegmentEntries() {
+		// settling will roll the segment map again (settleRoll): the
+		// provisional checkpoints are only for the loaded prefix
+		d.sparse = provisionalSparse
+	}
+	s.mu.Unlock()
+	clear(cuts)
+	o.cuts = cuts[:0]
 }
 
 // streamHold is the most entries TraceBatch appends under one hold of the
