@@ -27,8 +27,10 @@ import (
 // (lists are numbered in the order their first entries come: device 0 is
 // list 0 unless an earlier device's trace is empty). Settled reports false
 // meanwhile. Finish settles: it reconstructs the start from the records
-// (replay.NewTimelineFunc), rolls the segment map forward again from it
-// (checkpoints, pending-free bytes), adds the start values to the series,
+// (replay.NewTimelineFunc), settles the segment map (checkpoints,
+// pending-free bytes) from the provisional roll or, where the trace has
+// segment entries, rolls it forward again from the start (settleRoll),
+// adds the start values to the series,
 // and installs the logs under their devices: the Store is then exactly
 // what IngestOwned makes of the same snapshot, records, series and action
 // indexes built while the file was read. A failed decode calls Abort,
@@ -44,11 +46,12 @@ type OwnedStream struct {
 	cuts []*checkpoint
 }
 
-// provisionalSparse spaces a provisional log's checkpoints: four times
-// further apart than a settled one's, so they take 4 bytes an entry instead
-// of 16 while the file loads (the settling roll replaces them), and a seek
-// in the loaded prefix rolls forward over at most four times as many
-// entries (a few ms).
+// provisionalSparse spaces a provisional log's checkpoints once its trace
+// has a segment entry: four times further apart than a settled one's, as
+// settling rolls the segment map again then (settleRoll) and they serve
+// only the loaded prefix (a seek there rolls forward over at most four
+// times as many entries, a few ms). Until then they are cut as a settled
+// log's, since settling makes the settled ones from them.
 const provisionalSparse = 4
 
 // StreamOwned starts a streamed ingest (OwnedStream); the Store is not
