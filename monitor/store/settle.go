@@ -324,7 +324,9 @@ func (s *Store) settleRoll(src, d *devLog) {
 			gcAt = at + gcEvery
 		}
 	}
-	fast := !settleRollAgain && d.settleFromProvisional(src, s.k, cut)
+	// settled from the provisional checkpoints, the replaced ones free
+	// little (a settled checkpoint shares their positions): no collections
+	fast := !settleRollAgain && d.settleFromProvisional(src, s.k, func() { s.settledTo(src, d) })
 	if !fast {
 		d.rollRecords(s.k, cut)
 	}
