@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -339,13 +340,21 @@ func BenchmarkStoreAppendRetained(b *testing.B) {
 // Store (OwnedStream, batches of 4,096 as the decoder hands them) and
 // settled, its segment map settled from the provisional roll
 // (settleFromProvisional) or rolled again (the way before); settle-ns is
-// Finish alone.
+// Finish alone. started: its second half alone, so the start holds the
+// blocks live at the middle (thousands, most never touched again).
 func BenchmarkStoreStreamOwned(b *testing.B) {
 	snap, _ := benchStore(b)
 	tables := &replay.TraceTables{Stacks: snap.Stacks, Actions: snap.Actions, Texts: snap.Texts}
-	tr := snap.DeviceTraces[0]
-	for _, way := range []string{"provisional", "roll"} {
-		b.Run(way, func(b *testing.B) {
+	for _, c := range []struct {
+		way     string
+		started bool
+	}{{"provisional", false}, {"roll", false}, {"provisional/started", true}, {"roll/started", true}} {
+		way := strings.TrimSuffix(c.way, "/started")
+		tr := snap.DeviceTraces[0]
+		if c.started {
+			tr = tr[len(tr)/2:]
+		}
+		b.Run(c.way, func(b *testing.B) {
 			settleRollAgain = way == "roll"
 			defer func() { settleRollAgain = false }()
 			var settle time.Duration
@@ -364,7 +373,7 @@ func BenchmarkStoreStreamOwned(b *testing.B) {
 				}
 				settle += time.Since(t0)
 			}
-			benchcpu.Report(b, c0, float64(benchEntries)*float64(b.N), "entries/cpu-s")
+			benchcpu.Report(b, c0, float64(len(tr))*float64(b.N), "entries/cpu-s")
 			b.ReportMetric(float64(settle.Nanoseconds())/float64(b.N), "settle-ns")
 		})
 	}
