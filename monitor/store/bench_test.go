@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -333,4 +334,47 @@ func BenchmarkStoreCursorStep(b *testing.B) {
 // 65,536 entries: every 4,096 entries a chunk is thinned.
 func BenchmarkStoreAppendRetained(b *testing.B) {
 	benchAppend(b, Options{Retain: Retention{Entries: 1 << 16}})
+}
+
+// BenchmarkStoreStreamOwned: the 1,000,000-entry capture streamed into a
+// Store (OwnedStream, batches of 4,096 as the decoder hands them) and
+// settled, its segment map settled from the provisional roll
+// (settleFromProvisional) or rolled again (the way before); settle-ns is
+// Finish alone. started: its second half alone, so the start holds the
+// blocks live at the middle (thousands, most never touched again).
+func BenchmarkStoreStreamOwned(b *testing.B) {
+	snap, _ := benchStore(b)
+	tables := &replay.TraceTables{Stacks: snap.Stacks, Actions: snap.Actions, Texts: snap.Texts}
+	for _, c := range []struct {
+		way     string
+		started bool
+	}{{"provisional", false}, {"roll", false}, {"provisional/started", true}, {"roll/started", true}} {
+		way := strings.TrimSuffix(c.way, "/started")
+		tr := snap.DeviceTraces[0]
+		if c.started {
+			tr = tr[len(tr)/2:]
+		}
+		b.Run(c.way, func(b *testing.B) {
+			settleRollAgain = way == "roll"
+			defer func() { settleRollAgain = false }()
+			var settle time.Duration
+			c0 := benchcpu.Now()
+			for b.Loop() {
+				st := New(Options{})
+				o := st.StreamOwned()
+				for i := 0; i < len(tr); i += 4096 {
+					o.TraceBatch(0, tr[i:min(len(tr), i+4096)], tables)
+				}
+				owned := *snap
+				owned.DeviceTraces = [][]snapshot.TraceEntry{nil}
+				t0 := time.Now()
+				if err := o.Finish(&owned, []int{0}); err != nil {
+					b.Fatal(err)
+				}
+				settle += time.Since(t0)
+			}
+			benchcpu.Report(b, c0, float64(len(tr))*float64(b.N), "entries/cpu-s")
+			b.ReportMetric(float64(settle.Nanoseconds())/float64(b.N), "settle-ns")
+		})
+	}
 }

@@ -75,6 +75,24 @@ func (c *chunked[T]) append(x T) {
 	c.n++
 }
 
+// appendAll appends xs: the runs that fit in the last chunk's capacity are
+// copied at once (a batch's series values), the rest go through append.
+func (c *chunked[T]) appendAll(xs []T) {
+	for len(xs) > 0 {
+		if k := c.n>>chunkBits - c.skip; k < len(c.chunks) {
+			ch := c.chunks[k]
+			if m := min(cap(ch)-len(ch), len(xs)); m > 0 { // cap ≤ chunkLen: the run stays in chunk k
+				c.chunks[k] = append(ch, xs[:m]...)
+				c.n += m
+				xs = xs[m:]
+				continue
+			}
+		}
+		c.append(xs[0])
+		xs = xs[1:]
+	}
+}
+
 // reserve sizes the first chunk for n elements when the sequence is empty
 // (a capture whose length is known), saving its doubling steps.
 func (c *chunked[T]) reserve(n int) {

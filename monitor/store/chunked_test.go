@@ -107,3 +107,45 @@ func TestChunkedRecycles(t *testing.T) {
 		t.Fatalf("%d chunks allocated after the window turned over, want all reused", fresh)
 	}
 }
+
+// appendAll leaves what the same values appended one by one leave, in
+// runs of every length across chunk boundaries, on a fresh sequence, a
+// reserved one and one whose front was dropped (its spare chunks reused).
+func TestChunkedAppendAll(t *testing.T) {
+	for _, start := range []string{"fresh", "reserved", "dropped"} {
+		var a, b chunked[int64]
+		if start == "reserved" {
+			a.reserve(100)
+			b.reserve(100)
+		}
+		var x int64
+		for run := 0; a.Len() < 5*chunkLen; run++ {
+			xs := make([]int64, (run*37)%(chunkLen+300))
+			for i := range xs {
+				x++
+				xs[i] = x
+			}
+			a.appendAll(xs)
+			for _, v := range xs {
+				b.append(v)
+			}
+			if start == "dropped" && run%5 == 4 {
+				a.dropBefore(a.Len() - 10)
+				b.dropBefore(b.Len() - 10)
+			}
+		}
+		if a.Len() != b.Len() || a.lo() != b.lo() || len(a.chunks) != len(b.chunks) {
+			t.Fatalf("%s: Len %d / %d, lo %d / %d, chunks %d / %d", start, a.Len(), b.Len(), a.lo(), b.lo(), len(a.chunks), len(b.chunks))
+		}
+		for i, ch := range a.chunks {
+			if i < len(a.chunks)-1 && len(ch) != chunkLen {
+				t.Fatalf("%s: chunk %d holds %d", start, i, len(ch))
+			}
+		}
+		for i := a.lo(); i < a.Len(); i++ {
+			if a.at(i) != b.at(i) || a.at(i) != int64(i+1) {
+				t.Fatalf("%s: element %d: %d / %d", start, i, a.at(i), b.at(i))
+			}
+		}
+	}
+}

@@ -13,6 +13,13 @@ import (
 // segments come and go. Block sizes are rounded slots, trace sizes are the
 // requested bytes, as in real files.
 func genCapture(seed uint64, n int, withTime bool) *snapshot.Snapshot {
+	return genCaptureSegs(seed, n, withTime, false)
+}
+
+// genCaptureSegs is genCapture; with fixed, the segments are the ones
+// before the trace throughout (no segment entries, as in most dumps), more
+// of them, and some of the blocks live before the trace are pending free.
+func genCaptureSegs(seed uint64, n int, withTime, fixed bool) *snapshot.Snapshot {
 	r := rand.New(rand.NewPCG(seed, 7))
 	type blk struct {
 		size, req int64
@@ -57,11 +64,18 @@ func genCapture(seed uint64, n int, withTime bool) *snapshot.Snapshot {
 		return segs[keys[r.IntN(len(keys))]]
 	}
 	// state before the trace
-	for i := 0; i < 3; i++ {
+	nsegs, nblocks := 3, 3
+	if fixed {
+		nsegs, nblocks = 6, 8
+	}
+	for i := 0; i < nsegs; i++ {
 		s := newSeg(i == 0)
-		for j := 0; j < 3; j++ {
+		for j := 0; j < nblocks; j++ {
 			if a, ok := freeSlot(s); ok {
 				s.blocks[a] = &blk{size: s.slot, req: s.slot - r.Int64N(s.slot/2), state: snapshot.StateActiveAllocated}
+				if fixed && r.IntN(3) == 0 {
+					s.blocks[a].state = snapshot.StateActivePendingFree
+				}
 			}
 		}
 	}
@@ -77,6 +91,8 @@ func genCapture(seed uint64, n int, withTime bool) *snapshot.Snapshot {
 	}
 	for len(tr) < n {
 		switch x := r.IntN(100); {
+		case x < 7 && fixed:
+			continue
 		case x < 4:
 			s := newSeg(r.IntN(3) == 0)
 			emit(snapshot.ActionSegmentAlloc, s.addr, s.size, s.stream)

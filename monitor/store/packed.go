@@ -125,6 +125,26 @@ func (d *devLog) unpack(cp *checkpoint) *checkpoint {
 	if src == cp {
 		return u
 	}
+	u = &checkpoint{At: cp.At, Segs: cp.Segs, Blocks: d.blocksOf(p)}
+	u.EnsureSorted() // a pass over sorted blocks once p is sorted
+	var sorted *packedBlocks
+	if !p.sorted { // pack again in address order: later unpacks need no sort
+		if sorted = d.packBlocks(u.Blocks); sorted != nil {
+			sorted.sorted = true
+		}
+	}
+	d.lastMu.Lock()
+	if sorted != nil {
+		d.packed[cp] = sorted
+	}
+	d.unpackedFrom, d.unpacked = cp, u
+	d.lastMu.Unlock()
+	return u
+}
+
+// blocksOf is packed blocks p unpacked (merged in address order when p is
+// sorted).
+func (d *devLog) blocksOf(p *packedBlocks) []tiling.Block {
 	blocks := make([]tiling.Block, 0, len(p.born)+len(p.whole))
 	w := p.whole
 	round, sizes := d.ov.Round, p.sizes
@@ -146,20 +166,5 @@ func (d *devLog) unpack(cp *checkpoint) *checkpoint {
 		}
 		blocks = append(blocks, b)
 	}
-	blocks = append(blocks, w...)
-	u = &checkpoint{At: cp.At, Segs: cp.Segs, Blocks: blocks}
-	u.EnsureSorted() // a pass over sorted blocks once p is sorted
-	var sorted *packedBlocks
-	if !p.sorted { // pack again in address order: later unpacks need no sort
-		if sorted = d.packBlocks(u.Blocks); sorted != nil {
-			sorted.sorted = true
-		}
-	}
-	d.lastMu.Lock()
-	if sorted != nil {
-		d.packed[cp] = sorted
-	}
-	d.unpackedFrom, d.unpacked = cp, u
-	d.lastMu.Unlock()
-	return u
+	return append(blocks, w...)
 }

@@ -190,9 +190,7 @@ func (s *series) appendBatch(xs []int64) {
 		return
 	}
 	i0 := s.v.Len()
-	for _, x := range xs {
-		s.v.append(x)
-	}
+	s.v.appendAll(xs)
 	if len(s.levels) == 0 {
 		s.levels = append(s.levels, s.fold(0))
 		s.foldUp()

@@ -128,6 +128,10 @@ type devLog struct {
 
 	indexed *atomic.Int64 // the Store's count of entries indexed by ingests; nil for live logs
 	sparse  int           // > 1: checkpoints this many times further apart (a streamed capture's provisional log)
+	// fromProv: settled from a streamed log's provisional roll, its series
+	// still to finish (finishProvisional) with pendFix
+	fromProv bool
+	pendFix  []pendFix
 
 	// A capture ingested by IngestOwned (owned.go): owner is the snapshot
 	// it came from, inexact the entries its records do not give back

@@ -8,6 +8,7 @@ import (
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/replay"
+	"github.com/npumon/npumon/replay/tiling"
 )
 
 // OwnedStream is IngestOwned for a capture still being decoded: it is the
@@ -26,8 +27,10 @@ import (
 // (lists are numbered in the order their first entries come: device 0 is
 // list 0 unless an earlier device's trace is empty). Settled reports false
 // meanwhile. Finish settles: it reconstructs the start from the records
-// (replay.NewTimelineFunc), rolls the segment map forward again from it
-// (checkpoints, pending-free bytes), adds the start values to the series,
+// (replay.NewTimelineFunc), settles the segment map (checkpoints,
+// pending-free bytes) from the provisional roll or, where the trace has
+// segment entries, rolls it forward again from the start (settleRoll),
+// adds the start values to the series,
 // and installs the logs under their devices: the Store is then exactly
 // what IngestOwned makes of the same snapshot, records, series and action
 // indexes built while the file was read. A failed decode calls Abort,
@@ -37,13 +40,18 @@ type OwnedStream struct {
 	logs    []*devLog // by trace-list number
 	entries atomic.Int64
 	done    bool
+	// appendHold's buffers: the pending-free bytes after each entry of a
+	// hold, the checkpoints it cut
+	pend []int64
+	cuts []*checkpoint
 }
 
-// provisionalSparse spaces a provisional log's checkpoints: four times
-// further apart than a settled one's, so they take 4 bytes an entry instead
-// of 16 while the file loads (the settling roll replaces them), and a seek
-// in the loaded prefix rolls forward over at most four times as many
-// entries (a few ms).
+// provisionalSparse spaces a provisional log's checkpoints once its trace
+// has a segment entry: four times further apart than a settled one's, as
+// settling rolls the segment map again then (settleRoll) and they serve
+// only the loaded prefix (a seek there rolls forward over at most four
+// times as many entries, a few ms). Until then they are cut as a settled
+// log's, since settling makes the settled ones from them.
 const provisionalSparse = 4
 
 // StreamOwned starts a streamed ingest (OwnedStream); the Store is not
@@ -90,7 +98,6 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 	if d == nil {
 		d = newDevLog(list, TimeSequence)
 		d.packs = !s.retain.Enabled()
-		d.sparse = provisionalSparse
 		d.cps = []*checkpoint{d.head.Freeze(0)}
 		o.logs[list] = d
 		s.putDev(d)
@@ -106,24 +113,98 @@ func (o *OwnedStream) TraceBatch(list int, e []snapshot.TraceEntry, t *replay.Tr
 			}
 		})
 	}
+	s.mu.Unlock()
 	n := len(e)
 	for len(e) > 0 {
 		k := min(len(e), streamHold)
-		n0 := d.recs.Len()
-		d.appendEntries(e[:k], s.k, false)
-		for i := range k { // what Trace cannot give back from the record
-			if r := d.recs.at(n0 + i); d.entryOf(&r) != e[i] {
-				d.inexact.add(int64(n0+i), &e[i])
-			}
-		}
-		if e = e[k:]; len(e) > 0 {
-			s.mu.Unlock() // the queries waiting meanwhile go first
-			s.mu.Lock()
-		}
+		o.appendHold(d, e[:k])
+		e = e[k:]
 	}
-	s.mu.Unlock()
 	o.entries.Add(int64(n))
 	s.changed()
+}
+
+// appendHold appends entries to the provisional log d: appendEntries, but
+// with the segment map rolled outside the write lock. Queries never read
+// the head (they roll from a checkpoint over the records), so only the
+// records, series and action indexes, then the checkpoints cut, are
+// written under it: a frame's queries wait for those alone, never for a
+// roll or a checkpoint's copy of every live block, which take most of an
+// append (issue #29, "input never waits on data").
+func (o *OwnedStream) appendHold(d *devLog, entries []snapshot.TraceEntry) {
+	s := o.s
+	n0 := int64(d.recs.Len())
+	// the roll: the pending-free bytes after each entry, and the
+	// checkpoints due, dumped whole (packed once their records are in)
+	pend := o.pend[:0]
+	cuts := o.cuts[:0]
+	next := d.cps[len(d.cps)-1].At + d.checkpointGap(s.k)
+	for i := range entries {
+		seq := n0 + int64(i)
+		v := tiling.EntryOf(&entries[i])
+		d.pending += d.head.Apply(&v, seq, d.id, &d.ov)
+		pend = append(pend, d.pending)
+		if seq+1 >= next {
+			cuts = append(cuts, d.head.DumpInto(seq+1, d.scratch)) // the buffer a packed checkpoint left
+			d.scratch = nil
+			next = seq + 1 + d.checkpointGap(s.k)
+		}
+	}
+	o.pend, o.cuts = pend, cuts
+	s.mu.Lock()
+	var last int64
+	act, res := d.initActive, d.initReserv
+	if n0 > 0 {
+		last = d.recs.ptr(int(n0 - 1)).time
+		act, res = d.active.at(int(n0-1)), d.reserved.at(int(n0-1))
+	}
+	for i := range entries {
+		e := &entries[i]
+		seq := n0 + int64(i)
+		r := d.recordOf(e, seq, &last)
+		d.recs.append(r)
+		if d.entryOf(&r) != *e { // what Trace cannot give back from the record
+			d.inexact.add(seq, e)
+		}
+		act += replay.ActiveDelta(e)
+		res += replay.ReservedDelta(e)
+		d.batchA = append(d.batchA, act)
+		d.batchL = append(d.batchL, act-pend[i])
+		d.batchR = append(d.batchR, res)
+		d.byAction[e.Action].append(seq)
+	}
+	d.flushSeries()
+	s.mu.Unlock()
+	if len(cuts) == 0 {
+		return
+	}
+	// pack the checkpoints (their blocks' records are in now), then
+	// publish them
+	packed := make([]*packedBlocks, len(cuts))
+	for i, cp := range cuts {
+		if d.packs {
+			if packed[i] = d.packBlocks(cp.Blocks); packed[i] != nil {
+				d.scratch = cp.Blocks
+			}
+		}
+	}
+	s.mu.Lock()
+	for i, cp := range cuts {
+		if p := packed[i]; p != nil {
+			d.lastMu.Lock()
+			d.packedInto(cp, p)
+			d.lastMu.Unlock()
+		}
+		d.cps = append(d.cps, cp)
+	}
+	if d.sparse == 0 && d.hasSegmentEntries() {
+		// settling will roll the segment map again (settleRoll): the
+		// provisional checkpoints are only for the loaded prefix
+		d.sparse = provisionalSparse
+	}
+	s.mu.Unlock()
+	clear(cuts)
+	o.cuts = cuts[:0]
 }
 
 // streamHold is the most entries TraceBatch appends under one hold of the
@@ -237,7 +318,12 @@ func (o *OwnedStream) Finish(snap *snapshot.Snapshot, lists []int) error {
 			// the relative series and action indexes the stream built are
 			// the ones buildCapture builds; only the start values change
 			b.d.active, b.d.reserved, b.d.byAction = src.active, src.reserved, src.byAction
-			b.d.finishSeries(nil)
+			if b.d.fromProv {
+				b.d.allocated = src.allocated
+				b.d.finishProvisional()
+			} else {
+				b.d.finishSeries(nil)
+			}
 		}
 		s.putDev(b.d)
 	}
@@ -267,7 +353,8 @@ func (s *Store) settle(snap *snapshot.Snapshot, dev int, src *devLog) (*devLog, 
 		// an oom's record holds DeviceFree, but overrides skip ooms
 		return d.recs.action(i), d.recs.ptr(i).addr
 	})
-	tl, err := replay.NewTimelineFunc(snap, dev, n, func(i int, e *snapshot.TraceEntry) { *e = d.entryAt(int64(i)) })
+	rd := entryReader{d: d}
+	tl, err := replay.NewTimelineFunc(snap, dev, n, rd.read)
 	if err != nil {
 		return nil, err
 	}
@@ -278,17 +365,7 @@ func (s *Store) settle(snap *snapshot.Snapshot, dev int, src *devLog) (*devLog, 
 	s.mu.Lock()
 	src.ov = d.ov
 	s.mu.Unlock()
-	gcAt, gcEvery := int64(n)/4, int64(n)/4
-	d.rollRecords(s.k, func() {
-		s.settledTo(src, d)
-		if at := d.cps[len(d.cps)-1].At; n >= releaseCollect && at >= gcAt {
-			// the provisional checkpoints replaced so far are garbage: a
-			// collection now lets the roll reuse them (the heap goal
-			// after the last one is twice what is live)
-			runtime.GC()
-			gcAt = at + gcEvery
-		}
-	})
+	s.settleRoll(src, d)
 	d.owner = snap
 	return d, nil
 }
@@ -325,6 +402,33 @@ func (d *devLog) entryAt(seq int64) snapshot.TraceEntry {
 	}
 	r := d.recs.at(int(seq))
 	return d.entryOf(&r)
+}
+
+// entryReader reads an owned capture's entries as entryAt gives them, for
+// walks that go one entry at a time forward or backward (the timeline's):
+// the inexact entries are found by moving from the last one read, not by
+// a search each time.
+type entryReader struct {
+	d *devLog
+	j int // inexact.seq[j-1] < the last position read <= inexact.seq[j]
+}
+
+func (rd *entryReader) read(i int, e *snapshot.TraceEntry) {
+	d, seq := rd.d, int64(i)
+	if x := d.inexact.seq; len(x) > 0 {
+		for rd.j < len(x) && x[rd.j] < seq {
+			rd.j++
+		}
+		for rd.j > 0 && x[rd.j-1] >= seq {
+			rd.j--
+		}
+		if rd.j < len(x) && x[rd.j] == seq {
+			*e = d.inexact.entries[rd.j]
+			return
+		}
+	}
+	r := d.recs.at(i)
+	*e = d.entryOf(&r)
 }
 
 // traceOf is entries [lo, hi) of an owned capture, as Trace gives them.
