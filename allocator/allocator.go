@@ -521,17 +521,25 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	}
 	ctx := a.intern(frames, RecordAll)
 	b.allocated = false
-	a.record(snapshot.ActionFreeRequested, b.ptr, b.requested, b.stream, ctx)
+	// A block no other stream uses is back in its pool at once: its
+	// free_requested and free_completed entries are equal but for the
+	// action, and one ring slot holds both (actionFreePair).
+	now := len(b.streamUses) == 0
+	act := snapshot.ActionFreeRequested
+	if now {
+		act = actionFreePair
+	}
+	a.record(act, b.ptr, b.requested, b.stream, ctx)
 	k := b.pool.stat()
 	a.stats.Allocation.dec(k, 1)
 	a.stats.AllocatedBytes.dec(k, b.size)
 	if b.size >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
-	if len(b.streamUses) > 0 {
-		a.insertEvents(b)
+	if now {
+		a.returnBlock(b)
 	} else {
-		a.freeBlock(b, ctx)
+		a.insertEvents(b)
 	}
 	return a.takeFault()
 }
@@ -668,6 +676,11 @@ func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
 // neighbours.
 func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
 	a.record(snapshot.ActionFreeCompleted, b.ptr, b.requested, b.stream, ctx)
+	a.returnBlock(b)
+}
+
+// returnBlock is freeBlock after its free_completed entry is recorded.
+func (a *Allocator) returnBlock(b *block) {
 	b.frames = snapshot.NoStack
 	pool := b.pool
 	origSize := b.size

@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -414,4 +415,35 @@ func TestCounterAgreesAcrossCPUsPins(t *testing.T) {
 		t.Fatal("the monotonic clock disagrees with itself across CPUs: pinning or the check is broken")
 	}
 	t.Logf("cycle counter usable here: %v (clocksource %q)", counterUsable(), kernelClocksource())
+}
+
+// TestRingPairSlots checks the ring against a plain list of entries: with
+// slots of two entries (actionFreePair) mixed in anywhere, entries()
+// returns the last max entries, oldest first, as a ring of single entries
+// would.
+func TestRingPairSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for maxEntries := 1; maxEntries <= 9; maxEntries++ {
+		for trial := range 200 {
+			var r ring
+			r.reset(maxEntries)
+			var want []rawEntry
+			for i := range rng.IntN(4 * maxEntries) {
+				e := rawEntry{tick: int64(i + 1), addr: uint64(trial), size: int64(i), action: snapshot.ActionAlloc}
+				if rng.IntN(2) == 0 {
+					e.action = actionFreePair
+					want = append(want, e, e)
+					want[len(want)-2].action = snapshot.ActionFreeRequested
+					want[len(want)-1].action = snapshot.ActionFreeCompleted
+				} else {
+					want = append(want, e)
+				}
+				r.push(e)
+			}
+			want = want[max(0, len(want)-maxEntries):]
+			if got := r.entries(); !slices.Equal(got, want) {
+				t.Fatalf("max %d trial %d:\n got %v\nwant %v", maxEntries, trial, got, want)
+			}
+		}
+	}
 }
