@@ -216,6 +216,7 @@ func (a *Allocator) AttachTracker(fn func(device int, e snapshot.TraceEntry), op
 	t := a.newTracker(fn, opts)
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
+	a.syncFastRecord()
 	a.mu.Unlock()
 	return a.detacher(t)
 }
@@ -230,6 +231,7 @@ func (a *Allocator) AttachBatchTracker(fn func(device int, es []snapshot.TraceEn
 	t := a.newTracker(nil, append(opts, func(t *tracker) { t.batch = fn }))
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
+	a.syncFastRecord()
 	a.mu.Unlock()
 	return a.detacher(t)
 }
@@ -254,6 +256,7 @@ func (a *Allocator) detacher(t *tracker) func() {
 					break
 				}
 			}
+			a.syncFastRecord()
 			a.mu.Unlock()
 			t.mu.Lock()
 			t.closed = true
@@ -305,28 +308,38 @@ func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries in
 	if enabled {
 		a.level = ctx
 	}
+	a.stackMask = snapshot.NoStack
+	if a.level >= RecordAlloc { // trace entries keep their stacks
+		a.stackMask = ^snapshot.NoStack
+	}
 	a.ring.reset(maxEntries)
+	a.syncFastRecord()
 }
 
 // record is record_trace: nothing unless history is on or a tracker is
 // attached. a.mu held.
 //
-// The fast path — history only, the call's tick read (stampCall), the
-// ring full and wrapping, as it is after its first maxEntries entries —
-// calls nothing, so it keeps its arguments in registers; anything else
-// goes to recordSlow.
+// The fast path (recordFast) — history only, the call's tick read
+// (stampCall), the ring full and wrapping, as it is after its first
+// maxEntries entries — writes one ring slot and calls nothing; anything
+// else goes to recordSlow. record itself is too big for the compiler to
+// inline, so the entries of a cache-hit Malloc and Free (allocFoundBlock,
+// FreeWithStack) spell its fast path out, a call less per entry.
 func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
-	if !a.history && len(a.trackers) == 0 {
+	if a.recordFast() {
+		a.ring.put(a.stampAt, addr, size, stream, ctx&a.stackMask, action)
 		return
 	}
-	r := &a.ring
-	if len(a.trackers) != 0 || a.stampAt == 0 || len(r.buf) != r.max {
+	if a.history || len(a.trackers) != 0 {
 		a.recordSlow(action, addr, size, stream, ctx)
-		return
 	}
-	if a.level < RecordAlloc {
-		ctx = snapshot.NoStack
-	}
+}
+
+// recordFast is whether record takes its fast path.
+func (a *Allocator) recordFast() bool { return a.fastRecord && a.stampAt != 0 }
+
+// put overwrites the oldest entry of a full ring.
+func (r *ring) put(tick int64, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID, action snapshot.Action) {
 	e := &r.buf[r.next]
 	if r.next++; r.next == r.max {
 		r.next = 0
@@ -334,19 +347,24 @@ func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stre
 	// Field by field: a composite literal is built on the stack and copied
 	// in 16-byte moves that cannot forward from its narrower stores, a
 	// stall per entry.
-	e.tick, e.addr, e.size, e.stream, e.frames, e.action = a.stampAt, addr, size, stream, ctx, action
+	e.tick, e.addr, e.size, e.stream, e.frames, e.action = tick, addr, size, stream, ctx, action
+}
+
+// syncFastRecord updates a.fastRecord after a change to the history, the
+// trackers or the ring's length. a.mu held.
+func (a *Allocator) syncFastRecord() {
+	a.fastRecord = a.history && len(a.trackers) == 0 && len(a.ring.buf) == a.ring.max
 }
 
 // recordSlow is record off its fast path: the entry goes to each tracker's
 // buffer and, with history on, to the ring.
 func (a *Allocator) recordSlow(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
-	if a.level < RecordAlloc {
-		ctx = snapshot.NoStack
-	}
+	ctx &= a.stackMask
 	t := a.stamp()
 	if len(a.trackers) == 0 {
 		e := a.ring.slot()
 		e.tick, e.addr, e.size, e.stream, e.frames, e.action = t, addr, size, stream, ctx, action
+		a.syncFastRecord()
 		return
 	}
 	e := rawEntry{tick: t, addr: addr, size: size, stream: stream, frames: ctx, action: action}

@@ -29,6 +29,7 @@ func (a *Allocator) SnapshotAndTrack(fn func(device int, e snapshot.TraceEntry),
 	a.lock()
 	s := a.snapshotLocked(conv)
 	a.trackers = append(a.trackers, t)
+	a.syncFastRecord()
 	a.mu.Unlock()
 	return s, a.detacher(t)
 }
