@@ -501,10 +501,10 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 	b.allocated = true
 	b.requested = orig
 	b.frames = ctx
-	if a.recordFast() { // record's fast path, spelled out: a call less
+	if a.recordFast() { // record, spelled out: a call less
 		a.ring.put(a.stampAt, b.ptr, orig, b.stream, ctx&a.stackMask, snapshot.ActionAlloc)
-	} else {
-		a.record(snapshot.ActionAlloc, b.ptr, orig, b.stream, ctx)
+	} else if a.recording() {
+		a.recordSlow(snapshot.ActionAlloc, b.ptr, orig, b.stream, ctx)
 	}
 	a.active.put(b.ptr, b)
 	a.stats.allocated(pool.stat(), b.size, orig)
@@ -547,10 +547,10 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	if now {
 		act = actionFreePair
 	}
-	if a.recordFast() { // record's fast path, spelled out: a call less
+	if a.recordFast() { // record, spelled out: a call less
 		a.ring.put(a.stampAt, b.ptr, b.requested, b.stream, ctx&a.stackMask, act)
-	} else {
-		a.record(act, b.ptr, b.requested, b.stream, ctx)
+	} else if a.recording() {
+		a.recordSlow(act, b.ptr, b.requested, b.stream, ctx)
 	}
 	k := b.pool.stat()
 	a.stats.Allocation.dec(k, 1)

@@ -324,13 +324,12 @@ func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries in
 // maxEntries entries — writes one ring slot and calls nothing; anything
 // else goes to recordSlow. record itself is too big for the compiler to
 // inline, so the entries of a cache-hit Malloc and Free (allocFoundBlock,
-// FreeWithStack) spell its fast path out, a call less per entry.
+// FreeWithStack) spell it out, a call less per entry with history on or
+// off.
 func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
 	if a.recordFast() {
 		a.ring.put(a.stampAt, addr, size, stream, ctx&a.stackMask, action)
-		return
-	}
-	if a.history || len(a.trackers) != 0 {
+	} else if a.recording() {
 		a.recordSlow(action, addr, size, stream, ctx)
 	}
 }
