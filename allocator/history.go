@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"iter"
 	"sync"
 	"time"
 
@@ -38,8 +39,8 @@ type rawEntry struct {
 // entries().
 const actionFreePair snapshot.Action = 255
 
-// entries is how many trace entries a slot holds.
-func (e *rawEntry) entries() int {
+// count is how many trace entries a slot holds.
+func (e *rawEntry) count() int {
 	if e.action == actionFreePair {
 		return 2
 	}
@@ -78,32 +79,39 @@ func (r *ring) slot() *rawEntry {
 	return e
 }
 
-func (r *ring) entries() []rawEntry {
-	n := 0
+// entries returns the number of entries the ring holds — the newest max
+// of those its slots hold — and an iterator over them, oldest first, a
+// pair slot yielding its two entries. Snapshot converts them as they come,
+// without a copy of the ring.
+func (r *ring) entries() (int, iter.Seq[rawEntry]) {
+	n := len(r.buf)
 	for i := range r.buf {
-		n += r.buf[i].entries()
+		if r.buf[i].action == actionFreePair {
+			n++
+		}
 	}
 	skip := max(0, n-r.max)
-	out := make([]rawEntry, 0, n-skip)
-	for _, part := range [2][]rawEntry{r.buf[r.next:], r.buf[:r.next]} {
-		for _, e := range part {
-			if e.action == actionFreePair {
-				e.action = snapshot.ActionFreeRequested
-				if skip == 0 {
-					out = append(out, e)
-				} else {
-					skip--
+	return n - skip, func(yield func(rawEntry) bool) {
+		skip := skip
+		for _, part := range [2][]rawEntry{r.buf[r.next:], r.buf[:r.next]} {
+			for _, e := range part {
+				if e.action == actionFreePair {
+					e.action = snapshot.ActionFreeRequested
+					if skip > 0 {
+						skip--
+					} else if !yield(e) {
+						return
+					}
+					e.action = snapshot.ActionFreeCompleted
 				}
-				e.action = snapshot.ActionFreeCompleted
-			}
-			if skip == 0 {
-				out = append(out, e)
-			} else {
-				skip--
+				if skip > 0 {
+					skip--
+				} else if !yield(e) {
+					return
+				}
 			}
 		}
 	}
-	return out
 }
 
 // DefaultTrackerBuffer is the number of entries a tracker may fall behind
