@@ -84,11 +84,9 @@ func (r *ring) slot() *rawEntry {
 // pair slot yielding its two entries. Snapshot converts them as they come,
 // without a copy of the ring.
 func (r *ring) entries() (int, iter.Seq[rawEntry]) {
-	n := len(r.buf)
+	n := 0
 	for i := range r.buf {
-		if r.buf[i].action == actionFreePair {
-			n++
-		}
+		n += r.buf[i].count()
 	}
 	skip := max(0, n-r.max)
 	return n - skip, func(yield func(rawEntry) bool) {
