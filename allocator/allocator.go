@@ -47,12 +47,18 @@ type Allocator struct {
 	warnings []string
 	fault    error // first unexpected acl failure in a release path
 
-	history  bool
-	level    RecordContext
-	ring     ring
-	stackMu  sync.RWMutex
-	stacks   *snapshot.StackTable
-	trackers []*tracker
+	history bool
+	level   RecordContext
+	ring    ring
+	// fastRecord is record's fast path condition: history on, no
+	// trackers, the ring full (syncFastRecord keeps it).
+	fastRecord bool
+	// stackMask is ANDed with a trace entry's StackID: all ones where
+	// entries keep their stacks (RecordAlloc and up), else NoStack (0).
+	stackMask snapshot.StackID
+	stackMu   sync.RWMutex
+	stacks    *snapshot.StackTable
+	trackers  []*tracker
 
 	oomObservers []oomObserver
 	nextObserver int
@@ -255,7 +261,11 @@ func (a *Allocator) MallocWithStack(size int64, stream acl.Stream, frames []snap
 	}
 	a.lock()
 	if a.recording() {
-		a.stampCall()
+		if a.counter {
+			a.stampAt = cycleCounter() // stampCall's common case, spelled out: a call less
+		} else {
+			a.stampCall()
+		}
 	}
 	ctx := a.intern(frames, RecordState)
 	lazy := a.cfg.Flavour == config.FlavourNPU && a.cfg.MultiStreamLazyReclaim
@@ -491,7 +501,11 @@ func (a *Allocator) allocFoundBlock(p *allocParams, orig int64, ctx snapshot.Sta
 	b.allocated = true
 	b.requested = orig
 	b.frames = ctx
-	a.record(snapshot.ActionAlloc, b.ptr, orig, b.stream, ctx)
+	if a.recordFast() { // record, spelled out: a call less
+		a.ring.put(a.stampAt, b.ptr, orig, b.stream, ctx&a.stackMask, snapshot.ActionAlloc)
+	} else if a.recording() {
+		a.recordSlow(snapshot.ActionAlloc, b.ptr, orig, b.stream, ctx)
+	}
 	a.active.put(b.ptr, b)
 	a.stats.allocated(pool.stat(), b.size, orig)
 	if b.size >= a.cfg.MaxSplitSize {
@@ -512,7 +526,11 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	}
 	a.lock()
 	if a.recording() {
-		a.stampCall()
+		if a.counter {
+			a.stampAt = cycleCounter() // stampCall's common case, spelled out: a call less
+		} else {
+			a.stampCall()
+		}
 	}
 	defer a.mu.Unlock()
 	b := a.active.get(ptr)
@@ -521,17 +539,29 @@ func (a *Allocator) FreeWithStack(ptr uint64, frames []snapshot.Frame) error {
 	}
 	ctx := a.intern(frames, RecordAll)
 	b.allocated = false
-	a.record(snapshot.ActionFreeRequested, b.ptr, b.requested, b.stream, ctx)
+	// A block no other stream uses is back in its pool at once: its
+	// free_requested and free_completed entries are equal but for the
+	// action, and one ring slot holds both (actionFreePair).
+	now := len(b.streamUses) == 0
+	act := snapshot.ActionFreeRequested
+	if now {
+		act = actionFreePair
+	}
+	if a.recordFast() { // record, spelled out: a call less
+		a.ring.put(a.stampAt, b.ptr, b.requested, b.stream, ctx&a.stackMask, act)
+	} else if a.recording() {
+		a.recordSlow(act, b.ptr, b.requested, b.stream, ctx)
+	}
 	k := b.pool.stat()
 	a.stats.Allocation.dec(k, 1)
 	a.stats.AllocatedBytes.dec(k, b.size)
 	if b.size >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
-	if len(b.streamUses) > 0 {
-		a.insertEvents(b)
+	if now {
+		a.returnBlock(b)
 	} else {
-		a.freeBlock(b, ctx)
+		a.insertEvents(b)
 	}
 	return a.takeFault()
 }
@@ -668,6 +698,11 @@ func (a *Allocator) synchronizeAndFreeEvents(ctx snapshot.StackID) {
 // neighbours.
 func (a *Allocator) freeBlock(b *block, ctx snapshot.StackID) {
 	a.record(snapshot.ActionFreeCompleted, b.ptr, b.requested, b.stream, ctx)
+	a.returnBlock(b)
+}
+
+// returnBlock is freeBlock after its free_completed entry is recorded.
+func (a *Allocator) returnBlock(b *block) {
 	b.frames = snapshot.NoStack
 	pool := b.pool
 	origSize := b.size
@@ -750,7 +785,8 @@ func (a *Allocator) lock() {
 // on its fast path and keeps its arguments in registers. The call's entries
 // share the tick either way. An injected clock is still read at the first
 // entry: a simulation's clock may move between the two. a.mu held; callers
-// check a.recording() first, which keeps this call off the history-off path.
+// check a.recording() first, which keeps this call off the history-off path,
+// and Malloc and Free read the counter themselves (a call less).
 func (a *Allocator) stampCall() {
 	switch {
 	case a.counter:

@@ -124,7 +124,10 @@ func BenchmarkSnapshot100k(b *testing.B) {
 	a, s := benchAllocator(b, "")
 	a.RecordHistory(true, RecordAll, 100_000)
 	var live []uint64
-	for i := 0; a.ring.max > len(a.ring.buf); i++ {
+	// Until 100,000 entries are recorded (a slot may hold two: the ring is
+	// not full yet then, and it has not wrapped).
+	recorded, counted := 0, 0
+	for i := 0; recorded < 100_000; i++ {
 		p, err := a.Malloc(int64(512+(i%997)*1024), s)
 		if err != nil {
 			b.Fatal(err)
@@ -133,6 +136,9 @@ func BenchmarkSnapshot100k(b *testing.B) {
 		if i%3 != 0 {
 			_ = a.Free(live[0])
 			live = live[1:]
+		}
+		for ; counted < len(a.ring.buf); counted++ {
+			recorded += a.ring.buf[counted].count()
 		}
 	}
 	loop(b, func() {

@@ -1,6 +1,7 @@
 package allocator
 
 import (
+	"iter"
 	"sync"
 	"time"
 
@@ -30,8 +31,26 @@ type rawEntry struct {
 	action snapshot.Action
 }
 
+// actionFreePair marks a ring slot that holds two entries: the
+// free_requested and free_completed of a Free whose block went back to its
+// pool at once, equal in every field but the action. A slot fewer per
+// such Free is a third less ring memory written by a Malloc+Free pair. It
+// exists only in the ring: trackers get the two entries, and so does
+// entries().
+const actionFreePair snapshot.Action = 255
+
+// count is how many trace entries a slot holds.
+func (e *rawEntry) count() int {
+	if e.action == actionFreePair {
+		return 2
+	}
+	return 1
+}
+
 // ring is TraceEntryRingBuffer: append until full, then overwrite the
-// oldest; entries() returns oldest first.
+// oldest; entries() returns the last max entries, oldest first. It has max
+// slots, so with slots of two entries (actionFreePair) it holds more than
+// max entries, and entries() leaves out the oldest surplus.
 type ring struct {
 	buf  []rawEntry
 	max  int
@@ -60,10 +79,37 @@ func (r *ring) slot() *rawEntry {
 	return e
 }
 
-func (r *ring) entries() []rawEntry {
-	out := make([]rawEntry, 0, len(r.buf))
-	out = append(out, r.buf[r.next:]...)
-	return append(out, r.buf[:r.next]...)
+// entries returns the number of entries the ring holds — the newest max
+// of those its slots hold — and an iterator over them, oldest first, a
+// pair slot yielding its two entries. Snapshot converts them as they come,
+// without a copy of the ring.
+func (r *ring) entries() (int, iter.Seq[rawEntry]) {
+	n := 0
+	for i := range r.buf {
+		n += r.buf[i].count()
+	}
+	skip := max(0, n-r.max)
+	return n - skip, func(yield func(rawEntry) bool) {
+		skip := skip
+		for _, part := range [2][]rawEntry{r.buf[r.next:], r.buf[:r.next]} {
+			for _, e := range part {
+				if e.action == actionFreePair {
+					e.action = snapshot.ActionFreeRequested
+					if skip > 0 {
+						skip--
+					} else if !yield(e) {
+						return
+					}
+					e.action = snapshot.ActionFreeCompleted
+				}
+				if skip > 0 {
+					skip--
+				} else if !yield(e) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // DefaultTrackerBuffer is the number of entries a tracker may fall behind
@@ -176,6 +222,7 @@ func (a *Allocator) AttachTracker(fn func(device int, e snapshot.TraceEntry), op
 	t := a.newTracker(fn, opts)
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
+	a.syncFastRecord()
 	a.mu.Unlock()
 	return a.detacher(t)
 }
@@ -190,6 +237,7 @@ func (a *Allocator) AttachBatchTracker(fn func(device int, es []snapshot.TraceEn
 	t := a.newTracker(nil, append(opts, func(t *tracker) { t.batch = fn }))
 	a.mu.Lock()
 	a.trackers = append(a.trackers, t)
+	a.syncFastRecord()
 	a.mu.Unlock()
 	return a.detacher(t)
 }
@@ -214,6 +262,7 @@ func (a *Allocator) detacher(t *tracker) func() {
 					break
 				}
 			}
+			a.syncFastRecord()
 			a.mu.Unlock()
 			t.mu.Lock()
 			t.closed = true
@@ -265,28 +314,37 @@ func (a *Allocator) RecordHistory(enabled bool, ctx RecordContext, maxEntries in
 	if enabled {
 		a.level = ctx
 	}
+	a.stackMask = snapshot.NoStack
+	if a.level >= RecordAlloc { // trace entries keep their stacks
+		a.stackMask = ^snapshot.NoStack
+	}
 	a.ring.reset(maxEntries)
+	a.syncFastRecord()
 }
 
 // record is record_trace: nothing unless history is on or a tracker is
 // attached. a.mu held.
 //
-// The fast path — history only, the call's tick read (stampCall), the
-// ring full and wrapping, as it is after its first maxEntries entries —
-// calls nothing, so it keeps its arguments in registers; anything else
-// goes to recordSlow.
+// The fast path (recordFast) — history only, the call's tick read
+// (stampCall), the ring full and wrapping, as it is after its first
+// maxEntries entries — writes one ring slot and calls nothing; anything
+// else goes to recordSlow. record itself is too big for the compiler to
+// inline, so the entries of a cache-hit Malloc and Free (allocFoundBlock,
+// FreeWithStack) spell it out, a call less per entry with history on or
+// off.
 func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
-	if !a.history && len(a.trackers) == 0 {
-		return
-	}
-	r := &a.ring
-	if len(a.trackers) != 0 || a.stampAt == 0 || len(r.buf) != r.max {
+	if a.recordFast() {
+		a.ring.put(a.stampAt, addr, size, stream, ctx&a.stackMask, action)
+	} else if a.recording() {
 		a.recordSlow(action, addr, size, stream, ctx)
-		return
 	}
-	if a.level < RecordAlloc {
-		ctx = snapshot.NoStack
-	}
+}
+
+// recordFast is whether record takes its fast path.
+func (a *Allocator) recordFast() bool { return a.fastRecord && a.stampAt != 0 }
+
+// put overwrites the oldest entry of a full ring.
+func (r *ring) put(tick int64, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID, action snapshot.Action) {
 	e := &r.buf[r.next]
 	if r.next++; r.next == r.max {
 		r.next = 0
@@ -294,24 +352,35 @@ func (a *Allocator) record(action snapshot.Action, addr uint64, size int64, stre
 	// Field by field: a composite literal is built on the stack and copied
 	// in 16-byte moves that cannot forward from its narrower stores, a
 	// stall per entry.
-	e.tick, e.addr, e.size, e.stream, e.frames, e.action = a.stampAt, addr, size, stream, ctx, action
+	e.tick, e.addr, e.size, e.stream, e.frames, e.action = tick, addr, size, stream, ctx, action
+}
+
+// syncFastRecord updates a.fastRecord after a change to the history, the
+// trackers or the ring's length. a.mu held.
+func (a *Allocator) syncFastRecord() {
+	a.fastRecord = a.history && len(a.trackers) == 0 && len(a.ring.buf) == a.ring.max
 }
 
 // recordSlow is record off its fast path: the entry goes to each tracker's
 // buffer and, with history on, to the ring.
 func (a *Allocator) recordSlow(action snapshot.Action, addr uint64, size int64, stream acl.Stream, ctx snapshot.StackID) {
-	if a.level < RecordAlloc {
-		ctx = snapshot.NoStack
-	}
+	ctx &= a.stackMask
 	t := a.stamp()
 	if len(a.trackers) == 0 {
 		e := a.ring.slot()
 		e.tick, e.addr, e.size, e.stream, e.frames, e.action = t, addr, size, stream, ctx, action
+		a.syncFastRecord()
 		return
 	}
 	e := rawEntry{tick: t, addr: addr, size: size, stream: stream, frames: ctx, action: action}
 	for _, tr := range a.trackers {
+		if action == actionFreePair {
+			e.action = snapshot.ActionFreeRequested
+			tr.push(e)
+			e.action = snapshot.ActionFreeCompleted
+		}
 		tr.push(e)
+		e.action = action
 	}
 	if a.history {
 		a.ring.push(e)

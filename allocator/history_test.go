@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -414,4 +415,130 @@ func TestCounterAgreesAcrossCPUsPins(t *testing.T) {
 		t.Fatal("the monotonic clock disagrees with itself across CPUs: pinning or the check is broken")
 	}
 	t.Logf("cycle counter usable here: %v (clocksource %q)", counterUsable(), kernelClocksource())
+}
+
+// TestRingPairSlots checks the ring against a plain list of entries: with
+// slots of two entries (actionFreePair) mixed in anywhere, entries()
+// returns the last max entries, oldest first, as a ring of single entries
+// would.
+func TestRingPairSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for maxEntries := 1; maxEntries <= 9; maxEntries++ {
+		for trial := range 200 {
+			var r ring
+			r.reset(maxEntries)
+			var want []rawEntry
+			for i := range rng.IntN(4 * maxEntries) {
+				e := rawEntry{tick: int64(i + 1), addr: uint64(trial), size: int64(i), action: snapshot.ActionAlloc}
+				if rng.IntN(2) == 0 {
+					e.action = actionFreePair
+					want = append(want, e, e)
+					want[len(want)-2].action = snapshot.ActionFreeRequested
+					want[len(want)-1].action = snapshot.ActionFreeCompleted
+				} else {
+					want = append(want, e)
+				}
+				r.push(e)
+			}
+			want = want[max(0, len(want)-maxEntries):]
+			n, all := r.entries()
+			if got := slices.Collect(all); !slices.Equal(got, want) || n != len(want) {
+				t.Fatalf("max %d trial %d: %d entries\n got %v\nwant %v", maxEntries, trial, n, got, want)
+			}
+		}
+	}
+}
+
+// TestRecordFastPathMatchesSlowPath runs one workload on allocators with a
+// deterministic tick source: one records through record's fast path (a
+// tracker attached and detached midway), one has a tracker attached once
+// its ring is full, so every entry from then on takes recordSlow, and one
+// keeps everything in a ring too big to fill. The first two rings must
+// hold the same entries, ticks included, all along, and the tracker must
+// have seen every entry the big ring got while it was attached.
+func TestRecordFastPathMatchesSlowPath(t *testing.T) {
+	frames := [][]snapshot.Frame{nil, {{Filename: "a.py", Line: 1, Name: "f"}}}
+	for _, level := range []RecordContext{RecordState, RecordAlloc, RecordAll} {
+		var raw [3][]rawEntry
+		var tracked []snapshot.TraceEntry
+		from := 0
+		for k := range raw {
+			rt := acl.NewRuntime(acl.Config{})
+			dev, _ := rt.Device(0)
+			a, err := New(dev, config.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tick int64
+			a.counter, a.now = false, func() int64 { tick++; return tick }
+			a.RecordHistory(true, level, []int{16, 16, 1 << 20}[k])
+			s1, _ := dev.CreateStream()
+			s2, _ := dev.CreateStream()
+			rng := rand.New(rand.NewPCG(3, 4))
+			var live []uint64
+			var detach, detachAll func()
+			for i := range 400 {
+				if i == 50 { // the small rings are full: the fast path is on
+					switch k {
+					case 1:
+						detachAll = a.AttachTracker(func(_ int, e snapshot.TraceEntry) { tracked = append(tracked, e) })
+					case 2:
+						from, _ = a.ring.entries()
+					}
+				}
+				if k == 0 && i == 150 {
+					detach = a.AttachTracker(func(int, snapshot.TraceEntry) {})
+				}
+				if detach != nil && i == 170 {
+					detach()
+					detach = nil
+				}
+				switch op := rng.IntN(10); {
+				case op < 5 || len(live) == 0:
+					p, err := a.MallocWithStack(int64(1+rng.IntN(3<<20)), s1, frames[rng.IntN(2)])
+					if err != nil {
+						t.Fatal(err)
+					}
+					live = append(live, p)
+				case op < 9:
+					j := rng.IntN(len(live))
+					if rng.IntN(4) == 0 {
+						_ = a.RecordStream(live[j], s2)
+					}
+					if err := a.FreeWithStack(live[j], frames[rng.IntN(2)]); err != nil {
+						t.Fatal(err)
+					}
+					live = slices.Delete(live, j, j+1)
+				default:
+					_ = a.EmptyCache()
+				}
+				if i%8 == 0 && k < 2 {
+					_, all := a.ring.entries()
+					raw[k] = slices.AppendSeq(raw[k], all)
+				}
+			}
+			if k == 0 && !a.fastRecord {
+				t.Fatal("the ring is full and no tracker attached, but the fast path is off")
+			}
+			if k == 1 {
+				detachAll()
+			}
+			if k == 2 {
+				_, all := a.ring.entries()
+				raw[k] = slices.Collect(all)
+			}
+		}
+		if !slices.Equal(raw[0], raw[1]) {
+			t.Fatalf("level %d: fast path\n%v\nslow path\n%v", level, raw[0], raw[1])
+		}
+		if len(tracked) != len(raw[2])-from {
+			t.Fatalf("level %d: the tracker saw %d entries, the big ring holds %d after it was attached", level, len(tracked), len(raw[2])-from)
+		}
+		for i, e := range raw[2][from:] {
+			if g := tracked[i]; g.Action != e.action || g.Size != e.size || g.Frames != e.frames {
+				t.Fatalf("level %d: entry %d: tracker %+v, ring %+v", level, i, g, e)
+			}
+		}
+		tracked = nil
+	}
 }

@@ -29,6 +29,7 @@ func (a *Allocator) SnapshotAndTrack(fn func(device int, e snapshot.TraceEntry),
 	a.lock()
 	s := a.snapshotLocked(conv)
 	a.trackers = append(a.trackers, t)
+	a.syncFastRecord()
 	a.mu.Unlock()
 	return s, a.detacher(t)
 }
@@ -81,20 +82,22 @@ func (a *Allocator) snapshotLocked(conv converter) *snapshot.Snapshot {
 	a.record(snapshot.ActionSnapshot, 0, totalActive, 0, snapshot.NoStack)
 
 	s.DeviceTraces = make([][]snapshot.TraceEntry, a.device+1)
-	raw := a.ring.entries()
+	n, raw := a.ring.entries()
 	if !a.history {
-		raw = nil
+		n, raw = 0, func(func(rawEntry) bool) {}
 	}
-	tr := make([]snapshot.TraceEntry, len(raw))
+	tr := make([]snapshot.TraceEntry, n)
 	var last int64
-	for i := range raw {
-		tr[i] = a.convert(raw[i], conv)
+	i := 0
+	for e := range raw {
+		tr[i] = a.convert(e, conv)
 		// Ticks from different cores may disagree by a few cycles; keep the
 		// trace's times non-decreasing as torch's are.
 		if tr[i].TimeUS < last {
 			tr[i].TimeUS = last
 		}
 		last = tr[i].TimeUS
+		i++
 	}
 	s.DeviceTraces[a.device] = tr
 	a.stackMu.RLock()
