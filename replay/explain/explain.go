@@ -251,8 +251,8 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		opts.Library(g)
 		out.frames = g.Rules()
 	}
-	// The what-if runs (the costliest part) start first and overlap the
-	// per-device walks — where they answer something: an oom entry, or on
+	// The what-if runs (the costliest part) start before the per-device
+	// walks and overlap them — where they answer something: an oom entry, or on
 	// request (WhatIf, Confs). A peak near a given device size is only known
 	// after the walks; the runs then start there.
 	type simResult struct {
