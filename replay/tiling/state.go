@@ -39,7 +39,11 @@ func FromSegments(segs []snapshot.Segment) *State {
 	st := &State{segs: make(map[uint64]snapshot.Segment, len(segs)), blocks: &addrmap.Map[Block]{}}
 	n := 0
 	for i := range segs {
-		n += len(segs[i].Blocks)
+		for j := range segs[i].Blocks {
+			if segs[i].Blocks[j].State.Active() {
+				n++
+			}
+		}
 	}
 	st.blocks.Reserve(n)
 	for i := range segs {
