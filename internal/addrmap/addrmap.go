@@ -1,6 +1,7 @@
 // Package addrmap is a hash table keyed by device address for the walks
 // over a trace that keep one record per live address (the undo walk's
-// blocks in replay/tiling, explain's Walker): open addressing with linear
+// blocks in replay/tiling, the live allocations of replay/category's
+// Classify and of explain's Walker): open addressing with linear
 // probing, values inline, at most three quarters full, deletion by
 // shifting the probe run back (no tombstones). Each of those walks does a
 // lookup and an insert or delete per entry, a million of them on a
@@ -33,7 +34,7 @@ const minBits = 3
 
 // hash is Fibonacci hashing (addresses are multiples of a power of two;
 // the multiply spreads them over the top bits): the top bits pick the
-// home slot, the low 7 of the rest are the slot's tag.
+// home slot, the 7 below them are the slot's tag.
 func hash(k uint64) uint64 { return k * 0x9E3779B97F4A7C15 }
 
 func (m *Map[V]) home(h uint64) int { return int(h >> (64 - m.bits)) }
@@ -41,7 +42,8 @@ func (m *Map[V]) home(h uint64) int { return int(h >> (64 - m.bits)) }
 // tag is h's control byte: never 0 (empty).
 func (m *Map[V]) tag(h uint64) uint8 { return 0x80 | uint8(h>>(56-m.bits)) }
 
-// full reports whether n addresses fit in slots slots.
+// full reports whether n addresses are too many for a table of slots
+// slots (more than three quarters full).
 func full(n, slots int) bool { return 4*n > 3*slots }
 
 // Len is the number of addresses held.
