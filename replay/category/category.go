@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/addrmap"
 	"github.com/npumon/npumon/replay/frames"
 )
 
@@ -193,7 +194,6 @@ type liveAlloc struct {
 	idx       int32 // trace index; -1: before the trace
 	phase     Phase
 	workspace bool
-	used      bool  // the slot holds an address (addrTable)
 	ended     uint8 // freed, waiting for the free's completion: ended | its category; 0 while live
 }
 
@@ -250,7 +250,7 @@ type classifier struct {
 	phases     []Phase // by stack id; phaseUnknown: not yet looked at
 	negPhases  map[snapshot.StackID]Phase
 	frameMemo  map[frameName]Phase // frameRule by frame, across stacks
-	addrs      addrTable
+	addrs      addrmap.Map[liveAlloc]
 	workspace  map[uint64]bool
 	now        counts
 }
@@ -298,12 +298,9 @@ func (c *classifier) phase(id snapshot.StackID) Phase {
 
 func (c *classifier) startLive(start []Start) {
 	for _, s := range start {
-		a := liveAlloc{idx: -1, phase: c.phase(s.Frames), used: true}
-		sl := c.addrs.find(s.Addr)
-		if sl == nil {
-			sl = c.addrs.insert(s.Addr)
-		}
-		sl.a = a // the last one at an address, as a map of them keeps
+		a := liveAlloc{idx: -1, phase: c.phase(s.Frames)}
+		p, _ := c.addrs.Insert(s.Addr)
+		*p = a // the last one at an address, as a map of them keeps
 	}
 }
 
@@ -324,14 +321,11 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 			ws = c.workspace[e.Addr]
 			delete(c.workspace, e.Addr)
 		}
-		sl := c.addrs.find(e.Addr)
-		switch {
-		case sl == nil:
-			sl = c.addrs.insert(e.Addr)
-		case sl.a.ended == 0:
-			c.t.set(&sl.a, e.Addr, c.now, false) // a second alloc at a live address: the first is gone
+		a, added := c.addrs.Insert(e.Addr)
+		if !added && a.ended == 0 {
+			c.t.set(a, e.Addr, c.now, false) // a second alloc at a live address: the first is gone
 		}
-		sl.a = liveAlloc{idx: int32(i), phase: p, workspace: ws, at: c.now, used: true}
+		*a = liveAlloc{idx: int32(i), phase: p, workspace: ws, at: c.now}
 		c.now.all++
 		switch p {
 		case PhaseBackward:
@@ -342,28 +336,28 @@ func (c *classifier) step(i int, e *snapshot.TraceEntry) {
 			c.now.init++
 		}
 	case snapshot.ActionFreeRequested, snapshot.ActionFreeCompleted, snapshot.ActionFree:
-		sl := c.addrs.find(e.Addr)
-		if sl == nil {
+		a := c.addrs.Ptr(e.Addr)
+		if a == nil {
 			return
 		}
 		var cat Category
-		if sl.a.ended == 0 {
-			cat = c.t.set(&sl.a, e.Addr, c.now, false)
-			sl.a.ended = ended | uint8(cat)
+		if a.ended == 0 {
+			cat = c.t.set(a, e.Addr, c.now, false)
+			a.ended = ended | uint8(cat)
 		} else {
-			cat = Category(sl.a.ended &^ ended)
+			cat = Category(a.ended &^ ended)
 		}
 		c.t.entry[i] = cat
 		if e.Action != snapshot.ActionFreeRequested {
-			c.addrs.del(e.Addr)
+			c.addrs.Delete(e.Addr)
 		}
 	}
 }
 
 func (c *classifier) finish() *Table {
-	for i := range c.addrs.slots {
-		if sl := &c.addrs.slots[i]; sl.a.used && sl.a.ended == 0 {
-			c.t.set(&sl.a, sl.key, c.now, true)
+	for addr, a := range c.addrs.All() {
+		if a.ended == 0 {
+			c.t.set(a, addr, c.now, true)
 		}
 	}
 	return c.t
@@ -431,95 +425,4 @@ func decide(a *liveAlloc, now counts, never bool) Category {
 		return Temporary
 	}
 	return Unknown
-}
-
-// addrTable maps addresses to their allocations: open addressing with
-// linear probing, at most half full, deletion by shifting the probe run
-// back (no tombstones). It holds the live (and freeing) allocations only,
-// a few thousand where the trace has a million entries, and costs a
-// fraction of a map's lookup per entry.
-type addrTable struct {
-	slots []addrSlot
-	n     int
-	bits  uint
-}
-
-type addrSlot struct {
-	key uint64
-	a   liveAlloc // a.used: the slot holds key
-}
-
-func (t *addrTable) home(k uint64) int {
-	return int((k * 0x9E3779B97F4A7C15) >> (64 - t.bits))
-}
-
-// find is k's slot, nil when k is absent; valid until the next insert or
-// del.
-func (t *addrTable) find(k uint64) *addrSlot {
-	if i := t.index(k); i >= 0 {
-		return &t.slots[i]
-	}
-	return nil
-}
-
-// index is the position of k's slot, -1 when k is absent.
-func (t *addrTable) index(k uint64) int {
-	if t.n == 0 {
-		return -1
-	}
-	mask := len(t.slots) - 1
-	for i := t.home(k); ; i = (i + 1) & mask {
-		sl := &t.slots[i]
-		if !sl.a.used {
-			return -1
-		}
-		if sl.key == k {
-			return i
-		}
-	}
-}
-
-// insert adds k (absent) and returns its slot; the slot is valid until
-// the next insert or del.
-func (t *addrTable) insert(k uint64) *addrSlot {
-	if 2*(t.n+1) > len(t.slots) {
-		t.grow()
-	}
-	mask := len(t.slots) - 1
-	i := t.home(k)
-	for t.slots[i].a.used {
-		i = (i + 1) & mask
-	}
-	t.slots[i] = addrSlot{key: k, a: liveAlloc{used: true}}
-	t.n++
-	return &t.slots[i]
-}
-
-func (t *addrTable) grow() {
-	old := t.slots
-	t.bits = max(t.bits+1, 8)
-	t.slots = make([]addrSlot, 1<<t.bits)
-	t.n = 0
-	for _, sl := range old {
-		if sl.a.used {
-			*t.insert(sl.key) = sl
-		}
-	}
-}
-
-// del removes k (present).
-func (t *addrTable) del(k uint64) {
-	mask := len(t.slots) - 1
-	i := t.index(k)
-	for j := (i + 1) & mask; t.slots[j].a.used; j = (j + 1) & mask {
-		// move j back into the hole at i unless its home lies
-		// cyclically in (i, j]
-		h := t.home(t.slots[j].key)
-		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
-			t.slots[i] = t.slots[j]
-			i = j
-		}
-	}
-	t.slots[i] = addrSlot{}
-	t.n--
 }

@@ -181,3 +181,25 @@ func BenchmarkFiguresAtPeak1M(b *testing.B) {
 		FiguresAfterAll(d.Timeline, []int{peak})
 	}
 }
+
+// BenchmarkWalker1M is explain's Walker over the whole decoded
+// 1,000,000-entry file (its live allocations by address, one lookup per
+// entry), and the live set at the end.
+func BenchmarkWalker1M(b *testing.B) {
+	if _, err := os.Stat(bench1M); err != nil {
+		b.Skip("run make bench-data first")
+	}
+	c, err := replay.DecodeFile(bench1M, replay.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewDevice(c, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchFile(b, bench1M) // CPU time from here: the walk only
+	b.ResetTimer()
+	for b.Loop() {
+		LiveAfter(d.Timeline, len(d.Timeline.Entries)-1)
+	}
+}

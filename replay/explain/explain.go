@@ -251,8 +251,8 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		opts.Library(g)
 		out.frames = g.Rules()
 	}
-	// The what-if runs (the costliest part) start first and overlap the
-	// per-device walks — where they answer something: an oom entry, or on
+	// The what-if runs (the costliest part) start before the per-device
+	// walks and overlap them — where they answer something: an oom entry, or on
 	// request (WhatIf, Confs). A peak near a given device size is only known
 	// after the walks; the runs then start there.
 	type simResult struct {
@@ -261,10 +261,20 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 	}
 	sim := make(chan simResult, 1)
 	canSim := !opts.NoWhatIf && opts.Simulate != nil && len(devices) > 0
+	// Each device's scan finds its oom entries, which the what-if needs
+	// before it starts (it ends at the last one explained): one pass over
+	// the trace that the explanation reads again, not a second one.
 	until := map[int]int{}
-	for _, dev := range devices {
-		if i := lastOOM(c.Snapshot, dev, opts.MaxOOMs); i >= 0 {
-			until[dev] = i
+	devs := make([]*Device, len(devices))
+	scans := make([]traceScan, len(devices))
+	for k, dev := range devices {
+		d, err := NewDevice(c, dev, opts.Ops)
+		if err != nil {
+			return nil, err
+		}
+		devs[k], scans[k] = d, scanTrace(d.Timeline)
+		if n := min(len(scans[k].ooms), opts.MaxOOMs); n > 0 {
+			until[dev] = scans[k].ooms[n-1]
 		}
 	}
 	startSim := func() {
@@ -283,15 +293,9 @@ func Explain(ctx context.Context, c *replay.Capture, opts Options) (*Explanation
 		startSim()
 	}
 	var peak int64 // the largest recorded peak reserved of the devices
-	for _, dev := range devices {
-		d, err := NewDevice(c, dev, opts.Ops)
-		if err != nil {
-			if started {
-				<-sim
-			}
-			return nil, err
-		}
-		de := d.explain(opts)
+	for k, dev := range devices {
+		d := devs[k]
+		de := d.explain(opts, scans[k])
 		for _, f := range opts.MemUsage {
 			if f != nil && f.Device == dev {
 				de.OutsideAllocator = NewOutside(f, c.Path)
@@ -386,20 +390,6 @@ func PeakReserved(tl *replay.Timeline) int64 {
 	return peak
 }
 
-// lastOOM is the index of the last oom entry explained on dev (the
-// maxOOMs-th at most), -1 when there is none.
-func lastOOM(s *snapshot.Snapshot, dev, maxOOMs int) int {
-	last, n := -1, 0
-	if dev < len(s.DeviceTraces) {
-		for i := range s.DeviceTraces[dev] {
-			if s.DeviceTraces[dev][i].Action == snapshot.ActionOOM && n < maxOOMs {
-				last, n = i, n+1
-			}
-		}
-	}
-	return last
-}
-
 // whatIfRuns are dr's runs as explain reports them; Fits only where the
 // what-if calls the run a fix (whatif.Assess).
 func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
@@ -415,12 +405,11 @@ func whatIfRuns(dr *whatif.DeviceResult) []WhatIfRun {
 }
 
 // explain walks the trace once, stopping at each oom entry (or the peak)
-// and at each step boundary.
-func (d *Device) explain(opts Options) DeviceExplanation {
+// and at each step boundary; sc is scanTrace of the device's timeline.
+func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 	tl := d.Timeline
 	de := DeviceExplanation{Device: tl.Device, OOMs: []OOM{}, LeakSuspects: []LeakSuspect{}}
 	kind := "oom"
-	sc := scanTrace(tl)
 	d.peakReserved = sc.maxReserved
 	stops, reserved := sc.ooms, sc.oomReserved
 	if len(stops) > opts.MaxOOMs {
@@ -498,7 +487,7 @@ func (d *Device) explain(opts Options) DeviceExplanation {
 func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]replay.Alloc) {
 	m := map[string]int64{}
 	rep := map[string]replay.Alloc{}
-	for _, a := range w.live {
+	for _, a := range w.live.All() {
 		k := g.Key(a)
 		m[k] += a.Size
 		if r, ok := rep[k]; !ok || cmpLargest(*a, r) < 0 {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/npumon/npumon/internal/addrmap"
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -12,35 +13,24 @@ import (
 
 // Walker replays one device trace forward, keeping the live allocations.
 type Walker struct {
-	tl   *replay.Timeline
-	live map[uint64]*replay.Alloc
+	tl *replay.Timeline
+	// live holds each live allocation in its address's slot (addrmap: a
+	// walk looks up an address per entry, a million times on a 1M-entry
+	// trace, and a map of pointers costs two cache misses where this
+	// costs one)
+	live addrmap.Map[replay.Alloc]
 	next int // entries applied
-	// spare holds the allocations freed so far, for the next ones to
-	// reuse: a walk over a 1M-entry trace would otherwise leave an object
-	// per allocation to the collector (and its pages to be faulted in).
-	spare []*replay.Alloc
-}
-
-// alloc is a cleared allocation, a spare one when there is.
-func (w *Walker) alloc() *replay.Alloc {
-	if k := len(w.spare); k > 0 {
-		a := w.spare[k-1]
-		w.spare = w.spare[:k-1]
-		*a = replay.Alloc{}
-		return a
-	}
-	return &replay.Alloc{}
 }
 
 // NewWalker starts at the state before entry 0 (Timeline.Start).
 func NewWalker(tl *replay.Timeline) *Walker {
-	w := &Walker{tl: tl, live: make(map[uint64]*replay.Alloc, len(tl.Start())+64)}
+	w := &Walker{tl: tl}
+	w.live.Reserve(len(tl.Start()) + 64)
 	for _, s := range tl.Start() {
 		b := &s.Block
-		a := w.live[b.Address]
-		if a == nil {
-			a = &replay.Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
-			w.live[b.Address] = a
+		a, added := w.live.Insert(b.Address)
+		if added {
+			*a = replay.Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
 		}
 		a.Size += s.Size()
 		a.Frames = tiling.BlockFrames(b)
@@ -67,37 +57,32 @@ func (w *Walker) apply(i int) {
 	e := &w.tl.Entries[i]
 	switch e.Action {
 	case snapshot.ActionAlloc:
-		a := w.live[e.Addr]
-		if a == nil {
-			a = w.alloc()
+		a, added := w.live.Insert(e.Addr)
+		if added {
 			a.Addr = e.Addr
-			w.live[e.Addr] = a
 		}
 		a.Size += e.Size
 		a.Frames, a.Stream, a.Pending, a.Born, a.BornTime = e.Frames, e.Stream, false, i, e.TimeUS
 		a.Forward = w.tl.Forward[i]
 	case snapshot.ActionFreeRequested:
-		if a := w.live[e.Addr]; a != nil {
+		if a := w.live.Ptr(e.Addr); a != nil {
 			a.Pending = true
 		}
 	case snapshot.ActionFreeCompleted, snapshot.ActionFree:
-		a := w.live[e.Addr]
-		if a == nil {
-			a = w.alloc()
+		a, added := w.live.Insert(e.Addr)
+		if added {
 			a.Addr, a.Frames, a.Stream, a.Born, a.BornTime = e.Addr, e.Frames, e.Stream, i, e.TimeUS
-			w.live[e.Addr] = a
 		}
 		if a.Size -= e.Size; a.Size == 0 {
-			delete(w.live, e.Addr)
-			w.spare = append(w.spare, a)
+			w.live.Delete(e.Addr)
 		}
 	}
 }
 
 // Live returns the live allocations in address order (a fresh slice).
 func (w *Walker) Live() []replay.Alloc {
-	out := make([]replay.Alloc, 0, len(w.live))
-	for _, a := range w.live {
+	out := make([]replay.Alloc, 0, w.live.Len())
+	for _, a := range w.live.All() {
 		out = append(out, *a)
 	}
 	slices.SortFunc(out, func(x, y replay.Alloc) int { return cmp.Compare(x.Addr, y.Addr) })

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/addrmap"
 )
 
 // Checkpoint is a frozen segment map right after At entries: segments and
@@ -71,17 +72,17 @@ func (st *State) DumpInto(at int64, buf []Block) *Checkpoint {
 	}
 	if st.base == nil {
 		cp.Blocks = buf[:0]
-		if cap(buf) < len(st.blocks) {
-			cp.Blocks = make([]Block, 0, len(st.blocks))
+		if cap(buf) < st.blocks.Len() {
+			cp.Blocks = make([]Block, 0, st.blocks.Len())
 		}
-		for _, b := range st.blocks {
-			cp.Blocks = append(cp.Blocks, b)
+		for _, b := range st.blocks.All() {
+			cp.Blocks = append(cp.Blocks, *b)
 		}
 		return cp
 	}
-	changed := make([]Block, 0, len(st.blocks))
-	for _, b := range st.blocks {
-		changed = append(changed, b)
+	changed := make([]Block, 0, st.blocks.Len())
+	for _, b := range st.blocks.All() {
+		changed = append(changed, *b)
 	}
 	slices.SortFunc(changed, func(a, b Block) int { return cmp.Compare(a.Addr, b.Addr) })
 	out := make([]Block, 0, len(st.base)+len(changed))
@@ -110,7 +111,7 @@ func (st *State) DumpInto(at int64, buf []Block) *Checkpoint {
 // copied on the first segment entry.
 func (cp *Checkpoint) Thaw() *State {
 	cp.EnsureSorted()
-	st := &State{blocks: map[uint64]Block{}, base: cp.Blocks, gone: map[uint64]struct{}{}, baseSegs: cp.Segs}
+	st := &State{blocks: &addrmap.Map[Block]{}, base: cp.Blocks, gone: map[uint64]struct{}{}, baseSegs: cp.Segs}
 	if st.base == nil {
 		st.base = []Block{}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/addrmap"
 )
 
 // State is the mutable segment map: segments by base address and live
@@ -13,8 +14,10 @@ import (
 // checkpoint's sorted blocks, read-only, with blocks holding only what
 // changed since and gone the base blocks removed since.
 type State struct {
-	segs   map[uint64]snapshot.Segment // Blocks always nil
-	blocks map[uint64]Block
+	segs map[uint64]snapshot.Segment // Blocks always nil
+	// blocks by address: the undo walk does a lookup and an insert or
+	// delete here per entry (addrmap: cheaper than a map for that)
+	blocks *addrmap.Map[Block]
 	base   []Block
 	gone   map[uint64]struct{}
 	// baseSegs are the checkpoint's sorted segments while segs is nil (no
@@ -27,20 +30,29 @@ type State struct {
 
 // NewState is an empty segment map.
 func NewState() *State {
-	return &State{segs: map[uint64]snapshot.Segment{}, blocks: map[uint64]Block{}}
+	return &State{segs: map[uint64]snapshot.Segment{}, blocks: &addrmap.Map[Block]{}}
 }
 
 // FromSegments loads segments (with blocks) as a state, keeping only the
 // live blocks (FromBlock).
 func FromSegments(segs []snapshot.Segment) *State {
-	st := &State{segs: make(map[uint64]snapshot.Segment, len(segs)), blocks: map[uint64]Block{}}
+	st := &State{segs: make(map[uint64]snapshot.Segment, len(segs)), blocks: &addrmap.Map[Block]{}}
+	n := 0
+	for i := range segs {
+		for j := range segs[i].Blocks {
+			if segs[i].Blocks[j].State.Active() {
+				n++
+			}
+		}
+	}
+	st.blocks.Reserve(n)
 	for i := range segs {
 		s := segs[i]
 		s.Blocks = nil
 		st.segs[s.Address] = s
 		for j := range segs[i].Blocks {
 			if b := &segs[i].Blocks[j]; b.State.Active() {
-				st.blocks[b.Address] = FromBlock(b)
+				st.blocks.Put(b.Address, FromBlock(b))
 			}
 		}
 	}
@@ -49,7 +61,7 @@ func FromSegments(segs []snapshot.Segment) *State {
 
 // Live is the number of live blocks (for a thawed state, those of its
 // checkpoint plus those changed since: an upper bound).
-func (st *State) Live() int { return len(st.blocks) + len(st.base) }
+func (st *State) Live() int { return st.blocks.Len() + len(st.base) }
 
 // segMap returns segs, building it from baseSegs on first use.
 func (st *State) segMap() map[uint64]snapshot.Segment {
@@ -66,8 +78,8 @@ func (st *State) segMap() map[uint64]snapshot.Segment {
 
 // Block returns the live block at addr.
 func (st *State) Block(addr uint64) (Block, bool) {
-	if b, ok := st.blocks[addr]; ok {
-		return b, true
+	if b := st.blocks.Ptr(addr); b != nil {
+		return *b, true
 	}
 	if st.base == nil {
 		return Block{}, false
@@ -84,7 +96,7 @@ func (st *State) Block(addr uint64) (Block, bool) {
 
 // SetBlock puts b at its address.
 func (st *State) SetBlock(b Block) {
-	st.blocks[b.Addr] = b
+	st.blocks.Put(b.Addr, b)
 	if st.base != nil {
 		delete(st.gone, b.Addr)
 	}
@@ -92,7 +104,7 @@ func (st *State) SetBlock(b Block) {
 
 // DelBlock removes the live block at addr.
 func (st *State) DelBlock(addr uint64) {
-	delete(st.blocks, addr)
+	st.blocks.Delete(addr)
 	if st.base != nil {
 		st.gone[addr] = struct{}{}
 	}
@@ -105,15 +117,15 @@ func (st *State) Blocks() iter.Seq[Block] {
 			if _, ok := st.gone[b.Addr]; ok {
 				continue
 			}
-			if _, ok := st.blocks[b.Addr]; ok {
+			if st.blocks.Ptr(b.Addr) != nil {
 				continue
 			}
 			if !yield(b) {
 				return
 			}
 		}
-		for _, b := range st.blocks {
-			if !yield(b) {
+		for _, b := range st.blocks.All() {
+			if !yield(*b) {
 				return
 			}
 		}
