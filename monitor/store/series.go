@@ -165,9 +165,6 @@ func (s *series) firstAtLeast(i, j int, x int64) int {
 	return -1
 }
 
-// set replaces value i; call refresh(i) afterwards when the pyramid exists.
-func (s *series) set(i int, x int64) { s.v.set(i, x) }
-
 // appendBatch appends xs, then brings the pyramid up to date in one pass
 // per level over the items the batch touched (the same pyramid append
 // builds value by value, for a fraction of the work: a live batch touches

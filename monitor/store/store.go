@@ -407,10 +407,17 @@ func (d *devLog) finishSeries(stated *DeviceTotals) {
 	d.reserved.addAll(d.initReserv)
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.Init.Allocated, stated.Init.Reserved, stated.Init.Active
-		for i, t := range stated.After {
-			d.allocated.set(i, t.Allocated)
-			d.active.set(i, t.Active)
-		}
+		// chunk by chunk, so that each is packed again for its new values
+		d.allocated.v.update(func(lo int, xs []int64) {
+			for j := range min(len(xs), len(stated.After)-lo) {
+				xs[j] = stated.After[lo+j].Allocated
+			}
+		})
+		d.active.v.update(func(lo int, xs []int64) {
+			for j := range min(len(xs), len(stated.After)-lo) {
+				xs[j] = stated.After[lo+j].Active
+			}
+		})
 		d.reserved = d.reserved.replaced(stated.After)
 	}
 	d.active.reindex()
