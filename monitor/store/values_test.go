@@ -17,7 +17,7 @@ func valuesGen(r *rand.Rand, n int) []int64 {
 	kind := 0
 	for i := range xs {
 		if i%chunkLen == 0 || r.IntN(20000) == 0 {
-			kind = r.IntN(8)
+			kind = r.IntN(9)
 		}
 		switch kind {
 		case 0: // byte totals: blocks of 512-byte multiples
@@ -27,10 +27,12 @@ func valuesGen(r *rand.Rand, n int) []int64 {
 			v += r.Int64N(2001) - 1000
 		case 7: // large steps: 4 bytes or plain
 			v += r.Int64N(1<<30) - 1<<29
+		case 8: // a group spanning 2¹⁶ to 2¹⁷ multiples of 512: 2 bytes do not do
+			v = 1<<40 + r.Int64N(2)*(1<<16+r.Int64N(1<<16))*512 + r.Int64N(4)*512
 		case 2: // within 2³² of a far base
 			v = math.MaxInt64 - r.Int64N(1<<32)
-		case 3: // just over: a chunk of these cannot be packed
-			v = math.MinInt64 + r.Int64N(1<<32+2)
+		case 3: // spanning 2³² to 2³³: 4 bytes do not do
+			v = math.MinInt64 + r.Int64N(2)*(1<<32+r.Int64N(1<<32)) + r.Int64N(1000)
 		case 4:
 			v = int64(r.Uint64())
 		default:
@@ -123,7 +125,6 @@ func TestValuesAgreeWithSlice(t *testing.T) {
 				v.dropBefore(lo)
 			}
 		}
-		check("appended")
 		for _, c := range v.chunks {
 			if c.nar != nil {
 				narrow++
@@ -133,6 +134,16 @@ func TestValuesAgreeWithSlice(t *testing.T) {
 				plain++
 			}
 		}
+		for range 300 { // set anywhere: in and out of a packed chunk's range and shift
+			if len(want) == lo {
+				break
+			}
+			j := lo + r.IntN(len(want)-lo)
+			x := want[j] + []int64{-1, 1, 512, -512, 1 << 26, 1 << 32, 1 << 33}[r.IntN(7)]
+			v.set(j, x)
+			want[j] = x
+		}
+		check("appended")
 		d := r.Int64N(1 << 40)
 		v.update(func(from int, p []int64) {
 			for j := range p {
@@ -215,6 +226,61 @@ func TestSeriesWideValues(t *testing.T) {
 				if k := i + r.IntN(j-i); s.at(k) != xs[k] {
 					t.Fatalf("round %d, %s: at(%d) = %d, want %d", round, name, k, s.at(k), xs[k])
 				}
+			}
+		}
+	}
+}
+
+// TestStatedTotalsPacked: stated totals (a profiler's memory records)
+// replace the first entries' active and allocated bytes, chunk by chunk;
+// the series then read the stated values there and the trace's after,
+// extremes and firstAtLeast included, whatever widths the stated values
+// need.
+func TestStatedTotalsPacked(t *testing.T) {
+	const n, m = 20000, 12000
+	plain, stated := New(Options{}), New(Options{})
+	snap := genCapture(3, n, true) // not twice: its map's order varies
+	if err := plain.IngestSnapshot(snap); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	act, alloc := valuesGen(r, m), valuesGen(r, m)
+	dt := DeviceTotals{OK: true, After: make([]Totals, m)}
+	for i := range dt.After {
+		dt.After[i] = Totals{Active: act[i], Allocated: alloc[i]}
+	}
+	if err := stated.IngestStated(snap, []DeviceTotals{dt}); err != nil {
+		t.Fatal(err)
+	}
+	pd, sd := plain.devs[0], stated.devs[0]
+	if sd.active.v.Len() != n {
+		t.Fatalf("%d values, want %d", sd.active.v.Len(), n)
+	}
+	wantA, wantL := make([]int64, n), make([]int64, n)
+	for i := range n {
+		wantA[i], wantL[i] = pd.active.at(i), pd.allocated.at(i)
+		if i < m {
+			wantA[i], wantL[i] = act[i], alloc[i]
+		}
+	}
+	for name, c := range map[string]struct {
+		s    *series
+		want []int64
+	}{"active": {&sd.active, wantA}, "allocated": {&sd.allocated, wantL}} {
+		for i, w := range c.want {
+			if g := c.s.at(i); g != w {
+				t.Fatalf("%s at %d: %d, want %d", name, i, g, w)
+			}
+		}
+		for range 200 {
+			i := r.IntN(n)
+			j := i + 1 + r.IntN(n-i)
+			w := MinMax{c.want[i], c.want[i]}
+			for _, x := range c.want[i:j] {
+				w.Min, w.Max = min(w.Min, x), max(w.Max, x)
+			}
+			if g, _ := c.s.extremes(i, j); g != w {
+				t.Fatalf("%s extremes(%d, %d) = %+v, want %+v", name, i, j, g, w)
 			}
 		}
 	}
