@@ -237,9 +237,10 @@ func TestSeriesWideValues(t *testing.T) {
 // extremes and firstAtLeast included, whatever widths the stated values
 // need.
 func TestStatedTotalsPacked(t *testing.T) {
-	const n, m = 20000, 12000
+	const m = 12000
 	plain, stated := New(Options{}), New(Options{})
-	snap := genCapture(3, n, true) // not twice: its map's order varies
+	snap := genCapture(3, 20000, true) // not twice: its map's order varies
+	n := len(snap.DeviceTraces[0])
 	if err := plain.IngestSnapshot(snap); err != nil {
 		t.Fatal(err)
 	}
