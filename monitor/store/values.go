@@ -375,7 +375,73 @@ func (l *mmLevel) dropBefore(k int) {
 
 // extremes widens lo, hi by items [a, b).
 func (l *mmLevel) extremes(a, b int, lo, hi int64) (int64, int64) {
-	lo, _ = l.mins.extremes(a, b, lo, lo)
-	_, hi = l.maxs.extremes(a, b, hi, hi)
-	return lo, hi
+	return l.mins.least(a, b, lo), l.maxs.most(a, b, hi)
+}
+
+// least is min(lo, the values [i, j)).
+func (v *values) least(i, j int, lo int64) int64 {
+	for i < j {
+		c := &v.chunks[i>>chunkBits-v.skip]
+		a := i & chunkMask
+		end := min(j-(i&^chunkMask), chunkLen)
+		i += end - a
+		switch {
+		case c.nar != nil:
+			nr := c.nar
+			for a < end { // a group at a time: offsets compare within one
+				ge := min(end, (a|(groupLen-1))+1)
+				o := nr.off[a]
+				for _, x := range nr.off[a+1 : ge] {
+					o = min(o, x)
+				}
+				lo = min(lo, nr.bases[a>>groupBits]+int64(o)<<nr.shift)
+				a = ge
+			}
+		case c.off != nil:
+			o := c.off[a]
+			for _, x := range c.off[a+1 : end] {
+				o = min(o, x)
+			}
+			lo = min(lo, c.base+int64(o))
+		default:
+			for _, x := range c.wide[a:end] {
+				lo = min(lo, x)
+			}
+		}
+	}
+	return lo
+}
+
+// most is max(hi, the values [i, j)).
+func (v *values) most(i, j int, hi int64) int64 {
+	for i < j {
+		c := &v.chunks[i>>chunkBits-v.skip]
+		a := i & chunkMask
+		end := min(j-(i&^chunkMask), chunkLen)
+		i += end - a
+		switch {
+		case c.nar != nil:
+			nr := c.nar
+			for a < end {
+				ge := min(end, (a|(groupLen-1))+1)
+				o := nr.off[a]
+				for _, x := range nr.off[a+1 : ge] {
+					o = max(o, x)
+				}
+				hi = max(hi, nr.bases[a>>groupBits]+int64(o)<<nr.shift)
+				a = ge
+			}
+		case c.off != nil:
+			o := c.off[a]
+			for _, x := range c.off[a+1 : end] {
+				o = max(o, x)
+			}
+			hi = max(hi, c.base+int64(o))
+		default:
+			for _, x := range c.wide[a:end] {
+				hi = max(hi, x)
+			}
+		}
+	}
+	return hi
 }
