@@ -169,9 +169,9 @@ func (v *values) pack(c *vchunk) []int64 {
 		gl, gh := grp[0], grp[0]
 		for _, x := range grp {
 			gl, gh = min(gl, x), max(gh, x)
-		}
-		for _, x := range grp {
-			or |= uint64(x) - uint64(gl)
+			// differences from the first share the trailing zeros of
+			// those from the least (itself one of the values)
+			or |= uint64(x) - uint64(grp[0])
 		}
 		bases[g] = gl
 		span = max(span, uint64(gh)-uint64(gl))
@@ -358,6 +358,12 @@ func (l *mmLevel) append(m MinMax) {
 func (l *mmLevel) widen(k int, m MinMax) {
 	if k == l.Len() {
 		l.append(m)
+		return
+	}
+	lc, hc := &l.mins.chunks[k>>chunkBits-l.mins.skip], &l.maxs.chunks[k>>chunkBits-l.maxs.skip]
+	if lc.wide != nil && hc.wide != nil { // plain (the open chunk: k is the last item)
+		p, q := &lc.wide[k&chunkMask], &hc.wide[k&chunkMask]
+		*p, *q = min(*p, m.Min), max(*q, m.Max)
 		return
 	}
 	if x := l.mins.at(k); m.Min < x {
