@@ -216,7 +216,7 @@ func TestRetentionBounded(t *testing.T) {
 		st.mu.RLock()
 		defer st.mu.RUnlock()
 		d := st.devs[0]
-		return len(d.recs.chunks), len(d.cps), len(d.sizes.chunks), len(d.thin.buckets), len(d.active.levels[0].chunks)
+		return len(d.recs.chunks), len(d.cps), len(d.sizes.chunks), len(d.thin.buckets), len(d.active.levels[0].mins.chunks)
 	}
 	var at1 [5]int
 	ents := make([]snapshot.TraceEntry, 0, 4000)

@@ -5,10 +5,11 @@ package store
 // values, so the extremes of any range cost O(fanout · levels) instead of
 // O(range). Appending updates the items covering the new value, from the
 // bottom up to the first that already spans it. Values and levels are
-// chunked: a growing series is never copied.
+// chunked and packed (values): a growing series is never copied, and a
+// full chunk takes 4 bytes a value.
 type series struct {
-	v      chunked[int64]
-	levels []chunked[MinMax] // levels[0] summarizes fanout values of v
+	v      values
+	levels []mmLevel // levels[0] summarizes fanout values of v
 }
 
 const fanoutBits = 3
@@ -23,12 +24,11 @@ func (s *series) append(x int64) {
 		} else if k := i >> (fanoutBits * (l + 1)); k == s.levels[l].Len() {
 			s.levels[l].append(MinMax{x, x})
 		} else {
-			m := s.levels[l].ptr(k)
-			if x >= m.Min && x <= m.Max {
+			lv := &s.levels[l]
+			if m := lv.at(k); x >= m.Min && x <= m.Max {
 				return // the item did not change, so neither do those above it
 			}
-			m.Min = min(m.Min, x)
-			m.Max = max(m.Max, x)
+			lv.widen(k, MinMax{x, x})
 		}
 		// a level with one item covers everything so far; higher levels are
 		// created (folded) only once it has a second.
@@ -66,8 +66,8 @@ func (s *series) reindex() {
 }
 
 // fold computes level l from the level below it (raw values for l = 0).
-func (s *series) fold(l int) chunked[MinMax] {
-	var out chunked[MinMax]
+func (s *series) fold(l int) mmLevel {
+	var out mmLevel
 	var cur MinMax
 	n := 0
 	if l == 0 {
@@ -86,19 +86,18 @@ func (s *series) fold(l int) chunked[MinMax] {
 		})
 	} else {
 		below := &s.levels[l-1]
-		below.each(0, below.Len(), func(p []MinMax) {
-			for _, x := range p {
-				if n&(fanout-1) == 0 {
-					if n > 0 {
-						out.append(cur)
-					}
-					cur = x
-				} else {
-					cur.Min, cur.Max = min(cur.Min, x.Min), max(cur.Max, x.Max)
+		for k := range below.Len() {
+			x := below.at(k)
+			if n&(fanout-1) == 0 {
+				if n > 0 {
+					out.append(cur)
 				}
-				n++
+				cur = x
+			} else {
+				cur.Min, cur.Max = min(cur.Min, x.Min), max(cur.Max, x.Max)
 			}
-		})
+			n++
+		}
 	}
 	if n > 0 {
 		out.append(cur)
@@ -115,20 +114,8 @@ func (s *series) extremes(i, j int) (mm MinMax, ok bool) {
 		return MinMax{}, false
 	}
 	lo, hi := s.v.at(i), s.v.at(i)
-	scanV := func(a, b int) {
-		s.v.each(a, b, func(p []int64) {
-			for _, x := range p {
-				lo, hi = min(lo, x), max(hi, x)
-			}
-		})
-	}
-	scanL := func(lv *chunked[MinMax], a, b int) {
-		lv.each(a, b, func(p []MinMax) {
-			for _, m := range p {
-				lo, hi = min(lo, m.Min), max(hi, m.Max)
-			}
-		})
-	}
+	scanV := func(a, b int) { lo, hi = s.v.extremes(a, b, lo, hi) }
+	scanL := func(lv *mmLevel, a, b int) { lo, hi = lv.extremes(a, b, lo, hi) }
 	for l := -1; ; l++ {
 		ih := (i + fanout - 1) &^ (fanout - 1)
 		jl := j &^ (fanout - 1)
@@ -178,9 +165,6 @@ func (s *series) firstAtLeast(i, j int, x int64) int {
 	return -1
 }
 
-// set replaces value i; call refresh(i) afterwards when the pyramid exists.
-func (s *series) set(i int, x int64) { s.v.set(i, x) }
-
 // appendBatch appends xs, then brings the pyramid up to date in one pass
 // per level over the items the batch touched (the same pyramid append
 // builds value by value, for a fraction of the work: a live batch touches
@@ -206,7 +190,7 @@ func (s *series) appendBatch(xs []int64) {
 		for _, x := range xs[j+1 : end] {
 			m.Min, m.Max = min(m.Min, x), max(m.Max, x)
 		}
-		widenItem(lv, k, m)
+		lv.widen(k, m)
 		j = end
 	}
 	// each level above from the items changed below it, [lo, hi)
@@ -224,26 +208,12 @@ func (s *series) appendBatch(xs []int64) {
 			k := c >> fanoutBits
 			end := min(hi, (k+1)<<fanoutBits)
 			m := below.at(c)
-			for q := c + 1; q < end; q++ {
-				x := below.ptr(q)
-				m.Min, m.Max = min(m.Min, x.Min), max(m.Max, x.Max)
-			}
-			widenItem(lv, k, m)
+			m.Min, m.Max = below.extremes(c+1, end, m.Min, m.Max)
+			lv.widen(k, m)
 			c = end
 		}
 		lo, hi = lo>>fanoutBits, lv.Len()
 	}
-}
-
-// widenItem widens item k of lv by m, or appends m when k is one past its
-// last item (the batch's values reached a new item).
-func widenItem(lv *chunked[MinMax], k int, m MinMax) {
-	if k == lv.Len() {
-		lv.append(m)
-		return
-	}
-	p := lv.ptr(k)
-	p.Min, p.Max = min(p.Min, m.Min), max(p.Max, m.Max)
 }
 
 // foldUp adds the levels missing above the top one, until a level has a

@@ -279,20 +279,22 @@ type pendFix struct{ seq, delta int64 }
 // start's, less the corrections so far: the series is rewritten in place
 // rather than a pending series made beside it.
 func (d *devLog) finishProvisional() {
+	d.active.v.update(func(_ int, xs []int64) {
+		for j := range xs {
+			xs[j] += d.initActive
+		}
+	})
 	var corr int64
 	fi := 0
-	for ci, ch := range d.active.v.chunks {
-		alloc := d.allocated.v.chunks[ci]
-		base := int64(ci) << chunkBits
-		for j := range ch {
-			for fi < len(d.pendFix) && d.pendFix[fi].seq == base+int64(j) {
+	d.allocated.v.update(func(lo int, xs []int64) {
+		for j := range xs {
+			for fi < len(d.pendFix) && d.pendFix[fi].seq == int64(lo+j) {
 				corr += d.pendFix[fi].delta
 				fi++
 			}
-			ch[j] += d.initActive
-			alloc[j] += d.initAllocated - corr
+			xs[j] += d.initAllocated - corr
 		}
-	}
+	})
 	d.reserved.addAll(d.initReserv)
 	d.active.reindex()
 	d.allocated.reindex()

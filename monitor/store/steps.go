@@ -76,11 +76,11 @@ func (s *steps) appendBatch(xs []int64) {
 
 // addAll adds c to every value (before the pyramid is built).
 func (s *steps) addAll(c int64) {
-	for _, ch := range s.vals.v.chunks {
-		for j := range ch {
-			ch[j] += c
+	s.vals.v.update(func(_ int, xs []int64) {
+		for j := range xs {
+			xs[j] += c
 		}
-	}
+	})
 }
 
 // replaced is s with the first values replaced by the reserved bytes

@@ -390,20 +390,34 @@ func (d *devLog) startAt(tl *replay.Timeline) {
 // after each entry (allocated = active − pending). stated, if not nil,
 // replaces them.
 func (d *devLog) finishSeries(stated *DeviceTotals) {
-	for ci, ch := range d.active.v.chunks {
-		alloc := d.allocated.v.chunks[ci]
-		for j := range ch {
-			ch[j] += d.initActive
-			alloc[j] = ch[j] - alloc[j]
+	d.active.v.update(func(_ int, xs []int64) {
+		for j := range xs {
+			xs[j] += d.initActive
 		}
-	}
+	})
+	d.allocated.v.update(func(lo int, xs []int64) {
+		j := 0
+		d.active.v.each(lo, lo+len(xs), func(p []int64) {
+			for _, a := range p {
+				xs[j] = a - xs[j]
+				j++
+			}
+		})
+	})
 	d.reserved.addAll(d.initReserv)
 	if stated != nil {
 		d.initAllocated, d.initReserv, d.initActive = stated.Init.Allocated, stated.Init.Reserved, stated.Init.Active
-		for i, t := range stated.After {
-			d.allocated.set(i, t.Allocated)
-			d.active.set(i, t.Active)
-		}
+		// chunk by chunk, so that each is packed again for its new values
+		d.allocated.v.update(func(lo int, xs []int64) {
+			for j := range min(len(xs), len(stated.After)-lo) {
+				xs[j] = stated.After[lo+j].Allocated
+			}
+		})
+		d.active.v.update(func(lo int, xs []int64) {
+			for j := range min(len(xs), len(stated.After)-lo) {
+				xs[j] = stated.After[lo+j].Active
+			}
+		})
 		d.reserved = d.reserved.replaced(stated.After)
 	}
 	d.active.reindex()
