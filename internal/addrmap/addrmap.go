@@ -12,7 +12,10 @@
 // slot read at all.
 package addrmap
 
-import "iter"
+import (
+	"iter"
+	"math/rand/v2"
+)
 
 // Map maps addresses to values of type V. The zero Map is empty and ready
 // to use. Pointers it returns stay valid until the next Insert, Put or
@@ -32,10 +35,25 @@ type slot[V any] struct {
 // minBits is the smallest table: 8 slots.
 const minBits = 3
 
-// hash is Fibonacci hashing (addresses are multiples of a power of two;
-// the multiply spreads them over the top bits): the top bits pick the
+// hashSeed is this process's hash seed. Addresses come from files, and a
+// fixed hash lets a crafted file put every address in one probe run: each
+// lookup would then walk them all, quadratic in the entries. Unseeded
+// Fibonacci hashing (k times a fixed odd constant) had exactly that hole —
+// the addresses t·C⁻¹ all hash to t, the same top bits for small t.
+var hashSeed = rand.Uint64()
+
+// hash mixes the seeded address (murmur3's 64-bit finalizer, a bijection
+// that spreads every input bit over the output): the top bits pick the
 // home slot, the 7 below them are the slot's tag.
-func hash(k uint64) uint64 { return k * 0x9E3779B97F4A7C15 }
+func hash(k uint64) uint64 {
+	k ^= hashSeed
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
 
 func (m *Map[V]) home(h uint64) int { return int(h >> (64 - m.bits)) }
 

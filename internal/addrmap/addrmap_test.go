@@ -131,3 +131,44 @@ func BenchmarkWalkGoMap(b *testing.B) {
 		}
 	}
 }
+
+// TestCraftedAddressesSpread: addresses built to share a fixed hash's top
+// bits (t times the inverse of Fibonacci hashing's constant, which hash to
+// t) and addresses 2 MiB apart, 200,000 of each, leave no probe run longer
+// than random keys would: a crafted file cannot make every lookup walk the
+// table.
+func TestCraftedAddressesSpread(t *testing.T) {
+	const c = 0x9E3779B97F4A7C15
+	inv := uint64(c) // Newton's iteration for c's inverse mod 2^64
+	for range 6 {
+		inv *= 2 - c*inv
+	}
+	if inv*c != 1 {
+		t.Fatal("no inverse")
+	}
+	for name, key := range map[string]func(i uint64) uint64{
+		"fibonacci-inverse": func(i uint64) uint64 { return i * inv },
+		"2MiB-apart":        func(i uint64) uint64 { return 0x7f0000000000 + i<<21 },
+	} {
+		var m Map[int32]
+		for i := range uint64(200_000) {
+			m.Put(key(i), int32(i))
+		}
+		run, longest := 0, 0
+		for i := range 2 * len(m.ctrl) { // twice round: a run may wrap
+			if m.ctrl[i%len(m.ctrl)] != 0 {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+		// random keys at three quarters full: runs of a few hundred at most
+		if longest > 5000 {
+			t.Errorf("%s: a probe run of %d slots among %d addresses", name, longest, m.Len())
+		}
+		if v, ok := m.Get(key(123_456)); !ok || v != 123_456 {
+			t.Errorf("%s: Get = %d, %v", name, v, ok)
+		}
+	}
+}
