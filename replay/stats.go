@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/npumon/npumon/internal/addrmap"
 	"github.com/npumon/npumon/replay/tiling"
 
 	"github.com/npumon/npumon/allocator/bytesize"
@@ -181,8 +182,8 @@ type traceAcc struct {
 	peakTime            int64
 	peakReserved        int64
 	firstTime, lastTime int64
-	firstFreed          []StartAlloc // timeline rule (a): addresses first seen freed, in trace order
-	seen                addrSet      // addresses named by alloc/free-family events
+	firstFreed          []StartAlloc          // timeline rule (a): addresses first seen freed, in trace order
+	seen                addrmap.Map[struct{}] // addresses named by alloc/free-family events
 }
 
 func newTraceAcc() *traceAcc {
@@ -194,7 +195,7 @@ func newTraceAcc() *traceAcc {
 func (a *traceAcc) add(e *snapshot.TraceEntry) {
 	a.counts[e.Action]++
 	if e.Action.IsAllocFamily() {
-		if a.seen.add(e.Addr) {
+		if _, added := a.seen.Insert(e.Addr); added {
 			if e.Action != snapshot.ActionAlloc {
 				a.firstFreed = append(a.firstFreed, StartAlloc{*entryBlock(e, freedState(e.Action)), e.Stream})
 			}
@@ -251,7 +252,7 @@ func (a *traceAcc) liveAtStart(final []snapshot.Segment, round func(int64) int64
 			if !b.State.Active() {
 				continue
 			}
-			if !a.seen.has(b.Address) {
+			if a.seen.Ptr(b.Address) == nil {
 				live = append(live, StartAlloc{*b, final[i].Stream})
 			}
 		}
