@@ -25,6 +25,7 @@ type Map[V any] struct {
 	slots []slot[V]
 	n     int
 	bits  uint
+	seed  uint64 // hash's; drawn at every rehash
 }
 
 type slot[V any] struct {
@@ -35,18 +36,21 @@ type slot[V any] struct {
 // minBits is the smallest table: 8 slots.
 const minBits = 3
 
-// hashSeed is this process's hash seed. Addresses come from files, and a
-// fixed hash lets a crafted file put every address in one probe run: each
-// lookup would then walk them all, quadratic in the entries. Unseeded
-// Fibonacci hashing (k times a fixed odd constant) had exactly that hole —
-// the addresses t·C⁻¹ all hash to t, the same top bits for small t.
-var hashSeed = rand.Uint64()
-
-// hash mixes the seeded address (murmur3's 64-bit finalizer, a bijection
-// that spreads every input bit over the output): the top bits pick the
-// home slot, the 7 below them are the slot's tag.
-func hash(k uint64) uint64 {
-	k ^= hashSeed
+// hash mixes the address with the table's seed (murmur3's 64-bit
+// finalizer over k xor seed, a bijection that spreads every input bit over
+// the output): the top bits pick the home slot, the 7 below them are the
+// slot's tag.
+//
+// The seed is random and new at every rehash. Addresses come from files,
+// and a fixed hash lets a crafted file put every address in one probe run,
+// each lookup then walking them all: quadratic in the entries (the
+// unseeded Fibonacci hash this table had — k times a fixed odd constant —
+// sends the addresses t·C⁻¹ all to t). A seed per table, not per process,
+// also keeps one table's walk order (All, by slot) from being another's
+// insertion order by home slot, which piles a growing table's keys into
+// the first slots (the copy of a big table into a small one is quadratic).
+func (m *Map[V]) hash(k uint64) uint64 {
+	k ^= m.seed
 	k ^= k >> 33
 	k *= 0xff51afd7ed558ccd
 	k ^= k >> 33
@@ -83,7 +87,7 @@ func (m *Map[V]) index(k uint64) int {
 	if m.n == 0 {
 		return -1
 	}
-	h := hash(k)
+	h := m.hash(k)
 	t := m.tag(h)
 	mask := len(m.slots) - 1
 	for i := m.home(h); ; i = (i + 1) & mask {
@@ -145,7 +149,7 @@ func (m *Map[V]) Delete(k uint64) bool {
 	for j := (i + 1) & mask; m.ctrl[j] != 0; j = (j + 1) & mask {
 		// move j back into the hole at i unless its home lies
 		// cyclically in (i, j]
-		h := m.home(hash(m.slots[j].key))
+		h := m.home(m.hash(m.slots[j].key))
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			m.slots[i], m.ctrl[i] = m.slots[j], m.ctrl[j]
 			i = j
@@ -159,7 +163,7 @@ func (m *Map[V]) Delete(k uint64) bool {
 // place marks the first empty slot of k's probe run with k's tag and
 // returns it (k absent, a slot free).
 func (m *Map[V]) place(k uint64) int {
-	h := hash(k)
+	h := m.hash(k)
 	mask := len(m.slots) - 1
 	i := m.home(h)
 	for m.ctrl[i] != 0 {
@@ -173,6 +177,7 @@ func (m *Map[V]) place(k uint64) int {
 func (m *Map[V]) rehash(bits uint) {
 	old, oldCtrl := m.slots, m.ctrl
 	m.bits = bits
+	m.seed = rand.Uint64()
 	m.slots = make([]slot[V], 1<<bits)
 	m.ctrl = make([]uint8, 1<<bits)
 	for k := range old {

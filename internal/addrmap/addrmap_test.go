@@ -154,21 +154,51 @@ func TestCraftedAddressesSpread(t *testing.T) {
 		for i := range uint64(200_000) {
 			m.Put(key(i), int32(i))
 		}
-		run, longest := 0, 0
-		for i := range 2 * len(m.ctrl) { // twice round: a run may wrap
-			if m.ctrl[i%len(m.ctrl)] != 0 {
-				run++
-				longest = max(longest, run)
-			} else {
-				run = 0
-			}
-		}
 		// random keys at three quarters full: runs of a few hundred at most
-		if longest > 5000 {
+		if longest := m.longestRun(); longest > 5000 {
 			t.Errorf("%s: a probe run of %d slots among %d addresses", name, longest, m.Len())
 		}
 		if v, ok := m.Get(key(123_456)); !ok || v != 123_456 {
 			t.Errorf("%s: Get = %d, %v", name, v, ok)
 		}
 	}
+}
+
+// TestCopyInWalkOrder: a table filled from another's walk (All, in slot
+// order) grows without piling its keys into its first slots, as it would
+// if both tables hashed alike (keys arriving sorted by home slot).
+func TestCopyInWalkOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 9))
+	var src Map[int32]
+	for i := range 200_000 {
+		src.Put(0x7f0000000000+r.Uint64N(1<<36)<<9, int32(i))
+	}
+	var dst Map[int32]
+	longest := 0
+	for k, v := range src.All() {
+		dst.Put(k, *v)
+		if dst.Len()%10_000 == 0 { // the pile-up is at its worst between rehashes
+			longest = max(longest, dst.longestRun())
+		}
+	}
+	if dst.Len() != src.Len() {
+		t.Fatalf("copied %d of %d", dst.Len(), src.Len())
+	}
+	if longest > 5000 {
+		t.Errorf("a probe run of %d slots while copying %d addresses", longest, dst.Len())
+	}
+}
+
+// longestRun is the longest run of occupied slots (wrapping round).
+func (m *Map[V]) longestRun() int {
+	run, longest := 0, 0
+	for i := range 2 * len(m.ctrl) {
+		if m.ctrl[i%len(m.ctrl)] != 0 {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return min(longest, len(m.ctrl))
 }
