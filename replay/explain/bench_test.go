@@ -82,9 +82,10 @@ func BenchmarkStatsFile1M(b *testing.B) {
 	}
 }
 
-// BenchmarkDetectSteps1M is step detection on the decoded 1,000,000-entry
-// file: every source tried, the repeat period the one that holds.
-func BenchmarkDetectSteps1M(b *testing.B) {
+// device1M decodes the 1,000,000-entry file and makes its device 0, for
+// the benchmarks of one of explain's parts; it skips without the file.
+func device1M(b *testing.B) (*replay.Capture, *Device) {
+	b.Helper()
 	if _, err := os.Stat(bench1M); err != nil {
 		b.Skip("run make bench-data first")
 	}
@@ -96,6 +97,13 @@ func BenchmarkDetectSteps1M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return c, d
+}
+
+// BenchmarkDetectSteps1M is step detection on the decoded 1,000,000-entry
+// file: every source tried, the repeat period the one that holds.
+func BenchmarkDetectSteps1M(b *testing.B) {
+	c, d := device1M(b)
 	benchFile(b, bench1M) // CPU time from here: the detection only
 	b.ResetTimer()
 	var s *Steps
@@ -141,17 +149,7 @@ func BenchmarkExplain1MWhatIf(b *testing.B) {
 // 1,000,000-entry file (replay/category's Classify), as explain computes
 // them.
 func BenchmarkCategorize1M(b *testing.B) {
-	if _, err := os.Stat(bench1M); err != nil {
-		b.Skip("run make bench-data first")
-	}
-	c, err := replay.DecodeFile(bench1M, replay.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := NewDevice(c, 0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	c, d := device1M(b)
 	benchFile(b, bench1M) // CPU time from here: the categories only
 	b.ResetTimer()
 	for b.Loop() {
@@ -163,17 +161,7 @@ func BenchmarkCategorize1M(b *testing.B) {
 // decoded 1,000,000-entry file: the undo walk from the end back to the
 // peak (Timeline.StatesAfter) and the tiling there.
 func BenchmarkFiguresAtPeak1M(b *testing.B) {
-	if _, err := os.Stat(bench1M); err != nil {
-		b.Skip("run make bench-data first")
-	}
-	c, err := replay.DecodeFile(bench1M, replay.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := NewDevice(c, 0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, d := device1M(b)
 	peak := scanTrace(d.Timeline).peak
 	benchFile(b, bench1M) // CPU time from here: the figures only
 	b.ResetTimer()
@@ -186,17 +174,7 @@ func BenchmarkFiguresAtPeak1M(b *testing.B) {
 // 1,000,000-entry file (its live allocations by address, one lookup per
 // entry), and the live set at the end.
 func BenchmarkWalker1M(b *testing.B) {
-	if _, err := os.Stat(bench1M); err != nil {
-		b.Skip("run make bench-data first")
-	}
-	c, err := replay.DecodeFile(bench1M, replay.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := NewDevice(c, 0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, d := device1M(b)
 	benchFile(b, bench1M) // CPU time from here: the walk only
 	b.ResetTimer()
 	for b.Loop() {
