@@ -68,6 +68,7 @@ func TestRanksDemoStatsAndOverview(t *testing.T) {
 
 	p := startTmux(t, 80, 24, []string{"TZ=UTC", "NO_COLOR=1"}, bin, "replay", dir)
 	p.waitFor("npumon · ranks · job · 4 ranks", "peak max/min: reserved", "rank 3 / rank 0")
+	p.waitGone("· loading") // enter opens a rank once it has loaded, not before
 	p.send("Down", "Enter")
 	p.waitFor("rank 1 · …", "Timeline")
 	p.send("Escape")
