@@ -70,18 +70,6 @@ func (l *loader) eta(p Progress) (time.Duration, bool) {
 	return time.Duration(left * float64(time.Second)), true
 }
 
-// fraction is how much of the load is done, by bytes or else entries; ok
-// is false when no total is known.
-func fraction(p Progress) (float64, bool) {
-	switch {
-	case p.BytesTotal > 0:
-		return min(1, max(0, float64(p.BytesDone)/float64(p.BytesTotal))), true
-	case p.EntriesTotal > 0:
-		return min(1, max(0, float64(p.Entries)/float64(p.EntriesTotal))), true
-	}
-	return 0, false
-}
-
 // progressLine is the loader's progress in w columns (after its stage
 // when labelled): a bar of the bytes
 // done, the percentage, bytes, entries, rate and ETA. What does not fit
@@ -89,7 +77,7 @@ func fraction(p Progress) (float64, bool) {
 func (m *Model) progressLine(w int, labelled bool) string {
 	th := m.th
 	p := m.ld.progress()
-	frac, known := fraction(p)
+	frac, known := p.Fraction()
 	pct := ""
 	if known {
 		pct = fmt.Sprintf("%.0f%%", 100*frac)

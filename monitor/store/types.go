@@ -153,3 +153,15 @@ type LoadProgress struct {
 	// EntriesTotal is the number of entries to index, 0 when unknown.
 	EntriesTotal int64
 }
+
+// Fraction is how much of the load is done, by bytes or else entries; ok
+// is false when no total is known.
+func (p LoadProgress) Fraction() (done float64, ok bool) {
+	switch {
+	case p.BytesTotal > 0:
+		return min(1, max(0, float64(p.BytesDone)/float64(p.BytesTotal))), true
+	case p.EntriesTotal > 0:
+		return min(1, max(0, float64(p.Entries)/float64(p.EntriesTotal))), true
+	}
+	return 0, false
+}

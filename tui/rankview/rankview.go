@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -95,8 +96,14 @@ type Model struct {
 	loaded []bool
 	vers   []uint64
 	help   bool
-	cancel context.CancelFunc
-	ctx    context.Context
+	// permille loaded per rank, written by its loader (0 when unknown)
+	permille []atomic.Int32
+	// pending is the rank enter asked for while it was loading (-1: none):
+	// it opens once loaded, unless the selection moves or esc cancels.
+	pending int
+	note    string // replaces the key hint until the next key
+	cancel  context.CancelFunc
+	ctx     context.Context
 
 	child Child
 	gen   int
@@ -117,7 +124,7 @@ func New(o Options) *Model {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Model{o: o, th: theme.New(o.Renderer, o.ASCII, o.NoColor), w: 80, h: 24,
 		figs: make([]ranks.Figures, n), have: make([]bool, n), errs: make([]error, n), loaded: make([]bool, n),
-		vers: make([]uint64, n), ctx: ctx, cancel: cancel}
+		vers: make([]uint64, n), permille: make([]atomic.Int32, n), pending: -1, ctx: ctx, cancel: cancel}
 	for i, r := range o.Ranks {
 		m.figs[i] = ranks.Figures{Rank: r.Rank, Device: -1}
 		m.loaded[i] = r.Load == nil
@@ -165,8 +172,9 @@ func (m *Model) Init() tea.Cmd {
 		if r.Load == nil {
 			continue
 		}
-		load, ctx := r.Load, m.ctx
-		cmds = append(cmds, func() tea.Msg { return loadedMsg{i: i, err: load(ctx, func(store.LoadProgress) {})} })
+		load, ctx, pm := r.Load, m.ctx, &m.permille[i]
+		report := func(p store.LoadProgress) { pm.Store(progressPermille(p)) }
+		cmds = append(cmds, func() tea.Msg { return loadedMsg{i: i, err: load(ctx, report)} })
 	}
 	m.poll()
 	return tea.Batch(cmds...)
@@ -204,6 +212,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case loadedMsg:
 		m.loaded[msg.i], m.errs[msg.i] = true, msg.err
 		m.poll()
+		if msg.i == m.pending && m.child == nil {
+			m.pending = -1
+			return m, m.openRank(msg.i)
+		}
 		return m, nil
 	case tea.WindowSizeMsg:
 		m.w, m.h = msg.Width, msg.Height
@@ -258,6 +270,10 @@ func (m *Model) route(k tea.KeyMsg) tea.Cmd {
 		return nil
 	}
 	n := len(m.o.Ranks)
+	m.note = ""
+	if s != "enter" {
+		m.pending = -1 // a pending open is for the rank selected when enter was pressed
+	}
 	switch s {
 	case "?":
 		m.help = true
@@ -275,15 +291,22 @@ func (m *Model) route(k tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// openRank opens rank i in the usual view.
+// openRank opens rank i in the usual view; a rank still loading opens
+// when it has loaded, one that failed says so in the hint line.
 func (m *Model) openRank(i int) tea.Cmd {
-	if i < 0 || i >= len(m.o.Ranks) || !m.loaded[i] || m.errs[i] != nil {
-		return nil
-	}
-	if m.o.Open == nil {
+	if i < 0 || i >= len(m.o.Ranks) || m.o.Open == nil {
 		return nil
 	}
 	r := m.o.Ranks[i]
+	switch {
+	case !m.loaded[i]:
+		m.pending = i
+		m.note = fmt.Sprintf("rank %d is loading · it opens when loaded · esc cancels", r.Rank)
+		return nil
+	case m.errs[i] != nil:
+		m.note = fmt.Sprintf("rank %d could not be read: nothing to open", r.Rank)
+		return nil
+	}
 	m.gen++
 	m.child = m.o.Open(OpenSpec{Rank: r, Title: fmt.Sprintf("rank %d · %s", r.Rank, cells.TruncTail(r.Name, 15)), Device: m.figs[i].Device,
 		Live: m.o.Live, ASCII: m.o.ASCII, NoColor: m.o.NoColor, Renderer: m.o.Renderer, Location: m.o.Location,
@@ -333,7 +356,8 @@ func helpLines() []string {
 		"",
 		"  ↑/k ↓/j    select a rank",
 		"  g / G      first / last rank",
-		"  enter      open the selected rank in the usual view",
+		"  enter      open the selected rank in the usual view (one still",
+		"             loading opens when loaded; moving or esc cancels)",
 		"  esc        (in a rank's view) back to the overview",
 		"  ?          this help (esc or ? closes it)",
 		"  q          quit",
@@ -407,7 +431,11 @@ func (m *Model) overview() []string {
 	for len(lines) < m.h-1 {
 		lines = append(lines, "")
 	}
-	lines = append(lines[:m.h-1], styled(&th.Hint, "↑/↓ select · enter open rank · ? help · q quit"))
+	hint := "↑/↓ select · enter open rank · ? help · q quit"
+	if m.note != "" {
+		hint = m.note
+	}
+	lines = append(lines[:m.h-1], styled(&th.Hint, hint))
 	return lines
 }
 
@@ -452,6 +480,9 @@ func (m *Model) rankLines(i, barW int, scale int64, styled func(*lipgloss.Style,
 	second := fmt.Sprintf("  %-9s", "")
 	switch {
 	case !m.loaded[i]:
+		if pm := m.permille[i].Load(); pm > 0 {
+			return []string{first + fmt.Sprintf("loading %d %% · %s", pm/10, r.Name), second}
+		}
 		return []string{first + "loading " + r.Name, second}
 	case m.errs[i] != nil:
 		return []string{first + styled(&th.Warn, "error: "+m.errs[i].Error()), second}
@@ -502,4 +533,10 @@ func (m *Model) timeOf(f ranks.Figures) string {
 		return "-"
 	}
 	return time.UnixMicro(f.PeakActiveTime).In(m.o.Location).Format("15:04:05.000")
+}
+
+// progressPermille is how far a load is, in thousandths (0 when unknown).
+func progressPermille(p store.LoadProgress) int32 {
+	f, _ := p.Fraction()
+	return int32(f * 1000)
 }

@@ -217,3 +217,52 @@ func TestOverviewSizes(t *testing.T) {
 		checkFrame(t, m.View(), sz[0], sz[1])
 	}
 }
+
+// TestOverviewEnterWhileLoading: enter on a rank still loading says so and
+// opens it once its load ends; moving the selection cancels that, and a
+// rank whose load failed says it has nothing to open. The loading line
+// shows how far the load is.
+func TestOverviewEnterWhileLoading(t *testing.T) {
+	o := jobOptions(t)
+	m := New(o)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	m.permille[0].Store(progressPermille(store.LoadProgress{BytesDone: 1 << 20, BytesTotal: 4 << 20}))
+	if v := m.View(); !strings.Contains(v, "loading 25 % · ") {
+		t.Fatalf("no progress on the loading line:\n%s", v)
+	}
+	if _, cmd := m.Update(key("enter")); cmd != nil || m.InRank() {
+		t.Fatal("enter opened a rank that is still loading")
+	}
+	if v := m.View(); !strings.Contains(v, "rank 0 is loading · it opens when loaded") {
+		t.Fatalf("no note for the pending open:\n%s", v)
+	}
+	if err := o.Ranks[0].Load(context.Background(), func(store.LoadProgress) {}); err != nil {
+		t.Fatal(err)
+	}
+	if _, cmd := m.Update(loadedMsg{i: 0}); cmd == nil || !m.InRank() {
+		t.Fatal("the pending rank did not open once loaded")
+	}
+	if v := m.View(); !strings.Contains(v, "rank 0 · ") {
+		t.Fatalf("rank view:\n%s", v)
+	}
+
+	// a pending open is cancelled when the selection moves
+	m = New(o)
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 30})
+	m.Update(key("down"))
+	m.Update(key("enter"))
+	m.Update(key("up"))
+	if v := m.View(); strings.Contains(v, "it opens when loaded") {
+		t.Fatalf("the note stayed after a key:\n%s", v)
+	}
+	if m.Update(loadedMsg{i: 1}); m.InRank() {
+		t.Fatal("a cancelled pending open still opened")
+	}
+
+	// a failed load: nothing to open, and the hint says so
+	m.Update(loadedMsg{i: 0, err: os.ErrNotExist})
+	m.Update(key("enter"))
+	if v := m.View(); m.InRank() || !strings.Contains(v, "rank 0 could not be read: nothing to open") {
+		t.Fatalf("enter on a failed rank:\n%s", v)
+	}
+}
