@@ -18,9 +18,23 @@ type Walker struct {
 	// walk looks up an address per entry, a million times on a 1M-entry
 	// trace, and a map of pointers costs two cache misses where this
 	// costs one)
-	live addrmap.Map[replay.Alloc]
+	live addrmap.Map[walkAlloc]
 	next int // entries applied
+	// sums are the running sums of the groupers tracked (track; Note
+	// [running sums]); a nil one is no longer kept
+	sums []*keySums
 }
+
+// walkAlloc is a live allocation and its key's id in each of the
+// Walker's sums.
+type walkAlloc struct {
+	replay.Alloc
+	key [maxTracked]int32
+}
+
+// maxTracked is the most groupers a Walker tracks: explain's and the
+// categories'.
+const maxTracked = 2
 
 // NewWalker starts at the state before entry 0 (Timeline.Start).
 func NewWalker(tl *replay.Timeline) *Walker {
@@ -30,13 +44,64 @@ func NewWalker(tl *replay.Timeline) *Walker {
 		b := &s.Block
 		a, added := w.live.Insert(b.Address)
 		if added {
-			*a = replay.Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
+			a.Alloc = replay.Alloc{Addr: b.Address, Stream: s.Stream, Born: -1}
 		}
 		a.Size += s.Size()
 		a.Frames = tiling.BlockFrames(b)
 		a.Pending = b.State == snapshot.StateActivePendingFree
 	}
 	return w
+}
+
+// track keeps running sums of the live allocations' keys in s from here
+// on (Note [running sums]); s's ids so far count as changed. It returns
+// s's position (untrack).
+func (w *Walker) track(s *keySums) int {
+	if len(w.sums) == maxTracked {
+		panic("explain: Walker tracks at most two groupers")
+	}
+	k := len(w.sums)
+	w.sums = append(w.sums, s)
+	for _, a := range w.live.All() {
+		a.key[k] = s.id(&a.Alloc)
+		s.add(a.key[k], a.Size, 1)
+	}
+	return k
+}
+
+// untrack stops keeping the sums at position k.
+func (w *Walker) untrack(k int) {
+	w.sums[k] = nil
+	for _, s := range w.sums {
+		if s != nil {
+			return
+		}
+	}
+	w.sums = nil
+}
+
+// unsum takes a out of the running sums (before it changes or goes).
+func (w *Walker) unsum(a *walkAlloc) {
+	for k, s := range w.sums {
+		if s != nil {
+			s.add(a.key[k], -a.Size, -1)
+		}
+	}
+}
+
+// sum puts a into the running sums; rekey: its key may have changed
+// (born again, or a new record), else only where the key depends on the
+// size.
+func (w *Walker) sum(a *walkAlloc, rekey bool) {
+	for k, s := range w.sums {
+		if s == nil {
+			continue
+		}
+		if rekey || s.sizeKeyed {
+			a.key[k] = s.id(&a.Alloc)
+		}
+		s.add(a.key[k], a.Size, 1)
+	}
 }
 
 // Applied is the number of entries applied so far.
@@ -60,10 +125,15 @@ func (w *Walker) apply(i int) {
 		a, added := w.live.Insert(e.Addr)
 		if added {
 			a.Addr = e.Addr
+		} else if w.sums != nil {
+			w.unsum(a)
 		}
 		a.Size += e.Size
 		a.Frames, a.Stream, a.Pending, a.Born, a.BornTime = e.Frames, e.Stream, false, i, e.TimeUS
 		a.Forward = w.tl.Forward[i]
+		if w.sums != nil {
+			w.sum(a, true)
+		}
 	case snapshot.ActionFreeRequested:
 		if a := w.live.Ptr(e.Addr); a != nil {
 			a.Pending = true
@@ -72,9 +142,13 @@ func (w *Walker) apply(i int) {
 		a, added := w.live.Insert(e.Addr)
 		if added {
 			a.Addr, a.Frames, a.Stream, a.Born, a.BornTime = e.Addr, e.Frames, e.Stream, i, e.TimeUS
+		} else if w.sums != nil {
+			w.unsum(a)
 		}
 		if a.Size -= e.Size; a.Size == 0 {
 			w.live.Delete(e.Addr)
+		} else if w.sums != nil {
+			w.sum(a, added)
 		}
 	}
 }
@@ -83,7 +157,7 @@ func (w *Walker) apply(i int) {
 func (w *Walker) Live() []replay.Alloc {
 	out := make([]replay.Alloc, 0, w.live.Len())
 	for _, a := range w.live.All() {
-		out = append(out, *a)
+		out = append(out, a.Alloc)
 	}
 	slices.SortFunc(out, func(x, y replay.Alloc) int { return cmp.Compare(x.Addr, y.Addr) })
 	return out
