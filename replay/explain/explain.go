@@ -451,30 +451,19 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 		}
 	}
 	w := NewWalker(tl)
-	// The groups' and the categories' bytes at each stop come from running
-	// sums (Note [running sums]): what the memory holds, at the last step
-	// end (or the start) and at each oom, says which category grew; the
-	// groups' bytes at the step ends are the leak suspects' series, kept
-	// only where there are enough step ends for a suspect.
+	// What the memory holds at the last step end before each stop (or at
+	// the start) and at the stop says which category grew: summed over the
+	// live allocations there, twice per stop at most, not at every step
+	// end. The groups' bytes at every step end, the leak suspects' series,
+	// come from running sums (Note [running sums]), kept only where there
+	// are enough step ends for a suspect.
 	gc := d.Grouper(ByCategory)
-	cats := newKeySums(gc)
-	catAt := w.track(cats)
-	var base []int64 // the categories' bytes at the last step end, by id
-	takeBase := func() {
-		cats.take(func(id int32) {
-			for int(id) >= len(base) {
-				base = append(base, 0)
-			}
-			base[id] = cats.bytes[id]
-		})
-	}
-	takeBase()
+	base := liveBytes(gc, w)
 	baseIdx := -1
 	var series *keyHist
-	groupAt := -1
 	if len(points) >= MinLeakSteps {
 		series = &keyHist{sums: newKeySums(g)}
-		groupAt = w.track(series.sums)
+		w.track(series.sums)
 	}
 	var rep map[string]replay.Alloc // at the last step point: each key's largest allocation
 	oi, pi := 0, 0
@@ -488,11 +477,14 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 			if series != nil {
 				series.record()
 				if pi == len(points)-1 {
-					rep = w.largest(groupAt)
-					w.untrack(groupAt)
+					rep = w.largest()
+					w.untrack()
 				}
 			}
-			takeBase()
+			// the base of the next stop when the next step end is not before it
+			if next != -2 && (pi+1 == len(points) || points[pi+1].Index >= next) {
+				base = liveBytes(gc, w)
+			}
 			baseIdx = points[pi].Index
 			pi++
 			continue
@@ -500,16 +492,9 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 		w.AdvanceTo(next)
 		o := d.explainAt(kind, next, figs[oi], g, w.Live(), opts.Top)
 		o.changes = changes
-		bm := map[string]int64{}
-		for id, b := range base {
-			bm[cats.keys[id]] = b
-		}
-		o.Grew = grewMost(bm, cats.present(), baseIdx)
+		o.Grew = grewMost(base, liveBytes(gc, w), baseIdx)
 		de.OOMs = append(de.OOMs, o)
 		oi++
-		if oi == len(stops) {
-			w.untrack(catAt)
-		}
 	}
 	if series != nil {
 		de.LeakSuspects = leakSuspects(points, series)
@@ -521,13 +506,21 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 	return de
 }
 
-// largest is each key's largest live allocation (cmpLargest) by the
-// running sums at position k.
-func (w *Walker) largest(k int) map[string]replay.Alloc {
-	s := w.sums[k]
+// liveBytes sums the walker's live bytes per group key.
+func liveBytes(g *Grouper, w *Walker) map[string]int64 {
+	m := map[string]int64{}
+	for _, a := range w.live.All() {
+		m[g.Key(&a.Alloc)] += a.Size
+	}
+	return m
+}
+
+// largest is each key's largest live allocation (cmpLargest), by the
+// keys of the running sums tracked.
+func (w *Walker) largest() map[string]replay.Alloc {
 	rep := map[string]replay.Alloc{}
 	for _, a := range w.live.All() {
-		key := s.keys[a.key[k]]
+		key := w.sums.keys[a.key]
 		if r, ok := rep[key]; !ok || cmpLargest(a.Alloc, r) < 0 {
 			rep[key] = a.Alloc
 		}

@@ -20,21 +20,17 @@ type Walker struct {
 	// costs one)
 	live addrmap.Map[walkAlloc]
 	next int // entries applied
-	// sums are the running sums of the groupers tracked (track; Note
-	// [running sums]); a nil one is no longer kept
-	sums []*keySums
+	// sums are the running sums of the grouper tracked (track; Note
+	// [running sums]), nil when none is
+	sums *keySums
 }
 
-// walkAlloc is a live allocation and its key's id in each of the
-// Walker's sums.
+// walkAlloc is a live allocation and, while the Walker tracks a grouper,
+// the id of its key there.
 type walkAlloc struct {
 	replay.Alloc
-	key [maxTracked]int32
+	key int32
 }
-
-// maxTracked is the most groupers a Walker tracks: explain's and the
-// categories'.
-const maxTracked = 2
 
 // NewWalker starts at the state before entry 0 (Timeline.Start).
 func NewWalker(tl *replay.Timeline) *Walker {
@@ -54,55 +50,30 @@ func NewWalker(tl *replay.Timeline) *Walker {
 }
 
 // track keeps running sums of the live allocations' keys in s from here
-// on (Note [running sums]); s's ids so far count as changed. It returns
-// s's position (untrack).
-func (w *Walker) track(s *keySums) int {
-	if len(w.sums) == maxTracked {
-		panic("explain: Walker tracks at most two groupers")
-	}
-	k := len(w.sums)
-	w.sums = append(w.sums, s)
+// on (Note [running sums]); the keys held so far count as changed.
+func (w *Walker) track(s *keySums) {
+	w.sums = s
 	for _, a := range w.live.All() {
-		a.key[k] = s.id(&a.Alloc)
-		s.add(a.key[k], a.Size, 1)
+		a.key = s.id(&a.Alloc)
+		s.add(a.key, a.Size, 1)
 	}
-	return k
 }
 
-// untrack stops keeping the sums at position k.
-func (w *Walker) untrack(k int) {
-	w.sums[k] = nil
-	for _, s := range w.sums {
-		if s != nil {
-			return
-		}
+// untrack stops keeping the sums.
+func (w *Walker) untrack() { w.sums = nil }
+
+// sum puts a into the running sums; rekey: its key may have changed (born
+// again, or a new record), else it changes only where the key depends on
+// the size.
+func (w *Walker) sum(a *walkAlloc, rekey bool) {
+	if rekey || w.sums.sizeKeyed {
+		a.key = w.sums.id(&a.Alloc)
 	}
-	w.sums = nil
+	w.sums.add(a.key, a.Size, 1)
 }
 
 // unsum takes a out of the running sums (before it changes or goes).
-func (w *Walker) unsum(a *walkAlloc) {
-	for k, s := range w.sums {
-		if s != nil {
-			s.add(a.key[k], -a.Size, -1)
-		}
-	}
-}
-
-// sum puts a into the running sums; rekey: its key may have changed
-// (born again, or a new record), else only where the key depends on the
-// size.
-func (w *Walker) sum(a *walkAlloc, rekey bool) {
-	for k, s := range w.sums {
-		if s == nil {
-			continue
-		}
-		if rekey || s.sizeKeyed {
-			a.key[k] = s.id(&a.Alloc)
-		}
-		s.add(a.key[k], a.Size, 1)
-	}
-}
+func (w *Walker) unsum(a *walkAlloc) { w.sums.add(a.key, -a.Size, -1) }
 
 // Applied is the number of entries applied so far.
 func (w *Walker) Applied() int { return w.next }

@@ -8,21 +8,24 @@ import (
 // Note [running sums]
 //
 // explain stops at every step end to read each group's live bytes there
-// (the leak suspects' series) and at each oom entry (or the peak) to read
-// each category's (what grew). Summing the live allocations at each stop
-// costs O(live) per stop: a trace with a step every few entries and
+// (the leak suspects' series). Summing the live allocations at each step
+// end cost O(live) per step end: a trace with a step every few entries and
 // thousands of blocks live (an inference server doing the same thing over
-// and over, a period-one loop) took O(steps × live), half a minute on
-// 200,000 entries. Instead the Walker keeps, for each grouper it tracks
-// (Walker.track), every key's live bytes and allocation count up to date as
-// it adds, changes and removes allocations (each allocation remembers its
-// key's id, so a free looks no key up), and the ids changed since the last
-// stop: a stop costs O(keys changed), not O(live allocations). The leak
-// suspects' series keep only those changes (keyHist), so their memory is
-// O(changes) too, and leakSuspects walks each key's changes instead of
-// every step. A key is "present" at a stop while it holds a live
-// allocation (count > 0), as the map of a sum over the live allocations
-// held it, with whatever bytes (0 and negative ones too).
+// and over, a loop of one allocation) took O(steps × live), half a minute
+// on 200,000 entries. Instead the Walker keeps, for the grouper it tracks
+// (Walker.track), every key's live bytes and allocation count up to date
+// as it adds, changes and removes allocations (each allocation remembers
+// its key's id: a free looks no key up, an alloc one per stack id), and
+// the ids changed since the last step end: a step end costs O(keys
+// changed), not O(live allocations). The series keep only those changes
+// (keyHist), so their memory is O(changes) too, and leakSuspects walks
+// each key's changes instead of every step end. A key is "present" at a
+// step end while it holds a live allocation (count > 0), as the map of a
+// sum over the live allocations held it, with whatever bytes (0 and
+// negative ones too); without one its bytes are 0. The categories' bytes
+// (what grew) are read at the stops only, two sums over the live
+// allocations per stop at most, and the allocations' own figures (each
+// key's largest) once, at the last step end.
 
 // keySums are the running sums of one grouper's keys over a Walker's live
 // allocations (Note [running sums]).
@@ -149,18 +152,6 @@ func (s *keySums) take(f func(id int32)) {
 		f(id)
 	}
 	s.changed = s.changed[:0]
-}
-
-// present is the map a sum over the live allocations makes: the bytes of
-// every key holding a live allocation.
-func (s *keySums) present() map[string]int64 {
-	m := map[string]int64{}
-	for id, n := range s.count {
-		if n > 0 {
-			m[s.keys[id]] = s.bytes[id]
-		}
-	}
-	return m
 }
 
 // keyHist is each key's bytes at the step ends (by their position in
