@@ -475,6 +475,7 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 		if pi < len(points) && (next == -2 || points[pi].Index < next) {
 			w.AdvanceTo(points[pi].Index)
 			if series != nil {
+				w.flush()
 				series.record()
 				if pi == len(points)-1 {
 					rep = w.largest()

@@ -21,12 +21,15 @@ type Walker struct {
 	live addrmap.Map[walkAlloc]
 	next int // entries applied
 	// sums are the running sums of the grouper tracked (track; Note
-	// [running sums]), nil when none is
-	sums *keySums
+	// [running sums]), nil when none is; pending the addresses of
+	// allocations made or changed since the last flush, whose keys are
+	// looked up there (one that dies before is never looked up)
+	sums    *keySums
+	pending []uint64
 }
 
 // walkAlloc is a live allocation and, while the Walker tracks a grouper,
-// the id of its key there.
+// the id of its key there (-1: not looked up yet, not in the sums).
 type walkAlloc struct {
 	replay.Alloc
 	key int32
@@ -60,20 +63,41 @@ func (w *Walker) track(s *keySums) {
 }
 
 // untrack stops keeping the sums.
-func (w *Walker) untrack() { w.sums = nil }
+func (w *Walker) untrack() { w.sums, w.pending = nil, nil }
 
-// sum puts a into the running sums; rekey: its key may have changed (born
-// again, or a new record), else it changes only where the key depends on
-// the size.
+// sum puts a back into the running sums after a change; rekey: its key may
+// have changed (born again, or a new record), as it may with its size where
+// the key depends on the size. Such an allocation's key is looked up at the
+// next flush, if it lives until then.
 func (w *Walker) sum(a *walkAlloc, rekey bool) {
-	if rekey || w.sums.sizeKeyed {
-		a.key = w.sums.id(&a.Alloc)
+	switch {
+	case rekey || w.sums.sizeKeyed:
+		a.key = -1
+		w.pending = append(w.pending, a.Addr)
+	case a.key >= 0:
+		w.sums.add(a.key, a.Size, 1)
 	}
-	w.sums.add(a.key, a.Size, 1)
 }
 
 // unsum takes a out of the running sums (before it changes or goes).
-func (w *Walker) unsum(a *walkAlloc) { w.sums.add(a.key, -a.Size, -1) }
+func (w *Walker) unsum(a *walkAlloc) {
+	if a.key >= 0 {
+		w.sums.add(a.key, -a.Size, -1)
+	}
+}
+
+// flush looks up the keys of the allocations made or changed since the
+// last flush that still live and puts them into the sums: the sums are
+// then those of every live allocation.
+func (w *Walker) flush() {
+	for _, addr := range w.pending {
+		if a := w.live.Ptr(addr); a != nil && a.key < 0 {
+			a.key = w.sums.id(&a.Alloc)
+			w.sums.add(a.key, a.Size, 1)
+		}
+	}
+	w.pending = w.pending[:0]
+}
 
 // Applied is the number of entries applied so far.
 func (w *Walker) Applied() int { return w.next }

@@ -14,10 +14,15 @@ import (
 // and over, a loop of one allocation) took O(steps × live), half a minute
 // on 200,000 entries. Instead the Walker keeps, for the grouper it tracks
 // (Walker.track), every key's live bytes and allocation count up to date
-// as it adds, changes and removes allocations (each allocation remembers
-// its key's id: a free looks no key up, an alloc one per stack id), and
-// the ids changed since the last step end: a step end costs O(keys
-// changed), not O(live allocations). The series keep only those changes
+// as it adds, changes and removes allocations, and the ids changed since
+// the last step end: a step end costs O(keys changed), not O(live
+// allocations). Each allocation remembers its key's id, looked up at the
+// first step end it lives at (Walker.flush): a free looks no key up, an
+// allocation that dies within its step (the temporaries of a loop) never
+// has its key looked up, and no allocation's key is looked up more often
+// than the old sums did (at every step end it lived at) or than it was
+// made or changed. The lookups are cached (by stack id for a call site,
+// by stream, by category): an op's (oprange.Innermost) is the costly one. The series keep only those changes
 // (keyHist), so their memory is O(changes) too, and leakSuspects walks
 // each key's changes instead of every step end. A key is "present" at a
 // step end while it holds a live allocation (count > 0), as the map of a
