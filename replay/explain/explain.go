@@ -511,7 +511,8 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 func liveBytes(g *Grouper, w *Walker) map[string]int64 {
 	m := map[string]int64{}
 	for _, a := range w.live.All() {
-		m[g.Key(&a.Alloc)] += a.Size
+		x := a.alloc()
+		m[g.Key(&x)] += a.Size
 	}
 	return m
 }
@@ -522,8 +523,8 @@ func (w *Walker) largest() map[string]replay.Alloc {
 	rep := map[string]replay.Alloc{}
 	for _, a := range w.live.All() {
 		key := w.sums.keys[a.key]
-		if r, ok := rep[key]; !ok || cmpLargest(a.Alloc, r) < 0 {
-			rep[key] = a.Alloc
+		if r, ok := rep[key]; !ok || cmpLargest(a.alloc(), r) < 0 {
+			rep[key] = a.alloc()
 		}
 	}
 	return rep

@@ -23,7 +23,8 @@ func refKeyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]replay.All
 	m := map[string]int64{}
 	rep := map[string]replay.Alloc{}
 	for _, wa := range w.live.All() {
-		a := &wa.Alloc
+		x := wa.alloc()
+		a := &x
 		k := g.Key(a)
 		m[k] += a.Size
 		if r, ok := rep[k]; !ok || cmpLargest(*a, r) < 0 {
