@@ -21,16 +21,19 @@ import (
 // allocation that dies within its step (the temporaries of a loop) never
 // has its key looked up, and no allocation's key is looked up more often
 // than the old sums did (at every step end it lived at) or than it was
-// made or changed. The lookups are cached (by stack id for a call site,
-// by stream, by category): an op's (oprange.Innermost) is the costly one. The series keep only those changes
-// (keyHist), so their memory is O(changes) too, and leakSuspects walks
-// each key's changes instead of every step end. A key is "present" at a
-// step end while it holds a live allocation (count > 0), as the map of a
-// sum over the live allocations held it, with whatever bytes (0 and
-// negative ones too); without one its bytes are 0. The categories' bytes
-// (what grew) are read at the stops only, two sums over the live
-// allocations per stop at most, and the allocations' own figures (each
-// key's largest) once, at the last step end.
+// made or changed. The lookups are cached (by stack id for a call site, by
+// stream, by category): an op's (oprange.Innermost) is the costly one.
+//
+// The series keep only those changes (keyHist), so their memory is
+// O(changes) too, and leakSuspects walks each key's changes instead of
+// every step end. A key is "present" at a step end while it holds a live
+// allocation (count > 0), as the map of a sum over the live allocations
+// held it, with whatever bytes (0 and negative ones too); without one its
+// bytes are 0.
+//
+// The categories' bytes (what grew) are read at the stops only, two sums
+// over the live allocations per stop at most, and the allocations' own
+// figures (each key's largest) once, at the last step end.
 
 // keySums are the running sums of one grouper's keys over a Walker's live
 // allocations (Note [running sums]).
