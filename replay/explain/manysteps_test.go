@@ -119,14 +119,14 @@ func benchManySteps(b *testing.B, c *replay.Capture) {
 	b.ReportMetric(float64(len(c.Snapshot.DeviceTraces[0])), "entries")
 }
 
-// BenchmarkExplainManySteps is explain on a trace with a step every 17
+// BenchmarkExplainManySteps is explain on a trace with a step every 16
 // entries: 20,000 steps (the repeat period), 5,000 blocks live from the
 // start and a leak of one block per step (a suspect spanning every step).
 func BenchmarkExplainManySteps(b *testing.B) {
 	benchManySteps(b, manyStepsCapture(20000, 5000, 4, true, true))
 }
 
-// BenchmarkExplainPeriodOne is explain on a 200,000-entry trace of one
+// BenchmarkExplainPeriodOne is explain on a 204,999-entry trace of one
 // allocation made and freed over and over (66,666 steps of three entries),
 // 5,000 blocks live from the start.
 func BenchmarkExplainPeriodOne(b *testing.B) {
