@@ -443,13 +443,28 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 	points := steps.Ends
 	de.Steps, de.StepSource, de.StepNote = len(points), steps.Source, steps.Note
 
+	changes := false // some entry of the trace changes the active bytes
+	for k := range tl.Entries {
+		if replay.ActiveDelta(&tl.Entries[k]) != 0 {
+			changes = true
+			break
+		}
+	}
 	w := NewWalker(tl)
-	// what the memory holds, at the last step end (or the start) and at
-	// each oom: which category grew
+	// What the memory holds at the last step end before each stop (or at
+	// the start) and at the stop says which category grew: summed over the
+	// live allocations there, twice per stop at most, not at every step
+	// end. The groups' bytes at every step end, the leak suspects' series,
+	// come from running sums (Note [running sums]), kept only where there
+	// are enough step ends for a suspect.
 	gc := d.Grouper(ByCategory)
-	base, _ := keyBytes(gc, w)
+	base := liveBytes(gc, w)
 	baseIdx := -1
-	var series []map[string]int64   // per step point: bytes per key
+	var series *keyHist
+	if len(points) >= MinLeakSteps {
+		series = &keyHist{sums: newKeySums(g)}
+		w.track(series.sums)
+	}
 	var rep map[string]replay.Alloc // at the last step point: each key's largest allocation
 	oi, pi := 0, 0
 	for oi < len(stops) || pi < len(points) {
@@ -459,22 +474,32 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 		}
 		if pi < len(points) && (next == -2 || points[pi].Index < next) {
 			w.AdvanceTo(points[pi].Index)
-			var m map[string]int64
-			m, rep = keyBytes(g, w)
-			series = append(series, m)
-			base, _ = keyBytes(gc, w)
+			if series != nil {
+				w.flush()
+				series.record()
+				if pi == len(points)-1 {
+					rep = w.largest()
+					w.untrack()
+				}
+			}
+			// the base of the next stop when the next step end is not before it
+			if next != -2 && (pi+1 == len(points) || points[pi+1].Index >= next) {
+				base = liveBytes(gc, w)
+			}
 			baseIdx = points[pi].Index
 			pi++
 			continue
 		}
 		w.AdvanceTo(next)
 		o := d.explainAt(kind, next, figs[oi], g, w.Live(), opts.Top)
-		now, _ := keyBytes(gc, w)
-		o.Grew = grewMost(base, now, baseIdx)
+		o.changes = changes
+		o.Grew = grewMost(base, liveBytes(gc, w), baseIdx)
 		de.OOMs = append(de.OOMs, o)
 		oi++
 	}
-	de.LeakSuspects = leakSuspects(points, series)
+	if series != nil {
+		de.LeakSuspects = leakSuspects(points, series)
+	}
 	for i := range de.LeakSuspects {
 		ls := &de.LeakSuspects[i]
 		ls.Frames = g.Frames(rep[ls.Key].Frames)
@@ -482,30 +507,32 @@ func (d *Device) explain(opts Options, sc traceScan) DeviceExplanation {
 	return de
 }
 
-// keyBytes sums the walker's live bytes per group key and picks each
-// key's largest allocation.
-func keyBytes(g *Grouper, w *Walker) (map[string]int64, map[string]replay.Alloc) {
+// liveBytes sums the walker's live bytes per group key.
+func liveBytes(g *Grouper, w *Walker) map[string]int64 {
 	m := map[string]int64{}
+	for _, a := range w.live.All() {
+		x := a.alloc()
+		m[g.Key(&x)] += a.Size
+	}
+	return m
+}
+
+// largest is each key's largest live allocation (cmpLargest), by the
+// keys of the running sums tracked.
+func (w *Walker) largest() map[string]replay.Alloc {
 	rep := map[string]replay.Alloc{}
 	for _, a := range w.live.All() {
-		k := g.Key(a)
-		m[k] += a.Size
-		if r, ok := rep[k]; !ok || cmpLargest(*a, r) < 0 {
-			rep[k] = *a
+		key := w.sums.keys[a.key]
+		if r, ok := rep[key]; !ok || cmpLargest(a.alloc(), r) < 0 {
+			rep[key] = a.alloc()
 		}
 	}
-	return m, rep
+	return rep
 }
 
 func (d *Device) explainAt(kind string, i int, f Figures, g *Grouper, live []replay.Alloc, top int) OOM {
 	tl := d.Timeline
 	o := OOM{Kind: kind, Index: i, TimeUS: timeOf(tl, i), Verdict: "none", Frames: []Frame{}, WhatIf: []WhatIfRun{}}
-	for k := range tl.Entries {
-		if replay.ActiveDelta(&tl.Entries[k]) != 0 {
-			o.changes = true
-			break
-		}
-	}
 	o.ReservedBytes, o.AllocatedBytes, o.CachedFreeBytes, o.LargestCachedFreeBytes = f.Reserved, f.Allocated, f.CachedFree, f.LargestCachedFree
 	var active int64
 	for k := range live {
@@ -577,34 +604,74 @@ const MinLeakSteps = 3
 // run spans at least MinLeakSteps ends, the bytes grow over it, and grow
 // at half of its steps or more. Growth per step is the run's growth over
 // its steps (integer bytes). Sorted by growth, descending, then key.
-func leakSuspects(points []StepPoint, series []map[string]int64) []LeakSuspect {
+// series holds each group's bytes where they changed (Note [running
+// sums]): a group's run is walked change by change, its bytes constant
+// between them.
+func leakSuspects(points []StepPoint, series *keyHist) []LeakSuspect {
 	out := []LeakSuspect{}
-	k := len(series)
+	k := series.steps
 	if k < MinLeakSteps {
 		return out
 	}
-	for key, last := range series[k-1] {
-		j := k - 1
-		for j > 0 && series[j-1][key] <= series[j][key] {
-			j--
-		}
-		run := k - j
-		if run < MinLeakSteps || last <= series[j][key] {
+	for id, h := range series.hist {
+		if len(h) == 0 || !h[len(h)-1].Present {
 			continue
 		}
+		// The run goes back change by change while the bytes before a
+		// change are no more than after it; t is the earliest change in
+		// it, j the run's first step end, first its bytes there.
+		last := h[len(h)-1].Bytes
+		t := len(h) - 1
+		j, first := 0, int64(0)
+		for {
+			j, first = int(h[t].Step), h[t].Bytes
+			if j == 0 {
+				break
+			}
+			prev := int64(0) // before the first change: nothing
+			if t > 0 {
+				prev = h[t-1].Bytes
+			}
+			if prev > first {
+				break
+			}
+			if t == 0 {
+				j, first = 0, 0 // nothing before the first change, back to step 0
+				break
+			}
+			t--
+		}
+		run := k - j
+		if run < MinLeakSteps || last <= first {
+			continue
+		}
+		// the run's rises: its changes after j that raise the bytes
 		ups := 0
-		for x := j + 1; x < k; x++ {
-			if series[x][key] > series[x-1][key] {
+		for c := t; c < len(h); c++ {
+			if int(h[c].Step) <= j {
+				continue
+			}
+			prev := int64(0)
+			if c > 0 {
+				prev = h[c-1].Bytes
+			}
+			if h[c].Bytes > prev {
 				ups++
 			}
 		}
 		if 2*ups < run-1 {
 			continue
 		}
-		ls := LeakSuspect{Key: key, GrowthBytesPerStep: (last - series[j][key]) / int64(run-1)}
+		key := series.sums.keys[id]
+		ls := LeakSuspect{Key: key, GrowthBytesPerStep: (last - first) / int64(run-1), Steps: make([]StepPoint, 0, run)}
+		c, v := t, first
 		for x := j; x < k; x++ {
+			for c < len(h) && int(h[c].Step) <= x {
+				v = h[c].Bytes
+				c++
+			}
 			p := points[x]
-			p.Bytes = series[x][key]
+			p.Bytes = v
 			ls.Steps = append(ls.Steps, p)
 		}
 		out = append(out, ls)
