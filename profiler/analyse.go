@@ -228,9 +228,12 @@ func opIndex(ops []Op) func(tid uint64, t int64) string {
 		}
 		tab.ops, tab.maxEnd = append(tab.ops, o), append(tab.maxEnd, m)
 	}
+	for _, tab := range byTID {
+		tab.idx.Update(tab, 0)
+	}
 	return func(tid uint64, t int64) string {
 		if tab := byTID[tid]; tab != nil {
-			if i := oprange.Innermost(tab, t); i >= 0 {
+			if i := tab.idx.Innermost(tab, t); i >= 0 {
 				return tab.ops[i].Name
 			}
 		}
@@ -242,6 +245,7 @@ func opIndex(ops []Op) func(tid uint64, t int64) string {
 type threadOps struct {
 	ops    []*Op
 	maxEnd []int64
+	idx    oprange.Index
 }
 
 func (t *threadOps) Len() int           { return len(t.ops) }

@@ -21,9 +21,12 @@ func (t Sorted) End(i int) int64    { return t.Ops[i].EndUS }
 func (t Sorted) MaxEnd(i int) int64 { return t.Ends[i] }
 func (t Sorted) Skip(i int) bool    { return !t.WithSteps && t.Ops[i].IsStep }
 
-// Set is a set of ops sorted for attribution (a Sorted of its own copy).
-// A nil *Set has no ops.
-type Set struct{ t Sorted }
+// Set is a set of ops sorted for attribution (a Sorted of its own copy,
+// and its Index). A nil *Set has no ops.
+type Set struct {
+	t Sorted
+	x Index
+}
 
 // NewSet sorts a copy of ops in Table order.
 func NewSet(ops []Op) *Set {
@@ -31,7 +34,9 @@ func NewSet(ops []Op) *Set {
 	slices.SortStableFunc(o, func(a, b Op) int {
 		return cmp.Or(cmp.Compare(a.StartUS, b.StartUS), cmp.Compare(b.EndUS, a.EndUS))
 	})
-	return &Set{Sorted{Ops: o, Ends: MaxEnds(o, nil)}}
+	s := &Set{t: Sorted{Ops: o, Ends: MaxEnds(o, nil)}}
+	s.x.Update(s.t, 0)
+	return s
 }
 
 // MaxEnds appends the prefix-max ends of ops (in Table order) to dst.
@@ -61,7 +66,7 @@ func (s *Set) At(t int64) string {
 	if s == nil || t == 0 {
 		return ""
 	}
-	if i := Innermost(s.t, t); i >= 0 {
+	if i := s.x.Innermost(s.t, t); i >= 0 {
 		return s.t.Ops[i].Name
 	}
 	return ""
@@ -72,7 +77,7 @@ func (s *Set) In(lo, hi int64) string {
 	if s == nil || lo == 0 {
 		return ""
 	}
-	if i := Interval(s.t, lo, hi); i >= 0 {
+	if i := s.x.Interval(s.t, lo, hi); i >= 0 {
 		return s.t.Ops[i].Name
 	}
 	return ""

@@ -372,6 +372,7 @@ func (s *Store) retainOps() {
 	s.ops = s.ops[:n]
 	copy(s.opMaxEnd, s.opMaxEnd[i:])
 	s.opMaxEnd = s.opMaxEnd[:n]
+	s.opIdx.Update(s.opTable(), 0)
 	s.opsThinned += int64(i)
 	s.opsVer++
 	s.opsEdits[s.opsVer%opsEditRing] = opsEdit{s.opsVer, 0}

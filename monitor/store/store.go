@@ -70,9 +70,10 @@ type Store struct {
 	// texts holds the strings entries name by TextID, like actions.
 	texts *snapshot.TextTable
 
-	ops      []Op    // sorted by StartUS
-	opMaxEnd []int64 // prefix max of EndUS over ops
-	opsVer   uint64  // AppendOps calls so far
+	ops      []Op          // sorted by StartUS
+	opMaxEnd []int64       // prefix max of EndUS over ops
+	opIdx    oprange.Index // OpAt's search tree over ops
+	opsVer   uint64        // AppendOps calls so far
 	opsEdits [opsEditRing]opsEdit
 
 	annotations []snapshot.Annotation
@@ -988,6 +989,7 @@ func (s *Store) AppendOps(ops []Op) {
 		}
 		s.opMaxEnd = append(s.opMaxEnd, m)
 	}
+	s.opIdx.Update(s.opTable(), from)
 	s.retainOps()
 	s.mu.Unlock()
 	s.changed()
@@ -1045,13 +1047,16 @@ func (s *Store) Ops(t0, t1 int64) []Op {
 	return out
 }
 
+// opTable is the ops as oprange searches them (steps skipped); s.mu held.
+func (s *Store) opTable() oprange.Sorted { return oprange.Sorted{Ops: s.ops, Ends: s.opMaxEnd} }
+
 // OpAt returns the op an entry at time t is attributed to: the innermost
 // non-step op whose interval contains t, ends included (oprange.Innermost,
 // docs/timeline.md "Op attribution").
 func (s *Store) OpAt(t int64) (Op, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i := oprange.Innermost(oprange.Sorted{Ops: s.ops, Ends: s.opMaxEnd}, t); i >= 0 {
+	if i := s.opIdx.Innermost(s.opTable(), t); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false
@@ -1067,7 +1072,7 @@ func (s *Store) OpOf(e Event) (Op, bool) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if i := oprange.Interval(oprange.Sorted{Ops: s.ops, Ends: s.opMaxEnd}, e.Time, e.TimeHi); i >= 0 {
+	if i := s.opIdx.Interval(s.opTable(), e.Time, e.TimeHi); i >= 0 {
 		return s.ops[i], true
 	}
 	return Op{}, false

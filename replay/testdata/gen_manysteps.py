@@ -5,7 +5,7 @@ thousands of blocks live, as an inference server does. Every iteration is
 a step (the repeat period finds them, or Optimizer.step annotations mark
 them); explain stops at every step end.
 
-    python3 gen_manysteps.py OUT.pickle ITERATIONS LIVE TEMPS [--plain] [--leak] [--timed] [--annotate] [--oom]
+    python3 gen_manysteps.py OUT.pickle ITERATIONS LIVE TEMPS [--plain] [--leak] [--timed] [--annotate] [--enclose] [--oom]
 
 LIVE blocks of distinct sizes are allocated once (setup: never freed);
 each iteration allocates and frees TEMPS blocks (TEMPS 1: one alloc /
@@ -15,6 +15,7 @@ not with --plain) and,
 with --leak, keeps one more 512-byte block from a LEAK call site (a leak
 suspect spanning every step). --timed gives entries time_us,
 --annotate (implies --timed) an Optimizer.step#… range per iteration,
+--enclose (implies --annotate) one "train" range around all iterations,
 --oom an oom entry three quarters in.
 """
 import pickle
@@ -38,6 +39,8 @@ def main():
     flags = {a for a in sys.argv[1:] if a.startswith("--")}
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     out, iters, nlive, temps = args[0], int(args[1]), int(args[2]), int(args[3])
+    if "--enclose" in flags:
+        flags.add("--annotate")
     timed = "--timed" in flags or "--annotate" in flags
     trace, anns, live = [], [], {}
     st = {"t": T0, "next": BASE}
@@ -70,6 +73,9 @@ def main():
     temp_addr = [bump(1 << 20) for _ in range(temps)]
     cache_addr = [bump(1 << 16) for _ in range(64)]
     cached = []
+    if "--enclose" in flags:
+        st["t"] += 1
+        anns.append({"name": "train", "stage": "START", "device": 0, "time_us": st["t"]})
     for n in range(iters):
         if "--annotate" in flags:
             st["t"] += 1
@@ -95,6 +101,9 @@ def main():
         if "--annotate" in flags:
             st["t"] += 1
             anns.append({"name": "Optimizer.step#Serve.step", "stage": "END", "device": 0, "time_us": st["t"]})
+    if "--enclose" in flags:
+        st["t"] += 1
+        anns.append({"name": "train", "stage": "END", "device": 0, "time_us": st["t"]})
     snap = {"segments": [segment(live, BASE, SEG, SETUP)], "device_traces": [trace]}
     if anns:
         snap["external_annotations"] = anns
