@@ -171,9 +171,10 @@ type decoder struct {
 	op    byte  // current opcode
 	opOff int64 // offset of the current opcode
 
-	fast      fastState // fastEntry's scratch
-	fastStack val       // fastRef's answer for an interned frames list
-	noFast    bool      // every entry the general way (tests compare the two)
+	fast      fastState  // fastEntry's scratch
+	fastStack val        // fastRef's answer for an interned frames list
+	noFast    bool       // every entry the general way (tests compare the two)
+	par       *parDecode // the parallel decode's helper (pardecode.go); nil: none
 }
 
 // memo maps memo indexes to values. A snapshot memoizes every dict and
@@ -496,6 +497,9 @@ func (d *decoder) run() (val, error) {
 		case opStop:
 			return d.stop()
 		case opMark:
+			if d.par != nil && d.parMark() {
+				continue // a run the helper decoded: the reader is past it
+			}
 			if len(d.marks) >= maxMarkDepth {
 				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
 			}
@@ -949,6 +953,10 @@ func tupleOf(items []val) val {
 func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
 	d := &decoder{in: in, b: b, memo: newMemo()}
 	d.b.memo = &d.memo
+	if b.par != nil {
+		d.par = newParDecode(b.par.ra, b.par.size, b.limit)
+		defer d.par.close()
+	}
 	top, err := d.run()
 	if err != nil {
 		return nil, "", offsetError(d.opOff, err)
