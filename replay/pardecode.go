@@ -45,7 +45,7 @@ import (
 var (
 	parMinSize    int64 = 16 << 20
 	parChunkBytes int64 = 4 << 20
-	parGapBytes   int64 = 6 << 20
+	parGapBytes   int64 = 7 << 20
 	// parSync makes the decoder wait at each MARK for the helper's next
 	// request (tests: every run the helper can take is taken).
 	parSync = false
@@ -88,7 +88,9 @@ type parDecode struct {
 	off   atomic.Int64  // the decoder's offset at its last MARK
 	count atomic.Uint64 // its memo count then
 
-	buf []byte // the helper's read buffer
+	buf   []byte           // the helper's read buffer
+	spare chan []foldEntry // entry buffers the decoder has emptied, back to the helper
+	memo  memo             // the helper's memo, emptied for each run
 
 	pending *parChunk // requested, not answered yet
 	cur     *parChunk // answered: to take over at cur.x
@@ -126,7 +128,8 @@ type parResult struct {
 
 func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
 	p := &parDecode{ra: ra, size: size, limit: limit,
-		req: make(chan *parChunk, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		req: make(chan *parChunk, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		spare: make(chan []foldEntry, 2)}
 	go func() {
 		defer crash.Recover()
 		defer close(p.done)
@@ -219,15 +222,23 @@ func (p *parDecode) run() {
 func (p *parDecode) decodeRun(c *parChunk) *parResult {
 	b := newBuilder()
 	b.stream = true
-	b.collect = make([]foldEntry, 0, max(1024, (c.y-c.x)/minEntryBytes/2))
+	// The entries' buffer is one the decoder has emptied, if any: a run
+	// leaves no garbage behind for the collector to let the heap grow by.
+	select {
+	case b.collect = <-p.spare:
+	default:
+		b.collect = make([]foldEntry, 0, max(1024, (c.y-c.x)/64))
+	}
 	b.total, b.limit = p.size, p.limit
 	in := &byteReader{r: io.NewSectionReader(p.ra, c.x, c.y-c.x), buf: p.buf, total: p.size, base: c.x}
 	if in.buf == nil {
 		in.buf = make([]byte, readChunk)
 		p.buf = in.buf
 	}
-	w := &decoder{in: in, b: b, memo: newMemo()}
+	w := &decoder{in: in, b: b, memo: p.memo}
+	w.memo.reset()
 	b.memo = &w.memo
+	defer func() { p.memo = w.memo }() // its pages, for the next run
 	res := &parResult{w: w}
 	dicts := make([]val, len(c.imports))
 	for j := range c.imports {
@@ -475,6 +486,10 @@ func (d *decoder) parTake(c *parChunk) bool {
 		*b.fold.slot(l.acc) = e
 	}
 	l.streamed += len(r.entries)
+	select {
+	case d.par.spare <- r.entries[:0]:
+	default:
+	}
 	b.sawHistory = b.sawHistory || wb.sawHistory
 	b.sawNoAddr = b.sawNoAddr || wb.sawNoAddr
 	b.sawWorkspace = b.sawWorkspace || wb.sawWorkspace

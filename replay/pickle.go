@@ -201,6 +201,24 @@ type memo struct {
 	// rewrites counts stores to an index that held a value: until it
 	// changes, a string's index keeps naming that string (fastKey).
 	rewrites uint64
+	spare    [][]uint32 // index pages a reset gave up, for claim to reuse (the parallel decode's helper)
+}
+
+// reset empties the memo for another decode, keeping its pages: the
+// parallel decode's helper decodes run after run with one memo.
+func (m *memo) reset() {
+	for i, pg := range m.pages {
+		if pg != nil {
+			clear(pg)
+			m.spare = append(m.spare, pg)
+			m.pages[i] = nil
+		}
+	}
+	for r := uint32(0); r < m.nrows; r += memoPage {
+		clear(m.rows[r>>memoShift])
+	}
+	m.nrows, m.free, m.alloc, m.count, m.rewrites = 0, m.free[:0], 0, 0, 0
+	*m.row(m.newRow()) = memoRow{slot: freeRow} // placedRow
 }
 
 type memoRow struct {
@@ -217,7 +235,7 @@ func (m *memo) row(r uint32) *memoRow { return &m.rows[r>>memoShift][r&(memoPage
 // newRow returns a fresh row's index, allocating its page when needed.
 func (m *memo) newRow() uint32 {
 	r := m.nrows
-	if r&(memoPage-1) == 0 {
+	if r&(memoPage-1) == 0 && int(r>>memoShift) == len(m.rows) {
 		if len(m.rows) == cap(m.rows) {
 			m.alloc += int64(2*cap(m.rows)+1) * 24 // append's new array of page headers
 		}
@@ -290,8 +308,12 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 		m.pages = append(m.pages, nil)
 	}
 	if m.pages[p] == nil {
-		m.pages[p] = make([]uint32, memoPage)
-		m.alloc += 4 * memoPage
+		if n := len(m.spare); n > 0 {
+			m.pages[p], m.spare = m.spare[n-1], m.spare[:n-1]
+		} else {
+			m.pages[p] = make([]uint32, memoPage)
+			m.alloc += 4 * memoPage
+		}
 	}
 	sl := &m.pages[p][i&(memoPage-1)]
 	if r := *sl; r != 0 {
