@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"io"
+	"runtime/pprof"
 	"slices"
 	"sync/atomic"
 
@@ -91,6 +93,14 @@ type parDecode struct {
 	buf   []byte           // the helper's read buffer
 	spare chan []foldEntry // entry buffers the decoder has emptied, back to the helper
 	memo  memo             // the helper's memo, emptied for each run
+	hb    *builder         // the helper's builder (see decodeRun)
+	gen   int              // its generation
+	prev  *parChunk        // the run it decoded last
+
+	// The decoder's: the helper's stack ids of generation mapGen mapped
+	// onto its own (stackMap[id]).
+	mapGen   int
+	stackMap []snapshot.StackID
 
 	pending *parChunk // requested, not answered yet
 	cur     *parChunk // answered: to take over at cur.x
@@ -100,6 +110,7 @@ type parDecode struct {
 type parChunk struct {
 	x, y    int64
 	c0, c1  uint64
+	taken   bool     // the decoder took it over (set before it answers the next request)
 	refs    []uint64 // memo indexes below c0 the run reads
 	maxRef  uint64
 	imports []parImport   // the decoder's answer
@@ -123,6 +134,7 @@ type parImport struct {
 type parResult struct {
 	ok      bool
 	w       *decoder
+	gen     int // the generation of the helper's builder
 	entries []foldEntry
 }
 
@@ -133,7 +145,9 @@ func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
 	go func() {
 		defer crash.Recover()
 		defer close(p.done)
-		p.run()
+		// Labelled, so a CPU profile tells the helper's share from the
+		// decoder's (BENCHMARKS.md).
+		pprof.Do(context.Background(), pprof.Labels("replay", "pardecode-helper"), func(context.Context) { p.run() })
 	}()
 	return p
 }
@@ -220,8 +234,19 @@ func (p *parDecode) run() {
 
 // decodeRun decodes run c with a decoder of its own (the helper's goroutine).
 func (p *parDecode) decodeRun(c *parChunk) *parResult {
-	b := newBuilder()
-	b.stream = true
+	// One builder run after run, its tables (stacks, frames, action names,
+	// strings) kept: the decoder maps its ids onto its own as they grow.
+	// After a run the decoder did not take, or one that failed, the
+	// builder may hold what the decoder never saw: a fresh one, a new
+	// generation of ids.
+	if p.hb == nil || p.prev != nil && !p.prev.taken {
+		p.hb = newBuilder()
+		p.hb.stream = true
+		p.gen++
+	}
+	p.prev = c
+	b := p.hb
+	b.used, b.overErr = 0, nil
 	// The entries' buffer is one the decoder has emptied, if any: a run
 	// leaves no garbage behind for the collector to let the heap grow by.
 	select {
@@ -239,7 +264,12 @@ func (p *parDecode) decodeRun(c *parChunk) *parResult {
 	w.memo.reset()
 	b.memo = &w.memo
 	defer func() { p.memo = w.memo }() // its pages, for the next run
-	res := &parResult{w: w}
+	res := &parResult{w: w, gen: p.gen}
+	defer func() {
+		if !res.ok {
+			p.hb = nil
+		}
+	}()
 	dicts := make([]val, len(c.imports))
 	for j := range c.imports {
 		im := &c.imports[j]
@@ -439,11 +469,17 @@ func (d *decoder) parTake(c *parChunk) bool {
 			}
 		}
 	}
-	local := wb.stacks.Stacks()
-	stacks := make([]snapshot.StackID, len(local))
-	for id := 1; id < len(local); id++ {
-		stacks[id] = b.stacks.Intern(local[id])
+	// Every run of this generation before this one was taken over, so the
+	// helper's stacks not mapped yet are this run's, met in this order.
+	p := d.par
+	if p.mapGen != r.gen {
+		p.mapGen, p.stackMap = r.gen, p.stackMap[:0]
 	}
+	local := wb.stacks.Stacks()
+	for id := len(p.stackMap); id < len(local); id++ {
+		p.stackMap = append(p.stackMap, b.stacks.Intern(local[id])) // id 0: NoStack
+	}
+	stacks := p.stackMap
 	// The run's memo stores, for what comes after it.
 	wm := &r.w.memo
 	for i := c.c0; i < c.c1; i++ {
@@ -486,6 +522,7 @@ func (d *decoder) parTake(c *parChunk) bool {
 		*b.fold.slot(l.acc) = e
 	}
 	l.streamed += len(r.entries)
+	c.taken = true
 	select {
 	case d.par.spare <- r.entries[:0]:
 	default:
