@@ -53,6 +53,9 @@ var (
 	parSync = false
 	// parMerged counts runs taken over (tests).
 	parMerged atomic.Int64
+	// parMaxLate is how many runs in a row the helper may still be
+	// decoding when the decoder reaches them before it is stopped.
+	parMaxLate = 3
 )
 
 // parInput is what a parallel decode reads beside the decoder's reader.
@@ -102,8 +105,10 @@ type parDecode struct {
 	mapGen   int
 	stackMap []snapshot.StackID
 
-	pending *parChunk // requested, not answered yet
-	cur     *parChunk // answered: to take over at cur.x
+	pending  *parChunk // requested, not answered yet
+	late     int       // runs in a row the helper had not finished when the decoder reached them
+	quitting bool      // stop is closed
+	cur      *parChunk // answered: to take over at cur.x
 }
 
 // parChunk is one run of batches [x, y) of the trace list.
@@ -154,8 +159,16 @@ func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
 
 // close stops the helper and waits for it (every way out of a decode).
 func (p *parDecode) close() {
-	close(p.stop)
+	p.quit()
 	<-p.done
+}
+
+// quit tells the helper to stop (the decoder's goroutine; once).
+func (p *parDecode) quit() {
+	if !p.quitting {
+		p.quitting = true
+		close(p.stop)
+	}
 }
 
 // run is the helper: plan a run, ask for its values, decode it, repeat.
@@ -346,6 +359,9 @@ func (p *parDecode) decodeRun(c *parChunk) *parResult {
 // reader is now past it).
 func (d *decoder) parMark() bool {
 	p := d.par
+	if p.quitting {
+		return false
+	}
 	p.off.Store(d.opOff)
 	p.count.Store(d.memo.count)
 	if p.pending == nil && p.cur == nil {
@@ -380,6 +396,21 @@ func (d *decoder) parMark() bool {
 	}
 	if c := p.cur; c != nil && d.opOff >= c.x {
 		p.cur = nil
+		if !parSync {
+			// A helper still decoding the run is one the host gives less
+			// time than the decoder (both cores busy): the decoder goes on
+			// rather than wait, and after parMaxLate such runs in a row
+			// stops the helper, whose work then only adds CPU.
+			select {
+			case <-c.done:
+				p.late = 0
+			default:
+				if p.late++; p.late >= parMaxLate {
+					p.quit()
+				}
+				return false
+			}
+		}
 		<-c.done
 		if d.opOff == c.x && d.parTake(c) {
 			parMerged.Add(1)
