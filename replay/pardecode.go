@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -173,8 +177,21 @@ func (p *parDecode) quit() {
 
 // run is the helper: plan a run, ask for its values, decode it, repeat.
 func (p *parDecode) run() {
+	// On one thread, so that thread's scheduler statistics are the helper's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	sc := newScanner(p.ra, p.size)
 	var carry *scanBatch
+	// The end of the run last answered: the decoder jumps over it once it
+	// gets there, so the next run starts parGapBytes past it — bytes the
+	// decoder decodes itself while the helper decodes that next run.
+	// (Planned from the decoder's offset alone, a run began only
+	// parGapBytes minus the run in flight ahead of where the decoder would
+	// land: the gaps alternated g, parGapBytes−g and one of each pair was
+	// too short, so the helper was still decoding it when the decoder got
+	// there, and both decoded it.)
+	var ahead int64
+	var cps []scanPoint // every batch's MARK and memo count, in file order
 	for {
 		select {
 		case <-p.stop:
@@ -184,7 +201,7 @@ func (p *parDecode) run() {
 		b := carry
 		carry = nil
 		if b == nil {
-			sc.trackFrom = p.off.Load() + parGapBytes
+			sc.trackFrom = max(p.off.Load(), ahead) + parGapBytes
 			if b = sc.next(); b == nil {
 				return
 			}
@@ -192,7 +209,8 @@ func (p *parDecode) run() {
 		// A run starts far enough ahead of the decoder, and reads nothing the
 		// decoder has not stored yet (its answer would come too late to
 		// help). Tests (parSync) let the decoder answer when it gets there.
-		if !b.tracked || b.mark < p.off.Load()+parGapBytes || (!parSync && len(b.refs) > 0 && b.maxRef >= p.count.Load()) {
+		cps = append(cps, scanPoint{b.mark, b.c0})
+		if !b.tracked || b.mark < max(p.off.Load(), ahead)+parGapBytes || (!parSync && len(b.refs) > 0 && !p.readyBy(cps, b.maxRef, b.mark)) {
 			continue
 		}
 		c := &parChunk{x: b.mark, y: b.end, c0: b.c0, c1: b.c1, refs: b.refs, maxRef: b.maxRef,
@@ -202,13 +220,14 @@ func (p *parDecode) run() {
 			if n == nil {
 				break
 			}
+			cps = append(cps, scanPoint{n.mark, n.c0})
 			if !n.follows || !n.tracked || n.mark < c.y {
 				carry = n
 				break
 			}
 			ext := false
 			for _, r := range n.refs {
-				if !parSync && r < c.c0 && r >= p.count.Load() {
+				if !parSync && r < c.c0 && !p.readyBy(cps, r, c.x) {
 					ext = true
 					break
 				}
@@ -240,9 +259,62 @@ func (p *parDecode) run() {
 		case <-p.stop:
 			return
 		}
+		ahead = c.y
+		run0, wait0, known := threadSched()
 		c.res = p.decodeRun(c)
 		close(c.done)
+		// A helper that waited for a CPU a third of the time it wanted one
+		// has no core of its own: it and the decoder take turns on one, so
+		// its work only adds to the wall. (Busy cores need not show in the
+		// load average or in nice: with autogroup scheduling, a process of
+		// another session gets its group's full share whatever its nice.)
+		if run1, wait1, ok := threadSched(); known && ok && !parSync && (wait1-wait0)*2 > run1-run0 {
+			return
+		}
 	}
+}
+
+// threadSched returns the calling thread's time on a CPU and time waiting
+// for one, in ns (Linux's schedstat); false where they cannot be read.
+func threadSched() (run, wait int64, ok bool) {
+	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	run, err1 := strconv.ParseInt(f[0], 10, 64)
+	wait, err2 := strconv.ParseInt(f[1], 10, 64)
+	return run, wait, err1 == nil && err2 == nil
+}
+
+// scanPoint is where a batch begins and the memo count there.
+type scanPoint struct {
+	off int64
+	c   uint64
+}
+
+// readyBy reports whether the decoder will have stored memo index r
+// parGapBytes before offset x: stored already, or by the first batch the
+// pre-scan met with a higher memo count. A run may read values the decoder
+// has yet to store when it plans the run, as long as the decoder answers
+// (once it has stored them) with the run still far enough ahead — the
+// file's first values (keys, shared strings) are read by every batch, and
+// waiting for the decoder to store them before planning at all let it
+// decode the file's first run of megabytes alone.
+func (p *parDecode) readyBy(cps []scanPoint, r uint64, x int64) bool {
+	if r < p.count.Load() {
+		return true
+	}
+	i, _ := slices.BinarySearchFunc(cps, r, func(cp scanPoint, r uint64) int {
+		if cp.c > r {
+			return 1
+		}
+		return -1
+	})
+	return i < len(cps) && cps[i].off+parGapBytes <= x
 }
 
 // decodeRun decodes run c with a decoder of its own (the helper's goroutine).
