@@ -60,6 +60,8 @@ var (
 	// parMaxLate is how many runs in a row the helper may still be
 	// decoding when the decoder reaches them before it is stopped.
 	parMaxLate = 3
+	// parCoreFree reports whether the host has a core for the helper.
+	parCoreFree = coreFree
 )
 
 // parInput is what a parallel decode reads beside the decoder's reader.
@@ -80,7 +82,32 @@ func parInputOf(r io.Reader, size int64, mode streamMode) *parInput {
 	if _, seeks := r.(io.Seeker); !ok || !seeks || size < 0 {
 		return nil
 	}
+	if mode == streamAuto && !parCoreFree() {
+		return nil
+	}
 	return &parInput{ra: ra, size: size}
+}
+
+// coreFree reports whether the host looks to have a core for the helper:
+// no more tasks runnable right now than leave one CPU free beside this
+// one (Linux's /proc/loadavg; true where it cannot be read). A snapshot,
+// so the helper also watches its own wait for a CPU (run).
+func coreFree() bool {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return true
+	}
+	n, _, ok := strings.Cut(f[3], "/")
+	running, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		return true
+	}
+	// running counts this task, reading the file.
+	return running-1 <= runtime.NumCPU()-2
 }
 
 // parDecode is the decoder's side of the helper: the decoder's goroutine

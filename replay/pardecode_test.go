@@ -157,9 +157,21 @@ func TestParDecodeWhen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	oldFree := parCoreFree
+	defer func() { parCoreFree = oldFree }()
+	parCoreFree = func() bool { return true }
 	if parInputOf(f, 1<<30, streamAuto) == nil && runtime.GOMAXPROCS(0) > 1 {
 		t.Error("a big file with more than one P: no parallel decode")
 	}
+	parCoreFree = func() bool { return false }
+	if parInputOf(f, 1<<30, streamAuto) != nil {
+		t.Error("no core free: parallel decode")
+	}
+	if parInputOf(f, 1<<30, streamParDecode) == nil {
+		t.Error("no core free, parallel decode asked for: none")
+	}
+	coreFree() // reads /proc/loadavg without failing
+	parCoreFree = func() bool { return true }
 	if parInputOf(f, parMinSize-1, streamAuto) != nil {
 		t.Error("a small file: parallel decode")
 	}
