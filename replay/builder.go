@@ -183,6 +183,8 @@ type builder struct {
 	parFold   bool         // streaming: fold beside the decoder (fold starts at the first entry)
 	fold      *foldPipe    // streaming in parallel: the accumulators are the folder's until fold.wait
 	sink      *traceSink   // streaming to Options.Trace (nil: to the accumulators)
+	collect   []foldEntry  // streaming in a parallel decode's helper: the entries' folded fields, in order
+	par       *parInput    // the file, for a parallel decode (pardecode.go); nil: sequential
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
 	memo      *memo        // nil for JSON
@@ -1133,6 +1135,11 @@ func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
 		return
 	}
 	if b.stream {
+		if b.collect != nil {
+			l.streamed++
+			b.collect = append(b.collect, foldEntry{addr: e.Addr, stream: e.Stream, size: e.Size, time: e.TimeUS, frames: e.Frames, action: e.Action})
+			return
+		}
 		if l.acc == nil {
 			l.acc = newTraceAcc()
 		}

@@ -12,15 +12,16 @@ import (
 type streamMode uint8
 
 const (
-	noStream   streamMode = iota // entries kept in the model
-	streamAuto                   // folded: beside the decoder when there is more than one P
-	streamSeq                    // folded by the decoding goroutine itself
-	streamPar                    // folded by a second goroutine (tests force it)
+	noStream        streamMode = iota // entries kept in the model
+	streamAuto                        // folded: beside the decoder when there is more than one P, the trace then decoded on two goroutines in a file of parMinSize bytes or more (pardecode.go)
+	streamSeq                         // folded by the decoding goroutine itself
+	streamPar                         // folded by a second goroutine (tests force it)
+	streamParDecode                   // streamPar, and the trace decoded on two goroutines whatever the file's size (tests)
 )
 
 // parallel reports whether mode folds in a second goroutine.
 func (m streamMode) parallel() bool {
-	return m == streamPar || m == streamAuto && runtime.GOMAXPROCS(0) > 1
+	return m == streamPar || m == streamParDecode || m == streamAuto && runtime.GOMAXPROCS(0) > 1
 }
 
 // Pipeline sizes: foldBatches buffers of foldBatchLen entries (the stats

@@ -171,9 +171,10 @@ type decoder struct {
 	op    byte  // current opcode
 	opOff int64 // offset of the current opcode
 
-	fast      fastState // fastEntry's scratch
-	fastStack val       // fastRef's answer for an interned frames list
-	noFast    bool      // every entry the general way (tests compare the two)
+	fast      fastState  // fastEntry's scratch
+	fastStack val        // fastRef's answer for an interned frames list
+	noFast    bool       // every entry the general way (tests compare the two)
+	par       *parDecode // the parallel decode's helper (pardecode.go); nil: none
 }
 
 // memo maps memo indexes to values. A snapshot memoizes every dict and
@@ -200,6 +201,24 @@ type memo struct {
 	// rewrites counts stores to an index that held a value: until it
 	// changes, a string's index keeps naming that string (fastKey).
 	rewrites uint64
+	spare    [][]uint32 // index pages a reset gave up, for claim to reuse (the parallel decode's helper)
+}
+
+// reset empties the memo for another decode, keeping its pages: the
+// parallel decode's helper decodes run after run with one memo.
+func (m *memo) reset() {
+	for i, pg := range m.pages {
+		if pg != nil {
+			clear(pg)
+			m.spare = append(m.spare, pg)
+			m.pages[i] = nil
+		}
+	}
+	for r := uint32(0); r < m.nrows; r += memoPage {
+		clear(m.rows[r>>memoShift])
+	}
+	m.nrows, m.free, m.alloc, m.count, m.rewrites = 0, m.free[:0], 0, 0, 0
+	*m.row(m.newRow()) = memoRow{slot: freeRow} // placedRow
 }
 
 type memoRow struct {
@@ -216,7 +235,7 @@ func (m *memo) row(r uint32) *memoRow { return &m.rows[r>>memoShift][r&(memoPage
 // newRow returns a fresh row's index, allocating its page when needed.
 func (m *memo) newRow() uint32 {
 	r := m.nrows
-	if r&(memoPage-1) == 0 {
+	if r&(memoPage-1) == 0 && int(r>>memoShift) == len(m.rows) {
 		if len(m.rows) == cap(m.rows) {
 			m.alloc += int64(2*cap(m.rows)+1) * 24 // append's new array of page headers
 		}
@@ -289,8 +308,12 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 		m.pages = append(m.pages, nil)
 	}
 	if m.pages[p] == nil {
-		m.pages[p] = make([]uint32, memoPage)
-		m.alloc += 4 * memoPage
+		if n := len(m.spare); n > 0 {
+			m.pages[p], m.spare = m.spare[n-1], m.spare[:n-1]
+		} else {
+			m.pages[p] = make([]uint32, memoPage)
+			m.alloc += 4 * memoPage
+		}
 	}
 	sl := &m.pages[p][i&(memoPage-1)]
 	if r := *sl; r != 0 {
@@ -496,6 +519,9 @@ func (d *decoder) run() (val, error) {
 		case opStop:
 			return d.stop()
 		case opMark:
+			if d.par != nil && d.parMark() {
+				continue // a run the helper decoded: the reader is past it
+			}
 			if len(d.marks) >= maxMarkDepth {
 				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
 			}
@@ -949,6 +975,10 @@ func tupleOf(items []val) val {
 func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
 	d := &decoder{in: in, b: b, memo: newMemo()}
 	d.b.memo = &d.memo
+	if b.par != nil {
+		d.par = newParDecode(b.par.ra, b.par.size, b.limit)
+		defer d.par.close()
+	}
 	top, err := d.run()
 	if err != nil {
 		return nil, "", offsetError(d.opOff, err)

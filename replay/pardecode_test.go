@@ -1,0 +1,241 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/npumon/npumon/allocator/snapshot"
+	"github.com/npumon/npumon/internal/testutil/fixture"
+	"github.com/npumon/npumon/internal/testutil/poll"
+)
+
+// withParDecode sets the parallel decode's sizes for the rest of the test:
+// runs of chunk bytes (1: one batch each) starting gap bytes ahead of the
+// decoder, which with sync waits at each MARK for the helper's next
+// request, so every run the helper can take is taken.
+func withParDecode(t testing.TB, chunk, gap int64, sync bool) {
+	t.Helper()
+	oldC, oldG, oldS := parChunkBytes, parGapBytes, parSync
+	parChunkBytes, parGapBytes, parSync = chunk, gap, sync
+	t.Cleanup(func() { parChunkBytes, parGapBytes, parSync = oldC, oldG, oldS })
+}
+
+// longTrace is a fixture's trace repeated to n entries, as a pickle: many
+// batches of a trace list, with every real entry shape.
+func longTrace(t testing.TB, n int) []byte {
+	t.Helper()
+	c := mustDecode(t, fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
+	s := *c.Snapshot
+	s.Forward = nil
+	var tr []snapshot.TraceEntry
+	for len(tr) < n {
+		tr = append(tr, s.DeviceTraces[0]...)
+	}
+	s.DeviceTraces = [][]snapshot.TraceEntry{tr[:n]}
+	var buf bytes.Buffer
+	if err := WritePickle(&buf, &s, ExportDict); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// comparePar checks that the parallel decode gives path's stats byte for
+// byte as the sequential one, errors included.
+func comparePar(t *testing.T, path, what string) {
+	t.Helper()
+	want := statsOutcome(t, path, streamSeq)
+	if got := statsOutcome(t, path, streamParDecode); got != want {
+		t.Errorf("%s: parallel decode differs (runs of %d bytes, %d ahead, sync %v)\n got: %s\nwant: %s",
+			what, parChunkBytes, parGapBytes, parSync, got, want)
+	}
+}
+
+// On every fixture, the real ones and replay's own (damaged ones
+// included), the parallel decode gives `stats --json` byte for byte, or
+// the same error line; and on a long trace made of a fixture's entries,
+// the helper's runs are taken over.
+func TestParDecodeSameFixtures(t *testing.T) {
+	for _, cfg := range []struct {
+		chunk, gap int64
+		sync       bool
+	}{{1, 0, true}, {1, 16 << 10, true}, {1, 0, false}, {64 << 10, 0, true}} {
+		withParDecode(t, cfg.chunk, cfg.gap, cfg.sync)
+		for _, path := range foldFixtures(t) {
+			comparePar(t, path, path)
+		}
+	}
+	// Runs of one batch, a batch or so ahead of the decoder: most batches
+	// are taken over (a run whose first entry shares a list of the batch
+	// before it cannot be: the decoder is there before it has the list).
+	withParDecode(t, 1, 70<<10, true)
+	out := filepath.Join(t.TempDir(), "long.pickle")
+	if err := os.WriteFile(out, longTrace(t, 60000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := parMerged.Load()
+	comparePar(t, out, "long trace")
+	if n := parMerged.Load() - before; n < 10 {
+		t.Errorf("long trace: %d of 59 runs taken over by the decoder", n)
+	}
+}
+
+// Random traces (a fixture's entries redrawn over devices, new sizes),
+// whole and cut at random offsets, at random run sizes: the parallel
+// decode agrees with the sequential one, errors (text and offset)
+// included, and leaves no goroutine behind.
+func TestParDecodeRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 7))
+	dir := t.TempDir()
+	out := filepath.Join(dir, "random.pickle")
+	before := runtime.NumGoroutine()
+	n := 0
+	for _, path := range foldFixtures(t) {
+		c, err := DecodeFile(path, Options{})
+		if err != nil || len(c.Snapshot.DeviceTraces) == 0 {
+			continue
+		}
+		for round := range 2 {
+			s := mutateTraces(r, c.Snapshot)
+			var buf bytes.Buffer
+			if err := WritePickle(&buf, s, ExportDict); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			for cut := range 4 {
+				data := buf.Bytes()
+				if cut > 0 {
+					data = data[:r.IntN(len(data))]
+				}
+				if err := os.WriteFile(out, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				withParDecode(t, 1+r.Int64N(int64(len(data))/4+1), r.Int64N(int64(len(data))/4+1), r.IntN(2) == 0)
+				comparePar(t, out, fmt.Sprintf("from %s round %d cut %d", filepath.Base(path), round, cut))
+			}
+			n++
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d random snapshots", n)
+	}
+	poll.Until(t, fmt.Sprintf("the goroutines of before the decodes (%d)", before), func() bool {
+		return runtime.NumGoroutine() <= before
+	})
+}
+
+// A long trace at the default run sizes scaled down (runs of 256 KiB,
+// 512 KiB ahead, no waiting): the helper's runs are planned and taken as
+// in a big file, and the figures are the same. Cut at random offsets, the
+// errors are.
+func TestParDecodeLong(t *testing.T) {
+	withParDecode(t, 256<<10, 512<<10, false)
+	data := longTrace(t, 200000)
+	out := filepath.Join(t.TempDir(), "long.pickle")
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	comparePar(t, out, "long trace")
+	r := rand.New(rand.NewPCG(29, 8))
+	for range 3 {
+		if err := os.WriteFile(out, data[:len(data)/2+r.IntN(len(data)/2)], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		comparePar(t, out, "long trace, cut")
+	}
+}
+
+// The parallel decode starts only for the stats fold with more than one P,
+// a file big enough, read at offsets; never for a context, a sink, a
+// progress callback.
+func TestParDecodeWhen(t *testing.T) {
+	f, err := os.Open(fixture.Path(t, "snapshots/cuda-2026-assignment2-memory_snapshot.pickle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	oldFree := parCoreFree
+	defer func() { parCoreFree = oldFree }()
+	parCoreFree = func() bool { return true }
+	if parInputOf(f, 1<<30, streamAuto) == nil && runtime.GOMAXPROCS(0) > 1 {
+		t.Error("a big file with more than one P: no parallel decode")
+	}
+	parCoreFree = func() bool { return false }
+	if parInputOf(f, 1<<30, streamAuto) != nil {
+		t.Error("no core free: parallel decode")
+	}
+	if parInputOf(f, 1<<30, streamParDecode) == nil {
+		t.Error("no core free, parallel decode asked for: none")
+	}
+	coreFree() // reads /proc/loadavg without failing
+	parCoreFree = func() bool { return true }
+	if parInputOf(f, parMinSize-1, streamAuto) != nil {
+		t.Error("a small file: parallel decode")
+	}
+	if parInputOf(f, 1<<30, streamSeq) != nil || parInputOf(f, 1<<30, streamPar) != nil || parInputOf(f, 1<<30, noStream) != nil {
+		t.Error("a mode that does not ask for it: parallel decode")
+	}
+	if parInputOf(bytes.NewBuffer(nil), 1<<30, streamParDecode) != nil {
+		t.Error("an input that cannot be read at offsets: parallel decode")
+	}
+	old := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(old)
+	if parInputOf(f, 1<<30, streamAuto) != nil {
+		t.Error("GOMAXPROCS=1: parallel decode")
+	}
+}
+
+// The pre-scan finds the batches of a long trace list, one after the
+// other, with the memo counts the decoder reaches there.
+func TestParScanBatches(t *testing.T) {
+	data := longTrace(t, 20000)
+	sc := newScanner(bytes.NewReader(data), int64(len(data)))
+	var bs []*scanBatch
+	for b := sc.next(); b != nil; b = sc.next() {
+		bs = append(bs, b)
+	}
+	if sc.err != nil {
+		t.Fatalf("scan stopped: %v", sc.err)
+	}
+	if len(bs) != 19 { // 20 batches of 1,000 entries: the first is not a continuation
+		t.Fatalf("%d batches, want 19", len(bs))
+	}
+	for i, b := range bs {
+		if data[b.mark] != opMark || data[b.end-1] != opAppends || b.c1 <= b.c0 || !b.tracked {
+			t.Fatalf("batch %d: %+v", i, b)
+		}
+		if i > 0 && (!b.follows || b.mark != bs[i-1].end || b.c0 != bs[i-1].c1) {
+			t.Fatalf("batch %d does not follow batch %d: %+v, %+v", i, i-1, b, bs[i-1])
+		}
+	}
+}
+
+// FuzzParDecode: on arbitrary bytes the pre-scan ends, and the parallel
+// decode (runs of one batch, the decoder waiting for each) gives what the
+// sequential one gives, errors included.
+func FuzzParDecode(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*.pickle")
+	for _, p := range seeds {
+		if data, err := os.ReadFile(p); err == nil && len(data) < 64<<10 {
+			f.Add(data)
+		}
+	}
+	f.Add(longTrace(f, 3000))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc := newScanner(bytes.NewReader(data), int64(len(data)))
+		for n := 0; sc.next() != nil; n++ {
+			if n > len(data) {
+				t.Fatal("the pre-scan reports more batches than there are bytes")
+			}
+		}
+		withParDecode(t, 1, 0, true)
+		out := filepath.Join(t.TempDir(), "f.pickle")
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		comparePar(t, out, "fuzz input")
+	})
+}
