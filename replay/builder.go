@@ -185,6 +185,10 @@ type builder struct {
 	sink      *traceSink   // streaming to Options.Trace (nil: to the accumulators)
 	collect   []foldEntry  // streaming in a parallel decode's helper: the entries' folded fields, in order
 	par       *parInput    // the file, for a parallel decode (pardecode.go); nil: sequential
+	// A parallel decode's helper: the stack ids internStack returned in
+	// this chunk, once each, in order, and 1 + each one's place in it.
+	stackLog []snapshot.StackID
+	stackPos []int32
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
 	memo      *memo        // nil for JSON
@@ -698,6 +702,9 @@ func (b *builder) internStack(fids []uint32) snapshot.StackID {
 	}
 	b.key = k
 	if id, ok := b.stackOf[string(k)]; ok {
+		if b.stackPos != nil {
+			b.logStack(id)
+		}
 		return id
 	}
 	frames := make([]snapshot.Frame, len(fids))
@@ -706,6 +713,9 @@ func (b *builder) internStack(fids []uint32) snapshot.StackID {
 	}
 	id := b.stacks.Intern(frames)
 	b.stackOf[string(k)] = id
+	if b.stackPos != nil {
+		b.logStack(id)
+	}
 	return id
 }
 

@@ -1,15 +1,16 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/npumon/npumon/allocator/snapshot"
@@ -17,52 +18,70 @@ import (
 )
 
 // The parallel decode of `npumon stats` (StatsFile): the decoder runs
-// through the file as it always does, and a helper goroutine decodes
-// stretches of the big trace list ahead of it, which the decoder then
-// takes over instead of decoding them itself.
+// through the file as it always does, and helper goroutines decode
+// chunks of the big trace list ahead of it, which the decoder then takes
+// over instead of decoding them itself.
 //
-// The helper pre-scans the opcodes (parscan.go) to find the trace list's
-// batches and the memo count at each (protocol 4 numbers the memo by
-// counting MEMOIZEs), picks a run of whole batches [x, y) far enough ahead
-// of the decoder, and asks the decoder for the memo values that run reads
-// from before x (the keys, action strings, frame dicts and shared frames
-// lists: the pre-scan lists their indexes). The decoder copies them at its
-// next MARK, once it has stored them all. The helper decodes the run with
-// a decoder of its own, primed with those values, its memo counting from
-// the run's first index, its stack holding a trace list, and collects the
-// entries' folded fields. When the decoder reaches x it checks that
-// everything the helper assumed holds — the trace list is on top of its
-// stack with no entry pending, its memo count is the one the pre-scan gave,
-// every value it handed over is still the same — and that the helper ended
-// exactly at y with its stack as it began; then it takes the run over: the
-// helper's new stacks and action names interned in the order the helper
-// met them (so every id is the one a sequential decode gives), its memo
-// stores copied (so later references see them), its entries handed to the
-// fold in order, and its reader moved on to y. Anything else and the
-// decoder decodes the run itself. A decode that fails is decoded again,
+// Nothing is pre-scanned. Once the decoder is inside a trace list (at a
+// batch's MARK, the list on top of its stack) it copies the memo values a
+// trace reads and cannot re-create — strings, scalars, frame dicts — and
+// cuts the rest of the file into chunks: each begins at the first batch
+// boundary (APPENDS, MARK, EMPTY_DICT, MEMOIZE, MARK: an entry dict
+// opening a batch) at or after an even step through the file. The chunks
+// alternate between the decoder and the helpers (with m helpers, m of
+// every m+1), so every helper decodes while the decoder decodes a chunk
+// of its own, and no helper gets more than two rounds ahead (its results
+// wait in memory).
+//
+// A helper decodes a chunk with a decoder of its own whose memo holds the
+// copied values at their indexes; the chunk's own memo stores are counted
+// from the copy's count K, since the real count at the chunk's start is
+// not known until the decoder gets there (protocol 4 numbers the memo by
+// counting MEMOIZEs). A reference to K or above — or to a value not
+// copied — cannot be read, so it becomes a placeholder: a stack id that
+// stands for "the frames list at memo index n". Where a placeholder ends
+// up as an entry's frames (a free shares its request's list; an entry
+// shares a list of the segments) it is resolved when the decoder takes
+// the chunk over; anywhere else the decode fails (a key, an action, a
+// frame must be known), and so does any BINPUT. The helper stops where the
+// next chunk begins or where its list ends.
+//
+// When the decoder reaches a helper's chunk exactly at its MARK, with a
+// trace list on top of its stack and nothing pending, it waits for the
+// helper (rather than decode the chunk again), checks everything the
+// helper assumed — no memo value rewritten since the copy, every copied
+// frame dict unchanged, every placeholder a frames list (one the decoder
+// stored before the chunk, or one the chunk stored before the reference),
+// the helper ending where it should with its stack as it began — and
+// takes the chunk over: the chunk's stacks interned in the order the
+// helper met them (so every id is the one a sequential decode gives), its
+// memo stores copied to the real indexes, its entries handed to the fold
+// in order, its reader moved past the chunk. Anything else and the
+// decoder decodes the chunk itself. A decode that fails is decoded again,
 // sequentially, so errors (text, offset) are the sequential decoder's.
 //
-// What the helper's runs do not give the model: the entries' texts
+// What the helper's chunks do not give the model: the entries' texts
 // (compile_context, user_metadata; the stats fold reads neither).
 
-// Parallel decode settings: the smallest file it starts for, the bytes a
-// helper run takes, and how far ahead of the decoder a run starts.
-// Variables so tests can make runs of single batches in small files.
+// Parallel decode settings: the smallest file it starts for and the bytes
+// of a chunk. Variables so tests can cut small files into many chunks.
 var (
 	parMinSize    int64 = 16 << 20
 	parChunkBytes int64 = 4 << 20
-	parGapBytes   int64 = 7 << 20
-	// parSync makes the decoder wait at each MARK for the helper's next
-	// request (tests: every run the helper can take is taken).
+	// parMaxHelpers caps the helpers (GOMAXPROCS-1 otherwise): the
+	// decoder takes every helper chunk over itself, which bounds the gain.
+	parMaxHelpers = 16
+	// parSync makes the decoder wait for a helper to claim each helper
+	// chunk (tests: every chunk a helper can take is taken).
 	parSync = false
-	// parMerged counts runs taken over (tests).
+	// parMerged counts chunks taken over (tests).
 	parMerged atomic.Int64
-	// parMaxLate is how many runs in a row the helper may still be
-	// decoding when the decoder reaches them before it is stopped.
-	parMaxLate = 3
 	// parCoreFree reports whether the host has a core for the helper.
 	parCoreFree = coreFree
 )
+
+// phBase is the first placeholder stack id (placeholderStack).
+const phBase = 1 << 30
 
 // parInput is what a parallel decode reads beside the decoder's reader.
 type parInput struct {
@@ -88,10 +107,10 @@ func parInputOf(r io.Reader, size int64, mode streamMode) *parInput {
 	return &parInput{ra: ra, size: size}
 }
 
-// coreFree reports whether the host looks to have a core for the helper:
+// coreFree reports whether the host looks to have a core for a helper:
 // no more tasks runnable right now than leave one CPU free beside this
 // one (Linux's /proc/loadavg; true where it cannot be read). A snapshot,
-// so the helper also watches its own wait for a CPU (run).
+// so the helpers also watch their own wait for a CPU (helper).
 func coreFree() bool {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -110,197 +129,6 @@ func coreFree() bool {
 	return running-1 <= runtime.NumCPU()-2
 }
 
-// parDecode is the decoder's side of the helper: the decoder's goroutine
-// owns pending and cur; off and count are what it publishes.
-type parDecode struct {
-	ra    io.ReaderAt
-	size  int64
-	limit int64 // the helper decoder's budget
-
-	req  chan *parChunk
-	stop chan struct{}
-	done chan struct{}
-
-	off   atomic.Int64  // the decoder's offset at its last MARK
-	count atomic.Uint64 // its memo count then
-
-	buf   []byte           // the helper's read buffer
-	spare chan []foldEntry // entry buffers the decoder has emptied, back to the helper
-	memo  memo             // the helper's memo, emptied for each run
-	hb    *builder         // the helper's builder (see decodeRun)
-	gen   int              // its generation
-	prev  *parChunk        // the run it decoded last
-
-	// The decoder's: the helper's stack ids of generation mapGen mapped
-	// onto its own (stackMap[id]).
-	mapGen   int
-	stackMap []snapshot.StackID
-
-	pending  *parChunk // requested, not answered yet
-	late     int       // runs in a row the helper had not finished when the decoder reached them
-	quitting bool      // stop is closed
-	cur      *parChunk // answered: to take over at cur.x
-}
-
-// parChunk is one run of batches [x, y) of the trace list.
-type parChunk struct {
-	x, y    int64
-	c0, c1  uint64
-	taken   bool     // the decoder took it over (set before it answers the next request)
-	refs    []uint64 // memo indexes below c0 the run reads
-	maxRef  uint64
-	imports []parImport   // the decoder's answer
-	answer  chan bool     // false: decoded by the decoder (too late, or values the helper cannot take)
-	done    chan struct{} // closed by the helper once res is set
-	res     *parResult
-}
-
-// parImport is a memo value handed to the helper: a copy it may read
-// (strings, scalars, a stack's frames, a frame dict's content) and, for
-// the decoder's check, what it was.
-type parImport struct {
-	i      uint64
-	v      val              // scalars and strings; kStack: n is the decoder's id; kDict: d and gen (the decoder's, not for the helper)
-	frames []snapshot.Frame // kStack
-	fr     snapshot.Frame   // kDict: a frame dict's content
-	fid    bool             // kDict: placed in a frames list before
-}
-
-// parResult is the helper's decode of a run.
-type parResult struct {
-	ok      bool
-	w       *decoder
-	gen     int // the generation of the helper's builder
-	entries []foldEntry
-}
-
-func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
-	p := &parDecode{ra: ra, size: size, limit: limit,
-		req: make(chan *parChunk, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		spare: make(chan []foldEntry, 2)}
-	go func() {
-		defer crash.Recover()
-		defer close(p.done)
-		// Labelled, so a CPU profile tells the helper's share from the
-		// decoder's (BENCHMARKS.md).
-		pprof.Do(context.Background(), pprof.Labels("replay", "pardecode-helper"), func(context.Context) { p.run() })
-	}()
-	return p
-}
-
-// close stops the helper and waits for it (every way out of a decode).
-func (p *parDecode) close() {
-	p.quit()
-	<-p.done
-}
-
-// quit tells the helper to stop (the decoder's goroutine; once).
-func (p *parDecode) quit() {
-	if !p.quitting {
-		p.quitting = true
-		close(p.stop)
-	}
-}
-
-// run is the helper: plan a run, ask for its values, decode it, repeat.
-func (p *parDecode) run() {
-	// On one thread, so that thread's scheduler statistics are the helper's.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	sc := newScanner(p.ra, p.size)
-	var carry *scanBatch
-	// The end of the run last answered: the decoder jumps over it once it
-	// gets there, so the next run starts parGapBytes past it — bytes the
-	// decoder decodes itself while the helper decodes that next run.
-	// (Planned from the decoder's offset alone, a run began only
-	// parGapBytes minus the run in flight ahead of where the decoder would
-	// land: the gaps alternated g, parGapBytes−g and one of each pair was
-	// too short, so the helper was still decoding it when the decoder got
-	// there, and both decoded it.)
-	var ahead int64
-	var cps []scanPoint // every batch's MARK and memo count, in file order
-	for {
-		select {
-		case <-p.stop:
-			return
-		default:
-		}
-		b := carry
-		carry = nil
-		if b == nil {
-			sc.trackFrom = max(p.off.Load(), ahead) + parGapBytes
-			if b = sc.next(); b == nil {
-				return
-			}
-		}
-		// A run starts far enough ahead of the decoder, and reads nothing the
-		// decoder has not stored yet (its answer would come too late to
-		// help). Tests (parSync) let the decoder answer when it gets there.
-		cps = append(cps, scanPoint{b.mark, b.c0})
-		if !b.tracked || b.mark < max(p.off.Load(), ahead)+parGapBytes || (!parSync && len(b.refs) > 0 && !p.readyBy(cps, b.maxRef, b.mark)) {
-			continue
-		}
-		c := &parChunk{x: b.mark, y: b.end, c0: b.c0, c1: b.c1, refs: b.refs, maxRef: b.maxRef,
-			answer: make(chan bool, 1), done: make(chan struct{})}
-		for c.y-c.x < parChunkBytes {
-			n := sc.next()
-			if n == nil {
-				break
-			}
-			cps = append(cps, scanPoint{n.mark, n.c0})
-			if !n.follows || !n.tracked || n.mark < c.y {
-				carry = n
-				break
-			}
-			ext := false
-			for _, r := range n.refs {
-				if !parSync && r < c.c0 && !p.readyBy(cps, r, c.x) {
-					ext = true
-					break
-				}
-			}
-			if ext {
-				carry = n
-				break
-			}
-			for _, r := range n.refs {
-				if r < c.c0 {
-					c.refs = append(c.refs, r)
-					c.maxRef = max(c.maxRef, r)
-				}
-			}
-			c.y, c.c1 = n.end, n.c1
-		}
-		slices.Sort(c.refs)
-		c.refs = slices.Compact(c.refs)
-		select {
-		case p.req <- c:
-		case <-p.stop:
-			return
-		}
-		select {
-		case ok := <-c.answer:
-			if !ok {
-				continue
-			}
-		case <-p.stop:
-			return
-		}
-		ahead = c.y
-		run0, wait0, known := threadSched()
-		c.res = p.decodeRun(c)
-		close(c.done)
-		// A helper that waited for a CPU a third of the time it wanted one
-		// has no core of its own: it and the decoder take turns on one, so
-		// its work only adds to the wall. (Busy cores need not show in the
-		// load average or in nice: with autogroup scheduling, a process of
-		// another session gets its group's full share whatever its nice.)
-		if run1, wait1, ok := threadSched(); known && ok && !parSync && (wait1-wait0)*2 > run1-run0 {
-			return
-		}
-	}
-}
-
 // threadSched returns the calling thread's time on a CPU and time waiting
 // for one, in ns (Linux's schedstat); false where they cannot be read.
 func threadSched() (run, wait int64, ok bool) {
@@ -317,201 +145,190 @@ func threadSched() (run, wait int64, ok bool) {
 	return run, wait, err1 == nil && err2 == nil
 }
 
-// scanPoint is where a batch begins and the memo count there.
-type scanPoint struct {
-	off int64
-	c   uint64
+// Chunk states (parDecode.mu).
+const (
+	chunkFree    = iota // nobody has it yet
+	chunkDecoder        // the decoder decodes it (its own, or one it reached first)
+	chunkHelper         // a helper decodes it; done closes when res is set
+)
+
+// parChunk is one chunk [x, y) of a trace list (y: the next chunk's x, or
+// the file's end).
+type parChunk struct {
+	x, y   int64
+	helper bool // a helper's chunk (else the decoder's own)
+	state  int
+	// The copies when a helper claimed it (imports below k).
+	imports []parImport
+	k       uint64
+	done   chan struct{}
+	res    *parResult
 }
 
-// readyBy reports whether the decoder will have stored memo index r
-// parGapBytes before offset x: stored already, or by the first batch the
-// pre-scan met with a higher memo count. A run may read values the decoder
-// has yet to store when it plans the run, as long as the decoder answers
-// (once it has stored them) with the run still far enough ahead — the
-// file's first values (keys, shared strings) are read by every batch, and
-// waiting for the decoder to store them before planning at all let it
-// decode the file's first run of megabytes alone.
-func (p *parDecode) readyBy(cps []scanPoint, r uint64, x int64) bool {
-	if r < p.count.Load() {
-		return true
-	}
-	i, _ := slices.BinarySearchFunc(cps, r, func(cp scanPoint, r uint64) int {
-		if cp.c > r {
-			return 1
-		}
-		return -1
-	})
-	return i < len(cps) && cps[i].off+parGapBytes <= x
+// parImport is a memo value copied for the helpers: what it was (for the
+// decoder's check), and a frame dict's content.
+type parImport struct {
+	i   uint64
+	v   val            // scalars and strings; kDict: the decoder's dict and gen (never the helpers')
+	fr  snapshot.Frame // kDict: a frame dict's content
+	fid bool           // kDict: placed in a frames list before
 }
 
-// decodeRun decodes run c with a decoder of its own (the helper's goroutine).
-func (p *parDecode) decodeRun(c *parChunk) *parResult {
-	// One builder run after run, its tables (stacks, frames, action names,
-	// strings) kept: the decoder maps its ids onto its own as they grow.
-	// After a run the decoder did not take, or one that failed, the
-	// builder may hold what the decoder never saw: a fresh one, a new
-	// generation of ids.
-	if p.hb == nil || p.prev != nil && !p.prev.taken {
-		p.hb = newBuilder()
-		p.hb.stream = true
-		p.gen++
+// parPH is a placeholder: a reference to memo index n the helper could
+// not read, made when the chunk had stored lref values and interned
+// logLen stacks.
+type parPH struct {
+	n      uint64
+	lref   uint64
+	logLen int
+}
+
+// parSym is a helper decoder's placeholder state.
+type parSym struct {
+	ph    []parPH
+	cache [256]parSymCache
+}
+
+type parSymCache struct {
+	n  uint64
+	id uint32
+	ok bool
+}
+
+// placeholder returns the stack id standing for memo index n.
+func (s *parSym) placeholder(n, lref uint64, logLen int) uint32 {
+	c := &s.cache[n&255]
+	if c.ok && c.n == n {
+		return c.id
 	}
-	p.prev = c
-	b := p.hb
-	b.used, b.overErr = 0, nil
-	// The entries' buffer is one the decoder has emptied, if any: a run
-	// leaves no garbage behind for the collector to let the heap grow by.
-	select {
-	case b.collect = <-p.spare:
-	default:
-		b.collect = make([]foldEntry, 0, max(1024, (c.y-c.x)/64))
-	}
-	b.total, b.limit = p.size, p.limit
-	in := &byteReader{r: io.NewSectionReader(p.ra, c.x, c.y-c.x), buf: p.buf, total: p.size, base: c.x}
-	if in.buf == nil {
-		in.buf = make([]byte, readChunk)
-		p.buf = in.buf
-	}
-	w := &decoder{in: in, b: b, memo: p.memo}
-	w.memo.reset()
-	b.memo = &w.memo
-	defer func() { p.memo = w.memo }() // its pages, for the next run
-	res := &parResult{w: w, gen: p.gen}
-	defer func() {
-		if !res.ok {
-			p.hb = nil
-		}
-	}()
-	dicts := make([]val, len(c.imports))
-	for j := range c.imports {
-		im := &c.imports[j]
-		switch im.v.k {
-		case kStack:
-			sl, err := w.memo.claim(im.i, c.x)
-			if err != nil {
-				return res
-			}
-			*sl = stackSlot | uint32(b.stacks.Intern(im.frames))
-			continue
-		case kDict:
-			dv := b.newDict()
-			_ = b.decide(dv.d, dFrame) // a new dict: no pairs wait
-			*dv.d.fr = im.fr
-			if im.fid {
-				b.frameID(dv.d)
-			}
-			dicts[j] = dv
-			if w.memo.put(im.i, dv, c.x) != nil {
-				return res
-			}
-		default:
-			if w.memo.put(im.i, im.v, c.x) != nil {
-				return res
-			}
-		}
-	}
-	w.memo.count = c.c0
-	l := &list{}
-	l.setKind(lTraces)
-	w.stack = append(w.stack, val{k: kList, l: l})
-	_, err := w.run()
-	res.entries = b.collect
-	// The run ends where the next opcode would be read at y, with the
-	// stack as it began and nothing pending.
-	if !errors.Is(err, ErrTruncated) || in.err != nil || w.opOff != c.y || len(w.stack) != 1 ||
-		w.stack[0].k != kList || w.stack[0].l != l || len(w.marks) != 0 || b.entriesLive != 0 ||
-		b.overErr != nil || w.memo.count != c.c1 || b.table.Len() > 64 {
-		return res
-	}
-	// The values handed over are as they were.
-	for j, dv := range dicts {
-		if d := dv.d; d != nil && (d.kind != dFrame || d.gen != dv.gen || *d.fr != c.imports[j].fr) {
-			return res
-		}
-	}
-	// Every memo store of the run is one the decoder can take.
-	for i := c.c0; i < c.c1; i++ {
-		sl := w.memo.slot(i)
-		if sl == nil || *sl == 0 || *sl&stackSlot != 0 {
-			continue
-		}
-		row := w.memo.row(*sl - 1)
-		if row.slot != uint32(i) || row.v.k == kDict && row.v.d.gen != row.v.gen {
-			continue // a placed entry, or a released row: stale for the decoder too
-		}
-		switch row.v.k {
-		case kList, kEntry, kMark:
-			return res
-		case kDict:
-			if row.v.d.kind != dFrame {
-				return res
-			}
-		}
-	}
-	res.ok = true
-	return res
+	id := uint32(phBase + len(s.ph))
+	s.ph = append(s.ph, parPH{n: n, lref: lref, logLen: logLen})
+	c.n, c.id, c.ok = n, id, true
+	return id
+}
+
+// parResult is a helper's decode of a chunk: copies of everything the
+// decoder reads (the helper goes on with the next chunk meanwhile).
+type parResult struct {
+	end     int64          // where the decoder goes on: y, or where the list ended
+	stores  []uint32       // the chunk's memo stores from symK: 0 none, 1 stale (a placed entry), stackSlot|id, else 2+k: vals[k]
+	vals    []parImport    // strings, scalars, frame dicts stored
+	ph      []parPH        // placeholders: stack id phBase+k is ph[k]
+	entries []foldEntry    // the entries' folded fields, in order
+	log     []snapshot.StackID // the helper's stack ids the chunk interned, in order
+	frames  [][]snapshot.Frame // their frames
+	names   []parName      // the helper's names of actions it does not know
+	used    int64          // bytes charged
+	saw     [9]bool        // the schema evidence it saw
+}
+
+type parName struct {
+	a    snapshot.Action
+	name string
+}
+
+// parDecode is the decoder's side of the helpers.
+type parDecode struct {
+	ra    io.ReaderAt
+	size  int64
+	limit int64
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	chunks  []*parChunk
+	nx      int  // the first chunk the decoder has not passed
+	stopped bool // helpers claim nothing more
+	alive   int  // helpers running
+	wg      sync.WaitGroup
+	ctx     context.Context // cancelled by close: a helper's reader stops
+	cancel  context.CancelFunc
+
+	// The memo values copied for the helpers, below importK: the decoder
+	// appends (mu) as it gets past chunks; a helper reads those there when
+	// it claims a chunk.
+	imports []parImport
+	importK uint64
+	dicts   []int // the frame dicts among imports (the decoder's)
+
+	// Fixed once started (before any helper runs).
+	started  bool
+	rewrites uint64 // the decoder's memo rewrites then
+	helpers  int
+
+	// The decoder's.
+	watch  int64 // the decoder looks at chunk nx once its offset reaches this
+	mapArr []snapshot.StackID // helper stack id → the decoder's, for the chunk taken over
+	posArr []int32            // helper stack id → 1 + its position in the chunk's log
+	phRes  []snapshot.StackID
+	spare  chan []foldEntry
+}
+
+func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
+	p := &parDecode{ra: ra, size: size, limit: limit, spare: make(chan []foldEntry, 8)}
+	p.cond.L = &p.mu
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// close stops the helpers and waits for them (every way out of a decode).
+func (p *parDecode) close() {
+	p.mu.Lock()
+	p.stopped = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
 }
 
 // parMark is the decoder's side, at each MARK the run loop reads: it
-// publishes its position, answers the helper's request once it can, and
-// at the start of a run the helper decoded takes the run over (true: the
-// reader is now past it).
+// starts the helpers once inside a trace list, and at the start of a
+// helper's chunk takes the chunk over (true: the reader is now past it).
 func (d *decoder) parMark() bool {
 	p := d.par
-	if p.quitting {
+	if !p.started {
+		d.parStart()
 		return false
 	}
-	p.off.Store(d.opOff)
-	p.count.Store(d.memo.count)
-	if p.pending == nil && p.cur == nil {
-		if parSync {
-			select {
-			case c := <-p.req:
-				p.pending = c
-			case <-p.done:
-			}
+	for d.opOff >= p.watch {
+		p.mu.Lock()
+		if p.nx >= len(p.chunks) {
+			p.mu.Unlock()
+			p.watch = 1<<63 - 1
+			return false
+		}
+		c := p.chunks[p.nx]
+		if d.opOff < c.x {
+			p.mu.Unlock()
+			p.watch = c.x
+			return false
+		}
+		for parSync && c.helper && c.state == chunkFree && p.alive > 0 && !p.stopped {
+			p.cond.Wait()
+		}
+		if c.state == chunkFree {
+			c.state = chunkDecoder
+		}
+		if d.memo.count > p.importK {
+			d.publish() // what the decoder stored since, for the next claims
+		}
+		p.nx++
+		p.cond.Broadcast() // helpers waiting for the decoder to move on
+		p.mu.Unlock()
+		if n := p.nx; n < len(p.chunks) {
+			p.watch = p.chunks[n].x
 		} else {
-			select {
-			case c := <-p.req:
-				p.pending = c
-			default:
-			}
+			p.watch = 1<<63 - 1
 		}
-	}
-	if c := p.pending; c != nil {
-		switch {
-		case d.opOff >= c.x:
-			p.pending = nil
-			c.answer <- false
-		case len(c.refs) == 0 || c.maxRef < d.memo.count:
-			p.pending = nil
-			if d.parAnswer(c) {
-				p.cur = c
-				c.answer <- true
-			} else {
-				c.answer <- false
-			}
+		if c.state != chunkHelper || d.opOff != c.x {
+			continue // passed, or the decoder's
 		}
-	}
-	if c := p.cur; c != nil && d.opOff >= c.x {
-		p.cur = nil
-		if !parSync {
-			// A helper still decoding the run is one the host gives less
-			// time than the decoder (both cores busy): the decoder goes on
-			// rather than wait, and after parMaxLate such runs in a row
-			// stops the helper, whose work then only adds CPU.
-			select {
-			case <-c.done:
-				p.late = 0
-			default:
-				if p.late++; p.late >= parMaxLate {
-					p.quit()
-				}
-				return false
-			}
-		}
+		// A helper's chunk, exactly where it begins: wait for it rather than
+		// decode it again (if the helper has no core of its own, the two take
+		// turns on one, and the work is done once either way).
 		<-c.done
-		if d.opOff == c.x && d.parTake(c) {
+		r := c.res
+		c.res = nil
+		if r != nil && d.parTake(c, r) {
 			parMerged.Add(1)
 			return true
 		}
@@ -519,156 +336,657 @@ func (d *decoder) parMark() bool {
 	return false
 }
 
-// parAnswer copies the values run c reads from before it; false if one
-// is not a kind the helper takes.
-func (d *decoder) parAnswer(c *parChunk) bool {
-	c.imports = make([]parImport, 0, len(c.refs))
-	for _, i := range c.refs {
-		v := d.memoRef(i)
-		if v == nil {
-			continue // not stored, or stale: the helper's decode of the reference fails as it would here
-		}
-		im := parImport{i: i}
-		switch v.k {
-		case kStack:
-			im.v = *v
-			im.frames = append([]snapshot.Frame(nil), d.b.stacks.Stacks()[v.n]...)
-		case kDict:
-			if v.d.kind != dFrame {
-				return false
-			}
-			im.v = val{k: kDict, d: v.d, gen: v.gen}
-			im.fr, im.fid = *v.d.fr, v.d.fid != 0
-		case kList, kEntry, kMark:
-			return false
-		default:
-			im.v = *v
-		}
-		c.imports = append(c.imports, im)
+// parStart starts the helpers at the first batch MARK of a trace list:
+// copies the memo values chunks may read and cuts the rest of the file
+// into chunks. It stays off (started, no chunks) where there is no helper
+// to run or too little left to share.
+func (d *decoder) parStart() {
+	// parMark runs before the MARK is pushed: the list is on top.
+	n := len(d.stack)
+	if n == 0 {
+		return
 	}
+	t := &d.stack[n-1]
+	b := d.b
+	if t.k != kList || t.l.kind != lTraces || t.l.listMore == nil || t.l.acc == nil ||
+		b.entriesLive != 0 || !b.parFold || b.sink != nil {
+		return
+	}
+	p := d.par
+	p.started = true
+	helpers := min(runtime.GOMAXPROCS(0)-1, parMaxHelpers)
+	if helpers < 1 {
+		return
+	}
+	// The values to copy: every live string, scalar and frame dict.
+	m := &d.memo
+	for r := uint32(1); r < m.nrows; r++ {
+		row := m.row(r)
+		if row.slot == freeRow {
+			continue
+		}
+		if sl := m.slot(uint64(row.slot)); sl == nil || *sl != r+1 {
+			continue
+		}
+		if !p.addImport(uint64(row.slot), &row.v) {
+			return // a shape the helpers would copy too much for
+		}
+	}
+	p.importK, p.rewrites = m.count, m.rewrites
+	// The chunks: the first batch boundary at or after every step.
+	step := max(parChunkBytes, 1)
+	var xs []int64
+	buf := make([]byte, 64<<10)
+	for g := d.opOff + step; g < p.size; {
+		// A batch is under 1 MiB: not finding one that far, the trace has
+		// ended (or the file is not a trace there).
+		span := max(step, 1<<20)
+		x := syncBatch(p.ra, g, min(g+span, p.size), p.size, buf)
+		if x < 0 {
+			g += span
+			continue
+		}
+		xs = append(xs, x)
+		g = max(g+step, x+1)
+	}
+	for k, x := range xs {
+		c := &parChunk{x: x, y: p.size, done: make(chan struct{})}
+		if k+1 < len(xs) {
+			c.y = xs[k+1]
+		}
+		// With m helpers the decoder keeps one chunk of every m+1.
+		c.helper = k%(helpers+1) != helpers
+		p.chunks = append(p.chunks, c)
+	}
+	nh := 0
+	for _, c := range p.chunks {
+		if c.helper {
+			nh++
+		}
+	}
+	helpers = min(helpers, nh)
+	if helpers == 0 {
+		return
+	}
+	p.watch = p.chunks[0].x
+	p.helpers = helpers
+	p.alive = helpers
+	p.wg.Add(helpers)
+	for range helpers {
+		go func() {
+			defer crash.Recover()
+			defer p.wg.Done()
+			// Labelled, so a CPU profile tells the helpers' share from the
+			// decoder's (BENCHMARKS.md).
+			pprof.Do(context.Background(), pprof.Labels("replay", "pardecode-helper"), func(context.Context) { p.helper() })
+		}()
+	}
+}
+
+// maxImports caps the values copied for the helpers: past it, chunks
+// that read newer values fail (the decoder decodes them).
+const maxImports = 1 << 16
+
+// addImport adds memo value v at index i to the copies, if of a kind a
+// helper may read; false once there are maxImports.
+func (p *parDecode) addImport(i uint64, v *val) bool {
+	im := parImport{i: i}
+	switch v.k {
+	case kNone, kBool, kInt, kUint, kFloat, kStr, kBytes, kPair, kTuple:
+		im.v = *v
+	case kDict:
+		if v.d.gen != v.gen || v.d.kind != dFrame {
+			return true
+		}
+		im.v = val{k: kDict, d: v.d, gen: v.gen}
+		im.fr, im.fid = *v.d.fr, v.d.fid != 0
+		p.dicts = append(p.dicts, len(p.imports))
+	default:
+		return true
+	}
+	if len(p.imports) >= maxImports {
+		return false
+	}
+	p.imports = append(p.imports, im)
 	return true
 }
 
-// parTake takes the helper's run c over, at its first MARK, if every
+// publish copies the values the decoder stored from importK up (it
+// decoded them itself), for chunks claimed from now on; the caller holds
+// mu.
+func (d *decoder) publish() {
+	p, m := d.par, &d.memo
+	if m.rewrites != p.rewrites || len(p.imports) >= maxImports {
+		return // chunks fail the check anyway, or would read past the cap
+	}
+	for i := p.importK; i < m.count; i++ {
+		sl := m.slot(i)
+		if sl == nil || *sl == 0 || *sl&stackSlot != 0 {
+			continue
+		}
+		row := m.row(*sl - 1)
+		if row.slot != uint32(i) {
+			continue
+		}
+		if !p.addImport(i, &row.v) {
+			break
+		}
+	}
+	p.importK = m.count
+}
+
+// syncBatch returns the offset of the first batch boundary's MARK in [from,
+// to) — APPENDS, MARK, EMPTY_DICT, MEMOIZE, MARK, FRAMEs anywhere between —
+// or -1. A plan, never trusted: a chunk is taken over only where the
+// decoder itself reads that MARK.
+func syncBatch(ra io.ReaderAt, from, to, size int64, buf []byte) int64 {
+	const tail = 64 // the pattern's longest: five opcodes and four FRAMEs
+	for off := from; off < to; off += int64(len(buf) - tail) {
+		n, _ := ra.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		p := buf[:n]
+		for i := 0; i < len(p); {
+			j := bytes.IndexByte(p[i:], opAppends)
+			if j < 0 || off+int64(i+j) >= to {
+				break
+			}
+			i += j + 1
+			if x, ok := matchBatch(p, i); ok {
+				return off + int64(x)
+			}
+		}
+		if n < len(buf) {
+			break
+		}
+	}
+	return -1
+}
+
+// matchBatch reports whether p[i:] is MARK, EMPTY_DICT, MEMOIZE (a
+// pickler that memoizes the dicts), MARK, FRAMEs between, and where the
+// first MARK is.
+func matchBatch(p []byte, i int) (int, bool) {
+	want := [...]byte{opMark, opEmptyDict, opMemoize, opMark}
+	x := -1
+	for k, w := range want {
+		for i < len(p) && p[i] == opFrame {
+			i += 9
+		}
+		if i >= len(p) {
+			return 0, false
+		}
+		if p[i] != w {
+			if w == opMemoize {
+				continue // not memoized: the next opcode is the MARK
+			}
+			return 0, false
+		}
+		if k == 0 {
+			x = i
+		}
+		i++
+	}
+	return x, true
+}
+
+// parHelper is one helper's decoder state, kept from chunk to chunk.
+type parHelper struct {
+	p    *parDecode
+	sym  parSym
+	b    *builder
+	memo memo
+	rows uint32 // the memo's rows after the copies
+	k    uint64 // the copies' count: the chunk's own stores start there
+	nimp int    // imports copied
+	buf  []byte
+	ok   bool // b and memo hold the copy and nothing a failed chunk left
+}
+
+// helper claims chunks and decodes them until none is left.
+func (p *parDecode) helper() {
+	// On one thread, so that thread's scheduler statistics are the helper's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer func() {
+		p.mu.Lock()
+		p.alive--
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	}()
+	h := &parHelper{p: p}
+	for {
+		c := p.claim()
+		if c == nil {
+			return
+		}
+		run0, wait0, known := threadSched()
+		c.res = h.decode(c)
+		close(c.done)
+		// A helper that waited for a CPU half the time it wanted one has no
+		// core of its own: it and the decoder take turns on one, so its work
+		// only adds to the wall. (Busy cores need not show in the load
+		// average or in nice: with autogroup scheduling, a process of another
+		// session gets its group's full share whatever its nice.)
+		if run1, wait1, ok := threadSched(); known && ok && !parSync && wait1-wait0 > run1-run0 {
+			return
+		}
+	}
+}
+
+// claim returns the first free helper chunk not behind the decoder and
+// at most two rounds ahead of it (waiting for the decoder to move on),
+// or nil when there is none or the decode is over.
+func (p *parDecode) claim() *parChunk {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		if p.stopped {
+			return nil
+		}
+		var c *parChunk
+		k := p.nx
+		for ; k < len(p.chunks); k++ {
+			if q := p.chunks[k]; q.helper && q.state == chunkFree {
+				c = q
+				break
+			}
+		}
+		if c == nil {
+			return nil
+		}
+		if k <= p.nx+2*(p.helpers+1) {
+			c.state = chunkHelper
+			c.imports, c.k = p.imports, p.importK
+			p.cond.Broadcast() // a decoder waiting for the claim (parSync)
+			return c
+		}
+		p.cond.Wait()
+	}
+}
+
+// decode decodes chunk c on the helper's goroutine.
+func (h *parHelper) decode(c *parChunk) *parResult {
+	p := h.p
+	if !h.ok {
+		h.reset()
+	}
+	if !h.load(c) {
+		h.ok = false
+		return nil
+	}
+	h.ok = false // until the chunk succeeds
+	b := h.b
+	b.used, b.overErr = 0, nil
+	b.entryQ, b.entriesLive = b.entryQ[:0], 0
+	b.sawHistory, b.sawNoAddr, b.sawWorkspace, b.sawNPUConf, b.sawCUDAConf = false, false, false, false, false
+	b.sawTime, b.sawSettings, b.sawStream, b.sawStreamZero = false, false, false, false
+	b.stackLog = b.stackLog[:0]
+	n0 := b.stacks.Len()
+	select {
+	case b.collect = <-p.spare:
+	default:
+		b.collect = make([]foldEntry, 0, max(1024, (c.y-c.x)/64))
+	}
+	in := &byteReader{r: io.NewSectionReader(p.ra, c.x, c.y-c.x), buf: h.buf, total: p.size, base: c.x, ctx: p.ctx}
+	if in.buf == nil {
+		in.buf = make([]byte, readChunk)
+		h.buf = in.buf
+	}
+	w := &decoder{in: in, b: b, memo: h.memo, sym: &h.sym, symK: h.k}
+	h.sym.ph = h.sym.ph[:0]
+	h.sym.cache = [256]parSymCache{}
+	b.memo = &w.memo
+	defer func() { h.memo = w.memo }() // its pages, for the next chunk
+	l := &list{}
+	l.setKind(lTraces)
+	w.stack = append(w.stack, val{k: kList, l: l})
+	_, err := w.run()
+	defer func() {
+		for _, id := range b.stackLog {
+			b.stackPos[id] = 0 // the log positions, for the next chunk
+		}
+	}()
+	// The chunk ends where the next opcode would be read at y, or where its
+	// list ends; with the stack as it began and nothing pending.
+	if !(errors.Is(err, ErrTruncated) && in.err == nil && w.opOff == c.y || err == errListEnd) ||
+		len(w.stack) != 1 || w.stack[0].k != kList || w.stack[0].l != l || len(w.marks) != 0 ||
+		b.entriesLive != 0 || b.overErr != nil || b.table.Len() > 64 {
+		return nil
+	}
+	// Every stack the chunk made is in the log (forward_frames intern
+	// without it): the decoder interns the log, in order.
+	nl := 0
+	for _, id := range b.stackLog {
+		if int(id) >= n0 {
+			nl++
+		}
+	}
+	if nl != b.stacks.Len()-n0 {
+		return nil
+	}
+	r := &parResult{end: w.opOff, ph: append([]parPH(nil), h.sym.ph...), entries: b.collect, used: b.used,
+		saw: [9]bool{b.sawHistory, b.sawNoAddr, b.sawWorkspace, b.sawNPUConf, b.sawCUDAConf, b.sawTime, b.sawSettings, b.sawStream, b.sawStreamZero}}
+	b.collect = nil
+	// Every memo store of the chunk, if one the decoder can take.
+	r.stores = make([]uint32, w.memo.count-h.k)
+	for j := range r.stores {
+		i := h.k + uint64(j)
+		sl := w.memo.slot(i)
+		if sl == nil || *sl == 0 {
+			continue
+		}
+		if s := *sl; s&stackSlot != 0 {
+			if id := s &^ stackSlot; id != 0 && (id >= phBase || int(id) >= len(b.stackPos) || b.stackPos[id] == 0) {
+				return nil // not a stack of the chunk's
+			}
+			r.stores[j] = s
+			continue
+		}
+		row := w.memo.row(*sl - 1)
+		if row.slot != uint32(i) || row.v.k == kDict && row.v.d.gen != row.v.gen {
+			r.stores[j] = 1 // a placed entry, or a released row: stale for the decoder too
+			continue
+		}
+		v := row.v
+		im := parImport{v: v}
+		switch v.k {
+		case kList, kEntry, kMark, kStack:
+			return nil
+		case kDict:
+			if v.d.kind != dFrame {
+				return nil
+			}
+			im.v = val{k: kDict}
+			im.fr, im.fid = *v.d.fr, v.d.fid != 0
+		}
+		r.stores[j] = uint32(2 + len(r.vals))
+		r.vals = append(r.vals, im)
+	}
+	r.log = append([]snapshot.StackID(nil), b.stackLog...)
+	all := b.stacks.Stacks()
+	r.frames = make([][]snapshot.Frame, len(r.log))
+	for k, id := range r.log {
+		r.frames[k] = all[id]
+	}
+	for a := range 256 {
+		if act := snapshot.Action(a); !act.Known() && act != snapshot.ActionOther {
+			if name := b.table.Name(act); name != "other" {
+				r.names = append(r.names, parName{act, name})
+			}
+		}
+	}
+	h.ok = true
+	return r
+}
+
+// reset makes the helper's builder and memo afresh.
+func (h *parHelper) reset() {
+	p := h.p
+	b := newBuilder()
+	b.stream = true
+	b.total, b.limit = p.size, p.limit
+	b.stackPos = []int32{}
+	h.b, h.memo, h.rows, h.k, h.nimp = b, newMemo(), 1, 0, 0
+	h.b.memo = &h.memo
+}
+
+// load empties the memo of the last chunk's stores and copies in the
+// values published since.
+func (h *parHelper) load(c *parChunk) bool {
+	m, b := &h.memo, h.b
+	m.truncate(h.k, h.rows)
+	for _, im := range c.imports[h.nimp:] {
+		v := im.v
+		if v.k == kDict {
+			v = b.newDict()
+			_ = b.decide(v.d, dFrame) // a new dict: no pairs wait
+			*v.d.fr = im.fr
+			if im.fid {
+				b.frameID(v.d)
+			}
+		}
+		if m.put(im.i, v, 1<<62) != nil {
+			return false
+		}
+	}
+	_ = m.takeAlloc()
+	h.nimp, h.k, h.rows = len(c.imports), c.k, m.nrows
+	m.count = c.k
+	c.imports = nil
+	return true
+}
+
+// errSymPut fails a helper's chunk at a memo store by index: its indexes
+// are not the real ones.
+var errSymPut = errors.New("a memo store by index in a helper's chunk")
+
+// errListEnd ends a helper's chunk where its trace list ends.
+var errListEnd = errors.New("the chunk's list ends")
+
+// symListEnd reports, after an APPENDS that emptied a helper's marks,
+// whether its list ends here: the next opcode (FRAMEs aside) is not the
+// MARK of another batch. At the chunk's end it reports false, and the
+// next read ends the chunk.
+func (d *decoder) symListEnd() bool {
+	in := d.in
+	for {
+		if !in.fill(1) {
+			return false
+		}
+		switch in.buf[in.pos] {
+		case opMark:
+			return false
+		case opFrame:
+			if !in.fill(9) {
+				return false
+			}
+			if in.buf[in.pos] == opFrame { // still a FRAME after the refill
+				in.pos += 9
+				continue
+			}
+		default:
+			d.opOff = in.offset()
+			return true
+		}
+	}
+}
+
+// symRef is memoRef for a helper: a copied value, or a placeholder.
+func (d *decoder) symRef(i uint64) *val {
+	if i < d.symK {
+		if v := d.memoRefLive(i); v != nil {
+			return v
+		}
+	}
+	d.fastStack = val{k: kStack, n: uint64(d.sym.placeholder(i, d.memo.count-d.symK, len(d.b.stackLog)))}
+	return &d.fastStack
+}
+
+// symGet is get for a helper: a copied value, or a placeholder.
+func (d *decoder) symGet(i uint64) error {
+	if i < d.symK {
+		if v, err := d.memo.get(i); err == nil {
+			return d.push(v)
+		}
+	}
+	return d.push(val{k: kStack, n: uint64(d.sym.placeholder(i, d.memo.count-d.symK, len(d.b.stackLog)))})
+}
+
+// logStack records a stack id a helper's chunk interned, once, in order.
+func (b *builder) logStack(id snapshot.StackID) {
+	for int(id) >= len(b.stackPos) {
+		b.stackPos = append(b.stackPos, 0)
+	}
+	if b.stackPos[id] == 0 {
+		b.stackLog = append(b.stackLog, id)
+		b.stackPos[id] = int32(len(b.stackLog))
+	}
+}
+
+// parTake takes a helper's chunk over, at its first MARK, if every
 // assumption of the helper's decode holds; false leaves the decoder as it
 // was.
-func (d *decoder) parTake(c *parChunk) bool {
-	r, b := c.res, d.b
-	if r == nil || !r.ok || len(d.stack) == 0 || b.entriesLive != 0 || b.overErr != nil ||
-		d.memo.count != c.c0 || !b.parFold || b.sink != nil {
+func (d *decoder) parTake(c *parChunk, r *parResult) bool {
+	b, p := d.b, d.par
+	if len(d.stack) == 0 || b.entriesLive != 0 || b.overErr != nil ||
+		d.memo.rewrites != p.rewrites || !b.parFold || b.sink != nil {
 		return false
 	}
 	t := &d.stack[len(d.stack)-1]
 	if t.k != kList || t.l.kind != lTraces || t.l.listMore == nil || t.l.acc == nil {
 		return false
 	}
-	wb := r.w.b
 	// Far from the budget: the helper's charges stand in for the ones the
 	// decoder would have made, so the decode fails where it would have.
-	if b.used+wb.used > b.limit/2 {
+	if b.used+r.used > b.limit/2 {
 		return false
 	}
-	for j := range c.imports {
-		im := &c.imports[j]
-		v := d.memoRef(im.i)
-		if v == nil || v.k != im.v.k {
+	// The frame dicts copied are as they were (strings and scalars are,
+	// with no memo value rewritten).
+	for _, j := range p.dicts {
+		im := &p.imports[j]
+		v := d.memoRefLive(im.i)
+		if v == nil || v.k != kDict || v.d != im.v.d || v.gen != im.v.gen || v.d.gen != v.gen || v.d.kind != dFrame || *v.d.fr != im.fr {
 			return false
 		}
-		switch v.k {
-		case kDict:
-			if v.d != im.v.d || v.gen != im.gen() || v.d.gen != v.gen || v.d.kind != dFrame || *v.d.fr != im.fr {
-				return false
-			}
-		default:
-			if v.n != im.v.n || v.m != im.v.m || v.s != im.v.s {
-				return false
-			}
+	}
+	// The log's positions, by the helper's stack id.
+	pos := p.posArr
+	for _, id := range r.log {
+		for int(id) >= len(pos) {
+			pos = append(pos, 0)
 		}
 	}
-	if !d.in.seekTo(c.y) {
+	p.posArr = pos
+	for k, id := range r.log {
+		pos[id] = int32(k + 1)
+	}
+	defer func() {
+		for _, id := range r.log {
+			pos[id] = 0
+		}
+	}()
+	// The placeholders: each a frames list, stored before the chunk, or by
+	// the chunk before the reference and interned by then.
+	T := d.memo.count
+	res := p.phRes[:0]
+	for _, h := range r.ph {
+		if h.n < T {
+			sl := d.memo.slot(h.n)
+			if sl == nil || *sl&stackSlot == 0 {
+				return false
+			}
+			res = append(res, snapshot.StackID(*sl&^stackSlot))
+			continue
+		}
+		j := h.n - T
+		if j >= h.lref || j >= uint64(len(r.stores)) || r.stores[j]&stackSlot == 0 {
+			return false
+		}
+		id := snapshot.StackID(r.stores[j] &^ stackSlot)
+		if id != snapshot.NoStack && int(pos[id]) > h.logLen {
+			return false
+		}
+		res = append(res, -1-id) // mapped once the log is interned
+	}
+	p.phRes = res
+	if !d.in.seekTo(r.end) {
 		return false
 	}
-	// Ids in the order the helper met them: the sequential decode's.
-	var acts [256]snapshot.Action
-	for a := range acts {
-		act := snapshot.Action(a)
-		acts[a] = act
-		if !act.Known() && act != snapshot.ActionOther {
-			if name := wb.table.Name(act); name != "other" {
-				acts[a] = b.action(name)
-			}
+	// The chunk's stacks, interned in the order it met them: the ids a
+	// sequential decode gives.
+	mp := p.mapArr
+	if len(mp) == 0 {
+		mp = append(mp, snapshot.NoStack)
+	}
+	for _, id := range r.log {
+		for int(id) >= len(mp) {
+			mp = append(mp, 0)
 		}
 	}
-	// Every run of this generation before this one was taken over, so the
-	// helper's stacks not mapped yet are this run's, met in this order.
-	p := d.par
-	if p.mapGen != r.gen {
-		p.mapGen, p.stackMap = r.gen, p.stackMap[:0]
+	p.mapArr = mp
+	for k, id := range r.log {
+		mp[id] = b.stacks.Intern(r.frames[k])
 	}
-	local := wb.stacks.Stacks()
-	for id := len(p.stackMap); id < len(local); id++ {
-		p.stackMap = append(p.stackMap, b.stacks.Intern(local[id])) // id 0: NoStack
+	for k, s := range res {
+		if s < 0 {
+			res[k] = mp[-1-s]
+		}
 	}
-	stacks := p.stackMap
-	// The run's memo stores, for what comes after it.
-	wm := &r.w.memo
-	for i := c.c0; i < c.c1; i++ {
-		sl := wm.slot(i)
-		if sl == nil || *sl == 0 {
+	// The chunk's memo stores, at their real indexes.
+	for j, s := range r.stores {
+		if s == 0 {
 			continue
 		}
-		if s := *sl; s&stackSlot != 0 {
-			dst, _ := d.memo.claim(i, c.y) // the helper claimed it
-			*dst = stackSlot | uint32(stacks[s&^stackSlot])
-			continue
-		}
-		row := wm.row(*sl - 1)
-		if row.slot != uint32(i) || row.v.k == kDict && row.v.d.gen != row.v.gen {
-			dst, _ := d.memo.claim(i, c.y)
+		i := T + uint64(j)
+		switch {
+		case s&stackSlot != 0:
+			dst, _ := d.memo.claim(i, r.end) // the helper claimed it
+			*dst = stackSlot | uint32(mp[s&^stackSlot])
+		case s == 1:
+			dst, _ := d.memo.claim(i, r.end)
 			*dst = placedRow + 1
-			continue
-		}
-		v := row.v
-		if v.k == kDict {
-			dv := b.newDict()
-			_ = b.decide(dv.d, dFrame)
-			*dv.d.fr = *v.d.fr
-			if v.d.fid != 0 {
-				b.frameID(dv.d)
+		default:
+			im := &r.vals[s-2]
+			v := im.v
+			if v.k == kDict {
+				v = b.newDict()
+				_ = b.decide(v.d, dFrame)
+				*v.d.fr = im.fr
+				if im.fid {
+					b.frameID(v.d)
+				}
 			}
-			v = dv
+			_ = d.memo.put(i, v, r.end)
 		}
-		_ = d.memo.put(i, v, c.y)
 	}
 	b.charge(d.memo.takeAlloc())
-	d.memo.count = c.c1
-	// The entries, to the fold in trace order.
+	d.memo.count = T + uint64(len(r.stores))
+	// The entries, to the fold in trace order; actions the helper did not
+	// know named in the order the chunk met them.
+	var acts [256]snapshot.Action
+	for a := range acts {
+		acts[a] = snapshot.Action(a)
+	}
+	var named [256]bool
+	for _, n := range r.names {
+		named[n.a] = true
+	}
 	l := t.l
 	if b.fold == nil {
 		b.fold = newFoldPipe()
 	}
 	for _, e := range r.entries {
-		e.action, e.frames = acts[e.action], stacks[e.frames]
+		if a := e.action; named[a] {
+			named[a] = false
+			for _, n := range r.names {
+				if n.a == a {
+					acts[a] = b.action(n.name)
+				}
+			}
+		}
+		e.action = acts[e.action]
+		if e.frames >= phBase {
+			e.frames = res[e.frames-phBase]
+		} else {
+			e.frames = mp[e.frames]
+		}
 		*b.fold.slot(l.acc) = e
 	}
 	l.streamed += len(r.entries)
-	c.taken = true
 	select {
-	case d.par.spare <- r.entries[:0]:
+	case p.spare <- r.entries[:0]:
 	default:
 	}
-	b.sawHistory = b.sawHistory || wb.sawHistory
-	b.sawNoAddr = b.sawNoAddr || wb.sawNoAddr
-	b.sawWorkspace = b.sawWorkspace || wb.sawWorkspace
-	b.sawNPUConf = b.sawNPUConf || wb.sawNPUConf
-	b.sawCUDAConf = b.sawCUDAConf || wb.sawCUDAConf
-	b.sawTime = b.sawTime || wb.sawTime
-	b.sawSettings = b.sawSettings || wb.sawSettings
-	b.sawStream = b.sawStream || wb.sawStream
-	b.sawStreamZero = b.sawStreamZero || wb.sawStreamZero
-	b.charge(wb.used)
+	f := &r.saw
+	b.sawHistory = b.sawHistory || f[0]
+	b.sawNoAddr = b.sawNoAddr || f[1]
+	b.sawWorkspace = b.sawWorkspace || f[2]
+	b.sawNPUConf = b.sawNPUConf || f[3]
+	b.sawCUDAConf = b.sawCUDAConf || f[4]
+	b.sawTime = b.sawTime || f[5]
+	b.sawSettings = b.sawSettings || f[6]
+	b.sawStream = b.sawStream || f[7]
+	b.sawStreamZero = b.sawStreamZero || f[8]
+	b.charge(r.used)
 	return true
 }
-
-// gen is the generation of an imported dict.
-func (im *parImport) gen() uint32 { return im.v.gen }

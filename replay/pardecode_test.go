@@ -14,15 +14,15 @@ import (
 	"github.com/npumon/npumon/internal/testutil/poll"
 )
 
-// withParDecode sets the parallel decode's sizes for the rest of the test:
-// runs of chunk bytes (1: one batch each) starting gap bytes ahead of the
-// decoder, which with sync waits at each MARK for the helper's next
-// request, so every run the helper can take is taken.
-func withParDecode(t testing.TB, chunk, gap int64, sync bool) {
+// withParDecode sets the parallel decode's chunks for the rest of the
+// test: chunk bytes apart (each from the first batch boundary past its
+// step), and with sync the decoder waits for a helper to claim each
+// helper chunk, so every chunk a helper can take is taken.
+func withParDecode(t testing.TB, chunk int64, sync bool) {
 	t.Helper()
-	oldC, oldG, oldS := parChunkBytes, parGapBytes, parSync
-	parChunkBytes, parGapBytes, parSync = chunk, gap, sync
-	t.Cleanup(func() { parChunkBytes, parGapBytes, parSync = oldC, oldG, oldS })
+	oldC, oldS := parChunkBytes, parSync
+	parChunkBytes, parSync = chunk, sync
+	t.Cleanup(func() { parChunkBytes, parSync = oldC, oldS })
 }
 
 // longTrace is a fixture's trace repeated to n entries, as a pickle: many
@@ -50,8 +50,8 @@ func comparePar(t *testing.T, path, what string) {
 	t.Helper()
 	want := statsOutcome(t, path, streamSeq)
 	if got := statsOutcome(t, path, streamParDecode); got != want {
-		t.Errorf("%s: parallel decode differs (runs of %d bytes, %d ahead, sync %v)\n got: %s\nwant: %s",
-			what, parChunkBytes, parGapBytes, parSync, got, want)
+		t.Errorf("%s: parallel decode differs (chunks of %d bytes, sync %v)\n got: %s\nwant: %s",
+			what, parChunkBytes, parSync, got, want)
 	}
 }
 
@@ -61,18 +61,16 @@ func comparePar(t *testing.T, path, what string) {
 // the helper's runs are taken over.
 func TestParDecodeSameFixtures(t *testing.T) {
 	for _, cfg := range []struct {
-		chunk, gap int64
-		sync       bool
-	}{{1, 0, true}, {1, 16 << 10, true}, {1, 0, false}, {64 << 10, 0, true}} {
-		withParDecode(t, cfg.chunk, cfg.gap, cfg.sync)
+		chunk int64
+		sync  bool
+	}{{1, true}, {4 << 10, true}, {1, false}, {64 << 10, true}} {
+		withParDecode(t, cfg.chunk, cfg.sync)
 		for _, path := range foldFixtures(t) {
 			comparePar(t, path, path)
 		}
 	}
-	// Runs of one batch, a batch or so ahead of the decoder: most batches
-	// are taken over (a run whose first entry shares a list of the batch
-	// before it cannot be: the decoder is there before it has the list).
-	withParDecode(t, 1, 70<<10, true)
+	// Chunks of about a batch: most are taken over.
+	withParDecode(t, 1, true)
 	out := filepath.Join(t.TempDir(), "long.pickle")
 	if err := os.WriteFile(out, longTrace(t, 60000), 0o644); err != nil {
 		t.Fatal(err)
@@ -80,7 +78,7 @@ func TestParDecodeSameFixtures(t *testing.T) {
 	before := parMerged.Load()
 	comparePar(t, out, "long trace")
 	if n := parMerged.Load() - before; n < 10 {
-		t.Errorf("long trace: %d of 59 runs taken over by the decoder", n)
+		t.Errorf("long trace: %d of 59 chunks taken over by the decoder", n)
 	}
 }
 
@@ -113,7 +111,7 @@ func TestParDecodeRandom(t *testing.T) {
 				if err := os.WriteFile(out, data, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				withParDecode(t, 1+r.Int64N(int64(len(data))/4+1), r.Int64N(int64(len(data))/4+1), r.IntN(2) == 0)
+				withParDecode(t, 1+r.Int64N(int64(len(data))/4+1), r.IntN(2) == 0)
 				comparePar(t, out, fmt.Sprintf("from %s round %d cut %d", filepath.Base(path), round, cut))
 			}
 			n++
@@ -127,12 +125,11 @@ func TestParDecodeRandom(t *testing.T) {
 	})
 }
 
-// A long trace at the default run sizes scaled down (runs of 256 KiB,
-// 512 KiB ahead, no waiting): the helper's runs are planned and taken as
-// in a big file, and the figures are the same. Cut at random offsets, the
-// errors are.
+// A long trace in chunks of 256 KiB, no waiting: the chunks are claimed
+// and taken as in a big file, and the figures are the same. Cut at random
+// offsets, the errors are.
 func TestParDecodeLong(t *testing.T) {
-	withParDecode(t, 256<<10, 512<<10, false)
+	withParDecode(t, 256<<10, false)
 	data := longTrace(t, 200000)
 	out := filepath.Join(t.TempDir(), "long.pickle")
 	if err := os.WriteFile(out, data, 0o644); err != nil {
@@ -188,34 +185,9 @@ func TestParDecodeWhen(t *testing.T) {
 	}
 }
 
-// The pre-scan finds the batches of a long trace list, one after the
-// other, with the memo counts the decoder reaches there.
-func TestParScanBatches(t *testing.T) {
-	data := longTrace(t, 20000)
-	sc := newScanner(bytes.NewReader(data), int64(len(data)))
-	var bs []*scanBatch
-	for b := sc.next(); b != nil; b = sc.next() {
-		bs = append(bs, b)
-	}
-	if sc.err != nil {
-		t.Fatalf("scan stopped: %v", sc.err)
-	}
-	if len(bs) != 19 { // 20 batches of 1,000 entries: the first is not a continuation
-		t.Fatalf("%d batches, want 19", len(bs))
-	}
-	for i, b := range bs {
-		if data[b.mark] != opMark || data[b.end-1] != opAppends || b.c1 <= b.c0 || !b.tracked {
-			t.Fatalf("batch %d: %+v", i, b)
-		}
-		if i > 0 && (!b.follows || b.mark != bs[i-1].end || b.c0 != bs[i-1].c1) {
-			t.Fatalf("batch %d does not follow batch %d: %+v, %+v", i, i-1, b, bs[i-1])
-		}
-	}
-}
-
-// FuzzParDecode: on arbitrary bytes the pre-scan ends, and the parallel
-// decode (runs of one batch, the decoder waiting for each) gives what the
-// sequential one gives, errors included.
+// FuzzParDecode: on arbitrary bytes the parallel decode (chunks of about
+// a batch, the decoder waiting for each) gives what the sequential one
+// gives, errors included.
 func FuzzParDecode(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/*.pickle")
 	for _, p := range seeds {
@@ -225,13 +197,7 @@ func FuzzParDecode(f *testing.F) {
 	}
 	f.Add(longTrace(f, 3000))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sc := newScanner(bytes.NewReader(data), int64(len(data)))
-		for n := 0; sc.next() != nil; n++ {
-			if n > len(data) {
-				t.Fatal("the pre-scan reports more batches than there are bytes")
-			}
-		}
-		withParDecode(t, 1, 0, true)
+		withParDecode(t, 1, true)
 		out := filepath.Join(t.TempDir(), "f.pickle")
 		if err := os.WriteFile(out, data, 0o644); err != nil {
 			t.Fatal(err)

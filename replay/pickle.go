@@ -174,7 +174,11 @@ type decoder struct {
 	fast      fastState  // fastEntry's scratch
 	fastStack val        // fastRef's answer for an interned frames list
 	noFast    bool       // every entry the general way (tests compare the two)
-	par       *parDecode // the parallel decode's helper (pardecode.go); nil: none
+	par       *parDecode // the parallel decode's helpers (pardecode.go); nil: none
+	// A parallel decode's helper: memo references from symK up, and any
+	// not copied, are placeholders (pardecode.go); nil: none.
+	sym  *parSym
+	symK uint64
 }
 
 // memo maps memo indexes to values. A snapshot memoizes every dict and
@@ -219,6 +223,25 @@ func (m *memo) reset() {
 	}
 	m.nrows, m.free, m.alloc, m.count, m.rewrites = 0, m.free[:0], 0, 0, 0
 	*m.row(m.newRow()) = memoRow{slot: freeRow} // placedRow
+}
+
+// truncate empties the memo from index k on and its rows from row r on,
+// keeping what was stored before (a parallel decode's helper keeps the
+// values copied for it from chunk to chunk).
+func (m *memo) truncate(k uint64, r uint32) {
+	for p := k >> memoShift; p < uint64(len(m.pages)); p++ {
+		if pg := m.pages[p]; pg != nil {
+			if p == k>>memoShift {
+				clear(pg[k&(memoPage-1):])
+			} else {
+				clear(pg)
+			}
+		}
+	}
+	for x := r; x < m.nrows; x++ {
+		*m.row(x) = memoRow{}
+	}
+	m.nrows, m.free, m.alloc, m.count = r, m.free[:0], 0, k
 }
 
 type memoRow struct {
@@ -378,6 +401,9 @@ func (m *memo) get(i uint64) (val, error) {
 
 // get pushes memo entry i (BINGET, LONG_BINGET: the most frequent opcodes).
 func (d *decoder) get(i uint64) error {
+	if d.sym != nil {
+		return d.symGet(i)
+	}
 	// Fast path: a live row, copied straight onto the stack.
 	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack) < maxStackDepth {
 		row := d.memo.row(*sl - 1)
@@ -607,6 +633,9 @@ func (d *decoder) run() (val, error) {
 					err = d.b.appendItems(t.l, items)
 				}
 			}
+			if d.sym != nil && err == nil && len(d.marks) == 0 && d.symListEnd() {
+				return val{}, errListEnd
+			}
 		case opSetItem:
 			err = d.setItem()
 		case opSetItems:
@@ -627,6 +656,9 @@ func (d *decoder) run() (val, error) {
 				err = d.memoPut(d.memo.count, *t)
 			}
 		case opBinPut:
+			if d.sym != nil {
+				return val{}, errSymPut
+			}
 			var c byte
 			if c, err = in.byte(); err == nil {
 				var t *val
@@ -635,6 +667,9 @@ func (d *decoder) run() (val, error) {
 				}
 			}
 		case opLongBinPut:
+			if d.sym != nil {
+				return val{}, errSymPut
+			}
 			var p []byte
 			if p, err = in.next(4); err == nil {
 				var t *val
