@@ -179,16 +179,16 @@ func (l *list) setKind(k listKind) {
 
 // builder owns the model under construction.
 type builder struct {
-	stream    bool         // trace entries go to per-list accumulators, not into the model
-	parFold   bool         // streaming: fold beside the decoder (fold starts at the first entry)
-	fold      *foldPipe    // streaming in parallel: the accumulators are the folder's until fold.wait
-	sink      *traceSink   // streaming to Options.Trace (nil: to the accumulators)
-	collect   []foldEntry  // streaming in a parallel decode's helper: the entries' folded fields, in order
-	par       *parInput    // the file, for a parallel decode (pardecode.go); nil: sequential
+	stream  bool        // trace entries go to per-list accumulators, not into the model
+	parFold bool        // streaming: fold beside the decoder (fold starts at the first entry)
+	fold    *foldPipe   // streaming in parallel: the accumulators are the folder's until fold.wait
+	sink    *traceSink  // streaming to Options.Trace (nil: to the accumulators)
+	collect []foldEntry // streaming in a parallel decode's helper: the entries' folded fields, in order
+	par     *parInput   // the file, for a parallel decode (pardecode.go); nil: sequential
 	// A parallel decode's helper: the stack ids internStack returned in
 	// this chunk, once each, in order, and 1 + each one's place in it.
-	stackLog []snapshot.StackID
-	stackPos []int32
+	stackLog  []snapshot.StackID
+	stackPos  []int32
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
 	memo      *memo        // nil for JSON

@@ -161,8 +161,8 @@ type parChunk struct {
 	// The copies when a helper claimed it (imports below k).
 	imports []parImport
 	k       uint64
-	done   chan struct{}
-	res    *parResult
+	done    chan struct{}
+	res     *parResult
 }
 
 // parImport is a memo value copied for the helpers: what it was (for the
@@ -210,16 +210,16 @@ func (s *parSym) placeholder(n, lref uint64, logLen int) uint32 {
 // parResult is a helper's decode of a chunk: copies of everything the
 // decoder reads (the helper goes on with the next chunk meanwhile).
 type parResult struct {
-	end     int64          // where the decoder goes on: y, or where the list ended
-	stores  []uint32       // the chunk's memo stores from symK: 0 none, 1 stale (a placed entry), stackSlot|id, else 2+k: vals[k]
-	vals    []parImport    // strings, scalars, frame dicts stored
-	ph      []parPH        // placeholders: stack id phBase+k is ph[k]
-	entries []foldEntry    // the entries' folded fields, in order
+	end     int64              // where the decoder goes on: y, or where the list ended
+	stores  []uint32           // the chunk's memo stores from symK: 0 none, 1 stale (a placed entry), stackSlot|id, else 2+k: vals[k]
+	vals    []parImport        // strings, scalars, frame dicts stored
+	ph      []parPH            // placeholders: stack id phBase+k is ph[k]
+	entries []foldEntry        // the entries' folded fields, in order
 	log     []snapshot.StackID // the helper's stack ids the chunk interned, in order
 	frames  [][]snapshot.Frame // their frames
-	names   []parName      // the helper's names of actions it does not know
-	used    int64          // bytes charged
-	saw     [9]bool        // the schema evidence it saw
+	names   []parName          // the helper's names of actions it does not know
+	used    int64              // bytes charged
+	saw     [9]bool            // the schema evidence it saw
 }
 
 type parName struct {
@@ -256,7 +256,7 @@ type parDecode struct {
 	helpers  int
 
 	// The decoder's.
-	watch  int64 // the decoder looks at chunk nx once its offset reaches this
+	watch  int64              // the decoder looks at chunk nx once its offset reaches this
 	mapArr []snapshot.StackID // helper stack id → the decoder's, for the chunk taken over
 	posArr []int32            // helper stack id → 1 + its position in the chunk's log
 	phRes  []snapshot.StackID
