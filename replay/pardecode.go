@@ -71,6 +71,9 @@ var (
 	// parMaxHelpers caps the helpers (GOMAXPROCS-1 otherwise): the
 	// decoder takes every helper chunk over itself, which bounds the gain.
 	parMaxHelpers = 16
+	// parWindow is how many chunks ahead of the decoder, per helper, the
+	// helpers may claim: their results wait in memory until taken.
+	parWindow = 3
 	// parSync makes the decoder wait for a helper to claim each helper
 	// chunk (tests: every chunk a helper can take is taken).
 	parSync = false
@@ -91,8 +94,10 @@ type parInput struct {
 
 // parInputOf returns r as a parallel decode's input, nil where the decode
 // stays sequential: mode does not ask for it (only the stats fold does,
-// with more than one P), or r is not a file of at least parMinSize bytes
-// that can be read at offsets and seeked.
+// with more than one P), r is not a file of at least parMinSize bytes
+// that can be read at offsets and seeked, or the host has no core free.
+// NPUMON_PARDECODE=off keeps it sequential, =on skips the look at the
+// host (measurements: docs/cli.md).
 func parInputOf(r io.Reader, size int64, mode streamMode) *parInput {
 	if mode != streamParDecode && (mode != streamAuto || !mode.parallel() || size < parMinSize) {
 		return nil
@@ -101,8 +106,14 @@ func parInputOf(r io.Reader, size int64, mode streamMode) *parInput {
 	if _, seeks := r.(io.Seeker); !ok || !seeks || size < 0 {
 		return nil
 	}
-	if mode == streamAuto && !parCoreFree() {
+	switch os.Getenv("NPUMON_PARDECODE") {
+	case "off":
 		return nil
+	case "on":
+	default:
+		if mode == streamAuto && !parCoreFree() {
+			return nil
+		}
 	}
 	return &parInput{ra: ra, size: size}
 }
@@ -155,9 +166,8 @@ const (
 // parChunk is one chunk [x, y) of a trace list (y: the next chunk's x, or
 // the file's end).
 type parChunk struct {
-	x, y   int64
-	helper bool // a helper's chunk (else the decoder's own)
-	state  int
+	x, y  int64
+	state int
 	// The copies when a helper claimed it (imports below k).
 	imports []parImport
 	k       uint64
@@ -302,7 +312,7 @@ func (d *decoder) parMark() bool {
 			p.watch = c.x
 			return false
 		}
-		for parSync && c.helper && c.state == chunkFree && p.alive > 0 && !p.stopped {
+		for parSync && c.state == chunkFree && p.alive > 0 && !p.stopped {
 			p.cond.Wait()
 		}
 		if c.state == chunkFree {
@@ -394,17 +404,9 @@ func (d *decoder) parStart() {
 		if k+1 < len(xs) {
 			c.y = xs[k+1]
 		}
-		// With m helpers the decoder keeps one chunk of every m+1.
-		c.helper = k%(helpers+1) != helpers
 		p.chunks = append(p.chunks, c)
 	}
-	nh := 0
-	for _, c := range p.chunks {
-		if c.helper {
-			nh++
-		}
-	}
-	helpers = min(helpers, nh)
+	helpers = min(helpers, max(len(p.chunks)/2, min(len(p.chunks), 1)))
 	if helpers == 0 {
 		return
 	}
@@ -572,9 +574,13 @@ func (p *parDecode) helper() {
 	}
 }
 
-// claim returns the first free helper chunk not behind the decoder and
-// at most two rounds ahead of it (waiting for the decoder to move on),
-// or nil when there is none or the decode is over.
+// claim returns the chunk a helper decodes next: the farthest free one
+// within parWindow chunks past the one the decoder reaches next (the
+// decoder decodes the free chunks it meets itself, so each side takes a
+// share as fast as it goes, and the results waiting stay bounded). It
+// waits while only chunks farther ahead are free; nil when none is left
+// or the decode is over. With parSync, the nearest free chunk, the one
+// the decoder waits at included.
 func (p *parDecode) claim() *parChunk {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -582,22 +588,33 @@ func (p *parDecode) claim() *parChunk {
 		if p.stopped {
 			return nil
 		}
+		lo := p.nx + 1
+		if parSync {
+			lo = p.nx
+		}
+		hi := min(p.nx+parWindow*p.helpers, len(p.chunks)-1)
 		var c *parChunk
-		k := p.nx
-		for ; k < len(p.chunks); k++ {
-			if q := p.chunks[k]; q.helper && q.state == chunkFree {
-				c = q
-				break
+		if parSync {
+			for k := lo; k <= hi && c == nil; k++ {
+				if p.chunks[k].state == chunkFree {
+					c = p.chunks[k]
+				}
+			}
+		} else {
+			for k := hi; k >= lo && c == nil; k-- {
+				if p.chunks[k].state == chunkFree {
+					c = p.chunks[k]
+				}
 			}
 		}
-		if c == nil {
-			return nil
-		}
-		if k <= p.nx+2*(p.helpers+1) {
+		if c != nil {
 			c.state = chunkHelper
 			c.imports, c.k = p.imports, p.importK
 			p.cond.Broadcast() // a decoder waiting for the claim (parSync)
 			return c
+		}
+		if hi+1 >= len(p.chunks) {
+			return nil
 		}
 		p.cond.Wait()
 	}
@@ -889,6 +906,11 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 		res = append(res, -1-id) // mapped once the log is interned
 	}
 	p.phRes = res
+	// The indexes the chunk stores at are in range (the offsets bound
+	// them: a MEMOIZE is a byte).
+	if L := uint64(len(r.stores)); T+L > maxMemo || int64(T+L) > r.end {
+		return false
+	}
 	if !d.in.seekTo(r.end) {
 		return false
 	}
@@ -912,32 +934,36 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 			res[k] = mp[-1-s]
 		}
 	}
-	// The chunk's memo stores, at their real indexes.
-	for j, s := range r.stores {
-		if s == 0 {
-			continue
-		}
+	// The chunk's memo stores, at their real indexes: slots no store has
+	// reached yet (all from the count on), written a page at a time.
+	for j := 0; j < len(r.stores); {
 		i := T + uint64(j)
-		switch {
-		case s&stackSlot != 0:
-			dst, _ := d.memo.claim(i, r.end) // the helper claimed it
-			*dst = stackSlot | uint32(mp[s&^stackSlot])
-		case s == 1:
-			dst, _ := d.memo.claim(i, r.end)
-			*dst = placedRow + 1
-		default:
-			im := &r.vals[s-2]
-			v := im.v
-			if v.k == kDict {
-				v = b.newDict()
-				_ = b.decide(v.d, dFrame)
-				*v.d.fr = im.fr
-				if im.fid {
-					b.frameID(v.d)
+		pg := d.memo.page(i >> memoShift)
+		o := int(i & (memoPage - 1))
+		n := min(memoPage-o, len(r.stores)-j)
+		dst := pg[o : o+n]
+		for k, s := range r.stores[j : j+n] {
+			switch {
+			case s == 0:
+			case s&stackSlot != 0:
+				dst[k] = stackSlot | uint32(mp[s&^stackSlot])
+			case s == 1:
+				dst[k] = placedRow + 1
+			default:
+				im := &r.vals[s-2]
+				v := im.v
+				if v.k == kDict {
+					v = b.newDict()
+					_ = b.decide(v.d, dFrame)
+					*v.d.fr = im.fr
+					if im.fid {
+						b.frameID(v.d)
+					}
 				}
+				_ = d.memo.put(i+uint64(k), v, r.end) // checked above
 			}
-			_ = d.memo.put(i, v, r.end)
 		}
+		j += n
 	}
 	b.charge(d.memo.takeAlloc())
 	d.memo.count = T + uint64(len(r.stores))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -204,4 +205,43 @@ func FuzzParDecode(f *testing.F) {
 		}
 		comparePar(t, out, "fuzz input")
 	})
+}
+
+// Python's pickles of the benchmark generator's shapes (every entry dict
+// and frames list memoized; a free shares its request's list, an entry a
+// list of the segments; an oom entry halfway), in chunks of about a
+// batch, with one helper and with three: the chunks are taken over, their
+// placeholders resolved, and the figures are the sequential decode's;
+// cut at random offsets, so are the errors.
+func TestParDecodePythonShapes(t *testing.T) {
+	py := fixture.Tool(t, "python3", "python3")
+	r := rand.New(rand.NewPCG(29, 9))
+	for _, shape := range [][]string{{"distinct"}, {"shared"}, {"distinct", "--oom"}} {
+		path := filepath.Join(t.TempDir(), shape[0]+".pickle")
+		args := append([]string{"testdata/gen_bench.py", path, "30000"}, shape...)
+		if out, err := exec.Command(py, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gen_bench.py: %v\n%s", err, out)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, procs := range []int{2, 4} {
+			old := runtime.GOMAXPROCS(procs)
+			for _, sync := range []bool{true, false} {
+				withParDecode(t, 64<<10, sync)
+				before := parMerged.Load()
+				comparePar(t, path, fmt.Sprintf("%v, GOMAXPROCS %d, sync %v", shape, procs, sync))
+				if n := parMerged.Load() - before; sync && n < 10 {
+					t.Errorf("%v, GOMAXPROCS %d: %d chunks taken over", shape, procs, n)
+				}
+			}
+			cut := filepath.Join(t.TempDir(), "cut.pickle")
+			if err := os.WriteFile(cut, data[:len(data)/3+r.IntN(len(data)*2/3)], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			comparePar(t, cut, fmt.Sprintf("%v cut, GOMAXPROCS %d", shape, procs))
+			runtime.GOMAXPROCS(old)
+		}
+	}
 }

@@ -323,7 +323,18 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 	if i >= m.count {
 		m.count = i + 1
 	}
-	p := i >> memoShift
+	sl := &m.page(i >> memoShift)[i&(memoPage-1)]
+	if r := *sl; r != 0 {
+		m.rewrites++
+		if r&stackSlot == 0 && m.row(r-1).slot == uint32(i) {
+			m.release(r)
+		}
+	}
+	return sl, nil
+}
+
+// page returns index page p, creating it (and the pages before it).
+func (m *memo) page(p uint64) []uint32 {
 	for uint64(len(m.pages)) <= p {
 		if len(m.pages) == cap(m.pages) {
 			m.alloc += int64(2*cap(m.pages)+1) * 24 // append's new array of page headers
@@ -338,14 +349,7 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 			m.alloc += 4 * memoPage
 		}
 	}
-	sl := &m.pages[p][i&(memoPage-1)]
-	if r := *sl; r != 0 {
-		m.rewrites++
-		if r&stackSlot == 0 && m.row(r-1).slot == uint32(i) {
-			m.release(r)
-		}
-	}
-	return sl, nil
+	return m.pages[p]
 }
 
 // placedRow is the row every slot of an already placed trace entry points
