@@ -266,15 +266,16 @@ type parDecode struct {
 	helpers  int
 
 	// The decoder's.
-	watch  int64              // the decoder looks at chunk nx once its offset reaches this
-	mapArr []snapshot.StackID // helper stack id → the decoder's, for the chunk taken over
-	posArr []int32            // helper stack id → 1 + its position in the chunk's log
-	phRes  []snapshot.StackID
-	spare  chan []foldEntry
+	watch       int64              // the decoder looks at chunk nx once its offset reaches this
+	mapArr      []snapshot.StackID // helper stack id → the decoder's, for the chunk taken over
+	posArr      []int32            // helper stack id → 1 + its position in the chunk's log
+	phRes       []snapshot.StackID
+	spare       chan []foldEntry // the chunks' buffers the decoder has emptied, for the helpers
+	spareStores chan []uint32
 }
 
 func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
-	p := &parDecode{ra: ra, size: size, limit: limit, spare: make(chan []foldEntry, 8)}
+	p := &parDecode{ra: ra, size: size, limit: limit, spare: make(chan []foldEntry, 8), spareStores: make(chan []uint32, 8)}
 	p.cond.L = &p.mu
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
@@ -684,7 +685,16 @@ func (h *parHelper) decode(c *parChunk) *parResult {
 		saw: [9]bool{b.sawHistory, b.sawNoAddr, b.sawWorkspace, b.sawNPUConf, b.sawCUDAConf, b.sawTime, b.sawSettings, b.sawStream, b.sawStreamZero}}
 	b.collect = nil
 	// Every memo store of the chunk, if one the decoder can take.
-	r.stores = make([]uint32, w.memo.count-h.k)
+	ns := int(w.memo.count - h.k)
+	select {
+	case r.stores = <-p.spareStores:
+	default:
+	}
+	if cap(r.stores) < ns {
+		r.stores = make([]uint32, ns)
+	}
+	r.stores = r.stores[:ns]
+	clear(r.stores)
 	for j := range r.stores {
 		i := h.k + uint64(j)
 		sl := w.memo.slot(i)
@@ -1001,6 +1011,10 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 	l.streamed += len(r.entries)
 	select {
 	case p.spare <- r.entries[:0]:
+	default:
+	}
+	select {
+	case p.spareStores <- r.stores[:0]:
 	default:
 	}
 	f := &r.saw
