@@ -39,8 +39,9 @@ var (
 
 // pipeBatch is a run of one trace list's entries, in trace order.
 type pipeBatch[K comparable, T any] struct {
-	key K
-	e   []T
+	key  K
+	e    []T
+	done func([]T) // a batch handOver made: given its entries back once consumed
 }
 
 // foldEntry is the part of a trace entry traceAcc.add reads (action,
@@ -92,6 +93,10 @@ func (p *pipe[K, T]) run() {
 	defer close(p.done)
 	for bt := range p.full {
 		p.consume(bt.key, bt.e)
+		if bt.done != nil {
+			bt.done(bt.e)
+			continue
+		}
 		var zero K
 		bt.e, bt.key = bt.e[:0], zero
 		p.free <- bt
@@ -125,6 +130,22 @@ func (p *pipe[K, T]) batch() *pipeBatch[K, T] {
 		return &pipeBatch[K, T]{e: make([]T, 0, p.size)}
 	}
 	return <-p.free
+}
+
+// handOver hands es, entries of key in trace order, to the consumer as a
+// batch of their own, after those queued (the decoder's goroutine only):
+// the parallel decode's chunks, folded without a copy. done gets them back
+// on the consumer's goroutine once consumed.
+func (p *pipe[K, T]) handOver(key K, es []T, done func([]T)) {
+	p.flush()
+	if len(es) == 0 {
+		done(es)
+		return
+	}
+	if p.handing != nil {
+		p.handing()
+	}
+	p.full <- &pipeBatch[K, T]{key: key, e: es, done: done}
 }
 
 // flush hands the batch being filled to the consumer.

@@ -991,7 +991,9 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 	if b.fold == nil {
 		b.fold = newFoldPipe()
 	}
-	for _, e := range r.entries {
+	es := r.entries
+	for k := range es {
+		e := &es[k]
 		if a := e.action; named[a] {
 			named[a] = false
 			for _, n := range r.names {
@@ -1006,13 +1008,15 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 		} else {
 			e.frames = mp[e.frames]
 		}
-		*b.fold.slot(l.acc) = e
 	}
-	l.streamed += len(r.entries)
-	select {
-	case p.spare <- r.entries[:0]:
-	default:
-	}
+	l.streamed += len(es)
+	spare := p.spare
+	b.fold.handOver(l.acc, es, func(es []foldEntry) {
+		select {
+		case spare <- es[:0]:
+		default:
+		}
+	})
 	select {
 	case p.spareStores <- r.stores[:0]:
 	default:
