@@ -275,7 +275,7 @@ type parDecode struct {
 }
 
 func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
-	p := &parDecode{ra: ra, size: size, limit: limit, spare: make(chan []foldEntry, 8), spareStores: make(chan []uint32, 8)}
+	p := &parDecode{ra: ra, size: size, limit: limit, spare: make(chan []foldEntry, 4), spareStores: make(chan []uint32, 4)}
 	p.cond.L = &p.mu
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p

@@ -231,10 +231,14 @@ func (m *memo) reset() {
 func (m *memo) truncate(k uint64, r uint32) {
 	for p := k >> memoShift; p < uint64(len(m.pages)); p++ {
 		if pg := m.pages[p]; pg != nil {
-			if p == k>>memoShift {
+			if p == k>>memoShift && k&(memoPage-1) != 0 {
 				clear(pg[k&(memoPage-1):])
 			} else {
+				// Given up, for the next stores to reuse: the pages kept
+				// follow the indexes in use, not the highest one reached.
 				clear(pg)
+				m.spare = append(m.spare, pg)
+				m.pages[p] = nil
 			}
 		}
 	}
