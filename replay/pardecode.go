@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/npumon/npumon/allocator/snapshot"
 	"github.com/npumon/npumon/internal/crash"
@@ -166,8 +167,10 @@ const (
 // parChunk is one chunk [x, y) of a trace list (y: the next chunk's x, or
 // the file's end).
 type parChunk struct {
-	x, y  int64
-	state int
+	x, y   int64
+	state  int
+	ctx    context.Context // the helper's reader stops once cancelled
+	cancel context.CancelFunc
 	// The copies when a helper claimed it (imports below k).
 	imports []parImport
 	k       uint64
@@ -266,6 +269,9 @@ type parDecode struct {
 	helpers  int
 
 	// The decoder's.
+	ownChunk    *parChunk // the chunk the decoder is decoding itself, since ownAt
+	ownAt       time.Time
+	nsPerByte   float64            // the decoder's pace on its last chunk
 	watch       int64              // the decoder looks at chunk nx once its offset reaches this
 	mapArr      []snapshot.StackID // helper stack id → the decoder's, for the chunk taken over
 	posArr      []int32            // helper stack id → 1 + its position in the chunk's log
@@ -283,10 +289,7 @@ func newParDecode(ra io.ReaderAt, size, limit int64) *parDecode {
 
 // close stops the helpers and waits for them (every way out of a decode).
 func (p *parDecode) close() {
-	p.mu.Lock()
-	p.stopped = true
-	p.cond.Broadcast()
-	p.mu.Unlock()
+	p.stop()
 	p.cancel()
 	p.wg.Wait()
 }
@@ -319,6 +322,7 @@ func (d *decoder) parMark() bool {
 		if c.state == chunkFree {
 			c.state = chunkDecoder
 		}
+		state := c.state
 		if d.memo.count > p.importK {
 			d.publish() // what the decoder stored since, for the next claims
 		}
@@ -330,13 +334,21 @@ func (d *decoder) parMark() bool {
 		} else {
 			p.watch = 1<<63 - 1
 		}
-		if c.state != chunkHelper || d.opOff != c.x {
+		p.clock(c, state == chunkDecoder)
+		if state != chunkHelper || d.opOff != c.x {
 			continue // passed, or the decoder's
 		}
 		// A helper's chunk, exactly where it begins: wait for it rather than
-		// decode it again (if the helper has no core of its own, the two take
-		// turns on one, and the work is done once either way).
-		<-c.done
+		// decode it again — for as long as decoding it would take the
+		// decoder at most. A helper that has not finished by then is not
+		// getting a core of its own (its thread may wait on a busy CPU while
+		// the decoder's sits idle): the decoder decodes the chunk itself and
+		// stops the helpers.
+		if !p.await(c) {
+			c.cancel()
+			p.stop()
+			continue
+		}
 		r := c.res
 		c.res = nil
 		if r != nil && d.parTake(c, r) {
@@ -345,6 +357,50 @@ func (d *decoder) parMark() bool {
 		}
 	}
 	return false
+}
+
+// clock notes the decoder passing chunk c's start: the time the chunk
+// before took it, if it decoded that one itself, sets its pace.
+func (p *parDecode) clock(c *parChunk, own bool) {
+	now := time.Now()
+	if p.ownChunk != nil && p.ownChunk.y > p.ownChunk.x {
+		p.nsPerByte = float64(now.Sub(p.ownAt)) / float64(p.ownChunk.y-p.ownChunk.x)
+	}
+	p.ownChunk, p.ownAt = nil, now
+	if own {
+		p.ownChunk = c
+	}
+}
+
+// await waits for a helper's chunk c, at most as long as the decoder
+// would take to decode it (unbounded before its pace is known, and with
+// parSync); false if c is not done by then.
+func (p *parDecode) await(c *parChunk) bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+	}
+	if parSync || p.nsPerByte == 0 {
+		<-c.done
+		return true
+	}
+	t := time.NewTimer(time.Duration(p.nsPerByte * float64(c.y-c.x)))
+	defer t.Stop()
+	select {
+	case <-c.done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// stop tells the helpers to claim nothing more.
+func (p *parDecode) stop() {
+	p.mu.Lock()
+	p.stopped = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
 
 // parStart starts the helpers at the first batch MARK of a trace list:
@@ -563,6 +619,7 @@ func (p *parDecode) helper() {
 		}
 		run0, wait0, known := threadSched()
 		c.res = h.decode(c)
+		c.cancel()
 		close(c.done)
 		// A helper that waited for a CPU half the time it wanted one has no
 		// core of its own: it and the decoder take turns on one, so its work
@@ -611,6 +668,7 @@ func (p *parDecode) claim() *parChunk {
 		if c != nil {
 			c.state = chunkHelper
 			c.imports, c.k = p.imports, p.importK
+			c.ctx, c.cancel = context.WithCancel(p.ctx)
 			p.cond.Broadcast() // a decoder waiting for the claim (parSync)
 			return c
 		}
@@ -644,7 +702,7 @@ func (h *parHelper) decode(c *parChunk) *parResult {
 	default:
 		b.collect = make([]foldEntry, 0, max(1024, (c.y-c.x)/64))
 	}
-	in := &byteReader{r: io.NewSectionReader(p.ra, c.x, c.y-c.x), buf: h.buf, total: p.size, base: c.x, ctx: p.ctx}
+	in := &byteReader{r: io.NewSectionReader(p.ra, c.x, c.y-c.x), buf: h.buf, total: p.size, base: c.x, ctx: c.ctx}
 	if in.buf == nil {
 		in.buf = make([]byte, readChunk)
 		h.buf = in.buf
