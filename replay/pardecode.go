@@ -444,7 +444,7 @@ func (d *decoder) parStart() {
 	step := max(parChunkBytes, 1)
 	var xs []int64
 	buf := make([]byte, 64<<10)
-	for g := d.opOff + step; g < p.size; {
+	for g := d.opOff + min(step, 1<<20); g < p.size; {
 		// A batch is under 1 MiB: not finding one that far, the trace has
 		// ended (or the file is not a trace there).
 		span := max(step, 1<<20)
