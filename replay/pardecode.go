@@ -72,6 +72,9 @@ var (
 	// parMaxHelpers caps the helpers (GOMAXPROCS-1 otherwise): the
 	// decoder takes every helper chunk over itself, which bounds the gain.
 	parMaxHelpers = 16
+	// parAwait scales how long the decoder waits for a helper's chunk
+	// against its own pace (tests: next to nothing, so it decodes them).
+	parAwait = 1.0
 	// parWindow is how many chunks ahead of the decoder, per helper, the
 	// helpers may claim: their results wait in memory until taken.
 	parWindow = 3
@@ -385,7 +388,7 @@ func (p *parDecode) await(c *parChunk) bool {
 		<-c.done
 		return true
 	}
-	t := time.NewTimer(time.Duration(p.nsPerByte * float64(c.y-c.x)))
+	t := time.NewTimer(time.Duration(parAwait * p.nsPerByte * float64(c.y-c.x)))
 	defer t.Stop()
 	select {
 	case <-c.done:

@@ -146,6 +146,22 @@ func TestParDecodeLong(t *testing.T) {
 	}
 }
 
+// A decoder that will not wait for the helpers (it decodes every chunk
+// still in progress itself and stops them) gives the same figures.
+func TestParDecodeNoWait(t *testing.T) {
+	withParDecode(t, 64<<10, false)
+	old := parAwait
+	parAwait = 1e-9
+	defer func() { parAwait = old }()
+	out := filepath.Join(t.TempDir(), "long.pickle")
+	if err := os.WriteFile(out, longTrace(t, 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		comparePar(t, out, "long trace, no waiting")
+	}
+}
+
 // The parallel decode starts only for the stats fold with more than one P,
 // a file big enough, read at offsets; never for a context, a sink, a
 // progress callback.
