@@ -223,6 +223,13 @@ func (s *parSym) placeholder(n, lref uint64, logLen int) uint32 {
 	return id
 }
 
+// parMap maps a helper's stack ids (of its builder's generation gen) to
+// the decoder's; 0: not mapped yet.
+type parMap struct {
+	gen int
+	ids []snapshot.StackID
+}
+
 // parResult is a helper's decode of a chunk: copies of everything the
 // decoder reads (the helper goes on with the next chunk meanwhile).
 type parResult struct {
@@ -234,8 +241,10 @@ type parResult struct {
 	log     []snapshot.StackID // the helper's stack ids the chunk interned, in order
 	frames  [][]snapshot.Frame // their frames
 	names   []parName          // the helper's names of actions it does not know
-	used    int64              // bytes charged
-	saw     [9]bool            // the schema evidence it saw
+	helper  int                // which helper, and its builder's generation: the ids' meaning
+	gen     int
+	used    int64   // bytes charged
+	saw     [9]bool // the schema evidence it saw
 }
 
 type parName struct {
@@ -274,10 +283,10 @@ type parDecode struct {
 	// The decoder's.
 	ownChunk    *parChunk // the chunk the decoder is decoding itself, since ownAt
 	ownAt       time.Time
-	nsPerByte   float64            // the decoder's pace on its last chunk
-	watch       int64              // the decoder looks at chunk nx once its offset reaches this
-	mapArr      []snapshot.StackID // helper stack id → the decoder's, for the chunk taken over
-	posArr      []int32            // helper stack id → 1 + its position in the chunk's log
+	nsPerByte   float64  // the decoder's pace on its last chunk
+	watch       int64    // the decoder looks at chunk nx once its offset reaches this
+	maps        []parMap // per helper: its stack ids → the decoder's
+	posArr      []int32  // helper stack id → 1 + its position in the chunk's log
 	phRes       []snapshot.StackID
 	spare       chan []foldEntry // the chunks' buffers the decoder has emptied, for the helpers
 	spareStores chan []uint32
@@ -474,13 +483,14 @@ func (d *decoder) parStart() {
 	p.helpers = helpers
 	p.alive = helpers
 	p.wg.Add(helpers)
-	for range helpers {
+	p.maps = make([]parMap, helpers)
+	for hi := range helpers {
 		go func() {
 			defer crash.Recover()
 			defer p.wg.Done()
 			// Labelled, so a CPU profile tells the helpers' share from the
 			// decoder's (BENCHMARKS.md).
-			pprof.Do(context.Background(), pprof.Labels("replay", "pardecode-helper"), func(context.Context) { p.helper() })
+			pprof.Do(context.Background(), pprof.Labels("replay", "pardecode-helper"), func(context.Context) { p.helper(hi) })
 		}()
 	}
 }
@@ -593,6 +603,8 @@ func matchBatch(p []byte, i int) (int, bool) {
 // parHelper is one helper's decoder state, kept from chunk to chunk.
 type parHelper struct {
 	p    *parDecode
+	idx  int // which helper
+	gen  int // its builder's generation (reset)
 	sym  parSym
 	b    *builder
 	memo memo
@@ -604,7 +616,7 @@ type parHelper struct {
 }
 
 // helper claims chunks and decodes them until none is left.
-func (p *parDecode) helper() {
+func (p *parDecode) helper(idx int) {
 	// On one thread, so that thread's scheduler statistics are the helper's.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -614,7 +626,7 @@ func (p *parDecode) helper() {
 		p.cond.Broadcast()
 		p.mu.Unlock()
 	}()
-	h := &parHelper{p: p}
+	h := &parHelper{p: p, idx: idx}
 	for {
 		c := p.claim()
 		if c == nil {
@@ -742,7 +754,7 @@ func (h *parHelper) decode(c *parChunk) *parResult {
 	if nl != b.stacks.Len()-n0 {
 		return nil
 	}
-	r := &parResult{end: w.opOff, ph: append([]parPH(nil), h.sym.ph...), entries: b.collect, used: b.used,
+	r := &parResult{helper: h.idx, gen: h.gen, end: w.opOff, ph: append([]parPH(nil), h.sym.ph...), entries: b.collect, used: b.used,
 		saw: [9]bool{b.sawHistory, b.sawNoAddr, b.sawWorkspace, b.sawNPUConf, b.sawCUDAConf, b.sawTime, b.sawSettings, b.sawStream, b.sawStreamZero}}
 	b.collect = nil
 	// Every memo store of the chunk, if one the decoder can take.
@@ -814,6 +826,7 @@ func (h *parHelper) reset() {
 	b.total, b.limit = p.size, p.limit
 	b.stackPos = []int32{}
 	h.b, h.memo, h.rows, h.k, h.nimp = b, newMemo(), 1, 0, 0
+	h.gen++
 	h.b.memo = &h.memo
 }
 
@@ -987,7 +1000,14 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 	}
 	// The chunk's stacks, interned in the order it met them: the ids a
 	// sequential decode gives.
-	mp := p.mapArr
+	// A helper's stack ids keep their content while its builder lives
+	// (gen), and an id of the decoder's its content: one mapped for an
+	// earlier chunk is not interned again.
+	hm := &p.maps[r.helper]
+	if hm.gen != r.gen {
+		hm.gen, hm.ids = r.gen, hm.ids[:0]
+	}
+	mp := hm.ids
 	if len(mp) == 0 {
 		mp = append(mp, snapshot.NoStack)
 	}
@@ -996,9 +1016,11 @@ func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 			mp = append(mp, 0)
 		}
 	}
-	p.mapArr = mp
+	hm.ids = mp
 	for k, id := range r.log {
-		mp[id] = b.stacks.Intern(r.frames[k])
+		if mp[id] == 0 {
+			mp[id] = b.stacks.Intern(r.frames[k])
+		}
 	}
 	for k, s := range res {
 		if s < 0 {
