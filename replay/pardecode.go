@@ -28,11 +28,13 @@ import (
 // trace reads and cannot re-create — strings, scalars, frame dicts — and
 // cuts the rest of the file into chunks: each begins at the first batch
 // boundary (APPENDS, MARK, EMPTY_DICT, MEMOIZE, MARK: an entry dict
-// opening a batch) at or after an even step through the file. The chunks
-// alternate between the decoder and the helpers (with m helpers, m of
-// every m+1), so every helper decodes while the decoder decodes a chunk
-// of its own, and no helper gets more than two rounds ahead (its results
-// wait in memory).
+// opening a batch; the dict's MEMOIZE where the pickler memoizes) at or
+// after an even step through the file. A helper claims the farthest free
+// chunk within a few ahead of the decoder, and the decoder decodes the
+// free chunks it meets itself, so each side takes a share as fast as it
+// goes and the results waiting in memory stay bounded. As the decoder
+// gets past chunks it copies the values it stored there too, for the
+// chunks claimed from then on.
 //
 // A helper decodes a chunk with a decoder of its own whose memo holds the
 // copied values at their indexes; the chunk's own memo stores are counted
@@ -49,7 +51,9 @@ import (
 //
 // When the decoder reaches a helper's chunk exactly at its MARK, with a
 // trace list on top of its stack and nothing pending, it waits for the
-// helper (rather than decode the chunk again), checks everything the
+// helper rather than decode the chunk again — at most as long as it would
+// take itself, after which it decodes the chunk and stops the helpers
+// (they are not getting a core of their own) — checks everything the
 // helper assumed — no memo value rewritten since the copy, every copied
 // frame dict unchanged, every placeholder a frames list (one the decoder
 // stored before the chunk, or one the chunk stored before the reference),
