@@ -82,13 +82,14 @@ func BenchmarkPythonPickleLoad1M(b *testing.B) {
 }
 
 // BenchmarkStatsFileFold1M is BenchmarkStatsFile1M with the trace folded
-// by the decoding goroutine (seq) and by a second one (par): what the
-// pipeline gains on this machine.
+// by the decoding goroutine (seq), by a second one (par), and with the
+// trace itself decoded on two goroutines as well (pardecode,
+// pardecode.go): what each gains on this machine.
 func BenchmarkStatsFileFold1M(b *testing.B) {
 	for _, m := range []struct {
 		name string
 		mode streamMode
-	}{{"seq", streamSeq}, {"par", streamPar}} {
+	}{{"seq", streamSeq}, {"par", streamPar}, {"pardecode", streamParDecode}} {
 		b.Run(m.name, func(b *testing.B) {
 			eachBenchFile(b, func(b *testing.B, path string) {
 				for b.Loop() {

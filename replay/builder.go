@@ -179,10 +179,16 @@ func (l *list) setKind(k listKind) {
 
 // builder owns the model under construction.
 type builder struct {
-	stream    bool         // trace entries go to per-list accumulators, not into the model
-	parFold   bool         // streaming: fold beside the decoder (fold starts at the first entry)
-	fold      *foldPipe    // streaming in parallel: the accumulators are the folder's until fold.wait
-	sink      *traceSink   // streaming to Options.Trace (nil: to the accumulators)
+	stream  bool        // trace entries go to per-list accumulators, not into the model
+	parFold bool        // streaming: fold beside the decoder (fold starts at the first entry)
+	fold    *foldPipe   // streaming in parallel: the accumulators are the folder's until fold.wait
+	sink    *traceSink  // streaming to Options.Trace (nil: to the accumulators)
+	collect []foldEntry // streaming in a parallel decode's helper: the entries' folded fields, in order
+	par     *parInput   // the file, for a parallel decode (pardecode.go); nil: sequential
+	// A parallel decode's helper: the stack ids internStack returned in
+	// this chunk, once each, in order, and 1 + each one's place in it.
+	stackLog  []snapshot.StackID
+	stackPos  []int32
 	offset    func() int64 // input position, for capacity estimates; nil if unknown
 	total     int64        // input size, -1 if unknown
 	memo      *memo        // nil for JSON
@@ -696,6 +702,9 @@ func (b *builder) internStack(fids []uint32) snapshot.StackID {
 	}
 	b.key = k
 	if id, ok := b.stackOf[string(k)]; ok {
+		if b.stackPos != nil {
+			b.logStack(id)
+		}
 		return id
 	}
 	frames := make([]snapshot.Frame, len(fids))
@@ -704,6 +713,9 @@ func (b *builder) internStack(fids []uint32) snapshot.StackID {
 	}
 	id := b.stacks.Intern(frames)
 	b.stackOf[string(k)] = id
+	if b.stackPos != nil {
+		b.logStack(id)
+	}
 	return id
 }
 
@@ -1133,6 +1145,11 @@ func (b *builder) keepEntry(l *list, e *snapshot.TraceEntry) {
 		return
 	}
 	if b.stream {
+		if b.collect != nil {
+			l.streamed++
+			b.collect = append(b.collect, foldEntry{addr: e.Addr, stream: e.Stream, size: e.Size, time: e.TimeUS, frames: e.Frames, action: e.Action})
+			return
+		}
 		if l.acc == nil {
 			l.acc = newTraceAcc()
 		}

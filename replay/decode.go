@@ -121,15 +121,26 @@ func DecodeContext(ctx context.Context, r io.Reader, size int64, opts Options) (
 }
 
 func decode(ctx context.Context, r io.Reader, size int64, opts Options, stream streamMode) (*Capture, []*traceAcc, error) {
-	c, accs, err := decodeFormat(ctx, r, size, opts, stream)
+	var par *parInput
+	if stream != noStream && opts.Trace == nil && opts.Progress == nil && ctx.Done() == nil {
+		par = parInputOf(r, size, stream)
+	}
+	c, accs, err := decodeFormat(ctx, r, size, opts, stream, par)
+	if err != nil && par != nil {
+		// The error, its text and offset, is the sequential decode's.
+		if _, serr := r.(io.Seeker).Seek(0, io.SeekStart); serr == nil {
+			c, accs, err = decodeFormat(ctx, r, size, opts, stream, nil)
+		}
+	}
 	if err == nil && opts.Progress != nil && size >= 0 {
 		opts.Progress(size, size) // the bar ends full even between progress steps
 	}
 	return c, accs, err
 }
 
-func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, stream streamMode) (*Capture, []*traceAcc, error) {
+func decodeFormat(ctx context.Context, r io.Reader, size int64, opts Options, stream streamMode, par *parInput) (*Capture, []*traceAcc, error) {
 	b := newBuilder()
+	b.par = par
 	b.stream = stream != noStream
 	if opts.Trace != nil && !b.stream {
 		b.stream = true

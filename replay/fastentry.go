@@ -245,6 +245,9 @@ func (d *decoder) fastMemo(c *cursor, v val) bool {
 		c.p++
 		i = d.fast.next
 	case opBinPut:
+		if d.sym != nil {
+			return false
+		}
 		c.p++
 		p, ok := c.bytes(1)
 		if !ok {
@@ -252,6 +255,9 @@ func (d *decoder) fastMemo(c *cursor, v val) bool {
 		}
 		i = uint64(p[0])
 	case opLongBinPut:
+		if d.sym != nil {
+			return false
+		}
 		c.p++
 		p, ok := c.bytes(4)
 		if !ok {
@@ -322,8 +328,17 @@ func (d *decoder) fastIndex(c *cursor, o byte) (uint64, bool) {
 	return i, true
 }
 
-// memoRef returns the live memo value of index i, or nil.
+// memoRef returns the live memo value of index i, or nil (a helper of
+// the parallel decode: a placeholder, symRef).
 func (d *decoder) memoRef(i uint64) *val {
+	if d.sym != nil {
+		return d.symRef(i)
+	}
+	return d.memoRefLive(i)
+}
+
+// memoRefLive returns the live memo value of index i, or nil.
+func (d *decoder) memoRefLive(i uint64) *val {
 	sl := d.memo.slot(i)
 	if sl == nil || *sl == 0 {
 		return nil

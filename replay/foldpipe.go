@@ -12,15 +12,16 @@ import (
 type streamMode uint8
 
 const (
-	noStream   streamMode = iota // entries kept in the model
-	streamAuto                   // folded: beside the decoder when there is more than one P
-	streamSeq                    // folded by the decoding goroutine itself
-	streamPar                    // folded by a second goroutine (tests force it)
+	noStream        streamMode = iota // entries kept in the model
+	streamAuto                        // folded: beside the decoder when there is more than one P, the trace then decoded on two goroutines in a file of parMinSize bytes or more (pardecode.go)
+	streamSeq                         // folded by the decoding goroutine itself
+	streamPar                         // folded by a second goroutine (tests force it)
+	streamParDecode                   // streamPar, and the trace decoded on two goroutines whatever the file's size (tests)
 )
 
 // parallel reports whether mode folds in a second goroutine.
 func (m streamMode) parallel() bool {
-	return m == streamPar || m == streamAuto && runtime.GOMAXPROCS(0) > 1
+	return m == streamPar || m == streamParDecode || m == streamAuto && runtime.GOMAXPROCS(0) > 1
 }
 
 // Pipeline sizes: foldBatches buffers of foldBatchLen entries (the stats
@@ -38,8 +39,9 @@ var (
 
 // pipeBatch is a run of one trace list's entries, in trace order.
 type pipeBatch[K comparable, T any] struct {
-	key K
-	e   []T
+	key  K
+	e    []T
+	done func([]T) // a batch handOver made: given its entries back once consumed
 }
 
 // foldEntry is the part of a trace entry traceAcc.add reads (action,
@@ -91,6 +93,10 @@ func (p *pipe[K, T]) run() {
 	defer close(p.done)
 	for bt := range p.full {
 		p.consume(bt.key, bt.e)
+		if bt.done != nil {
+			bt.done(bt.e)
+			continue
+		}
 		var zero K
 		bt.e, bt.key = bt.e[:0], zero
 		p.free <- bt
@@ -124,6 +130,22 @@ func (p *pipe[K, T]) batch() *pipeBatch[K, T] {
 		return &pipeBatch[K, T]{e: make([]T, 0, p.size)}
 	}
 	return <-p.free
+}
+
+// handOver hands es, entries of key in trace order, to the consumer as a
+// batch of their own, after those queued (the decoder's goroutine only):
+// the parallel decode's chunks, folded without a copy. done gets them back
+// on the consumer's goroutine once consumed.
+func (p *pipe[K, T]) handOver(key K, es []T, done func([]T)) {
+	p.flush()
+	if len(es) == 0 {
+		done(es)
+		return
+	}
+	if p.handing != nil {
+		p.handing()
+	}
+	p.full <- &pipeBatch[K, T]{key: key, e: es, done: done}
 }
 
 // flush hands the batch being filled to the consumer.

@@ -171,9 +171,14 @@ type decoder struct {
 	op    byte  // current opcode
 	opOff int64 // offset of the current opcode
 
-	fast      fastState // fastEntry's scratch
-	fastStack val       // fastRef's answer for an interned frames list
-	noFast    bool      // every entry the general way (tests compare the two)
+	fast      fastState  // fastEntry's scratch
+	fastStack val        // fastRef's answer for an interned frames list
+	noFast    bool       // every entry the general way (tests compare the two)
+	par       *parDecode // the parallel decode's helpers (pardecode.go); nil: none
+	// A parallel decode's helper: memo references from symK up, and any
+	// not copied, are placeholders (pardecode.go); nil: none.
+	sym  *parSym
+	symK uint64
 }
 
 // memo maps memo indexes to values. A snapshot memoizes every dict and
@@ -200,6 +205,47 @@ type memo struct {
 	// rewrites counts stores to an index that held a value: until it
 	// changes, a string's index keeps naming that string (fastKey).
 	rewrites uint64
+	spare    [][]uint32 // index pages a reset gave up, for claim to reuse (the parallel decode's helper)
+}
+
+// reset empties the memo for another decode, keeping its pages: the
+// parallel decode's helper decodes run after run with one memo.
+func (m *memo) reset() {
+	for i, pg := range m.pages {
+		if pg != nil {
+			clear(pg)
+			m.spare = append(m.spare, pg)
+			m.pages[i] = nil
+		}
+	}
+	for r := uint32(0); r < m.nrows; r += memoPage {
+		clear(m.rows[r>>memoShift])
+	}
+	m.nrows, m.free, m.alloc, m.count, m.rewrites = 0, m.free[:0], 0, 0, 0
+	*m.row(m.newRow()) = memoRow{slot: freeRow} // placedRow
+}
+
+// truncate empties the memo from index k on and its rows from row r on,
+// keeping what was stored before (a parallel decode's helper keeps the
+// values copied for it from chunk to chunk).
+func (m *memo) truncate(k uint64, r uint32) {
+	for p := k >> memoShift; p < uint64(len(m.pages)); p++ {
+		if pg := m.pages[p]; pg != nil {
+			if p == k>>memoShift && k&(memoPage-1) != 0 {
+				clear(pg[k&(memoPage-1):])
+			} else {
+				// Given up, for the next stores to reuse: the pages kept
+				// follow the indexes in use, not the highest one reached.
+				clear(pg)
+				m.spare = append(m.spare, pg)
+				m.pages[p] = nil
+			}
+		}
+	}
+	for x := r; x < m.nrows; x++ {
+		*m.row(x) = memoRow{}
+	}
+	m.nrows, m.free, m.alloc, m.count = r, m.free[:0], 0, k
 }
 
 type memoRow struct {
@@ -216,7 +262,7 @@ func (m *memo) row(r uint32) *memoRow { return &m.rows[r>>memoShift][r&(memoPage
 // newRow returns a fresh row's index, allocating its page when needed.
 func (m *memo) newRow() uint32 {
 	r := m.nrows
-	if r&(memoPage-1) == 0 {
+	if r&(memoPage-1) == 0 && int(r>>memoShift) == len(m.rows) {
 		if len(m.rows) == cap(m.rows) {
 			m.alloc += int64(2*cap(m.rows)+1) * 24 // append's new array of page headers
 		}
@@ -281,18 +327,7 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 	if i >= m.count {
 		m.count = i + 1
 	}
-	p := i >> memoShift
-	for uint64(len(m.pages)) <= p {
-		if len(m.pages) == cap(m.pages) {
-			m.alloc += int64(2*cap(m.pages)+1) * 24 // append's new array of page headers
-		}
-		m.pages = append(m.pages, nil)
-	}
-	if m.pages[p] == nil {
-		m.pages[p] = make([]uint32, memoPage)
-		m.alloc += 4 * memoPage
-	}
-	sl := &m.pages[p][i&(memoPage-1)]
+	sl := &m.page(i >> memoShift)[i&(memoPage-1)]
 	if r := *sl; r != 0 {
 		m.rewrites++
 		if r&stackSlot == 0 && m.row(r-1).slot == uint32(i) {
@@ -300,6 +335,25 @@ func (m *memo) claim(i uint64, limit int64) (*uint32, error) {
 		}
 	}
 	return sl, nil
+}
+
+// page returns index page p, creating it (and the pages before it).
+func (m *memo) page(p uint64) []uint32 {
+	for uint64(len(m.pages)) <= p {
+		if len(m.pages) == cap(m.pages) {
+			m.alloc += int64(2*cap(m.pages)+1) * 24 // append's new array of page headers
+		}
+		m.pages = append(m.pages, nil)
+	}
+	if m.pages[p] == nil {
+		if n := len(m.spare); n > 0 {
+			m.pages[p], m.spare = m.spare[n-1], m.spare[:n-1]
+		} else {
+			m.pages[p] = make([]uint32, memoPage)
+			m.alloc += 4 * memoPage
+		}
+	}
+	return m.pages[p]
 }
 
 // placedRow is the row every slot of an already placed trace entry points
@@ -355,6 +409,9 @@ func (m *memo) get(i uint64) (val, error) {
 
 // get pushes memo entry i (BINGET, LONG_BINGET: the most frequent opcodes).
 func (d *decoder) get(i uint64) error {
+	if d.sym != nil {
+		return d.symGet(i)
+	}
 	// Fast path: a live row, copied straight onto the stack.
 	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack) < maxStackDepth {
 		row := d.memo.row(*sl - 1)
@@ -496,6 +553,9 @@ func (d *decoder) run() (val, error) {
 		case opStop:
 			return d.stop()
 		case opMark:
+			if d.par != nil && d.parMark() {
+				continue // a run the helper decoded: the reader is past it
+			}
 			if len(d.marks) >= maxMarkDepth {
 				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
 			}
@@ -581,6 +641,9 @@ func (d *decoder) run() (val, error) {
 					err = d.b.appendItems(t.l, items)
 				}
 			}
+			if d.sym != nil && err == nil && len(d.marks) == 0 && d.symListEnd() {
+				return val{}, errListEnd
+			}
 		case opSetItem:
 			err = d.setItem()
 		case opSetItems:
@@ -601,6 +664,9 @@ func (d *decoder) run() (val, error) {
 				err = d.memoPut(d.memo.count, *t)
 			}
 		case opBinPut:
+			if d.sym != nil {
+				return val{}, errSymPut
+			}
 			var c byte
 			if c, err = in.byte(); err == nil {
 				var t *val
@@ -609,6 +675,9 @@ func (d *decoder) run() (val, error) {
 				}
 			}
 		case opLongBinPut:
+			if d.sym != nil {
+				return val{}, errSymPut
+			}
 			var p []byte
 			if p, err = in.next(4); err == nil {
 				var t *val
@@ -949,6 +1018,10 @@ func tupleOf(items []val) val {
 func decodePickle(in *byteReader, b *builder) (*snapshot.Snapshot, string, error) {
 	d := &decoder{in: in, b: b, memo: newMemo()}
 	d.b.memo = &d.memo
+	if b.par != nil {
+		d.par = newParDecode(b.par.ra, b.par.size, b.limit)
+		defer d.par.close()
+	}
 	top, err := d.run()
 	if err != nil {
 		return nil, "", offsetError(d.opOff, err)

@@ -144,3 +144,22 @@ func (b *byteReader) checkLen(n uint64, what string) (int, error) {
 
 // maxStringLen caps any single string or byte string.
 const maxStringLen = 64 << 20
+
+// seekTo moves the next unread byte to file offset off, within the buffer
+// or by seeking the input (the parallel decode skips a run its helper
+// decoded); false, changing nothing, if it cannot.
+func (b *byteReader) seekTo(off int64) bool {
+	if off >= b.base+int64(b.pos) && off <= b.base+int64(b.end) {
+		b.pos = int(off - b.base)
+		return true
+	}
+	s, ok := b.r.(io.Seeker)
+	if !ok || off < b.base {
+		return false
+	}
+	if _, err := s.Seek(off, io.SeekStart); err != nil {
+		return false
+	}
+	b.base, b.pos, b.end, b.eof, b.err = off, 0, 0, false, nil
+	return true
+}
