@@ -205,24 +205,7 @@ type memo struct {
 	// rewrites counts stores to an index that held a value: until it
 	// changes, a string's index keeps naming that string (fastKey).
 	rewrites uint64
-	spare    [][]uint32 // index pages a reset gave up, for claim to reuse (the parallel decode's helper)
-}
-
-// reset empties the memo for another decode, keeping its pages: the
-// parallel decode's helper decodes run after run with one memo.
-func (m *memo) reset() {
-	for i, pg := range m.pages {
-		if pg != nil {
-			clear(pg)
-			m.spare = append(m.spare, pg)
-			m.pages[i] = nil
-		}
-	}
-	for r := uint32(0); r < m.nrows; r += memoPage {
-		clear(m.rows[r>>memoShift])
-	}
-	m.nrows, m.free, m.alloc, m.count, m.rewrites = 0, m.free[:0], 0, 0, 0
-	*m.row(m.newRow()) = memoRow{slot: freeRow} // placedRow
+	spare    [][]uint32 // index pages truncate gave up, for claim to reuse (the parallel decode's helpers)
 }
 
 // truncate empties the memo from index k on and its rows from row r on,
