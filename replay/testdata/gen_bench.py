@@ -5,7 +5,7 @@ working set of live tensors, with time_us, compile_context, user_metadata
 and stacks, plus the matching final segments. Written by Python's pickle
 (protocol 4).
 
-    python3 gen_bench.py OUT.pickle [N] [SHAPE] [--oom]
+    python3 gen_bench.py OUT.pickle [N] [SHAPE] [--oom] [--segments]
 
 SHAPE "distinct" is shaped like real dumps: every alloc and
 every free_requested has a frames list object of its own (free_completed
@@ -16,7 +16,9 @@ proportions follow it. SHAPE "shared" (the default) is the older case: every
 entry refers to one of 400 stack lists, so the pickle memoizes each list once.
 
 With --oom one oom entry (a request larger than any segment, the device
-nearly full) is inserted halfway through the trace.
+nearly full) is inserted halfway through the trace. With --segments the
+trace begins with a segment_alloc entry per segment (recording started
+before the first cudaMalloc, as in most real dumps) and N counts them.
 """
 import pickle
 import random
@@ -26,7 +28,7 @@ MiB = 1 << 20
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--oom"]
+    args = [a for a in sys.argv[1:] if a not in ("--oom", "--segments")]
     out = args[0]
     n = int(args[1]) if len(args) > 1 else 1_000_000
     shape = args[2] if len(args) > 2 else "shared"
@@ -66,8 +68,10 @@ def main():
     slot = seg_size // slots
     live = {}
     trace = []
-    t = 1_776_000_000_000_000
-    while len(trace) < n:
+    t0 = t = 1_776_000_000_000_000
+    with_segs = "--segments" in sys.argv
+    target = n - n_segs if with_segs else n
+    while len(trace) < target:
         s = rnd.randrange(n_segs)
         k = rnd.randrange(slots)
         addr = seg_base + s * seg_size + k * slot
@@ -103,7 +107,11 @@ def main():
         segments.append({"device": 0, "address": base, "total_size": seg_size, "allocated_size": alloc,
                          "active_size": alloc, "requested_size": alloc, "stream": 0, "segment_type": "large",
                          "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks})
-    trace = trace[:n]
+    trace = trace[:target]
+    if with_segs:
+        trace = [{"action": "segment_alloc", "addr": seg_base + s * seg_size, "size": seg_size, "stream": 0,
+                  "time_us": t0 - n_segs + s, "compile_context": "N/A", "user_metadata": "", "frames": []}
+                 for s in range(n_segs)] + trace
     if "--oom" in sys.argv:
         h = n // 2
         trace.insert(h, {"action": "oom", "size": 2 * seg_size, "stream": 0, "time_us": trace[h - 1]["time_us"],
