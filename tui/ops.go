@@ -21,15 +21,16 @@ var opSortNames = []string{"start", "duration", "mem delta", "name"}
 // start, s sorts. The table follows the cursor (follow).
 type opsPane struct {
 	size
-	ops      []store.Op // all ops, start order
-	ver      uint64     // the Source's op version ops holds (Source.OpsSince)
-	steps    []int      // indices of the step ops (IsStep) in ops
-	maxEnd   []int64    // prefix-max ends of ops (oprange.Table)
-	shown    []int      // indices into ops, filtered and sorted: the table's rows
-	sel      int        // the selected row of shown
-	sort     int        // index into opSortNames
-	drawnTop int        // the first row as last drawn (for clicks)
-	hl       bool       // the selected op is highlighted on the timeline
+	ops      []store.Op    // all ops, start order
+	ver      uint64        // the Source's op version ops holds (Source.OpsSince)
+	steps    []int         // indices of the step ops (IsStep) in ops
+	maxEnd   []int64       // prefix-max ends of ops (oprange.Table)
+	idx      oprange.Index // the cursor's innermost op over ops (steps included)
+	shown    []int         // indices into ops, filtered and sorted: the table's rows
+	sel      int           // the selected row of shown
+	sort     int           // index into opSortNames
+	drawnTop int           // the first row as last drawn (for clicks)
+	hl       bool          // the selected op is highlighted on the timeline
 }
 
 func (p *opsPane) update(c *paneCtx, msg tea.KeyMsg) (paneAct, bool) {
@@ -213,12 +214,18 @@ func (p *opsPane) refresh(c *paneCtx) {
 	from := p.readOps(c.src)
 	p.steps = p.steps[:sort.SearchInts(p.steps, from)]
 	p.maxEnd = oprange.MaxEnds(p.ops[from:], p.maxEnd[:from])
+	p.idx.Update(p.table(), from)
 	for i := from; i < len(p.ops); i++ {
 		if p.ops[i].IsStep {
 			p.steps = append(p.steps, i)
 		}
 	}
 	p.updateView(c.flt, from)
+}
+
+// table is the ops as the cursor's fallback searches them: steps too.
+func (p *opsPane) table() oprange.Sorted {
+	return oprange.Sorted{Ops: p.ops, Ends: p.maxEnd, WithSteps: true}
 }
 
 // readOps brings p.ops up to date and returns the lowest index that
@@ -256,7 +263,7 @@ func (p *opsPane) follow(c *paneCtx, at store.Op, ok bool) {
 		}
 	}
 	if i < 0 {
-		i = oprange.Innermost(oprange.Sorted{Ops: p.ops, Ends: p.maxEnd, WithSteps: true}, cur)
+		i = p.idx.Innermost(p.table(), cur)
 	}
 	if i < 0 { // p.ops is in start order: the last op starting at or before cur
 		i = sort.Search(len(p.ops), func(i int) bool { return p.ops[i].StartUS > cur }) - 1

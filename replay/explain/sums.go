@@ -22,7 +22,8 @@ import (
 // has its key looked up, and no allocation's key is looked up more often
 // than the old sums did (at every step end it lived at) or than it was
 // made or changed. The lookups are cached (by stack id for a call site, by
-// stream, by category): an op's (oprange.Innermost) is the costly one.
+// stream, by category): an op's (a search of the op tree, oprange.Index)
+// is the costly one.
 //
 // The series keep only those changes (keyHist), so their memory is
 // O(changes) too, and leakSuspects walks each key's changes instead of
