@@ -89,6 +89,9 @@ var (
 	parMerged atomic.Int64
 	// parCoreFree reports whether the host has a core for the helper.
 	parCoreFree = coreFree
+	// parClosed, if set, sees each parallel decode once its helpers are
+	// done (tests).
+	parClosed func(*parDecode)
 )
 
 // phBase is the first placeholder stack id (placeholderStack).
@@ -183,6 +186,7 @@ type parChunk struct {
 	k       uint64
 	done    chan struct{}
 	res     *parResult
+	passed  bool // the decoder went by without taking it: a result is dropped (mu)
 }
 
 // parImport is a memo value copied for the helpers: what it was (for the
@@ -308,6 +312,9 @@ func (p *parDecode) close() {
 	p.stop()
 	p.cancel()
 	p.wg.Wait()
+	if parClosed != nil {
+		parClosed(p)
+	}
 }
 
 // parMark is the decoder's side, at each MARK the run loop reads: it
@@ -351,8 +358,12 @@ func (d *decoder) parMark() bool {
 			p.watch = 1<<63 - 1
 		}
 		p.clock(c, state == chunkDecoder)
-		if state != chunkHelper || d.opOff != c.x {
-			continue // passed, or the decoder's
+		if state != chunkHelper {
+			continue // the decoder's
+		}
+		if d.opOff != c.x {
+			p.drop(c) // passed: its start was not an opcode of the decoder's
+			continue
 		}
 		// A helper's chunk, exactly where it begins: wait for it rather than
 		// decode it again — for as long as decoding it would take the
@@ -362,6 +373,7 @@ func (d *decoder) parMark() bool {
 		// stops the helpers.
 		if !p.await(c) {
 			c.cancel()
+			p.drop(c)
 			p.stop()
 			continue
 		}
@@ -409,6 +421,15 @@ func (p *parDecode) await(c *parChunk) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// drop lets go of helper chunk c's result, now or when the helper is
+// done: the decoder has gone by it, and a result kept would hold its
+// memory, never charged, to the decode's end.
+func (p *parDecode) drop(c *parChunk) {
+	p.mu.Lock()
+	c.passed, c.res = true, nil
+	p.mu.Unlock()
 }
 
 // stop tells the helpers to claim nothing more.
@@ -637,7 +658,12 @@ func (p *parDecode) helper(idx int) {
 			return
 		}
 		run0, wait0, known := threadSched()
-		c.res = h.decode(c)
+		r := h.decode(c)
+		p.mu.Lock()
+		if !c.passed {
+			c.res = r
+		}
+		p.mu.Unlock()
 		c.cancel()
 		close(c.done)
 		// A helper that waited for a CPU half the time it wanted one has no
