@@ -97,6 +97,11 @@ var (
 // phBase is the first placeholder stack id (placeholderStack).
 const phBase = 1 << 30
 
+// parSlack is the stack and MARK depth a helper keeps free for what
+// encloses its chunk: the decoder takes a chunk over only beneath no more
+// than that, so a chunk nested past its limits is the decoder's error.
+const parSlack = 256
+
 // parInput is what a parallel decode reads beside the decoder's reader.
 type parInput struct {
 	ra   io.ReaderAt
@@ -752,7 +757,7 @@ func (h *parHelper) decode(c *parChunk) *parResult {
 		in.buf = make([]byte, readChunk)
 		h.buf = in.buf
 	}
-	w := &decoder{in: in, b: b, memo: h.memo, sym: &h.sym, symK: h.k}
+	w := &decoder{in: in, b: b, memo: h.memo, sym: &h.sym, symK: h.k, slack: parSlack}
 	h.sym.ph = h.sym.ph[:0]
 	h.sym.cache = [256]parSymCache{}
 	b.memo = &w.memo
@@ -959,7 +964,8 @@ func (b *builder) logStack(id snapshot.StackID) {
 func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 	b, p := d.b, d.par
 	if len(d.stack) == 0 || b.entriesLive != 0 || b.overErr != nil ||
-		d.memo.rewrites != p.rewrites || !b.parFold || b.sink != nil {
+		d.memo.rewrites != p.rewrites || !b.parFold || b.sink != nil ||
+		len(d.stack)-1 > parSlack || len(d.marks) > parSlack {
 		return false
 	}
 	t := &d.stack[len(d.stack)-1]

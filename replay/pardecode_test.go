@@ -267,7 +267,8 @@ func TestParDecodePythonShapes(t *testing.T) {
 // memoizes them).
 type pk struct {
 	bytes.Buffer
-	ascii bool // strings as BINUNICODE: opcodes that are valid UTF-8
+	ascii bool               // strings as BINUNICODE: opcodes that are valid UTF-8
+	extra func(p *pk, k int) // writes more of entry k's keys and values, if set
 }
 
 func (p *pk) str(s string) {
@@ -301,6 +302,9 @@ func (p *pk) entry(k int, meta string) {
 	p.int(uint32(1000 + k))
 	p.str("user_metadata")
 	p.str(meta)
+	if p.extra != nil {
+		p.extra(p, k)
+	}
 	p.str("frames")
 	p.Write([]byte{opEmptyList, opMemoize, opSetItems})
 }
@@ -308,7 +312,10 @@ func (p *pk) entry(k int, meta string) {
 // traceWithMeta is a snapshot of one trace of n entries, batches of 10,
 // entry k's user_metadata meta(k).
 func traceWithMeta(n int, meta func(k int) string) []byte {
-	var p pk
+	return traceOf(&pk{}, n, meta)
+}
+
+func traceOf(p *pk, n int, meta func(k int) string) []byte {
 	p.Write([]byte{opProto, 4, opEmptyDict, opMemoize, opMark})
 	p.str("segments")
 	p.Write([]byte{opEmptyList, opMemoize})
@@ -371,5 +378,47 @@ func TestParDecodeFalseSyncDropped(t *testing.T) {
 	}
 	if held != 0 {
 		t.Errorf("%d results of chunks the decoder went by held to the decode's end", held)
+	}
+}
+
+// A helper begins a chunk with only its list on the stack and no MARK,
+// the decoder with what encloses the list too: an entry nested up to the
+// helper's limits but past the decoder's is the decoder's error, not
+// figures.
+func TestParDecodeDepthLimits(t *testing.T) {
+	nest := func(marks, values int) func(p *pk, k int) {
+		return func(p *pk, k int) {
+			if k != 255 {
+				return
+			}
+			p.str("nested")
+			// A batch's MARK and the entry's are below these.
+			p.Write(bytes.Repeat([]byte{opMark}, marks))
+			p.Write(bytes.Repeat([]byte{opTuple}, marks))
+			if values > 0 {
+				p.WriteByte(opMark)
+				p.Write(bytes.Repeat([]byte{opNone}, values))
+				p.WriteByte(opTuple)
+			}
+		}
+	}
+	old := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(old)
+	withParDecode(t, 1, true)
+	for _, c := range []struct {
+		what          string
+		marks, values int
+	}{
+		{"MARKs", maxMarkDepth - 2, 0},
+		// The helper's stack: its list, the batch's entries before, the
+		// entry's dict, MARK, keys and values before, the key, the MARK.
+		{"values", 0, maxStackDepth - 1 - 5 - 1 - 2*8 - 1},
+	} {
+		data := traceOf(&pk{extra: nest(c.marks, c.values)}, 400, func(int) string { return "" })
+		out := filepath.Join(t.TempDir(), "deep.pickle")
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		comparePar(t, out, c.what+" nested to the helper's limit")
 	}
 }
