@@ -57,12 +57,16 @@ import (
 // helper assumed — no memo value rewritten since the copy, every copied
 // frame dict unchanged, every placeholder a frames list (one the decoder
 // stored before the chunk, or one the chunk stored before the reference),
-// the helper ending where it should with its stack as it began — and
+// the helper ending where it should with its stack as it began, the
+// decoder's stack and MARKs beneath it no deeper than the helper kept
+// free (parSlack: its depth limits fail where the decoder's would) — and
 // takes the chunk over: the chunk's stacks interned in the order the
 // helper met them (so every id is the one a sequential decode gives), its
 // memo stores copied to the real indexes, its entries handed to the fold
 // in order, its reader moved past the chunk. Anything else and the
-// decoder decodes the chunk itself. A decode that fails is decoded again,
+// decoder decodes the chunk itself. A chunk the decoder goes by (its start
+// inside a string: a false boundary) or will not wait for, its result is
+// let go of. A decode that fails is decoded again,
 // sequentially, so errors (text, offset) are the sequential decoder's.
 //
 // What the helper's chunks do not give the model: the entries' texts
