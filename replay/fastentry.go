@@ -195,7 +195,7 @@ func (d *decoder) fastEntry(l *list) bool {
 			return false
 		}
 	}
-	if len(d.stack) >= maxStackDepth {
+	if len(d.stack)+d.slack >= maxStackDepth {
 		return false
 	}
 	if f.inline {

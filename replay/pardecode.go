@@ -57,12 +57,16 @@ import (
 // helper assumed — no memo value rewritten since the copy, every copied
 // frame dict unchanged, every placeholder a frames list (one the decoder
 // stored before the chunk, or one the chunk stored before the reference),
-// the helper ending where it should with its stack as it began — and
+// the helper ending where it should with its stack as it began, the
+// decoder's stack and MARKs beneath it no deeper than the helper kept
+// free (parSlack: its depth limits fail where the decoder's would) — and
 // takes the chunk over: the chunk's stacks interned in the order the
 // helper met them (so every id is the one a sequential decode gives), its
 // memo stores copied to the real indexes, its entries handed to the fold
 // in order, its reader moved past the chunk. Anything else and the
-// decoder decodes the chunk itself. A decode that fails is decoded again,
+// decoder decodes the chunk itself. A chunk the decoder goes by (its start
+// inside a string: a false boundary) or will not wait for, its result is
+// let go of. A decode that fails is decoded again,
 // sequentially, so errors (text, offset) are the sequential decoder's.
 //
 // What the helper's chunks do not give the model: the entries' texts
@@ -89,10 +93,18 @@ var (
 	parMerged atomic.Int64
 	// parCoreFree reports whether the host has a core for the helper.
 	parCoreFree = coreFree
+	// parClosed, if set, sees each parallel decode once its helpers are
+	// done (tests).
+	parClosed func(*parDecode)
 )
 
 // phBase is the first placeholder stack id (placeholderStack).
 const phBase = 1 << 30
+
+// parSlack is the stack and MARK depth a helper keeps free for what
+// encloses its chunk: the decoder takes a chunk over only beneath no more
+// than that, so a chunk nested past its limits is the decoder's error.
+const parSlack = 256
 
 // parInput is what a parallel decode reads beside the decoder's reader.
 type parInput struct {
@@ -183,6 +195,7 @@ type parChunk struct {
 	k       uint64
 	done    chan struct{}
 	res     *parResult
+	passed  bool // the decoder went by without taking it: a result is dropped (mu)
 }
 
 // parImport is a memo value copied for the helpers: what it was (for the
@@ -308,6 +321,9 @@ func (p *parDecode) close() {
 	p.stop()
 	p.cancel()
 	p.wg.Wait()
+	if parClosed != nil {
+		parClosed(p)
+	}
 }
 
 // parMark is the decoder's side, at each MARK the run loop reads: it
@@ -351,8 +367,12 @@ func (d *decoder) parMark() bool {
 			p.watch = 1<<63 - 1
 		}
 		p.clock(c, state == chunkDecoder)
-		if state != chunkHelper || d.opOff != c.x {
-			continue // passed, or the decoder's
+		if state != chunkHelper {
+			continue // the decoder's
+		}
+		if d.opOff != c.x {
+			p.drop(c) // passed: its start was not an opcode of the decoder's
+			continue
 		}
 		// A helper's chunk, exactly where it begins: wait for it rather than
 		// decode it again — for as long as decoding it would take the
@@ -362,6 +382,7 @@ func (d *decoder) parMark() bool {
 		// stops the helpers.
 		if !p.await(c) {
 			c.cancel()
+			p.drop(c)
 			p.stop()
 			continue
 		}
@@ -409,6 +430,15 @@ func (p *parDecode) await(c *parChunk) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// drop lets go of helper chunk c's result, now or when the helper is
+// done: the decoder has gone by it, and a result kept would hold its
+// memory, never charged, to the decode's end.
+func (p *parDecode) drop(c *parChunk) {
+	p.mu.Lock()
+	c.passed, c.res = true, nil
+	p.mu.Unlock()
 }
 
 // stop tells the helpers to claim nothing more.
@@ -637,7 +667,12 @@ func (p *parDecode) helper(idx int) {
 			return
 		}
 		run0, wait0, known := threadSched()
-		c.res = h.decode(c)
+		r := h.decode(c)
+		p.mu.Lock()
+		if !c.passed {
+			c.res = r
+		}
+		p.mu.Unlock()
 		c.cancel()
 		close(c.done)
 		// A helper that waited for a CPU half the time it wanted one has no
@@ -726,7 +761,7 @@ func (h *parHelper) decode(c *parChunk) *parResult {
 		in.buf = make([]byte, readChunk)
 		h.buf = in.buf
 	}
-	w := &decoder{in: in, b: b, memo: h.memo, sym: &h.sym, symK: h.k}
+	w := &decoder{in: in, b: b, memo: h.memo, sym: &h.sym, symK: h.k, slack: parSlack}
 	h.sym.ph = h.sym.ph[:0]
 	h.sym.cache = [256]parSymCache{}
 	b.memo = &w.memo
@@ -933,7 +968,8 @@ func (b *builder) logStack(id snapshot.StackID) {
 func (d *decoder) parTake(c *parChunk, r *parResult) bool {
 	b, p := d.b, d.par
 	if len(d.stack) == 0 || b.entriesLive != 0 || b.overErr != nil ||
-		d.memo.rewrites != p.rewrites || !b.parFold || b.sink != nil {
+		d.memo.rewrites != p.rewrites || !b.parFold || b.sink != nil ||
+		len(d.stack)-1 > parSlack || len(d.marks) > parSlack {
 		return false
 	}
 	t := &d.stack[len(d.stack)-1]

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -259,5 +260,165 @@ func TestParDecodePythonShapes(t *testing.T) {
 			comparePar(t, cut, fmt.Sprintf("%v cut, GOMAXPROCS %d", shape, procs))
 			runtime.GOMAXPROCS(old)
 		}
+	}
+}
+
+// pk builds a pickle's raw opcodes (protocol 4, dicts memoized as Python
+// memoizes them).
+type pk struct {
+	bytes.Buffer
+	ascii bool               // strings as BINUNICODE: opcodes that are valid UTF-8
+	extra func(p *pk, k int) // writes more of entry k's keys and values, if set
+}
+
+func (p *pk) str(s string) {
+	if len(s) < 256 && !p.ascii {
+		p.WriteByte(opShortBinUni)
+		p.WriteByte(byte(len(s)))
+	} else {
+		p.WriteByte(opBinUnicode)
+		p.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(s))))
+	}
+	p.WriteString(s)
+}
+
+func (p *pk) int(v uint32) {
+	p.WriteByte(opBinInt)
+	p.Write(binary.LittleEndian.AppendUint32(nil, v))
+}
+
+// entry writes one trace entry dict; meta is its user_metadata.
+func (p *pk) entry(k int, meta string) {
+	p.Write([]byte{opEmptyDict, opMemoize, opMark})
+	p.str("action")
+	p.str([]string{"alloc", "free_requested", "free_completed"}[k%3])
+	p.str("addr")
+	p.int(uint32(0x10000 + k/3*512))
+	p.str("size")
+	p.int(512)
+	p.str("stream")
+	p.int(0)
+	p.str("time_us")
+	p.int(uint32(1000 + k))
+	p.str("user_metadata")
+	p.str(meta)
+	if p.extra != nil {
+		p.extra(p, k)
+	}
+	p.str("frames")
+	p.Write([]byte{opEmptyList, opMemoize, opSetItems})
+}
+
+// traceWithMeta is a snapshot of one trace of n entries, batches of 10,
+// entry k's user_metadata meta(k).
+func traceWithMeta(n int, meta func(k int) string) []byte {
+	return traceOf(&pk{}, n, meta)
+}
+
+func traceOf(p *pk, n int, meta func(k int) string) []byte {
+	p.Write([]byte{opProto, 4, opEmptyDict, opMemoize, opMark})
+	p.str("segments")
+	p.Write([]byte{opEmptyList, opMemoize})
+	p.str("device_traces")
+	p.Write([]byte{opEmptyList, opMemoize, opEmptyList, opMemoize})
+	for k := 0; k < n; k += 10 {
+		p.WriteByte(opMark)
+		for j := k; j < min(n, k+10); j++ {
+			p.entry(j, meta(j))
+		}
+		p.WriteByte(opAppends)
+	}
+	p.Write([]byte{opAppend, opSetItems, opStop})
+	return p.Bytes()
+}
+
+// A string that holds what looks like a batch of entries (a false batch
+// boundary a helper decodes without fault): the decoder goes by the
+// chunk, and its result is let go of, not held to the decode's end.
+func TestParDecodeFalseSyncDropped(t *testing.T) {
+	var fake pk
+	// Valid UTF-8 throughout: no MEMOIZE (a boundary may lack it), strings
+	// as BINUNICODE, ints of ASCII bytes.
+	fake.ascii = true
+	fake.Write([]byte{opAppends, opMark, opEmptyDict, opMark})
+	fake.str("action")
+	fake.str("alloc")
+	fake.str("addr")
+	fake.int(0x41424344)
+	fake.str("size")
+	fake.int(0x1000)
+	fake.str("frames")
+	fake.Write([]byte{opEmptyList, opSetItems, opAppends, 'z'})
+	data := traceWithMeta(400, func(k int) string {
+		if k%50 == 25 {
+			return fake.String()
+		}
+		return ""
+	})
+	out := filepath.Join(t.TempDir(), "fake.pickle")
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var held, seen int
+	parClosed = func(p *parDecode) {
+		seen++
+		for _, c := range p.chunks {
+			if c.res != nil {
+				held++
+			}
+		}
+	}
+	defer func() { parClosed = nil }()
+	old := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(old)
+	withParDecode(t, 1, true)
+	comparePar(t, out, "false batch boundaries in strings")
+	if seen == 0 {
+		t.Fatal("no parallel decode")
+	}
+	if held != 0 {
+		t.Errorf("%d results of chunks the decoder went by held to the decode's end", held)
+	}
+}
+
+// A helper begins a chunk with only its list on the stack and no MARK,
+// the decoder with what encloses the list too: an entry nested up to the
+// helper's limits but past the decoder's is the decoder's error, not
+// figures.
+func TestParDecodeDepthLimits(t *testing.T) {
+	nest := func(marks, values int) func(p *pk, k int) {
+		return func(p *pk, k int) {
+			if k != 255 {
+				return
+			}
+			p.str("nested")
+			// A batch's MARK and the entry's are below these.
+			p.Write(bytes.Repeat([]byte{opMark}, marks))
+			p.Write(bytes.Repeat([]byte{opTuple}, marks))
+			if values > 0 {
+				p.WriteByte(opMark)
+				p.Write(bytes.Repeat([]byte{opNone}, values))
+				p.WriteByte(opTuple)
+			}
+		}
+	}
+	old := runtime.GOMAXPROCS(2)
+	defer runtime.GOMAXPROCS(old)
+	withParDecode(t, 1, true)
+	for _, c := range []struct {
+		what          string
+		marks, values int
+	}{
+		{"MARKs", maxMarkDepth - 2, 0},
+		// The helper's stack: its list, the batch's entries before, the
+		// entry's dict, MARK, keys and values before, the key, the MARK.
+		{"values", 0, maxStackDepth - 1 - 5 - 1 - 2*8 - 1},
+	} {
+		data := traceOf(&pk{extra: nest(c.marks, c.values)}, 400, func(int) string { return "" })
+		out := filepath.Join(t.TempDir(), "deep.pickle")
+		if err := os.WriteFile(out, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		comparePar(t, out, c.what+" nested to the helper's limit")
 	}
 }

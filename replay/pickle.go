@@ -179,6 +179,9 @@ type decoder struct {
 	// not copied, are placeholders (pardecode.go); nil: none.
 	sym  *parSym
 	symK uint64
+	// A helper's: stack and MARK depth kept free for what encloses its
+	// chunk in the decoder, so it fails where the decoder would (parSlack).
+	slack int
 }
 
 // memo maps memo indexes to values. A snapshot memoizes every dict and
@@ -396,7 +399,7 @@ func (d *decoder) get(i uint64) error {
 		return d.symGet(i)
 	}
 	// Fast path: a live row, copied straight onto the stack.
-	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack) < maxStackDepth {
+	if sl := d.memo.slot(i); sl != nil && *sl != 0 && *sl&stackSlot == 0 && len(d.stack)+d.slack < maxStackDepth {
 		row := d.memo.row(*sl - 1)
 		if row.slot == uint32(i) && (row.v.k != kDict || row.v.d.gen == row.v.gen) {
 			row.v.copyTo(d.grow())
@@ -407,7 +410,7 @@ func (d *decoder) get(i uint64) error {
 	if err != nil {
 		return err
 	}
-	if len(d.stack) >= maxStackDepth {
+	if len(d.stack)+d.slack >= maxStackDepth {
 		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
 	}
 	d.stack = append(d.stack, v)
@@ -415,7 +418,7 @@ func (d *decoder) get(i uint64) error {
 }
 
 func (d *decoder) push(v val) error {
-	if len(d.stack) >= maxStackDepth {
+	if len(d.stack)+d.slack >= maxStackDepth {
 		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
 	}
 	d.stack = append(d.stack, v)
@@ -440,7 +443,7 @@ func (d *decoder) grow() *val {
 // overlapping 16-byte moves stalls on store forwarding, and BINGET and the
 // integer opcodes are most of a snapshot's opcodes.
 func (d *decoder) pushScalar(k kind, n uint64) error {
-	if len(d.stack) >= maxStackDepth {
+	if len(d.stack)+d.slack >= maxStackDepth {
 		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
 	}
 	v := d.grow()
@@ -459,7 +462,7 @@ func (d *decoder) pushScalar(k kind, n uint64) error {
 
 // pushRef pushes a string, dict or list value (see pushScalar).
 func (d *decoder) pushRef(k kind, gen uint32, str string, dd *dict, l *list) error {
-	if len(d.stack) >= maxStackDepth {
+	if len(d.stack)+d.slack >= maxStackDepth {
 		return fmt.Errorf("stack deeper than %d values", maxStackDepth)
 	}
 	v := d.grow()
@@ -539,7 +542,7 @@ func (d *decoder) run() (val, error) {
 			if d.par != nil && d.parMark() {
 				continue // a run the helper decoded: the reader is past it
 			}
-			if len(d.marks) >= maxMarkDepth {
+			if len(d.marks)+d.slack >= maxMarkDepth {
 				return val{}, fmt.Errorf("more than %d nested MARKs", maxMarkDepth)
 			}
 			d.marks = append(d.marks, len(d.stack))
