@@ -233,7 +233,12 @@ func FuzzParDecode(f *testing.F) {
 func TestParDecodePythonShapes(t *testing.T) {
 	py := fixture.Tool(t, "python3", "python3")
 	r := rand.New(rand.NewPCG(29, 9))
-	for _, shape := range [][]string{{"distinct"}, {"shared"}, {"distinct", "--oom"}} {
+	shapes := [][]string{{"distinct"}, {"shared"}, {"distinct", "--oom"}}
+	procsList := []int{2, 4}
+	if testing.Short() { // the race pass runs them all
+		shapes, procsList = shapes[:1], procsList[:1]
+	}
+	for _, shape := range shapes {
 		path := filepath.Join(t.TempDir(), shape[0]+".pickle")
 		args := append([]string{"testdata/gen_bench.py", path, "30000"}, shape...)
 		if out, err := exec.Command(py, args...).CombinedOutput(); err != nil {
@@ -243,7 +248,7 @@ func TestParDecodePythonShapes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, procs := range []int{2, 4} {
+		for _, procs := range procsList {
 			old := runtime.GOMAXPROCS(procs)
 			for _, sync := range []bool{true, false} {
 				withParDecode(t, 64<<10, sync)
@@ -386,6 +391,9 @@ func TestParDecodeFalseSyncDropped(t *testing.T) {
 // helper's limits but past the decoder's is the decoder's error, not
 // figures.
 func TestParDecodeDepthLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a million-value stack, decoded many times; the race pass (make test-unit) runs it")
+	}
 	nest := func(marks, values int) func(p *pk, k int) {
 		return func(p *pk, k int) {
 			if k != 255 {
