@@ -59,7 +59,7 @@ func TestIndexMatchesInnermost(t *testing.T) {
 			}
 		}
 	}
-	rounds := 60
+	rounds := 30
 	if testing.Short() {
 		rounds = 15
 	}
