@@ -256,7 +256,8 @@ func (c *Client) session(ctx context.Context) (connected bool, err error) {
 			return false, err
 		}
 	}
-	src := &frameSource{conn: conn, fr: &frameReader{r: bufio.NewReaderSize(conn, 256<<10)}, silence: c.opts.Silence}
+	rc := &readCounter{Conn: conn}
+	src := &frameSource{conn: conn, rc: rc, fr: &frameReader{r: bufio.NewReaderSize(rc, 256<<10)}, silence: c.opts.Silence}
 	s := &sessionState{c: c}
 	defer s.flushOps()
 	if err := s.handshake(src); err != nil {
@@ -308,9 +309,27 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 // calls next.
 type frameSource struct {
 	conn    net.Conn
+	rc      *readCounter // conn as fr reads it
 	fr      *frameReader
 	silence time.Duration
 }
+
+// readCounter is a connection that remembers its last read: how many
+// bytes it gave and how many were asked for (Note [read pacing]).
+type readCounter struct {
+	net.Conn
+	got, asked int
+}
+
+func (r *readCounter) Read(p []byte) (int, error) {
+	n, err := r.Conn.Read(p)
+	r.got, r.asked = n, len(p)
+	return n, err
+}
+
+// caughtUp reports whether the last read found the socket holding less
+// than half the room it was given: the producer is not ahead.
+func (s *frameSource) caughtUp() bool { return s.rc.got < s.rc.asked/2 }
 
 // next reads a frame; a timeout says whether the producer went silent
 // between frames or stalled inside one.
@@ -380,20 +399,28 @@ func (s *sessionState) handshake(src *frameSource) error {
 }
 
 // readPace is how long the reading goroutine waits before a read that
-// would wait on the socket (Note [read pacing]); a variable for tests.
+// would wait on the socket, once readPaceBytes came since it last did
+// (Note [read pacing]); variables for tests.
 //
 // Note [read pacing]: at a million entries a second a producer writes a
 // frame every few hundred microseconds. Read as they come, each frame
 // costs the reading goroutine a wake-up from the network poller and the
 // Store goroutine another; on a virtual machine those context switches
-// were the largest part of headless attach's CPU (perf: 35 % of its
-// samples in the kernel, under task switches, futex wake-ups and sysmon's
-// sleeps). Pausing a millisecond once the buffered bytes are used up
-// batches them: the socket and the producer's queue hold the frames
-// meanwhile (about 30 KB a millisecond at that rate, against a 256 KiB
-// read buffer and the socket's own), and a live view a millisecond later
-// is no later to the eye.
-var readPace = time.Millisecond
+// were the largest part of attach's CPU (perf: 28-35 % of its samples in
+// the kernel, under task switches, futex wake-ups and sysmon's sleeps).
+// Pausing 8 ms once the buffered bytes are used up batches them: the
+// socket and the producer's queue hold the frames meanwhile (about 240 KB
+// at that rate, against a 256 KiB read buffer and the 4 MiB socket buffer
+// the producer asks for), and a live view 8 ms later is no later to the
+// eye (it redraws every 100 ms). A slow stream is not paused: only after
+// readPaceBytes have come since the last pause, so a producer that sends
+// a frame now and then is read at once. Nor is a backlog: a read that
+// filled half its buffer or more says the socket holds more, which is
+// read at once (pausing there would cap the rate at a buffer a pause).
+var (
+	readPace            = 8 * time.Millisecond
+	readPaceBytes int64 = 64 << 10
+)
 
 // startReadAhead starts the goroutine that reads frames ahead of their
 // processing, so the socket keeps draining while a batch is stored (and
@@ -410,6 +437,7 @@ func (c *Client) startReadAhead(src *frameSource) *readAhead {
 	c.mu.Unlock()
 	go func() {
 		defer crash.Recover()
+		var paused int64 // the stream offset at the last pause
 		for {
 			src.fr.buf = ra.buffer()
 			typ, p, err := src.next()
@@ -419,11 +447,12 @@ func (c *Client) startReadAhead(src *frameSource) *readAhead {
 			if !ra.put(f) || err != nil {
 				return
 			}
-			if !f.more && readPace > 0 {
+			if !f.more && readPace > 0 && src.fr.off-paused >= readPaceBytes && src.caughtUp() {
 				// Note [read pacing]: the buffer is drained, so the next
 				// read waits on the socket; waiting a moment first lets a
 				// fast producer's frames gather, read in one go and
 				// handed on in one wake-up.
+				paused = src.fr.off
 				time.Sleep(readPace)
 			}
 		}
