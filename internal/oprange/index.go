@@ -105,12 +105,5 @@ func (x *Index) lastReaching(k int, t int64) int {
 
 // Interval is Interval(tab, lo, hi) for the tab x follows.
 func (x *Index) Interval(tab Table, lo, hi int64) int {
-	n := min(tab.Len(), x.n)
-	k := sort.Search(n, func(i int) bool { return tab.Start(i) > lo })
-	for i := k; i < n && (hi <= 0 || tab.Start(i) < hi); i++ {
-		if !tab.Skip(i) {
-			return x.Innermost(tab, tab.Start(i))
-		}
-	}
-	return x.Innermost(tab, lo)
+	return interval(tab, min(tab.Len(), x.n), lo, hi, func(t int64) int { return x.Innermost(tab, t) })
 }

@@ -97,12 +97,17 @@ func Innermost(tab Table, t int64) int {
 // the last known moment — or, when none begins there, the innermost op
 // containing lo; -1 when there is neither.
 func Interval(tab Table, lo, hi int64) int {
-	n := tab.Len()
+	return interval(tab, tab.Len(), lo, hi, func(t int64) int { return Innermost(tab, t) })
+}
+
+// interval is Interval over the first n ops of tab, innermost finding the
+// innermost op at a time.
+func interval(tab Table, n int, lo, hi int64, innermost func(t int64) int) int {
 	k := sort.Search(n, func(i int) bool { return tab.Start(i) > lo })
 	for i := k; i < n && (hi <= 0 || tab.Start(i) < hi); i++ {
 		if !tab.Skip(i) {
-			return Innermost(tab, tab.Start(i))
+			return innermost(tab.Start(i))
 		}
 	}
-	return Innermost(tab, lo)
+	return innermost(lo)
 }
